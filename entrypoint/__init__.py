@@ -1,0 +1,1 @@
+"""malaunch.entrypoint: the in-container shim ``ma-entrypoint`` (standard library only)."""

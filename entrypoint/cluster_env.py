@@ -1,0 +1,225 @@
+"""Read the platform's environment contract into a ``ClusterEnv``: a pure function of a ``Mapping``.
+
+Nothing here touches ``os.environ``, the network or the disk. Every variable is validated at once and a bad
+value raises :class:`~malaunch.entrypoint.errors.ConfigError` naming the variable, its value and what is
+expected. ``docs/entrypoint.md`` documents each variable; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Mapping, Optional, Tuple
+
+from .errors import ConfigError
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_MSRUN_MASTER_PORT",
+    "DEFAULT_RANKTABLE_MASTER_PORT",
+    "DEFAULT_TORCHRUN_MASTER_PORT",
+    "RUN_METHODS",
+    "ClusterEnv",
+    "parse_cluster_env",
+]
+
+#: Accepted values of ``MA_RUN_METHOD``; unset or empty means the platform default.
+RUN_METHODS = ("ranktable", "torchrun", "msrun")
+DEFAULT_TORCHRUN_MASTER_PORT = 18888
+DEFAULT_MSRUN_MASTER_PORT = 8118
+DEFAULT_RANKTABLE_MASTER_PORT = 29500
+DEFAULT_MSRUN_CLUSTER_TIME_OUT = 600
+DEFAULT_GRACE_PERIOD = 30.0
+DEFAULT_RANK_TABLE_TIMEOUT = 600.0
+DEFAULT_MASTER_WAIT = 300.0
+
+
+@dataclass(frozen=True)
+class ClusterEnv:
+    """What the platform told this container, validated. All fields are plain data."""
+
+    method: str  # "" (platform default), "ranktable", "torchrun" or "msrun"
+    num_hosts: int
+    devices_per_host: int  # MA_NUM_GPUS; 0 means "no accelerators": one process per host
+    node_rank: int
+    worker_hosts: Tuple[str, ...]
+    master_addr: str
+    job_id: str
+    rank_table_file: Optional[str]
+    torchrun_master_port: int
+    torchrun_extra: Tuple[str, ...]
+    msrun_master_port: int
+    msrun_extra: Tuple[str, ...]
+    msrun_cluster_time_out: int
+    msrun_rank_table: bool
+    ranktable_master_port: int
+    current_host_ip: Optional[str]
+    current_instance_name: Optional[str]
+    device_workdir: Optional[str]
+    script_interpreter: Optional[str]
+    grace_period: float
+    log_dir: Optional[str]
+    platform_log_dir: Optional[str]
+    report_file: Optional[str]
+    rank_table_timeout: float
+    master_wait: float
+
+    @property
+    def procs_per_host(self) -> int:
+        """Processes a launcher starts per host: one per device, or one when there is no accelerator."""
+        return max(self.devices_per_host, 1)
+
+
+def _get(environ: Mapping[str, str], name: str) -> Optional[str]:
+    value = environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: Optional[int] = None) -> int:
+    raw = _get(environ, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise ConfigError(name, raw, "expected a whole number") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(name, raw, f"expected a whole number {bound}")
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = _get(environ, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(name, raw, "expected a number of seconds, e.g. 30 or 2.5") from None
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(name, raw, "expected a finite number of seconds >= 0")
+    return value
+
+
+def _port(environ: Mapping[str, str], name: str, default: int) -> int:
+    return _int(environ, name, default, 1, 65535)
+
+
+def _split(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
+    raw = _get(environ, name)
+    if raw is None:
+        return ()
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None
+
+
+def _bool(environ: Mapping[str, str], name: str) -> bool:
+    raw = _get(environ, name)
+    if raw is None:
+        return False
+    lowered = raw.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(name, raw, "expected True or False")
+
+
+def _method(environ: Mapping[str, str]) -> str:
+    raw = _get(environ, "MA_RUN_METHOD")
+    if raw is None:
+        return ""
+    method = raw.lower()
+    if method not in RUN_METHODS:
+        raise ConfigError(
+            "MA_RUN_METHOD", raw, f"expected one of {', '.join(RUN_METHODS)}, or unset for the platform default"
+        )
+    return method
+
+
+def _node_rank(environ: Mapping[str, str], num_hosts: int) -> int:
+    primary = _get(environ, "VC_TASK_INDEX")
+    alias = _get(environ, "MA_TASK_INDEX")
+    name = "VC_TASK_INDEX" if primary is not None or alias is None else "MA_TASK_INDEX"
+    rank = _int(environ, name, 0, 0)
+    if primary is not None and alias is not None and _int(environ, "MA_TASK_INDEX", 0, 0) != rank:
+        raise ConfigError("MA_TASK_INDEX", alias, f"expected the same value as VC_TASK_INDEX={primary}")
+    if rank >= num_hosts:
+        raise ConfigError(name, str(rank), f"expected an index below MA_NUM_HOSTS={num_hosts} (0 to {num_hosts - 1})")
+    return rank
+
+
+def _worker_hosts(environ: Mapping[str, str], num_hosts: int) -> Tuple[str, ...]:
+    raw = _get(environ, "VC_WORKER_HOSTS")
+    if raw is None:
+        return ()
+    hosts = tuple(part.strip() for part in raw.split(","))
+    if any(not host or any(ch.isspace() for ch in host) for host in hosts):
+        raise ConfigError("VC_WORKER_HOSTS", raw, "expected comma-separated host names with no empty entries")
+    if len(hosts) != num_hosts:
+        raise ConfigError(
+            "VC_WORKER_HOSTS", raw, f"expected {num_hosts} host names (MA_NUM_HOSTS={num_hosts}), got {len(hosts)}"
+        )
+    return hosts
+
+
+def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: int) -> str:
+    if hosts:
+        return hosts[0]
+    vj_name = _get(environ, "MA_VJ_NAME")
+    task_name = _get(environ, "MA_TASK_NAME")
+    if vj_name is not None and task_name is not None:
+        return f"{vj_name}-{task_name}-0.{vj_name}"
+    if num_hosts == 1:
+        return "127.0.0.1"
+    raise ConfigError(
+        "VC_WORKER_HOSTS",
+        environ.get("VC_WORKER_HOSTS", ""),
+        f"MA_NUM_HOSTS={num_hosts} needs the master's address: set VC_WORKER_HOSTS, or MA_VJ_NAME and MA_TASK_NAME",
+    )
+
+
+def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
+    """Validate the platform variables in ``environ`` and return them as a :class:`ClusterEnv`.
+
+    Raises:
+        ConfigError: the first invalid variable, with its value and what is expected.
+    """
+    method = _method(environ)
+    num_hosts = _int(environ, "MA_NUM_HOSTS", 1, 1)
+    devices = _int(environ, "MA_NUM_GPUS", 0, 0)
+    node_rank = _node_rank(environ, num_hosts)
+    hosts = _worker_hosts(environ, num_hosts)
+    master = _master_addr(environ, hosts, num_hosts)
+    return ClusterEnv(
+        method=method,
+        num_hosts=num_hosts,
+        devices_per_host=devices,
+        node_rank=node_rank,
+        worker_hosts=hosts,
+        master_addr=master,
+        job_id=_get(environ, "MA_VJ_NAME") or "malaunch-job",
+        rank_table_file=_get(environ, "RANK_TABLE_FILE"),
+        torchrun_master_port=_port(environ, "MA_TORCHRUN_MASTER_PORT", DEFAULT_TORCHRUN_MASTER_PORT),
+        torchrun_extra=_split(environ, "MA_EXTRA_TORCHRUN_PARAMS"),
+        msrun_master_port=_port(environ, "MA_MSRUN_MASTER_PORT", DEFAULT_MSRUN_MASTER_PORT),
+        msrun_extra=_split(environ, "MA_EXTRA_MSRUN_PARAMS"),
+        msrun_cluster_time_out=_int(environ, "MSRUN_CLUSTER_TIME_OUT", DEFAULT_MSRUN_CLUSTER_TIME_OUT, -1),
+        msrun_rank_table=_bool(environ, "MS_RANKTABLE_ENABLE"),
+        ranktable_master_port=_port(environ, "MALAUNCH_MASTER_PORT", DEFAULT_RANKTABLE_MASTER_PORT),
+        current_host_ip=_get(environ, "MA_CURRENT_HOST_IP"),
+        current_instance_name=_get(environ, "MA_CURRENT_INSTANCE_NAME"),
+        device_workdir=_get(environ, "MALAUNCH_DEVICE_WORKDIR"),
+        script_interpreter=_get(environ, "MA_SCRIPT_INTERPRETER"),
+        grace_period=_seconds(environ, "MALAUNCH_GRACE_PERIOD", DEFAULT_GRACE_PERIOD),
+        log_dir=_get(environ, "MALAUNCH_LOG_DIR"),
+        platform_log_dir=_get(environ, "MA_LOG_DIR"),
+        report_file=_get(environ, "MALAUNCH_REPORT_FILE"),
+        rank_table_timeout=_seconds(environ, "MALAUNCH_RANK_TABLE_TIMEOUT", DEFAULT_RANK_TABLE_TIMEOUT),
+        master_wait=_seconds(environ, "MALAUNCH_MASTER_WAIT", DEFAULT_MASTER_WAIT),
+    )

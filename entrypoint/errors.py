@@ -1,0 +1,83 @@
+"""Exception tree of the entrypoint shim and the one table that maps it to exit codes.
+
+::
+
+    EntrypointError                  any failure the shim reports itself (never a traceback)
+    ├── ConfigError                  bad environment, argument or file: exit 2
+    │   └── RankTableError           a rank table that cannot be used
+    └── LaunchError                  something could not be started or waited for: exit 3
+        └── WaitTimeout              a deadline passed (rank table never completed, master name never resolved)
+
+A rank that fails is not an exception: the supervisor returns a ``RunResult`` and ``main`` turns it into the
+root-cause rank's own exit code. Exit codes are decided only in :func:`exit_code_for`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_LAUNCH",
+    "ConfigError",
+    "EntrypointError",
+    "LaunchError",
+    "RankTableError",
+    "WaitTimeout",
+    "exit_code_for",
+]
+
+EXIT_CONFIG = 2
+EXIT_LAUNCH = 3
+
+
+class EntrypointError(Exception):
+    """Base class: carries a one-line, user-facing message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(EntrypointError):
+    """An input is invalid. Names the variable (or argument), its value and what is expected."""
+
+    def __init__(self, variable: str, value: object, expected: str) -> None:
+        self.variable = variable
+        self.value = value
+        self.expected = expected
+        super().__init__(f"{variable}={value!r} is invalid: {expected}")
+
+
+class RankTableError(ConfigError):
+    """A rank table that is malformed or does not fit this host. ``where`` is a JSON path inside it."""
+
+    def __init__(self, path: str, where: str, value: object, expected: str) -> None:
+        self.path = path
+        self.where = where
+        EntrypointError.__init__(self, f"rank table {path}: {where}={value!r} is invalid: {expected}")
+        self.variable = "RANK_TABLE_FILE"
+        self.value = value
+        self.expected = expected
+
+
+class LaunchError(EntrypointError):
+    """The launch could not proceed (a program is missing, a directory cannot be written, ...)."""
+
+
+class WaitTimeout(LaunchError):
+    """A bounded wait ran out; ``waited`` is in seconds."""
+
+    def __init__(self, what: str, waited: float, hint: str) -> None:
+        self.what = what
+        self.waited = waited
+        self.hint = hint
+        super().__init__(f"gave up waiting for {what} after {waited:.0f}s: {hint}")
+
+
+def exit_code_for(error: EntrypointError) -> int:
+    """The shim's exit code for an error it raised itself."""
+    if isinstance(error, ConfigError):
+        return EXIT_CONFIG
+    return EXIT_LAUNCH

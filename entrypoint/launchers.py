@@ -1,0 +1,269 @@
+"""Pure planners: ``ClusterEnv`` + resolved facts -> ``LaunchPlan`` for each launch method.
+
+No function here reads ``os.environ``, the clock or the disk; everything that needs I/O (waiting for the rank
+table, resolving the master's name, locating the interpreter) is done by :mod:`malaunch.entrypoint.main` first
+and handed in as :class:`LaunchInputs`. Flag spellings follow the ModelArts launch modes:
+
+- torchrun, one host: ``--standalone --nnodes=1 --nproc_per_node=G``; N hosts: ``--nnodes=N --nproc_per_node=G
+  --node_rank=I --master_addr=A --master_port=P --rdzv_id=J --rdzv_backend=static``. The master port is always
+  passed. ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and replace a preset flag of the same name.
+- msrun: ``--worker_num=N*G --local_worker_num=G --master_addr=IP --master_port=P --node_rank=I --log_dir=D
+  --join=True --cluster_time_out=T [--rank_table_file=F]``; ``MA_EXTRA_MSRUN_PARAMS`` work the same way.
+- rank table: one process per device of this host's server, each with the Ascend and torch rank variables.
+
+Both launchers run as ``<interpreter> -m <module>`` (the modules behind the ``torchrun`` and ``msrun`` console
+scripts), so they always use the shim's own interpreter.
+"""
+
+from __future__ import annotations
+
+import os.path
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .cluster_env import ClusterEnv
+from .errors import ConfigError
+from .plan import LaunchPlan, ProcessSpec
+from .rank_table import RankTable
+
+__all__ = [
+    "DEFAULT_RANK_TABLE_PATH",
+    "TORCHRUN_PREFIX_TEMPLATE",
+    "LaunchInputs",
+    "boot_command",
+    "flag_name",
+    "merge_flags",
+    "plan_launch",
+    "resolve_method",
+]
+
+TORCHRUN_MODULE = "torch.distributed.run"
+MSRUN_MODULE = "mindspore.parallel.cluster.run"
+#: Where ModelArts puts the rank table when ``RANK_TABLE_FILE`` is unset.
+DEFAULT_RANK_TABLE_PATH = "/user/config/jobstart_hccl.json"
+#: torchrun tees every worker line with this prefix; the supervisor splits the output into rank logs by it.
+TORCHRUN_PREFIX_TEMPLATE = "[rank${rank}]:"
+#: ``--tail_worker_log`` names ranks whose logs msrun copies to its console; no rank is ever -2, so msrun
+#: tails nothing and the supervisor follows ``worker_N.log`` itself, each line with its rank prefix.
+MSRUN_TAIL_NONE = "-2"
+
+
+@dataclass(frozen=True)
+class LaunchInputs:
+    """Facts gathered by ``main`` before planning (the only non-environment inputs)."""
+
+    boot_file: str  # absolute path
+    boot_args: Tuple[str, ...]
+    interpreter: str  # the Python that runs the boot file and the launchers
+    cwd: str  # the shim's working directory
+    hostname: str  # this host's name for reports
+    path_env: str  # the PATH the shim inherited
+    rank_table: Optional[RankTable] = None
+    rank_table_path: Optional[str] = None  # resolved file (also for msrun's rank-table mode)
+    server_index: Optional[int] = None
+    master_ip: Optional[str] = None  # resolved master address (msrun needs an IP)
+    python_dir: Optional[str] = None  # a directory whose ``python`` is ``interpreter`` (msrun starts ``python``)
+    notes: Tuple[str, ...] = ()  # facts found while gathering, shown by --dry-run
+
+
+def resolve_method(cluster: ClusterEnv) -> str:
+    """The launch method: ``MA_RUN_METHOD``, or the platform default (rank table if one is given, else single)."""
+    if cluster.method:
+        return cluster.method
+    return "ranktable" if cluster.rank_table_file else "single"
+
+
+def flag_name(token: str) -> Optional[str]:
+    """Normalised name of a ``--flag`` / ``--flag=value`` token (``--a-b`` and ``--a_b`` are the same), else None."""
+    if not token.startswith("--") or token == "--":
+        return None
+    return token[2:].split("=", 1)[0].replace("-", "_")
+
+
+def merge_flags(presets: Sequence[str], extra: Sequence[str]) -> List[str]:
+    """Presets followed by ``extra``; a preset whose flag name appears in ``extra`` is dropped.
+
+    Presets are always single ``--name=value`` or ``--name`` tokens, so dropping one never orphans a value.
+    """
+    overridden = {name for name in (flag_name(tok) for tok in extra) if name is not None}
+    return [tok for tok in presets if flag_name(tok) not in overridden] + list(extra)
+
+
+def boot_command(inputs: LaunchInputs) -> Tuple[str, ...]:
+    """argv that runs the boot file once: Python files with ``-u`` (unbuffered), ``.sh`` with bash, else exec."""
+    boot = inputs.boot_file
+    if boot.endswith(".py"):
+        return (inputs.interpreter, "-u", boot, *inputs.boot_args)
+    if boot.endswith(".sh"):
+        return ("bash", boot, *inputs.boot_args)
+    return (boot, *inputs.boot_args)
+
+
+def _log_dir(cluster: ClusterEnv, inputs: LaunchInputs) -> str:
+    if cluster.log_dir:
+        return os.path.join(inputs.cwd, cluster.log_dir)
+    root = os.path.join(cluster.platform_log_dir, "malaunch") if cluster.platform_log_dir else os.path.join(
+        inputs.cwd, "malaunch-logs"
+    )
+    return os.path.join(inputs.cwd, root, f"node-{cluster.node_rank}")
+
+
+def _host(cluster: ClusterEnv, inputs: LaunchInputs) -> str:
+    return cluster.worker_hosts[cluster.node_rank] if cluster.worker_hosts else inputs.hostname
+
+
+def _node_ranks(cluster: ClusterEnv) -> range:
+    per_host = cluster.procs_per_host
+    return range(cluster.node_rank * per_host, (cluster.node_rank + 1) * per_host)
+
+
+def _plan(
+    method: str,
+    cluster: ClusterEnv,
+    inputs: LaunchInputs,
+    log_dir: str,
+    processes: Sequence[ProcessSpec],
+    log_source: str,
+    rank_logs: Dict[int, str],
+    notes: Sequence[str] = (),
+) -> LaunchPlan:
+    report = os.path.join(inputs.cwd, cluster.report_file) if cluster.report_file else os.path.join(
+        log_dir, "report.json"
+    )
+    return LaunchPlan(
+        method=method,
+        node_rank=cluster.node_rank,
+        num_hosts=cluster.num_hosts,
+        host=_host(cluster, inputs),
+        processes=tuple(processes),
+        log_source=log_source,
+        log_dir=log_dir,
+        rank_logs=rank_logs,
+        grace_period=cluster.grace_period,
+        report_file=report,
+        notes=tuple(notes) + inputs.notes,
+    )
+
+
+def _plan_single(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
+    log_file = os.path.join(log_dir, "boot.log")
+    proc = ProcessSpec(name="boot", argv=boot_command(inputs), env={}, cwd=None, log_file=log_file)
+    return _plan("single", cluster, inputs, log_dir, [proc], "pipe", {})
+
+
+def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
+    per_host = cluster.procs_per_host
+    if cluster.num_hosts == 1:
+        presets = ["--standalone", "--nnodes=1", f"--nproc_per_node={per_host}"]
+    else:
+        presets = [
+            f"--nnodes={cluster.num_hosts}",
+            f"--nproc_per_node={per_host}",
+            f"--node_rank={cluster.node_rank}",
+            f"--master_addr={cluster.master_addr}",
+        ]
+    presets.append(f"--master_port={cluster.torchrun_master_port}")
+    if cluster.num_hosts > 1:
+        presets += [f"--rdzv_id={cluster.job_id}", "--rdzv_backend=static"]
+    presets += ["--tee=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
+    if not inputs.boot_file.endswith(".py"):
+        presets.append("--no_python")
+    argv = [inputs.interpreter, "-m", TORCHRUN_MODULE, *merge_flags(presets, cluster.torchrun_extra)]
+    argv += [inputs.boot_file, *inputs.boot_args]
+    proc = ProcessSpec(
+        name="torchrun",
+        argv=tuple(argv),
+        env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": TORCHRUN_PREFIX_TEMPLATE},
+        cwd=None,
+        log_file=os.path.join(log_dir, "torchrun.log"),
+    )
+    rank_logs = {rank: os.path.join(log_dir, f"rank-{rank}.log") for rank in _node_ranks(cluster)}
+    return _plan("torchrun", cluster, inputs, log_dir, [proc], "prefixed", rank_logs)
+
+
+def _plan_msrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
+    if inputs.master_ip is None or inputs.python_dir is None:
+        raise ValueError("msrun planning needs master_ip and python_dir resolved by main")
+    per_host = cluster.procs_per_host
+    msrun_logs = os.path.join(log_dir, "msrun")
+    presets = [
+        f"--worker_num={cluster.num_hosts * per_host}",
+        f"--local_worker_num={per_host}",
+        f"--master_addr={inputs.master_ip}",
+        f"--master_port={cluster.msrun_master_port}",
+        f"--node_rank={cluster.node_rank}",
+        f"--log_dir={msrun_logs}",
+        "--join=True",
+        f"--cluster_time_out={cluster.msrun_cluster_time_out}",
+    ]
+    if cluster.msrun_rank_table:
+        if inputs.rank_table_path is None:
+            raise ValueError("msrun rank-table mode needs rank_table_path resolved by main")
+        presets.append(f"--rank_table_file={inputs.rank_table_path}")
+    presets.append(f"--tail_worker_log={MSRUN_TAIL_NONE}")
+    argv = [inputs.interpreter, "-m", MSRUN_MODULE, *merge_flags(presets, cluster.msrun_extra)]
+    argv += [inputs.boot_file, *inputs.boot_args]
+    path = f"{inputs.python_dir}{os.pathsep}{inputs.path_env}" if inputs.path_env else inputs.python_dir
+    proc = ProcessSpec(
+        name="msrun",
+        argv=tuple(argv),
+        env={"PATH": path, "PYTHONUNBUFFERED": "1"},
+        cwd=None,
+        log_file=os.path.join(log_dir, "msrun.log"),
+    )
+    rank_logs = {rank: os.path.join(msrun_logs, f"worker_{rank}.log") for rank in _node_ranks(cluster)}
+    return _plan("msrun", cluster, inputs, log_dir, [proc], "files", rank_logs)
+
+
+def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
+    table, index, table_path = inputs.rank_table, inputs.server_index, inputs.rank_table_path
+    if table is None or index is None or table_path is None:
+        raise ValueError("rank-table planning needs the parsed table and this host's server index")
+    server = table.servers[index]
+    argv = boot_command(inputs)
+    processes = []
+    rank_logs: Dict[int, str] = {}
+    for local_rank, device in enumerate(server.devices):
+        rank = device.rank_id
+        log_file = os.path.join(log_dir, f"rank-{rank}.log")
+        rank_logs[rank] = log_file
+        env = {
+            "RANK_TABLE_FILE": table_path,
+            "RANK_ID": str(rank),
+            "RANK_SIZE": str(table.rank_size),
+            "ASCEND_DEVICE_ID": str(local_rank),
+            "DEVICE_ID": str(local_rank),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(local_rank),
+            "WORLD_SIZE": str(table.rank_size),
+            "LOCAL_WORLD_SIZE": str(len(server.devices)),
+            "MASTER_ADDR": cluster.master_addr,
+            "MASTER_PORT": str(cluster.ranktable_master_port),
+        }
+        cwd = os.path.join(cluster.device_workdir, f"device{local_rank}") if cluster.device_workdir else None
+        processes.append(
+            ProcessSpec(
+                name=f"rank-{rank}", argv=argv, env=env, cwd=cwd, log_file=log_file, rank=rank, local_rank=local_rank
+            )
+        )
+    notes = [f"server {index} of {len(table.servers)} in {table.format} rank table: {server.server_id}"]
+    return _plan("ranktable", cluster, inputs, log_dir, processes, "pipe", rank_logs, notes)
+
+
+def plan_launch(cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
+    """Build the launch plan for this host. Pure: same inputs, same plan.
+
+    Raises:
+        ConfigError: the method cannot run with these inputs (e.g. a rank table without devices for this host).
+    """
+    method = resolve_method(cluster)
+    log_dir = _log_dir(cluster, inputs)
+    if method == "torchrun":
+        return _plan_torchrun(cluster, inputs, log_dir)
+    if method == "msrun":
+        return _plan_msrun(cluster, inputs, log_dir)
+    if method == "ranktable":
+        return _plan_ranktable(cluster, inputs, log_dir)
+    if method == "single":
+        return _plan_single(cluster, inputs, log_dir)
+    raise ConfigError("MA_RUN_METHOD", method, "expected ranktable, torchrun or msrun")

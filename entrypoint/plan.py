@@ -1,0 +1,94 @@
+"""The launch plan: pure, frozen data describing exactly which processes the shim starts.
+
+A plan is built by :mod:`malaunch.entrypoint.launchers` from a :class:`~malaunch.entrypoint.cluster_env.ClusterEnv`
+and executed by :mod:`malaunch.entrypoint.supervisor`. ``--dry-run`` prints :meth:`LaunchPlan.to_json`; the
+supervisor runs the very same object, so the two cannot disagree.
+
+Each :class:`ProcessSpec` lists only the variables the shim sets for that process (``env``); the process also
+inherits the shim's own environment. How each rank's output reaches its log file is given by ``log_source``:
+
+- ``"pipe"``: one process per rank; the shim reads its stdout/stderr pipes (rank-table fan-out, single run).
+- ``"prefixed"``: one launcher process whose output carries ``[rankN]:`` prefixes (torchrun ``--tee``); the
+  shim splits it into the rank logs and keeps the launcher's own lines in the process's ``log_file``.
+- ``"files"``: the launcher writes one log file per rank itself (msrun ``worker_N.log``); the shim follows
+  those files to the console.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+__all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
+
+METHODS = ("ranktable", "torchrun", "msrun", "single")
+LOG_SOURCES = ("pipe", "prefixed", "files")
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process the shim starts: argv list (never a shell string), the variables it sets, the cwd."""
+
+    name: str
+    argv: Tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Optional[str]
+    log_file: str
+    rank: Optional[int] = None  # global rank, when this process is exactly one rank
+    local_rank: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready form, as printed by ``--dry-run``."""
+        return {
+            "name": self.name,
+            "argv": list(self.argv),
+            "env": dict(sorted(self.env.items())),
+            "cwd": self.cwd,
+            "log_file": self.log_file,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+        }
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything the supervisor needs; built once, never mutated."""
+
+    method: str
+    node_rank: int
+    num_hosts: int
+    host: str  # this host's name as the report shows it
+    processes: Tuple[ProcessSpec, ...]
+    log_source: str
+    log_dir: str
+    rank_logs: Mapping[int, str]  # global rank -> per-rank log file
+    grace_period: float
+    report_file: str
+    notes: Tuple[str, ...] = field(default=())  # human-readable facts about the plan (shown by --dry-run)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}")
+        if self.log_source not in LOG_SOURCES:
+            raise ValueError(f"unknown log_source {self.log_source!r}")
+
+    def to_json(self) -> Dict[str, Any]:
+        """The plan as JSON-ready data: ``{"method": ..., "processes": [{"argv", "env", "cwd", ...}], ...}``."""
+        return {
+            "method": self.method,
+            "node_rank": self.node_rank,
+            "num_hosts": self.num_hosts,
+            "host": self.host,
+            "processes": [proc.to_json() for proc in self.processes],
+            "log_source": self.log_source,
+            "log_dir": self.log_dir,
+            "rank_logs": {str(rank): path for rank, path in sorted(self.rank_logs.items())},
+            "grace_period": self.grace_period,
+            "report_file": self.report_file,
+            "notes": list(self.notes),
+        }
+
+    def render(self) -> str:
+        """Pretty JSON text of :meth:`to_json`."""
+        return json.dumps(self.to_json(), indent=2)

@@ -1,0 +1,173 @@
+"""The I/O before planning: find the boot file, wait for the rank table, resolve the master, locate Python.
+
+Everything here has a deadline and ends in a clear error; the results are handed to the pure planner as
+:class:`~malaunch.entrypoint.launchers.LaunchInputs`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Callable, Mapping, Optional, Sequence, Tuple
+
+from .cluster_env import ClusterEnv
+from .errors import ConfigError, LaunchError, WaitTimeout
+from .launchers import DEFAULT_RANK_TABLE_PATH, LaunchInputs, resolve_method
+from .rank_table import RankTable, resolve_rank_table_path, select_server, wait_for_rank_table
+
+__all__ = ["gather_inputs", "python_dir_for", "wait_for_address"]
+
+Resolver = Callable[[str], str]
+Progress = Callable[[str], None]
+
+
+def _resolve_ipv4(name: str) -> str:
+    infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
+    return str(infos[0][4][0])
+
+
+def wait_for_address(
+    name: str,
+    timeout: float,
+    *,
+    resolve: Resolver = _resolve_ipv4,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Optional[Progress] = None,
+) -> str:
+    """Resolve ``name`` to an IP, retrying until ``timeout`` seconds have passed (peers' DNS records appear late)."""
+    start = clock()
+    delay, last_report = 0.2, start
+    while True:
+        try:
+            return resolve(name)
+        except (OSError, UnicodeError) as exc:
+            elapsed = clock() - start
+            if elapsed >= timeout:
+                raise WaitTimeout(
+                    f"the master address {name!r} to resolve",
+                    elapsed,
+                    f"last error: {exc}; check VC_WORKER_HOSTS / MA_VJ_NAME, or raise MALAUNCH_MASTER_WAIT",
+                ) from None
+            if progress is not None and clock() - last_report >= 10:
+                progress(f"waiting for {name!r} to resolve ({elapsed:.0f}s of {timeout:.0f}s): {exc}")
+                last_report = clock()
+            sleep(min(delay, max(timeout - elapsed, 0.01)))
+            delay = min(delay * 2, 5.0)
+
+
+def python_dir_for(interpreter: str, fallback_dir: str) -> Tuple[str, bool]:
+    """A directory whose ``python`` is ``interpreter``: its own directory when that holds it, else ``fallback_dir``.
+
+    Returns ``(directory, needs_link)``; when ``needs_link`` is true the caller links ``fallback_dir/python``.
+    """
+    own = os.path.join(os.path.dirname(interpreter), "python")
+    try:
+        if os.path.samefile(own, interpreter):
+            return os.path.dirname(interpreter), False
+    except OSError:
+        pass
+    return fallback_dir, True
+
+
+def _link_python(directory: str, interpreter: str) -> None:
+    link = os.path.join(directory, "python")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(interpreter, link)
+    except OSError as exc:
+        raise LaunchError(
+            f"cannot link {link} -> {interpreter} for msrun's workers ({exc}); make the log directory writable"
+        ) from None
+
+
+def _boot_file(cwd: str, boot_file: str) -> str:
+    path = os.path.normpath(os.path.join(cwd, boot_file))
+    if not os.path.isfile(path):
+        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({path}); give the training script's path")
+    return path
+
+
+def _rank_table(
+    cluster: ClusterEnv, method: str, progress: Optional[Progress]
+) -> Tuple[Optional[RankTable], Optional[str]]:
+    wants_table = method == "ranktable" or (method == "msrun" and cluster.msrun_rank_table)
+    if not wants_table:
+        return None, None
+    given = cluster.rank_table_file or DEFAULT_RANK_TABLE_PATH
+    path = resolve_rank_table_path(given)
+
+    def on_wait(reason: str, elapsed: float) -> None:
+        if progress is not None:
+            progress(f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}")
+
+    table = wait_for_rank_table(path, cluster.rank_table_timeout, on_wait=on_wait)
+    return table, path
+
+
+def gather_inputs(
+    cluster: ClusterEnv,
+    boot_file: str,
+    boot_args: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    cwd: str,
+    progress: Optional[Progress] = None,
+    resolve: Resolver = _resolve_ipv4,
+    dry_run: bool = False,
+) -> LaunchInputs:
+    """Do the waiting and looking-up the plan needs, in the order a failure is cheapest to report.
+
+    The only thing written is, for msrun when the interpreter's directory has no ``python``, a link to the
+    interpreter in a private directory (skipped by ``dry_run``).
+    """
+    method = resolve_method(cluster)
+    boot = _boot_file(cwd, boot_file)
+    interpreter = cluster.script_interpreter or sys.executable
+    table, table_path = _rank_table(cluster, method, progress)
+    server_index = None
+    if method == "ranktable" and table is not None:
+        server_index = select_server(
+            table,
+            host_ip=cluster.current_host_ip,
+            instance_name=cluster.current_instance_name,
+            node_rank=cluster.node_rank,
+            num_hosts=cluster.num_hosts,
+        )
+    master_ip = None
+    notes: Tuple[str, ...] = ()
+    if method == "msrun" or (method == "torchrun" and cluster.num_hosts > 1):
+        if dry_run:
+            try:
+                master_ip = resolve(cluster.master_addr)
+            except (OSError, UnicodeError):
+                master_ip = cluster.master_addr
+                notes = (f"{cluster.master_addr!r} does not resolve now; a real run waits for it to resolve",)
+        else:
+            master_ip = wait_for_address(cluster.master_addr, cluster.master_wait, resolve=resolve, progress=progress)
+        if method != "msrun":
+            master_ip = None
+    python_dir = None
+    if method == "msrun":
+        fallback = os.path.join(cwd, cluster.log_dir or "malaunch-logs", ".python")
+        python_dir, needs_link = python_dir_for(interpreter, fallback)
+        if needs_link and not dry_run:
+            _link_python(python_dir, interpreter)
+    return LaunchInputs(
+        boot_file=boot,
+        boot_args=tuple(boot_args),
+        interpreter=interpreter,
+        cwd=cwd,
+        hostname=socket.gethostname(),
+        path_env=environ.get("PATH", ""),
+        rank_table=table,
+        rank_table_path=table_path,
+        server_index=server_index,
+        master_ip=master_ip,
+        python_dir=python_dir,
+        notes=notes,
+    )

@@ -1,0 +1,1 @@
+"""malaunch.sdk: job specs, ``ma-submit`` and the backends."""

@@ -1,0 +1,1 @@
+"""Backends that run a job: local (default), ModelArts, Volcano."""
