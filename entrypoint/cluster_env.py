@@ -77,7 +77,9 @@ def _get(environ: Mapping[str, str], name: str) -> Optional[str]:
     return value.strip()
 
 
-def _int(environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: Optional[int] = None) -> int:
+def _int(
+    environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: Optional[int] = None
+) -> int:
     raw = _get(environ, name)
     if raw is None:
         return default
@@ -137,7 +139,9 @@ def _method(environ: Mapping[str, str]) -> str:
     method = raw.lower()
     if method not in RUN_METHODS:
         raise ConfigError(
-            "MA_RUN_METHOD", raw, f"expected one of {', '.join(RUN_METHODS)}, or unset for the platform default"
+            "MA_RUN_METHOD",
+            raw,
+            f"expected one of {', '.join(RUN_METHODS)}, or unset for the platform default",
         )
     return method
 
@@ -150,7 +154,9 @@ def _node_rank(environ: Mapping[str, str], num_hosts: int) -> int:
     if primary is not None and alias is not None and _int(environ, "MA_TASK_INDEX", 0, 0) != rank:
         raise ConfigError("MA_TASK_INDEX", alias, f"expected the same value as VC_TASK_INDEX={primary}")
     if rank >= num_hosts:
-        raise ConfigError(name, str(rank), f"expected an index below MA_NUM_HOSTS={num_hosts} (0 to {num_hosts - 1})")
+        raise ConfigError(
+            name, str(rank), f"expected an index below MA_NUM_HOSTS={num_hosts} (0 to {num_hosts - 1})"
+        )
     return rank
 
 
@@ -163,7 +169,9 @@ def _worker_hosts(environ: Mapping[str, str], num_hosts: int) -> Tuple[str, ...]
         raise ConfigError("VC_WORKER_HOSTS", raw, "expected comma-separated host names with no empty entries")
     if len(hosts) != num_hosts:
         raise ConfigError(
-            "VC_WORKER_HOSTS", raw, f"expected {num_hosts} host names (MA_NUM_HOSTS={num_hosts}), got {len(hosts)}"
+            "VC_WORKER_HOSTS",
+            raw,
+            f"expected {num_hosts} host names (MA_NUM_HOSTS={num_hosts}), got {len(hosts)}",
         )
     return hosts
 

@@ -73,7 +73,8 @@ class WaitTimeout(LaunchError):
         self.what = what
         self.waited = waited
         self.hint = hint
-        super().__init__(f"gave up waiting for {what} after {waited:.0f}s: {hint}")
+        shown = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
+        super().__init__(f"gave up waiting for {what} after {shown}s: {hint}")
 
 
 def exit_code_for(error: EntrypointError) -> int:

@@ -62,7 +62,9 @@ class LaunchInputs:
     rank_table_path: Optional[str] = None  # resolved file (also for msrun's rank-table mode)
     server_index: Optional[int] = None
     master_ip: Optional[str] = None  # resolved master address (msrun needs an IP)
-    python_dir: Optional[str] = None  # a directory whose ``python`` is ``interpreter`` (msrun starts ``python``)
+    python_dir: Optional[str] = (
+        None  # a directory whose ``python`` is ``interpreter`` (msrun starts ``python``)
+    )
     notes: Tuple[str, ...] = ()  # facts found while gathering, shown by --dry-run
 
 
@@ -102,8 +104,10 @@ def boot_command(inputs: LaunchInputs) -> Tuple[str, ...]:
 def _log_dir(cluster: ClusterEnv, inputs: LaunchInputs) -> str:
     if cluster.log_dir:
         return os.path.join(inputs.cwd, cluster.log_dir)
-    root = os.path.join(cluster.platform_log_dir, "malaunch") if cluster.platform_log_dir else os.path.join(
-        inputs.cwd, "malaunch-logs"
+    root = (
+        os.path.join(cluster.platform_log_dir, "malaunch")
+        if cluster.platform_log_dir
+        else os.path.join(inputs.cwd, "malaunch-logs")
     )
     return os.path.join(inputs.cwd, root, f"node-{cluster.node_rank}")
 
@@ -127,8 +131,10 @@ def _plan(
     rank_logs: Dict[int, str],
     notes: Sequence[str] = (),
 ) -> LaunchPlan:
-    report = os.path.join(inputs.cwd, cluster.report_file) if cluster.report_file else os.path.join(
-        log_dir, "report.json"
+    report = (
+        os.path.join(inputs.cwd, cluster.report_file)
+        if cluster.report_file
+        else os.path.join(log_dir, "report.json")
     )
     return LaunchPlan(
         method=method,
@@ -243,7 +249,13 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
         cwd = os.path.join(cluster.device_workdir, f"device{local_rank}") if cluster.device_workdir else None
         processes.append(
             ProcessSpec(
-                name=f"rank-{rank}", argv=argv, env=env, cwd=cwd, log_file=log_file, rank=rank, local_rank=local_rank
+                name=f"rank-{rank}",
+                argv=argv,
+                env=env,
+                cwd=cwd,
+                log_file=log_file,
+                rank=rank,
+                local_rank=local_rank,
             )
         )
     notes = [f"server {index} of {len(table.servers)} in {table.format} rank table: {server.server_id}"]

@@ -39,18 +39,27 @@ def build_parser() -> argparse.ArgumentParser:
             "msrun), supervise every process, and exit with the failing rank's own exit code. "
             "See docs/entrypoint.md for every environment variable."
         ),
-        epilog="exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2 invalid input; 3 launch error",
+        epilog=(
+            "exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2 invalid input; "
+            "3 launch error"
+        ),
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the launch plan as JSON and start nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the launch plan as JSON and start nothing"
+    )
     parser.add_argument("--log-dir", metavar="DIR", help="per-rank logs go here (env MALAUNCH_LOG_DIR)")
-    parser.add_argument("--report-file", metavar="FILE", help="write the JSON run report here (env MALAUNCH_REPORT_FILE)")
+    parser.add_argument(
+        "--report-file", metavar="FILE", help="write the JSON run report here (env MALAUNCH_REPORT_FILE)"
+    )
     parser.add_argument(
         "--grace-period",
         metavar="SECONDS",
         help="time between SIGTERM and SIGKILL when the group is torn down (env MALAUNCH_GRACE_PERIOD, default 30)",
     )
     parser.add_argument("boot_file", metavar="BOOT_FILE", help="the training script to start")
-    parser.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the training script")
+    parser.add_argument(
+        "args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the training script"
+    )
     return parser
 
 
@@ -99,7 +108,13 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     try:
         cluster = parse_cluster_env(_overlay(env, options))
         inputs = gather_inputs(
-            cluster, options.boot_file, options.args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
+            cluster,
+            options.boot_file,
+            options.args,
+            env,
+            cwd=os.getcwd(),
+            progress=_say,
+            dry_run=options.dry_run,
         )
         plan = plan_launch(cluster, inputs)
         if options.dry_run:

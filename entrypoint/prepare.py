@@ -6,6 +6,7 @@ Everything here has a deadline and ends in a clear error; the results are handed
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sys
@@ -72,6 +73,14 @@ def python_dir_for(interpreter: str, fallback_dir: str) -> Tuple[str, bool]:
     return fallback_dir, True
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _link_python(directory: str, interpreter: str) -> None:
     link = os.path.join(directory, "python")
     try:
@@ -103,7 +112,9 @@ def _rank_table(
 
     def on_wait(reason: str, elapsed: float) -> None:
         if progress is not None:
-            progress(f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}")
+            progress(
+                f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}"
+            )
 
     table = wait_for_rank_table(path, cluster.rank_table_timeout, on_wait=on_wait)
     return table, path
@@ -142,13 +153,17 @@ def gather_inputs(
     notes: Tuple[str, ...] = ()
     if method == "msrun" or (method == "torchrun" and cluster.num_hosts > 1):
         if dry_run:
-            try:
-                master_ip = resolve(cluster.master_addr)
-            except (OSError, UnicodeError):
-                master_ip = cluster.master_addr
-                notes = (f"{cluster.master_addr!r} does not resolve now; a real run waits for it to resolve",)
+            # A dry run asks no name server: an IP literal is used as is, a name is shown as the name.
+            master_ip = cluster.master_addr
+            if method == "msrun" and not _is_ip(cluster.master_addr):
+                notes = (
+                    f"a real run first resolves {cluster.master_addr!r} to an IP (waiting up to "
+                    f"{cluster.master_wait:.0f}s) and passes the IP to msrun",
+                )
         else:
-            master_ip = wait_for_address(cluster.master_addr, cluster.master_wait, resolve=resolve, progress=progress)
+            master_ip = wait_for_address(
+                cluster.master_addr, cluster.master_wait, resolve=resolve, progress=progress
+            )
         if method != "msrun":
             master_ip = None
     python_dir = None

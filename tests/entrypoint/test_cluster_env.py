@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
 
@@ -47,9 +46,14 @@ def test_master_from_volcano_job_and_task_names() -> None:
 
 
 def test_task_index_alias() -> None:
-    assert parse_cluster_env({"MA_NUM_HOSTS": "2", "MA_TASK_INDEX": "1", "VC_WORKER_HOSTS": "a,b"}).node_rank == 1
+    assert (
+        parse_cluster_env({"MA_NUM_HOSTS": "2", "MA_TASK_INDEX": "1", "VC_WORKER_HOSTS": "a,b"}).node_rank
+        == 1
+    )
     with pytest.raises(ConfigError, match="MA_TASK_INDEX"):
-        parse_cluster_env({"MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1", "MA_TASK_INDEX": "2", "VC_WORKER_HOSTS": "a,b,c"})
+        parse_cluster_env(
+            {"MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1", "MA_TASK_INDEX": "2", "VC_WORKER_HOSTS": "a,b,c"}
+        )
 
 
 @pytest.mark.parametrize(
@@ -59,7 +63,11 @@ def test_task_index_alias() -> None:
         ({"MA_NUM_HOSTS": "0"}, "MA_NUM_HOSTS", ">= 1"),
         ({"MA_NUM_HOSTS": "two"}, "MA_NUM_HOSTS", "whole number"),
         ({"MA_NUM_GPUS": "-1"}, "MA_NUM_GPUS", ">= 0"),
-        ({"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "2", "VC_WORKER_HOSTS": "a,b"}, "VC_TASK_INDEX", "below MA_NUM_HOSTS"),
+        (
+            {"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "2", "VC_WORKER_HOSTS": "a,b"},
+            "VC_TASK_INDEX",
+            "below MA_NUM_HOSTS",
+        ),
         ({"MA_NUM_HOSTS": "2"}, "VC_WORKER_HOSTS", "master"),
         ({"MA_NUM_HOSTS": "2", "VC_WORKER_HOSTS": "a"}, "VC_WORKER_HOSTS", "expected 2 host names"),
         ({"VC_WORKER_HOSTS": "a,,"}, "VC_WORKER_HOSTS", "no empty entries"),
@@ -70,7 +78,9 @@ def test_task_index_alias() -> None:
         ({"MALAUNCH_GRACE_PERIOD": "nan"}, "MALAUNCH_GRACE_PERIOD", "finite"),
     ],
 )
-def test_bad_values_name_variable_value_and_expectation(env: dict[str, str], variable: str, fragment: str) -> None:
+def test_bad_values_name_variable_value_and_expectation(
+    env: dict[str, str], variable: str, fragment: str
+) -> None:
     with pytest.raises(ConfigError) as info:
         parse_cluster_env(env)
     assert info.value.variable == variable

@@ -7,7 +7,6 @@ import json
 from typing import Any, Dict, Optional
 
 import pytest
-
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.launchers import LaunchInputs, merge_flags, plan_launch
 from malaunch.entrypoint.rank_table import parse_rank_table
@@ -89,7 +88,12 @@ def test_extra_torchrun_params_replace_presets_whatever_the_spelling(extra: str)
 
 
 def test_merge_flags_keeps_unrelated_presets() -> None:
-    assert merge_flags(["--a=1", "--b-c=2", "--d"], ["--b_c", "3", "--d=x"]) == ["--a=1", "--b_c", "3", "--d=x"]
+    assert merge_flags(["--a=1", "--b-c=2", "--d"], ["--b_c", "3", "--d=x"]) == [
+        "--a=1",
+        "--b_c",
+        "3",
+        "--d=x",
+    ]
 
 
 def test_msrun_plan() -> None:
@@ -156,7 +160,9 @@ def test_log_dir_and_report_defaults_follow_the_platform_log_dir() -> None:
     plan = plan_launch(parse_cluster_env({"MA_LOG_DIR": "/ma/log", "VC_TASK_INDEX": "0"}), inputs())
     assert plan.log_dir == "/ma/log/malaunch/node-0"
     assert plan.report_file == "/ma/log/malaunch/node-0/report.json"
-    plan = plan_launch(parse_cluster_env({"MALAUNCH_LOG_DIR": "logs", "MALAUNCH_REPORT_FILE": "r.json"}), inputs())
+    plan = plan_launch(
+        parse_cluster_env({"MALAUNCH_LOG_DIR": "logs", "MALAUNCH_REPORT_FILE": "r.json"}), inputs()
+    )
     assert (plan.log_dir, plan.report_file) == ("/work/logs", "/work/r.json")
 
 

@@ -1,0 +1,102 @@
+"""Helpers for tests that run the real shim: a marked environment and a check that nothing is left running."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+MARK = "MALAUNCH_TEST_MARK"
+
+
+def marked_env(extra: Mapping[str, str]) -> Dict[str, str]:
+    """The test's environment plus a unique marker every descendant inherits, and the venv first on PATH."""
+    env = dict(os.environ)
+    env.pop("MA_RUN_METHOD", None)
+    env[MARK] = uuid.uuid4().hex
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def marked_pids(mark: str) -> List[int]:
+    """Live (non-zombie) processes whose environment carries ``MALAUNCH_TEST_MARK=mark``."""
+    needle = f"{MARK}={mark}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle not in fh.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def assert_nothing_left(mark: str, within: float = 15.0) -> None:
+    """Wait up to ``within`` seconds for every marked process to be gone; kill and fail if some remain."""
+    deadline = time.monotonic() + within
+    while True:
+        left = marked_pids(mark)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes left running after the job: {left}")
+        time.sleep(0.1)
+
+
+def shim(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float = 240,
+    stdin: Optional[int] = subprocess.DEVNULL,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m malaunch.entrypoint ARGS`` to completion and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "malaunch.entrypoint", *args],
+        env=dict(env),
+        cwd=str(cwd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=stdin,
+    )
+
+
+def start_shim(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """Start the shim in the background (its own session, like a container's PID 1 would be)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "malaunch.entrypoint", *args],
+        env=dict(env),
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
