@@ -1,1 +1,56 @@
-"""malaunch.sdk: job specs, ``ma-submit`` and the backends."""
+"""malaunch.sdk: job specs, ``ma-submit`` and the backends.
+
+Public names (``__all__`` is explicit and tested)::
+
+    Job, attach                                    the Python API (malaunch.sdk.job)
+    JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
+    load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
+    Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
+    SubmitPlan, JobState, JobStatus, HostStatus    plans and states
+    MalaunchError, ConfigError, SpecError, ...     errors (malaunch.sdk.errors)
+"""
+
+from __future__ import annotations
+
+from .backends import Backend, JobHandle, available_backends, get_backend
+from .errors import (
+    BackendError,
+    BackendNotAvailable,
+    ConfigError,
+    JobNotFound,
+    MalaunchError,
+    SpecError,
+    WaitTimeout,
+)
+from .job import Job, attach
+from .loader import load_job_file, spec_from_mapping
+from .plan import SubmitPlan
+from .spec import DataSpec, JobSpec, LauncherOptions, Resources
+from .status import HostState, HostStatus, JobState, JobStatus
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BackendNotAvailable",
+    "ConfigError",
+    "DataSpec",
+    "HostState",
+    "HostStatus",
+    "Job",
+    "JobHandle",
+    "JobNotFound",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "LauncherOptions",
+    "MalaunchError",
+    "Resources",
+    "SpecError",
+    "SubmitPlan",
+    "WaitTimeout",
+    "attach",
+    "available_backends",
+    "get_backend",
+    "load_job_file",
+    "spec_from_mapping",
+]

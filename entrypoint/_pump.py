@@ -1,0 +1,442 @@
+"""Output plumbing of the supervisor: pipes and launcher-written files to the console and the log files.
+
+Everything works on bytes: invalid UTF-8 and megabyte lines pass through unchanged. Pipes are read with
+``os.readv`` into one preallocated 1 MiB buffer per stream (the pipe is enlarged to match; a fresh 1 MiB
+``os.read`` allocation per chunk halves throughput), log files get the raw chunk at once, and the console
+gets whole lines with a per-line prefix made by one ``bytes.replace`` per chunk, so throughput stays close
+to writing a file directly. A partial last line is held back from the console until
+its newline arrives, the stream has been quiet for :data:`HOLD_SECONDS`, or the stream ends; it is never
+dropped. :class:`Console` keeps lines of different streams from running into each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import re
+import select
+import threading
+import time
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "HOLD_SECONDS",
+    "Console",
+    "FileFollower",
+    "LineStream",
+    "PrefixDemux",
+    "Sink",
+    "follow",
+    "pump",
+    "tune_malloc",
+]
+
+CHUNK = 1 << 20
+PIPE_SIZE = 1 << 20
+HOLD_SECONDS = 0.5
+MAX_HOLD = 4 << 20  # a partial line longer than this goes out in pieces
+TAIL_BYTES = 64 << 10
+DRAIN_LIMIT = 5.0  # after the job ended, a pipe still written by an unknown process is abandoned
+_F_SETPIPE_SZ = 1031
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+Bytes = Union[bytes, memoryview]
+Warn = Callable[[str], None]
+
+
+def _write_all(fd: int, data: Bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Console:
+    """A console stream shared by several producers; one lock, whole writes, no lines run together."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._last: object = None
+        self._dangling = False  # the last write did not end with a newline
+        self._broken = False
+
+    def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
+        """Write ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                if self._last is not owner:
+                    if self._dangling:
+                        self._stream.write(b"\n")
+                    if resume:
+                        self._stream.write(resume)
+                for part in parts:
+                    if part:
+                        self._stream.write(part)
+                        self._dangling = part[-1:] != b"\n"
+                self._stream.flush()
+            except (OSError, ValueError):  # console closed: the logs still get everything
+                self._broken = True
+            self._last = owner
+
+    def message(self, text: str) -> None:
+        """One line from the shim itself (always starts on a fresh line)."""
+        self.emit(self, [text.encode("utf-8", "replace") + b"\n"])
+
+
+class Sink:
+    """One log destination (a file, or nothing when the launcher writes it) plus the tail kept in memory."""
+
+    def __init__(self, path: str, fd: Optional[int], warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
+        self.path = path
+        self._fd = fd
+        self._warn = warn
+        self._ring = bytearray()
+        self._ring_bytes = ring_bytes
+        self._cut = False
+        self._lock = threading.Lock()
+
+    def write(self, data: Bytes) -> None:
+        """Append to the file (a failing file is reported once and then skipped) and to the tail."""
+        with self._lock:
+            if len(data) > self._ring_bytes:
+                self._ring += data[-self._ring_bytes :]
+                self._cut = True
+            else:
+                self._ring += data
+            if len(self._ring) > 2 * self._ring_bytes:
+                del self._ring[: len(self._ring) - self._ring_bytes]
+                self._cut = True
+            if self._fd is not None:
+                try:
+                    _write_all(self._fd, data)
+                except OSError as error:
+                    self._fd = None  # stop writing; the owner still closes the descriptor
+                    self._warn(
+                        f"cannot write log file {self.path}: {error.strerror}; "
+                        "this output continues on the console only (free space or fix the log directory)"
+                    )
+
+    def text(self) -> str:
+        """The retained output, decoded leniently."""
+        with self._lock:
+            raw = bytes(self._ring)
+            cut = self._cut
+        text = raw.decode("utf-8", "replace")
+        if cut:  # the first line is a fragment
+            text = text.partition("\n")[2]
+        return text
+
+    def tail(self, count: int = 50) -> Tuple[str, ...]:
+        """The last ``count`` lines of output."""
+        lines = [line.rstrip("\r") for line in self.text().split("\n")]
+        if lines and lines[-1] == "":
+            lines.pop()
+        return tuple(lines[-count:])
+
+
+class LineStream:
+    """One stream to the console with ``prefix`` at the start of every line; raw bytes to ``sink``."""
+
+    def __init__(
+        self,
+        console: Console,
+        prefix: bytes,
+        sink: Optional[Sink],
+        on_lines: Optional[Callable[[bytes], None]] = None,
+    ) -> None:
+        self._console = console
+        self._prefix = prefix
+        self._nl_prefix = b"\n" + prefix
+        self._sink = sink
+        self._on_lines = on_lines
+        self._held: List[bytes] = []
+        self._held_size = 0
+        self._mid_line = False  # part of the current line is already on the console
+
+    @property
+    def holding(self) -> bool:
+        """True while a partial line waits for its end."""
+        return bool(self._held)
+
+    def feed(self, buf: bytearray, size: int) -> None:
+        """Take the next chunk of output, ``buf[:size]`` (only valid during the call)."""
+        view = memoryview(buf)[:size]
+        if self._sink is not None:
+            self._sink.write(view)
+        nl = buf.rfind(b"\n", 0, size)
+        if nl < 0:
+            self._held.append(view.tobytes())
+            self._held_size += size
+            if self._held_size > MAX_HOLD:
+                self.flush_partial()
+            return
+        complete = view[: nl + 1].tobytes()
+        if self._on_lines is not None:
+            self._on_lines(b"".join(self._held) + complete)
+        out = complete.replace(b"\n", self._nl_prefix)
+        parts: List[Bytes] = [] if self._mid_line else [self._prefix]
+        parts.extend(self._held)
+        parts.append(memoryview(out)[: len(out) - len(self._prefix)])
+        self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+        rest = size - nl - 1
+        self._held = [view[nl + 1 :].tobytes()] if rest else []
+        self._held_size = rest
+        self._mid_line = False
+
+    def flush_partial(self) -> None:
+        """Show the held partial line now; the rest of the line follows without a new prefix."""
+        if not self._held:
+            return
+        parts: List[Bytes] = [] if self._mid_line else [self._prefix]
+        parts.extend(self._held)
+        self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+        self._held = []
+        self._held_size = 0
+        self._mid_line = True
+
+    def finish(self) -> None:
+        """End of stream: nothing may stay held."""
+        self.flush_partial()
+
+
+_RANK_LINE = re.compile(rb"^\[rank(\d+)\]:", re.M)
+
+
+class PrefixDemux:
+    """torchrun ``--tee`` output: ``[rankN]:`` lines to rank N's log, other lines to the launcher's."""
+
+    def __init__(
+        self, console: Console, launcher_prefix: bytes, launcher_sink: Sink, rank_sinks: Mapping[int, Sink]
+    ) -> None:
+        self._console = console
+        self._lp = launcher_prefix
+        self._launcher = launcher_sink
+        self._ranks = rank_sinks
+        self._held = b""
+        self._cont: Optional[Tuple[Sink, bytes]] = None  # where the rest of a flushed partial line goes
+
+    @property
+    def holding(self) -> bool:
+        """True while a partial line waits for its end."""
+        return bool(self._held)
+
+    def feed(self, chunk: bytearray, size: int) -> None:
+        """Take the next chunk of output, ``chunk[:size]``; only whole lines are routed."""
+        data = bytes(memoryview(chunk)[:size])
+        buf = self._held + data if self._held else data
+        nl = buf.rfind(b"\n")
+        if nl < 0:
+            self._held = buf
+            if len(buf) > MAX_HOLD:
+                self.flush_partial()
+            return
+        self._held = buf[nl + 1 :]
+        self._route(buf[: nl + 1] if self._held else buf)
+
+    def flush_partial(self) -> None:
+        """Route the held partial line now."""
+        if self._held:
+            block, self._held = self._held, b""
+            self._route(block)
+
+    def finish(self) -> None:
+        """End of stream."""
+        self.flush_partial()
+
+    def _launcher_lines(self, seg: bytes) -> bytes:
+        out = self._lp + seg.replace(b"\n", b"\n" + self._lp)
+        return out[: -len(self._lp)] if seg.endswith(b"\n") else out
+
+    def _route(self, block: bytes) -> None:
+        console: List[bytes] = []
+        by_sink: Dict[int, Tuple[Sink, List[bytes]]] = {}
+        dest: Tuple[Sink, bytes] = (self._launcher, self._lp)
+
+        def add(sink: Sink, piece: bytes) -> None:
+            by_sink.setdefault(id(sink), (sink, []))[1].append(piece)
+
+        pos = 0
+        resume = b""
+        if self._cont is not None:
+            eol = block.find(b"\n") + 1 or len(block)
+            dest = self._cont
+            resume = dest[1]
+            add(dest[0], block[:eol])
+            console.append(block[:eol])
+            pos = eol
+        for match in _RANK_LINE.finditer(block, pos):
+            if match.start() > pos:
+                add(self._launcher, block[pos : match.start()])
+                console.append(self._launcher_lines(block[pos : match.start()]))
+            eol = block.find(b"\n", match.end()) + 1 or len(block)
+            sink = self._ranks.get(int(match.group(1)))
+            if sink is None:
+                add(self._launcher, block[match.start() : eol])
+                dest = (self._launcher, b"")
+            else:
+                add(sink, block[match.end() : eol])
+                dest = (sink, block[match.start() : match.end()])
+            console.append(block[match.start() : eol])
+            pos = eol
+        if pos < len(block):
+            add(self._launcher, block[pos:])
+            console.append(self._launcher_lines(block[pos:]))
+            dest = (self._launcher, self._lp)
+        for sink, pieces in by_sink.values():
+            sink.write(b"".join(pieces))
+        self._console.emit(self, console, resume)
+        self._cont = None if block.endswith(b"\n") else dest
+
+
+Router = Union[LineStream, PrefixDemux]
+
+
+def tune_malloc() -> None:
+    """Keep megabyte buffers on the heap (glibc only; elsewhere a no-op).
+
+    Each chunk allocates two buffers of about 1 MiB. By default glibc serves them with mmap/munmap and trims
+    the heap after each free, so every chunk pays for fresh zeroed pages: measured, that halves pump
+    throughput. Raising both thresholds lets the allocations reuse the same heap memory (a few tens of MiB
+    stay reserved for the life of the process).
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 128 << 20)
+
+
+def pump(fd: int, router: Router, stop: threading.Event, warn: Warn) -> None:
+    """Read ``fd`` until EOF (or, once ``stop`` is set, until it has nothing more to give) into ``router``."""
+    # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    hold_ms = int(HOLD_SECONDS * 1000)
+    buffer = bytearray(CHUNK)
+    drain_deadline: Optional[float] = None
+    broken = False
+    while True:
+        if stop.is_set():
+            if drain_deadline is None:
+                drain_deadline = time.monotonic() + DRAIN_LIMIT
+            elif time.monotonic() > drain_deadline:
+                break
+            timeout = 0
+        else:
+            timeout = hold_ms if router.holding else 200
+        if not poller.poll(timeout):
+            if stop.is_set():
+                break
+            if router.holding and not broken:
+                router.flush_partial()
+            continue
+        try:
+            size = os.readv(fd, [buffer])
+        except OSError:
+            break
+        if not size:
+            break
+        if broken:
+            continue  # keep the pipe flowing so the writer never blocks
+        try:
+            router.feed(buffer, size)
+        except Exception as error:  # a bug here must not stall the job: report it and keep draining
+            broken = True
+            warn(f"output of this stream is no longer forwarded ({type(error).__name__}: {error})")
+    if not broken:
+        router.finish()
+
+
+@dataclass
+class _Followed:
+    path: str
+    stream: LineStream
+    baseline: Optional[Tuple[int, int, int]]  # (inode, size, mtime) of a file left over from an earlier run
+    fd: Optional[int] = None
+    inode: int = -1
+    position: int = 0
+    last_data: float = 0.0
+
+
+class FileFollower:
+    """Follows log files that a launcher writes (msrun ``worker_N.log``), from their first byte."""
+
+    def __init__(self, files: Mapping[int, str], streams: Mapping[int, LineStream]) -> None:
+        self._files: List[_Followed] = []
+        self._buffer = bytearray(CHUNK)
+        for rank, path in sorted(files.items()):
+            try:
+                st = os.stat(path)
+                baseline: Optional[Tuple[int, int, int]] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                baseline = None
+            self._files.append(_Followed(path, streams[rank], baseline))
+
+    def poll(self) -> None:
+        """Forward whatever was appended since the last call."""
+        now = time.monotonic()
+        for item in self._files:
+            try:
+                st = os.stat(item.path)
+            except OSError:
+                st = None
+            if item.fd is not None and st is not None and st.st_ino != item.inode:
+                self._read(item, now)  # replaced: finish the old file, then start on the new one
+                os.close(item.fd)
+                item.fd = None
+            if item.fd is None:
+                if st is None or (st.st_ino, st.st_size, st.st_mtime_ns) == item.baseline:
+                    continue
+                try:
+                    item.fd = os.open(item.path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                item.inode = os.fstat(item.fd).st_ino
+                item.position = 0
+                item.baseline = None
+            elif st is not None and st.st_size < item.position:  # truncated and rewritten
+                os.lseek(item.fd, 0, os.SEEK_SET)
+                item.position = 0
+            if not self._read(item, now) and item.stream.holding and now - item.last_data > HOLD_SECONDS:
+                item.stream.flush_partial()
+
+    def _read(self, item: _Followed, now: float) -> bool:
+        got = False
+        while item.fd is not None:
+            try:
+                size = os.readv(item.fd, [self._buffer])
+            except OSError:
+                return got
+            if not size:
+                return got
+            got = True
+            item.position += size
+            item.last_data = now
+            item.stream.feed(self._buffer, size)
+        return got
+
+    def finish(self) -> None:
+        """Read everything that is left and release the files."""
+        self.poll()
+        for item in self._files:
+            item.stream.finish()
+            if item.fd is not None:
+                os.close(item.fd)
+                item.fd = None
+
+
+def follow(follower: FileFollower, stop: threading.Event, interval: float, tick: Callable[[], None]) -> None:
+    """Thread body: poll the files every ``interval`` seconds (and call ``tick``) until ``stop``."""
+    while not stop.wait(interval):
+        follower.poll()
+        tick()
+    follower.finish()

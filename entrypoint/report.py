@@ -1,0 +1,267 @@
+"""How a run ended (:class:`RunResult`, its root-cause :class:`Failure`), as launchers report it and as we do.
+
+The supervisor fills in a ``RunResult``; the launchers' own failure reports are read here (torchrun's "Root
+Cause" summary, msrun's "Worker process <pid> exit with exception" line). Then
+:func:`describe_exit` explains an exit code (137 -> likely OOM), :func:`format_failure` is the block the shim
+prints after a failure (who failed, where, how, its log path and its last lines: never torchrun's bare
+``error_file: <N/A>``), :func:`report_json` is the machine-readable report and :func:`write_report` writes it
+atomically without ever crashing the shim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from .plan import LaunchPlan
+
+__all__ = [
+    "REPORT_VERSION",
+    "Failure",
+    "RunResult",
+    "TorchrunRootCause",
+    "describe_exit",
+    "format_failure",
+    "parse_msrun_failures",
+    "parse_torchrun_root_cause",
+    "report_json",
+    "signal_name",
+    "write_report",
+]
+
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The root cause of a failed run: the first process (or rank) that failed."""
+
+    name: str
+    rank: Optional[int]
+    local_rank: Optional[int]
+    host: str
+    pid: Optional[int]
+    exit_code: int  # shell-style: the code, or 128+N for death by signal N
+    signal: Optional[int]  # N when killed by a signal
+    log_file: str
+    tail: Tuple[str, ...]  # the last lines of that rank's output
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended. ``exit_code`` is what the shim exits with."""
+
+    exit_code: int  # 0 on success; the root cause's own code; 128+S if the shim got signal S
+    root_cause: Optional[Failure]
+    shim_signal: Optional[int]
+    duration: float
+
+
+@dataclass(frozen=True)
+class TorchrunRootCause:
+    """The "Root Cause (first observed failure)" entry of torchrun's failure summary."""
+
+    rank: int
+    local_rank: int
+    exitcode: int  # negative: killed by signal -exitcode
+    pid: Optional[int]
+    host: Optional[str]
+
+
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+_RANK_FIELD = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)", re.M)
+_EXIT_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*(\d+)\))?", re.M)
+_HOST_FIELD = re.compile(r"^\s*host\s*:\s*(\S+)", re.M)
+
+
+def parse_torchrun_root_cause(text: str) -> Optional[TorchrunRootCause]:
+    """Find the last failure summary in torchrun's output; None when there is none or it is incomplete."""
+    at = text.rfind(_ROOT_CAUSE)
+    if at < 0:
+        return None
+    block = text[at + len(_ROOT_CAUSE) :]
+    end = block.find("=" * 20)
+    if end >= 0:
+        block = block[:end]
+    rank = _RANK_FIELD.search(block)
+    code = _EXIT_FIELD.search(block)
+    if rank is None or code is None:
+        return None
+    host = _HOST_FIELD.search(block)
+    return TorchrunRootCause(
+        rank=int(rank.group(1)),
+        local_rank=int(rank.group(2)),
+        exitcode=int(code.group(1)),
+        pid=int(code.group(2)) if code.group(2) else None,
+        host=host.group(1) if host else None,
+    )
+
+
+_MSRUN_FAILED = re.compile(rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
+
+
+def parse_msrun_failures(lines: bytes) -> List[Tuple[int, int]]:
+    """``(pid, code)`` for each "Worker process <pid> exit with exception. Error code: <rc>." line."""
+    if b"exit with exception" not in lines:
+        return []
+    return [(int(m.group(1)), int(m.group(2))) for m in _MSRUN_FAILED.finditer(lines)]
+
+_SIGNAL_HINTS: Dict[int, str] = {
+    signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
+    signal.SIGSEGV: "segmentation fault, a crash in native code (a C/C++ extension or a driver)",
+    signal.SIGABRT: "aborted by native code (a failed assertion or an uncaught C++ exception)",
+    signal.SIGTERM: "terminated from outside (job stopped or preempted) or by the teardown of the job",
+    signal.SIGINT: "interrupted (Ctrl-C or SIGINT from outside)",
+    signal.SIGHUP: "hang-up: its terminal or session went away",
+    signal.SIGBUS: "bus error, often /dev/shm too small for data-loader workers",
+    signal.SIGFPE: "arithmetic error in native code",
+    signal.SIGILL: "illegal instruction: a binary built for another CPU",
+    signal.SIGPIPE: "broken pipe: it wrote to a pipe or socket nobody reads",
+}
+
+_CODE_HINTS = {
+    0: "success",
+    1: "generic error: the traceback is usually in the last lines of the log",
+    2: "usage error: bad command-line arguments",
+    126: "the command was found but cannot be executed (permissions?)",
+    127: "command not found (check PATH)",
+}
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal 77`` for numbers without a name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _signal_of(code: int, sig: Optional[int]) -> Optional[int]:
+    if sig is not None:
+        return sig
+    if 128 < code < 128 + 65:  # the shell's 128+N convention
+        return code - 128
+    return None
+
+
+def describe_exit(code: int, signal: Optional[int]) -> str:
+    """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
+    sig = _signal_of(code, signal)
+    if sig is not None:
+        hint = _SIGNAL_HINTS.get(sig)
+        return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
+    return _CODE_HINTS.get(code, f"exited with code {code}; see the last lines of the log")
+
+
+def _who(failure: Failure) -> str:
+    if failure.rank is None:
+        return f"process {failure.name}"
+    local = f" (local rank {failure.local_rank})" if failure.local_rank is not None else ""
+    return f"rank {failure.rank}{local}"
+
+
+def format_failure(result: RunResult) -> str:
+    """A multi-line human report of how the run ended."""
+    failure = result.root_cause
+    took = f"{result.duration:.1f}s"
+    if failure is None:
+        if result.shim_signal is not None:
+            name = signal_name(result.shim_signal)
+            return (
+                f"The job was stopped after {took}: the shim received {name} and terminated every process "
+                f"(exit code {result.exit_code})."
+            )
+        if result.exit_code == 0:
+            return f"The job succeeded after {took}."
+        return f"The job failed after {took} with exit code {result.exit_code}."
+    pid = f", pid {failure.pid}" if failure.pid is not None else ""
+    lines: List[str] = [
+        f"The job failed after {took}. Root cause: {_who(failure)} on host {failure.host}{pid}",
+        f"  exit code : {failure.exit_code} ({describe_exit(failure.exit_code, failure.signal)})",
+    ]
+    if failure.signal is not None:
+        lines.append(f"  signal    : {failure.signal} ({signal_name(failure.signal)})")
+    lines.append(f"  log file  : {failure.log_file}")
+    if failure.tail:
+        lines.append(f"  last {len(failure.tail)} lines of its output:")
+        lines.extend(f"    | {line}" for line in failure.tail)
+    else:
+        lines.append("  (it wrote no output)")
+    if result.shim_signal is not None:
+        lines.append(f"  (the shim also received {signal_name(result.shim_signal)} while stopping the job)")
+    return "\n".join(lines)
+
+
+def _failure_json(failure: Failure) -> Dict[str, Any]:
+    return {
+        "name": failure.name,
+        "rank": failure.rank,
+        "local_rank": failure.local_rank,
+        "host": failure.host,
+        "pid": failure.pid,
+        "exit_code": failure.exit_code,
+        "signal": failure.signal,
+        "signal_name": signal_name(failure.signal) if failure.signal is not None else None,
+        "hint": describe_exit(failure.exit_code, failure.signal),
+        "log_file": failure.log_file,
+        "tail": list(failure.tail),
+    }
+
+
+def report_json(result: RunResult, plan: LaunchPlan) -> Dict[str, Any]:
+    """The JSON run report: status, exit code, root cause (with its tail) and where the logs are."""
+    if result.root_cause is not None:
+        status = "failed"
+    elif result.shim_signal is not None:
+        status = "stopped"
+    else:
+        status = "succeeded" if result.exit_code == 0 else "failed"
+    return {
+        "version": REPORT_VERSION,
+        "status": status,
+        "exit_code": result.exit_code,
+        "hint": describe_exit(result.exit_code, None) if result.exit_code else None,
+        "duration": round(result.duration, 3),
+        "shim_signal": result.shim_signal,
+        "shim_signal_name": signal_name(result.shim_signal) if result.shim_signal is not None else None,
+        "root_cause": _failure_json(result.root_cause) if result.root_cause is not None else None,
+        "method": plan.method,
+        "host": plan.host,
+        "node_rank": plan.node_rank,
+        "num_hosts": plan.num_hosts,
+        "log_dir": plan.log_dir,
+        "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
+        "processes": [proc.name for proc in plan.processes],
+    }
+
+
+def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
+    """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
+    directory = os.path.dirname(os.path.abspath(path))
+    temp: Optional[str] = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+        temp = None
+        return None
+    except (OSError, TypeError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return (
+            f"cannot write the run report to {path!r}: {reason}; "
+            "point MALAUNCH_REPORT_FILE (or --report-file) at a writable path"
+        )
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)

@@ -1,0 +1,196 @@
+"""The local backend's job directory: paths, ``state.json`` (written atomically) and finding a job's processes.
+
+Everything the management commands need is in the job directory, so ``status``, ``logs`` and ``stop`` work
+from any process. Every process of a job carries ``MALAUNCH_JOB_ID=<id>`` in its environment, which is how
+leftovers are found (``/proc/<pid>/environ``) even when their parent died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+__all__ = [
+    "JOB_ID_VARIABLE",
+    "JobPaths",
+    "is_job_process",
+    "job_processes",
+    "kill_processes",
+    "pid_alive",
+    "read_json",
+    "write_json_atomic",
+]
+
+JOB_ID_VARIABLE = "MALAUNCH_JOB_ID"
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """Where one job's files are, under ``<home>/jobs/<job id>``."""
+
+    home: str
+    job_id: str
+
+    @property
+    def job_dir(self) -> str:
+        """The job's folder."""
+        return os.path.join(self.home, "jobs", self.job_id)
+
+    @property
+    def plan_file(self) -> str:
+        """The executed plan (ports filled in)."""
+        return os.path.join(self.job_dir, "plan.json")
+
+    @property
+    def state_file(self) -> str:
+        """The job's state, owned by the runner while it lives."""
+        return os.path.join(self.job_dir, "state.json")
+
+    @property
+    def runner_log(self) -> str:
+        """The runner's own output (normally empty)."""
+        return os.path.join(self.job_dir, "runner.log")
+
+    def console_log(self, index: int) -> str:
+        """Host ``index``'s shim output."""
+        return os.path.join(self.job_dir, "hosts", str(index), "console.log")
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash)."""
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    """The JSON object in ``path``, or None when it is missing or not an object."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _proc_state(pid: int) -> Optional[str]:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    tail = stat.rsplit(")", 1)
+    return tail[1].split()[0] if len(tail) == 2 and tail[1].split() else None
+
+
+def pid_alive(pid: Optional[int]) -> bool:
+    """True when ``pid`` exists and is not a zombie (an exited child nobody reaped yet)."""
+    if pid is None or pid <= 0:
+        return False
+    state = _proc_state(pid)
+    return state is not None and state not in ("Z", "X", "x")
+
+
+def _has_job_id(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return needle in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def is_job_process(pid: Optional[int], job_id: str) -> bool:
+    """True when ``pid`` is alive and belongs to the job (guards against a recycled pid).
+
+    A process whose environment cannot be read (another user's) is given the benefit of the doubt.
+    """
+    if pid is None or not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            variables = handle.read().split(b"\0")
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return f"{JOB_ID_VARIABLE}={job_id}".encode() in variables
+
+
+def job_processes(job_id: str, exclude: Iterable[int] = ()) -> List[int]:
+    """Live processes whose environment has ``MALAUNCH_JOB_ID=<job_id>`` (zombies excluded)."""
+    needle = f"{JOB_ID_VARIABLE}={job_id}".encode()
+    skip = set(exclude)
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid in skip or not _has_job_id(pid, needle):
+            continue
+        if pid_alive(pid):
+            found.append(pid)
+    return sorted(found)
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def kill_processes(
+    find: Callable[[], List[int]],
+    grace: float,
+    *,
+    deadline: float = 30.0,
+    reap: Callable[[], None] = lambda: None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> List[int]:
+    """SIGTERM everything ``find()`` returns, SIGKILL what is left after ``grace`` seconds, repeat until
+    ``find()`` is empty or ``grace + deadline`` seconds passed. Returns what is still alive (normally [])."""
+    start = time.monotonic()
+    termed: set[int] = set()
+    while True:
+        reap()
+        alive = find()
+        if not alive:
+            return []
+        elapsed = time.monotonic() - start
+        if elapsed > grace + deadline:
+            return alive
+        for pid in alive:
+            if pid not in termed:
+                _signal(pid, signal.SIGTERM)
+                termed.add(pid)
+            elif elapsed > grace:
+                _signal(pid, signal.SIGKILL)
+        sleep(0.05)

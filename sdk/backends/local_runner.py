@@ -1,0 +1,262 @@
+"""The local job runner: ``python -m malaunch.sdk.backends.local_runner <job dir>``.
+
+Started by ``LocalBackend.execute`` in its own session with no terminal, so the submitter can die without
+harming the job. Contract:
+
+1. Reads ``plan.json``; owns ``state.json`` from then on (atomic rewrites on every change).
+2. Sets up the host network, starts every host's shim in its own session with its output appended to
+   ``hosts/<i>/console.log``, and reaps them (it is a child subreaper, so orphaned ranks come back to it).
+3. When a host's shim fails, the others get SIGTERM (their shims tear their ranks down); the job's exit code
+   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL.
+4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
+5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
+   is torn down, so an ended job has nothing left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from .hostnet import network_from_json
+from .jobdir import JobPaths, job_processes, kill_processes, read_json, write_json_atomic
+from .local_plan import HostCommand, LocalRequest, host_environment
+
+__all__ = ["STOP_EXIT_CODE", "main"]
+
+STOP_EXIT_CODE = 128 + signal.SIGTERM
+_PR_SET_CHILD_SUBREAPER = 36
+_KILL_MARGIN = 10.0
+_TICK = 0.05
+
+
+def _become_subreaper() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: leftovers are still found through their environment
+
+
+def _exit_code(wait_status: int) -> int:
+    code = os.waitstatus_to_exitcode(wait_status)
+    return 128 - code if code < 0 else code
+
+
+def _report_detail(path: str) -> str:
+    """A few words from the shim's report: the root-cause rank, or the signal that stopped the shim."""
+    report = read_json(path)
+    if report is None:
+        return ""
+    cause = report.get("root_cause")
+    if isinstance(cause, dict):
+        who = f"rank {cause.get('rank')}" if cause.get("rank") is not None else str(cause.get("name"))
+        return f"root cause {who} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
+    if report.get("shim_signal_name"):
+        return f"shim stopped by {report['shim_signal_name']}"
+    return ""
+
+
+class Runner:
+    """Runs the hosts of one job and records what happens in ``state.json``."""
+
+    def __init__(self, paths: JobPaths, request: LocalRequest, state: Dict[str, Any]) -> None:
+        self.paths = paths
+        self.request = request
+        self.state = state
+        self.network = network_from_json(dict(request.network))
+        self.pids: Dict[int, int] = {}  # pid -> host index
+        # Keep every Popen referenced: an unreferenced one is polled by subprocess's cleanup on the next Popen()
+        # and could steal a host's exit status from our waitpid(-1).
+        self.procs: List[subprocess.Popen[bytes]] = []
+        self.stop_requested = False  # set by the signal handler (nothing else happens in the handler)
+        self.stopped = False  # the stop actually cut hosts short (or came before any host started)
+        self.stop_signal = 0
+        self.teardown_at: Optional[float] = None  # monotonic time the hosts were told to stop
+        self.killed = False
+
+    # -- state -----------------------------------------------------------------------------------------
+    def save(self) -> None:
+        write_json_atomic(self.paths.state_file, self.state)
+
+    def host(self, index: int) -> Dict[str, Any]:
+        hosts: List[Dict[str, Any]] = self.state["hosts"]
+        return hosts[index]
+
+    def running(self) -> List[int]:
+        return [pid for pid, index in self.pids.items() if self.host(index)["state"] == "RUNNING"]
+
+    # -- signals ---------------------------------------------------------------------------------------
+    def on_signal(self, signum: int, frame: object) -> None:
+        del frame
+        self.stop_requested = True
+        self.stop_signal = signum
+
+    # -- life cycle ------------------------------------------------------------------------------------
+    def start_host(self, host: HostCommand) -> bool:
+        record = self.host(host.index)
+        env = host_environment(os.environ, host.env, sys.executable)
+        try:
+            os.makedirs(os.path.dirname(host.console_log), exist_ok=True)
+            with open(host.console_log, "ab") as log:
+                proc = subprocess.Popen(
+                    list(host.argv),
+                    env=env,
+                    cwd=host.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            record.update(state="EXITED", exit_code=127, ended_at=time.time(), error=str(exc))
+            self.fail(host.index, 127, f"host {host.index} could not start: {exc}")
+            return False
+        self.procs.append(proc)
+        self.pids[proc.pid] = host.index
+        record.update(state="RUNNING", pid=proc.pid, started_at=time.time())
+        return True
+
+    def fail(self, index: int, code: int, message: str) -> None:
+        if self.state.get("first_failure") is None:
+            self.state["first_failure"] = {"host": index, "exit_code": code}
+            self.state["message"] = message
+        self.begin_teardown()
+
+    def begin_teardown(self) -> None:
+        if self.teardown_at is not None:
+            return
+        self.teardown_at = time.monotonic()
+        for pid in self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def reap(self) -> bool:
+        changed = False
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return changed
+            if pid == 0:
+                return changed
+            index = self.pids.get(pid)
+            if index is None:
+                continue  # an orphaned rank re-parented to us
+            code = _exit_code(status)
+            detail = _report_detail(self.request.hosts[index].report_file)
+            self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
+            changed = True
+            if code != 0 and not self.stopped:
+                self.fail(index, code, f"host {index} exited with code {code}" + (f" ({detail})" if detail else ""))
+
+    def record_stop(self) -> None:
+        self.stopped = True
+        self.state["message"] = f"stopped on request (signal {self.stop_signal})"
+
+    def reap_quietly(self) -> None:
+        self.reap()
+
+    def kill_stragglers(self) -> None:
+        for pid in self.running():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in job_processes(self.request.job_id, exclude=(os.getpid(),)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        self.killed = True
+
+    def run(self) -> int:
+        self.state.update(state="RUNNING", runner_pid=os.getpid(), started_at=time.time())
+        self.save()
+        try:
+            self.network.setup()
+        except Exception as exc:
+            self.state["message"] = f"network setup failed: {exc}"
+            self.state["first_failure"] = {"host": None, "exit_code": 3}
+            return self.finish()
+        for host in self.request.hosts:
+            if self.stop_requested or self.teardown_at is not None:
+                break
+            self.start_host(host)
+        if self.stop_requested and not self.pids:
+            self.record_stop()
+        self.save()
+        grace = self.request.grace_period
+        while self.running():
+            if self.stop_requested and not self.stopped:
+                self.record_stop()
+                self.begin_teardown()
+                self.save()
+            if self.reap():
+                self.save()
+            if (
+                self.teardown_at is not None
+                and not self.killed
+                and time.monotonic() - self.teardown_at > grace + _KILL_MARGIN
+            ):
+                self.kill_stragglers()
+            time.sleep(_TICK)
+        return self.finish()
+
+    def finish(self) -> int:
+        self.reap()
+        left = kill_processes(
+            lambda: job_processes(self.request.job_id, exclude=(os.getpid(),)),
+            grace=2.0,
+            deadline=10.0,
+            reap=self.reap_quietly,
+        )
+        self.network.teardown()
+        failure = self.state.get("first_failure")
+        if self.stopped:
+            self.state.update(state="STOPPED", exit_code=STOP_EXIT_CODE)
+        elif failure is not None:
+            self.state.update(state="FAILED", exit_code=int(failure["exit_code"]))
+        else:
+            self.state.update(state="SUCCEEDED", exit_code=0, message="")
+        if left:
+            self.state["message"] = f"{self.state.get('message', '')}; processes {left} could not be killed".strip("; ")
+        self.state["ended_at"] = time.time()
+        self.save()
+        return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the job in ``argv[0]`` (a job directory); returns 0 once the end is recorded."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m malaunch.sdk.backends.local_runner JOB_DIR\n")
+        return 2
+    job_dir = os.path.abspath(args[0])
+    paths = JobPaths(os.path.dirname(os.path.dirname(job_dir)), os.path.basename(job_dir))
+    plan = read_json(paths.plan_file)
+    state = read_json(paths.state_file)
+    if plan is None or state is None:
+        sys.stderr.write(f"local_runner: {job_dir} has no readable plan.json/state.json\n")
+        return 2
+    request = LocalRequest.from_json(plan["request"])
+    _become_subreaper()
+    runner = Runner(paths, request, state)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, runner.on_signal)
+    try:
+        return runner.run()
+    except BaseException as exc:
+        # A bug or a full disk: never leave the hosts running without a runner. The traceback goes to runner.log.
+        runner.stopped = True
+        runner.state["message"] = f"the job runner failed: {exc!r}; see {paths.runner_log}"
+        runner.kill_stragglers()
+        with contextlib.suppress(Exception):
+            runner.finish()
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

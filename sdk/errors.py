@@ -1,0 +1,145 @@
+"""Exception tree of the SDK and of ``ma-submit``; the CLI maps it to exit codes in one place.
+
+::
+
+    MalaunchError                    any failure the SDK reports itself (the CLI prints one line, no traceback)
+    ├── ConfigError                  an input is invalid: a job file, an option, a setting        exit 2
+    │   ├── SpecError                a job spec field is invalid; ``field`` is its path         exit 2
+    │   └── BackendNotAvailable      a backend name that exists but is not implemented yet      exit 2
+    ├── BackendError                 the backend could not do what was asked (I/O, processes)   exit 3
+    ├── JobNotFound                  no job with that id on that backend                        exit 4
+    └── WaitTimeout                  ``wait(timeout=...)`` ran out before the job ended         exit 124
+
+Every message says what failed, the offending value, and what to do, e.g.
+``resources.hosts: must be >= 1, got 0; fix the job file``. Exit codes are decided only in
+:func:`exit_code_for`; a followed job's own exit code is passed through by the CLI separately.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "EXIT_BACKEND",
+    "EXIT_CONFIG",
+    "EXIT_NOT_FOUND",
+    "EXIT_TIMEOUT",
+    "BackendError",
+    "BackendNotAvailable",
+    "ConfigError",
+    "JobNotFound",
+    "MalaunchError",
+    "SpecError",
+    "WaitTimeout",
+    "exit_code_for",
+    "show_value",
+]
+
+EXIT_CONFIG = 2
+EXIT_BACKEND = 3
+EXIT_NOT_FOUND = 4
+EXIT_TIMEOUT = 124
+
+_MAX_SHOWN = 80
+
+
+def show_value(value: object) -> str:
+    """A short, single-line ``repr`` of an offending value for error messages."""
+    text = repr(value)
+    text = text.replace("\n", "\\n")
+    if len(text) > _MAX_SHOWN:
+        text = text[: _MAX_SHOWN - 3] + "..."
+    return text
+
+
+class MalaunchError(Exception):
+    """Base class: a one-line, user-facing message in ``message``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(MalaunchError):
+    """An input is invalid: ``what`` failed, ``value`` is the culprit, ``hint`` says what to do."""
+
+    def __init__(self, what: str, value: object, hint: str) -> None:
+        self.what = what
+        self.value = value
+        self.hint = hint
+        super().__init__(f"{what}, got {show_value(value)}; {hint}")
+
+
+class SpecError(ConfigError):
+    """A job spec field is invalid. ``field`` is a path such as ``resources.hosts`` or ``inputs[0].name``.
+
+    ``source`` (the job file) is prefixed to the message when known.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        problem: str,
+        value: object,
+        hint: str = "fix the job file",
+        source: Optional[str] = None,
+    ) -> None:
+        self.field = field
+        self.problem = problem
+        self.source = source
+        where = f"{source}: {field}" if source else field
+        super().__init__(f"{where}: {problem}", value, hint)
+
+    def with_source(self, source: str) -> SpecError:
+        """The same error, naming the job file it came from."""
+        if self.source is not None:
+            return self
+        return SpecError(self.field, self.problem, self.value, self.hint, source=source)
+
+
+class BackendNotAvailable(ConfigError):
+    """A known backend name whose implementation is not in this release."""
+
+    def __init__(self, name: str, available: str) -> None:
+        self.name = name
+        super().__init__(f"backend {name!r} is not available yet in this release", name, f"use one of: {available}")
+
+
+class BackendError(MalaunchError):
+    """The backend failed to act (could not write the job directory, start a process, ...)."""
+
+
+class JobNotFound(MalaunchError):
+    """No job ``job_id`` on ``backend``."""
+
+    def __init__(self, job_id: str, backend: str, hint: str) -> None:
+        self.job_id = job_id
+        self.backend = backend
+        super().__init__(f"no job with id {job_id!r} on backend {backend!r}; {hint}")
+
+
+class WaitTimeout(MalaunchError):
+    """A wait ran out of time; the job keeps running."""
+
+    def __init__(self, job_id: str, timeout: float, state: str) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        self.state = state
+        super().__init__(
+            f"job {job_id} did not end within {timeout:g}s, it is {state}; wait longer or stop it with "
+            f"'ma-submit stop {job_id}'"
+        )
+
+
+def exit_code_for(error: MalaunchError) -> int:
+    """The CLI's exit code for an error the SDK raised."""
+    if isinstance(error, ConfigError):
+        return EXIT_CONFIG
+    if isinstance(error, JobNotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(error, WaitTimeout):
+        return EXIT_TIMEOUT
+    return EXIT_BACKEND

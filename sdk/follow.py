@@ -1,0 +1,128 @@
+"""Follow a job: its log lines interleaved with progress (hosts starting and ending, heartbeats), then the end.
+
+:func:`follow_job` works with any backend through a :class:`~malaunch.sdk.backends.base.JobHandle`. The log
+iterator runs in a helper thread so that waiting for output never hides progress: while nothing is printed,
+a heartbeat event comes at least every ``heartbeat`` seconds. The last event has ``kind == "end"`` and the
+job's final status. The submitter stopping to follow (Ctrl-C, SIGKILL) does not affect the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+from .backends.base import JobHandle
+from .status import HostState, HostStatus, JobStatus
+
+__all__ = ["FollowEvent", "describe_end", "follow_job"]
+
+_EOF = object()
+_SIGTERM_CODE = 128 + signal.SIGTERM
+
+
+@dataclass(frozen=True)
+class FollowEvent:
+    """``kind`` is ``"log"`` (a job output line), ``"progress"`` (a state change or heartbeat) or ``"end"``."""
+
+    kind: str
+    text: str
+    status: Optional[JobStatus] = None
+
+
+def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[str]:
+    for host in status.hosts:
+        old = before.get(host.index)
+        if old is not None and (old.state, old.exit_code) == (host.state, host.exit_code):
+            continue
+        if host.state is HostState.RUNNING and (old is None or old.state is not HostState.RUNNING):
+            yield f"host {host.index} ({host.address}) started, pid {host.pid}"
+        elif host.state is HostState.EXITED and (old is None or old.state is not HostState.EXITED):
+            name = f"host {host.index} ({host.address})"
+            if host.exit_code == 0:
+                yield f"{name} finished, exit code 0"
+            elif host.exit_code == _SIGTERM_CODE:
+                yield f"{name} was stopped (SIGTERM), exit code {host.exit_code}"
+            else:
+                detail = f"; {host.detail}" if host.detail else ""
+                yield f"{name} failed, exit code {host.exit_code}{detail}; console: {host.log_file}"
+
+
+def describe_end(status: JobStatus) -> str:
+    """One line for the end of a job."""
+    took = ""
+    if status.started_at is not None and status.ended_at is not None:
+        took = f" after {status.ended_at - status.started_at:.1f}s"
+    text = f"job {status.id} {status.state.value}{took}, exit code {status.exit_code}"
+    if status.message:
+        text += f": {status.message}"
+    return text
+
+
+def _heartbeat(status: JobStatus, elapsed: float, silent: float) -> str:
+    running = [str(h.index) for h in status.hosts if h.state is HostState.RUNNING]
+    ended = [f"{h.index}={h.exit_code}" for h in status.hosts if h.state is HostState.EXITED]
+    parts = [f"job {status.id} {status.state.value} for {elapsed:.0f}s"]
+    parts.append(f"hosts running: {', '.join(running) or 'none'}")
+    if ended:
+        parts.append(f"ended: {', '.join(ended)}")
+    parts.append(f"no output for {silent:.0f}s")
+    return "; ".join(parts)
+
+
+def _pump(handle: JobHandle, out: queue.Queue[object]) -> None:
+    try:
+        for line in handle.logs(follow=True):
+            out.put(line)
+    except BaseException as exc:
+        out.put(exc)
+    out.put(_EOF)
+
+
+def follow_job(
+    handle: JobHandle,
+    *,
+    heartbeat: float = 10.0,
+    poll: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[FollowEvent]:
+    """Events of ``handle``'s job until it ends (see the module docstring)."""
+    lines: queue.Queue[object] = queue.Queue()
+    threading.Thread(target=_pump, args=(handle, lines), name=f"logs-{handle.id}", daemon=True).start()
+    start = last_output = last_beat = last_poll = clock()
+    hosts: Dict[int, HostStatus] = {}
+    state: Tuple[str, ...] = ()
+    eof = False
+    while True:
+        item: object = None
+        with contextlib.suppress(queue.Empty):
+            item = lines.get(timeout=poll)
+        if isinstance(item, str):
+            last_output = clock()
+            yield FollowEvent("log", item)
+            if clock() - last_poll < poll:
+                continue
+        elif isinstance(item, BaseException):
+            raise item
+        elif item is _EOF:
+            eof = True
+        last_poll = clock()
+        status = handle.status()
+        if (status.state.value,) != state:
+            state = (status.state.value,)
+            if not status.is_terminal:
+                yield FollowEvent("progress", f"job {status.id} is {status.state.value}", status)
+        for text in _host_changes(hosts, status):
+            yield FollowEvent("progress", text, status)
+        hosts = {h.index: h for h in status.hosts}
+        if status.is_terminal and eof:
+            yield FollowEvent("end", describe_end(status), status)
+            return
+        now = clock()
+        if now - last_output >= heartbeat and now - last_beat >= heartbeat:
+            last_beat = now
+            yield FollowEvent("progress", _heartbeat(status, now - start, now - last_output), status)

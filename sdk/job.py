@@ -1,0 +1,81 @@
+"""The Python API: ``Job(...)`` / ``Job.from_yaml(path)`` -> ``.submit()`` -> :class:`JobHandle`.
+
+Example::
+
+    from malaunch.sdk import Job
+    job = Job.from_yaml("templates/torchrun-ddp/job.yaml", run_method="torchrun")
+    print(job.plan().render())            # what would be submitted (pure; nothing starts)
+    handle = job.submit()                 # starts the job; returns at once
+    for line in handle.logs(follow=True):
+        print(line)
+    print(handle.wait().exit_code)
+
+``Job(**fields)`` takes the job file's keys (nested sections as mappings or as the dataclasses in
+:mod:`malaunch.sdk.spec`) and validates them exactly as a job file is validated; relative paths are
+relative to the current directory. ``ma-submit`` is a thin layer over this class.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+from .backends import Backend, JobHandle, get_backend
+from .loader import load_job_file, spec_from_mapping
+from .plan import SubmitPlan
+from .spec import JobSpec
+
+__all__ = ["Job", "attach"]
+
+
+class Job:
+    """A job ready to plan or submit; wraps a validated :class:`JobSpec`.
+
+    ``plan`` and ``submit`` take an optional ``backend`` instance (e.g. ``LocalBackend(home=...)``); by default
+    the backend named by ``spec.backend`` is created.
+    """
+
+    def __init__(self, spec: Optional[JobSpec] = None, /, **fields: Any) -> None:
+        if spec is not None and fields:
+            raise TypeError("give either a JobSpec or job fields, not both (use Job(spec).with_options(...))")
+        self.spec: JobSpec = spec if spec is not None else spec_from_mapping(fields, base_dir=os.getcwd())
+
+    def __repr__(self) -> str:
+        return f"Job(name={self.spec.name!r}, run_method={self.spec.run_method!r}, backend={self.spec.backend!r})"
+
+    @classmethod
+    def from_yaml(cls, path: str, **overrides: Any) -> Job:
+        """Load a job file; ``overrides`` replace top-level fields (e.g. ``run_method="torchrun"``)."""
+        job = cls(load_job_file(path))
+        return job.with_options(**overrides) if overrides else job
+
+    def with_options(self, **changes: Any) -> Job:
+        """A copy with top-level fields replaced (validated again); ``None`` values are ignored."""
+        given = {key: value for key, value in changes.items() if value is not None}
+        if not given:
+            return self
+        data = self.spec.to_dict()
+        data.update(given)
+        return Job(spec_from_mapping(data))
+
+    def _backend(self, backend: Optional[Backend]) -> Backend:
+        return backend if backend is not None else get_backend(self.spec.backend)
+
+    def plan(
+        self, *, job_id: Optional[str] = None, now: Optional[float] = None, backend: Optional[Backend] = None
+    ) -> SubmitPlan:
+        """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted)."""
+        impl = self._backend(backend)
+        when = time.time() if now is None else now
+        ident = job_id if job_id is not None else impl.new_job_id(self.spec, when)
+        return impl.plan(self.spec, job_id=ident, now=when)
+
+    def submit(self, backend: Optional[Backend] = None) -> JobHandle:
+        """Submit the job; returns as soon as it exists (follow it with the handle)."""
+        return self._backend(backend).submit(self.spec)
+
+
+def attach(job_id: str, backend: str = "local", **options: Any) -> JobHandle:
+    """A handle for a job submitted earlier (possibly by another process)."""
+    return get_backend(backend, **options).handle(job_id)

@@ -1,0 +1,248 @@
+"""Load job files: YAML text or a plain mapping -> :class:`~malaunch.sdk.spec.JobSpec`.
+
+Contract:
+
+1. Any input (any YAML text, any nested mapping) either yields a valid ``JobSpec`` or raises
+   :class:`~malaunch.sdk.errors.SpecError`; nothing else escapes (a hypothesis test enforces this).
+2. Unknown keys are errors with a did-you-mean (``resources.gpus: unknown field, ... did you mean
+   devices_per_host?``); duplicate keys in YAML are errors too.
+3. Relative ``code_dir`` and input/output ``path`` values are resolved against ``base_dir`` (the job file's
+   folder); ``obs://`` and other URLs are left as they are.
+4. Scalars are converted only where it is unambiguous: numbers in ``args`` and ``env`` values become strings;
+   ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import yaml
+
+from .errors import SpecError
+from .spec import DataSpec, JobSpec, LauncherOptions, Resources, key_text
+
+__all__ = ["JOB_FIELDS", "load_job_file", "load_job_text", "spec_from_mapping"]
+
+_TOP = (
+    "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
+    "backend", "launcher",
+)  # fmt: skip
+_RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
+_LAUNCHER = (
+    "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
+    "msrun_rank_table", "grace_period",
+)  # fmt: skip
+_DATA = ("name", "path")
+
+#: The keys a job file may use, per section.
+JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
+    "": _TOP,
+    "resources": _RESOURCES,
+    "launcher": _LAUNCHER,
+    "data": _DATA,
+}
+
+# Words people reach for, mapped to our field names (did-you-mean beyond spelling).
+_ALIASES = {
+    "gpus": "devices_per_host", "npus": "devices_per_host", "devices": "devices_per_host",
+    "gpus_per_host": "devices_per_host", "nproc_per_node": "devices_per_host", "nodes": "hosts",
+    "node_count": "hosts", "nnodes": "hosts", "replicas": "hosts", "instances": "hosts", "method": "run_method",
+    "launcher_type": "run_method", "script": "boot_file", "entrypoint": "boot_file", "command": "boot_file",
+    "environment": "env", "environments": "env", "envs": "env", "arguments": "args", "parameters": "args",
+    "code": "code_dir", "source_dir": "code_dir", "working_dir": "code_dir", "master_addr_port": "master_port",
+    "image_url": "image", "resource": "resources",
+}  # fmt: skip
+_REQUIRED = ("name", "code_dir", "boot_file")
+_URL_PREFIXES = ("obs://", "s3://", "http://", "https://")
+
+
+def _suggest(key: str, known: Tuple[str, ...]) -> str:
+    lowered = key.lower()
+    if lowered in known and lowered != key:
+        return f"did you mean {lowered}?"
+    alias = _ALIASES.get(lowered)
+    if alias in known:
+        return f"did you mean {alias}?"
+    close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]}?"
+    return f"known fields: {', '.join(known)}"
+
+
+def _mapping(value: object, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        what = path if path else "the job file"
+        raise SpecError(path or "(top level)", f"{what} must be a mapping of field: value", value)
+    out: Dict[str, Any] = {}
+    for key, item in value.items():
+        where = f"{path}.{key_text(key)}" if path else key_text(key)
+        if not isinstance(key, str) or key not in known:
+            raise SpecError(where, "unknown field", key, _suggest(str(key), known))
+        out[key] = item
+    return out
+
+
+def _words(value: object, path: str) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise SpecError(path, f"is not valid shell-style words ({exc})", value, "check the quotes") from None
+    return _strings(value, path, convert_numbers=False)
+
+
+def _strings(value: object, path: str, convert_numbers: bool) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(path, "must be a list of strings", value)
+    out: List[str] = []
+    for index, item in enumerate(value):
+        out.append(_scalar_text(item, f"{path}[{index}]", convert_numbers))
+    return tuple(out)
+
+
+def _scalar_text(value: object, path: str, convert_numbers: bool) -> str:
+    if isinstance(value, str):
+        return value
+    if convert_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    expected = "a string or a number (quote it)" if convert_numbers else "a string"
+    raise SpecError(path, f"must be {expected}", value)
+
+
+def _resolve(path: Optional[object], base_dir: Optional[str]) -> Optional[object]:
+    if not isinstance(path, str) or base_dir is None or not path.strip():
+        return path
+    if path.startswith(_URL_PREFIXES) or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(base_dir, os.path.expanduser(path)))
+
+
+def _data_list(value: object, path: str, base_dir: Optional[str]) -> Tuple[DataSpec, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(path, "must be a list of {name, path} mappings", value)
+    items: List[DataSpec] = []
+    for index, raw in enumerate(value):
+        where = f"{path}[{index}]"
+        fields = _mapping(raw, where, _DATA)
+        if "name" not in fields:
+            raise SpecError(f"{where}.name", "is required", None)
+        fields["path"] = _resolve(fields.get("path"), base_dir)
+        items.append(_build(DataSpec, fields, where))
+    return tuple(items)
+
+
+def _build(cls: Any, fields: Dict[str, Any], prefix: str) -> Any:
+    try:
+        return cls(**fields)
+    except SpecError as error:
+        # The dataclass names its field from its own point of view ("data.name"); re-root it here.
+        tail = error.field.split(".", 1)[1] if "." in error.field else error.field
+        raise SpecError(f"{prefix}.{tail}", error.problem, error.value, error.hint) from None
+
+
+def _env(value: object) -> Dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError("env", "must be a mapping of NAME: value", value)
+    return {str(key): _scalar_text(item, f"env.{key_text(key)}", True) for key, item in value.items()}
+
+
+def _section(value: object, path: str, cls: Any, known: Tuple[str, ...]) -> Any:
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    fields = _mapping(value, path, known)
+    if cls is LauncherOptions:
+        for key in ("torchrun_extra_params", "msrun_extra_params"):
+            if key in fields:
+                fields[key] = _words(fields[key], f"{path}.{key}")
+    return _build(cls, fields, path)
+
+
+def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
+    """Build a :class:`JobSpec` from job-file data (parsed YAML, or keyword arguments of ``Job``).
+
+    Raises:
+        SpecError: the first invalid field, with its path and value.
+    """
+    fields = _mapping(data, "", _TOP)
+    for key in _REQUIRED:
+        if fields.get(key) is None:
+            raise SpecError(key, "is required", None, f"add '{key}:' to the job file")
+    fields["code_dir"] = _resolve(fields["code_dir"], base_dir)
+    if "args" in fields:
+        fields["args"] = _strings(fields["args"], "args", convert_numbers=True)
+    if "env" in fields:
+        fields["env"] = _env(fields["env"])
+    for kind in ("inputs", "outputs"):
+        if kind in fields:
+            fields[kind] = _data_list(fields[kind], kind, base_dir)
+    fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
+    fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
+    for key in ("run_method", "backend", "image"):
+        if key in fields and fields[key] is None:
+            del fields[key]
+    return JobSpec(**fields)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: Dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in out
+        except TypeError:
+            raise SpecError(key_text(key), "is not a valid key", key) from None
+        if duplicate:
+            line = key_node.start_mark.line + 1
+            raise SpecError(key_text(key), f"is given twice (again on line {line})", key, "keep one of them")
+        out[key] = loader.construct_object(value_node, deep=True)
+    return out
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_job_text(text: str, base_dir: Optional[str] = None, source: Optional[str] = None) -> JobSpec:
+    """Parse job-file YAML ``text``; ``source`` names the file in error messages."""
+    try:
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}" if mark is not None else "the file"
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise SpecError(where, f"is not valid YAML ({problem})", text[:40], "fix the YAML syntax") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            raise SpecError("(top level)", f"could not be read as YAML ({exc})", text[:40]) from None
+        return spec_from_mapping(data, base_dir)
+    except SpecError as error:
+        raise error.with_source(source) if source else error from None
+
+
+def load_job_file(path: str) -> JobSpec:
+    """Read and validate a job file; relative paths in it are relative to its folder."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError("job file", f"cannot be read ({reason})", path, "check the path") from None
+    base_dir = os.path.dirname(os.path.abspath(path))
+    return load_job_text(text, base_dir=base_dir, source=path)

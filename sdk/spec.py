@@ -1,0 +1,324 @@
+"""The job spec: frozen dataclasses whose fields are exactly the keys of a job file.
+
+A :class:`JobSpec` validates itself on construction (``__post_init__``), so a spec built in Python and one
+loaded from YAML (:mod:`malaunch.sdk.loader`) obey the same rules and raise the same
+:class:`~malaunch.sdk.errors.SpecError`, whose ``field`` is the path of the offending value
+(``resources.hosts``, ``inputs[1].name``, ``env.MA_NUM_HOSTS``). Validation is pure: it never looks at the
+disk; whether ``code_dir`` and ``boot_file`` exist is checked by the backend when it submits.
+
+Fields, with their YAML keys (``docs/sdk.md`` has the full table):
+
+- ``name``, ``run_method`` (``ranktable`` | ``torchrun`` | ``msrun``), ``code_dir``, ``boot_file`` (relative to
+  ``code_dir``), ``args``, ``image``, ``env``, ``inputs``, ``outputs``, ``backend``;
+- ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
+- ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
+  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import posixpath
+import re
+import types
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from .errors import SpecError, show_value
+
+__all__ = [
+    "BACKEND_NAMES",
+    "DEFAULT_BACKEND",
+    "DEFAULT_RUN_METHOD",
+    "RESERVED_ENV",
+    "RUN_METHODS",
+    "DataSpec",
+    "JobSpec",
+    "LauncherOptions",
+    "Resources",
+    "key_text",
+]
+
+#: ``run_method`` values; each becomes ``MA_RUN_METHOD`` in the containers.
+RUN_METHODS = ("ranktable", "torchrun", "msrun")
+#: The platform's default when ``MA_RUN_METHOD`` is unset is the rank-table fan-out.
+DEFAULT_RUN_METHOD = "ranktable"
+#: Backend names a job file may use (see :mod:`malaunch.sdk.backends` for which are available).
+BACKEND_NAMES = ("local", "modelarts", "volcano")
+DEFAULT_BACKEND = "local"
+
+#: Variables the backend sets from the spec; a job's ``env`` may not set them. Value: the field to use instead.
+RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
+    {
+        "MA_NUM_HOSTS": "resources.hosts",
+        "VC_WORKER_NUM": "resources.hosts",
+        "MA_NUM_GPUS": "resources.devices_per_host",
+        "MA_RUN_METHOD": "run_method",
+        "MA_TORCHRUN_MASTER_PORT": "launcher.master_port",
+        "MALAUNCH_MASTER_PORT": "launcher.master_port",
+        "MA_EXTRA_TORCHRUN_PARAMS": "launcher.torchrun_extra_params",
+        "MA_MSRUN_MASTER_PORT": "launcher.msrun_master_port",
+        "MA_EXTRA_MSRUN_PARAMS": "launcher.msrun_extra_params",
+        "MSRUN_CLUSTER_TIME_OUT": "launcher.msrun_cluster_time_out",
+        "MS_RANKTABLE_ENABLE": "launcher.msrun_rank_table",
+        "MALAUNCH_GRACE_PERIOD": "launcher.grace_period",
+        "VC_TASK_INDEX": "",
+        "MA_TASK_INDEX": "",
+        "VC_WORKER_HOSTS": "",
+        "MA_VJ_NAME": "",
+        "MA_TASK_NAME": "",
+        "RANK_TABLE_FILE": "",
+        "MA_JOB_DIR": "",
+        "MA_CURRENT_HOST_IP": "",
+        "MA_CURRENT_INSTANCE_NAME": "",
+        "MA_LOG_DIR": "",
+        "MALAUNCH_LOG_DIR": "",
+        "MALAUNCH_REPORT_FILE": "",
+        "MALAUNCH_JOB_ID": "",
+    }
+)
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+\Z")
+
+
+def key_text(key: object) -> str:
+    """A mapping key as it appears in a field path: plain keys as is, anything else as its ``repr``."""
+    if isinstance(key, str) and _PLAIN_KEY.match(key):
+        return key
+    return show_value(key)
+
+
+def _fail(path: str, problem: str, value: object, hint: str = "fix the job file") -> SpecError:
+    return SpecError(path, problem, value, hint)
+
+
+def _check_int(path: str, value: object, minimum: int, maximum: Optional[int] = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, "must be a whole number", value)
+    if value < minimum:
+        raise _fail(path, f"must be >= {minimum}", value)
+    if maximum is not None and value > maximum:
+        raise _fail(path, f"must be <= {maximum}", value)
+
+
+def _check_text(path: str, value: object, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _fail(path, "must be a string", value)
+    if not value.strip():
+        raise _fail(path, "must not be empty", value)
+    if "\x00" in value:
+        raise _fail(path, "must not contain NUL characters", value)
+
+
+def _check_words(path: str, value: object) -> None:
+    if not isinstance(value, tuple):
+        raise _fail(path, "must be a list of strings", value)
+    for index, word in enumerate(value):
+        if not isinstance(word, str) or "\x00" in word:
+            raise _fail(f"{path}[{index}]", "must be a string", word)
+
+
+def _check_port(path: str, value: object) -> None:
+    if value is not None:
+        _check_int(path, value, 1, 65535)
+
+
+def _one_of(path: str, value: object, choices: Tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(path, f"must be one of {', '.join(choices)}", value)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """How many hosts and accelerators per host; ``flavor`` and ``pool`` are for cloud backends."""
+
+    hosts: int = 1
+    devices_per_host: int = 1
+    flavor: Optional[str] = None
+    pool: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _check_resources(self, "resources")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        return dataclasses.asdict(self)
+
+
+def _check_resources(res: Resources, prefix: str) -> None:
+    _check_int(f"{prefix}.hosts", res.hosts, 1, 4096)
+    _check_int(f"{prefix}.devices_per_host", res.devices_per_host, 0, 1024)
+    _check_text(f"{prefix}.flavor", res.flavor, optional=True)
+    _check_text(f"{prefix}.pool", res.pool, optional=True)
+
+
+@dataclass(frozen=True)
+class LauncherOptions:
+    """Knobs of the in-container launchers; ``None`` means the platform default (ports: a free port locally)."""
+
+    master_port: Optional[int] = None
+    torchrun_extra_params: Tuple[str, ...] = ()
+    msrun_master_port: Optional[int] = None
+    msrun_extra_params: Tuple[str, ...] = ()
+    msrun_cluster_time_out: Optional[int] = None
+    msrun_rank_table: bool = False
+    grace_period: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        _check_launcher(self, "launcher")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        data = dataclasses.asdict(self)
+        data["torchrun_extra_params"] = list(self.torchrun_extra_params)
+        data["msrun_extra_params"] = list(self.msrun_extra_params)
+        return data
+
+
+def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
+    _check_port(f"{prefix}.master_port", opts.master_port)
+    _check_port(f"{prefix}.msrun_master_port", opts.msrun_master_port)
+    _check_words(f"{prefix}.torchrun_extra_params", opts.torchrun_extra_params)
+    _check_words(f"{prefix}.msrun_extra_params", opts.msrun_extra_params)
+    if opts.msrun_cluster_time_out is not None:
+        _check_int(f"{prefix}.msrun_cluster_time_out", opts.msrun_cluster_time_out, 1)
+    if not isinstance(opts.msrun_rank_table, bool):
+        raise _fail(f"{prefix}.msrun_rank_table", "must be true or false", opts.msrun_rank_table)
+    grace = opts.grace_period
+    if grace is not None:
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)):
+            raise _fail(f"{prefix}.grace_period", "must be a number of seconds", grace)
+        if not math.isfinite(grace) or grace < 0:
+            raise _fail(f"{prefix}.grace_period", "must be a finite number of seconds >= 0", grace)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """One input or output channel: ``name`` becomes the boot file argument ``--<name>=<local path>``.
+
+    ``path`` is a local path (or, for cloud backends, an ``obs://`` URL). An output without ``path`` gets a
+    folder in the job directory.
+    """
+
+    name: str
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _check_data(self, "data")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        return dataclasses.asdict(self)
+
+
+def _check_data(data: DataSpec, prefix: str) -> None:
+    if not isinstance(data.name, str) or not _DATA_NAME.match(data.name):
+        raise _fail(f"{prefix}.name", "must be an identifier (letters, digits, _; e.g. data_url)", data.name)
+    _check_text(f"{prefix}.path", data.path, optional=True)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A whole job. Construct it directly, with :func:`malaunch.sdk.loader.spec_from_mapping` or from YAML."""
+
+    name: str
+    code_dir: str
+    boot_file: str
+    run_method: str = DEFAULT_RUN_METHOD
+    args: Tuple[str, ...] = ()
+    image: Optional[str] = None
+    resources: Resources = field(default_factory=Resources)
+    env: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+    inputs: Tuple[DataSpec, ...] = ()
+    outputs: Tuple[DataSpec, ...] = ()
+    backend: str = DEFAULT_BACKEND
+    launcher: LauncherOptions = field(default_factory=LauncherOptions)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
+            object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
+        _check_spec(self)
+
+    def replace(self, **changes: Any) -> JobSpec:
+        """A copy with ``changes`` applied, validated again."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML/JSON-shaped data with every field (the inverse of ``spec_from_mapping``)."""
+        return {
+            "name": self.name,
+            "run_method": self.run_method,
+            "code_dir": self.code_dir,
+            "boot_file": self.boot_file,
+            "args": list(self.args),
+            "image": self.image,
+            "resources": self.resources.to_dict(),
+            "env": dict(sorted(self.env.items())),
+            "inputs": [item.to_dict() for item in self.inputs],
+            "outputs": [item.to_dict() for item in self.outputs],
+            "backend": self.backend,
+            "launcher": self.launcher.to_dict(),
+        }
+
+
+def _check_spec(spec: JobSpec) -> None:
+    if not isinstance(spec.name, str) or not _NAME.match(spec.name):
+        raise _fail("name", "must be 1-64 letters, digits, '-' or '_', starting with a letter or digit", spec.name)
+    _one_of("run_method", spec.run_method, RUN_METHODS)
+    _check_text("code_dir", spec.code_dir)
+    _check_boot_file(spec.boot_file)
+    _check_words("args", spec.args)
+    _check_text("image", spec.image, optional=True)
+    if not isinstance(spec.resources, Resources):
+        raise _fail("resources", "must be a mapping with hosts, devices_per_host, flavor, pool", spec.resources)
+    _check_resources(spec.resources, "resources")
+    _check_env(spec.env)
+    seen: Dict[str, str] = {}
+    for kind, items in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        if not isinstance(items, tuple):
+            raise _fail(kind, "must be a list of {name, path} mappings", items)
+        for index, item in enumerate(items):
+            where = f"{kind}[{index}]"
+            if not isinstance(item, DataSpec):
+                raise _fail(where, "must be a mapping with name and path", item)
+            _check_data(item, where)
+            if item.name in seen:
+                raise _fail(f"{where}.name", f"is already used by {seen[item.name]}", item.name)
+            seen[item.name] = where
+            if kind == "inputs" and item.path is None:
+                raise _fail(f"{where}.path", "is required for an input", item.path)
+    _one_of("backend", spec.backend, BACKEND_NAMES)
+    if not isinstance(spec.launcher, LauncherOptions):
+        raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
+    _check_launcher(spec.launcher, "launcher")
+
+
+def _check_boot_file(boot_file: object) -> None:
+    _check_text("boot_file", boot_file)
+    if not isinstance(boot_file, str):  # for the type checker; _check_text raised already
+        raise _fail("boot_file", "must be a string", boot_file)
+    normal = posixpath.normpath(boot_file.replace("\\", "/"))
+    if boot_file.startswith("/") or normal == ".." or normal.startswith("../") or normal == ".":
+        raise _fail("boot_file", "must be a file path relative to code_dir, inside it", boot_file)
+
+
+def _check_env(env: object) -> None:
+    if not isinstance(env, Mapping):
+        raise _fail("env", "must be a mapping of NAME: value", env)
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise _fail(f"env.{key_text(key)}", "is not a valid variable name (letters, digits, _)", key)
+        if key in RESERVED_ENV:
+            instead = RESERVED_ENV[key]
+            hint = f"set {instead} instead" if instead else "remove it"
+            raise _fail(f"env.{key}", "is set by the backend, not by env", value, hint)
+        if not isinstance(value, str) or "\x00" in value:
+            raise _fail(f"env.{key}", "must be a string", value)

@@ -1,0 +1,131 @@
+"""Job and host states as every backend reports them: :class:`JobState`, :class:`JobStatus`, :class:`HostStatus`.
+
+States form a closed set; a backend maps its native states onto it and keeps the native word in
+``JobStatus.raw_state``. ``UNKNOWN`` is used for states nobody mapped yet, never a ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+__all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]
+
+
+class JobState(str, enum.Enum):
+    """Life cycle of a job: PENDING -> RUNNING -> SUCCEEDED | FAILED | STOPPED."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job can no longer change."""
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
+
+    @classmethod
+    def parse(cls, raw: object) -> JobState:
+        """The state named ``raw``, or ``UNKNOWN``."""
+        try:
+            return cls(str(raw).upper())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class HostState(str, enum.Enum):
+    """One (emulated) host: PENDING -> RUNNING -> EXITED (``exit_code`` tells success) or KILLED."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def parse(cls, raw: object) -> HostState:
+        """The state named ``raw``, or ``UNKNOWN``."""
+        try:
+            return cls(str(raw).upper())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended."""
+
+    index: int
+    address: str
+    state: HostState
+    pid: Optional[int] = None
+    exit_code: Optional[int] = None
+    started_at: Optional[float] = None
+    ended_at: Optional[float] = None
+    log_file: Optional[str] = None
+    detail: str = ""  # e.g. the root-cause rank the host's shim reported
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "detail": self.detail,
+            "index": self.index,
+            "address": self.address,
+            "state": self.state.value,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "log_file": self.log_file,
+        }
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED)."""
+
+    id: str
+    backend: str
+    state: JobState
+    exit_code: Optional[int] = None
+    message: str = ""
+    raw_state: str = ""
+    name: str = ""
+    created_at: Optional[float] = None
+    started_at: Optional[float] = None
+    ended_at: Optional[float] = None
+    hosts: Tuple[HostStatus, ...] = field(default=())
+    location: str = ""  # where the job lives: a job directory, a console URL
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job has ended."""
+        return self.state.is_terminal
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready data; ``id`` and ``state`` are what scripts rely on."""
+        return {
+            "id": self.id,
+            "state": self.state.value,
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "backend": self.backend,
+            "name": self.name,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "location": self.location,
+            "hosts": [host.to_json() for host in self.hosts],
+        }
+
+
+def exit_code_of(status: JobStatus) -> int:
+    """The process exit code that stands for a finished job: its own code, 0 for success, else 1."""
+    if status.state is JobState.SUCCEEDED:
+        return 0
+    if status.exit_code is not None and status.exit_code != 0:
+        return status.exit_code
+    return 1

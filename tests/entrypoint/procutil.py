@@ -1,0 +1,198 @@
+"""Helpers for the supervisor's process tests: plans built from tiny scripts, and proof that nothing is left.
+
+Every process a test starts carries ``MALAUNCH_TEST_MARK=<unique value>`` in its environment (grandchildren
+inherit it), so :func:`assert_nothing_left` can scan ``/proc`` for leftovers even when a pid was never seen.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.entrypoint.plan import LaunchPlan, ProcessSpec
+from malaunch.entrypoint.supervisor import RunResult, run_plan
+
+__all__ = [
+    "BIN",
+    "MARK_VAR",
+    "PY",
+    "alive",
+    "assert_nothing_left",
+    "child_pids",
+    "make_plan",
+    "new_mark",
+    "pids_with_env",
+    "plan_from_json",
+    "read_info",
+    "run",
+    "unprefix",
+    "wait_until",
+    "worker_spec",
+]
+
+PY = sys.executable
+BIN = Path(__file__).resolve().parent / "bin"
+MARK_VAR = "MALAUNCH_TEST_MARK"
+
+
+def new_mark() -> str:
+    return uuid.uuid4().hex
+
+
+def worker_spec(
+    rank: Optional[int],
+    log_dir: Path,
+    *args: str,
+    mark: str,
+    script: str = "worker.py",
+    env: Optional[Mapping[str, str]] = None,
+    name: Optional[str] = None,
+    cwd: Optional[str] = None,
+) -> ProcessSpec:
+    """A process running ``bin/<script> *args`` as ``rank``."""
+    environ = {MARK_VAR: mark, **(env or {})}
+    if rank is not None:
+        environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    label = name or (f"rank-{rank}" if rank is not None else "main")
+    return ProcessSpec(
+        name=label,
+        argv=(PY, str(BIN / script), *args),
+        env=environ,
+        cwd=cwd,
+        log_file=str(log_dir / f"{label}.log"),
+        rank=rank,
+        local_rank=rank,
+    )
+
+
+def make_plan(
+    log_dir: Path,
+    processes: Sequence[ProcessSpec],
+    *,
+    log_source: str = "pipe",
+    method: Optional[str] = None,
+    rank_logs: Optional[Mapping[int, str]] = None,
+    grace: float = 5.0,
+) -> LaunchPlan:
+    if rank_logs is None:
+        rank_logs = {p.rank: p.log_file for p in processes if p.rank is not None}
+    default_method = {"pipe": "ranktable", "prefixed": "torchrun", "files": "msrun"}[log_source]
+    return LaunchPlan(
+        method=method or default_method,
+        node_rank=0,
+        num_hosts=1,
+        host="test-host",
+        processes=tuple(processes),
+        log_source=log_source,
+        log_dir=str(log_dir),
+        rank_logs=dict(rank_logs),
+        grace_period=grace,
+        report_file=str(log_dir / "report.json"),
+    )
+
+
+def plan_from_json(data: Mapping[str, Any]) -> LaunchPlan:
+    """Inverse of ``LaunchPlan.to_json`` (the driver script uses it)."""
+    fields = dict(data)
+    fields["processes"] = tuple(
+        ProcessSpec(**{**proc, "argv": tuple(proc["argv"])}) for proc in data["processes"]
+    )
+    fields["rank_logs"] = {int(rank): path for rank, path in data["rank_logs"].items()}
+    fields["notes"] = tuple(data.get("notes", ()))
+    return LaunchPlan(**fields)
+
+
+def run(plan: LaunchPlan, env: Optional[Mapping[str, str]] = None) -> Tuple[RunResult, bytes, bytes]:
+    """run_plan with captured consoles; returns (result, console stdout, console stderr)."""
+    out, err = io.BytesIO(), io.BytesIO()
+    result = run_plan(plan, dict(os.environ if env is None else env), console_out=out, console_err=err)
+    return result, out.getvalue(), err.getvalue()
+
+
+def unprefix(console: bytes, prefix: bytes) -> bytes:
+    """The bytes one producer wrote, from a console that only it wrote to."""
+    assert console.startswith(prefix), console[:200]
+    return console[len(prefix) :].replace(b"\n" + prefix, b"\n")
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+
+
+def read_info(info_dir: Path, rank: int, timeout: float = 20.0) -> Dict[str, Any]:
+    path = info_dir / f"{rank}.json"
+    assert wait_until(path.exists, timeout), f"{path} never appeared"
+    data: Dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _stat(pid: int) -> Optional[Tuple[str, int]]:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1])
+
+
+def alive(pid: int) -> bool:
+    """Exists and is not a zombie."""
+    info = _stat(pid)
+    return info is not None and info[0] not in ("Z", "X")
+
+
+def pids_with_env(name: str, value: str) -> List[int]:
+    needle = f"{name}={value}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            found.append(int(entry))
+    return found
+
+
+def child_pids() -> List[int]:
+    """Children of this test process, zombies included."""
+    me = os.getpid()
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and (_stat(int(e)) or ("", 0))[1] == me]
+
+
+def assert_nothing_left(
+    mark: str, pids: Iterable[int] = (), token: Optional[str] = None, timeout: float = 0.0, children: bool = True
+) -> None:
+    """No process with the test's mark (or the run's token) and none of ``pids`` is alive.
+
+    ``timeout`` > 0 allows that long for processes killed by someone else (a watchdog) to disappear.
+    ``children`` also checks that this test process has no child left, not even a zombie.
+    """
+    known = list(pids)
+
+    def leftovers() -> List[int]:
+        found = set(pids_with_env(MARK_VAR, mark)) | {p for p in known if alive(p)}
+        if token:
+            found |= set(pids_with_env("MALAUNCH_SHIM_TOKEN", token))
+        return sorted(found)
+
+    if timeout:
+        wait_until(lambda: not leftovers(), timeout)
+    left = leftovers()
+    assert not left, f"processes left running: {left}"
+    if children:
+        assert not child_pids(), f"children of the test process left (zombies?): {child_pids()}"

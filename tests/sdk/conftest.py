@@ -1,0 +1,46 @@
+"""Fixtures for the SDK tests: an isolated MALAUNCH_HOME, the environment for ``ma-submit`` subprocesses, and
+a final check that no job of the test is left running."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+from malaunch.sdk.backends.jobdir import job_processes
+from sdkutil import VENV_BIN, assert_nothing_running, job_ids
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An isolated MALAUNCH_HOME."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def cli_env(home: Path) -> Dict[str, str]:
+    """Environment for ``ma-submit`` subprocesses: isolated home, the venv first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env["MALAUNCH_HOME"] = str(home)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
+def cleanup_jobs(home: Path) -> Iterator[None]:
+    """After the test, stop anything a failed assertion may have left and prove nothing runs."""
+    yield
+    from malaunch.sdk.backends.local import LocalBackend
+
+    backend = LocalBackend(home=str(home))
+    failures: List[str] = []
+    for job_id in job_ids(home):
+        if job_processes(job_id):
+            backend.stop(job_id)
+            failures.append(job_id)
+        assert_nothing_running(job_id)
+    assert not failures, f"jobs were still running at the end of the test: {failures}"

@@ -1,0 +1,71 @@
+"""Helpers for the SDK tests: job folders, running ``ma-submit`` for real, and the check every process test
+ends with: nothing of the job is left running."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import yaml
+from malaunch.sdk.backends.jobdir import job_processes
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "templates"
+VENV_BIN = os.path.dirname(sys.executable)
+CLI_TIMEOUT = 240.0
+
+
+def write_job(folder: Path, script: str, name: str = "job", **fields: Any) -> Path:
+    """A job folder with ``boot.py`` (``script``, dedented) and ``job.yaml`` (``fields`` + defaults)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "boot.py").write_text(textwrap.dedent(script))
+    data: Dict[str, Any] = {"name": name, "code_dir": ".", "boot_file": "boot.py"}
+    data.update(fields)
+    job = folder / "job.yaml"
+    job.write_text(yaml.safe_dump(data))
+    return job
+
+
+def ma_submit(args: List[str], env: Dict[str, str], timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run the real ``ma-submit`` console script."""
+    return subprocess.run(
+        [os.path.join(VENV_BIN, "ma-submit"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=str(REPO),
+    )
+
+
+def wait_for(predicate: Any, timeout: float = 60.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until true; a generous deadline only to avoid hanging."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def assert_nothing_running(job_id: str) -> None:
+    """No live process carries the job's id, and no network namespace of it is left."""
+    left = job_processes(job_id)
+    assert left == [], f"job {job_id} left processes running: {left}"
+    netns = Path("/run/netns")
+    if netns.is_dir():
+        from malaunch.sdk.backends.hostnet import NetnsNetwork
+
+        short = NetnsNetwork(job_id, 1).short
+        assert not [p.name for p in netns.iterdir() if p.name.startswith(f"malaunch-{short}-")]
+
+
+def job_ids(home: Path) -> List[str]:
+    """Ids of the jobs under ``home``."""
+    root = home / "jobs"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
