@@ -25,6 +25,7 @@ from .cluster_env import ClusterEnv
 from .errors import ConfigError
 from .plan import LaunchPlan, ProcessSpec
 from .rank_table import RankTable
+from .rank_table_v1 import CONVERTED_FORMATS, to_v1_text
 
 __all__ = [
     "DEFAULT_RANK_TABLE_PATH",
@@ -130,6 +131,7 @@ def _plan(
     log_source: str,
     rank_logs: Dict[int, str],
     notes: Sequence[str] = (),
+    files: Optional[Dict[str, str]] = None,
 ) -> LaunchPlan:
     report = (
         os.path.join(inputs.cwd, cluster.report_file)
@@ -148,6 +150,7 @@ def _plan(
         grace_period=cluster.grace_period,
         report_file=report,
         notes=tuple(notes) + inputs.notes,
+        files=files or {},
     )
 
 
@@ -227,6 +230,13 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
         raise ValueError("rank-table planning needs the parsed table and this host's server index")
     server = table.servers[index]
     argv = boot_command(inputs)
+    notes = [f"server {index} of {len(table.servers)} in {table.format} rank table: {server.server_id}"]
+    files: Dict[str, str] = {}
+    if table.format in CONVERTED_FORMATS:
+        converted = os.path.join(log_dir, "rank_table", "jobstart_hccl.json")
+        files[converted] = to_v1_text(table)
+        notes.append(f"the {table.format} table {table_path} is converted to v1.0 at {converted} for the ranks")
+        table_path = converted
     processes = []
     rank_logs: Dict[int, str] = {}
     for local_rank, device in enumerate(server.devices):
@@ -258,8 +268,7 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
                 local_rank=local_rank,
             )
         )
-    notes = [f"server {index} of {len(table.servers)} in {table.format} rank table: {server.server_id}"]
-    return _plan("ranktable", cluster, inputs, log_dir, processes, "pipe", rank_logs, notes)
+    return _plan("ranktable", cluster, inputs, log_dir, processes, "pipe", rank_logs, notes, files)
 
 
 def plan_launch(cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:

@@ -66,6 +66,7 @@ class LaunchPlan:
     grace_period: float
     report_file: str
     notes: Tuple[str, ...] = field(default=())  # human-readable facts about the plan (shown by --dry-run)
+    files: Mapping[str, str] = field(default_factory=dict)  # path -> text the supervisor writes before starting
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -87,6 +88,7 @@ class LaunchPlan:
             "grace_period": self.grace_period,
             "report_file": self.report_file,
             "notes": list(self.notes),
+            "files": dict(sorted(self.files.items())),
         }
 
     def render(self) -> str:

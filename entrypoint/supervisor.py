@@ -117,6 +117,8 @@ class _Run:
             ) from None
         if not os.access(plan.log_dir, os.W_OK | os.X_OK):
             raise LaunchError(f"log directory {plan.log_dir!r} is not writable; {_LOG_HINT}")
+        for path, text in sorted(plan.files.items()):
+            _write_plan_file(path, text)
         for spec in plan.processes:
             if not spec.argv:
                 raise LaunchError(f"process {spec.name!r} has an empty command line: the plan is broken")
@@ -379,6 +381,18 @@ class _Run:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
             _reaper.restore_subreaper(subreaper)
+
+
+def _write_plan_file(path: str, text: str) -> None:
+    """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except OSError as error:
+        raise LaunchError(f"cannot write {path!r}: {error.strerror}; {_LOG_HINT}") from None
 
 
 def run_plan(

@@ -184,3 +184,34 @@ def test_plan_objects_are_frozen() -> None:
     proc: Optional[Any] = plan.processes[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         proc.argv = ()  # type: ignore[union-attr]
+
+
+def test_v0_table_is_converted_to_v10_for_the_ranks() -> None:
+    import pathlib
+
+    from malaunch.entrypoint.rank_table_v1 import to_v1_text
+
+    source = pathlib.Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
+    table = parse_rank_table(json.loads(source.read_text()), str(source))
+    assert table.format == "v0"
+    env = {"RANK_TABLE_FILE": str(source), "MA_CURRENT_INSTANCE_NAME": table.servers[0].pod_name or ""}
+    plan = plan_launch(parse_cluster_env(env), inputs(rank_table=table, rank_table_path=str(source), server_index=0))
+    converted = "/work/malaunch-logs/node-0/rank_table/jobstart_hccl.json"
+    assert set(plan.files) == {converted}
+    assert all(proc.env["RANK_TABLE_FILE"] == converted for proc in plan.processes)
+    again = parse_rank_table(json.loads(plan.files[converted]), converted)
+    assert again.format == "1.0"
+    assert again.rank_size == table.rank_size
+    ranks = sorted((d.rank_id, d.device_id) for s in table.servers for d in s.devices)
+    assert sorted((d.rank_id, d.device_id) for s in again.servers for d in s.devices) == ranks
+    assert to_v1_text(table) == plan.files[converted]
+
+
+def test_v10_table_is_handed_over_as_is() -> None:
+    table = parse_rank_table(v10_table(1, 2), "/rt/hccl.json")
+    plan = plan_launch(
+        parse_cluster_env({"RANK_TABLE_FILE": "/rt/hccl.json"}),
+        inputs(rank_table=table, rank_table_path="/rt/hccl.json", server_index=0),
+    )
+    assert plan.files == {}
+    assert plan.processes[0].env["RANK_TABLE_FILE"] == "/rt/hccl.json"

@@ -261,3 +261,24 @@ def test_entrypoint_imports_only_the_standard_library() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+@pytest.mark.process
+def test_v0_table_ranks_get_a_converted_v10_file(tmp_path: Path) -> None:
+    source = Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
+    out = tmp_path / "out"
+    out.mkdir()
+    env = marked_env(
+        {"RANK_TABLE_FILE": str(source), "MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1",
+         "VC_WORKER_HOSTS": "h0,h1,h2", "MA_CURRENT_INSTANCE_NAME": "job-pod-2"}
+    )  # fmt: skip
+    done = shim([str(SCRIPTS / "dump_env.py"), str(out)], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in out.glob("rank-*.json")}
+    assert sorted(records) == [2, 3]  # pods sort job-pod-1, job-pod-2, job-pod-10: job-pod-2 holds ranks 2 and 3
+    converted = tmp_path / "malaunch-logs" / "node-1" / "rank_table" / "jobstart_hccl.json"
+    for record in records.values():
+        assert record["env"]["RANK_TABLE_FILE"] == str(converted)
+    table = json.loads(converted.read_text())
+    assert table["version"] == "1.0" and table["status"] == "completed"
+    assert_nothing_left(env[MARK])
