@@ -31,6 +31,7 @@ __all__ = [
     "reap_zombie_children",
     "restore_subreaper",
     "scan_ranks",
+    "zombie_returncode",
     "set_subreaper",
     "signal_groups",
     "signal_pids",
@@ -137,6 +138,21 @@ def _stat(pid: int) -> Optional[Tuple[str, int]]:
     if len(fields) < 2:
         return None
     return fields[0].decode("ascii", "replace"), int(fields[1])
+
+
+def zombie_returncode(pid: int) -> Optional[int]:
+    """Exit status of a zombie that its parent has not reaped yet, Popen-style (-N for signal N); else None.
+
+    ``/proc/<pid>/stat`` field 52 holds the wait status once the process has exited (Linux 3.5 and later).
+    """
+    raw = _read(f"/proc/{pid}/stat", 4096)
+    if not raw:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 50 or fields[0] != b"Z":
+        return None
+    status = int(fields[49])
+    return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
 
 
 def is_alive(pid: int) -> bool:

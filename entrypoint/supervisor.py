@@ -99,6 +99,7 @@ class _Run:
         self.msrun_failures: List[Tuple[int, int]] = []
         self.pid_ranks: Dict[int, int] = {}
         self.pid_skip: Set[int] = set()
+        self.dead_workers: Set[int] = set()  # msrun workers whose exit was already seen as a zombie
         self.exclude: Set[int] = set()
         self.shim_signal: Optional[int] = None
         self.finished = False
@@ -225,6 +226,15 @@ class _Run:
 
     def _scan_ranks(self) -> None:
         _reaper.scan_ranks(self.token, self.pid_ranks, self.pid_skip)
+        # msrun notices a dead worker only at its once-a-second poll; its zombie tells us at once.
+        for pid in list(self.pid_ranks):
+            if pid in self.dead_workers:
+                continue
+            code = _reaper.zombie_returncode(pid)
+            if code is not None:
+                self.dead_workers.add(pid)
+                if code != 0:
+                    self.events.put(("worker", pid, code))
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.events.put(("signal", signum))  # SimpleQueue.put is reentrant: safe in a signal handler

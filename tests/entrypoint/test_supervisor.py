@@ -272,13 +272,13 @@ def test_msrun_error_line_ends_the_job_promptly(tmp_path: Path) -> None:
         "--fail-rank", "1", "--exit-code", "7", "--delay", "0.8", "--sleep", "90", "--ignore-term",
         "--say", "worker output", "--info-dir", str(tmp_path),
     )
-    result, _, err = run(plan)
+    result, _, _ = run(plan)
     infos = [read_info(tmp_path, r) for r in (0, 1)]
     cause = result.root_cause
     assert result.exit_code == 7 and cause is not None
     assert (cause.rank, cause.local_rank, cause.pid) == (1, 1, infos[1]["pid"])
     assert cause.log_file == str(msrun_logs / "worker_1.log") and cause.tail == ("worker output",)
-    assert b"exit with exception. Error code: 7." in err
+    # the shim reads the dead worker's status from its zombie, before msrun's own (late) error line
     assert not done.exists()  # the scheduler was killed, not waited for
     # rank 0 ignores SIGTERM in a session of its own: only the token sweep and SIGKILL reach it
     assert infos[0]["sid"] == infos[0]["pid"]

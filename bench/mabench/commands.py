@@ -1,0 +1,125 @@
+"""The command line and environment of each launcher the benchmark compares, all on the same worker script.
+
+Kinds:
+
+- ``shim-ranktable``: ``python -m malaunch.entrypoint SCRIPT`` with ``MA_RUN_METHOD=ranktable`` and a generated
+  v1.0 rank table of 1 server x N devices;
+- ``shim-torchrun`` / ``shim-msrun``: the shim with ``MA_RUN_METHOD=torchrun|msrun`` and ``MA_NUM_GPUS=N``;
+- ``torchrun``: ``python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node=N`` (bare);
+- ``msrun``: ``python -m mindspore.parallel.cluster.run --worker_num=N --local_worker_num=N --join=True``
+  (bare, ``--cluster_time_out`` left at its default).
+
+Every launcher gets a free port (bound to port 0 a moment before), and its logs go under the scratch folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+from .procs import PYTHON, bench_env, free_port
+
+__all__ = ["SUBJECTS", "command", "v10_rank_table"]
+
+SUBJECTS: Mapping[str, str] = {
+    "popen": "bare Popen x N (floor)",
+    "shim-ranktable": "shim (ranktable)",
+    "shim-torchrun": "shim (torchrun)",
+    "shim-msrun": "shim (msrun)",
+    "torchrun": "torchrun --standalone",
+    "msrun": "msrun",
+}
+
+
+def v10_rank_table(servers: int, devices: int) -> Dict[str, object]:
+    """A completed v1.0 rank table: one server is ``127.0.0.1``, else distinct ``10.*.*.1`` ids; ranks in order."""
+    return {
+        "version": "1.0",
+        "status": "completed",
+        "server_count": str(servers),
+        "server_list": [
+            {
+                "server_id": "127.0.0.1" if servers == 1 else f"10.{s // 250}.{s % 250}.1",
+                "device": [
+                    {
+                        "device_id": str(d),
+                        "device_ip": f"192.{s // 250}.{s % 250}.{d + 1}",
+                        "rank_id": str(s * devices + d),
+                    }
+                    for d in range(devices)
+                ],
+                "host_nic_ip": "reserve",
+            }
+            for s in range(servers)
+        ],
+    }
+
+
+def command(
+    kind: str,
+    n: int,
+    script: Path,
+    script_args: Sequence[str],
+    scratch: Path,
+    mark: str,
+    extra_env: Mapping[str, str],
+) -> Tuple[List[str], Dict[str, str]]:
+    """argv and full environment that start ``script`` on ``n`` ranks with launcher ``kind`` (see module doc)."""
+    env_extra = dict(extra_env)
+    shim = [PYTHON, "-m", "malaunch.entrypoint", str(script), *script_args]
+    if kind == "shim-ranktable":
+        table = scratch / "rank_table.json"
+        table.write_text(json.dumps(v10_rank_table(1, n)))
+        env_extra.update(
+            MA_RUN_METHOD="ranktable",
+            RANK_TABLE_FILE=str(table),
+            MALAUNCH_MASTER_PORT=str(free_port()),
+            MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
+        )
+        return shim, bench_env(mark, env_extra)
+    if kind == "shim-torchrun":
+        env_extra.update(
+            MA_RUN_METHOD="torchrun",
+            MA_NUM_GPUS=str(n),
+            MA_TORCHRUN_MASTER_PORT=str(free_port()),
+            MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
+        )
+        return shim, bench_env(mark, env_extra)
+    if kind == "shim-msrun":
+        env_extra.update(
+            MA_RUN_METHOD="msrun",
+            MA_NUM_GPUS=str(n),
+            MA_MSRUN_MASTER_PORT=str(free_port()),
+            MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
+        )
+        return shim, bench_env(mark, env_extra)
+    if kind == "torchrun":
+        argv = [
+            PYTHON,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc_per_node={n}",
+            f"--master_port={free_port()}",
+            str(script),
+            *script_args,
+        ]
+        return argv, bench_env(mark, env_extra)
+    if kind == "msrun":
+        argv = [
+            PYTHON,
+            "-m",
+            "mindspore.parallel.cluster.run",
+            f"--worker_num={n}",
+            f"--local_worker_num={n}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={free_port()}",
+            "--join=True",
+            f"--log_dir={scratch / 'msrun-logs'}",
+            str(script),
+            *script_args,
+        ]
+        return argv, bench_env(mark, env_extra)
+    raise ValueError(f"unknown launcher kind {kind!r}; expected one of {', '.join(SUBJECTS)}")

@@ -1,0 +1,244 @@
+"""Process plumbing for the benchmark: marked environments, free ports, exact exit times, and a clean slate.
+
+Every process a measurement starts inherits ``LAUNCHBENCH_MARK=<unique id>`` (a name no launcher strips), so
+:func:`kill_marked` can find and end all of them afterwards, including msrun's workers and torchrun's, which
+live in sessions of their own. Launchers are started with ``start_new_session=True`` and their whole process
+group is SIGKILLed as a safety net.
+
+Time is ``time.monotonic()`` everywhere: on Linux it is one system-wide clock (``CLOCK_MONOTONIC``), so a
+timestamp written by a worker and one read here are directly comparable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+__all__ = [
+    "BENCH_DIR",
+    "MARK_VAR",
+    "PYTHON",
+    "REPO",
+    "WORKERS",
+    "BenchError",
+    "Run",
+    "bench_env",
+    "free_port",
+    "kill_marked",
+    "marked_pids",
+    "new_mark",
+    "read_stamps",
+    "scratch_dir",
+    "start",
+    "tail",
+]
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+REPO = BENCH_DIR.parent
+WORKERS = BENCH_DIR / "workers"
+PYTHON = sys.executable
+MARK_VAR = "LAUNCHBENCH_MARK"
+# Variables of the platform contract and of the launchers that must not leak in from the caller's shell.
+_STRIP_PREFIXES = ("MA_", "VC_", "MALAUNCH_", "TORCHELASTIC_", "MS_", "PET_")
+_STRIP_NAMES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK_ID",
+    "RANK_SIZE",
+    "DEVICE_ID",
+    "ASCEND_DEVICE_ID",
+    "RANK_TABLE_FILE",
+    "MSRUN_CLUSTER_TIME_OUT",
+)
+
+
+class BenchError(Exception):
+    """A measurement could not be taken: says what was being measured, what happened, and where to look."""
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (bind port 0 on the loopback and read what the kernel gave)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_env(mark: str, extra: Mapping[str, str]) -> Dict[str, str]:
+    """The caller's environment without platform/launcher variables, the venv first on PATH, the marker, ``extra``."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_STRIP_PREFIXES) and key not in _STRIP_NAMES
+    }
+    env["PATH"] = os.path.dirname(PYTHON) + os.pathsep + env.get("PATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[MARK_VAR] = mark
+    env.update(extra)
+    return env
+
+
+def marked_pids(mark: str) -> List[int]:
+    """Live (non-zombie) processes whose environment holds ``LAUNCHBENCH_MARK=mark`` (a scan of /proc)."""
+    needle = f"{MARK_VAR}={mark}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def kill_marked(mark: str, within: float = 20.0) -> int:
+    """SIGKILL every marked process until none is left (or ``within`` seconds pass); returns how many were hit."""
+    hit: set[int] = set()
+    deadline = time.monotonic() + within
+    while True:
+        left = marked_pids(mark)
+        if not left:
+            return len(hit)
+        if time.monotonic() > deadline:
+            raise BenchError(f"processes marked {MARK_VAR}={mark} survive SIGKILL: {left}; end them by hand")
+        for pid in left:
+            hit.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a (log) file, for error messages; empty if it does not exist."""
+    try:
+        text = path.read_bytes()[-20000:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def scratch_dir(tag: str) -> Path:
+    """A fresh private directory for one measurement (the caller removes it)."""
+    return Path(tempfile.mkdtemp(prefix=f"launchbench-{tag}-"))
+
+
+def read_stamps(directory: Path, prefix: str) -> List[float]:
+    """Timestamps written by workers as ``<directory>/<prefix>-*`` files (each holds one float)."""
+    stamps = []
+    for path in directory.glob(f"{prefix}-*"):
+        if path.suffix == ".tmp":
+            continue
+        stamps.append(float(path.read_text()))
+    return stamps
+
+
+@dataclass
+class Run:
+    """A launched process (its own session) and what is known about its exit."""
+
+    label: str
+    proc: subprocess.Popen[bytes]
+    mark: str
+    started: float  # monotonic, taken right before Popen
+    stderr_path: Optional[Path]
+    exited: Optional[float] = None
+    timed_out: bool = field(default=False)
+
+    def wait_exit(self, deadline: float) -> float:
+        """Block in waitpid (no polling, so the exit time is exact) with a watchdog that kills after ``deadline`` s.
+
+        Returns the monotonic time the process was seen to exit. Raises BenchError if the watchdog fired.
+        """
+
+        def kill() -> None:
+            self.timed_out = True
+            self.kill_group()
+            kill_marked(self.mark)
+
+        watchdog = threading.Timer(deadline, kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            self.proc.wait()
+            self.exited = time.monotonic()
+        finally:
+            watchdog.cancel()
+        if self.timed_out:
+            raise BenchError(
+                f"{self.label}: still running after {deadline:.0f}s, killed it; stderr ends with:\n"
+                + (tail(self.stderr_path) if self.stderr_path else "(not kept)")
+            )
+        return self.exited
+
+    def kill_group(self) -> None:
+        """SIGKILL the launcher's whole process group (it is the group leader)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def cleanup(self) -> int:
+        """Kill the group and every marked process, reap the launcher; returns how many marked processes were hit."""
+        self.kill_group()
+        hit = kill_marked(self.mark)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return hit
+
+
+def start(
+    label: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    stdout: Optional[Path] = None,
+    stderr: Optional[Path] = None,
+) -> Run:
+    """Start ``argv`` in a new session with stdin from /dev/null; output to the given files or /dev/null."""
+    out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed right after Popen
+    err = open(stderr, "wb") if stderr else subprocess.DEVNULL  # noqa: SIM115
+    mark = env[MARK_VAR]
+    try:
+        began = time.monotonic()
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    finally:
+        for handle in (out, err):
+            if not isinstance(handle, int):
+                handle.close()
+    return Run(label=label, proc=proc, mark=mark, started=began, stderr_path=stderr)
+
+
+def new_mark() -> str:
+    """A unique marker value for one measurement."""
+    return uuid.uuid4().hex

@@ -1,0 +1,230 @@
+"""Turn case results into the console table, ``docs/performance.md`` and its plot ``docs/performance.svg``.
+
+The document is regenerated whole by ``python bench/run.py``; it records the command, the machine (nproc, CPU,
+Python, torch and mindspore versions), the date, the targets with pass/short and the measured ratios, every
+series (median, range, runs, ratios against the bare launchers), how each figure was measured, and where the
+shim falls short.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from importlib import metadata
+from typing import Dict, List, Optional, Sequence
+
+from .procs import REPO
+from .results import CaseResult, Series, Target, fmt_ratio, fmt_value
+from .svg import render_svg
+
+__all__ = ["console_table", "machine_facts", "markdown", "ratio_text", "write_docs"]
+
+#: Why a target can fall short, by the start of its claim; shown under "Where it falls short".
+SHORT_CAUSES: Dict[str, str] = {
+    "teardown: shim (torchrun)": (
+        "Under MA_RUN_METHOD=torchrun the shim runs torchrun itself, so torchrun's own teardown (its 0.1 s monitor "
+        "interval, SIGTERM to every worker group, its failure summary and exit) is inside the shim's figure, and "
+        "the shim adds its own report and exit on top: it cannot come out below torchrun's time, let alone 0.2 x."
+    ),
+    "teardown: shim (msrun)": (
+        "Under MA_RUN_METHOD=msrun the shim reacts to msrun's 'Worker process ... exit with exception' line. msrun "
+        "prints it only when its once-a-second poll of the workers notices the exit (launchers.md 2.4), so about "
+        "0.5 s on average is spent before the shim can act (inferred from the poll interval, not measured apart), "
+        "which alone is more than 0.01 x of bare msrun's time here."
+    ),
+}
+
+
+def ratio_text(item: Series, by_key: Dict[str, Series]) -> str:
+    """Ratios of ``item``'s median to the bare launchers of the same case and workload."""
+    refs: List[tuple[str, str]] = []
+    parts = item.key.split("/")
+    if parts[0] == "startup":
+        refs = [(f"startup/{parts[1]}/torchrun", "torchrun"), (f"startup/{parts[1]}/popen", "Popen")]
+    elif parts[0] == "teardown":
+        refs = [("teardown/torchrun", "torchrun"), ("teardown/msrun", "msrun")]
+    elif item.key in ("log/shim", "log/tee"):
+        refs = [("log/direct", "direct"), ("log/tee", "tee")]
+    texts = []
+    for key, name in refs:
+        other = by_key.get(key)
+        if other is None or other is item or item.median is None or other.median is None:
+            continue
+        texts.append(f"{fmt_ratio(item.median / other.median)} {name}")
+    return ", ".join(texts)
+
+
+def _rows(results: Sequence[CaseResult]) -> List[List[str]]:
+    by_key = {item.key: item for result in results for item in result.series}
+    rows = []
+    for result in results:
+        if result.error:
+            rows.append([result.case, "(case failed)", "", result.error, "", "", "", ""])
+        for item in result.series:
+            if item.median is None:
+                figure, spread = (item.error or "no data"), ""
+            else:
+                figure = fmt_value(item.median, item.unit)
+                spread = f"{fmt_value(min(item.samples), item.unit)} - {fmt_value(max(item.samples), item.unit)}"
+            rows.append(
+                [
+                    item.case,
+                    item.subject,
+                    item.size,
+                    figure,
+                    spread,
+                    str(len(item.samples)),
+                    ratio_text(item, by_key),
+                    item.note,
+                ]
+            )
+    return rows
+
+
+HEADER = ["Case", "Launcher / subject", "Workload", "Median", "Min - max", "Runs", "Ratio", "Notes"]
+
+
+def console_table(results: Sequence[CaseResult]) -> str:
+    """Plain-text table of every series (notes left out) followed by the targets."""
+    rows = [row[:7] for row in _rows(results)]
+    head = HEADER[:7]
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    targets = [t for result in results for t in result.targets]
+    if targets:
+        lines += ["", "Targets:"]
+        lines += [f"  [{t.verdict:5}] {t.claim}: {t.measured}" for t in targets]
+    return "\n".join(lines)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git_revision() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + (" + uncommitted changes" if dirty else "")
+
+
+def machine_facts() -> Dict[str, str]:
+    """nproc, CPU, memory, kernel, Python, torch, mindspore, the repository revision and the load average."""
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        memory = f"{mem:.0f} GiB"
+    except (ValueError, OSError):
+        memory = "unknown"
+    return {
+        "nproc": str(len(os.sched_getaffinity(0))),
+        "CPU": _cpu_model(),
+        "memory": memory,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "Python": platform.python_version(),
+        "torch": _version("torch"),
+        "mindspore": _version("mindspore"),
+        "malaunch revision": _git_revision(),
+        "load average (1/5/15 min, at the end of the run)": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(
+    results: Sequence[CaseResult],
+    command: str,
+    started: datetime.datetime,
+    minutes: float,
+    facts: Dict[str, str],
+    plot: Optional[str],
+) -> str:
+    """The whole ``docs/performance.md``."""
+    targets: List[Target] = [t for result in results for t in result.targets]
+    out = [
+        "# Performance: the shim side by side with torchrun and msrun",
+        "",
+        f"Generated by `{command}` on {started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min). Do not edit by hand: "
+        "rerun the command (`--no-write` prints the table without touching this file).",
+        "",
+        "## Machine",
+        "",
+        *[f"- {key}: {value}" for key, value in facts.items()],
+        "",
+        "## Targets",
+        "",
+        "| Target | Measured | Verdict |",
+        "|---|---|---|",
+        *[f"| {_md_cell(t.claim)} | {_md_cell(t.measured)} | **{t.verdict}** |" for t in targets],
+        "",
+        "## Results",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+        *["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in _rows(results)],
+        "",
+    ]
+    if plot:
+        out += [f"![Start-up and teardown per launcher (log scale)]({plot})", ""]
+    out += ["## How it was measured", "", *[f"- {note}" for result in results for note in result.notes]]
+    out += [
+        "- Each timing is the median of several runs; within a repetition the compared launchers run one after "
+        "another in an order rotated per repetition, so drifts hit all of them alike. Every launcher gets a free "
+        "port, runs in a session of its own, and everything it started (found by a marker variable in "
+        "/proc/*/environ, which also catches msrun's and torchrun's detached workers) is killed before the next run.",
+        "",
+    ]
+    short = [t for t in targets if t.ok is False]
+    out += ["## Where it falls short", ""]
+    if not short:
+        out += ["Every target was met in this run." if targets else "No target was evaluated in this run.", ""]
+    for target in short:
+        cause = target.comment or next(
+            (text for prefix, text in SHORT_CAUSES.items() if target.claim.startswith(prefix)), ""
+        )
+        out.append(f"- **{target.claim}**: measured {target.measured}. {cause}".rstrip())
+    if short:
+        out.append("")
+    return "\n".join(out)
+
+
+def write_docs(results: Sequence[CaseResult], command: str, started: datetime.datetime, minutes: float) -> List[str]:
+    """Write docs/performance.md and docs/performance.svg; returns the paths written."""
+    docs = REPO / "docs"
+    docs.mkdir(exist_ok=True)
+    series = [item for result in results for item in result.series]
+    startup = [s for s in series if s.key.startswith("startup/")]
+    teardown = [s for s in series if s.key.startswith("teardown/")]
+    svg = render_svg(startup, teardown, f"{command} - {started:%Y-%m-%d} - nproc {len(os.sched_getaffinity(0))}")
+    written = []
+    if svg:
+        (docs / "performance.svg").write_text(svg)
+        written.append(str(docs / "performance.svg"))
+    text = markdown(results, command, started, minutes, machine_facts(), "performance.svg" if svg else None)
+    (docs / "performance.md").write_text(text)
+    written.append(str(docs / "performance.md"))
+    return written

@@ -1,0 +1,146 @@
+"""Rank-table scale: read, parse and plan a 2,048-server x 16-device v1.0 table (32,768 ranks).
+
+In-process, with the shim's own functions: ``json.loads`` of the file's bytes, ``rank_table.parse_rank_table``,
+``rank_table.select_server`` (this host is the last server, found by ``MA_CURRENT_HOST_IP``) and
+``launchers.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
+median of each step is reported too. One warm-up run is not counted. As a cross-check, the whole
+``ma-entrypoint --dry-run`` process on the same table is timed as well (interpreter start-up included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from .commands import v10_rank_table
+from .procs import PYTHON, WORKERS, BenchError, bench_env, new_mark, scratch_dir, start, tail
+from .results import CaseResult, Series, Target, fmt_value, say
+
+__all__ = ["DEVICES", "SERVERS", "run_scale"]
+
+SERVERS = 2048
+DEVICES = 16
+STEPS = ("read+json", "parse", "select", "plan")
+
+
+def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
+    from malaunch.entrypoint.cluster_env import parse_cluster_env
+    from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
+    from malaunch.entrypoint.rank_table import parse_rank_table, select_server
+
+    took: Dict[str, float] = {}
+    t0 = time.perf_counter()
+    data = json.loads(path.read_bytes())
+    t1 = time.perf_counter()
+    table = parse_rank_table(data, str(path))
+    t2 = time.perf_counter()
+    index = select_server(
+        table,
+        host_ip=env["MA_CURRENT_HOST_IP"],
+        instance_name=None,
+        node_rank=int(env["VC_TASK_INDEX"]),
+        num_hosts=SERVERS,
+    )
+    t3 = time.perf_counter()
+    cluster = parse_cluster_env(env)
+    inputs = LaunchInputs(
+        boot_file=str(WORKERS / "start_worker.py"),
+        boot_args=(),
+        interpreter=PYTHON,
+        cwd=str(path.parent),
+        hostname="bench-host",
+        path_env=env.get("PATH", ""),
+        rank_table=table,
+        rank_table_path=str(path),
+        server_index=index,
+    )
+    plan = plan_launch(cluster, inputs)
+    t4 = time.perf_counter()
+    if index != SERVERS - 1 or len(plan.processes) != DEVICES:
+        raise BenchError(
+            f"rank-table scale: picked server {index} with {len(plan.processes)} processes; "
+            f"expected server {SERVERS - 1} with {DEVICES}"
+        )
+    took.update({"read+json": t1 - t0, "parse": t2 - t1, "select": t3 - t2, "plan": t4 - t3})
+    return took
+
+
+def _dry_run(path: Path, env: Dict[str, str], scratch: Path) -> float:
+    mark = new_mark()
+    argv = [PYTHON, "-m", "malaunch.entrypoint", "--dry-run", str(WORKERS / "start_worker.py")]
+    run = start("ma-entrypoint --dry-run", argv, bench_env(mark, env), scratch, stderr=scratch / "stderr.txt")
+    try:
+        exited = run.wait_exit(120.0)
+    finally:
+        run.cleanup()
+    if run.proc.returncode != 0:
+        raise BenchError(f"ma-entrypoint --dry-run exited with {run.proc.returncode}:\n{tail(scratch / 'stderr.txt')}")
+    return exited - run.started
+
+
+def run_scale(reps: int) -> CaseResult:
+    """Time the in-process parse+plan ``reps`` times (after a warm-up) and the --dry-run process ``reps`` times."""
+    scratch = scratch_dir("scale")
+    total = Series(
+        "scale/inprocess",
+        "rank-table scale",
+        "parse + select + plan, in-process",
+        f"{SERVERS} x {DEVICES} = {SERVERS * DEVICES} ranks",
+        "s",
+    )
+    dry = Series("scale/dryrun", "rank-table scale", "ma-entrypoint --dry-run (whole process)", total.size, "s")
+    try:
+        path = scratch / "jobstart_hccl.json"
+        table = v10_rank_table(SERVERS, DEVICES)
+        path.write_text(json.dumps(table))
+        last = table["server_list"][-1]  # type: ignore[index]
+        env = {
+            "MA_RUN_METHOD": "ranktable",
+            "MA_NUM_HOSTS": str(SERVERS),
+            "VC_TASK_INDEX": str(SERVERS - 1),
+            "MA_VJ_NAME": "bench",
+            "MA_TASK_NAME": "worker",
+            "RANK_TABLE_FILE": str(path),
+            "MA_CURRENT_HOST_IP": str(last["server_id"]),
+            "MALAUNCH_LOG_DIR": str(scratch / "logs"),
+            "PATH": os.environ.get("PATH", ""),
+        }
+        say(f"  rank table: {path.stat().st_size / 1e6:.1f} MB, {SERVERS * DEVICES} ranks")
+        steps: Dict[str, List[float]] = {step: [] for step in STEPS}
+        try:
+            _one_pass(path, env)  # warm-up: imports, page cache
+            for rep in range(reps):
+                took = _one_pass(path, env)
+                for step in STEPS:
+                    steps[step].append(took[step])
+                total.samples.append(sum(took.values()))
+                say(f"  rank-table scale rep {rep + 1}/{reps}: {fmt_value(total.samples[-1], 's')}")
+        except (BenchError, ImportError) as exc:
+            total.error = str(exc).splitlines()[0]
+        if total.samples:
+            total.note = "medians: " + ", ".join(
+                f"{step} {fmt_value(statistics.median(values), 's')}" for step, values in steps.items()
+            )
+        try:
+            for rep in range(reps):
+                dry.samples.append(_dry_run(path, env, scratch))
+                say(f"  --dry-run process rep {rep + 1}/{reps}: {fmt_value(dry.samples[-1], 's')}")
+        except BenchError as exc:
+            dry.error = str(exc).splitlines()[0]
+        dry.note = "informational: interpreter start-up, imports, reading the table and printing the plan"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    claim = f"rank-table scale: {SERVERS * DEVICES} ranks parsed and planned in < 200 ms"
+    med = total.median
+    target = Target(claim, "not measured" if med is None else fmt_value(med, "s"), None if med is None else med < 0.2)
+    result = CaseResult("rank-table scale", [total, dry], [target])
+    result.notes.append(
+        "rank-table scale = json.loads + parse_rank_table + select_server (last server, by MA_CURRENT_HOST_IP) + "
+        "parse_cluster_env/plan_launch, in-process, median after one warm-up."
+    )
+    return result

@@ -1,0 +1,217 @@
+"""Start-up: launcher start -> all N ranks running, for N = 4 and 8.
+
+Compared on ``workers/start_worker.py`` (its first statement after ``import os, time`` takes the timestamp):
+bare ``subprocess.Popen`` of N interpreters (the floor), the shim's rank-table fan-out (a generated v1.0
+table of 1 server x N devices), ``torchrun --standalone`` and ``msrun`` (its scheduler, ``MS_ROLE=MS_SCHED``,
+is not a rank and is skipped). A sample is ``max(worker timestamps) - time before Popen``.
+
+Within each repetition every launcher runs once per N, in an order rotated per repetition so slow drifts
+(page cache, CPU frequency) hit all of them alike.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from .commands import SUBJECTS, command
+from .procs import (
+    PYTHON,
+    WORKERS,
+    BenchError,
+    bench_env,
+    kill_marked,
+    new_mark,
+    read_stamps,
+    scratch_dir,
+    start,
+    tail,
+)
+from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
+
+__all__ = ["KINDS", "SIZES", "run_startup"]
+
+KINDS = ("popen", "shim-ranktable", "torchrun", "msrun")
+SIZES = (4, 8)
+SCRIPT = WORKERS / "start_worker.py"
+DEADLINE = 180.0
+
+
+def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float]:
+    mark = new_mark()
+    env = bench_env(mark, {"BENCH_OUT": str(out)})
+    procs: List[subprocess.Popen[bytes]] = []
+    try:
+        began = time.monotonic()
+        for _ in range(n):
+            procs.append(
+                subprocess.Popen(
+                    [PYTHON, "-u", str(SCRIPT)],
+                    env=env,
+                    cwd=str(scratch),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        codes = [proc.wait(timeout=DEADLINE) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_marked(mark)
+    if any(codes):
+        raise BenchError(f"bare Popen: a worker exited with {codes}")
+    return _span(out, n, "bare Popen", began)
+
+
+def _span(out: Path, n: int, label: str, began: float) -> Tuple[float, float]:
+    stamps = read_stamps(out, "start")
+    if len(stamps) != n:
+        raise BenchError(f"{label}: {len(stamps)} of {n} ranks wrote their start timestamp")
+    return max(stamps) - began, min(stamps) - began
+
+
+def measure_once(kind: str, n: int) -> Tuple[float, float]:
+    """Seconds from launcher start to the last and to the first of ``n`` ranks running, for launcher ``kind``."""
+    scratch = scratch_dir(f"startup-{kind}-{n}")
+    out = scratch / "out"
+    out.mkdir()
+    try:
+        if kind == "popen":
+            return _popen_floor(n, scratch, out)
+        mark = new_mark()
+        argv, env = command(kind, n, SCRIPT, (), scratch, mark, {"BENCH_OUT": str(out)})
+        run = start(SUBJECTS[kind], argv, env, scratch, stderr=scratch / "stderr.txt")
+        try:
+            run.wait_exit(DEADLINE)
+        finally:
+            run.cleanup()
+        code = run.proc.returncode
+        if code != 0:
+            raise BenchError(f"{SUBJECTS[kind]} exited with {code}; stderr ends with:\n{tail(scratch / 'stderr.txt')}")
+        return _span(out, n, SUBJECTS[kind], run.started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _rotated(kinds: Sequence[str], rep: int) -> List[str]:
+    shift = rep % len(kinds)
+    return list(kinds[shift:]) + list(kinds[:shift])
+
+
+_IMPORT_PROBE = (
+    "import time\nbegan = time.perf_counter()\nimport malaunch.entrypoint.main\nprint(time.perf_counter() - began)"
+)
+
+
+def import_cost() -> float:
+    """Seconds a fresh interpreter spends importing ``malaunch.entrypoint.main`` (the shim's first step)."""
+    done = subprocess.run(
+        [PYTHON, "-c", _IMPORT_PROBE],
+        env=bench_env(new_mark(), {}),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return float(done.stdout.strip())
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _targets(
+    series: Dict[Tuple[int, str], Series], firsts: Dict[Tuple[int, str], List[float]], imports: List[float]
+) -> List[Target]:
+    targets = []
+    for n in SIZES:
+        shim, torch, floor = (series[(n, k)].median for k in ("shim-ranktable", "torchrun", "popen"))
+        claim = f"start-up N={n}: shim <= 0.05 x torchrun"
+        if shim is None or torch is None:
+            targets.append(Target(claim, "not measured", None))
+        else:
+            ratio = shim / torch
+            comment = ""
+            if floor is not None:
+                room = 0.05 * torch - floor
+                comment = (
+                    f"Here torchrun itself starts N={n} ranks in {fmt_value(torch, 's')}, and bare Popen of {n} "
+                    f"interpreters already takes {fmt_ratio(floor / torch)} of that, so "
+                    + (
+                        f"0.05 x leaves the shim {_ms(room)} above the floor; it uses {_ms(shim - floor)}."
+                        if room > 0
+                        else "0.05 x is below the floor itself on this machine: no launcher can meet it."
+                    )
+                )
+            measured = f"{fmt_ratio(ratio)} ({fmt_value(shim, 's')} vs {fmt_value(torch, 's')})"
+            targets.append(Target(claim, measured, ratio <= 0.05, comment))
+        claim = f"start-up N={n}: shim within 50 ms of bare Popen"
+        if shim is None or floor is None:
+            targets.append(Target(claim, "not measured", None))
+            continue
+        gap = shim - floor
+        comment = ""
+        if firsts[(n, "shim-ranktable")] and firsts[(n, "popen")]:
+            first_shim = statistics.median(firsts[(n, "shim-ranktable")])
+            first_popen = statistics.median(firsts[(n, "popen")])
+            comment = (
+                f"The shim's first rank runs {_ms(first_shim)} after launch against {_ms(first_popen)} for bare "
+                f"Popen: the shim's own process has to start, import, plan and fork before any rank runs."
+                + (
+                    f" Importing malaunch.entrypoint.main alone takes {_ms(statistics.median(imports))} in a fresh "
+                    "interpreter (median, timed in the same repetitions)."
+                    if imports
+                    else ""
+                )
+            )
+        measured = f"+{_ms(gap)} ({fmt_value(shim, 's')} vs {fmt_value(floor, 's')}; {fmt_ratio(shim / floor)})"
+        targets.append(Target(claim, measured, gap <= 0.05, comment))
+    return targets
+
+
+def run_startup(reps: int) -> CaseResult:
+    """Measure every launcher ``reps`` times for each N; returns the series and the two start-up targets."""
+    series: Dict[Tuple[int, str], Series] = {
+        (n, kind): Series(f"startup/{n}/{kind}", "start-up", SUBJECTS[kind], f"N={n}", "s")
+        for n in SIZES
+        for kind in KINDS
+    }
+    firsts: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}
+    imports: List[float] = []
+    for rep in range(reps):
+        for n in SIZES:
+            for kind in _rotated(KINDS, rep):
+                item = series[(n, kind)]
+                if item.error:
+                    continue
+                try:
+                    value, first = measure_once(kind, n)
+                except BenchError as exc:
+                    item.error = str(exc).splitlines()[0]
+                    say(f"  start-up rep {rep + 1}/{reps} N={n} {item.subject}: FAILED: {exc}")
+                    continue
+                item.samples.append(value)
+                firsts[(n, kind)].append(first)
+                say(f"  start-up rep {rep + 1}/{reps} N={n} {item.subject}: {fmt_value(value, 's')}")
+        try:
+            imports.append(import_cost())
+        except (subprocess.SubprocessError, OSError, ValueError) as exc:
+            say(f"  start-up: could not time `python -c 'import malaunch.entrypoint.main'`: {exc}")
+    for key, values in firsts.items():
+        if values:
+            series[key].note = f"first rank running after {fmt_value(statistics.median(values), 's')} (median)"
+    result = CaseResult("start-up", list(series.values()), _targets(series, firsts, imports))
+    result.notes.append(
+        "start-up = launcher start (just before Popen) -> the last of the N ranks has taken its first timestamp; "
+        "the worker imports only os and time; msrun's scheduler process is not counted as a rank."
+    )
+    return result

@@ -1,0 +1,157 @@
+"""Benchmark the shim side by side with torchrun and msrun: ``python bench/run.py [--quick] [--only CASE]``.
+
+One command runs every case, prints a table of figures and ratios measured in this one run, and rewrites
+``docs/performance.md`` and ``docs/performance.svg`` (unless ``--no-write`` or ``--only``). Raw samples go to
+``bench/results/latest.json`` (not tracked). Cases:
+
+- ``startup``: launcher start -> all N ranks running (N = 4, 8): shim rank-table fan-out, torchrun, msrun,
+  bare Popen (floor);
+- ``teardown``: a rank's failing exit -> launcher exit: the shim (ranktable, torchrun, msrun), bare torchrun,
+  bare msrun;
+- ``log-throughput``: 1 GB of lines through the shim vs written to a file directly;
+- ``ranktable-scale``: parse and plan a 2,048 x 16 (32,768-rank) v1.0 rank table in-process;
+- ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done.
+
+Run it with the project venv (``bash scripts/setup.sh`` first): ``.venv/bin/python bench/run.py``. A full run
+takes about 10-15 minutes, ``--quick`` about 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mabench.localjob import run_local_backend
+from mabench.lograte import run_log_throughput
+from mabench.procs import BENCH_DIR, REPO
+from mabench.report import console_table, write_docs
+from mabench.results import CaseResult, say
+from mabench.scale import run_scale
+from mabench.startup import run_startup
+from mabench.teardown import run_teardown
+
+__all__ = ["CASES", "main"]
+
+CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend")
+
+
+def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
+    base = (
+        {"reps": 2, "msrun_reps": 1, "log_reps": 2, "log_bytes": 300_000_000, "scale_reps": 3, "local_reps": 1}
+        if quick
+        else {"reps": 5, "msrun_reps": 3, "log_reps": 5, "log_bytes": 1_000_000_000, "scale_reps": 7, "local_reps": 3}
+    )
+    if reps is not None:
+        base.update(
+            reps=reps, msrun_reps=min(reps, base["msrun_reps"]), log_reps=reps, scale_reps=reps, local_reps=reps
+        )
+    return base
+
+
+def _runners(s: Dict[str, int]) -> Dict[str, Callable[[], CaseResult]]:
+    return {
+        "startup": lambda: run_startup(s["reps"]),
+        "teardown": lambda: run_teardown(s["reps"], s["msrun_reps"]),
+        "log-throughput": lambda: run_log_throughput(s["log_reps"], s["log_bytes"]),
+        "ranktable-scale": lambda: run_scale(s["scale_reps"]),
+        "local-backend": lambda: run_local_backend(s["local_reps"]),
+    }
+
+
+def _describe(case: str, s: Dict[str, int]) -> str:
+    return {
+        "startup": f"N=4 and 8; bare Popen, shim (ranktable), torchrun, msrun; {s['reps']} runs each",
+        "teardown": f"N=4; shim x3 methods, torchrun, msrun; {s['reps']} runs each, bare msrun {s['msrun_reps']} "
+        "(~1 min each)",
+        "log-throughput": f"{s['log_bytes'] / 1e6:.0f} MB through the shim vs to a file; {s['log_reps']} runs each",
+        "ranktable-scale": f"2,048 x 16 v1.0 table, in-process; {s['scale_reps']} runs",
+        "local-backend": f"4 hosts x 4 ranks via Job(...).submit(); {s['local_reps']} runs",
+    }[case]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``bench/run.py``."""
+    parser = argparse.ArgumentParser(
+        prog="bench/run.py",
+        description="Measure the malaunch shim side by side with torchrun and msrun and report figures, ratios "
+        "and the issue's targets (pass/short). Rewrites docs/performance.md and docs/performance.svg.",
+        epilog=f"cases: {', '.join(CASES)}",
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer runs and 300 MB of log instead of 1 GB")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=CASES,
+        metavar="CASE",
+        help="run only this case (repeatable); implies --no-write",
+    )
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite docs/performance.md and .svg")
+    parser.add_argument("--reps", type=int, help="runs per timing (overrides the defaults; bare msrun stays <= 3)")
+    return parser
+
+
+def _command_line(argv: Sequence[str]) -> str:
+    python = sys.executable
+    shown = os.path.relpath(python, REPO) if python.startswith(str(REPO) + os.sep) else "python"
+    return " ".join([shown, "bench/run.py", *argv])
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the chosen cases; returns 0 when every case produced figures, 1 when one of them failed outright."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(args_list)
+    if args.reps is not None and args.reps < 1:
+        build_parser().error(f"--reps must be at least 1, got {args.reps}")
+    settings = _settings(args.quick, args.reps)
+    chosen = [case for case in CASES if not args.only or case in args.only]
+    started = datetime.datetime.now(datetime.timezone.utc)
+    began = time.monotonic()
+    runners = _runners(settings)
+    results: List[CaseResult] = []
+    for case in chosen:
+        say(f"{case}: starting ({_describe(case, settings)})")
+        t0 = time.monotonic()
+        try:
+            result = runners[case]()
+        except Exception as exc:  # a harness bug or a missing dependency: report it, keep the other cases
+            result = CaseResult(case, [], error=f"{type(exc).__name__}: {exc}")
+        result.seconds = time.monotonic() - t0
+        results.append(result)
+        state = f"FAILED: {result.error}" if result.error else "done"
+        say(f"{case}: {state} in {result.seconds:.0f} s")
+    minutes = (time.monotonic() - began) / 60
+    print()
+    print(console_table(results))
+    print()
+    out_dir = BENCH_DIR / "results"
+    out_dir.mkdir(exist_ok=True)
+    raw = {
+        "command": _command_line(args_list),
+        "started": started.isoformat(),
+        "series": [item.to_json() for r in results for item in r.series],
+        "targets": [
+            {"claim": t.claim, "measured": t.measured, "verdict": t.verdict, "comment": t.comment}
+            for r in results
+            for t in r.targets
+        ],
+    }
+    (out_dir / "latest.json").write_text(json.dumps(raw, indent=1))
+    if args.no_write or args.only:
+        say(f"raw samples: {out_dir / 'latest.json'}; docs/performance.md not rewritten")
+    else:
+        for path in write_docs(results, _command_line(args_list), started, minutes):
+            say(f"wrote {os.path.relpath(path, REPO)}")
+    say(f"total {minutes:.1f} min")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
