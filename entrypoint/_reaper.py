@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import secrets
 import signal
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
@@ -50,7 +49,7 @@ _KILL_PATIENCE = 10.0  # a process that survives SIGKILL this long is stuck in t
 
 def new_token() -> str:
     """A token unique to one run (the pid keeps two shims on one host apart even with a weak RNG)."""
-    return f"{os.getpid()}-{secrets.token_hex(12)}"
+    return f"{os.getpid()}-{os.urandom(12).hex()}"
 
 
 def _read(path: str, limit: int = 1 << 20) -> Optional[bytes]:

@@ -6,9 +6,7 @@ Everything here has a deadline and ends in a clear error; the results are handed
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import sys
 import time
 from typing import Callable, Mapping, Optional, Sequence, Tuple
@@ -25,6 +23,8 @@ Progress = Callable[[str], None]
 
 
 def _resolve_ipv4(name: str) -> str:
+    import socket  # imported on first use: the fan-out never resolves names, and start-up time counts
+
     infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     return str(infos[0][4][0])
 
@@ -75,6 +75,8 @@ def python_dir_for(interpreter: str, fallback_dir: str) -> Tuple[str, bool]:
 
 def _is_ip(text: str) -> bool:
     try:
+        import ipaddress
+
         ipaddress.ip_address(text)
     except ValueError:
         return False
@@ -177,7 +179,7 @@ def gather_inputs(
         boot_args=tuple(boot_args),
         interpreter=interpreter,
         cwd=cwd,
-        hostname=socket.gethostname(),
+        hostname=os.uname().nodename,
         path_env=environ.get("PATH", ""),
         rank_table=table,
         rank_table_path=table_path,

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -247,7 +246,8 @@ def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     temp: Optional[str] = None
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=directory)
+        temp = os.path.join(directory, f".report-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=True)
             handle.write("\n")

@@ -104,7 +104,6 @@ def test_ranktable_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> No
 @pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     port = free_port()
     out = tmp_path / "out"
     out.mkdir()
@@ -135,7 +134,6 @@ def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> N
 @pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MALAUNCH_GRACE_PERIOD": "5"})
     done = shim([str(SCRIPTS / "torch_allreduce.py"), "--fail-rank", "1", "--exit-code", "7"], env, tmp_path)
     assert done.returncode == 7, done.stdout + done.stderr
@@ -147,7 +145,6 @@ def test_torchrun_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> Non
 @pytest.mark.process
 @pytest.mark.mindspore
 def test_msrun_two_workers_all_reduce(tmp_path: Path) -> None:
-    pytest.importorskip("mindspore")
     out = tmp_path / "out"
     out.mkdir()
     env = marked_env({"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MSRUN_MASTER_PORT": str(free_port())})
@@ -162,7 +159,6 @@ def test_msrun_two_workers_all_reduce(tmp_path: Path) -> None:
 @pytest.mark.process
 @pytest.mark.mindspore
 def test_msrun_failing_worker_code_becomes_the_shim_code_promptly(tmp_path: Path) -> None:
-    pytest.importorskip("mindspore")
     env = marked_env(
         {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MSRUN_MASTER_PORT": str(free_port()),
          "MALAUNCH_GRACE_PERIOD": "5"}

@@ -72,7 +72,6 @@ def test_unwritable_log_directory_exits_3_before_anything_starts(tmp_path: Path)
 @pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_host_that_starts_20s_late_still_joins(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     port = free_port()
     out = tmp_path / "out"
     out.mkdir()
