@@ -26,3 +26,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
+# Bytecode for the package, as a pip-installed wheel has it: an editable install has none, and with
+# PYTHONDONTWRITEBYTECODE set (as on these machines) every start of the shim would compile it from source.
+"$venv/bin/python" -m compileall -q sdk entrypoint

@@ -198,6 +198,9 @@ def markdown(
         "another in an order rotated per repetition, so drifts hit all of them alike. Every launcher gets a free "
         "port, runs in a session of its own, and everything it started (found by a marker variable in "
         "/proc/*/environ, which also catches msrun's and torchrun's detached workers) is killed before the next run.",
+        "- malaunch's bytecode is compiled before the run, as a pip-installed wheel has it (these machines set "
+        "PYTHONDONTWRITEBYTECODE=1, and the editable install has none: without it every shim start compiles its "
+        "modules from source, about 25 ms).",
         "",
     ]
     short = [t for t in targets if t.ok is False]
