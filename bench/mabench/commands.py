@@ -22,6 +22,12 @@ from .procs import PYTHON, bench_env, free_port
 
 __all__ = ["SUBJECTS", "command", "v10_rank_table"]
 
+#: The shim wrapping a launcher: MA_RUN_METHOD and the variable that carries that launcher's master port.
+_SHIM_LAUNCHERS = {
+    "shim-torchrun": ("torchrun", "MA_TORCHRUN_MASTER_PORT"),
+    "shim-msrun": ("msrun", "MA_MSRUN_MASTER_PORT"),
+}
+
 SUBJECTS: Mapping[str, str] = {
     "popen": "bare Popen x N (floor)",
     "shim-ranktable": "shim (ranktable)",
@@ -78,20 +84,15 @@ def command(
             MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
         )
         return shim, bench_env(mark, env_extra)
-    if kind == "shim-torchrun":
+    if kind in _SHIM_LAUNCHERS:
+        method, port_variable = _SHIM_LAUNCHERS[kind]
         env_extra.update(
-            MA_RUN_METHOD="torchrun",
-            MA_NUM_GPUS=str(n),
-            MA_TORCHRUN_MASTER_PORT=str(free_port()),
-            MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
-        )
-        return shim, bench_env(mark, env_extra)
-    if kind == "shim-msrun":
-        env_extra.update(
-            MA_RUN_METHOD="msrun",
-            MA_NUM_GPUS=str(n),
-            MA_MSRUN_MASTER_PORT=str(free_port()),
-            MALAUNCH_LOG_DIR=str(scratch / "shim-logs"),
+            {
+                "MA_RUN_METHOD": method,
+                "MA_NUM_GPUS": str(n),
+                port_variable: str(free_port()),
+                "MALAUNCH_LOG_DIR": str(scratch / "shim-logs"),
+            }
         )
         return shim, bench_env(mark, env_extra)
     if kind == "torchrun":
