@@ -101,7 +101,7 @@ def token_pids(token: str, exclude: Iterable[int] = ()) -> List[int]:
 
 
 def scan_ranks(token: str, known: Dict[int, int], skip: Set[int]) -> None:
-    """Add ``pid -> rank`` to ``known`` for new token processes that carry ``MS_NODE_ID`` or ``RANK_ID``.
+    """Add ``pid -> rank`` to ``known`` for new token processes that carry ``MS_NODE_ID``, ``RANK_ID`` or ``RANK``.
 
     msrun's scheduler has ``RANK_ID=0`` too but ``MS_ROLE=MS_SCHED``; it is skipped. Pids without the token
     are added to ``skip`` so that they are read once only; token pids without a rank are read again, since a
@@ -122,7 +122,7 @@ def scan_ranks(token: str, known: Dict[int, int], skip: Set[int]) -> None:
             continue
         values = dict(item.partition(b"=")[::2] for item in environ.split(b"\0") if item)
         raw = values.get(b"MS_NODE_ID") or (
-            values.get(b"RANK_ID") if values.get(b"MS_ROLE") != b"MS_SCHED" else None
+            (values.get(b"RANK_ID") or values.get(b"RANK")) if values.get(b"MS_ROLE") != b"MS_SCHED" else None
         )
         if raw is not None and raw.strip().isdigit():
             known[pid] = int(raw)

@@ -92,6 +92,18 @@ def merge_flags(presets: Sequence[str], extra: Sequence[str]) -> List[str]:
     return [tok for tok in presets if flag_name(tok) not in overridden] + list(extra)
 
 
+def _flag_value(tokens: Sequence[str], name: str) -> Optional[str]:
+    """The value given to ``--name`` (either spelling, ``=v`` or `` v``) in ``tokens``; the last one wins."""
+    value = None
+    for index, token in enumerate(tokens):
+        if flag_name(token) == name:
+            if "=" in token:
+                value = token.split("=", 1)[1]
+            elif index + 1 < len(tokens):
+                value = tokens[index + 1]
+    return value
+
+
 def boot_command(inputs: LaunchInputs) -> Tuple[str, ...]:
     """argv that runs the boot file once: Python files with ``-u`` (unbuffered), ``.sh`` with bash, else exec."""
     boot = inputs.boot_file
@@ -132,6 +144,7 @@ def _plan(
     rank_logs: Dict[int, str],
     notes: Sequence[str] = (),
     files: Optional[Dict[str, str]] = None,
+    watch_workers: bool = False,
 ) -> LaunchPlan:
     report = (
         os.path.join(inputs.cwd, cluster.report_file)
@@ -151,6 +164,7 @@ def _plan(
         report_file=report,
         notes=tuple(notes) + inputs.notes,
         files=files or {},
+        watch_workers=watch_workers,
     )
 
 
@@ -187,7 +201,10 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
         log_file=os.path.join(log_dir, "torchrun.log"),
     )
     rank_logs = {rank: os.path.join(log_dir, f"rank-{rank}.log") for rank in _node_ranks(cluster)}
-    return _plan("torchrun", cluster, inputs, log_dir, [proc], "prefixed", rank_logs)
+    restarts = _flag_value(cluster.torchrun_extra, "max_restarts")
+    watch = restarts is None or restarts.strip() == "0"  # torchrun restarts failed workers: let it
+    notes = [] if watch else [f"--max_restarts={restarts}: torchrun handles worker failures (restarts) itself"]
+    return _plan("torchrun", cluster, inputs, log_dir, [proc], "prefixed", rank_logs, notes, watch_workers=watch)
 
 
 def _plan_msrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
@@ -221,7 +238,7 @@ def _plan_msrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> Laun
         log_file=os.path.join(log_dir, "msrun.log"),
     )
     rank_logs = {rank: os.path.join(msrun_logs, f"worker_{rank}.log") for rank in _node_ranks(cluster)}
-    return _plan("msrun", cluster, inputs, log_dir, [proc], "files", rank_logs)
+    return _plan("msrun", cluster, inputs, log_dir, [proc], "files", rank_logs, watch_workers=True)
 
 
 def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:

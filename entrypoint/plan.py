@@ -67,6 +67,9 @@ class LaunchPlan:
     report_file: str
     notes: Tuple[str, ...] = field(default=())  # human-readable facts about the plan (shown by --dry-run)
     files: Mapping[str, str] = field(default_factory=dict)  # path -> text the supervisor writes before starting
+    # The launcher's workers carry their rank in their environment; the supervisor watches them and ends the job
+    # as soon as one of them is a zombie with a failing status, before the launcher's own (slower) reaction.
+    watch_workers: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -89,6 +92,7 @@ class LaunchPlan:
             "report_file": self.report_file,
             "notes": list(self.notes),
             "files": dict(sorted(self.files.items())),
+            "watch_workers": self.watch_workers,
         }
 
     def render(self) -> str:

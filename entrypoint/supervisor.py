@@ -167,6 +167,7 @@ class _Run:
                     "check that the program exists, is executable and is on PATH"
                 )
             self.procs.append(proc)
+            self.pid_skip.add(proc.pid)  # the launcher itself is reaped by its waiter, never watched as a worker
         return None
 
     def _routers(self, index: int, spec: ProcessSpec) -> Tuple[Union[LineStream, PrefixDemux], ...]:
@@ -215,6 +216,14 @@ class _Run:
             )
             thread.start()
             self.threads.append(thread)
+        elif self.plan.watch_workers:
+            thread = threading.Thread(target=self._watch, name="watch", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(_FOLLOW_INTERVAL):
+            self._scan_ranks()
 
     def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
         self.events.put(("exit", index, proc.wait()))
@@ -226,7 +235,10 @@ class _Run:
 
     def _scan_ranks(self) -> None:
         _reaper.scan_ranks(self.token, self.pid_ranks, self.pid_skip)
-        # msrun notices a dead worker only at its once-a-second poll; its zombie tells us at once.
+        # msrun notices a dead worker only at its once-a-second poll, torchrun at its 0.1 s monitor interval and
+        # then spends its own shutdown; the worker's zombie tells us at once.
+        if not self.plan.watch_workers:
+            return
         for pid in list(self.pid_ranks):
             if pid in self.dead_workers:
                 continue
@@ -378,6 +390,12 @@ class _Run:
                 raise error
             outcome = self.monitor()
             forward = outcome.signum if outcome.signum in (signal.SIGTERM, signal.SIGINT) else signal.SIGTERM
+            if outcome.kind == "worker" and self.plan.log_source == "files":
+                # An msrun worker failed and we saw it first. The workers get SIGTERM and the grace period directly
+                # (they carry the token) and write their logs themselves, so msrun (which ignores SIGTERM and would
+                # wait for its scheduler) has nothing left to do: it is killed now. torchrun is not: its tee
+                # threads still carry the ranks' last lines to us, so it gets SIGTERM like any group.
+                _reaper.signal_groups([proc.pid for proc in self.procs], signal.SIGKILL)
             self.finish(forward)
             return self.result(outcome, started)
         except BaseException:

@@ -215,3 +215,14 @@ def test_v10_table_is_handed_over_as_is() -> None:
     )
     assert plan.files == {}
     assert plan.processes[0].env["RANK_TABLE_FILE"] == "/rt/hccl.json"
+
+
+@pytest.mark.parametrize(
+    ("extra", "watch"),
+    [("", True), ("--max-restarts 0", True), ("--max_restarts=3", False), ("--max-restarts 2 --x", False)],
+)
+def test_torchrun_workers_are_watched_unless_torchrun_restarts_them(extra: str, watch: bool) -> None:
+    env = {"MA_RUN_METHOD": "torchrun", "MA_EXTRA_TORCHRUN_PARAMS": extra}
+    plan = plan_launch(parse_cluster_env(env), inputs())
+    assert plan.watch_workers is watch
+    assert plan.to_json()["watch_workers"] is watch

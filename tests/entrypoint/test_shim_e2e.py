@@ -139,6 +139,8 @@ def test_torchrun_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> Non
     assert done.returncode == 7, done.stdout + done.stderr
     report = json.loads((tmp_path / "malaunch-logs" / "node-0" / "report.json").read_text())
     assert report["exit_code"] == 7
+    assert (report["root_cause"]["rank"], report["root_cause"]["exit_code"]) == (1, 7)
+    assert report["root_cause"]["tail"][-1] == "rank 1 failing on purpose with 7"
     assert_nothing_left(env[MARK])
 
 
