@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MARK = "MALAUNCH_TEST_MARK"
@@ -100,3 +101,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def v10_table(servers: int, devices: int, *, subnet: str = "127.0.0", status: str = "completed") -> Dict[str, Any]:
+    """A v1.0 rank table: server i is ``<subnet>.<i+1>`` with ``devices`` devices, ranks in server order."""
+    return {
+        "version": "1.0",
+        "status": status,
+        "server_count": str(servers),
+        "server_list": [
+            {
+                "server_id": f"{subnet}.{s + 1}",
+                "device": [
+                    {"device_id": str(d), "device_ip": f"192.168.{s}.{d}", "rank_id": str(s * devices + d)}
+                    for d in range(devices)
+                ],
+                "host_nic_ip": "reserve",
+            }
+            for s in range(servers)
+        ],
+    }
+
+
+def write_v10_table(path: Path, servers: int, devices: int, status: str = "completed") -> None:
+    """Write :func:`v10_table` (loopback server ids) to ``path``."""
+    path.write_text(json.dumps(v10_table(servers, devices, status=status)))

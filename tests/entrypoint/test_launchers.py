@@ -7,6 +7,7 @@ import json
 from typing import Any, Dict, Optional
 
 import pytest
+import shimutil
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.launchers import LaunchInputs, merge_flags, plan_launch
 from malaunch.entrypoint.rank_table import parse_rank_table
@@ -28,22 +29,7 @@ def inputs(**overrides: Any) -> LaunchInputs:
 
 
 def v10_table(servers: int, devices: int) -> Dict[str, Any]:
-    return {
-        "version": "1.0",
-        "status": "completed",
-        "server_count": str(servers),
-        "server_list": [
-            {
-                "server_id": f"10.0.0.{s + 1}",
-                "device": [
-                    {"device_id": str(d), "device_ip": f"192.1.{s}.{d}", "rank_id": str(s * devices + d)}
-                    for d in range(devices)
-                ],
-                "host_nic_ip": "reserve",
-            }
-            for s in range(servers)
-        ],
-    }
+    return shimutil.v10_table(servers, devices, subnet="10.0.0")
 
 
 def test_torchrun_single_host_is_standalone() -> None:

@@ -15,27 +15,17 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, marked_pids, shim, start_shim
-
-
-def write_v10_table(path: Path, servers: int, devices: int, status: str = "completed") -> None:
-    table = {
-        "version": "1.0",
-        "status": status,
-        "server_count": str(servers),
-        "server_list": [
-            {
-                "server_id": f"127.0.0.{s + 1}",
-                "device": [
-                    {"device_id": str(d), "device_ip": f"192.168.{s}.{d}", "rank_id": str(s * devices + d)}
-                    for d in range(devices)
-                ],
-                "host_nic_ip": "reserve",
-            }
-            for s in range(servers)
-        ],
-    }
-    path.write_text(json.dumps(table))
+from shimutil import (
+    MARK,
+    SCRIPTS,
+    assert_nothing_left,
+    free_port,
+    marked_env,
+    marked_pids,
+    shim,
+    start_shim,
+    write_v10_table,
+)
 
 
 def test_dry_run_prints_the_torchrun_plan_of_the_issue(tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, shim, start_shim
-from test_shim_e2e import write_v10_table
+from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, shim, start_shim, write_v10_table
 
 
 @pytest.mark.process
