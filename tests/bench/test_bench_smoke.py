@@ -7,30 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
-from typing import List
 
 import pytest
+from shimutil import assert_nothing_left
 
 REPO = Path(__file__).resolve().parents[2]
 MARK_VAR = "BENCH_SMOKE_TEST_MARK"
-
-
-def _marked(mark: str) -> List[int]:
-    needle = f"{MARK_VAR}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.process
@@ -53,7 +37,4 @@ def test_ranktable_scale_case_prints_a_table_row(tmp_path: Path) -> None:
     assert "Targets:" in done.stdout
     after = (REPO / "docs" / "performance.md").read_bytes() if (REPO / "docs" / "performance.md").exists() else None
     assert before == after, "--no-write must leave docs/performance.md alone"
-    deadline = time.monotonic() + 15
-    while _marked(mark) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _marked(mark) == [], "the benchmark left processes running"
+    assert_nothing_left(mark, variable=MARK_VAR)

@@ -27,9 +27,9 @@ def marked_env(extra: Mapping[str, str]) -> Dict[str, str]:
     return env
 
 
-def marked_pids(mark: str) -> List[int]:
-    """Live (non-zombie) processes whose environment carries ``MALAUNCH_TEST_MARK=mark``."""
-    needle = f"{MARK}={mark}".encode()
+def marked_pids(mark: str, variable: str = MARK) -> List[int]:
+    """Live (non-zombie) processes whose environment carries ``<variable>=mark`` (default MALAUNCH_TEST_MARK)."""
+    needle = f"{variable}={mark}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -47,11 +47,11 @@ def marked_pids(mark: str) -> List[int]:
     return found
 
 
-def assert_nothing_left(mark: str, within: float = 15.0) -> None:
+def assert_nothing_left(mark: str, within: float = 15.0, variable: str = MARK) -> None:
     """Wait up to ``within`` seconds for every marked process to be gone; kill and fail if some remain."""
     deadline = time.monotonic() + within
     while True:
-        left = marked_pids(mark)
+        left = marked_pids(mark, variable)
         if not left:
             return
         if time.monotonic() > deadline:
@@ -126,3 +126,24 @@ def v10_table(servers: int, devices: int, *, subnet: str = "127.0.0", status: st
 def write_v10_table(path: Path, servers: int, devices: int, status: str = "completed") -> None:
     """Write :func:`v10_table` (loopback server ids) to ``path``."""
     path.write_text(json.dumps(v10_table(servers, devices, status=status)))
+
+
+def torchrun_host_env(index: int, *, gpus: int, port: int, job: str, log_dir: Path) -> Dict[str, str]:
+    """Marked environment of emulated host ``index`` of a 2-host torchrun job on loopback."""
+    return marked_env(
+        {"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "MA_NUM_GPUS": str(gpus), "VC_TASK_INDEX": str(index),
+         "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.1", "MA_VJ_NAME": job, "MA_TORCHRUN_MASTER_PORT": str(port),
+         "MALAUNCH_LOG_DIR": str(log_dir)}
+    )  # fmt: skip
+
+
+def start_sleeping_fan_out(tmp_path: Path, grace: str) -> tuple[subprocess.Popen[str], Dict[str, str]]:
+    """Start a 2-rank rank-table fan-out whose ranks sleep; return once both ranks are running."""
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": grace})
+    proc = start_shim([str(SCRIPTS / "dump_env.py"), str(tmp_path), "--sleep", "120"], env, tmp_path)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("rank-*.json"))) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    return proc, env

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -24,6 +23,8 @@ from shimutil import (
     marked_pids,
     shim,
     start_shim,
+    start_sleeping_fan_out,
+    torchrun_host_env,
     write_v10_table,
 )
 
@@ -100,11 +101,7 @@ def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> N
     procs = []
     marks = []
     for index in range(2):
-        env = marked_env(
-            {"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "MA_NUM_GPUS": "2", "VC_TASK_INDEX": str(index),
-             "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.1", "MA_VJ_NAME": f"job-{port}",
-             "MA_TORCHRUN_MASTER_PORT": str(port), "MALAUNCH_LOG_DIR": str(tmp_path / f"host{index}")}
-        )  # fmt: skip
+        env = torchrun_host_env(index, gpus=2, port=port, job=f"job-{port}", log_dir=tmp_path / f"host{index}")
         marks.append(env[MARK])
         procs.append(start_shim([str(SCRIPTS / "torch_allreduce.py"), "--out", str(out)], env, tmp_path))
     outputs = [p.communicate(timeout=240) for p in procs]
@@ -164,13 +161,7 @@ def test_msrun_failing_worker_code_becomes_the_shim_code_promptly(tmp_path: Path
 @pytest.mark.process
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_shim_ends_everything_and_exits_128_plus_signal(tmp_path: Path, sig: int) -> None:
-    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "5"})
-    proc = start_shim([str(SCRIPTS / "dump_env.py"), str(tmp_path), "--sleep", "120"], env, tmp_path)
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("rank-*.json"))) < 2:
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    proc, env = start_sleeping_fan_out(tmp_path, grace="5")
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig
@@ -179,13 +170,7 @@ def test_signal_to_the_shim_ends_everything_and_exits_128_plus_signal(tmp_path: 
 
 @pytest.mark.process
 def test_sigkill_to_the_shim_leaves_no_process(tmp_path: Path) -> None:
-    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
-    proc = start_shim([str(SCRIPTS / "dump_env.py"), str(tmp_path), "--sleep", "120"], env, tmp_path)
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("rank-*.json"))) < 2:
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    proc, env = start_sleeping_fan_out(tmp_path, grace="2")
     assert len(marked_pids(env[MARK])) >= 3
     proc.kill()
     proc.communicate(timeout=30)

@@ -9,7 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, shim, start_shim, write_v10_table
+from shimutil import (
+    MARK,
+    SCRIPTS,
+    assert_nothing_left,
+    free_port,
+    marked_env,
+    shim,
+    start_shim,
+    torchrun_host_env,
+    write_v10_table,
+)
 
 
 @pytest.mark.process
@@ -78,11 +88,7 @@ def test_torchrun_host_that_starts_20s_late_still_joins(tmp_path: Path) -> None:
     for index in range(2):
         if index == 1:
             time.sleep(20)
-        env = marked_env(
-            {"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "MA_NUM_GPUS": "1", "VC_TASK_INDEX": str(index),
-             "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.1", "MA_VJ_NAME": f"late-{port}",
-             "MA_TORCHRUN_MASTER_PORT": str(port), "MALAUNCH_LOG_DIR": str(tmp_path / f"host{index}")}
-        )  # fmt: skip
+        env = torchrun_host_env(index, gpus=1, port=port, job=f"late-{port}", log_dir=tmp_path / f"host{index}")
         marks.append(env[MARK])
         procs.append(start_shim([str(SCRIPTS / "torch_allreduce.py"), "--out", str(out)], env, tmp_path))
     for proc in procs:
