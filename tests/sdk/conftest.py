@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-from malaunch.sdk.backends.jobdir import job_processes
+from malaunch.sdk.backends.local.jobdir import job_processes
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import yaml
-from malaunch.sdk.backends.jobdir import job_processes
+from malaunch.sdk.backends.local.jobdir import job_processes
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "templates"
@@ -59,7 +59,7 @@ def assert_nothing_running(job_id: str) -> None:
     assert left == [], f"job {job_id} left processes running: {left}"
     netns = Path("/run/netns")
     if netns.is_dir():
-        from malaunch.sdk.backends.hostnet import NetnsNetwork
+        from malaunch.sdk.backends.local.hostnet import NetnsNetwork
 
         short = NetnsNetwork(job_id, 1).short
         assert not [p.name for p in netns.iterdir() if p.name.startswith(f"malaunch-{short}-")]

@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from malaunch.sdk.backends.hostnet import LoopbackNetwork, NetnsNetwork
-from malaunch.sdk.backends.jobdir import job_processes, kill_processes, pid_alive, read_json, write_json_atomic
+from malaunch.sdk.backends.local.hostnet import LoopbackNetwork, NetnsNetwork
+from malaunch.sdk.backends.local.jobdir import job_processes, kill_processes, pid_alive, read_json, write_json_atomic
 
 STUBBORN = (
     "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(600)\n"

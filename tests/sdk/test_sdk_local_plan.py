@@ -14,9 +14,9 @@ import pytest
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.rank_table import parse_rank_table, select_server
 from malaunch.sdk import ConfigError, Job, JobSpec, SubmitPlan
-from malaunch.sdk.backends.hostnet import NetnsNetwork
 from malaunch.sdk.backends.local import LocalBackend
-from malaunch.sdk.backends.local_plan import LocalRequest, build_rank_table, host_environment
+from malaunch.sdk.backends.local.hostnet import NetnsNetwork
+from malaunch.sdk.backends.local.plan import LocalRequest, build_rank_table, host_environment
 from malaunch.sdk.loader import spec_from_mapping
 from malaunch.sdk.plan import AUTO
 

@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from malaunch.entrypoint.cluster_env import DEFAULT_GRACE_PERIOD
 
-from ..errors import ConfigError
-from ..plan import AUTO
-from ..spec import JobSpec
+from ...errors import ConfigError
+from ...plan import AUTO
+from ...spec import JobSpec
 from .hostnet import HostNetwork
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The local job runner: ``python -m malaunch.sdk.backends.local_runner <job dir>``.
+"""The local job runner: ``python -m malaunch.sdk.backends.local.runner <job dir>``.
 
 Started by ``LocalBackend.execute`` in its own session with no terminal, so the submitter can die without
 harming the job. Contract:
@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional
 
 from .hostnet import network_from_json
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, write_json_atomic
-from .local_plan import HostCommand, LocalRequest, host_environment
+from .plan import HostCommand, LocalRequest, host_environment
 
 __all__ = ["STOP_EXIT_CODE", "main"]
 
@@ -232,7 +232,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run the job in ``argv[0]`` (a job directory); returns 0 once the end is recorded."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m malaunch.sdk.backends.local_runner JOB_DIR\n")
+        sys.stderr.write("usage: python -m malaunch.sdk.backends.local.runner JOB_DIR\n")
         return 2
     job_dir = os.path.abspath(args[0])
     paths = JobPaths(os.path.dirname(os.path.dirname(job_dir)), os.path.basename(job_dir))

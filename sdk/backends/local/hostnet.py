@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple
 
-from ..errors import BackendError, ConfigError
+from ...errors import BackendError, ConfigError
 
 __all__ = ["LOOPBACK", "NETNS", "HostNetwork", "LoopbackNetwork", "NetnsNetwork", "network_from_json"]
 

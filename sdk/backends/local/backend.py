@@ -8,9 +8,9 @@ Example::
     handle.wait(); print(handle.status().exit_code)
 
 ``execute`` prepares ``<home>/jobs/<job id>/`` (code snapshot, rank table, ``plan.json``, ``state.json``) and
-starts the detached job runner (:mod:`malaunch.sdk.backends.local_runner`); every other call reads the job
+starts the detached job runner (:mod:`malaunch.sdk.backends.local.runner`); every other call reads the job
 directory only, so it works from any process. Hosts get loopback addresses, or network namespaces when
-msrun spans several hosts (see :mod:`malaunch.sdk.backends.hostnet`).
+msrun spans several hosts (see :mod:`malaunch.sdk.backends.local.hostnet`).
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ import sys
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from ..errors import BackendError, ConfigError, JobNotFound, SpecError
-from ..plan import SubmitPlan
-from ..spec import JobSpec
-from ..status import HostState, HostStatus, JobState, JobStatus
-from .base import Backend, JobHandle
+from ...errors import BackendError, ConfigError, JobNotFound, SpecError
+from ...plan import SubmitPlan
+from ...spec import JobSpec
+from ...status import HostState, HostStatus, JobState, JobStatus
+from ..base import Backend, JobHandle
+from ..logtail import follow_files, read_files
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, read_json, write_json_atomic
-from .local_plan import LocalRequest, plan_local
-from .logtail import follow_files, read_files
+from .plan import LocalRequest, plan_local
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
 NETWORK_MODES = ("auto", LOOPBACK, NETNS)
-RUNNER_MODULE = "malaunch.sdk.backends.local_runner"
+RUNNER_MODULE = "malaunch.sdk.backends.local.runner"
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _SNAPSHOT_IGNORE = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
