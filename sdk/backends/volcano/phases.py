@@ -21,7 +21,8 @@ other         UNKNOWN     a phase nobody mapped; the word is kept in ``JobStatus
 
 The job's exit code is the root cause's: of the worker containers that ended with a non-zero code, the one
 that ended first (the shim there exits with its failing rank's own code; the other hosts were torn down
-later, usually with 143 for SIGTERM).
+later, usually with 143 for SIGTERM). The API's times have whole seconds, so within the same second a code
+other than 143 (SIGTERM) or 137 (SIGKILL) wins, then the lower host index.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ PHASES: Mapping[str, JobState] = {
 }
 _TASK_INDEX_ANNOTATION = "volcano.sh/task-index"
 _NAME_INDEX = re.compile(r"-(\d+)\Z")
+_TEARDOWN_CODES = (143, 137)  # SIGTERM, SIGKILL: how the other hosts end when the job is torn down
 
 
 def job_state(phase: str, exit_code: Optional[int]) -> JobState:
@@ -97,7 +99,7 @@ def _terminated(pod: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
 
 def root_cause(pods: Sequence[Mapping[str, Any]]) -> Tuple[Optional[int], str]:
     """``(exit code, pod name)`` of the worker container that failed first; ``(None, "")`` when none failed."""
-    failures: List[Tuple[float, int, int, str]] = []
+    failures: List[Tuple[float, bool, int, int, str]] = []
     for pod in pods:
         ended = _terminated(pod)
         code = ended.get("exitCode") if ended else None
@@ -107,11 +109,17 @@ def root_cause(pods: Sequence[Mapping[str, Any]]) -> Tuple[Optional[int], str]:
         index = host_index(pod)
         name = str((pod.get("metadata") or {}).get("name", ""))
         failures.append(
-            (when if when is not None else float("inf"), index if index is not None else 1 << 30, code, name)
+            (
+                when if when is not None else float("inf"),
+                code in _TEARDOWN_CODES,
+                index if index is not None else 1 << 30,
+                code,
+                name,
+            )
         )
     if not failures:
         return None, ""
-    _when, _index, code, name = min(failures)
+    *_order, code, name = min(failures)
     return code, name
 
 
