@@ -226,7 +226,7 @@ class KubeApi:
             f"reading the log of pod {namespace}/{pod}",
             lambda: self._core.read_namespaced_pod_log(
                 pod, namespace, container=TASK_NAME, follow=follow, _preload_content=False,
-                _request_timeout=(_TIMEOUT, None) if follow else _TIMEOUT,
+                _request_timeout=None if follow else _TIMEOUT,  # a followed log may be silent for hours
             ),
         )  # fmt: skip
         try:
