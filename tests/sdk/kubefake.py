@@ -10,6 +10,8 @@ recorded in ``problems``. A controller thread walks each job through Volcano's p
 - ``succeed``: Pending -> pods start and print -> Completing -> Completed (every container exits 0);
 - ``fail7``: host 1's container exits 7; the exit-code policy aborts the job: the others end with 143,
   Aborting -> Aborted;
+- ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
+  created again (new uids) and then succeed: Completed;
 - ``run``: Running and printing until the job is deleted (then its pods go away after two ticks).
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template.
@@ -42,11 +44,11 @@ def _now() -> str:
 class FakePod:
     """One worker pod: its container state and its output so far."""
 
-    def __init__(self, job: FakeJob, index: int) -> None:
+    def __init__(self, job: FakeJob, index: int, attempt: int = 0) -> None:
         self.job = job
         self.index = index
         self.name = f"{job.name}-worker-{index}"
-        self.uid = f"{job.uid}-{index}"
+        self.uid = f"{job.uid}-{index}-{attempt}"
         self.phase = "Pending"
         self.state: Dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
         self.lines: List[bytes] = []
@@ -121,6 +123,23 @@ class FakeJob:
                 pod.phase = "Running"
                 pod.state = {"running": {"startedAt": _now()}}
                 self._print(pod, f"[rank {pod.index}] hello from host {pod.index}")
+        elif self.scenario == "restart" and step == 3:
+            self._print(pods[0], "[rank 0] transient failure")
+            self._end(pods[0], 1)
+            self.phase = "Restarting"
+        elif self.scenario == "restart" and step == 4:
+            for pod in pods:
+                pod.closed = True
+            self.pods = [FakePod(self, i, attempt=1) for i in range(len(pods))]
+            for pod in self.pods:
+                pod.phase = "Running"
+                pod.state = {"running": {"startedAt": _now()}}
+                self._print(pod, f"[rank {pod.index}] attempt 2")
+            self.phase = "Running"
+        elif self.scenario == "restart" and step == 5:
+            for pod in pods:
+                self._end(pod, 0)
+            self.phase = "Completed"
         elif self.scenario == "run" and step >= 3:
             for pod in pods:
                 self._print(pod, f"[rank {pod.index}] step {step}")

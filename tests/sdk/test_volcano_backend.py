@@ -13,8 +13,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 from kubefake import FakeKube
-from malaunch.sdk import BackendError, JobNotFound, JobState, spec_from_mapping
+from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
 from malaunch.sdk.status import HostState, exit_code_of
 from sdkutil import ma_submit, wait_for
 from volcano_checks import crd_errors
@@ -106,6 +107,24 @@ def test_a_pod_that_exits_7_fails_the_job_with_7(kube: FakeKube, kubeconfig: Pat
     assert "[host 1] [rank 1] RuntimeError: boom" in list(handle.logs())
 
 
+def test_a_restarted_job_is_running_then_succeeds_and_new_pods_are_followed(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("restart")))
+    seen = set()
+
+    def restarting() -> bool:
+        status = handle.status()
+        seen.add((status.raw_state, status.state))
+        return status.raw_state == "Restarting"
+
+    wait_for(restarting, WAIT, "the job to restart")
+    assert ("Restarting", JobState.RUNNING) in seen
+    lines = list(handle.logs(follow=True))
+    assert "[host 0] [rank 0] attempt 2" in lines and "[host 1] [rank 1] attempt 2" in lines
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code) == (JobState.SUCCEEDED, 0)
+
+
 def test_stop_deletes_the_job_and_waits_for_its_pods(kube: FakeKube, kubeconfig: Path) -> None:
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("run")))
@@ -138,6 +157,37 @@ def test_an_unreachable_cluster_is_one_clear_error(tmp_path: Path) -> None:
     server.close()  # nothing listens there any more
     with pytest.raises(BackendError, match=r"cannot reach the Kubernetes API at http://127\.0\.0\.1"):
         backend_for(config).status("ml/x")
+
+
+def test_configuration_is_found_like_kubectl_finds_it(tmp_path: Path) -> None:
+    present = {"/k/a", "/home/me/.kube/config", "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+
+    def exists(path: str) -> bool:
+        return path in present
+
+    env = {"HOME": "/home/me", "KUBECONFIG": f"/k/a{os.pathsep}/k/b"}
+    assert resolve_target(env, exists=exists) == KubeTarget("/k/a", None, False)
+    assert resolve_target(env, "/k/a", "ctx", exists=exists) == KubeTarget("/k/a", "ctx", False)
+    assert resolve_target({"HOME": "/home/me"}, exists=exists) == KubeTarget("/home/me/.kube/config", None, False)
+    pod = {"HOME": "/root", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert resolve_target(pod, exists=exists) == KubeTarget(None, None, True)
+    with pytest.raises(ConfigError, match="kubeconfig file not found"):
+        resolve_target(env, "/k/b", exists=exists)
+    with pytest.raises(ConfigError, match="set KUBECONFIG"):
+        resolve_target({"HOME": "/root"}, exists=exists)
+
+
+def test_the_context_picks_the_namespace(kube: FakeKube, kubeconfig: Path) -> None:
+    config = yaml.safe_load(kubeconfig.read_text())
+    other = {"name": "other", "context": {"cluster": "fake", "user": "tester", "namespace": "team-b"}}
+    config["contexts"].append(other)
+    kubeconfig.write_text(yaml.safe_dump(config))
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), context="other", environ={})
+    assert backend.api.namespace == "team-b"
+    with pytest.raises(JobNotFound, match="'team-b/nope'"):
+        backend.status("nope")
+    with pytest.raises(ConfigError, match=r"no such context.*use one of: fake, other"):
+        _ = VolcanoBackend(kubeconfig=str(kubeconfig), context="nope", environ={}).api
 
 
 # -- ma-submit, the real console script --------------------------------------------------------------------

@@ -12,6 +12,8 @@ or configuration is one :class:`~malaunch.sdk.errors.ConfigError` line naming wh
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar
@@ -151,12 +153,8 @@ class KubeApi:
 
     def _describe(self, what: str, exc: Any) -> str:
         message = str(exc.reason or "")
-        try:
-            import json
-
+        with contextlib.suppress(TypeError, ValueError, AttributeError):  # the body is the API's Status, usually
             message = json.loads(exc.body).get("message") or message
-        except (TypeError, ValueError, AttributeError):
-            pass
         hint = {
             401: "your credentials were refused: refresh the kubeconfig",
             403: "you lack permission: ask for access to Volcano jobs and pods in this namespace",
