@@ -177,7 +177,7 @@ class VolcanoBackend(Backend):
         def read_log(pod: str, follow_it: bool) -> Iterator[bytes]:
             return self.api.pod_log(namespace, pod, follow=follow_it)
 
-        if not follow:
+        if not follow or self._ended(namespace, name):  # an ended job reads host after host, in order
             return read_pod_logs(list_pods, read_log)
         return follow_pod_logs(list_pods, read_log, lambda: self._ended(namespace, name), poll=self._poll)
 
