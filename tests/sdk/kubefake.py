@@ -173,6 +173,7 @@ class FakeCluster:
         self.problems: List[str] = []
         self.requests: List[Tuple[str, str]] = []
         self.created: List[Dict[str, Any]] = []
+        self.phases: List[str] = []  # every phase any job went through, in order
         self._count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._control, name="fake-volcano", daemon=True)
@@ -183,6 +184,8 @@ class FakeCluster:
             with self.lock:
                 for job in list(self.jobs.values()):
                     job.advance()
+                    if not self.phases or self.phases[-1] != job.phase:
+                        self.phases.append(job.phase)
                 for job in list(self.gone):
                     job.deleted_at = (job.deleted_at or 0) + 1
                     if job.deleted_at >= 2:
