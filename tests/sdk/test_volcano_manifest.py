@@ -275,6 +275,8 @@ def test_the_packaged_template_is_the_one_in_templates() -> None:
         ("Failed", 7, JobState.FAILED),
         ("Aborted", None, JobState.STOPPED),
         ("Aborted", 7, JobState.FAILED),
+        ("Aborted", 143, JobState.STOPPED),
+        ("Aborted", 137, JobState.FAILED),
         ("Terminated", None, JobState.STOPPED),
         ("Terminated", 1, JobState.FAILED),
         ("Hibernating", None, JobState.UNKNOWN),

@@ -17,6 +17,7 @@ cluster; the client is built on the first call that talks to the cluster. ``stop
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -95,8 +96,6 @@ class VolcanoBackend(Backend):
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh Volcano Job name (see :func:`volcano_job_name`)."""
-        import secrets
-
         return volcano_job_name(spec.name, now, secrets.token_hex(3))
 
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:

@@ -14,8 +14,8 @@ Aborting      RUNNING     being aborted; not ended until ``Aborted``
 Terminating   RUNNING     being terminated; not ended until ``Terminated``
 Completed     SUCCEEDED
 Failed        FAILED      ``maxRetry`` used up
-Aborted       STOPPED     aborted (FAILED when a pod failed with an exit code: an exit-code policy)
-Terminated    STOPPED     terminated (FAILED when a pod failed with an exit code)
+Aborted       STOPPED     aborted (FAILED when a pod failed with a code other than 143, SIGTERM)
+Terminated    STOPPED     terminated (FAILED likewise)
 other         UNKNOWN     a phase nobody mapped; the word is kept in ``JobStatus.raw_state``
 ============  ==========  ===========================================================================
 
@@ -52,14 +52,15 @@ PHASES: Mapping[str, JobState] = {
 }
 _TASK_INDEX_ANNOTATION = "volcano.sh/task-index"
 _NAME_INDEX = re.compile(r"-(\d+)\Z")
-_TEARDOWN_CODES = (143, 137)  # SIGTERM, SIGKILL: how the other hosts end when the job is torn down
+_SIGTERM_CODE = 143
+_TEARDOWN_CODES = (_SIGTERM_CODE, 137)  # SIGTERM, SIGKILL: how the other hosts end when the job is torn down
 
 
 def job_state(phase: str, exit_code: Optional[int]) -> JobState:
-    """The JobState for a Volcano ``phase``; an Aborted/Terminated job with a failed pod counts as FAILED."""
+    """The JobState for a Volcano ``phase``; Aborted/Terminated after a pod failed (``exit_code``) is FAILED."""
     state = PHASES.get(phase, JobState.UNKNOWN)
-    if state is JobState.STOPPED and exit_code is not None and exit_code != 0:
-        return JobState.FAILED
+    if state is JobState.STOPPED and exit_code is not None and exit_code not in (0, _SIGTERM_CODE):
+        return JobState.FAILED  # a policy aborted it after a pod failed (143 alone is how any stop ends pods)
     return state
 
 
