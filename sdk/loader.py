@@ -161,8 +161,6 @@ def _env(value: object) -> Dict[str, str]:
 
 
 def _exit_codes(value: object, path: str) -> Tuple[int, ...]:
-    if value is None:
-        return ()
     if not isinstance(value, (list, tuple)):
         raise SpecError(path, "must be a list of exit codes (1-255)", value)
     return tuple(value)
@@ -179,14 +177,14 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_di
             if key in fields:
                 fields[key] = _words(fields[key], f"{path}.{key}")
     if cls is VolcanoOptions:
+        for key in ("queue", "code_path", "max_retry", "on_pod_failure", "on_pod_eviction", "not_retryable_exit_codes"):
+            if key in fields and fields[key] is None:
+                del fields[key]  # null means the default, as for the other optional sections
         if "not_retryable_exit_codes" in fields:
             key = "not_retryable_exit_codes"
             fields[key] = _exit_codes(fields[key], f"{path}.{key}")
         if "template" in fields:
             fields["template"] = _resolve(fields["template"], base_dir)
-        for key in ("queue", "code_path", "max_retry", "on_pod_failure", "on_pod_eviction"):
-            if key in fields and fields[key] is None:
-                del fields[key]  # null means the default, as for the other optional sections
     return _build(cls, fields, path)
 
 

@@ -246,6 +246,14 @@ def test_volcano_section_is_validated(volcano: Dict[str, Any], field: str) -> No
         jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
 
 
+def test_null_means_the_default_and_an_empty_list_means_none() -> None:
+    assert spec_from_mapping({**BASE, "volcano": {"not_retryable_exit_codes": None}}).volcano == VolcanoOptions()
+    assert (
+        spec_from_mapping({**BASE, "volcano": {"not_retryable_exit_codes": []}}).volcano.not_retryable_exit_codes == ()
+    )
+    assert spec_from_mapping({**BASE, "volcano": None}).volcano == VolcanoOptions()
+
+
 def test_volcano_section_round_trips_and_matches_the_schema() -> None:
     spec = spec_from_mapping(CASES["torchrun-gpu-full"])
     assert spec_from_mapping(spec.to_dict()) == spec
