@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict
 
@@ -314,3 +315,12 @@ def test_root_cause_is_the_first_failure_and_not_the_teardown() -> None:
     assert root_cause([_pod(0, 143, late), _pod(1, 7, early), _pod(2, 0, early)]) == (7, "j-worker-1")
     assert root_cause([_pod(0, 143, early), _pod(1, 7, early)]) == (7, "j-worker-1")  # same second
     assert root_cause([_pod(0, 0, early)]) == (None, "")
+
+
+def test_every_variable_the_manifest_sets_is_in_the_contract_table() -> None:
+    text = (REPO / "docs" / "entrypoint.md").read_text()
+    table = text[text.index("**Inputs**") : text.index("**Outputs**")]
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    manifest = manifest_for(CASES["torchrun-gpu-full"])
+    set_here = set(env_of(manifest)) - set(CASES["torchrun-gpu-full"]["env"])
+    assert "MA_NUM_HOSTS" in set_here and set_here - documented == set()
