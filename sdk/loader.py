@@ -14,6 +14,7 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import shlex
@@ -22,13 +23,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from .errors import SpecError
-from .spec import DataSpec, JobSpec, LauncherOptions, Resources, key_text
+from .spec import DataSpec, JobSpec, LauncherOptions, Resources, VolcanoOptions, key_text
 
 __all__ = ["JOB_FIELDS", "load_job_file", "load_job_text", "spec_from_mapping"]
 
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher",
+    "backend", "launcher", "volcano",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -36,6 +37,7 @@ _LAUNCHER = (
     "msrun_rank_table", "grace_period",
 )  # fmt: skip
 _DATA = ("name", "path")
+_VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -43,6 +45,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "resources": _RESOURCES,
     "launcher": _LAUNCHER,
     "data": _DATA,
+    "volcano": _VOLCANO,
 }
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
@@ -157,7 +160,13 @@ def _env(value: object) -> Dict[str, str]:
     return {str(key): _scalar_text(item, f"env.{key_text(key)}", True) for key, item in value.items()}
 
 
-def _section(value: object, path: str, cls: Any, known: Tuple[str, ...]) -> Any:
+def _exit_codes(value: object, path: str) -> Tuple[int, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(path, "must be a list of exit codes (1-255)", value)
+    return tuple(value)
+
+
+def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_dir: Optional[str] = None) -> Any:
     if value is None:
         return cls()
     if isinstance(value, cls):
@@ -167,6 +176,15 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...]) -> Any:
         for key in ("torchrun_extra_params", "msrun_extra_params"):
             if key in fields:
                 fields[key] = _words(fields[key], f"{path}.{key}")
+    if cls is VolcanoOptions:
+        for key in ("queue", "code_path", "max_retry", "on_pod_failure", "on_pod_eviction", "not_retryable_exit_codes"):
+            if key in fields and fields[key] is None:
+                del fields[key]  # null means the default, as for the other optional sections
+        if "not_retryable_exit_codes" in fields:
+            key = "not_retryable_exit_codes"
+            fields[key] = _exit_codes(fields[key], f"{path}.{key}")
+        if "template" in fields:
+            fields["template"] = _resolve(fields["template"], base_dir)
     return _build(cls, fields, path)
 
 
@@ -190,6 +208,7 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             fields[kind] = _data_list(fields[kind], kind, base_dir)
     fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
     fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
+    fields["volcano"] = _section(fields.get("volcano"), "volcano", VolcanoOptions, _VOLCANO, base_dir)
     for key in ("run_method", "backend", "image"):
         if key in fields and fields[key] is None:
             del fields[key]

@@ -12,7 +12,10 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``code_dir``), ``args``, ``image``, ``env``, ``inputs``, ``outputs``, ``backend``;
 - ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
-  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``.
+  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``;
+- ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
+  ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
+  ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ __all__ = [
     "DEFAULT_RUN_METHOD",
     "RESERVED_ENV",
     "RUN_METHODS",
+    "VOLCANO_POD_ACTIONS",
     "DataSpec",
     "JobSpec",
     "LauncherOptions",
     "Resources",
+    "VolcanoOptions",
     "key_text",
 ]
 
@@ -82,6 +87,11 @@ RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+#: ``volcano.on_pod_failure`` / ``on_pod_eviction`` values: restart the whole job (RestartJob) or abort it.
+VOLCANO_POD_ACTIONS = ("restart", "abort")
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+\Z")
@@ -201,6 +211,64 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
 
 
 @dataclass(frozen=True)
+class VolcanoOptions:
+    """The ``volcano:`` section: where and how the Volcano backend runs the job (``docs/volcano.md``)."""
+
+    namespace: Optional[str] = None  # None: the kubeconfig context's namespace
+    queue: str = "default"
+    priority_class: Optional[str] = None
+    service_account: Optional[str] = None
+    image: Optional[str] = None  # None: the top-level ``image``
+    code_path: str = "/home/ma-user/code"  # the code folder inside the container
+    code_volume: Optional[str] = None  # a PersistentVolumeClaim mounted at code_path; None: code is in the image
+    device_resource: Optional[str] = None  # e.g. nvidia.com/gpu, huawei.com/Ascend910; None: CPU only
+    max_retry: int = 3
+    on_pod_failure: str = "restart"
+    on_pod_eviction: str = "restart"
+    not_retryable_exit_codes: Tuple[int, ...] = (2,)
+    template: Optional[str] = None  # a Volcano Job manifest template; None: the packaged one
+
+    def __post_init__(self) -> None:
+        _check_volcano(self, "volcano")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        data = dataclasses.asdict(self)
+        data["not_retryable_exit_codes"] = list(self.not_retryable_exit_codes)
+        return data
+
+
+def _check_pattern(path: str, value: object, pattern: re.Pattern[str], what: str) -> None:
+    if value is not None and (not isinstance(value, str) or not pattern.match(value)):
+        raise _fail(path, f"must be {what}", value)
+
+
+def _check_volcano(opts: VolcanoOptions, prefix: str) -> None:
+    label = "a Kubernetes name (lower-case letters, digits, '-')"
+    _check_pattern(f"{prefix}.namespace", opts.namespace, _DNS_LABEL, label)
+    _check_text(f"{prefix}.queue", opts.queue)
+    for key in ("priority_class", "service_account", "code_volume"):
+        _check_pattern(f"{prefix}.{key}", getattr(opts, key), _DNS_NAME, label)
+    _check_text(f"{prefix}.image", opts.image, optional=True)
+    _check_text(f"{prefix}.code_path", opts.code_path)
+    if not opts.code_path.startswith("/"):
+        raise _fail(f"{prefix}.code_path", "must be an absolute path inside the container", opts.code_path)
+    resource = "a resource name like nvidia.com/gpu"
+    _check_pattern(f"{prefix}.device_resource", opts.device_resource, _RESOURCE_NAME, resource)
+    _check_int(f"{prefix}.max_retry", opts.max_retry, 0, 1000)
+    _one_of(f"{prefix}.on_pod_failure", opts.on_pod_failure, VOLCANO_POD_ACTIONS)
+    _one_of(f"{prefix}.on_pod_eviction", opts.on_pod_eviction, VOLCANO_POD_ACTIONS)
+    codes = opts.not_retryable_exit_codes
+    if not isinstance(codes, tuple):
+        raise _fail(f"{prefix}.not_retryable_exit_codes", "must be a list of exit codes", codes)
+    for index, code in enumerate(codes):
+        _check_int(f"{prefix}.not_retryable_exit_codes[{index}]", code, 1, 255)
+        if code in codes[:index]:
+            raise _fail(f"{prefix}.not_retryable_exit_codes[{index}]", "is listed twice", code, "keep one")
+    _check_text(f"{prefix}.template", opts.template, optional=True)
+
+
+@dataclass(frozen=True)
 class DataSpec:
     """One input or output channel: ``name`` becomes the boot file argument ``--<name>=<local path>``.
 
@@ -241,6 +309,7 @@ class JobSpec:
     outputs: Tuple[DataSpec, ...] = ()
     backend: str = DEFAULT_BACKEND
     launcher: LauncherOptions = field(default_factory=LauncherOptions)
+    volcano: VolcanoOptions = field(default_factory=VolcanoOptions)
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -266,6 +335,7 @@ class JobSpec:
             "outputs": [item.to_dict() for item in self.outputs],
             "backend": self.backend,
             "launcher": self.launcher.to_dict(),
+            "volcano": self.volcano.to_dict(),
         }
 
 
@@ -299,6 +369,9 @@ def _check_spec(spec: JobSpec) -> None:
     if not isinstance(spec.launcher, LauncherOptions):
         raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
     _check_launcher(spec.launcher, "launcher")
+    if not isinstance(spec.volcano, VolcanoOptions):
+        raise _fail("volcano", "must be a mapping of Volcano options", spec.volcano)
+    _check_volcano(spec.volcano, "volcano")
 
 
 def _check_boot_file(boot_file: object) -> None:

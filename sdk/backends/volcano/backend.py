@@ -1,0 +1,235 @@
+"""``VolcanoBackend``: run a job file as a Volcano Job on Kubernetes, and follow, stop and list such jobs.
+
+Example::
+
+    from malaunch.sdk import Job
+    from malaunch.sdk.backends.volcano import VolcanoBackend
+    backend = VolcanoBackend(context="my-cluster")          # kubeconfig, context and namespace are optional
+    handle = Job.from_yaml("job.yaml", backend="volcano").submit(backend)
+    print(handle.wait().exit_code)
+
+Job ids are ``<namespace>/<name>``; a bare ``<name>`` means the backend's namespace (the ``namespace``
+argument, else the kubeconfig context's). ``plan`` is pure and needs neither the ``kubernetes`` package nor a
+cluster; the client is built on the first call that talks to the cluster. ``stop`` deletes the Volcano Job
+(its pods go with it) and waits until no pod of it is left; a stopped job is then gone, as with ``kubectl``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from ...errors import BackendError, ConfigError, JobNotFound
+from ...plan import SubmitPlan
+from ...spec import JobSpec
+from ...status import JobState, JobStatus
+from ..base import Backend, JobHandle, make_job_id
+from .client import KubeApi, KubeTarget, connect, resolve_target
+from .logs import follow_pod_logs, read_pod_logs
+from .manifest import MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
+from .phases import host_statuses, job_state, parse_time, root_cause
+from .template import load_template
+
+__all__ = ["VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
+
+_STAMP_AND_TOKEN = len("-20260101-000000-abcdef")
+
+
+def volcano_job_name(spec_name: str, now: float, token: str) -> str:
+    """A job name that is a valid Service and host name: ``make_job_id`` on a short, letter-first stem."""
+    stem = "".join(ch if ch.isalnum() else "-" for ch in spec_name.lower()).strip("-")
+    if not stem[:1].isalpha():
+        stem = f"j-{stem}".rstrip("-")
+    stem = stem[: MAX_JOB_NAME - _STAMP_AND_TOKEN].rstrip("-")
+    return make_job_id(stem, now, token)
+
+
+def split_job_id(job_id: str, default_namespace: str) -> Tuple[str, str]:
+    """``(namespace, name)`` of ``<namespace>/<name>`` or of a bare name."""
+    namespace, _, name = job_id.rpartition("/")
+    if not name or "/" in namespace:
+        raise ConfigError("a volcano job id is <namespace>/<name> or <name>", job_id, "check the id")
+    return namespace or default_namespace, name
+
+
+class VolcanoBackend(Backend):
+    """Submits jobs as Volcano Jobs through the official ``kubernetes`` client (``pip install 'malaunch[volcano]'``)."""
+
+    name = "volcano"
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Optional[str] = None,
+        context: Optional[str] = None,
+        namespace: Optional[str] = None,
+        environ: Optional[Mapping[str, str]] = None,
+        poll_interval: float = 1.0,
+        stop_timeout: float = 300.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._namespace = namespace
+        self._environ = environ if environ is not None else os.environ
+        self._poll = poll_interval
+        self._stop_timeout = stop_timeout
+        self._sleep = sleep
+        self._api: Optional[KubeApi] = None
+
+    # -- connection ---------------------------------------------------------------------------------------
+
+    @property
+    def api(self) -> KubeApi:
+        """The API client, built on first use."""
+        if self._api is None:
+            target: KubeTarget = resolve_target(self._environ, self._kubeconfig, self._context)
+            self._api = connect(target)
+        return self._api
+
+    def _where(self, job_id: str) -> Tuple[str, str]:
+        return split_job_id(job_id, self._namespace or self.api.namespace)
+
+    # -- Backend --------------------------------------------------------------------------------------------
+
+    def new_job_id(self, spec: JobSpec, now: float) -> str:
+        """A fresh Volcano Job name (see :func:`volcano_job_name`)."""
+        return volcano_job_name(spec.name, now, secrets.token_hex(3))
+
+    def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
+        """The Volcano Job manifest for ``spec``; reads only the template file (the packaged one by default)."""
+        namespace, name = split_job_id(job_id, "") if "/" in job_id else (None, job_id)
+        text, source = load_template(spec.volcano.template)
+        manifest = render_manifest(spec, name, text, source, namespace=namespace)
+        chosen = manifest.get("metadata", {}).get("namespace")
+        notes: List[str] = []
+        if chosen is None:
+            notes.append("no volcano.namespace: the job goes to the kubeconfig context's namespace")
+        if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
+            notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")
+        request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
+        return VolcanoPlan(self.name, name, now, spec, request, tuple(notes))
+
+    def execute(self, plan: SubmitPlan) -> JobHandle:
+        """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``) at once."""
+        request = plan.request
+        if not isinstance(request, VolcanoRequest):
+            raise BackendError(f"the volcano backend cannot execute a {plan.backend} plan; plan it with volcano")
+        namespace = request.namespace or self._namespace or self.api.namespace
+        manifest: Dict[str, Any] = dict(request.manifest)
+        manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
+        self.api.create_job(namespace, manifest)
+        return self.handle(f"{namespace}/{request.name}")
+
+    def _status(self, namespace: str, name: str, job: Mapping[str, Any]) -> JobStatus:
+        pods = self.api.list_pods(namespace, name)
+        meta = job.get("metadata") or {}
+        state_info = (job.get("status") or {}).get("state") or {}
+        phase = str(state_info.get("phase") or "")
+        code, culprit = root_cause(pods)
+        state = job_state(phase, code)
+        message = str(state_info.get("message") or state_info.get("reason") or "")
+        if state is JobState.FAILED and culprit:
+            message = f"pod {culprit} exited with code {code}" + (f"; {message}" if message else "")
+        exit_code = 0 if state is JobState.SUCCEEDED else (code if state.is_terminal else None)
+        hosts = host_statuses(pods, namespace)
+        starts = [h.started_at for h in hosts if h.started_at is not None]
+        ends = [h.ended_at for h in hosts if h.ended_at is not None]
+        return JobStatus(
+            id=f"{namespace}/{name}",
+            backend=self.name,
+            state=state,
+            exit_code=exit_code,
+            message=message,
+            raw_state=phase,
+            name=str((meta.get("labels") or {}).get("malaunch.io/job-name", name)),
+            created_at=parse_time(meta.get("creationTimestamp")),
+            started_at=min(starts) if starts else None,
+            ended_at=max(ends) if state.is_terminal and ends else None,
+            hosts=hosts,
+            location=f"Volcano job {namespace}/{name} at {self.api.host}",
+        )
+
+    def status(self, job_id: str) -> JobStatus:
+        """The job's state from its phase, its hosts from its pods, its exit code from the first failed pod."""
+        namespace, name = self._where(job_id)
+        return self._status(namespace, name, self.api.get_job(namespace, name))
+
+    def _ended(self, namespace: str, name: str) -> bool:
+        try:
+            job = self.api.get_job(namespace, name)
+        except JobNotFound:
+            return True
+        phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+        return job_state(phase, None).is_terminal
+
+    def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
+        """``[host N] ...`` lines of the worker pods; with ``follow`` until the job ends."""
+        namespace, name = self._where(job_id)
+        self.api.get_job(namespace, name)  # an unknown id fails here, not silently with no lines
+
+        def list_pods() -> List[Dict[str, Any]]:
+            return self.api.list_pods(namespace, name)
+
+        def read_log(pod: str, follow_it: bool) -> Iterator[bytes]:
+            return self.api.pod_log(namespace, pod, follow=follow_it)
+
+        if not follow or self._ended(namespace, name):  # an ended job reads host after host, in order
+            return read_pod_logs(list_pods, read_log)
+        return follow_pod_logs(list_pods, read_log, lambda: self._ended(namespace, name), poll=self._poll)
+
+    def stop(self, job_id: str) -> JobStatus:
+        """Delete the job unless it has ended; returns once none of its pods is left."""
+        namespace, name = self._where(job_id)
+        status = self._status(namespace, name, self.api.get_job(namespace, name))
+        if status.is_terminal:
+            return status
+        self.api.delete_job(namespace, name)
+        deadline = time.monotonic() + self._stop_timeout
+        while self.api.list_pods(namespace, name):
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"job {namespace}/{name}: pods still exist {self._stop_timeout:g}s after deleting the job; "
+                    f"check them with 'kubectl get pods -n {namespace} -l volcano.sh/job-name={name}'"
+                )
+            self._sleep(self._poll)
+        return JobStatus(
+            id=status.id,
+            backend=self.name,
+            state=JobState.STOPPED,
+            exit_code=None,
+            message="deleted by ma-submit stop",
+            raw_state=status.raw_state,
+            name=status.name,
+            created_at=status.created_at,
+            started_at=status.started_at,
+            ended_at=time.time(),
+            location=status.location,
+        )
+
+    def list(self) -> List[JobStatus]:
+        """The malaunch jobs in the backend's namespace, newest first (state from the phase alone)."""
+        namespace = self._namespace or self.api.namespace
+        out = []
+        for job in self.api.list_jobs(namespace):
+            meta = job.get("metadata") or {}
+            phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+            name = str(meta.get("name", ""))
+            out.append(
+                JobStatus(
+                    id=f"{namespace}/{name}",
+                    backend=self.name,
+                    state=job_state(phase, None),
+                    raw_state=phase,
+                    name=str((meta.get("labels") or {}).get("malaunch.io/job-name", name)),
+                    created_at=parse_time(meta.get("creationTimestamp")),
+                )
+            )
+        return sorted(out, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+
+
+def create_backend(**options: Any) -> VolcanoBackend:
+    """The registry's factory: ``kubeconfig``, ``context``, ``namespace`` and the other keyword arguments."""
+    return VolcanoBackend(**options)

@@ -1,0 +1,123 @@
+"""The worker pods' output as one stream of ``[host N] ...`` lines, read once or followed until the job ends.
+
+Following starts one reader thread per pod as soon as its worker container has started (a pod that Volcano
+re-creates after a restart gets a new reader: pods are told apart by their uid) and ends once the job has
+ended and every reader has drained its pod's stream. Lines are decoded as UTF-8 with replacement.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
+
+from .phases import host_index
+
+__all__ = ["LineSplitter", "follow_pod_logs", "read_pod_logs"]
+
+ListPods = Callable[[], Sequence[Mapping[str, Any]]]
+ReadLog = Callable[[str, bool], Iterator[bytes]]  # (pod name, follow) -> chunks
+_DONE = object()
+
+
+class LineSplitter:
+    """Turns chunks into complete lines with a prefix; :meth:`flush` gives a last line without newline."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> List[str]:
+        """Complete lines in ``chunk`` (with what was left from before)."""
+        parts = (self._partial + chunk).split(b"\n")
+        self._partial = parts.pop()
+        return [self._decode(part) for part in parts]
+
+    def flush(self) -> List[str]:
+        """The last partial line, if any."""
+        rest, self._partial = self._partial, b""
+        return [self._decode(rest)] if rest else []
+
+    def _decode(self, raw: bytes) -> str:
+        return self.prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+def _started(pod: Mapping[str, Any]) -> bool:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        if state.get("running") or state.get("terminated"):
+            return True
+    return False
+
+
+def _by_index(pods: Sequence[Mapping[str, Any]]) -> List[Tuple[int, str, str]]:
+    out = []
+    for pod in pods:
+        index = host_index(pod)
+        meta = pod.get("metadata") or {}
+        if index is not None and _started(pod):
+            out.append((index, str(meta.get("name", "")), str(meta.get("uid") or meta.get("name", ""))))
+    return sorted(out)
+
+
+def read_pod_logs(list_pods: ListPods, read_log: ReadLog) -> Iterator[str]:
+    """Every line so far of every started worker pod, host after host."""
+    for index, name, _uid in _by_index(list_pods()):
+        splitter = LineSplitter(f"[host {index}] ")
+        for chunk in read_log(name, False):
+            yield from splitter.feed(chunk)
+        yield from splitter.flush()
+
+
+def _reader(index: int, name: str, read_log: ReadLog, out: queue.Queue[object]) -> None:
+    splitter = LineSplitter(f"[host {index}] ")
+    try:
+        for chunk in read_log(name, True):
+            for line in splitter.feed(chunk):
+                out.put(line)
+        for line in splitter.flush():
+            out.put(line)
+    except BaseException as exc:
+        out.put(exc)
+    finally:
+        out.put(_DONE)
+
+
+def follow_pod_logs(
+    list_pods: ListPods,
+    read_log: ReadLog,
+    ended: Callable[[], bool],
+    *,
+    poll: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[str]:
+    """New lines of every worker pod as they come, until ``ended()`` and every stream is drained."""
+    lines: queue.Queue[object] = queue.Queue()
+    seen: Dict[str, bool] = {}  # pod uid -> its reader is still running
+    running = 0
+    while True:
+        finished = ended()  # read first: pods listed afterwards include every pod the job ever ran
+        for index, name, uid in _by_index(list_pods()):
+            if uid not in seen:
+                seen[uid] = True
+                running += 1
+                args = (index, name, read_log, lines)
+                threading.Thread(target=_reader, args=args, name=f"log-{name}", daemon=True).start()
+        deadline = clock() + poll
+        while True:
+            wait = deadline - clock()
+            if running == 0 and finished:
+                break
+            try:
+                item = lines.get(timeout=max(wait, 0.0)) if wait > 0 else lines.get_nowait()
+            except queue.Empty:
+                break
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield str(item)
+        if finished and running == 0:
+            return

@@ -1,0 +1,238 @@
+"""Pure rendering: a :class:`~malaunch.sdk.spec.JobSpec` -> a ``batch.volcano.sh/v1alpha1`` Job manifest.
+
+One task ``worker`` with ``replicas`` = ``minAvailable`` = hosts (the gang starts together or not at all);
+the ``env`` plugin gives each pod ``VC_TASK_INDEX``, the ``svc`` plugin (with not-ready addresses published,
+so the master's name resolves while its peers are still starting) gives ``VC_WORKER_HOSTS`` and the host
+names ``<job>-worker-<i>.<job>``. The container runs ``ma-entrypoint BOOT ARGS`` with the rest of the
+environment contract (``docs/entrypoint.md``) set from the spec. ``render_manifest`` is a pure function of
+the spec, the job name and the template text; :class:`VolcanoRequest` carries the result.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+import yaml
+
+from ...errors import ConfigError
+from ...plan import AUTO, SubmitPlan
+from ...spec import JobSpec, VolcanoOptions
+from ..local.plan import _launcher_env
+from .template import fill_template, parse_template
+
+__all__ = [
+    "API_VERSION",
+    "ENTRYPOINT",
+    "GROUP",
+    "JOB_NAME_LABEL",
+    "MAX_JOB_NAME",
+    "PLURAL",
+    "TASK_NAME",
+    "VERSION",
+    "VolcanoPlan",
+    "VolcanoRequest",
+    "check_job_name",
+    "contract_env",
+    "pod_policies",
+    "render_manifest",
+    "template_values",
+]
+
+GROUP = "batch.volcano.sh"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+PLURAL = "jobs"
+TASK_NAME = "worker"
+ENTRYPOINT = "ma-entrypoint"
+#: The label Volcano puts on every pod of a job; logs and status find the pods by it.
+JOB_NAME_LABEL = "volcano.sh/job-name"
+#: The svc plugin names pods' hosts ``<job>-worker-<index>``, a DNS label of at most 63 characters.
+MAX_JOB_NAME = 63 - len(f"-{TASK_NAME}-") - 4
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_ACTIONS = {"restart": "RestartJob", "abort": "AbortJob"}
+
+
+def check_job_name(name: str) -> None:
+    """Refuse a job name Kubernetes (Service and host names) would refuse.
+
+    Raises:
+        ConfigError: not a DNS-1035 label or longer than :data:`MAX_JOB_NAME`.
+    """
+    if not _DNS_1035.match(name) or len(name) > MAX_JOB_NAME:
+        raise ConfigError(
+            "volcano job name: must be lower-case letters, digits and '-', start with a letter and have at most "
+            f"{MAX_JOB_NAME} characters",
+            name,
+            "use a shorter job id",
+        )
+
+
+def _field_env(name: str, path: str) -> Dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
+    """The container's ``env``: the contract variables the plugins do not set, then the job's own ``env``.
+
+    ``VC_TASK_INDEX`` (env plugin), ``VC_WORKER_HOSTS`` and ``VC_WORKER_NUM`` (svc plugin) come from Volcano.
+    Ports the job file leaves open keep the shim's defaults (the platform's), so they are not set here.
+    """
+    res, opts = spec.resources, spec.volcano
+    values: Dict[str, str] = {
+        "MA_NUM_HOSTS": str(res.hosts),
+        "MA_NUM_GPUS": str(res.devices_per_host),
+        "MA_RUN_METHOD": spec.run_method,
+        "MA_VJ_NAME": job_name,
+        "MA_TASK_NAME": TASK_NAME,
+        "MA_JOB_DIR": posixpath.dirname(opts.code_path.rstrip("/")) or "/",
+        "MALAUNCH_JOB_ID": job_name,
+    }
+    launcher, _auto = _launcher_env(spec)
+    values.update({key: value for key, value in launcher.items() if value != AUTO})
+    env: List[Dict[str, Any]] = [{"name": key, "value": values[key]} for key in sorted(values)]
+    env.append(_field_env("MA_CURRENT_HOST_IP", "status.podIP"))
+    env.append(_field_env("MA_CURRENT_INSTANCE_NAME", "metadata.name"))
+    env.extend({"name": key, "value": value} for key, value in sorted(spec.env.items()))
+    return env
+
+
+def pod_policies(opts: VolcanoOptions) -> List[Dict[str, Any]]:
+    """The task's lifecycle policies: not-retryable exit codes first, then pod failure and eviction.
+
+    Volcano applies the *first* policy that matches a pod event, and a failed pod matches ``PodFailed`` as
+    well as its ``exitCode``; the exit-code policies must therefore come first to take effect.
+    """
+    policies: List[Dict[str, Any]] = [
+        {"exitCode": code, "action": "AbortJob"} for code in opts.not_retryable_exit_codes
+    ]
+    policies.append({"event": "PodFailed", "action": _ACTIONS[opts.on_pod_failure]})
+    policies.append({"event": "PodEvicted", "action": _ACTIONS[opts.on_pod_eviction]})
+    return policies
+
+
+def _command(spec: JobSpec) -> List[str]:
+    code_path = spec.volcano.code_path
+    argv = [ENTRYPOINT, posixpath.join(code_path, posixpath.normpath(spec.boot_file)), *spec.args]
+    for kind, items in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        for index, item in enumerate(items):
+            if item.path is None or "://" in item.path:
+                raise ConfigError(
+                    f"{kind}[{index}].path: the volcano backend passes paths inside the container as they are",
+                    item.path,
+                    "give a path inside the container (e.g. on a volume of an adapted template)",
+                )
+            argv.append(f"--{item.name}={item.path}")
+    return argv
+
+
+def _image(spec: JobSpec) -> str:
+    image = spec.volcano.image or spec.image
+    if image is None:
+        raise ConfigError(
+            "image: the volcano backend needs a container image", None, "set image: or volcano.image: in the job file"
+        )
+    return image
+
+
+def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> Dict[str, Any]:
+    """The value of every placeholder the template may use (``docs/volcano.md`` lists them)."""
+    opts, res = spec.volcano, spec.resources
+    resources: Dict[str, Any] = {}
+    if opts.device_resource is not None and res.devices_per_host > 0:
+        resources = {"limits": {opts.device_resource: str(res.devices_per_host)}}
+    mount: Optional[Dict[str, Any]] = None
+    volume: Optional[Dict[str, Any]] = None
+    if opts.code_volume is not None:
+        mount = {"name": "code", "mountPath": opts.code_path}
+        volume = {"name": "code", "persistentVolumeClaim": {"claimName": opts.code_volume}}
+    return {
+        "job_name": job_name,
+        "namespace": namespace,
+        "spec_name": spec.name,
+        "queue": opts.queue,
+        "priority_class": opts.priority_class,
+        "service_account": opts.service_account,
+        "hosts": res.hosts,
+        "devices_per_host": res.devices_per_host,
+        "max_retry": opts.max_retry,
+        "policies": pod_policies(opts),
+        "image": _image(spec),
+        "command": _command(spec),
+        "code_path": opts.code_path,
+        "env": contract_env(spec, job_name),
+        "resources": resources,
+        "code_volume": volume,
+        "code_volume_mount": mount,
+        "run_method": spec.run_method,
+    }
+
+
+def _check_rendered(manifest: Mapping[str, Any], source: str) -> None:
+    tasks = manifest.get("spec", {}).get("tasks") if isinstance(manifest.get("spec"), dict) else None
+    names = [task.get("name") for task in tasks if isinstance(task, dict)] if isinstance(tasks, list) else []
+    if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != "Job" or names != [TASK_NAME]:
+        raise ConfigError(
+            f"{source}: must be a {API_VERSION} Job with exactly one task named {TASK_NAME!r}",
+            names,
+            "keep apiVersion, kind and the one worker task of templates/volcano/job-template.yaml",
+        )
+
+
+def render_manifest(
+    spec: JobSpec, job_name: str, template_text: str, source: str, namespace: Optional[str] = None
+) -> Dict[str, Any]:
+    """The Volcano Job for ``spec``; pure. ``namespace`` defaults to ``spec.volcano.namespace``.
+
+    Raises:
+        ConfigError: the job cannot run on Volcano as given (no image, a URL as data path, a bad template).
+    """
+    check_job_name(job_name)
+    if spec.run_method == "ranktable" and spec.resources.devices_per_host < 1:
+        raise ConfigError(
+            "resources.devices_per_host: a rank table needs at least one device per host",
+            spec.resources.devices_per_host,
+            "set devices_per_host >= 1, or use run_method torchrun or msrun",
+        )
+    values = template_values(spec, job_name, namespace or spec.volcano.namespace)
+    manifest = fill_template(parse_template(template_text, source), values, source)
+    _check_rendered(manifest, source)
+    return manifest
+
+
+@dataclass(frozen=True)
+class VolcanoRequest:
+    """What the Volcano backend creates: one manifest in one namespace (``None``: the context's namespace)."""
+
+    manifest: Mapping[str, Any]
+    namespace: Optional[str]
+    template: str
+
+    @property
+    def name(self) -> str:
+        """The Volcano Job's name."""
+        return str(self.manifest["metadata"]["name"])
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready data."""
+        return {"namespace": self.namespace, "template": self.template, "manifest": dict(self.manifest)}
+
+    def render(self) -> str:
+        """The manifest as YAML, ready for ``kubectl apply -f -``."""
+        text: str = yaml.safe_dump(dict(self.manifest), sort_keys=False, default_flow_style=False, width=1000)
+        return text.rstrip("\n")
+
+
+@dataclass(frozen=True)
+class VolcanoPlan(SubmitPlan):
+    """A :class:`SubmitPlan` whose text form is the manifest itself, with the summary as YAML comments."""
+
+    def render(self) -> str:
+        """YAML for ``kubectl apply -f -``: the summary as ``#`` comment lines, then the manifest."""
+        body = self.request.render()
+        text = super().render()  # the summary lines, then the request's text
+        summary = text[: len(text) - len(body)] if text.endswith(body) else text
+        header = [f"# {line}".rstrip() for line in summary.rstrip("\n").splitlines()]
+        return "\n".join([*header, body])

@@ -1,0 +1,366 @@
+"""A small Kubernetes API server on 127.0.0.1 for the Volcano backend's tests (no cluster, no mocks).
+
+It serves the paths the official client uses for the backend: create/get/list/delete Volcano Jobs
+(``/apis/batch.volcano.sh/v1alpha1/namespaces/<ns>/jobs``), list pods by the ``volcano.sh/job-name`` label and
+read (and follow, chunked) a pod's log. It checks what it receives: the bearer token, every created manifest
+against the real CRD schema (strictly) and the pod template against the client's models, the label selector
+and the container name; anything else is answered as the API server would (401, 404, 409, 422, 400) and
+recorded in ``problems``. A controller thread walks each job through Volcano's phases, one step per ``tick``:
+
+- ``succeed``: Pending -> pods start and print -> Completing -> Completed (every container exits 0);
+- ``fail7``: host 1's container exits 7; the exit-code policy aborts the job: the others end with 143,
+  Aborting -> Aborted;
+- ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
+  created again (new uids) and then succeed: Completed;
+- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks).
+
+The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+from volcano_checks import crd_errors, pod_template_errors
+
+TOKEN = "fake-token-123"
+_JOBS = re.compile(r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
+_PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakePod:
+    """One worker pod: its container state and its output so far."""
+
+    def __init__(self, job: FakeJob, index: int, attempt: int = 0) -> None:
+        self.job = job
+        self.index = index
+        self.name = f"{job.name}-worker-{index}"
+        self.uid = f"{job.uid}-{index}-{attempt}"
+        self.phase = "Pending"
+        self.state: Dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
+        self.lines: List[bytes] = []
+        self.closed = False  # the container has ended: a followed log ends here
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.job.namespace,
+                "uid": self.uid,
+                "labels": {"volcano.sh/job-name": self.job.name, "volcano.sh/task-spec": "worker"},
+                "annotations": {"volcano.sh/task-index": str(self.index)},
+            },
+            "spec": {"containers": [{"name": "worker", "image": "img"}]},
+            "status": {
+                "phase": self.phase,
+                "podIP": f"10.0.0.{self.index + 10}",
+                "containerStatuses": [
+                    {"name": "worker", "image": "img", "imageID": "", "ready": "running" in self.state,
+                     "restartCount": 0, "state": self.state},
+                ],
+            },
+        }  # fmt: skip
+
+
+class FakeJob:
+    """A Volcano Job and the step of its scenario."""
+
+    def __init__(self, namespace: str, manifest: Dict[str, Any], uid: str) -> None:
+        self.namespace = namespace
+        self.manifest = manifest
+        self.name = str(manifest["metadata"]["name"])
+        self.uid = uid
+        self.created = _now()
+        self.phase = ""
+        self.step = 0
+        task = manifest["spec"]["tasks"][0]
+        env = {e["name"]: e.get("value") for e in task["template"]["spec"]["containers"][0].get("env", [])}
+        self.scenario = str(env.get("MALAUNCH_TEST_SCENARIO", "succeed"))
+        self.pods = [FakePod(self, i) for i in range(int(task["replicas"]))]
+        self.deleted_at: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        data = json.loads(json.dumps(self.manifest))
+        data["metadata"].update({"uid": self.uid, "creationTimestamp": self.created, "namespace": self.namespace})
+        if self.phase:
+            data["status"] = {"state": {"phase": self.phase, "lastTransitionTime": _now()}}
+        return data
+
+    def _print(self, pod: FakePod, text: str) -> None:
+        pod.lines.append(text.encode() + b"\n")
+
+    def _end(self, pod: FakePod, code: int) -> None:
+        reason = "Completed" if code == 0 else "Error"
+        pod.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": self.created,
+                                    "finishedAt": _now()}}  # fmt: skip
+        pod.phase = "Succeeded" if code == 0 else "Failed"
+        pod.closed = True
+
+    def advance(self) -> None:
+        """One controller step."""
+        self.step += 1
+        step, pods = self.step, self.pods
+        if step == 1:
+            self.phase = "Pending"
+        elif step == 2:
+            self.phase = "Running"
+            for pod in pods:
+                pod.phase = "Running"
+                pod.state = {"running": {"startedAt": _now()}}
+                self._print(pod, f"[rank {pod.index}] hello from host {pod.index}")
+        elif self.scenario == "restart" and step == 3:
+            self._print(pods[0], "[rank 0] transient failure")
+            self._end(pods[0], 1)
+            self.phase = "Restarting"
+        elif self.scenario == "restart" and step == 4:
+            for pod in pods:
+                pod.closed = True
+            self.pods = [FakePod(self, i, attempt=1) for i in range(len(pods))]
+            for pod in self.pods:
+                pod.phase = "Running"
+                pod.state = {"running": {"startedAt": _now()}}
+                self._print(pod, f"[rank {pod.index}] attempt 2")
+            self.phase = "Running"
+        elif self.scenario == "restart" and step == 5:
+            for pod in pods:
+                self._end(pod, 0)
+            self.phase = "Completed"
+        elif self.scenario == "run" and step >= 3:
+            for pod in pods:
+                self._print(pod, f"[rank {pod.index}] step {step}")
+        elif self.scenario == "succeed" and step == 3:
+            for pod in pods:
+                pod.lines.append(f"[rank {pod.index}] done, no newline".encode())
+                self._end(pod, 0)
+            self.phase = "Completing"
+        elif self.scenario == "succeed" and step == 4:
+            self.phase = "Completed"
+        elif self.scenario == "fail7" and step == 3:
+            self._print(pods[1], "[rank 1] RuntimeError: boom")
+            self._end(pods[1], 7)
+            self.phase = "Aborting"
+        elif self.scenario == "fail7" and step == 4:
+            for pod in pods:
+                if not pod.closed:
+                    self._print(pod, f"[rank {pod.index}] got SIGTERM")
+                    self._end(pod, 143)
+            self.phase = "Aborted"
+
+
+class FakeCluster:
+    """The server's state, shared by the handler threads and the controller thread."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.lock = threading.Condition()
+        self.jobs: Dict[Tuple[str, str], FakeJob] = {}
+        self.gone: List[FakeJob] = []  # deleted jobs whose pods still exist
+        self.problems: List[str] = []
+        self.requests: List[Tuple[str, str]] = []
+        self.created: List[Dict[str, Any]] = []
+        self.phases: List[str] = []  # every phase any job went through, in order
+        self._count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._control, name="fake-volcano", daemon=True)
+        self._thread.start()
+
+    def _control(self) -> None:
+        while not self._stop.wait(self.tick):
+            with self.lock:
+                for job in list(self.jobs.values()):
+                    job.advance()
+                    if not self.phases or self.phases[-1] != job.phase:
+                        self.phases.append(job.phase)
+                for job in list(self.gone):
+                    job.deleted_at = (job.deleted_at or 0) + 1
+                    if job.deleted_at >= 2:
+                        for pod in job.pods:
+                            pod.closed = True
+                        self.gone.remove(job)
+                self.lock.notify_all()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self.lock:
+            for job in [*self.jobs.values(), *self.gone]:
+                for pod in job.pods:
+                    pod.closed = True
+            self.lock.notify_all()
+
+    def create(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+        errors = crd_errors(body)
+        tasks = body.get("spec", {}).get("tasks", [])
+        for task in tasks:
+            errors += pod_template_errors(task.get("template", {}))
+        if body.get("metadata", {}).get("namespace") not in (None, namespace):
+            errors.append("metadata.namespace differs from the URL's namespace")
+        if errors:
+            self.problems.extend(errors)
+            return 422, _status(422, "Invalid", "; ".join(errors))
+        key = (namespace, str(body["metadata"]["name"]))
+        if key in self.jobs:
+            return 409, _status(409, "AlreadyExists", f'jobs.batch.volcano.sh "{key[1]}" already exists')
+        self._count += 1
+        job = FakeJob(namespace, body, f"uid-{self._count}")
+        self.jobs[key] = job
+        self.created.append(body)
+        return 201, job.to_json()
+
+    def pods_of(self, namespace: str, name: str) -> List[FakePod]:
+        found = [j for j in [*self.jobs.values(), *self.gone] if (j.namespace, j.name) == (namespace, name)]
+        return [pod for job in found for pod in job.pods if job.step >= 2 or pod.phase != "Pending"]
+
+
+def _status(code: int, reason: str, message: str) -> Dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
+            "code": code}  # fmt: skip
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _send(self, code: int, data: Dict[str, Any]) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") == f"Bearer {TOKEN}":
+            return True
+        self.server.cluster.problems.append(f"no or wrong bearer token on {self.command} {self.path}")
+        self._send(401, _status(401, "Unauthorized", "Unauthorized"))
+        return False
+
+    def _route(self) -> None:
+        cluster = self.server.cluster
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        cluster.requests.append((self.command, url.path))
+        if not self._authorized():
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        jobs, pods, log = _JOBS.match(url.path), _PODS.match(url.path), _LOG.match(url.path)
+        with cluster.lock:
+            if jobs and self.command == "POST" and not jobs.group(2):
+                self._send(*cluster.create(jobs.group(1), json.loads(raw)))
+            elif jobs and self.command == "GET" and jobs.group(2):
+                job = cluster.jobs.get((jobs.group(1), jobs.group(2)))
+                self._send(*((200, job.to_json()) if job else (404, _status(404, "NotFound", "not found"))))
+            elif jobs and self.command == "GET":
+                wanted = query.get("labelSelector", "")
+                if wanted != "app.kubernetes.io/managed-by=malaunch":
+                    cluster.problems.append(f"job list with label selector {wanted!r}")
+                items = [j.to_json() for (ns, _), j in cluster.jobs.items() if ns == jobs.group(1)]
+                self._send(200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "JobList", "items": items})
+            elif jobs and self.command == "DELETE" and jobs.group(2):
+                job = cluster.jobs.pop((jobs.group(1), jobs.group(2)), None)
+                if job is None:
+                    self._send(404, _status(404, "NotFound", "not found"))
+                else:
+                    cluster.gone.append(job)
+                    self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            elif pods and self.command == "GET":
+                selector = query.get("labelSelector", "")
+                match = re.fullmatch(r"volcano\.sh/job-name=([a-z0-9-]+)", selector)
+                if match is None:
+                    cluster.problems.append(f"pod list with label selector {selector!r}")
+                    self._send(400, _status(400, "BadRequest", "unsupported label selector"))
+                    return
+                items = [p.to_json() for p in cluster.pods_of(pods.group(1), match.group(1))]
+                self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+            elif log and self.command == "GET":
+                self._log(log.group(1), log.group(2), query)
+            else:
+                cluster.problems.append(f"unexpected request {self.command} {self.path}")
+                self._send(404, _status(404, "NotFound", "no such path on the fake server"))
+
+    def _log(self, namespace: str, name: str, query: Dict[str, str]) -> None:
+        cluster = self.server.cluster
+        if query.get("container") != "worker":
+            cluster.problems.append(f"log of container {query.get('container')!r}")
+        found = [p for j in [*cluster.jobs.values(), *cluster.gone] for p in j.pods if j.namespace == namespace]
+        pod = next((p for p in found if p.name == name), None)
+        if pod is None:
+            self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
+            return
+        if query.get("follow") != "true":
+            body = b"".join(pod.lines)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+        while True:
+            for line in pod.lines[sent:]:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+            sent = len(pod.lines)
+            if pod.closed:
+                break
+            cluster.lock.wait(1.0)
+        self.wfile.write(b"0\r\n\r\n")
+
+    do_GET = do_POST = do_DELETE = _route
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    cluster: FakeCluster
+
+
+class FakeKube:
+    """The running server: ``url``, ``cluster``, and ``kubeconfig(path)`` to write a config pointing at it."""
+
+    def __init__(self, tick: float = 0.3) -> None:
+        self.cluster = FakeCluster(tick)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.cluster = self.cluster
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-kube", daemon=True)
+        self._thread.start()
+
+    def kubeconfig(self, path: Path, namespace: str = "ml") -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester", "namespace": namespace}}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def close(self) -> None:
+        self.cluster.close()
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,289 @@
+"""The Volcano backend against a Kubernetes API server on 127.0.0.1 (``kubefake``): submit, status, wait,
+logs (read and followed), stop and list through the official client, and ``ma-submit --backend volcano``
+end to end, including a pod that exits 7 making ``ma-submit`` exit 7."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+import yaml
+from kubefake import FakeKube
+from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_from_mapping
+from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
+from malaunch.sdk.status import HostState, exit_code_of
+from sdkutil import ma_submit, wait_for
+from volcano_checks import crd_errors
+
+WAIT = 120.0
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    server = FakeKube(tick=0.3)
+    yield server
+    server.close()
+    assert server.cluster.problems == [], "the API server saw requests it would refuse"
+
+
+@pytest.fixture
+def kubeconfig(kube: FakeKube, tmp_path: Path) -> Path:
+    return kube.kubeconfig(tmp_path / "kubeconfig")
+
+
+def backend_for(kubeconfig: Path) -> VolcanoBackend:
+    return VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+
+
+def job_data(scenario: str, hosts: int = 2) -> Dict[str, Any]:
+    return {
+        "name": f"vc-{scenario}",
+        "run_method": "torchrun",
+        "code_dir": ".",
+        "boot_file": "train.py",
+        "image": "reg.example/malaunch:0.1.0",
+        "backend": "volcano",
+        "resources": {"hosts": hosts, "devices_per_host": 1},
+        "env": {"MALAUNCH_TEST_SCENARIO": scenario},
+        "volcano": {"not_retryable_exit_codes": [2, 7]},
+    }
+
+
+def test_submit_status_wait_logs(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    namespace, name = handle.id.split("/")
+    assert namespace == "ml"  # the kubeconfig context's namespace
+    (created,) = kube.cluster.created
+    assert created["metadata"] == {**created["metadata"], "name": name, "namespace": "ml"}
+    assert crd_errors(created) == []
+    first = handle.status()
+    assert first.state in (JobState.PENDING, JobState.RUNNING) and first.exit_code is None
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code, final.raw_state) == (JobState.SUCCEEDED, 0, "Completed")
+    assert [(h.index, h.state, h.exit_code) for h in final.hosts] == [
+        (0, HostState.EXITED, 0),
+        (1, HostState.EXITED, 0),
+    ]
+    assert final.hosts[1].address == "10.0.0.11" and final.name == "vc-succeed"
+    assert list(handle.logs()) == [
+        "[host 0] [rank 0] hello from host 0",
+        "[host 0] [rank 0] done, no newline",
+        "[host 1] [rank 1] hello from host 1",
+        "[host 1] [rank 1] done, no newline",
+    ]
+    assert [s.id for s in backend.list()] == [handle.id]
+
+
+def test_follow_streams_until_the_job_ends(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("succeed", hosts=3)))
+    lines = list(handle.logs(follow=True))
+    assert handle.status().state is JobState.SUCCEEDED  # following ended only with the job
+    for index in range(3):
+        mine = [line for line in lines if line.startswith(f"[host {index}] ")]
+        assert mine == [
+            f"[host {index}] [rank {index}] hello from host {index}",
+            f"[host {index}] [rank {index}] done, no newline",
+        ]
+    assert any(method == "GET" and path.endswith("/log") for method, path in kube.cluster.requests)
+
+
+def test_a_pod_that_exits_7_fails_the_job_with_7(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("fail7", hosts=3)))
+    policies = kube.cluster.created[0]["spec"]["tasks"][0]["policies"]
+    assert policies[:2] == [{"exitCode": 2, "action": "AbortJob"}, {"exitCode": 7, "action": "AbortJob"}]
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code, final.raw_state) == (JobState.FAILED, 7, "Aborted")
+    assert exit_code_of(final) == 7
+    assert "-worker-1 exited with code 7" in final.message
+    assert sorted(h.exit_code or 0 for h in final.hosts) == [7, 143, 143]
+    assert "[host 1] [rank 1] RuntimeError: boom" in list(handle.logs())
+
+
+def test_a_restarted_job_succeeds_and_its_new_pods_are_followed(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("restart")))
+    lines = list(handle.logs(follow=True))
+    assert "[host 0] [rank 0] transient failure" in lines  # from the first pods
+    assert "[host 0] [rank 0] attempt 2" in lines and "[host 1] [rank 1] attempt 2" in lines  # from the new ones
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code) == (JobState.SUCCEEDED, 0)
+    assert "Restarting" in kube.cluster.phases  # Restarting -> RUNNING itself: test_volcano_manifest.py
+
+
+def test_stop_deletes_the_job_and_waits_for_its_pods(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("run")))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, WAIT, "the job to run")
+    stopped = handle.stop()
+    assert stopped.state is JobState.STOPPED and stopped.is_terminal
+    namespace, name = handle.id.split("/")
+    assert backend.api.list_pods(namespace, name) == []
+    assert ("DELETE", f"/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs/{name}") in kube.cluster.requests
+    with pytest.raises(JobNotFound, match="no job with id"):
+        handle.status()
+
+
+def test_unknown_ids_and_refused_credentials(kube: FakeKube, kubeconfig: Path, tmp_path: Path) -> None:
+    backend = backend_for(kubeconfig)
+    with pytest.raises(JobNotFound, match="'ml/nope'"):
+        backend.status("nope")
+    with pytest.raises(JobNotFound, match="'other/nope'"):
+        list(backend.logs("other/nope"))
+    bad = tmp_path / "bad-kubeconfig"
+    bad.write_text(kubeconfig.read_text().replace("fake-token-123", "wrong"))
+    with pytest.raises(BackendError, match=r"answered 401.*refresh the kubeconfig"):
+        backend_for(bad).status("ml/x")
+    kube.cluster.problems.clear()  # the wrong token was the point
+
+
+def test_an_unreachable_cluster_is_one_clear_error(tmp_path: Path) -> None:
+    server = FakeKube()
+    config = server.kubeconfig(tmp_path / "kubeconfig")
+    server.close()  # nothing listens there any more
+    with pytest.raises(BackendError, match=r"cannot reach the Kubernetes API at http://127\.0\.0\.1"):
+        backend_for(config).status("ml/x")
+
+
+def test_configuration_is_found_like_kubectl_finds_it(tmp_path: Path) -> None:
+    present = {"/k/a", "/home/me/.kube/config", "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+
+    def exists(path: str) -> bool:
+        return path in present
+
+    env = {"HOME": "/home/me", "KUBECONFIG": f"/k/a{os.pathsep}/k/b"}
+    assert resolve_target(env, exists=exists) == KubeTarget("/k/a", None, False)
+    assert resolve_target(env, "/k/a", "ctx", exists=exists) == KubeTarget("/k/a", "ctx", False)
+    assert resolve_target({"HOME": "/home/me"}, exists=exists) == KubeTarget("/home/me/.kube/config", None, False)
+    pod = {"HOME": "/root", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert resolve_target(pod, exists=exists) == KubeTarget(None, None, True)
+    with pytest.raises(ConfigError, match="kubeconfig file not found"):
+        resolve_target(env, "/k/b", exists=exists)
+    with pytest.raises(ConfigError, match="set KUBECONFIG"):
+        resolve_target({"HOME": "/root"}, exists=exists)
+
+
+def test_the_context_picks_the_namespace(kube: FakeKube, kubeconfig: Path) -> None:
+    config = yaml.safe_load(kubeconfig.read_text())
+    other = {"name": "other", "context": {"cluster": "fake", "user": "tester", "namespace": "team-b"}}
+    config["contexts"].append(other)
+    kubeconfig.write_text(yaml.safe_dump(config))
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), context="other", environ={})
+    assert backend.api.namespace == "team-b"
+    with pytest.raises(JobNotFound, match="'team-b/nope'"):
+        backend.status("nope")
+    with pytest.raises(ConfigError, match=r"no such context.*use one of: fake, other"):
+        _ = VolcanoBackend(kubeconfig=str(kubeconfig), context="nope", environ={}).api
+
+
+# -- ma-submit, the real console script --------------------------------------------------------------------
+
+
+@pytest.fixture
+def kube_env(cli_env: Dict[str, str], kubeconfig: Path, tmp_path: Path) -> Dict[str, str]:
+    env = dict(cli_env)
+    env["KUBECONFIG"] = str(kubeconfig)
+    env["HOME"] = str(tmp_path)
+    return env
+
+
+def write_job_file(folder: Path, data: Dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.py").write_text("print('hi')\n")
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_cli_submit_follows_and_exits_with_the_pods_code(kube_env: Dict[str, str], tmp_path: Path) -> None:
+    job = write_job_file(tmp_path / "job", job_data("fail7", hosts=2))
+    done = ma_submit(["--backend", "volcano", str(job)], kube_env)
+    assert done.returncode == 7, done.stderr
+    assert "[host 1] [rank 1] RuntimeError: boom" in done.stdout
+    assert "FAILED" in done.stderr and "exited with code 7" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_manages_a_job(kube_env: Dict[str, str], tmp_path: Path) -> None:
+    job = write_job_file(tmp_path / "job", job_data("succeed"))
+    submitted = ma_submit(["--backend", "volcano", "--detach", str(job)], kube_env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    assert job_id.startswith("ml/vc-succeed-")
+    waited = ma_submit(["wait", "--backend", "volcano", job_id], kube_env)
+    assert waited.returncode == 0 and "SUCCEEDED" in waited.stdout, waited.stderr
+    status = ma_submit(["status", "--backend", "volcano", job_id], kube_env)
+    assert "state:     SUCCEEDED" in status.stdout and "exit code: 0" in status.stdout
+    logs = ma_submit(["logs", "--backend", "volcano", "-f", job_id], kube_env)
+    assert logs.stdout.splitlines()[0] == "[host 0] [rank 0] hello from host 0", logs.stderr
+    listed = ma_submit(["list", "--backend", "volcano"], kube_env)
+    assert job_id in listed.stdout
+    stopped = ma_submit(["stop", "--backend", "volcano", job_id], kube_env)
+    assert stopped.returncode == 0 and f"job {job_id} SUCCEEDED" in stopped.stdout  # ended: stop is a no-op
+
+
+def test_cli_stop_a_running_job(kube_env: Dict[str, str], tmp_path: Path) -> None:
+    job = write_job_file(tmp_path / "job", job_data("run"))
+    job_id = ma_submit(["--backend", "volcano", "--detach", str(job)], kube_env).stdout.strip()
+    stopped = ma_submit(["stop", "--backend", "volcano", job_id], kube_env)
+    assert stopped.returncode == 0 and f"job {job_id} STOPPED" in stopped.stdout, stopped.stderr
+    gone = ma_submit(["status", "--backend", "volcano", job_id], kube_env)
+    assert gone.returncode == 4 and "no job with id" in gone.stderr
+
+
+def dry_run_manifest(stdout: str) -> Dict[str, Any]:
+    data: Dict[str, Any] = yaml.safe_load(stdout)
+    return data
+
+
+def test_cli_dry_run_of_a_4_host_msrun_job_is_kubectl_ready(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    data = {**job_data("succeed", hosts=4), "run_method": "msrun", "backend": "local"}
+    job = write_job_file(tmp_path / "job", data)
+    env = {**cli_env, "KUBECONFIG": str(tmp_path / "no-such-kubeconfig"), "HOME": str(tmp_path)}
+    done = ma_submit(["--backend", "volcano", "--dry-run", str(job)], env)  # no cluster, no kubeconfig needed
+    assert done.returncode == 0, done.stderr
+    manifest = dry_run_manifest(done.stdout)
+    assert crd_errors(manifest) == []
+    task = manifest["spec"]["tasks"][0]
+    assert (task["replicas"], task["minAvailable"], manifest["spec"]["minAvailable"]) == (4, 4, 4)
+    assert manifest["spec"]["plugins"] == {"env": [], "svc": ["--publish-not-ready-addresses"]}
+    env_names = {e["name"] for e in task["template"]["spec"]["containers"][0]["env"]}
+    contract = {"MA_NUM_HOSTS", "MA_NUM_GPUS", "MA_RUN_METHOD", "MA_VJ_NAME", "MA_TASK_NAME"}
+    assert contract <= env_names
+    assert all(line.startswith("#") for line in done.stdout.split("apiVersion:")[0].splitlines())
+
+
+def test_missing_kubeconfig_is_one_line(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    env = {**cli_env, "KUBECONFIG": str(tmp_path / "absent"), "HOME": str(tmp_path)}
+    done = ma_submit(["status", "--backend", "volcano", "ml/x"], env)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "set KUBECONFIG" in done.stderr
+    env.pop("KUBECONFIG")
+    done = ma_submit(["status", "--backend", "volcano", "ml/x"], env)
+    assert done.returncode == 2 and "no Kubernetes configuration" in done.stderr and "set KUBECONFIG" in done.stderr
+
+
+def test_missing_kubernetes_client_names_the_extra(kube_env: Dict[str, str]) -> None:
+    code = (
+        "import sys; sys.modules['kubernetes'] = None\n"  # as if the extra were not installed
+        "from malaunch.sdk.cli import main; main(['status', '--backend', 'volcano', 'ml/x'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=kube_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines: List[str] = done.stderr.splitlines()
+    assert len(lines) == 1 and "pip install 'malaunch[volcano]'" in lines[0], done.stderr
+
+
+def test_the_registry_finds_the_backend() -> None:
+    from malaunch.sdk.backends import available_backends, get_backend
+
+    assert "volcano" in available_backends()
+    backend = get_backend("volcano", environ={"KUBECONFIG": os.devnull})
+    assert isinstance(backend, VolcanoBackend)
