@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Callable, Mapping, Optional, Sequence, Tuple
 
-from .cluster_env import ClusterEnv
+from .cluster_env import ClusterEnv, require_master
 from .errors import ConfigError, LaunchError, WaitTimeout
 from .launchers import DEFAULT_RANK_TABLE_PATH, LaunchInputs, resolve_method
 from .rank_table import RankTable, resolve_rank_table_path, select_server, wait_for_rank_table
@@ -154,18 +154,17 @@ def gather_inputs(
     master_ip = None
     notes: Tuple[str, ...] = ()
     if method == "msrun" or (method == "torchrun" and cluster.num_hosts > 1):
+        master = require_master(cluster, method)
         if dry_run:
             # A dry run asks no name server: an IP literal is used as is, a name is shown as the name.
-            master_ip = cluster.master_addr
-            if method == "msrun" and not _is_ip(cluster.master_addr):
+            master_ip = master
+            if method == "msrun" and not _is_ip(master):
                 notes = (
-                    f"a real run first resolves {cluster.master_addr!r} to an IP (waiting up to "
+                    f"a real run first resolves {master!r} to an IP (waiting up to "
                     f"{cluster.master_wait:.0f}s) and passes the IP to msrun",
                 )
         else:
-            master_ip = wait_for_address(
-                cluster.master_addr, cluster.master_wait, resolve=resolve, progress=progress
-            )
+            master_ip = wait_for_address(master, cluster.master_wait, resolve=resolve, progress=progress)
         if method != "msrun":
             master_ip = None
     python_dir = None
