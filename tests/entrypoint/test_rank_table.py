@@ -180,8 +180,15 @@ def test_read_a_directory_is_an_error_not_a_wait(tmp_path: Path) -> None:
         (None, "does not exist"),
         (b"", "empty"),
         (b"  \n", "empty"),
-        (b'{"status": "completed", "version": "1.0", "server_list": [{"server_id"', "not valid JSON"),
-        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        (b'{"status": "completed", "version": "1.0", "server_list": [{"server_id"', "not complete JSON"),
+        (b'{"status": "completed", "version": "1.0", "server_list": [{"server_id": "10.0.0.1", "dev', "not complete"),
+        (b'{"status": "completed", "server_count": 1', "not complete JSON"),
+        (b'{"status": "completed", "server_count": 1.', "not complete JSON"),
+        (b'{"status": "completed", "server_count": 1e', "not complete JSON"),
+        (b'{"status": "completed", "server_count": -', "not complete JSON"),
+        (b'{"status": "completed", "x": tr', "not complete JSON"),
+        (b'{"status": "completed", "x": "\\u00', "not complete JSON"),
+        (b'{"status": "completed", "x": "caf\xc3', "UTF-8 character"),
         (b'{"status": "initializing", "server_list": []}', "initializing"),
         (b'{"status": "initializing"}', "initializing"),
     ],
@@ -346,7 +353,7 @@ def test_wait_treats_half_written_json_as_not_ready(tmp_path: Path) -> None:
     finally:
         thread.join(timeout=30)
     assert not thread.is_alive()
-    assert table.rank_size == 8 and "not valid JSON" in seen[0]
+    assert table.rank_size == 8 and "not complete JSON" in seen[0]
 
 
 def test_wait_follows_a_configmap_style_symlink_swap(tmp_path: Path) -> None:
