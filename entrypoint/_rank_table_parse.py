@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import reprlib
 from dataclasses import dataclass
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 from typing import Any, Callable, NamedTuple, NoReturn, Optional, Sequence
 
@@ -406,7 +406,7 @@ def _fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
     if len(set(ranks)) != total or max(ranks) >= total:
         return None
     starts = list(accumulate(map(len, lists), initial=0))
-    if not all(len(set(device_ids[a:b])) == b - a for a, b in zip(starts, starts[1:])):
+    if not all(len(set(device_ids[a:b])) == b - a for a, b in pairwise(starts)):
         return None
     columns = (device_ids, device_ips, ranks)
     servers = list(map(Server, ids, pods, hosts, repeat(columns), starts, starts[1:]))

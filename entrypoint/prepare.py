@@ -12,9 +12,16 @@ import time
 from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 from .cluster_env import ClusterEnv, require_master
-from .errors import ConfigError, LaunchError, WaitTimeout
+from .errors import ConfigError, LaunchError, RankTableError, WaitTimeout
 from .launchers import DEFAULT_RANK_TABLE_PATH, LaunchInputs, resolve_method
-from .rank_table import RankTable, resolve_rank_table_path, select_server, wait_for_rank_table
+from .rank_table import (
+    RankTable,
+    RankTableNotReady,
+    read_rank_table,
+    resolve_rank_table_path,
+    select_server,
+    wait_for_rank_table,
+)
 
 __all__ = ["gather_inputs", "python_dir_for", "wait_for_address"]
 
@@ -103,8 +110,19 @@ def _boot_file(cwd: str, boot_file: str) -> str:
     return path
 
 
+def _read_once(path: str, cluster: ClusterEnv) -> RankTable:
+    """``--dry-run``: one read; a table that is not ready is reported (exit 2), never waited for."""
+    try:
+        return read_rank_table(path)
+    except RankTableNotReady as exc:
+        value = path if exc.value is None else exc.value
+        raise RankTableError(path, exc.where, value, f"not ready ({exc.reason}); --dry-run reads the table once "
+                             f"and never waits (a real run waits up to {cluster.rank_table_timeout:g}s, "
+                             "MALAUNCH_RANK_TABLE_TIMEOUT)") from None
+
+
 def _rank_table(
-    cluster: ClusterEnv, method: str, progress: Optional[Progress]
+    cluster: ClusterEnv, method: str, progress: Optional[Progress], dry_run: bool
 ) -> Tuple[Optional[RankTable], Optional[str]]:
     wants_table = method == "ranktable" or (method == "msrun" and cluster.msrun_rank_table)
     if not wants_table:
@@ -118,6 +136,8 @@ def _rank_table(
                 f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}"
             )
 
+    if dry_run:
+        return _read_once(path, cluster), path
     table = wait_for_rank_table(path, cluster.rank_table_timeout, on_wait=on_wait)
     return table, path
 
@@ -141,7 +161,7 @@ def gather_inputs(
     method = resolve_method(cluster)
     boot = _boot_file(cwd, boot_file)
     interpreter = cluster.script_interpreter or sys.executable
-    table, table_path = _rank_table(cluster, method, progress)
+    table, table_path = _rank_table(cluster, method, progress, dry_run)
     server_index = None
     if method == "ranktable" and table is not None:
         server_index = select_server(
