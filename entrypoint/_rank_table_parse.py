@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import reprlib
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 from typing import Any, Callable, NamedTuple, NoReturn, Optional, Sequence
@@ -99,9 +100,9 @@ class RankTable:
     servers: tuple[Server, ...]
     notes: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def rank_size(self) -> int:
-        """Total number of devices (ranks) in the table."""
+        """Total number of devices (ranks) in the table (computed once)."""
         return sum(server.device_count for server in self.servers)
 
 
@@ -379,7 +380,7 @@ def _fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
     """
     try:
         ids = list(map(_SERVER_ID, listed))
-        if "".join(ids).isspace() or not all(map(str.strip, ids)) or len(set(ids)) != len(ids):
+        if not all(map(str.strip, ids)) or len(set(ids)) != len(ids):  # str.strip: TypeError unless str
             return None
         hosts = list(map(dict.get, listed, repeat("host_ip")))
         if hosts.count(None) == len(hosts):

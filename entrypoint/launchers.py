@@ -264,6 +264,7 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
     notes.extend(table.notes)
     processes = []
     rank_logs: Dict[int, str] = {}
+    world, local_world = str(table.rank_size), str(server.device_count)
     for local_rank, device in enumerate(server.devices):
         rank = device.rank_id
         log_file = os.path.join(log_dir, f"rank-{rank}.log")
@@ -271,13 +272,13 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
         env = {
             "RANK_TABLE_FILE": table_path,
             "RANK_ID": str(rank),
-            "RANK_SIZE": str(table.rank_size),
+            "RANK_SIZE": world,
             "ASCEND_DEVICE_ID": str(local_rank),
             "DEVICE_ID": str(local_rank),
             "RANK": str(rank),
             "LOCAL_RANK": str(local_rank),
-            "WORLD_SIZE": str(table.rank_size),
-            "LOCAL_WORLD_SIZE": str(len(server.devices)),
+            "WORLD_SIZE": world,
+            "LOCAL_WORLD_SIZE": local_world,
             **master,
         }
         cwd = os.path.join(cluster.device_workdir, f"device{local_rank}") if cluster.device_workdir else None

@@ -169,3 +169,17 @@ def test_a_fifo_is_never_opened_even_with_a_writer_waiting(tmp_path: Path) -> No
     thread.start()
     thread.join(10)
     assert not opened.is_set()
+
+
+def test_a_large_table_parses_in_bulk_like_item_by_item() -> None:
+    from malaunch.entrypoint.rank_table import parse_rank_table
+    from shimutil import v10_table
+
+    data = v10_table(256, 8)
+    data["server_list"].reverse()  # bulk path, then ordered by lowest rank
+    bulk = parse_rank_table(data, "t.json")
+    data["server_list"][0]["device"][0]["device_id"] = int(data["server_list"][0]["device"][0]["device_id"])
+    slow = parse_rank_table(data, "t.json")  # an int id: checked item by item
+    assert bulk == slow and bulk.rank_size == 2048
+    assert [d.rank_id for d in bulk.servers[-1].devices] == list(range(2040, 2048))
+    assert [s.devices[0].rank_id for s in bulk.servers] == list(range(0, 2048, 8))
