@@ -40,8 +40,9 @@ DEFAULT_MSRUN_CLUSTER_TIME_OUT = 600
 DEFAULT_GRACE_PERIOD = 30.0
 DEFAULT_RANK_TABLE_TIMEOUT = 600.0
 DEFAULT_MASTER_WAIT = 300.0
-#: Upper bound of ``MA_NUM_GPUS`` (devices per host; Ascend servers have 8 or 16, GPU hosts up to 8).
-MAX_NUM_GPUS = 64
+#: Upper bound of ``MA_NUM_GPUS`` (devices per host; Ascend servers have 8 or 16): the SDK's bound of
+#: ``resources.devices_per_host``, so that every job the SDK accepts starts.
+MAX_NUM_GPUS = 1024
 #: Upper bound of ``MA_NUM_HOSTS`` (a 32,768-rank job is 2,048 hosts of 16 devices).
 MAX_NUM_HOSTS = 16384
 _MAX_DIGITS = 9

@@ -78,7 +78,7 @@ CASES: List[Tuple[str, Setup, str]] = [
     ("too-deep", _table(b"[" * 100_000), "nested too deeply"),
     ("number-too-long", _table(b'{"status": "initializing", "n": ' + b"7" * 100_000 + b"}"), "20 digits"),
     ("broken-mid-file", _table(b'{"status": "initializing",, "x": 1}'), "before the end"),
-    ("gpus-20000", _env(MA_NUM_GPUS="20000"), "between 0 and 64"),
+    ("gpus-20000", _env(MA_NUM_GPUS="20000"), "between 0 and 1024"),
     ("hosts-underscore", _env(MA_NUM_HOSTS="1_0"), "ASCII digits"),
     ("hosts-arabic-indic", _env(MA_NUM_HOSTS="\u0663"), "ASCII digits"),
     ("hosts-full-width", _env(MA_NUM_HOSTS="\uff12"), "ASCII digits"),

@@ -62,8 +62,8 @@ def test_task_index_alias() -> None:
         ({"MA_RUN_METHOD": "mpirun"}, "MA_RUN_METHOD", "ranktable, torchrun, msrun"),
         ({"MA_NUM_HOSTS": "0"}, "MA_NUM_HOSTS", "between 1 and 16384"),
         ({"MA_NUM_HOSTS": "two"}, "MA_NUM_HOSTS", "whole number"),
-        ({"MA_NUM_GPUS": "-1"}, "MA_NUM_GPUS", "between 0 and 64"),
-        ({"MA_NUM_GPUS": "20000"}, "MA_NUM_GPUS", "between 0 and 64"),
+        ({"MA_NUM_GPUS": "-1"}, "MA_NUM_GPUS", "between 0 and 1024"),
+        ({"MA_NUM_GPUS": "20000"}, "MA_NUM_GPUS", "between 0 and 1024"),
         ({"MA_NUM_HOSTS": "16385"}, "MA_NUM_HOSTS", "between 1 and 16384"),
         ({"MA_NUM_HOSTS": "1_0"}, "MA_NUM_HOSTS", "ASCII digits"),
         ({"MA_NUM_HOSTS": "\u0663"}, "MA_NUM_HOSTS", "ASCII digits"),  # Arabic-Indic three
@@ -108,10 +108,10 @@ def test_parsing_never_mutates_the_mapping() -> None:
 
 
 def test_numbers_in_ascii_digits_are_accepted() -> None:
-    cluster = parse_cluster_env({"MA_NUM_HOSTS": "16384", "MA_NUM_GPUS": "64", "VC_TASK_INDEX": "16383",
+    cluster = parse_cluster_env({"MA_NUM_HOSTS": "16384", "MA_NUM_GPUS": "1024", "VC_TASK_INDEX": "16383",
                                  "MA_VJ_NAME": "j", "MA_TASK_NAME": "w", "MALAUNCH_GRACE_PERIOD": "2.5",
                                  "MSRUN_CLUSTER_TIME_OUT": "-1", "MALAUNCH_RANK_TABLE_TIMEOUT": "0"})
-    assert (cluster.num_hosts, cluster.devices_per_host, cluster.node_rank) == (16384, 64, 16383)
+    assert (cluster.num_hosts, cluster.devices_per_host, cluster.node_rank) == (16384, 1024, 16383)
     assert (cluster.grace_period, cluster.msrun_cluster_time_out, cluster.rank_table_timeout) == (2.5, -1, 0.0)
 
 
