@@ -12,7 +12,7 @@ import time
 from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 from .cluster_env import ClusterEnv, require_master
-from .errors import ConfigError, LaunchError, RankTableError, WaitTimeout
+from .errors import ConfigError, LaunchError, RankTableError, WaitTimeout, shorten
 from .launchers import DEFAULT_RANK_TABLE_PATH, LaunchInputs, resolve_method
 from .rank_table import (
     RankTable,
@@ -106,7 +106,7 @@ def _link_python(directory: str, interpreter: str) -> None:
 def _boot_file(cwd: str, boot_file: str) -> str:
     path = os.path.normpath(os.path.join(cwd, boot_file))
     if not os.path.isfile(path):
-        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({path}); give the training script's path")
+        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({shorten(path)}); give the training script's path")
     return path
 
 
@@ -132,9 +132,8 @@ def _rank_table(
 
     def on_wait(reason: str, elapsed: float) -> None:
         if progress is not None:
-            progress(
-                f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}"
-            )
+            waited = f"{elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s"
+            progress(f"waiting for rank table {shorten(path)} ({waited}): {reason}")
 
     if dry_run:
         return _read_once(path, cluster), path

@@ -43,7 +43,7 @@ import time
 from typing import Callable, Optional
 
 from ._rank_table_parse import COMPLETED, Device, RankTable, Server, parse_rank_table, shown
-from .errors import ConfigError, RankTableError, WaitTimeout
+from .errors import ConfigError, RankTableError, WaitTimeout, shorten
 
 __all__ = [
     "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",
@@ -248,7 +248,7 @@ def wait_for_rank_table(
         now = clock()
         if now >= deadline:
             raise WaitTimeout(
-                what=f"rank table {path} to reach status {COMPLETED!r}",
+                what=f"rank table {shorten(path)} to reach status {COMPLETED!r}",
                 waited=now - start,
                 hint=f"last check: {reason}. The platform writes this file after the container starts; "
                 f"check RANK_TABLE_FILE and that the job was given NPUs, or set MALAUNCH_RANK_TABLE_TIMEOUT "

@@ -83,6 +83,8 @@ CASES: List[Tuple[str, Setup, str]] = [
     ("hosts-arabic-indic", _env(MA_NUM_HOSTS="\u0663"), "ASCII digits"),
     ("hosts-full-width", _env(MA_NUM_HOSTS="\uff12"), "ASCII digits"),
     ("hosts-100k-chars", _env(MA_NUM_HOSTS="9" * 100_000), "100000 characters"),
+    ("rank-table-path-100k-chars", _path(lambda tmp: str(tmp / ("x" * 100_000))), "characters"),
+    ("boot-file-100k-chars", lambda _tmp: (["b" * 100_000 + ".py"], {}), "characters"),
     ("boot-file-dash", lambda _tmp: (["-x.py"], {}), "-- -x.py"),
     ("unknown-option", lambda _tmp: (["--bogus", "train.py"], {}), "no such option"),
     ("no-boot-file", lambda _tmp: (["--dry-run"], {}), "BOOT_FILE"),
