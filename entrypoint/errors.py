@@ -70,7 +70,7 @@ class RankTableError(ConfigError):
     def __init__(self, path: str, where: str, value: object, expected: str) -> None:
         self.path = path
         self.where = where
-        EntrypointError.__init__(self, f"rank table {shorten(path)}: {where}={shorten(value)!r} is invalid: {expected}")
+        EntrypointError.__init__(self, f"rank table {shorten(path)}: {where}={value!r} is invalid: {expected}")
         self.variable = "RANK_TABLE_FILE"
         self.value = value
         self.expected = expected
