@@ -115,7 +115,7 @@ def _read_once(path: str, cluster: ClusterEnv) -> RankTable:
     try:
         return read_rank_table(path)
     except RankTableNotReady as exc:
-        value = path if exc.value is None else exc.value
+        value = shorten(path if exc.value is None else exc.value)
         raise RankTableError(path, exc.where, value, f"not ready ({exc.reason}); --dry-run reads the table once "
                              f"and never waits (a real run waits up to {cluster.rank_table_timeout:g}s, "
                              "MALAUNCH_RANK_TABLE_TIMEOUT)") from None

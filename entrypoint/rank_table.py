@@ -91,7 +91,7 @@ def resolve_rank_table_path(value: str, is_dir: Callable[[str], bool] = os.path.
 
 
 def _refuse(path: str, expected: str) -> RankTableError:
-    return RankTableError(path, "(file)", path, expected)
+    return RankTableError(path, "(file)", shorten(path), expected)
 
 
 def _read_bytes(path: str) -> bytes:
