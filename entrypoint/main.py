@@ -224,6 +224,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     except EntrypointError as error:
         _error(str(error))
         return exit_code_for(error)
+    except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
+        _error("stopped by SIGINT; nothing was started")
+        return 128 + signal.SIGINT
     return _finish(plan, result)
 
 
