@@ -144,3 +144,17 @@ def test_a_signal_during_the_rank_table_wait_ends_it_with_one_line(tmp_path: Pat
     lines = rest.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ma-entrypoint: error: stopped by "), rest
     assert "Traceback" not in rest and not (tmp_path / "malaunch-logs").exists()
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["train.py", "--epochs", "3"], ([], "train.py", ["--epochs", "3"])),
+    (["--dry-run", "--log-dir", "L", "train.py", "-x"], (["--dry-run", "--log-dir", "L"], "train.py", ["-x"])),
+    (["--grace-period=5", "--", "-x.py", "--", "a"], (["--grace-period=5"], "-x.py", ["--", "a"])),
+    (["--report-file", "-r.json", "t.sh"], (["--report-file", "-r.json"], "t.sh", [])),
+    (["--dry-run"], (["--dry-run"], None, [])),
+    (["-"], ([], "-", [])),
+])
+def test_split_argv(argv: List[str], expected: Tuple[List[str], object, List[str]]) -> None:
+    from malaunch.entrypoint.main import split_argv
+
+    assert split_argv(argv) == expected
