@@ -303,19 +303,20 @@ def _fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
         device_ips = list(map(_DEVICE_IP, flat))
         ranks = _all_uint_strings(list(map(_RANK_ID, flat)))
         "".join(device_ips)  # TypeError unless all are strings
-        if ranks is None or not all(map(_SMALL_IDS.__contains__, device_ids)):
+        if ranks is None or not _SMALL_IDS.issuperset(device_ids):  # TypeError for unhashable ids
             return None
     except (TypeError, KeyError, IndexError):
         return None
     total = len(ranks)
-    if len(set(ranks)) != total or max(ranks) >= total:
+    in_order = ranks == list(range(total))  # the usual case; it implies the checks below
+    if not in_order and (len(set(ranks)) != total or max(ranks) >= total):
         return None
     starts = list(accumulate(map(len, lists), initial=0))
     if not all(len(set(device_ids[a:b])) == b - a for a, b in pairwise(starts)):
         return None
     columns = (device_ids, device_ips, ranks)
     servers = list(map(Server, ids, pods, hosts, repeat(columns), starts, starts[1:]))
-    if ranks != list(range(total)):  # not already ordered by lowest rank
+    if not in_order:  # servers are then not necessarily ordered by lowest rank
         servers.sort(key=lambda server: min(ranks[server.start:server.end]))
     return tuple(servers)
 
