@@ -158,3 +158,22 @@ def test_split_argv(argv: List[str], expected: Tuple[List[str], object, List[str
     from malaunch.entrypoint.main import split_argv
 
     assert split_argv(argv) == expected
+
+
+def test_sigterm_while_waiting_for_the_master_name_gives_143(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1",
+                      "VC_WORKER_HOSTS": "no-such-host.invalid,b"})
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", "train.py"], env=env, cwd=str(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(3)  # the name never resolves; the shim retries for MALAUNCH_MASTER_WAIT (300 s)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1].startswith("ma-entrypoint: error: stopped by SIGTERM") and "Traceback" not in err
