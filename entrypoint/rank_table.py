@@ -114,11 +114,12 @@ def _read_bytes(path: str) -> bytes:
     except OSError as exc:
         raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
     try:
-        _check_regular(path, os.fstat(fd))  # it may have been swapped since the stat
+        opened = os.fstat(fd)
+        _check_regular(path, opened)  # it may have been swapped since the stat
         chunks: list[bytes] = []
         size = 0
-        while size <= MAX_RANK_TABLE_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_RANK_TABLE_BYTES + 1 - size))
+        while size <= MAX_RANK_TABLE_BYTES:  # one read when the size is right; more if the file grows meanwhile
+            chunk = os.read(fd, min(max(opened.st_size + 1, 1 << 16), MAX_RANK_TABLE_BYTES + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -127,6 +128,9 @@ def _read_bytes(path: str) -> bytes:
         raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
     finally:
         os.close(fd)
+    if size > MAX_RANK_TABLE_BYTES:
+        raise _refuse(path, f"expected at most {MAX_RANK_TABLE_BYTES // (1 << 20)} MiB; the file grew past that "
+                      "while it was read")
     return b"".join(chunks)
 
 
