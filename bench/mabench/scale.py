@@ -1,6 +1,7 @@
 """Rank-table scale: read, parse and plan a 2,048-server x 16-device v1.0 table (32,768 ranks).
 
-In-process, with the shim's own functions: ``json.loads`` of the file's bytes, ``rank_table.parse_rank_table``,
+In-process, with the shim's own functions: its file reader and JSON decoding (``read+json``: regular-file checks,
+UTF-8, ``json.loads`` with bounded integers), ``rank_table.parse_rank_table``,
 ``rank_table.select_server`` (this host is the last server, found by ``MA_CURRENT_HOST_IP``) and
 ``launchers.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
 median of each step is reported too. One warm-up run is not counted. As a cross-check, the whole
@@ -33,11 +34,11 @@ STEPS = ("read+json", "parse", "select", "plan")
 def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     from malaunch.entrypoint.cluster_env import parse_cluster_env
     from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
-    from malaunch.entrypoint.rank_table import parse_rank_table, select_server
+    from malaunch.entrypoint.rank_table import _decode, _read_bytes, parse_rank_table, select_server
 
     took: Dict[str, float] = {}
     t0 = time.perf_counter()
-    data = json.loads(path.read_bytes())
+    data = _decode(_read_bytes(str(path)), str(path))  # the shim's own reader: checks, UTF-8, bounded JSON
     t1 = time.perf_counter()
     table = parse_rank_table(data, str(path))
     t2 = time.perf_counter()
@@ -168,7 +169,7 @@ def run_scale(reps: int) -> CaseResult:
                           "validates in bulk passes and makes one object per server, devices only for this host's")
     result = CaseResult("rank-table scale", [total, dry, rss], [target])
     result.notes.append(
-        "rank-table scale = json.loads + parse_rank_table + select_server (last server, by MA_CURRENT_HOST_IP) + "
-        "parse_cluster_env/plan_launch, in-process, median after one warm-up."
+        "rank-table scale = the shim's read + json.loads + parse_rank_table + select_server (last server, by "
+        "MA_CURRENT_HOST_IP) + parse_cluster_env/plan_launch, in-process, median after one warm-up."
     )
     return result
