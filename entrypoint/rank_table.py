@@ -42,7 +42,7 @@ import stat
 import time
 from typing import Callable, Optional
 
-from ._rank_table_parse import COMPLETED, Device, RankTable, Server, parse_rank_table, shown
+from ._rank_table_parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
 from .errors import ConfigError, RankTableError, WaitTimeout, shorten
 
 __all__ = [
@@ -165,7 +165,8 @@ def _decode(raw: bytes, path: str) -> object:
         raise RankTableError(path, f"(byte {exc.start})", raw[exc.start:exc.start + 8],
                              "expected UTF-8 text: the file is not UTF-8 and cannot become a rank table") from None
     try:
-        return json.loads(text, parse_int=_bounded_int)
+        with no_gc():
+            return json.loads(text, parse_int=_bounded_int)
     except RecursionError:
         raise RankTableError(path, "(top level)", "<deeply nested>", "expected a rank table, found JSON "
                              "nested too deeply to read (a rank table is 5 levels deep)") from None
