@@ -28,7 +28,8 @@ The platform writes the file asynchronously (a ConfigMap replaced through symlin
 the rest of the file could still complete) or a status other than "completed" as not ready yet
 (:class:`RankTableNotReady`) until its deadline. What can never become valid is an error at once
 (:class:`~malaunch.entrypoint.errors.RankTableError`, exit 2): a FIFO, device or socket instead of a regular
-file (never opened in a way that blocks), a file over :data:`MAX_RANK_TABLE_BYTES`, a symlink loop, bytes
+file (never opened in a way that blocks), a file over :data:`MAX_RANK_TABLE_BYTES`, a symlink loop, a file the
+shim may not read (permissions), bytes
 that are not UTF-8, JSON broken before its end, nesting deeper than the interpreter allows, or an integer of
 more than 20 digits.
 """
@@ -56,7 +57,7 @@ RANK_TABLE_DIR_FILE = "jobstart_hccl.json"
 MAX_RANK_TABLE_BYTES = 64 * 1024 * 1024
 _PROGRESS_EVERY = 10.0  # seconds between on_wait calls
 _MAX_INT_DIGITS = 20
-_PERMANENT_ERRNOS = (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR)
+_PERMANENT_ERRNOS = (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR, errno.EACCES, errno.EPERM)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
 
@@ -112,6 +113,8 @@ def _read_bytes(path: str) -> bytes:
     except FileNotFoundError:
         raise RankTableNotReady("the file does not exist yet", "(file)", path) from None
     except OSError as exc:
+        if exc.errno in _PERMANENT_ERRNOS:
+            raise _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE") from None
         raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
     try:
         opened = os.fstat(fd)
