@@ -13,13 +13,28 @@ Public names (``__all__`` is explicit and tested)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .cluster_env import ClusterEnv, parse_cluster_env
 from .errors import ConfigError, EntrypointError, LaunchError, RankTableError, WaitTimeout
 from .launchers import LaunchInputs, plan_launch
 from .main import main
 from .plan import LaunchPlan, ProcessSpec
 from .rank_table import RankTable, parse_rank_table, read_rank_table, select_server, wait_for_rank_table
-from .supervisor import Failure, RunResult, run_plan
+
+if TYPE_CHECKING:
+    from .supervisor import Failure, RunResult, run_plan
+
+_LAZY = ("Failure", "RunResult", "run_plan")  # the supervisor needs Linux; importing the package must not
+
+
+def __getattr__(name: str) -> Any:
+    """The supervisor's names, imported on first use (so ``main`` can refuse a non-Linux host with one line)."""
+    if name in _LAZY:
+        from . import supervisor
+
+        return getattr(supervisor, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ClusterEnv",

@@ -1,81 +1,33 @@
-"""Parsing of the four rank-table layouts into frozen data (see :mod:`malaunch.entrypoint.rank_table`).
+"""Parsing of the four rank-table layouts into the data of :mod:`._rank_table_model`.
 
 Kept apart from the waiting and server selection so that each module stays small; the public names are
-re-exported by ``rank_table``. A bulk fast path validates well-formed device lists in one pass; only a list that
-fails it is walked item by item, so that the error can name the exact value.
+re-exported by ``rank_table``. Bulk fast paths validate a well-formed ``server_list`` (or device list) in a few
+C-level passes over the whole table; only input that fails them is walked item by item, so that the error can
+name the exact value.
 """
 
 from __future__ import annotations
 
 import bisect
-import reprlib
-from dataclasses import dataclass
-from itertools import starmap
+import contextlib
+import gc
+import json
+from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
+from ._rank_table_model import Device, RankTable, Server, shown
 from .errors import RankTableError
 
-__all__ = ["COMPLETED", "Device", "RankTable", "Server", "parse_rank_table", "shown"]
+__all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 
 COMPLETED = "completed"
 _VERSIONS = ("1.0", "1.2")
 _MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
 _UINT_LIMIT = 10**_MAX_DIGITS
 _UINT = 'expected a non-negative whole number, e.g. "0"'
-_SERVER_ID = "the server's id (often its IP)"
+_SERVER_WHAT = "the server's id (often its IP)"
 _DEVICE = '{"device_id": "0", "device_ip": "192.168.1.6", "rank_id": "0"}'
-
-
-@dataclass(frozen=True)
-class Device:
-    """One accelerator: its index on the server (canonical decimal string), NIC address and global rank."""
-
-    device_id: str
-    device_ip: Optional[str]
-    rank_id: int
-
-
-@dataclass(frozen=True)
-class Server:
-    """One host (or, in a v0 table, one pod) and its devices in file order."""
-
-    server_id: str
-    pod_name: Optional[str]
-    host_ip: Optional[str]
-    devices: tuple[Device, ...]
-
-
-@dataclass(frozen=True)
-class RankTable:
-    """A validated rank table; ``format`` is ``"group_list"``, ``"v0"``, ``"1.0"`` or ``"1.2"``."""
-
-    path: str
-    format: str
-    status: str
-    servers: tuple[Server, ...]
-
-    @property
-    def rank_size(self) -> int:
-        """Total number of devices (ranks) in the table."""
-        return sum(len(server.devices) for server in self.servers)
-
-
-_REPR = reprlib.Repr()  # bounded in size and depth, so any decoded JSON can be shown
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 4
-
-
-def shown(value: object) -> object:
-    """The value as messages show it: short scalars as they are, anything else as a shortened repr."""
-    if (type(value) is int and value.bit_length() <= 64) or value is None or isinstance(value, (bool, float)):
-        return value
-    if isinstance(value, str) and len(value) <= 80:
-        return value
-    try:
-        return _REPR.repr(value)
-    except (ValueError, RecursionError):  # ints beyond the int->str digit limit
-        return f"<{type(value).__name__}>"
 
 
 def _uint(value: object) -> Optional[int]:
@@ -89,6 +41,7 @@ def _uint(value: object) -> Optional[int]:
 
 _SMALL_IDS = frozenset(map(str, range(1024)))  # device ids in canonical form, for the fast path
 _DEVICE_ID, _DEVICE_IP, _RANK_ID = itemgetter("device_id"), itemgetter("device_ip"), itemgetter("rank_id")
+_SERVER_ID = itemgetter("server_id")
 _RawDevice = tuple[str, Optional[str], int]  # device_id, device_ip, rank (-1 until known)
 _RawServer = tuple[str, Optional[str], Optional[str], list[_RawDevice]]  # id, pod_name, host_ip, devices
 
@@ -103,9 +56,13 @@ def _all_uint_strings(values: list[Any]) -> Optional[list[int]]:
         joined = "".join(values)
     except TypeError:
         return None
-    if joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= _MAX_DIGITS:
+    if not (joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= _MAX_DIGITS):
+        return None
+    try:  # the C JSON scanner turns the digits into ints faster than int() one by one
+        ints: list[int] = json.loads("[" + ",".join(values) + "]")
+    except ValueError:  # a leading zero ("07"), which JSON refuses and int() takes
         return list(map(int, values))
-    return None
+    return ints
 
 
 def _fast_devices(items: list[Any], need_rank: bool) -> Optional[list[_RawDevice]]:
@@ -201,6 +158,10 @@ class _Parser:
         count = top.get("server_count")
         if count is not None and _uint(count) != len(listed):
             self.fail("server_count", count, f"expected the number of servers in server_list ({len(listed)})")
+        fast = _fast_server_list(listed)
+        if fast is not None:
+            self.super_pods(top.get("super_pod_list"))
+            return fast
         entries: list[_RawServer] = []
         ranks: list[int] = []
         starts: list[int] = []  # index in ranks of each server's first device
@@ -208,7 +169,7 @@ class _Parser:
         for index, raw in enumerate(listed):
             base = f"server_list[{index}]"
             server = self.obj(base, raw, '{"server_id": "10.0.0.1", "device": [...]}')
-            server_id = self.text(f"{base}.server_id", server.get("server_id"), _SERVER_ID)
+            server_id = self.text(f"{base}.server_id", server.get("server_id"), _SERVER_WHAT)
             if server_id in seen:
                 self.fail(f"{base}.server_id", server_id,
                           f"expected each server once; server_list[{seen[server_id]}] has it too")
@@ -247,7 +208,7 @@ class _Parser:
                 member = self.obj(where, member, '{"server_id": "node_0"}')
                 self.text(f"{where}.server_id", member.get("server_id"), "a server_id from server_list")
 
-    def group_list(self, top: dict[Any, Any]) -> tuple[str, tuple[Server, ...]]:
+    def group_list(self, top: dict[Any, Any]) -> tuple[str, tuple[Server, ...], tuple[str, ...]]:
         """Legacy template 2 (``rank_id`` per instance) or ModelArts v0 (``pod_name``, no ``rank_id``)."""
         instances: list[tuple[str, dict[Any, Any]]] = []
         groups = self.items("group_list", top.get("group_list"), 'groups such as {"instance_list": [...]}')
@@ -265,7 +226,9 @@ class _Parser:
                 self.fail(f"{where}.rank_id", instance.get("rank_id"),
                           f"expected a rank_id as in {first_where}" if legacy else
                           f"expected no rank_id, as in {first_where} (ranks then follow pod_name order)")
-        return ("group_list", self.legacy(instances)) if legacy else ("v0", self.v0(instances))
+        if legacy:
+            return "group_list", self.legacy(instances), ()
+        return ("v0", *self.v0(instances))
 
     def legacy(self, instances: list[tuple[str, dict[Any, Any]]]) -> tuple[Server, ...]:
         by_server: dict[str, list[_RawDevice]] = {}
@@ -273,7 +236,7 @@ class _Parser:
         ranks: list[int] = []
         locs: list[str] = []
         for where, instance in instances:
-            server_id = self.text(f"{where}.server_id", instance.get("server_id"), _SERVER_ID)
+            server_id = self.text(f"{where}.server_id", instance.get("server_id"), _SERVER_WHAT)
             base_rank = self.uint(f"{where}.rank_id", instance.get("rank_id"))
             server_devices = by_server.setdefault(server_id, [])
             server_known = known.setdefault(server_id, set())
@@ -290,36 +253,102 @@ class _Parser:
         self.check_ranks(ranks, locs.__getitem__)
         return _build([(server_id, None, None, devices) for server_id, devices in by_server.items()])
 
-    def v0(self, instances: list[tuple[str, dict[Any, Any]]]) -> tuple[Server, ...]:
-        keyed: list[tuple[int, str, str, list[_RawDevice]]] = []
-        by_index: dict[int, str] = {}
+    def v0(self, instances: list[tuple[str, dict[Any, Any]]]) -> tuple[tuple[Server, ...], tuple[str, ...]]:
+        """Pods ordered by the number after the last ``-`` of ``pod_name`` when every pod has a distinct one, else
+        in file order (said in the returned notes); ranks are then numbered through the pods' devices."""
+        keyed: list[tuple[Optional[int], str, str, list[_RawDevice]]] = []
         for where, instance in instances:
             pod_name = self.text(f"{where}.pod_name", instance.get("pod_name"), "the pod name")
-            digits = len(pod_name) - len(pod_name.rstrip("0123456789"))
-            if not 0 < digits <= _MAX_DIGITS:
-                self.fail(f"{where}.pod_name", pod_name, 'expected a name ending in a number: "job-pod-3"')
-            pod_index = int(pod_name[-digits:])
-            if pod_index in by_index:
-                self.fail(f"{where}.pod_name", pod_name,
-                          f"expected distinct pod indexes; {by_index[pod_index]!r} ends in {pod_index} too")
-            by_index[pod_index] = pod_name
-            server_id = self.text(f"{where}.server_id", instance.get("server_id"), _SERVER_ID)
-            keyed.append((pod_index, server_id, pod_name,
+            server_id = self.text(f"{where}.server_id", instance.get("server_id"), _SERVER_WHAT)
+            keyed.append((_pod_index(pod_name), server_id, pod_name,
                           self.devices(f"{where}.devices", instance.get("devices"), need_rank=False)))
-        keyed.sort(key=lambda entry: entry[0])
+        indexes = [entry[0] for entry in keyed]
+        notes: tuple[str, ...] = ()
+        if None not in indexes and len(set(indexes)) == len(indexes):
+            keyed.sort(key=lambda entry: entry[0] or 0)
+        elif len(keyed) > 1:
+            names = ", ".join(repr(entry[2]) for entry in keyed[:4]) + (", ..." if len(keyed) > 4 else "")
+            notes = (f"v0 rank table: the pod names ({names}) do not all end in distinct numbers after a '-', so the "
+                     "ranks follow the pods' order in the file",)
         entries: list[_RawServer] = []
         next_rank = 0
         for _, server_id, pod_name, devices in keyed:
             entries.append((server_id, pod_name, None,
                             [(dev, ip, next_rank + i) for i, (dev, ip, _) in enumerate(devices)]))
             next_rank += len(devices)
-        return _build(entries)
+        return _build(entries), notes
+
+
+def _pod_index(pod_name: str) -> Optional[int]:
+    """The number after the last ``-`` of a pod name (``job-pod-10`` -> 10), or None if it has none."""
+    _, dash, tail = pod_name.rpartition("-")
+    return int(tail) if dash and 0 < len(tail) <= _MAX_DIGITS and tail.isascii() and tail.isdigit() else None
+
+
+def _fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
+    """Fast path for a well-formed ``server_list`` (string values, every device with ``device_ip``): validates and
+    builds all servers with a handful of C-level passes over the whole table; None means "check item by item".
+    """
+    try:
+        ids = list(map(_SERVER_ID, listed))
+        if not all(map(str.strip, ids)) or len(set(ids)) != len(ids):  # str.strip: TypeError unless str
+            return None
+        hosts = list(map(dict.get, listed, repeat("host_ip")))
+        if hosts.count(None) == len(hosts):
+            hosts = list(map(dict.get, listed, repeat("server_ip")))
+        elif None in hosts:
+            return None  # some servers say host_ip, others server_ip or nothing: the slow path tells which
+        pods = list(map(dict.get, listed, repeat("pod_name")))
+        lists: list[Any] = list(map(dict.get, listed, repeat("device")))
+        if not all(type(value) is list and value for value in lists):
+            return None
+        for column in (hosts, pods):
+            if not all(value is None or (type(value) is str and value.strip()) for value in column):
+                return None
+        flat = list(chain.from_iterable(lists))
+        device_ids = list(map(_DEVICE_ID, flat))
+        device_ips = list(map(_DEVICE_IP, flat))
+        ranks = _all_uint_strings(list(map(_RANK_ID, flat)))
+        "".join(device_ips)  # TypeError unless all are strings
+        if ranks is None or not _SMALL_IDS.issuperset(device_ids):  # TypeError for unhashable ids
+            return None
+    except (TypeError, KeyError, IndexError):
+        return None
+    total = len(ranks)
+    in_order = ranks == list(range(total))  # the usual case; it implies the checks below
+    if not in_order and (len(set(ranks)) != total or max(ranks) >= total):
+        return None
+    starts = list(accumulate(map(len, lists), initial=0))
+    if not all(len(set(device_ids[a:b])) == b - a for a, b in pairwise(starts)):
+        return None
+    columns = (device_ids, device_ips, ranks)
+    servers = list(map(Server, ids, pods, hosts, repeat(columns), starts, starts[1:]))
+    if not in_order:  # servers are then not necessarily ordered by lowest rank
+        servers.sort(key=lambda server: min(ranks[server.start:server.end]))
+    return tuple(servers)
 
 
 def _build(entries: list[_RawServer]) -> tuple[Server, ...]:
     entries = sorted(entries, key=lambda entry: min(device[2] for device in entry[3]))
-    return tuple(Server(server_id, pod, host, tuple(starmap(Device, devices)))
+    return tuple(Server(server_id, pod, host, _columns(devices), 0, len(devices))
                  for server_id, pod, host, devices in entries)
+
+
+def _columns(devices: Sequence[_RawDevice]) -> tuple[list[str], list[Optional[str]], list[int]]:
+    return [d[0] for d in devices], [d[1] for d in devices], [d[2] for d in devices]
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: decoding and parsing a table make ~100k acyclic objects per 32k
+    ranks, and collections triggered by them would walk all of them again and again, for nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def parse_rank_table(data: object, path: str) -> RankTable:
@@ -330,6 +359,11 @@ def parse_rank_table(data: object, path: str) -> RankTable:
     Raises:
         RankTableError: the first problem found, with its JSON path inside the table and what is expected.
     """
+    with no_gc():
+        return _parse(data, path)
+
+
+def _parse(data: object, path: str) -> RankTable:
     parser = _Parser(path)
     top = parser.obj("(top level)", data, '{"version": "1.0", "status": "completed", "server_list": [...]}')
     status = top.get("status")
@@ -339,8 +373,8 @@ def parse_rank_table(data: object, path: str) -> RankTable:
     if isinstance(version, float) and str(version) in _VERSIONS:
         version = str(version)
     if version is None and "group_list" in top:
-        fmt, servers = parser.group_list(top)
-        return RankTable(path=path, format=fmt, status=status, servers=servers)
+        fmt, servers, notes = parser.group_list(top)
+        return RankTable(path=path, format=fmt, status=status, servers=servers, notes=notes)
     if version not in _VERSIONS:
         parser.fail("version", version, 'expected "1.0" or "1.2" with a server_list, or no version and a '
                     "group_list (legacy or ModelArts v0 table)")

@@ -3,6 +3,11 @@
 Nothing here touches ``os.environ``, the network or the disk. Every variable is validated at once and a bad
 value raises :class:`~malaunch.entrypoint.errors.ConfigError` naming the variable, its value and what is
 expected. ``docs/entrypoint.md`` documents each variable; keep the two in step.
+
+Numbers are ASCII only: a whole number is ``-?[0-9]+`` (at most 9 digits) and seconds are ``[0-9]+(.[0-9]+)?``;
+``1_0``, ``+3``, Arabic-Indic or full-width digits are refused although ``int()`` takes them.
+``MA_NUM_HOSTS`` and ``MA_NUM_GPUS`` have upper bounds (:data:`MAX_NUM_HOSTS`, :data:`MAX_NUM_GPUS`), checked here,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ __all__ = [
     "DEFAULT_MSRUN_MASTER_PORT",
     "DEFAULT_RANKTABLE_MASTER_PORT",
     "DEFAULT_TORCHRUN_MASTER_PORT",
+    "MAX_NUM_GPUS",
+    "MAX_NUM_HOSTS",
     "RUN_METHODS",
     "ClusterEnv",
     "parse_cluster_env",
+    "require_master",
 ]
 
 #: Accepted values of ``MA_RUN_METHOD``; unset or empty means the platform default.
@@ -32,6 +40,13 @@ DEFAULT_MSRUN_CLUSTER_TIME_OUT = 600
 DEFAULT_GRACE_PERIOD = 30.0
 DEFAULT_RANK_TABLE_TIMEOUT = 600.0
 DEFAULT_MASTER_WAIT = 300.0
+#: Upper bound of ``MA_NUM_GPUS`` (devices per host; Ascend servers have 8 or 16): the SDK's bound of
+#: ``resources.devices_per_host``, so that every job the SDK accepts starts.
+MAX_NUM_GPUS = 1024
+#: Upper bound of ``MA_NUM_HOSTS`` (a 32,768-rank job is 2,048 hosts of 16 devices).
+MAX_NUM_HOSTS = 16384
+_MAX_DIGITS = 9
+_ASCII_DIGITS = frozenset("0123456789")
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ class ClusterEnv:
     devices_per_host: int  # MA_NUM_GPUS; 0 means "no accelerators": one process per host
     node_rank: int
     worker_hosts: Tuple[str, ...]
-    master_addr: str
+    master_addr: Optional[str]  # None: unknown (several hosts, no VC_WORKER_HOSTS / MA_VJ_NAME+MA_TASK_NAME)
     job_id: str
     rank_table_file: Optional[str]
     torchrun_master_port: int
@@ -77,18 +92,22 @@ def _get(environ: Mapping[str, str], name: str) -> Optional[str]:
     return value.strip()
 
 
+def _digits(text: str) -> bool:
+    return 0 < len(text) <= _MAX_DIGITS and _ASCII_DIGITS.issuperset(text)
+
+
 def _int(
     environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: Optional[int] = None
 ) -> int:
     raw = _get(environ, name)
     if raw is None:
         return default
-    try:
-        value = int(raw, 10)
-    except ValueError:
-        raise ConfigError(name, raw, "expected a whole number") from None
+    bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+    unsigned = raw[1:] if raw.startswith("-") else raw
+    if not _digits(unsigned):
+        raise ConfigError(name, raw, f"expected a whole number {bound}, in ASCII digits (0-9)")
+    value = int(raw, 10)
     if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise ConfigError(name, raw, f"expected a whole number {bound}")
     return value
 
@@ -97,13 +116,10 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     raw = _get(environ, name)
     if raw is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(name, raw, "expected a number of seconds, e.g. 30 or 2.5") from None
-    if not value >= 0 or value == float("inf"):
-        raise ConfigError(name, raw, "expected a finite number of seconds >= 0")
-    return value
+    whole, _, fraction = raw.partition(".")
+    if not _digits(whole) or ("." in raw and not (fraction and _ASCII_DIGITS.issuperset(fraction))):
+        raise ConfigError(name, raw, "expected a finite number of seconds >= 0 in ASCII digits, e.g. 30 or 2.5")
+    return float(raw)
 
 
 def _port(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -176,7 +192,7 @@ def _worker_hosts(environ: Mapping[str, str], num_hosts: int) -> Tuple[str, ...]
     return hosts
 
 
-def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: int) -> str:
+def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: int) -> Optional[str]:
     if hosts:
         return hosts[0]
     vj_name = _get(environ, "MA_VJ_NAME")
@@ -185,11 +201,23 @@ def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: 
         return f"{vj_name}-{task_name}-0.{vj_name}"
     if num_hosts == 1:
         return "127.0.0.1"
-    raise ConfigError(
-        "VC_WORKER_HOSTS",
-        environ.get("VC_WORKER_HOSTS", ""),
-        f"MA_NUM_HOSTS={num_hosts} needs the master's address: set VC_WORKER_HOSTS, or MA_VJ_NAME and MA_TASK_NAME",
-    )
+    return None
+
+
+def require_master(cluster: ClusterEnv, method: str) -> str:
+    """The master's address for ``method`` (torchrun or msrun on several hosts), which cannot run without one.
+
+    Raises:
+        ConfigError: the environment named no master (the rank-table fan-out needs none: HCCL reads the table).
+    """
+    if cluster.master_addr is None:
+        raise ConfigError(
+            "VC_WORKER_HOSTS",
+            "",
+            f"{method} with MA_NUM_HOSTS={cluster.num_hosts} needs the master's address: set VC_WORKER_HOSTS, or "
+            "MA_VJ_NAME and MA_TASK_NAME",
+        )
+    return cluster.master_addr
 
 
 def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
@@ -199,8 +227,8 @@ def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
         ConfigError: the first invalid variable, with its value and what is expected.
     """
     method = _method(environ)
-    num_hosts = _int(environ, "MA_NUM_HOSTS", 1, 1)
-    devices = _int(environ, "MA_NUM_GPUS", 0, 0)
+    num_hosts = _int(environ, "MA_NUM_HOSTS", 1, 1, MAX_NUM_HOSTS)
+    devices = _int(environ, "MA_NUM_GPUS", 0, 0, MAX_NUM_GPUS)
     node_rank = _node_rank(environ, num_hosts)
     hosts = _worker_hosts(environ, num_hosts)
     master = _master_addr(environ, hosts, num_hosts)

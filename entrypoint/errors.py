@@ -5,8 +5,12 @@
     EntrypointError                  any failure the shim reports itself (never a traceback)
     ├── ConfigError                  bad environment, argument or file: exit 2
     │   └── RankTableError           a rank table that cannot be used
-    └── LaunchError                  something could not be started or waited for: exit 3
-        └── WaitTimeout              a deadline passed (rank table never completed, master name never resolved)
+    ├── LaunchError                  something could not be started or waited for: exit 3
+    │   └── WaitTimeout              a deadline passed (rank table never completed, master name never resolved)
+    └── Interrupted                  SIGINT/SIGTERM/SIGHUP arrived while the shim waited, before any rank ran:
+                                     exit 128+signal (130, 143, 129)
+
+Values in messages are shortened (:func:`shorten`): a 100,000-character variable is never echoed whole.
 
 A rank that fails is not an exception: the supervisor returns a ``RunResult`` and ``main`` turns it into the
 root-cause rank's own exit code. Exit codes are decided only in :func:`exit_code_for`.
@@ -19,14 +23,24 @@ __all__ = [
     "EXIT_LAUNCH",
     "ConfigError",
     "EntrypointError",
+    "Interrupted",
     "LaunchError",
     "RankTableError",
     "WaitTimeout",
     "exit_code_for",
+    "shorten",
 ]
 
 EXIT_CONFIG = 2
 EXIT_LAUNCH = 3
+_SHOWN_CHARS = 80  # longer string values are cut to this many characters in messages
+
+
+def shorten(value: object) -> object:
+    """``value`` as a message shows it: a string longer than 80 characters is cut, with its length noted."""
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        return f"{value[:_SHOWN_CHARS - 20]}... ({len(value)} characters)"
+    return value
 
 
 class EntrypointError(Exception):
@@ -47,7 +61,7 @@ class ConfigError(EntrypointError):
         self.variable = variable
         self.value = value
         self.expected = expected
-        super().__init__(f"{variable}={value!r} is invalid: {expected}")
+        super().__init__(f"{variable}={shorten(value)!r} is invalid: {expected}")
 
 
 class RankTableError(ConfigError):
@@ -56,7 +70,7 @@ class RankTableError(ConfigError):
     def __init__(self, path: str, where: str, value: object, expected: str) -> None:
         self.path = path
         self.where = where
-        EntrypointError.__init__(self, f"rank table {path}: {where}={value!r} is invalid: {expected}")
+        EntrypointError.__init__(self, f"rank table {shorten(path)}: {where}={value!r} is invalid: {expected}")
         self.variable = "RANK_TABLE_FILE"
         self.value = value
         self.expected = expected
@@ -77,8 +91,25 @@ class WaitTimeout(LaunchError):
         super().__init__(f"gave up waiting for {what} after {shown}s: {hint}")
 
 
+class Interrupted(EntrypointError):
+    """The shim got signal ``signum`` while it waited (for the rank table, the master's name) before starting."""
+
+    def __init__(self, signum: int, during: str) -> None:
+        import signal  # only for the signal's name
+
+        self.signum = signum
+        self.during = during
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        super().__init__(f"stopped by {name} while {during}; nothing was started")
+
+
 def exit_code_for(error: EntrypointError) -> int:
     """The shim's exit code for an error it raised itself."""
+    if isinstance(error, Interrupted):
+        return 128 + error.signum
     if isinstance(error, ConfigError):
         return EXIT_CONFIG
     return EXIT_LAUNCH

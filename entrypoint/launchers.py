@@ -21,7 +21,7 @@ import os.path
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .cluster_env import ClusterEnv
+from .cluster_env import ClusterEnv, require_master
 from .errors import ConfigError
 from .plan import LaunchPlan, ProcessSpec
 from .rank_table import RankTable
@@ -183,7 +183,7 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
             f"--nnodes={cluster.num_hosts}",
             f"--nproc_per_node={per_host}",
             f"--node_rank={cluster.node_rank}",
-            f"--master_addr={cluster.master_addr}",
+            f"--master_addr={require_master(cluster, 'torchrun')}",
         ]
     presets.append(f"--master_port={cluster.torchrun_master_port}")
     if cluster.num_hosts > 1:
@@ -254,8 +254,17 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
         files[converted] = to_v1_text(table)
         notes.append(f"the {table.format} table {table_path} is converted to v1.0 at {converted} for the ranks")
         table_path = converted
+    # HCCL takes everything from the table; torch-style code that also wants a master gets one when it is known.
+    master: Dict[str, str] = {}
+    if cluster.master_addr is not None:
+        master = {"MASTER_ADDR": cluster.master_addr, "MASTER_PORT": str(cluster.ranktable_master_port)}
+    else:
+        notes.append("no master address is known (VC_WORKER_HOSTS, MA_VJ_NAME+MA_TASK_NAME unset): the ranks get no "
+                     "MASTER_ADDR/MASTER_PORT; HCCL needs none, it reads the rank table")
+    notes.extend(table.notes)
     processes = []
     rank_logs: Dict[int, str] = {}
+    world, local_world = str(table.rank_size), str(server.device_count)
     for local_rank, device in enumerate(server.devices):
         rank = device.rank_id
         log_file = os.path.join(log_dir, f"rank-{rank}.log")
@@ -263,15 +272,14 @@ def _plan_ranktable(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> 
         env = {
             "RANK_TABLE_FILE": table_path,
             "RANK_ID": str(rank),
-            "RANK_SIZE": str(table.rank_size),
+            "RANK_SIZE": world,
             "ASCEND_DEVICE_ID": str(local_rank),
             "DEVICE_ID": str(local_rank),
             "RANK": str(rank),
             "LOCAL_RANK": str(local_rank),
-            "WORLD_SIZE": str(table.rank_size),
-            "LOCAL_WORLD_SIZE": str(len(server.devices)),
-            "MASTER_ADDR": cluster.master_addr,
-            "MASTER_PORT": str(cluster.ranktable_master_port),
+            "WORLD_SIZE": world,
+            "LOCAL_WORLD_SIZE": local_world,
+            **master,
         }
         cwd = os.path.join(cluster.device_workdir, f"device{local_rank}") if cluster.device_workdir else None
         processes.append(

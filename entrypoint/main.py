@@ -13,31 +13,64 @@ Options given on the command line override the ``MALAUNCH_*`` variables of the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
 from .cluster_env import parse_cluster_env
-from .errors import EntrypointError, exit_code_for
+from .errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
 from .launchers import plan_launch
 from .plan import LaunchPlan
 from .prepare import gather_inputs
-from .report import format_failure, report_json, write_report
-from .supervisor import RunResult, run_plan
 
-__all__ = ["build_parser", "console_main", "main"]
+if TYPE_CHECKING:  # the supervisor is imported only when a plan is run (it needs Linux)
+    from .supervisor import RunResult
+
+__all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
 PROG = "ma-entrypoint"
+USAGE = f"{PROG} [--dry-run] [--log-dir DIR] [--report-file FILE] [--grace-period SECONDS] [--] BOOT_FILE [ARGS...]"
+#: The shim's options and whether each takes a value; they come before BOOT_FILE (or before ``--``).
+OPTIONS = {"--dry-run": False, "--log-dir": True, "--report-file": True, "--grace-period": True, "-h": False,
+           "--help": False}
+#: Signals that end a wait before any rank started (the supervisor handles them once ranks run).
+_WAIT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def host_problem(platform: str) -> Optional[str]:
+    """Why the shim cannot run on ``platform`` (a ``sys.platform`` value), or None on Linux.
+
+    The shim needs Linux: ``/proc`` to watch ranks, ``PR_SET_CHILD_SUBREAPER`` to adopt orphans, process
+    groups and ``fcntl`` pipes. Elsewhere it would start ranks it cannot supervise, so it refuses.
+    """
+    if platform.startswith("linux"):
+        return None
+    return (f"{PROG} runs on Linux only (this host is {platform!r}): it watches ranks through /proc and adopts "
+            "orphans as a subreaper; run it inside the Linux training container")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors raised as :class:`ConfigError` (one line, exit 2) instead of usage text and exit."""
+
+    given = ""  # the options being parsed, for the message
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError("arguments", self.given, f"{message}; see {PROG} --help")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The shim's argument parser; options must come before BOOT_FILE, everything after it is the script's."""
-    parser = argparse.ArgumentParser(
+    """The parser of the shim's own options (those before BOOT_FILE); ``--help`` prints the whole usage."""
+    parser = _Parser(
         prog=PROG,
+        usage=USAGE,
+        allow_abbrev=False,
         description=(
             "Start BOOT_FILE the way the platform environment asks (MA_RUN_METHOD: rank-table fan-out, torchrun or "
-            "msrun), supervise every process, and exit with the failing rank's own exit code. "
-            "See docs/entrypoint.md for every environment variable."
+            "msrun), supervise every process, and exit with the failing rank's own exit code. Options come before "
+            "BOOT_FILE; everything after it goes to the script. A BOOT_FILE whose name starts with '-' goes after "
+            "'--'. See docs/entrypoint.md for every environment variable."
         ),
         epilog=(
             "exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2 invalid input; "
@@ -45,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the launch plan as JSON and start nothing"
+        "--dry-run", action="store_true",
+        help="read the environment and the rank table once, print the launch plan as JSON, start nothing, never wait",
     )
     parser.add_argument("--log-dir", metavar="DIR", help="per-rank logs go here (env MALAUNCH_LOG_DIR)")
     parser.add_argument(
@@ -56,11 +90,61 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="time between SIGTERM and SIGKILL when the group is torn down (env MALAUNCH_GRACE_PERIOD, default 30)",
     )
-    parser.add_argument("boot_file", metavar="BOOT_FILE", help="the training script to start")
-    parser.add_argument(
-        "args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the training script"
-    )
     return parser
+
+
+def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]]:
+    """``(shim options, BOOT_FILE, script arguments)``: options end at ``--`` or at the first other token.
+
+    Raises:
+        ConfigError: a token starting with ``-`` that is no option of the shim (the message says how to start a
+            script whose name starts with ``-``), or an option that lacks its value.
+    """
+    options: List[str] = []
+    index = 0
+    while index < len(args):
+        token = args[index]
+        name = token.split("=", 1)[0]
+        if token == "--":
+            index += 1
+            break
+        if name in OPTIONS:
+            options.append(token)
+            if OPTIONS[name] and "=" not in token:
+                if index + 1 >= len(args):
+                    raise ConfigError(name, "", f"expected a value after {name}; see {PROG} --help")
+                options.append(args[index + 1])
+                index += 1
+            index += 1
+            continue
+        if token.startswith("-") and token != "-":
+            raise ConfigError("BOOT_FILE", token, f"{PROG} has no such option, and a name starting with '-' is read "
+                              f"as one; to start a script of this name put it after '--': {PROG} -- {token}")
+        break
+    if index >= len(args):
+        return options, None, []
+    return options, args[index], list(args[index + 1:])
+
+
+@contextlib.contextmanager
+def _interruptible(during: str) -> Iterator[None]:
+    """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum, during)
+
+    wanted = [getattr(signal, name) for name in _WAIT_SIGNALS if hasattr(signal, name)]
+    previous = {sig: signal.signal(sig, stop) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _overlay(environ: Mapping[str, str], options: argparse.Namespace) -> Dict[str, str]:
@@ -91,6 +175,8 @@ def _announce(plan: LaunchPlan) -> None:
 
 
 def _finish(plan: LaunchPlan, result: RunResult) -> int:
+    from .report import format_failure, report_json, write_report
+
     problem = write_report(plan.report_file, report_json(result, plan))
     if problem:
         _say(problem)
@@ -100,31 +186,47 @@ def _finish(plan: LaunchPlan, result: RunResult) -> int:
     return result.exit_code
 
 
+def _error(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.flush()
+
+
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
     """Run the shim; returns the exit code (never raises for user errors)."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
     env: Mapping[str, str] = os.environ if environ is None else environ
-    options = build_parser().parse_args(args)
+    problem = host_problem(sys.platform)
+    if problem is not None:
+        _error(problem)
+        return EXIT_CONFIG
     try:
-        cluster = parse_cluster_env(_overlay(env, options))
-        inputs = gather_inputs(
-            cluster,
-            options.boot_file,
-            options.args,
-            env,
-            cwd=os.getcwd(),
-            progress=_say,
-            dry_run=options.dry_run,
-        )
-        plan = plan_launch(cluster, inputs)
+        flags, boot_file, boot_args = split_argv(args)
+        parser = build_parser()
+        if isinstance(parser, _Parser):
+            parser.given = " ".join(flags)
+        options = parser.parse_args(flags)  # --help prints and exits 0 here
+        if boot_file is None:
+            raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
+        with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
+                            "master's address)"):
+            cluster = parse_cluster_env(_overlay(env, options))
+            inputs = gather_inputs(
+                cluster, boot_file, boot_args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
+            )
+            plan = plan_launch(cluster, inputs)
         if options.dry_run:
             sys.stdout.write(plan.render() + "\n")
             return 0
         _announce(plan)
+        from .supervisor import run_plan
+
         result = run_plan(plan, env)
     except EntrypointError as error:
-        sys.stderr.write(f"{PROG}: error: {error}\n")
+        _error(str(error))
         return exit_code_for(error)
+    except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
+        _error("stopped by SIGINT; nothing was started")
+        return 128 + signal.SIGINT
     return _finish(plan, result)
 
 

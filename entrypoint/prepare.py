@@ -11,10 +11,17 @@ import sys
 import time
 from typing import Callable, Mapping, Optional, Sequence, Tuple
 
-from .cluster_env import ClusterEnv
-from .errors import ConfigError, LaunchError, WaitTimeout
+from .cluster_env import ClusterEnv, require_master
+from .errors import ConfigError, LaunchError, RankTableError, WaitTimeout, shorten
 from .launchers import DEFAULT_RANK_TABLE_PATH, LaunchInputs, resolve_method
-from .rank_table import RankTable, resolve_rank_table_path, select_server, wait_for_rank_table
+from .rank_table import (
+    RankTable,
+    RankTableNotReady,
+    read_rank_table,
+    resolve_rank_table_path,
+    select_server,
+    wait_for_rank_table,
+)
 
 __all__ = ["gather_inputs", "python_dir_for", "wait_for_address"]
 
@@ -99,12 +106,23 @@ def _link_python(directory: str, interpreter: str) -> None:
 def _boot_file(cwd: str, boot_file: str) -> str:
     path = os.path.normpath(os.path.join(cwd, boot_file))
     if not os.path.isfile(path):
-        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({path}); give the training script's path")
+        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({shorten(path)}); give the training script's path")
     return path
 
 
+def _read_once(path: str, cluster: ClusterEnv) -> RankTable:
+    """``--dry-run``: one read; a table that is not ready is reported (exit 2), never waited for."""
+    try:
+        return read_rank_table(path)
+    except RankTableNotReady as exc:
+        value = shorten(path if exc.value is None else exc.value)
+        raise RankTableError(path, exc.where, value, f"not ready ({exc.reason}); --dry-run reads the table once "
+                             f"and never waits (a real run waits up to {cluster.rank_table_timeout:g}s, "
+                             "MALAUNCH_RANK_TABLE_TIMEOUT)") from None
+
+
 def _rank_table(
-    cluster: ClusterEnv, method: str, progress: Optional[Progress]
+    cluster: ClusterEnv, method: str, progress: Optional[Progress], dry_run: bool
 ) -> Tuple[Optional[RankTable], Optional[str]]:
     wants_table = method == "ranktable" or (method == "msrun" and cluster.msrun_rank_table)
     if not wants_table:
@@ -114,10 +132,11 @@ def _rank_table(
 
     def on_wait(reason: str, elapsed: float) -> None:
         if progress is not None:
-            progress(
-                f"waiting for rank table {path} ({elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s): {reason}"
-            )
+            waited = f"{elapsed:.0f}s of {cluster.rank_table_timeout:.0f}s"
+            progress(f"waiting for rank table {shorten(path)} ({waited}): {reason}")
 
+    if dry_run:
+        return _read_once(path, cluster), path
     table = wait_for_rank_table(path, cluster.rank_table_timeout, on_wait=on_wait)
     return table, path
 
@@ -141,7 +160,7 @@ def gather_inputs(
     method = resolve_method(cluster)
     boot = _boot_file(cwd, boot_file)
     interpreter = cluster.script_interpreter or sys.executable
-    table, table_path = _rank_table(cluster, method, progress)
+    table, table_path = _rank_table(cluster, method, progress, dry_run)
     server_index = None
     if method == "ranktable" and table is not None:
         server_index = select_server(
@@ -154,18 +173,17 @@ def gather_inputs(
     master_ip = None
     notes: Tuple[str, ...] = ()
     if method == "msrun" or (method == "torchrun" and cluster.num_hosts > 1):
+        master = require_master(cluster, method)
         if dry_run:
             # A dry run asks no name server: an IP literal is used as is, a name is shown as the name.
-            master_ip = cluster.master_addr
-            if method == "msrun" and not _is_ip(cluster.master_addr):
+            master_ip = master
+            if method == "msrun" and not _is_ip(master):
                 notes = (
-                    f"a real run first resolves {cluster.master_addr!r} to an IP (waiting up to "
+                    f"a real run first resolves {master!r} to an IP (waiting up to "
                     f"{cluster.master_wait:.0f}s) and passes the IP to msrun",
                 )
         else:
-            master_ip = wait_for_address(
-                cluster.master_addr, cluster.master_wait, resolve=resolve, progress=progress
-            )
+            master_ip = wait_for_address(master, cluster.master_wait, resolve=resolve, progress=progress)
         if method != "msrun":
             master_ip = None
     python_dir = None

@@ -24,35 +24,56 @@ Contract of a parsed :class:`RankTable`:
    path inside the table, such as ``server_list[1].device[0].rank_id``.
 
 The platform writes the file asynchronously (a ConfigMap replaced through symlinks), so
-:func:`wait_for_rank_table` re-reads it on every poll and treats a missing file, half-written JSON or a
-status other than "completed" as not ready yet (:class:`RankTableNotReady`) until its deadline.
+:func:`wait_for_rank_table` re-reads it on every poll and treats a missing file, a truncated file (JSON that
+the rest of the file could still complete) or a status other than "completed" as not ready yet
+(:class:`RankTableNotReady`) until its deadline. What can never become valid is an error at once
+(:class:`~malaunch.entrypoint.errors.RankTableError`, exit 2): a FIFO, device or socket instead of a regular
+file (never opened in a way that blocks), a file over :data:`MAX_RANK_TABLE_BYTES`, a symlink loop, a file the
+shim may not read (permissions), bytes
+that are not UTF-8, JSON broken before its end, nesting deeper than the interpreter allows, or an integer of
+more than 20 digits.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from typing import Callable, Optional
 
-from ._rank_table_parse import COMPLETED, Device, RankTable, Server, parse_rank_table, shown
-from .errors import ConfigError, RankTableError, WaitTimeout
+from ._rank_table_parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
+from .errors import ConfigError, RankTableError, WaitTimeout, shorten
 
 __all__ = [
-    "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server", "parse_rank_table",
-    "read_rank_table", "resolve_rank_table_path", "select_server", "wait_for_rank_table",
+    "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",
+    "parse_rank_table", "read_rank_table", "resolve_rank_table_path", "select_server", "wait_for_rank_table",
 ]
 
 #: The file inside ``RANK_TABLE_FILE`` when that variable names a directory (ModelArts convention).
 RANK_TABLE_DIR_FILE = "jobstart_hccl.json"
+#: A rank table larger than this is refused (a 32,768-rank v1.0 table is about 2.5 MB).
+MAX_RANK_TABLE_BYTES = 64 * 1024 * 1024
 _PROGRESS_EVERY = 10.0  # seconds between on_wait calls
+_MAX_INT_DIGITS = 20
+_PERMANENT_ERRNOS = (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR, errno.EACCES, errno.EPERM)
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
 
 class RankTableNotReady(Exception):
-    """Internal signal: the file is not usable *yet* (missing, half-written, not completed): ``reason``."""
+    """Internal signal: the file is not usable *yet* (missing, half-written, not completed): ``reason``.
 
-    def __init__(self, reason: str) -> None:
+    ``where`` and ``value`` say what was seen (``"status"`` and its value, or ``"(file)"`` and the path), for a
+    caller that will not wait (``--dry-run``) and reports it as an error.
+    """
+
+    def __init__(self, reason: str, where: str = "(file)", value: object = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.where = where
+        self.value = value
 
 
 def resolve_rank_table_path(value: str, is_dir: Callable[[str], bool] = os.path.isdir) -> str:
@@ -70,34 +91,141 @@ def resolve_rank_table_path(value: str, is_dir: Callable[[str], bool] = os.path.
     return value
 
 
+def _refuse(path: str, expected: str) -> RankTableError:
+    return RankTableError(path, "(file)", shorten(path), expected)
+
+
+def _read_bytes(path: str) -> bytes:
+    """The file's bytes; only a regular file is ever opened, and never in a way that can block."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise RankTableNotReady("the file does not exist yet", "(file)", path) from None
+    except OSError as exc:
+        if exc.errno in _PERMANENT_ERRNOS:
+            raise _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE") from None
+        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise _refuse(path, f"expected a file (a directory must hold {RANK_TABLE_DIR_FILE})")
+    _check_regular(path, info)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise RankTableNotReady("the file does not exist yet", "(file)", path) from None
+    except OSError as exc:
+        if exc.errno in _PERMANENT_ERRNOS:
+            raise _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE") from None
+        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
+    try:
+        opened = os.fstat(fd)
+        _check_regular(path, opened)  # it may have been swapped since the stat
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_RANK_TABLE_BYTES:  # one read when the size is right; more if the file grows meanwhile
+            chunk = os.read(fd, min(max(opened.st_size + 1, 1 << 16), MAX_RANK_TABLE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
+    finally:
+        os.close(fd)
+    if size > MAX_RANK_TABLE_BYTES:
+        raise _refuse(path, f"expected at most {MAX_RANK_TABLE_BYTES // (1 << 20)} MiB; the file grew past that "
+                      "while it was read")
+    return b"".join(chunks)
+
+
+def _check_regular(path: str, info: os.stat_result) -> None:
+    if info.st_size > MAX_RANK_TABLE_BYTES:
+        raise _refuse(path, f"expected at most {MAX_RANK_TABLE_BYTES // (1 << 20)} MiB, the file has {info.st_size} "
+                      "bytes; point RANK_TABLE_FILE at the rank table")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise _refuse(path, f"expected a regular file, found {kind}; point RANK_TABLE_FILE at the rank table")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _NumberTooLong(len(text))
+    return int(text)
+
+
+class _NumberTooLong(ValueError):
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _decode(raw: bytes, path: str) -> object:
+    """Decoded JSON; RankTableNotReady if the text may still be completed, RankTableError if it never can."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.end == len(raw):
+            raise RankTableNotReady("the file ends inside a UTF-8 character (half-written?)") from None
+        raise RankTableError(path, f"(byte {exc.start})", raw[exc.start:exc.start + 8],
+                             "expected UTF-8 text: the file is not UTF-8 and cannot become a rank table") from None
+    try:
+        with no_gc():
+            return json.loads(text, parse_int=_bounded_int)
+    except RecursionError:
+        raise RankTableError(path, "(top level)", "<deeply nested>", "expected a rank table, found JSON "
+                             "nested too deeply to read (a rank table is 5 levels deep)") from None
+    except _NumberTooLong as exc:
+        raise RankTableError(path, "(number)", f"<{exc.digits} digits>",
+                             f"expected numbers of at most {_MAX_INT_DIGITS} digits") from None
+    except json.JSONDecodeError as exc:
+        if _truncated(text, exc):
+            raise RankTableNotReady(f"the file is not complete JSON yet (half-written?): {exc}") from None
+        raise RankTableError(path, f"(line {exc.lineno} column {exc.colno})", shown(text[exc.pos:exc.pos + 40]),
+                             f"expected JSON ({exc.msg}); the error is before the end of the file, so it is not "
+                             "half-written and waiting cannot fix it") from None
+    except ValueError as exc:  # e.g. the interpreter's int digit limit
+        raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
+
+
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+_NUMBER_TAIL = frozenset("0123456789.eE+-")
+
+
+def _truncated(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether ``text`` may be the start of valid JSON, given the decoder's ``error`` (i.e. it stops early).
+
+    The decoder reports an error at the token where it failed; the text is a truncation when that token
+    runs to the end of the text unfinished: an unterminated string, a literal or number cut short, or nothing.
+    """
+    rest = text[error.pos:].rstrip()
+    if not rest or error.msg.startswith("Unterminated string"):
+        return True
+    if error.msg == "Expecting value":
+        return any(literal.startswith(rest) for literal in _LITERALS) or rest == "-"
+    if error.msg.startswith(("Expecting ',' delimiter", "Expecting ':' delimiter")):  # a number cut short: "1." "1e"
+        before = text[error.pos - 1:error.pos]
+        return before.isdigit() and rest[0] in ".eE" and _NUMBER_TAIL.issuperset(rest)
+    if error.msg.startswith("Invalid \\uXXXX escape"):
+        return len(rest) < 6 and all(ch in "0123456789abcdefABCDEF" for ch in rest[2:])
+    return False
+
+
 def read_rank_table(path: str) -> RankTable:
     """Read and parse ``path`` once.
 
     Raises:
-        RankTableNotReady: the file is missing or unreadable, is not (yet) valid JSON, or its ``status`` is a
+        RankTableNotReady: the file is missing or unreadable, is a truncated JSON text, or its ``status`` is a
             string other than "completed" (nothing else is checked then: the table may still be partial).
-        RankTableError: the file says it is completed but is malformed, or ``path`` is a directory.
+        RankTableError: the file can never become a rank table (see the module docstring), or it says it is
+            completed but is malformed.
     """
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise RankTableNotReady("the file does not exist yet") from None
-    except IsADirectoryError:
-        expected = f"expected a file (a directory must hold {RANK_TABLE_DIR_FILE})"
-        raise RankTableError(path, "(file)", path, expected) from None
-    except OSError as exc:
-        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}") from None
+    raw = _read_bytes(path)
     if not raw.strip():
         raise RankTableNotReady("the file is empty")
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise RankTableNotReady(f"the file is not valid JSON (half-written?): {exc}") from None
+    data = _decode(raw, path)
     if isinstance(data, dict):
         status = data.get("status")
         if isinstance(status, str) and status != COMPLETED:
-            raise RankTableNotReady(f"status is {shown(status)!r}, not {COMPLETED!r}")
+            raise RankTableNotReady(f"status is {shown(status)!r}, not {COMPLETED!r}", "status", shown(status))
     return parse_rank_table(data, path)
 
 
@@ -128,7 +256,7 @@ def wait_for_rank_table(
         now = clock()
         if now >= deadline:
             raise WaitTimeout(
-                what=f"rank table {path} to reach status {COMPLETED!r}",
+                what=f"rank table {shorten(path)} to reach status {COMPLETED!r}",
                 waited=now - start,
                 hint=f"last check: {reason}. The platform writes this file after the container starts; "
                 f"check RANK_TABLE_FILE and that the job was given NPUs, or set MALAUNCH_RANK_TABLE_TIMEOUT "

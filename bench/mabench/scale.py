@@ -1,10 +1,12 @@
 """Rank-table scale: read, parse and plan a 2,048-server x 16-device v1.0 table (32,768 ranks).
 
-In-process, with the shim's own functions: ``json.loads`` of the file's bytes, ``rank_table.parse_rank_table``,
+In-process, with the shim's own functions: its file reader and JSON decoding (``read+json``: regular-file checks,
+UTF-8, ``json.loads`` with bounded integers), ``rank_table.parse_rank_table``,
 ``rank_table.select_server`` (this host is the last server, found by ``MA_CURRENT_HOST_IP``) and
 ``launchers.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
 median of each step is reported too. One warm-up run is not counted. As a cross-check, the whole
-``ma-entrypoint --dry-run`` process on the same table is timed as well (interpreter start-up included).
+``ma-entrypoint --dry-run`` process on the same table is timed as well (interpreter start-up included), and its
+peak resident memory (``ru_maxrss`` from ``wait4``) is reported: the shim's footprint for a 32,768-rank table.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -31,11 +34,11 @@ STEPS = ("read+json", "parse", "select", "plan")
 def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     from malaunch.entrypoint.cluster_env import parse_cluster_env
     from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
-    from malaunch.entrypoint.rank_table import parse_rank_table, select_server
+    from malaunch.entrypoint.rank_table import _decode, _read_bytes, parse_rank_table, select_server
 
     took: Dict[str, float] = {}
     t0 = time.perf_counter()
-    data = json.loads(path.read_bytes())
+    data = _decode(_read_bytes(str(path)), str(path))  # the shim's own reader: checks, UTF-8, bounded JSON
     t1 = time.perf_counter()
     table = parse_rank_table(data, str(path))
     t2 = time.perf_counter()
@@ -83,6 +86,21 @@ def _dry_run(path: Path, env: Dict[str, str], scratch: Path) -> float:
     return exited - run.started
 
 
+def _peak_rss(path: Path, env: Dict[str, str], scratch: Path) -> float:
+    """Peak RSS in MB of one ``ma-entrypoint --dry-run`` process on the table (read from ``wait4``'s rusage)."""
+    argv = [PYTHON, "-m", "malaunch.entrypoint", "--dry-run", str(WORKERS / "start_worker.py")]
+    with open(scratch / "rss-stderr.txt", "wb") as err:
+        proc = subprocess.Popen(argv, env=bench_env(new_mark(), env), cwd=str(scratch), stdout=subprocess.DEVNULL,
+                                stderr=err)
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            proc.returncode = -1  # reaped by wait4 above; Popen must not wait for it again
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise BenchError(f"ma-entrypoint --dry-run (peak RSS) failed:\n{tail(scratch / 'rss-stderr.txt')}")
+    return usage.ru_maxrss / 1024.0  # Linux reports KiB
+
+
 def run_scale(reps: int) -> CaseResult:
     """Time the in-process parse+plan ``reps`` times (after a warm-up) and the --dry-run process ``reps`` times."""
     scratch = scratch_dir("scale")
@@ -94,6 +112,7 @@ def run_scale(reps: int) -> CaseResult:
         "s",
     )
     dry = Series("scale/dryrun", "rank-table scale", "ma-entrypoint --dry-run (whole process)", total.size, "s")
+    rss = Series("scale/dryrun-rss", "rank-table scale", "ma-entrypoint --dry-run peak RSS", total.size, "MB")
     try:
         path = scratch / "jobstart_hccl.json"
         table = v10_rank_table(SERVERS, DEVICES)
@@ -133,14 +152,24 @@ def run_scale(reps: int) -> CaseResult:
         except BenchError as exc:
             dry.error = str(exc).splitlines()[0]
         dry.note = "informational: interpreter start-up, imports, reading the table and printing the plan"
+        try:
+            for _rep in range(reps):
+                rss.samples.append(round(_peak_rss(path, env, scratch), 1))
+            say(f"  --dry-run peak RSS: {rss.median} MB")
+        except (BenchError, OSError) as exc:
+            rss.error = str(exc).splitlines()[0]
+        rss.note = "peak resident memory of the whole shim process (ru_maxrss), table file included in the reading"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    claim = f"rank-table scale: {SERVERS * DEVICES} ranks parsed and planned in < 200 ms"
+    claim = f"rank-table scale: {SERVERS * DEVICES} ranks read, parsed and planned in < 50 ms"
     med = total.median
-    target = Target(claim, "not measured" if med is None else fmt_value(med, "s"), None if med is None else med < 0.2)
-    result = CaseResult("rank-table scale", [total, dry], [target])
+    target = Target(claim, "not measured" if med is None else fmt_value(med, "s"), None if med is None else med < 0.05)
+    if med is not None and steps["read+json"]:
+        target.comment = (f"json.loads alone {fmt_value(statistics.median(steps['read+json']), 's')}; the parse "
+                          "validates in bulk passes and makes one object per server, devices only for this host's")
+    result = CaseResult("rank-table scale", [total, dry, rss], [target])
     result.notes.append(
-        "rank-table scale = json.loads + parse_rank_table + select_server (last server, by MA_CURRENT_HOST_IP) + "
-        "parse_cluster_env/plan_launch, in-process, median after one warm-up."
+        "rank-table scale = the shim's read + json.loads + parse_rank_table + select_server (last server, by "
+        "MA_CURRENT_HOST_IP) + parse_cluster_env/plan_launch, in-process, median after one warm-up."
     )
     return result
