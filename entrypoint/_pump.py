@@ -11,18 +11,21 @@ dropped. :class:`Console` keeps lines of different streams from running into eac
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import fcntl
 import os
 import re
 import select
+import stat
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
+    "CONSOLE_BACKLOG",
     "HOLD_SECONDS",
     "Console",
     "FileFollower",
@@ -39,6 +42,8 @@ PIPE_SIZE = 1 << 20
 HOLD_SECONDS = 0.5
 MAX_HOLD = 4 << 20  # a partial line longer than this goes out in pieces
 TAIL_BYTES = 64 << 10
+CONSOLE_BACKLOG = 16 << 20  # console bytes allowed to wait for a slow reader before writes are dropped
+_PIPE_BUF = 4096  # a write this small to a pipe that polls writable never blocks
 DRAIN_LIMIT = 5.0  # after the job ended, a pipe still written by an unknown process is abandoned
 _F_SETPIPE_SZ = 1031
 _M_TRIM_THRESHOLD = -1
@@ -55,46 +60,161 @@ def _write_all(fd: int, data: Bytes) -> None:
 
 
 class Console:
-    """A console stream shared by several producers; one lock, whole writes, no lines run together."""
+    """A console stream shared by several producers that never makes a producer wait.
 
-    def __init__(self, stream: BinaryIO) -> None:
+    Producers hand whole writes to :meth:`emit`, which only queues them; one writer thread moves them to the
+    stream. When the stream is slow or stuck and more than :data:`CONSOLE_BACKLOG` bytes wait, further writes
+    are dropped from the console (the log files still get every byte) and one warning says so. Writes to a
+    stream with a file descriptor go through ``poll`` in pieces of at most ``PIPE_BUF`` bytes, so the writer
+    itself can give up on a stuck reader at :meth:`close`. Lines of different producers never run together.
+    """
+
+    def __init__(self, stream: BinaryIO, name: str = "console") -> None:
         self._stream = stream
+        self._name = name
+        self._fd = _usable_fd(stream)
+        self._piece = _PIPE_BUF if self._fd is not None and _is_pipe(self._fd) else CHUNK
+        self._abandon = False
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._queue: Deque[bytes] = collections.deque()
+        self._queued = 0
         self._last: object = None
         self._dangling = False  # the last write did not end with a newline
         self._broken = False
+        self._closing = False
+        self._dropped = 0
+        self._writer: Optional[threading.Thread] = None
 
     def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
-        """Write ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
+        """Queue ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
         with self._lock:
             if self._broken:
                 return
-            try:
-                if self._last is not owner:
-                    if self._dangling:
-                        self._stream.write(b"\n")
-                    if resume:
-                        self._stream.write(resume)
-                for part in parts:
-                    if part:
-                        self._stream.write(part)
-                        self._dangling = part[-1:] != b"\n"
-                self._stream.flush()
-            except (OSError, ValueError):  # console closed: the logs still get everything
-                self._broken = True
+            pieces: List[bytes] = []
+            if self._last is not owner:
+                if self._dangling:
+                    pieces.append(b"\n")
+                if resume:
+                    pieces.append(resume)
+            for part in parts:
+                if part:
+                    pieces.append(bytes(part))
+            data = b"".join(pieces)
+            if not data:
+                return
+            if self._queued + len(data) > CONSOLE_BACKLOG and self._queued:
+                self._dropped += 1
+                return  # the stream does not keep up: this write is lost for the console only
             self._last = owner
+            self._dangling = data[-1:] != b"\n"
+            self._queue.append(data)
+            self._queued += len(data)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._run, name=f"{self._name}-writer", daemon=True)
+                self._writer.start()
+            self._ready.notify()
 
     def message(self, text: str) -> None:
         """One line from the shim itself (always starts on a fresh line)."""
         self.emit(self, [text.encode("utf-8", "replace") + b"\n"])
 
+    @property
+    def dropped(self) -> int:
+        """Writes that never reached the console because it did not keep up."""
+        return self._dropped
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+                data = self._queue.popleft()
+            if not self._write(data):
+                with self._lock:
+                    self._broken = True
+                    self._queue.clear()
+                    self._queued = 0
+                    self._ready.notify_all()
+                return
+            with self._lock:
+                self._queued -= len(data)
+                self._ready.notify_all()
+
+    def _write(self, data: bytes) -> bool:
+        try:
+            if self._fd is None:
+                self._stream.write(data)
+                self._stream.flush()
+                return True
+            view = memoryview(data)
+            poller = select.poll()
+            poller.register(self._fd, select.POLLOUT)
+            while view:
+                while not poller.poll(200):
+                    if self._abandon:
+                        return False
+                view = view[os.write(self._fd, view[: self._piece]) :]
+            return True
+        except (OSError, ValueError):  # console closed: the logs still get everything
+            return False
+
+    def close(self, patience: float) -> None:
+        """Deliver what is queued while the stream makes progress; give up after ``patience`` s without any."""
+        with self._lock:
+            self._closing = True
+            self._ready.notify_all()
+            writer = self._writer
+            last = self._queued
+            deadline = time.monotonic() + patience
+            while writer is not None and self._queue and not self._broken:
+                self._ready.wait(0.05)
+                if self._queued != last:
+                    last = self._queued
+                    deadline = time.monotonic() + patience
+                elif time.monotonic() > deadline:
+                    break
+            self._abandon = True
+            self._ready.notify_all()
+        if writer is not None:
+            writer.join(patience + 0.5)
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return True
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _usable_fd(stream: BinaryIO) -> Optional[int]:
+    """The stream's descriptor if writes can go straight to it (its own buffer flushed first), else None."""
+    try:
+        fd = stream.fileno()
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        return None
+    return fd
+
 
 class Sink:
-    """One log destination (a file, or nothing when the launcher writes it) plus the tail kept in memory."""
+    """One log destination (a file it opens, owns and closes; or none when the launcher writes the file) plus
+    the tail kept in memory."""
 
-    def __init__(self, path: str, fd: Optional[int], warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
+    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
+        """Open (create, truncate) ``path`` when ``write_file``; raises OSError when it cannot."""
         self.path = path
-        self._fd = fd
+        self._fd: Optional[int] = None
+        self._owned: Optional[int] = None
+        if write_file:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            self._owned = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            self._fd = self._owned
         self._warn = warn
         self._ring = bytearray()
         self._ring_bytes = ring_bytes
@@ -116,11 +236,19 @@ class Sink:
                 try:
                     _write_all(self._fd, data)
                 except OSError as error:
-                    self._fd = None  # stop writing; the owner still closes the descriptor
+                    self._fd = None  # stop writing; close() still releases the descriptor
                     self._warn(
                         f"cannot write log file {self.path}: {error.strerror}; "
                         "this output continues on the console only (free space or fix the log directory)"
                     )
+
+    def close(self) -> None:
+        """Release the file (idempotent); later writes only feed the tail."""
+        with self._lock:
+            fd, self._owned, self._fd = self._owned, None, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def text(self) -> str:
         """The retained output, decoded leniently."""
@@ -149,8 +277,10 @@ class LineStream:
         prefix: bytes,
         sink: Optional[Sink],
         on_lines: Optional[Callable[[bytes], None]] = None,
+        quiet: Optional[threading.Event] = None,
     ) -> None:
         self._console = console
+        self._quiet = quiet  # once set, this stream goes to its log file only (a launcher's teardown chatter)
         self._prefix = prefix
         self._nl_prefix = b"\n" + prefix
         self._sink = sink
@@ -179,6 +309,12 @@ class LineStream:
         complete = view[: nl + 1].tobytes()
         if self._on_lines is not None:
             self._on_lines(b"".join(self._held) + complete)
+        if self._quiet is not None and self._quiet.is_set():
+            rest = size - nl - 1
+            self._held = [view[nl + 1 :].tobytes()] if rest else []
+            self._held_size = rest
+            self._mid_line = False
+            return
         out = complete.replace(b"\n", self._nl_prefix)
         parts: List[Bytes] = [] if self._mid_line else [self._prefix]
         parts.extend(self._held)
@@ -192,6 +328,10 @@ class LineStream:
     def flush_partial(self) -> None:
         """Show the held partial line now; the rest of the line follows without a new prefix."""
         if not self._held:
+            return
+        if self._quiet is not None and self._quiet.is_set():
+            self._held = []
+            self._held_size = 0
             return
         parts: List[Bytes] = [] if self._mid_line else [self._prefix]
         parts.extend(self._held)
@@ -212,9 +352,15 @@ class PrefixDemux:
     """torchrun ``--tee`` output: ``[rankN]:`` lines to rank N's log, other lines to the launcher's."""
 
     def __init__(
-        self, console: Console, launcher_prefix: bytes, launcher_sink: Sink, rank_sinks: Mapping[int, Sink]
+        self,
+        console: Console,
+        launcher_prefix: bytes,
+        launcher_sink: Sink,
+        rank_sinks: Mapping[int, Sink],
+        quiet: Optional[threading.Event] = None,
     ) -> None:
         self._console = console
+        self._quiet = quiet  # once set, the launcher's own lines go to its log file only
         self._lp = launcher_prefix
         self._launcher = launcher_sink
         self._ranks = rank_sinks
@@ -250,6 +396,8 @@ class PrefixDemux:
         self.flush_partial()
 
     def _launcher_lines(self, seg: bytes) -> bytes:
+        if self._quiet is not None and self._quiet.is_set():
+            return b""
         out = self._lp + seg.replace(b"\n", b"\n" + self._lp)
         return out[: -len(self._lp)] if seg.endswith(b"\n") else out
 
@@ -268,7 +416,8 @@ class PrefixDemux:
             dest = self._cont
             resume = dest[1]
             add(dest[0], block[:eol])
-            console.append(block[:eol])
+            if dest[0] is not self._launcher or not (self._quiet is not None and self._quiet.is_set()):
+                console.append(block[:eol])
             pos = eol
         for match in _RANK_LINE.finditer(block, pos):
             if match.start() > pos:
