@@ -19,7 +19,9 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
    SIGHUP, and SIGKILL once a teardown had escalated to it or under msrun, which kills peers with SIGKILL) is
    collateral: it is never the root cause while any other rank failed.
 3. Rank facts beat the launcher's own exit: a launcher is the root cause only when no rank failure is known.
-4. Among the candidates, the earliest death wins (time of death as observed: the watch, the launcher's line);
+4. When the job was stopped from outside (the shim got a signal), teardown-signal deaths alone name no root
+   cause.
+5. Among the candidates, the earliest death wins (time of death as observed: the watch, the launcher's line);
    a fact without a time ranks after timed ones of the same class, the launcher's summary before other
    untimed facts, then the order of recording.
 """
@@ -110,13 +112,21 @@ def _order(fact: Death) -> Tuple[float, int, int]:
     return (fact.at if fact.at is not None else _TIME_UNKNOWN, _SOURCE_RANK[fact.source], fact.seq)
 
 
-def find_root_cause(facts: Sequence[Death], collateral_signals: FrozenSet[int]) -> Optional[RootCause]:
-    """The root cause among ``facts`` (see the module docstring), or None when nothing failed."""
+def find_root_cause(
+    facts: Sequence[Death], collateral_signals: FrozenSet[int], *, stopped: bool = False
+) -> Optional[RootCause]:
+    """The root cause among ``facts`` (see the module docstring), or None when nothing failed.
+
+    ``stopped``: the job was stopped from outside (the shim got a signal); then deaths by teardown signals
+    alone name no root cause.
+    """
     failed = [f for f in _merge(facts) if f.code is not None and f.code != 0]
     if not failed:
         return None
     pool = [f for f in failed if f.rank is not None] or failed
     primary = [f for f in pool if f.signal is None or f.signal not in collateral_signals]
+    if stopped and not primary:
+        return None
     chosen = min(primary or pool, key=_order)
     collateral = tuple(f for f in pool if f is not chosen and f not in primary)
     return RootCause(chosen, collateral)

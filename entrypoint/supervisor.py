@@ -314,7 +314,8 @@ class _Run:
     def result(self, started: float) -> RunResult:
         self.launcher_facts()
         escalated = self.killed_at is not None
-        cause = find_root_cause(self.facts, teardown_signals(self.plan.method == "msrun", escalated))
+        collateral = teardown_signals(self.plan.method == "msrun", escalated)
+        cause = find_root_cause(self.facts, collateral, stopped=self.shim_signal is not None)
         failure = self._failure(cause.death) if cause is not None else None
         if self.shim_signal is not None:
             code = 128 + self.shim_signal
