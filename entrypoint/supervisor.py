@@ -180,10 +180,15 @@ class _Run:
             self.waiters.append(waiter)
         self.output.attach(self.procs, lambda: None)
         if self.launchers:  # also tells msrun's pids' ranks; ends the job only with plan.watch_workers
-            self.watch = WorkerWatch(
-                TOKEN_VAR, self.token, {p.pid: i for i, p in enumerate(self.procs)}, self.events.put
-            )
+            launchers = {proc.pid: index for index, proc in enumerate(self.procs)}
+            self.watch = WorkerWatch(TOKEN_VAR, self.token, launchers, self._worker_died)
             self.watch.start()
+
+    def _worker_died(self, death: WorkerDeath) -> None:
+        """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
+        if self.plan.watch_workers:
+            self.output.quiet()
+        self.events.put(death)
 
     def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
         code = proc.wait()
