@@ -11,23 +11,21 @@ dropped. :class:`Console` keeps lines of different streams from running into eac
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import fcntl
 import os
 import re
 import select
-import stat
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+from ._console import Console
 
 __all__ = [
-    "CONSOLE_BACKLOG",
     "HOLD_SECONDS",
-    "Console",
     "FileFollower",
     "LineStream",
     "PrefixDemux",
@@ -42,8 +40,6 @@ PIPE_SIZE = 1 << 20
 HOLD_SECONDS = 0.5
 MAX_HOLD = 4 << 20  # a partial line longer than this goes out in pieces
 TAIL_BYTES = 64 << 10
-CONSOLE_BACKLOG = 16 << 20  # console bytes allowed to wait for a slow reader before writes are dropped
-_PIPE_BUF = 4096  # a write this small to a pipe that polls writable never blocks
 DRAIN_LIMIT = 5.0  # after the job ended, a pipe still written by an unknown process is abandoned
 _F_SETPIPE_SZ = 1031
 _M_TRIM_THRESHOLD = -1
@@ -57,147 +53,6 @@ def _write_all(fd: int, data: Bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-class Console:
-    """A console stream shared by several producers that never makes a producer wait.
-
-    Producers hand whole writes to :meth:`emit`, which only queues them; one writer thread moves them to the
-    stream. When the stream is slow or stuck and more than :data:`CONSOLE_BACKLOG` bytes wait, further writes
-    are dropped from the console (the log files still get every byte) and one warning says so. Writes to a
-    stream with a file descriptor go through ``poll`` in pieces of at most ``PIPE_BUF`` bytes, so the writer
-    itself can give up on a stuck reader at :meth:`close`. Lines of different producers never run together.
-    """
-
-    def __init__(self, stream: BinaryIO, name: str = "console") -> None:
-        self._stream = stream
-        self._name = name
-        self._fd = _usable_fd(stream)
-        self._piece = _PIPE_BUF if self._fd is not None and _is_pipe(self._fd) else CHUNK
-        self._abandon = False
-        self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)
-        self._queue: Deque[bytes] = collections.deque()
-        self._queued = 0
-        self._last: object = None
-        self._dangling = False  # the last write did not end with a newline
-        self._broken = False
-        self._closing = False
-        self._dropped = 0
-        self._writer: Optional[threading.Thread] = None
-
-    def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
-        """Queue ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
-        with self._lock:
-            if self._broken:
-                return
-            pieces: List[bytes] = []
-            if self._last is not owner:
-                if self._dangling:
-                    pieces.append(b"\n")
-                if resume:
-                    pieces.append(resume)
-            for part in parts:
-                if part:
-                    pieces.append(bytes(part))
-            data = b"".join(pieces)
-            if not data:
-                return
-            if self._queued + len(data) > CONSOLE_BACKLOG and self._queued:
-                self._dropped += 1
-                return  # the stream does not keep up: this write is lost for the console only
-            self._last = owner
-            self._dangling = data[-1:] != b"\n"
-            self._queue.append(data)
-            self._queued += len(data)
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._run, name=f"{self._name}-writer", daemon=True)
-                self._writer.start()
-            self._ready.notify()
-
-    def message(self, text: str) -> None:
-        """One line from the shim itself (always starts on a fresh line)."""
-        self.emit(self, [text.encode("utf-8", "replace") + b"\n"])
-
-    @property
-    def dropped(self) -> int:
-        """Writes that never reached the console because it did not keep up."""
-        return self._dropped
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._queue and not self._closing:
-                    self._ready.wait()
-                if not self._queue:
-                    return
-                data = self._queue.popleft()
-            if not self._write(data):
-                with self._lock:
-                    self._broken = True
-                    self._queue.clear()
-                    self._queued = 0
-                    self._ready.notify_all()
-                return
-            with self._lock:
-                self._queued -= len(data)
-                self._ready.notify_all()
-
-    def _write(self, data: bytes) -> bool:
-        try:
-            if self._fd is None:
-                self._stream.write(data)
-                self._stream.flush()
-                return True
-            view = memoryview(data)
-            poller = select.poll()
-            poller.register(self._fd, select.POLLOUT)
-            while view:
-                while not poller.poll(200):
-                    if self._abandon:
-                        return False
-                view = view[os.write(self._fd, view[: self._piece]) :]
-            return True
-        except (OSError, ValueError):  # console closed: the logs still get everything
-            return False
-
-    def close(self, patience: float) -> None:
-        """Deliver what is queued while the stream makes progress; give up after ``patience`` s without any."""
-        with self._lock:
-            self._closing = True
-            self._ready.notify_all()
-            writer = self._writer
-            last = self._queued
-            deadline = time.monotonic() + patience
-            while writer is not None and self._queue and not self._broken:
-                self._ready.wait(0.05)
-                if self._queued != last:
-                    last = self._queued
-                    deadline = time.monotonic() + patience
-                elif time.monotonic() > deadline:
-                    break
-            self._abandon = True
-            self._ready.notify_all()
-        if writer is not None:
-            writer.join(patience + 0.5)
-
-
-def _is_pipe(fd: int) -> bool:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return True
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
-def _usable_fd(stream: BinaryIO) -> Optional[int]:
-    """The stream's descriptor if writes can go straight to it (its own buffer flushed first), else None."""
-    try:
-        fd = stream.fileno()
-        stream.flush()
-    except (OSError, ValueError, AttributeError):
-        return None
-    return fd
 
 
 class Sink:

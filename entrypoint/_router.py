@@ -9,7 +9,7 @@ How bytes flow (``plan.log_source``):
 - ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
   each line with its rank prefix. msrun's own output goes to ``msrun.log``.
 
-The console never holds anything up: writes to it are queued (:class:`._pump.Console`), so a slow or stuck
+The console never holds anything up: writes to it are queued (:class:`._console.Console`), so a slow or stuck
 reader can cost console lines but never a log-file byte, and never time. Once the job starts to end
 (:meth:`Output.quiet`), a launcher's own lines (torchrun's and msrun's teardown chatter) go to its log file only.
 """
@@ -21,7 +21,8 @@ import subprocess
 import threading
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple, Union
 
-from ._pump import Console, FileFollower, LineStream, PrefixDemux, Sink, follow, pump
+from ._console import Console
+from ._pump import FileFollower, LineStream, PrefixDemux, Sink, follow, pump
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
 

@@ -23,8 +23,6 @@ Contract of :func:`run_plan`:
 from __future__ import annotations
 
 import contextlib
-import glob
-import json
 import os
 import queue
 import signal
@@ -36,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
+from ._errorfiles import read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
 from ._router import LOG_HINT, Output, write_plan_file
@@ -301,20 +300,8 @@ class _Run:
             self.record(self._fact(source="error_file", index=0, rank=rank, pid=None, code=None, message=message))
 
     def _error_files(self) -> Dict[int, str]:
-        paths = dict(self.watch.error_files) if self.watch is not None else {}
-        ranks = sorted(self.plan.rank_logs)
-        log_dir = _torchrun_log_dir(self.plan.processes[0].argv)
-        if log_dir:
-            for path in glob.glob(os.path.join(glob.escape(log_dir), "*", "attempt_*", "*", "error.json")):
-                local = os.path.basename(os.path.dirname(path))
-                if local.isdigit() and int(local) < len(ranks):
-                    paths.setdefault(ranks[int(local)], path)
-        found = {}
-        for rank, path in paths.items():
-            message = _error_message(path, self.started_wall)
-            if message:
-                found[rank] = message
-        return found
+        known = dict(self.watch.error_files) if self.watch is not None else {}
+        return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
 
     def result(self, started: float) -> RunResult:
         self.launcher_facts()
@@ -407,33 +394,6 @@ class _Run:
         self.output.drain(self.procs)
         for waiter in self.waiters:
             waiter.join(1.0)
-
-
-def _torchrun_log_dir(argv: Any) -> Optional[str]:
-    """The value of torchrun's ``--log_dir``/``--log-dir`` in ``argv`` (the last one wins)."""
-    value = None
-    tokens = list(argv)
-    for index, token in enumerate(tokens):
-        if token == "--":
-            break
-        name = token[2:].split("=", 1)[0].replace("-", "_") if token.startswith("--") else ""
-        if name == "log_dir":
-            value = token.split("=", 1)[1] if "=" in token else (tokens[index + 1] if index + 1 < len(tokens) else None)
-    return value
-
-
-def _error_message(path: str, since: float) -> Optional[str]:
-    """The exception an error file of this run recorded (``message.message``), read defensively."""
-    try:
-        if os.stat(path).st_mtime < since - 1.0:
-            return None  # left over from an earlier run
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            data = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
-        return None
-    message = data.get("message") if isinstance(data, dict) else None
-    text = message.get("message") if isinstance(message, dict) else message
-    return str(text)[:500] if text else None
 
 
 def run_plan(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
+from malaunch.entrypoint import proctree
 from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, marked_pids, shim, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")
@@ -25,14 +26,6 @@ JOB = str(SCRIPTS / "rank_job.py")
 def _report(tmp_path: Path) -> Dict[str, object]:
     data: Dict[str, object] = json.loads((tmp_path / "malaunch-logs" / "node-0" / "report.json").read_text())
     return data
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != b"Z"
 
 
 @pytest.mark.process
@@ -102,7 +95,7 @@ def test_a_setsid_daemon_with_an_empty_environment_is_gone_after_the_job(tmp_pat
     with contextlib.suppress(OSError):
         environ = Path(f"/proc/{daemon}/environ").read_bytes()
     assert MARK.encode() not in environ  # it really left the marked environment behind
-    assert not _alive(daemon), f"daemon {daemon} outlived the job"
+    assert not proctree.is_alive(daemon), f"daemon {daemon} outlived the job"
     assert_nothing_left(env[MARK])
 
 
