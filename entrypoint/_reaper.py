@@ -27,6 +27,7 @@ import time
 from typing import Dict, Iterable, List, Optional, Set
 
 from . import proctree
+from ._cgroup import members as _cgroup_members
 from .proctree import ProcKey
 
 __all__ = ["TOKEN_VAR", "JobTree", "Watchdog", "new_token", "start_watchdog"]
@@ -47,6 +48,7 @@ class JobTree:
         self.me = os.getpid()
         self.foreign: Set[int] = set(foreign)  # the shim's children from before the run, and the watchdog
         self.launchers: Set[int] = set()
+        self.cgroup: Optional[str] = None  # the job's cgroup directory, when there is one
 
     def find(self, *, launchers: bool = True) -> List[ProcKey]:
         """Live (non-zombie) processes of the run; without the launchers themselves when ``launchers`` is False."""
@@ -65,6 +67,11 @@ class JobTree:
             environ = proctree.read_environ(pid)
             if environ and proctree.env_has(environ, TOKEN_VAR, self.token):
                 found[pid] = ProcKey(pid, info.start)
+        if self.cgroup is not None:
+            for pid in _cgroup_members(self.cgroup):
+                member = snap.get(pid)
+                if pid not in skip and member is not None and not member.zombie:
+                    found.setdefault(pid, ProcKey(pid, member.start))
         if not launchers:
             for pid in self.launchers:
                 found.pop(pid, None)
@@ -99,6 +106,10 @@ class Watchdog:
     def announce_groups(self, pgids: Iterable[int]) -> None:
         """Tell the watchdog which process groups to kill as well, should the shim die."""
         self._send(b"".join(b"pg %d\n" % pgid for pgid in pgids))
+
+    def announce_cgroup(self, path: str) -> None:
+        """Tell the watchdog the job's cgroup, whose members it kills should the shim die."""
+        self._send(f"cg {path}\n".encode())
 
     def announce(self, keys: Iterable[ProcKey]) -> None:
         """Tell the watchdog about processes of the job it could not find by the token."""

@@ -6,6 +6,7 @@ its environment and with a command line of its own (``pkill -f ma-entrypoint`` d
 ``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
 
 - ``pg <pgid>``: a process group the shim started;
+- ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
 - ``proc <pid> <start>``: a process of the job (found by the shim as its descendant, e.g. a daemon that left
   its session and cleared its environment, which no token scan can find);
 - ``done``: the run ended normally; exit without touching anything.
@@ -24,13 +25,14 @@ import sys
 from typing import List, Sequence, Set
 
 from . import proctree
+from ._cgroup import kill_members, members
 
 __all__ = ["main"]
 
 TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
 
 
-def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey]) -> bool:
+def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey], cgroups: List[str]) -> bool:
     """Read announcements until "done" (True) or end of file (False: the shim died)."""
     buffer = b""
     while True:
@@ -50,6 +52,8 @@ def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey]) -> bo
                 return True
             if len(words) == 2 and words[0] == b"pg":
                 groups.append(int(words[1]))
+            elif len(words) == 2 and words[0] == b"cg":
+                cgroups.append(os.fsdecode(words[1]))
             elif len(words) == 3 and words[0] == b"proc":
                 procs.add(proctree.ProcKey(int(words[1]), int(words[2])))
 
@@ -62,7 +66,8 @@ def main(argv: Sequence[str]) -> int:
     proctree.set_name(b"malaunch-wdog")
     groups: List[int] = []
     procs: Set[proctree.ProcKey] = set()
-    if _listen(read_fd, groups, procs):
+    cgroups: List[str] = []
+    if _listen(read_fd, groups, procs, cgroups):
         return 0
     with contextlib.suppress(OSError):
         os.close(read_fd)
@@ -80,7 +85,19 @@ def main(argv: Sequence[str]) -> int:
             proctree.signal_group(pgid, sig)
 
     kill_groups(signal.SIGTERM)
-    proctree.kill_loop(find, grace, on_kill=kill_groups)
+    def kill_cgroups() -> None:
+        kill_groups()
+        for path in cgroups:
+            kill_members(path)
+
+    for path in cgroups:  # members first get SIGTERM like every other process of the job
+        for pid in members(path):
+            info = proctree.read_info(pid)
+            if info is not None:
+                procs.add(proctree.ProcKey(pid, info.start))
+    proctree.kill_loop(find, grace, on_kill=kill_cgroups)
+    for path in cgroups:
+        kill_members(path)
     return 0
 
 

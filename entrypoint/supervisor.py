@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
+from ._cgroup import JobCgroup
 from ._errorfiles import read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
@@ -110,6 +111,7 @@ class _Run:
         self.signalled: Set[proctree.ProcKey] = set()
         self.started_wall = time.time()
         self._finished = False
+        self.cgroup: Optional[JobCgroup] = None
 
     # -- facts --------------------------------------------------------------------------------------------
     def record(self, fact: Death) -> None:
@@ -168,6 +170,8 @@ class _Run:
                     "check that the program exists, is executable and is on PATH"
                 )
             self.procs.append(proc)
+            if self.cgroup is not None:
+                self.cgroup.add(proc.pid)
         if self.launchers:
             self.tree.launchers = {proc.pid for proc in self.procs}
         return None
@@ -344,6 +348,10 @@ class _Run:
         before = {info.pid for info in proctree.descendants(os.getpid()) if info.ppid == os.getpid()}
         watchdog = start_watchdog(self.token, min(self.plan.grace_period, _WATCHDOG_GRACE_CAP), dict(self.base_env))
         self.tree = JobTree(self.token, before | {watchdog.pid})
+        self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
+        if self.cgroup is not None:
+            self.tree.cgroup = self.cgroup.path
+            watchdog.announce_cgroup(self.cgroup.path)
         subreaper = proctree.set_subreaper()
         previous: Dict[int, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():  # else: cannot
@@ -387,6 +395,8 @@ class _Run:
                 proc.wait(5.0)
             except subprocess.TimeoutExpired:
                 left.append(proc.pid)
+        if self.cgroup is not None:
+            left += self.cgroup.kill()
         if left:
             self.output.warn(f"processes {sorted(set(left))} survived SIGKILL (stuck in the kernel?)")
         if self.watch is not None:

@@ -202,3 +202,30 @@ def test_torchrun_output_is_live(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
     assert_nothing_left(env[MARK])
+
+
+@pytest.mark.process
+def test_a_daemon_is_ended_by_the_watchdog_when_the_shim_is_sigkilled(tmp_path: Path) -> None:
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--daemon", str(tmp_path),
+                             "--sleep", "120"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "daemon.pid").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.005)
+        daemon = int((tmp_path / "daemon.pid").read_text())
+        cgroup = Path(f"/proc/{daemon}/cgroup").read_text()
+        proc.kill()  # at once: the watchdog may not have been told about the daemon yet
+        proc.wait()
+        deadline = time.monotonic() + 20
+        while proctree.is_alive(daemon) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not proctree.is_alive(daemon), f"daemon {daemon} outlived the SIGKILLed shim (cgroup: {cgroup})"
+        assert "malaunch-" in cgroup  # the job's own cgroup held it (this host lets the shim make one)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert_nothing_left(env[MARK], within=20)
