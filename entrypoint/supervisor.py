@@ -280,10 +280,20 @@ class _Run:
                 self.stop_workers(self.stop_sig)  # newcomers get the signal too
             if self.launchers and settle_at is None and not self.tree.find(launchers=False):
                 settle_at = now + _LAUNCHER_SETTLE
+            if settle_at is not None and self._summary_written():
+                settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
             if settle_at is not None and now >= settle_at:
                 self.tree.signal_groups(self._live_groups(), signal.SIGKILL)
 
-    def _own_pids(self) -> set[int]:
+    def _summary_written(self) -> bool:
+        """torchrun printed its whole failure summary (after its tee threads had carried every rank line)."""
+        if self.plan.method != "torchrun":
+            return False
+        text = self.output.sinks[0].text()
+        at = text.rfind("Root Cause (first observed failure):")
+        return at >= 0 and "=" * 20 in text[at:]
+
+    def _own_pids(self) -> Set[int]:
         return {proc.pid for proc in self.procs} | self.tree.foreign
 
     def drain_events(self) -> None:
