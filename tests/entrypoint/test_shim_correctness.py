@@ -74,7 +74,14 @@ def _method_env(method: str, tmp_path: Path) -> Dict[str, str]:
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("method", ["ranktable", "torchrun", "msrun"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "ranktable",
+        pytest.param("torchrun", marks=pytest.mark.torch),
+        pytest.param("msrun", marks=pytest.mark.mindspore),
+    ],
+)
 def test_a_helper_that_exits_3_does_not_end_the_job(tmp_path: Path, method: str) -> None:
     env = _method_env(method, tmp_path)
     done = shim([JOB, "--helper-exit", "3", "--sleep", "1"], env, tmp_path, timeout=240)
@@ -85,7 +92,7 @@ def test_a_helper_that_exits_3_does_not_end_the_job(tmp_path: Path, method: str)
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("method", ["ranktable", "torchrun"])
+@pytest.mark.parametrize("method", ["ranktable", pytest.param("torchrun", marks=pytest.mark.torch)])
 def test_a_setsid_daemon_with_an_empty_environment_is_gone_after_the_job(tmp_path: Path, method: str) -> None:
     env = _method_env(method, tmp_path)
     done = shim([JOB, "--daemon", str(tmp_path), "--sleep", "1"], env, tmp_path, timeout=240)
