@@ -273,12 +273,14 @@ class _Run:
             if self.ending_at is None:
                 continue
             if self.killed_at is None and now >= self.ending_at + self.plan.grace_period:
-                self.kill_now()
+                self.killed_at = now
+            left = self.tree.find(launchers=not self.launchers)
             if self.killed_at is not None:
-                self.kill_now()
-            else:
-                self.stop_workers(self.stop_sig)  # newcomers get the signal too
-            if self.launchers and settle_at is None and not self.tree.find(launchers=False):
+                self.tree.signal(left, signal.SIGKILL)
+            else:  # newcomers get the stop signal too
+                self.tree.signal([key for key in left if key not in self.signalled], self.stop_sig)
+                self.signalled.update(left)
+            if self.launchers and settle_at is None and not left:
                 settle_at = now + _LAUNCHER_SETTLE
             if settle_at is not None and self._summary_written():
                 settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
