@@ -20,11 +20,12 @@ import select
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+from ._console import Console
 
 __all__ = [
     "HOLD_SECONDS",
-    "Console",
     "FileFollower",
     "LineStream",
     "PrefixDemux",
@@ -54,47 +55,21 @@ def _write_all(fd: int, data: Bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-class Console:
-    """A console stream shared by several producers; one lock, whole writes, no lines run together."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-        self._last: object = None
-        self._dangling = False  # the last write did not end with a newline
-        self._broken = False
-
-    def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
-        """Write ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
-        with self._lock:
-            if self._broken:
-                return
-            try:
-                if self._last is not owner:
-                    if self._dangling:
-                        self._stream.write(b"\n")
-                    if resume:
-                        self._stream.write(resume)
-                for part in parts:
-                    if part:
-                        self._stream.write(part)
-                        self._dangling = part[-1:] != b"\n"
-                self._stream.flush()
-            except (OSError, ValueError):  # console closed: the logs still get everything
-                self._broken = True
-            self._last = owner
-
-    def message(self, text: str) -> None:
-        """One line from the shim itself (always starts on a fresh line)."""
-        self.emit(self, [text.encode("utf-8", "replace") + b"\n"])
-
-
 class Sink:
-    """One log destination (a file, or nothing when the launcher writes it) plus the tail kept in memory."""
+    """One log destination (a file it opens, owns and closes; or none when the launcher writes the file) plus
+    the tail kept in memory."""
 
-    def __init__(self, path: str, fd: Optional[int], warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
+    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
+        """Open (create, truncate) ``path`` when ``write_file``; raises OSError when it cannot."""
         self.path = path
-        self._fd = fd
+        self._fd: Optional[int] = None
+        self._owned: Optional[int] = None
+        if write_file:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            self._owned = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            self._fd = self._owned
         self._warn = warn
         self._ring = bytearray()
         self._ring_bytes = ring_bytes
@@ -116,11 +91,19 @@ class Sink:
                 try:
                     _write_all(self._fd, data)
                 except OSError as error:
-                    self._fd = None  # stop writing; the owner still closes the descriptor
+                    self._fd = None  # stop writing; close() still releases the descriptor
                     self._warn(
                         f"cannot write log file {self.path}: {error.strerror}; "
                         "this output continues on the console only (free space or fix the log directory)"
                     )
+
+    def close(self) -> None:
+        """Release the file (idempotent); later writes only feed the tail."""
+        with self._lock:
+            fd, self._owned, self._fd = self._owned, None, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def text(self) -> str:
         """The retained output, decoded leniently."""
@@ -149,8 +132,10 @@ class LineStream:
         prefix: bytes,
         sink: Optional[Sink],
         on_lines: Optional[Callable[[bytes], None]] = None,
+        quiet: Optional[threading.Event] = None,
     ) -> None:
         self._console = console
+        self._quiet = quiet  # once set, this stream goes to its log file only (a launcher's teardown chatter)
         self._prefix = prefix
         self._nl_prefix = b"\n" + prefix
         self._sink = sink
@@ -179,6 +164,12 @@ class LineStream:
         complete = view[: nl + 1].tobytes()
         if self._on_lines is not None:
             self._on_lines(b"".join(self._held) + complete)
+        if self._quiet is not None and self._quiet.is_set():
+            rest = size - nl - 1
+            self._held = [view[nl + 1 :].tobytes()] if rest else []
+            self._held_size = rest
+            self._mid_line = False
+            return
         out = complete.replace(b"\n", self._nl_prefix)
         parts: List[Bytes] = [] if self._mid_line else [self._prefix]
         parts.extend(self._held)
@@ -192,6 +183,10 @@ class LineStream:
     def flush_partial(self) -> None:
         """Show the held partial line now; the rest of the line follows without a new prefix."""
         if not self._held:
+            return
+        if self._quiet is not None and self._quiet.is_set():
+            self._held = []
+            self._held_size = 0
             return
         parts: List[Bytes] = [] if self._mid_line else [self._prefix]
         parts.extend(self._held)
@@ -212,9 +207,15 @@ class PrefixDemux:
     """torchrun ``--tee`` output: ``[rankN]:`` lines to rank N's log, other lines to the launcher's."""
 
     def __init__(
-        self, console: Console, launcher_prefix: bytes, launcher_sink: Sink, rank_sinks: Mapping[int, Sink]
+        self,
+        console: Console,
+        launcher_prefix: bytes,
+        launcher_sink: Sink,
+        rank_sinks: Mapping[int, Sink],
+        quiet: Optional[threading.Event] = None,
     ) -> None:
         self._console = console
+        self._quiet = quiet  # once set, the launcher's own lines go to its log file only
         self._lp = launcher_prefix
         self._launcher = launcher_sink
         self._ranks = rank_sinks
@@ -250,6 +251,8 @@ class PrefixDemux:
         self.flush_partial()
 
     def _launcher_lines(self, seg: bytes) -> bytes:
+        if self._quiet is not None and self._quiet.is_set():
+            return b""
         out = self._lp + seg.replace(b"\n", b"\n" + self._lp)
         return out[: -len(self._lp)] if seg.endswith(b"\n") else out
 
@@ -268,7 +271,8 @@ class PrefixDemux:
             dest = self._cont
             resume = dest[1]
             add(dest[0], block[:eol])
-            console.append(block[:eol])
+            if dest[0] is not self._launcher or not (self._quiet is not None and self._quiet.is_set()):
+                console.append(block[:eol])
             pos = eol
         for match in _RANK_LINE.finditer(block, pos):
             if match.start() > pos:

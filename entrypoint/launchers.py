@@ -17,6 +17,7 @@ scripts), so they always use the shim's own interpreter.
 
 from __future__ import annotations
 
+import math
 import os.path
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -29,6 +30,7 @@ from .rank_table_v1 import CONVERTED_FORMATS, to_v1_text
 
 __all__ = [
     "DEFAULT_RANK_TABLE_PATH",
+    "TORCHRUN_ERROR_FILE",
     "TORCHRUN_PREFIX_TEMPLATE",
     "LaunchInputs",
     "boot_command",
@@ -47,6 +49,8 @@ TORCHRUN_PREFIX_TEMPLATE = "[rank${rank}]:"
 #: ``--tail_worker_log`` names ranks whose logs msrun copies to its console; no rank is ever -2, so msrun
 #: tails nothing and the supervisor follows ``worker_N.log`` itself, each line with its rank prefix.
 MSRUN_TAIL_NONE = "-2"
+#: torchrun's own ``TORCHELASTIC_ERROR_FILE`` (in the log directory): the root cause's error file, copied there.
+TORCHRUN_ERROR_FILE = "torchrun-error.json"
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,7 @@ class LaunchInputs:
     rank_table_path: Optional[str] = None  # resolved file (also for msrun's rank-table mode)
     server_index: Optional[int] = None
     master_ip: Optional[str] = None  # resolved master address (msrun needs an IP)
-    python_dir: Optional[str] = (
-        None  # a directory whose ``python`` is ``interpreter`` (msrun starts ``python``)
-    )
+    python_dir: Optional[str] = None  # a directory whose ``python`` is ``interpreter`` (msrun starts ``python``)
     notes: Tuple[str, ...] = ()  # facts found while gathering, shown by --dry-run
 
 
@@ -147,9 +149,7 @@ def _plan(
     watch_workers: bool = False,
 ) -> LaunchPlan:
     report = (
-        os.path.join(inputs.cwd, cluster.report_file)
-        if cluster.report_file
-        else os.path.join(log_dir, "report.json")
+        os.path.join(inputs.cwd, cluster.report_file) if cluster.report_file else os.path.join(log_dir, "report.json")
     )
     return LaunchPlan(
         method=method,
@@ -196,7 +196,15 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
     proc = ProcessSpec(
         name="torchrun",
         argv=tuple(argv),
-        env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": TORCHRUN_PREFIX_TEMPLATE},
+        env={
+            "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": TORCHRUN_PREFIX_TEMPLATE,
+            # torchrun's own @record copies the root-cause worker's error file here (with its exit code).
+            "TORCHELASTIC_ERROR_FILE": os.path.join(log_dir, TORCHRUN_ERROR_FILE),
+        },
+        env_defaults={
+            "PYTHONUNBUFFERED": "1",  # live output from workers that start more Pythons (or a .sh boot file)
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(max(1, math.ceil(cluster.grace_period))),
+        },
         cwd=None,
         log_file=os.path.join(log_dir, "torchrun.log"),
     )

@@ -4,8 +4,9 @@ A plan is built by :mod:`malaunch.entrypoint.launchers` from a :class:`~malaunch
 and executed by :mod:`malaunch.entrypoint.supervisor`. ``--dry-run`` prints :meth:`LaunchPlan.to_json`; the
 supervisor runs the very same object, so the two cannot disagree.
 
-Each :class:`ProcessSpec` lists only the variables the shim sets for that process (``env``); the process also
-inherits the shim's own environment. How each rank's output reaches its log file is given by ``log_source``:
+Each :class:`ProcessSpec` lists only the variables the shim sets for that process (``env``, and
+``env_defaults``, which apply only where the inherited environment lacks them); the process also inherits the
+shim's own environment. How each rank's output reaches its log file is given by ``log_source``:
 
 - ``"pipe"``: one process per rank; the shim reads its stdout/stderr pipes (rank-table fan-out, single run).
 - ``"prefixed"``: one launcher process whose output carries ``[rankN]:`` prefixes (torchrun ``--tee``); the
@@ -37,6 +38,8 @@ class ProcessSpec:
     log_file: str
     rank: Optional[int] = None  # global rank, when this process is exactly one rank
     local_rank: Optional[int] = None
+    # Variables set only when the inherited environment lacks them (the user's own value wins).
+    env_defaults: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready form, as printed by ``--dry-run``."""
@@ -48,6 +51,7 @@ class ProcessSpec:
             "log_file": self.log_file,
             "rank": self.rank,
             "local_rank": self.local_rank,
+            "env_defaults": dict(sorted(self.env_defaults.items())),
         }
 
 

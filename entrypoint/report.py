@@ -28,6 +28,7 @@ __all__ = [
     "describe_exit",
     "format_failure",
     "parse_msrun_failures",
+    "parse_torchrun_failures",
     "parse_torchrun_root_cause",
     "report_json",
     "signal_name",
@@ -50,6 +51,8 @@ class Failure:
     signal: Optional[int]  # N when killed by a signal
     log_file: str
     tail: Tuple[str, ...]  # the last lines of that rank's output
+    message: Optional[str] = None  # the exception its TORCHELASTIC_ERROR_FILE recorded, if any
+    source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,36 @@ _ROOT_CAUSE = "Root Cause (first observed failure):"
 _RANK_FIELD = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)", re.M)
 _EXIT_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*(\d+)\))?", re.M)
 _HOST_FIELD = re.compile(r"^\s*host\s*:\s*(\S+)", re.M)
+
+
+_ENTRY = re.compile(r"^\[\d+\]:\s*$", re.M)
+
+
+def parse_torchrun_failures(text: str) -> List[TorchrunRootCause]:
+    """Every entry of torchrun's last failure summary: the root cause first, then the other failures."""
+    root = parse_torchrun_root_cause(text)
+    if root is None:
+        return []
+    start = text.rfind("Failures:", 0, text.rfind(_ROOT_CAUSE))
+    found = [root]
+    if start < 0:
+        return found
+    block = text[start : text.rfind(_ROOT_CAUSE)]
+    for piece in _ENTRY.split(block)[1:]:
+        rank, code = _RANK_FIELD.search(piece), _EXIT_FIELD.search(piece)
+        if rank is None or code is None:
+            continue
+        host = _HOST_FIELD.search(piece)
+        found.append(
+            TorchrunRootCause(
+                rank=int(rank.group(1)),
+                local_rank=int(rank.group(2)),
+                exitcode=int(code.group(1)),
+                pid=int(code.group(2)) if code.group(2) else None,
+                host=host.group(1) if host else None,
+            )
+        )
+    return found
 
 
 def parse_torchrun_root_cause(text: str) -> Optional[TorchrunRootCause]:
@@ -110,6 +143,7 @@ def parse_msrun_failures(lines: bytes) -> List[Tuple[int, int]]:
     if b"exit with exception" not in lines:
         return []
     return [(int(m.group(1)), int(m.group(2))) for m in _MSRUN_FAILED.finditer(lines)]
+
 
 _SIGNAL_HINTS: Dict[int, str] = {
     signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
@@ -186,6 +220,8 @@ def format_failure(result: RunResult) -> str:
     ]
     if failure.signal is not None:
         lines.append(f"  signal    : {failure.signal} ({signal_name(failure.signal)})")
+    if failure.message:
+        lines.append(f"  error     : {failure.message}")
     lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
         lines.append(f"  last {len(failure.tail)} lines of its output:")
@@ -209,6 +245,8 @@ def _failure_json(failure: Failure) -> Dict[str, Any]:
         "signal_name": signal_name(failure.signal) if failure.signal is not None else None,
         "hint": describe_exit(failure.exit_code, failure.signal),
         "log_file": failure.log_file,
+        "message": failure.message,
+        "source": failure.source,
         "tail": list(failure.tail),
     }
 

@@ -1,17 +1,23 @@
-"""Execute a :class:`~malaunch.entrypoint.plan.LaunchPlan`: start all, forward output, stop on failure.
+"""Execute a :class:`~malaunch.entrypoint.plan.LaunchPlan`: start all, forward output, end the job, say why.
 
 Contract of :func:`run_plan`:
 
 1. The log directory and every log file are created before anything starts; if that fails, ``LaunchError``.
-2. All processes start at once, each in a session of its own, with ``{**base_env, **spec.env}`` plus
-   ``MALAUNCH_SHIM_TOKEN``; a program that cannot be started tears down the others and raises ``LaunchError``.
-3. Output follows ``plan.log_source`` (see :mod:`malaunch.entrypoint.plan` and :mod:`._pump`).
-4. The first failure is the root cause: the first process that exits non-zero, torchrun's own "Root Cause"
-   entry, or msrun's "Worker process <pid> exit with exception" line. Then every process group of the plan
-   and every process carrying the token gets SIGTERM, ``plan.grace_period`` later SIGKILL.
-5. SIGTERM, SIGINT and SIGHUP to the shim tear the job down the same way; the result is 128+signal.
-6. A forked watchdog kills the token processes should the shim itself be SIGKILLed.
-7. On return every output is drained, no token process is left, and every child has been reaped.
+2. All processes start at once, each in a session of its own, with ``{**base_env, **spec.env}`` (plus the
+   ``spec.env_defaults`` the environment lacks) and ``MALAUNCH_SHIM_TOKEN``; a program that cannot be started
+   tears down the others and raises ``LaunchError``.
+3. Output follows ``plan.log_source`` (:mod:`._router`); the console never slows a rank down.
+4. Facts are recorded as they come (:mod:`.rootcause`): each process's exit, each launcher worker's death
+   (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary and the workers' error files.
+   The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the shim received) goes to
+   every process of the job except the launchers, which are left to notice, write their summary and exit;
+   ``plan.grace_period`` later everything left gets SIGKILL, and a launcher still there 5 s after its workers
+   are gone is killed too. The root cause is then decided from the facts by a pure function.
+5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
+   skips the rest of the grace period.
+6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
+7. On return every output is drained, no process of the job is left (token carriers, and everything that was
+   reparented to the shim as subreaper: daemons included), and every child has been reaped.
 """
 
 from __future__ import annotations
@@ -25,87 +31,98 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
-from . import _reaper
-from ._pump import (
-    Console,
-    FileFollower,
-    LineStream,
-    PrefixDemux,
-    Sink,
-    follow,
-    pump,
-    tune_malloc,
-)
-from ._reaper import TOKEN_VAR
+from . import proctree
+from ._cgroup import JobCgroup
+from ._errorfiles import read_error_files
+from ._pump import tune_malloc
+from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
+from ._router import LOG_HINT, Output, write_plan_file
+from ._watch import WorkerDeath, WorkerWatch
 from .errors import LaunchError
-from .plan import LaunchPlan, ProcessSpec
-from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_root_cause
+from .plan import LaunchPlan
+from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
+from .rootcause import Death, find_root_cause, teardown_signals
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHDOG_GRACE_CAP = 2.0
-_FOLLOW_INTERVAL = 0.05
-_LAUNCHER_RING = 256 << 10  # enough of torchrun's own output to hold its failure summary
-_LOG_HINT = "point MALAUNCH_LOG_DIR (or --log-dir) at a writable directory"
+_LAUNCHER_SETTLE = 5.0  # a launcher whose workers are gone gets this long to write its summary and exit
+_TICK = 0.02
+_ANNOUNCE_EVERY = 0.5
 
 
 @dataclass(frozen=True)
-class _Outcome:
-    kind: str  # "success", "exit" (process ``index`` failed), "worker" (msrun line), "signal"
-    index: int = -1
-    pid: int = 0
-    code: int = 0
-    signum: int = 0
+class ProcExit:
+    """Event: a process the shim started ended (Popen return code)."""
+
+    index: int
+    code: int
+    at: float
 
 
-def _shell_code(code: int) -> Tuple[int, Optional[int]]:
-    """Shell-style exit code and signal from a return code (negative: killed by that signal)."""
-    return (128 - code, -code) if code < 0 else (code, None)
+@dataclass(frozen=True)
+class LauncherLine:
+    """Event: msrun said "Worker process <pid> exit with exception. Error code: <code>"."""
+
+    index: int
+    pid: int
+    code: int
+    at: float
 
 
-def _open_log(path: str) -> int:
-    parent = os.path.dirname(path)
-    try:
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        raise LaunchError(f"cannot open log file {path!r}: {error.strerror}; {_LOG_HINT}") from None
+@dataclass(frozen=True)
+class ShimSignal:
+    """Event: the shim itself received a signal."""
+
+    signum: int
+
+
+Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath]
+
+
+def _shell_code(code: int) -> int:
+    return 128 - code if code < 0 else code
 
 
 class _Run:
-    """State of one :func:`run_plan` call."""
+    """One :func:`run_plan` call: the process group, its output, its watch, its facts and its ending."""
 
     def __init__(self, plan: LaunchPlan, base_env: Mapping[str, str], out: BinaryIO, err: BinaryIO) -> None:
         self.plan = plan
         self.base_env = base_env
-        self.out = Console(out)
-        self.err = Console(err)
-        self.token = _reaper.new_token()
-        self.events: queue.SimpleQueue[Tuple[Any, ...]] = queue.SimpleQueue()
+        self.output = Output(plan, out, err)
+        self.output.on_launcher_lines = self._launcher_lines
+        self.token = new_token()
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.procs: List[subprocess.Popen[bytes]] = []
-        self.returncodes: Dict[int, int] = {}
-        self.stop = threading.Event()
-        self.threads: List[threading.Thread] = []
         self.waiters: List[threading.Thread] = []
-        self.fds: List[int] = []
-        self.sinks: List[Sink] = []  # one per process
-        self.rank_sinks: Dict[int, Sink] = {}
-        self.rank_streams: Dict[int, LineStream] = {}
-        self.follower: Optional[FileFollower] = None
-        self.msrun_failures: List[Tuple[int, int]] = []
-        self.pid_ranks: Dict[int, int] = {}
-        self.pid_skip: Set[int] = set()
-        self.dead_workers: Set[int] = set()  # msrun workers whose exit was already seen as a zombie
-        self.exclude: Set[int] = set()
+        self.returncodes: Dict[int, int] = {}
+        self.facts: List[Death] = []
+        self.launchers = plan.method in ("torchrun", "msrun")
+        self.watch: Optional[WorkerWatch] = None
+        self.tree = JobTree(self.token, ())
         self.shim_signal: Optional[int] = None
-        self.finished = False
+        self.ending_at: Optional[float] = None
+        self.stop_sig = signal.SIGTERM
+        self.killed_at: Optional[float] = None
+        self.signalled: Set[proctree.ProcKey] = set()
+        self.started_wall = time.time()
+        self._finished = False
+        self.cgroup: Optional[JobCgroup] = None
 
-    def warn(self, text: str) -> None:
-        self.err.message(f"[ma-entrypoint] warning: {text}")
+    # -- facts --------------------------------------------------------------------------------------------
+    def record(self, fact: Death) -> None:
+        self.facts.append(fact)
+
+    def _fact(self, **fields: Any) -> Death:
+        return Death(seq=len(self.facts), **fields)
+
+    def _launcher_lines(self, index: int, lines: bytes) -> None:
+        for pid, code in parse_msrun_failures(lines):
+            self.events.put(LauncherLine(index, pid, code, time.monotonic()))
 
     # -- before anything starts ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -113,13 +130,11 @@ class _Run:
         try:
             os.makedirs(plan.log_dir, exist_ok=True)
         except OSError as error:
-            raise LaunchError(
-                f"cannot create log directory {plan.log_dir!r}: {error.strerror}; {_LOG_HINT}"
-            ) from None
+            raise LaunchError(f"cannot create log directory {plan.log_dir!r}: {error.strerror}; {LOG_HINT}") from None
         if not os.access(plan.log_dir, os.W_OK | os.X_OK):
-            raise LaunchError(f"log directory {plan.log_dir!r} is not writable; {_LOG_HINT}")
+            raise LaunchError(f"log directory {plan.log_dir!r} is not writable; {LOG_HINT}")
         for path, text in sorted(plan.files.items()):
-            _write_plan_file(path, text)
+            write_plan_file(path, text)
         for spec in plan.processes:
             if not spec.argv:
                 raise LaunchError(f"process {spec.name!r} has an empty command line: the plan is broken")
@@ -131,25 +146,13 @@ class _Run:
                         f"cannot create working directory {spec.cwd!r} for {spec.name}: {error.strerror}; "
                         "check the path and its permissions"
                     ) from None
-            fd = _open_log(spec.log_file)
-            self.fds.append(fd)
-            ring = _LAUNCHER_RING if plan.log_source != "pipe" else 64 << 10
-            self.sinks.append(Sink(spec.log_file, fd, self.warn, ring))
-        for rank, path in sorted(plan.rank_logs.items()):
-            if plan.log_source == "prefixed":
-                fd = _open_log(path)
-                self.fds.append(fd)
-                self.rank_sinks[rank] = Sink(path, fd, self.warn)
-            elif plan.log_source == "files":
-                self.rank_sinks[rank] = Sink(path, None, self.warn)
-                self.rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
-        if plan.log_source == "files":
-            self.follower = FileFollower(plan.rank_logs, self.rank_streams)
+        self.output.open()
 
     # -- start ----------------------------------------------------------------------------------------------
     def start(self) -> Optional[LaunchError]:
         for spec in self.plan.processes:
-            env = {**self.base_env, **spec.env, TOKEN_VAR: self.token}
+            defaults = {k: v for k, v in spec.env_defaults.items() if k not in self.base_env and k not in spec.env}
+            env = {**self.base_env, **defaults, **spec.env, TOKEN_VAR: self.token}
             try:
                 proc = subprocess.Popen(
                     list(spec.argv),
@@ -167,217 +170,201 @@ class _Run:
                     "check that the program exists, is executable and is on PATH"
                 )
             self.procs.append(proc)
-            self.pid_skip.add(proc.pid)  # the launcher itself is reaped by its waiter, never watched as a worker
+            if self.cgroup is not None:
+                self.cgroup.add(proc.pid)
+        if self.launchers:
+            self.tree.launchers = {proc.pid for proc in self.procs}
         return None
-
-    def _routers(self, index: int, spec: ProcessSpec) -> Tuple[Union[LineStream, PrefixDemux], ...]:
-        sink = self.sinks[index]
-        source = self.plan.log_source
-        if source == "pipe":
-            label = f"rank {spec.rank}" if spec.rank is not None else spec.name
-            prefix = f"[{label}] ".encode()
-            return LineStream(self.out, prefix, sink), LineStream(self.err, prefix, sink)
-        prefix = f"[{self.plan.method}] ".encode()
-        if source == "prefixed":
-            return (
-                PrefixDemux(self.out, prefix, sink, self.rank_sinks),
-                PrefixDemux(self.err, prefix, sink, self.rank_sinks),
-            )
-        return (
-            LineStream(self.out, prefix, sink, self._msrun_lines),
-            LineStream(self.err, prefix, sink, self._msrun_lines),
-        )
 
     def start_threads(self) -> None:
         for index, proc in enumerate(self.procs):
             waiter = threading.Thread(target=self._wait, args=(index, proc), name="wait", daemon=True)
             waiter.start()
             self.waiters.append(waiter)
-        for index, proc in enumerate(self.procs):
-            spec = self.plan.processes[index]
-            streams = (proc.stdout, proc.stderr)
-            for stream, router in zip(streams, self._routers(index, spec)):
-                assert stream is not None
+        self.output.attach(self.procs, lambda: None)
+        if self.launchers:  # also tells msrun's pids' ranks; ends the job only with plan.watch_workers
+            launchers = {proc.pid: index for index, proc in enumerate(self.procs)}
+            self.watch = WorkerWatch(TOKEN_VAR, self.token, launchers, self._worker_died)
+            self.watch.start()
 
-                def warn(text: str, name: str = spec.name) -> None:
-                    self.warn(f"{name}: {text}")
-
-                thread = threading.Thread(
-                    target=pump, args=(stream.fileno(), router, self.stop, warn), name="pump", daemon=True
-                )
-                thread.start()
-                self.threads.append(thread)
-        if self.follower is not None:
-            thread = threading.Thread(
-                target=follow,
-                args=(self.follower, self.stop, _FOLLOW_INTERVAL, self._scan_ranks),
-                name="follow",
-                daemon=True,
-            )
-            thread.start()
-            self.threads.append(thread)
-        elif self.plan.watch_workers:
-            thread = threading.Thread(target=self._watch, name="watch", daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _watch(self) -> None:
-        while not self.stop.wait(_FOLLOW_INTERVAL):
-            self._scan_ranks()
+    def _worker_died(self, death: WorkerDeath) -> None:
+        """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
+        if self.plan.watch_workers:
+            self.output.quiet()
+        self.events.put(death)
 
     def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
-        self.events.put(("exit", index, proc.wait()))
-
-    def _msrun_lines(self, lines: bytes) -> None:
-        for pid, code in parse_msrun_failures(lines):
-            self.msrun_failures.append((pid, code))
-            self.events.put(("worker", pid, code))
-
-    def _scan_ranks(self) -> None:
-        _reaper.scan_ranks(self.token, self.pid_ranks, self.pid_skip)
-        # msrun notices a dead worker only at its once-a-second poll, torchrun at its 0.1 s monitor interval and
-        # then spends its own shutdown; the worker's zombie tells us at once.
-        if not self.plan.watch_workers:
-            return
-        for pid in list(self.pid_ranks):
-            if pid in self.dead_workers:
-                continue
-            code = _reaper.zombie_returncode(pid)
-            if code is not None:
-                self.dead_workers.add(pid)
-                if code != 0:
-                    self.events.put(("worker", pid, code))
+        code = proc.wait()
+        self.events.put(ProcExit(index, code, time.monotonic()))
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        self.events.put(("signal", signum))  # SimpleQueue.put is reentrant: safe in a signal handler
+        self.events.put(ShimSignal(signum))  # SimpleQueue.put is reentrant: safe in a signal handler
 
-    # -- monitor and teardown -------------------------------------------------------------------------------
-    def _absorb(self, event: Tuple[Any, ...]) -> Optional[_Outcome]:
-        kind = event[0]
-        if kind == "exit":
-            self.returncodes[event[1]] = event[2]
-            if event[2] != 0:
-                return _Outcome("exit", index=event[1])
-            if len(self.returncodes) == len(self.procs):
-                return _Outcome("success")
-        elif kind == "signal":
+    # -- events ---------------------------------------------------------------------------------------------
+    def absorb(self, event: Event) -> None:
+        """Record the fact an event carries; a failure (or a signal) starts the ending."""
+        failed = False
+        if isinstance(event, ProcExit):
+            self.returncodes[event.index] = event.code
+            spec = self.plan.processes[event.index]
+            self.record(self._fact(source="exit", index=event.index, rank=spec.rank,
+                                   pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
+            failed = event.code != 0
+        elif isinstance(event, WorkerDeath):
+            if not self.plan.watch_workers:
+                return  # the launcher restarts failed workers itself (torchrun --max_restarts)
+            self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
+                                   code=event.code, at=event.at))  # fmt: skip
+            failed = event.code is not None and event.code != 0
+        elif isinstance(event, LauncherLine):
+            rank = self.watch.pid_ranks.get(event.pid) if self.watch is not None else None
+            self.record(self._fact(source="summary", index=event.index, rank=rank, pid=event.pid,
+                                   code=event.code, at=event.at))  # fmt: skip
+            failed = True
+        elif isinstance(event, ShimSignal):
             if self.shim_signal is None:
-                self.shim_signal = event[1]
-            return _Outcome("signal", signum=event[1])
-        elif kind == "worker":
-            return _Outcome("worker", pid=event[1], code=event[2])
-        return None
+                self.shim_signal = event.signum
+                if event.signum in (signal.SIGTERM, signal.SIGINT):
+                    self.stop_sig = signal.Signals(event.signum)
+                self.begin_ending()
+            else:
+                self.kill_now()  # a second signal: no more grace
+        if failed:
+            self.begin_ending()
 
-    def monitor(self) -> _Outcome:
+    def begin_ending(self) -> None:
+        if self.ending_at is None:
+            self.ending_at = time.monotonic()
+            self.output.quiet()
+            self.stop_workers(self.stop_sig)
+
+    def stop_workers(self, sig: int) -> None:
+        """``sig`` to every process of the job not signalled yet, except the launchers themselves."""
+        fresh = [key for key in self.tree.find(launchers=not self.launchers) if key not in self.signalled]
+        self.tree.signal(fresh, sig)
+        self.signalled.update(fresh)
+        if not self.launchers:
+            self.tree.signal_groups(self._live_groups(), sig)
+
+    def kill_now(self) -> None:
+        if self.killed_at is None:
+            self.killed_at = time.monotonic()
+        self.tree.signal(self.tree.find(launchers=not self.launchers), signal.SIGKILL)
+
+    def _live_groups(self) -> List[int]:
+        return [proc.pid for index, proc in enumerate(self.procs) if index not in self.returncodes]
+
+    def monitor(self, watchdog: Watchdog) -> None:
+        """Absorb events until every process the shim started has exited, driving the ending on the way."""
+        settle_at: Optional[float] = None
+        announce_at = 0.0
+        tick_at = 0.0
+        while len(self.returncodes) < len(self.procs):
+            with contextlib.suppress(queue.Empty):
+                self.absorb(self.events.get(timeout=_TICK if self.ending_at is not None else 0.5))
+            now = time.monotonic()
+            if now < tick_at:
+                continue
+            tick_at = now + _TICK
+            if now >= announce_at:
+                announce_at = now + _ANNOUNCE_EVERY
+                watchdog.announce(self.tree.find())
+                proctree.reap_zombie_children(self._own_pids())
+            if self.ending_at is None:
+                continue
+            if self.killed_at is None and now >= self.ending_at + self.plan.grace_period:
+                self.killed_at = now
+            left = self.tree.find(launchers=not self.launchers)
+            if self.killed_at is not None:
+                self.tree.signal(left, signal.SIGKILL)
+            else:  # newcomers get the stop signal too
+                self.tree.signal([key for key in left if key not in self.signalled], self.stop_sig)
+                self.signalled.update(left)
+            if self.launchers and settle_at is None and not left:
+                settle_at = now + _LAUNCHER_SETTLE
+            if settle_at is not None and self._summary_written():
+                settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
+            if settle_at is not None and now >= settle_at:
+                self.tree.signal_groups(self._live_groups(), signal.SIGKILL)
+
+    def _summary_written(self) -> bool:
+        """torchrun printed its whole failure summary (after its tee threads had carried every rank line)."""
+        if self.plan.method != "torchrun":
+            return False
+        text = self.output.sinks[0].text()
+        at = text.rfind("Root Cause (first observed failure):")
+        return at >= 0 and "=" * 20 in text[at:]
+
+    def _own_pids(self) -> Set[int]:
+        return {proc.pid for proc in self.procs} | self.tree.foreign
+
+    def drain_events(self) -> None:
         while True:
             try:
-                event = self.events.get(timeout=1.0)
+                self.absorb(self.events.get_nowait())
             except queue.Empty:
-                _reaper.reap_zombie_children(self.exclude | {p.pid for p in self.procs})
-                continue
-            outcome = self._absorb(event)
-            if outcome is not None:
-                if outcome.kind == "worker":
-                    self._scan_ranks()  # the worker's children may still be there to tell its rank
-                return outcome
-
-    def _pump_events(self, timeout: float) -> bool:
-        """Take pending events (waiting up to ``timeout`` for the first); True if the shim got a signal."""
-        signalled = False
-        try:
-            event = self.events.get(timeout=timeout)
-            while True:
-                if self._absorb(event) is not None and event[0] == "signal":
-                    signalled = True
-                event = self.events.get_nowait()
-        except queue.Empty:
-            return signalled
-
-    def _all_exited(self) -> bool:
-        return len(self.returncodes) == len(self.procs)
-
-    def teardown(self, sig: int) -> None:
-        _reaper.stop_tree(
-            groups=[proc.pid for proc in self.procs],  # pgid == pid; members may outlive the leader
-            token=self.token,
-            exclude=self.exclude,
-            sig=sig,
-            grace=self.plan.grace_period,
-            all_exited=self._all_exited,
-            wait=self._pump_events,
-            warn=self.warn,
-        )
-
-    def finish(self, sig: int) -> None:
-        """Teardown, drain every output, final sweep."""
-        self.finished = True
-        self.teardown(sig)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(30.0)
-        for waiter in self.waiters:
-            waiter.join(1.0)
-        _reaper.sweep(self.token, self.exclude)
-        if not any(thread.is_alive() for thread in self.threads):
-            for proc in self.procs:
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
+                return
 
     # -- result -------------------------------------------------------------------------------------------
-    def root_cause(self, outcome: _Outcome) -> Optional[Failure]:
-        """The first failure: a process's own exit, or what its launcher said about a rank."""
-        if outcome.kind not in ("exit", "worker"):
-            return None
-        index = max(outcome.index, 0)
-        spec, sink = self.plan.processes[index], self.sinks[index]
-        rank, local, code = spec.rank, spec.local_rank, self.returncodes.get(index, 1)
-        pid: Optional[int] = self.procs[index].pid
-        found = [(outcome.pid, outcome.code)] if outcome.kind == "worker" else self.msrun_failures[:1]
-        parsed = parse_torchrun_root_cause(sink.text()) if self.plan.log_source == "prefixed" else None
-        if found:  # msrun named the worker's pid; its environment told us the rank
-            pid, code = found[0]
-            rank = self.pid_ranks.get(pid)
-            ranks = sorted(self.plan.rank_logs)
-            local = ranks.index(rank) if rank in ranks else None
-        elif parsed is not None and parsed.exitcode != 0:  # else torchrun's own code 1 is all there is
-            rank, local, pid, code = parsed.rank, parsed.local_rank, parsed.pid, parsed.exitcode
-        rank_sink = self.rank_sinks.get(rank) if rank is not None else None
-        exit_code, sig = _shell_code(code)
-        return Failure(
-            name=f"rank-{rank}" if rank_sink is not None else spec.name,
-            rank=rank,
-            local_rank=local,
-            host=self.plan.host,
-            pid=pid,
-            exit_code=exit_code,
-            signal=sig,
-            log_file=(rank_sink or sink).path,
-            tail=(rank_sink or sink).tail(),
-        )
+    def launcher_facts(self) -> None:
+        """What the launchers wrote down: torchrun's summary and the workers' error files."""
+        if self.plan.method != "torchrun":
+            return
+        for entry in parse_torchrun_failures(self.output.sinks[0].text()):
+            self.record(self._fact(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode))
+        for rank, message in self._error_files().items():
+            self.record(self._fact(source="error_file", index=0, rank=rank, pid=None, code=None, message=message))
 
-    def result(self, outcome: _Outcome, started: float) -> RunResult:
-        failure = self.root_cause(outcome)
-        if outcome.kind == "signal":
-            code = 128 + outcome.signum
+    def _error_files(self) -> Dict[int, str]:
+        known = dict(self.watch.error_files) if self.watch is not None else {}
+        return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
+
+    def result(self, started: float) -> RunResult:
+        self.launcher_facts()
+        escalated = self.killed_at is not None
+        collateral = teardown_signals(self.plan.method == "msrun", escalated)
+        cause = find_root_cause(self.facts, collateral, stopped=self.shim_signal is not None)
+        failure = self._failure(cause.death) if cause is not None else None
+        if self.shim_signal is not None:
+            code = 128 + self.shim_signal
         elif failure is not None:
             code = failure.exit_code or 1
         else:
             code = 0
         return RunResult(code, failure, self.shim_signal, time.monotonic() - started)
 
-    def close_files(self) -> None:
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds = []
+    def _failure(self, death: Death) -> Failure:
+        spec = self.plan.processes[death.index]
+        rank = death.rank if death.rank is not None else spec.rank
+        ranks = sorted(self.plan.rank_logs)
+        local = spec.local_rank if spec.rank is not None else (ranks.index(rank) if rank in ranks else None)
+        sink = self.output.log_of(death.index, rank)
+        code = death.code if death.code is not None else 1
+        return Failure(
+            name=f"rank-{rank}" if self.launchers and rank is not None else spec.name,
+            rank=rank,
+            local_rank=local,
+            host=self.plan.host,
+            pid=death.pid,
+            exit_code=_shell_code(code),
+            signal=-code if code < 0 else None,
+            log_file=sink.path,
+            tail=sink.tail(),
+            message=death.message,
+            source=death.source,
+        )
 
     # -- the whole run --------------------------------------------------------------------------------------
     def execute(self, handle_signals: bool, started: float) -> RunResult:
-        keep = _reaper.child_pids()
-        watchdog = _reaper.start_watchdog(self.token, min(self.plan.grace_period, _WATCHDOG_GRACE_CAP))
-        self.exclude = keep | {watchdog.pid}
-        subreaper = _reaper.set_subreaper()
+        self.started_wall = time.time()
+        before = {info.pid for info in proctree.descendants(os.getpid()) if info.ppid == os.getpid()}
+        watchdog = start_watchdog(self.token, min(self.plan.grace_period, _WATCHDOG_GRACE_CAP), dict(self.base_env))
+        self.tree = JobTree(self.token, before | {watchdog.pid})
+        self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
+        if self.cgroup is not None:
+            self.tree.cgroup = self.cgroup.path
+            watchdog.announce_cgroup(self.cgroup.path)
+        subreaper = proctree.set_subreaper()
         previous: Dict[int, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():  # else: cannot
             previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
@@ -386,41 +373,49 @@ class _Run:
             watchdog.announce_groups(proc.pid for proc in self.procs)
             self.start_threads()
             if error is not None:
-                self.finish(signal.SIGTERM)
+                self.begin_ending()
+                self.finish()
                 raise error
-            outcome = self.monitor()
-            forward = outcome.signum if outcome.signum in (signal.SIGTERM, signal.SIGINT) else signal.SIGTERM
-            if outcome.kind == "worker" and self.plan.log_source == "files":
-                # An msrun worker failed and we saw it first. The workers get SIGTERM and the grace period directly
-                # (they carry the token) and write their logs themselves, so msrun (which ignores SIGTERM and would
-                # wait for its scheduler) has nothing left to do: it is killed now. torchrun is not: its tee
-                # threads still carry the ranks' last lines to us, so it gets SIGTERM like any group.
-                _reaper.signal_groups([proc.pid for proc in self.procs], signal.SIGKILL)
-            self.finish(forward)
-            return self.result(outcome, started)
+            self.monitor(watchdog)
+            self.finish()
+            self.drain_events()
+            return self.result(started)
         except BaseException:
-            if not self.finished:
-                self.finish(signal.SIGTERM)
+            self.finish()
             raise
         finally:
-            self.close_files()
-            _reaper.reap_zombie_children(self.exclude | {proc.pid for proc in self.procs})
+            self.output.close()
+            proctree.reap_zombie_children(self._own_pids())
             watchdog.finish()
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-            _reaper.restore_subreaper(subreaper)
+            proctree.restore_subreaper(subreaper)
 
-
-def _write_plan_file(path: str, text: str) -> None:
-    """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
-    except OSError as error:
-        raise LaunchError(f"cannot write {path!r}: {error.strerror}; {_LOG_HINT}") from None
+    def finish(self) -> None:
+        """End whatever of the job is left (daemons included), drain every output, stop the watch."""
+        if self._finished:
+            return
+        self._finished = True
+        grace = self.plan.grace_period
+        if self.killed_at is not None:
+            grace = 0.0
+        elif self.ending_at is not None:
+            grace = max(0.0, self.ending_at + grace - time.monotonic())
+        left = kill_everything(self.tree, self._live_groups(), grace)
+        for proc in self.procs:
+            try:
+                proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                left.append(proc.pid)
+        if self.cgroup is not None:
+            left += self.cgroup.kill()
+        if left:
+            self.output.warn(f"processes {sorted(set(left))} survived SIGKILL (stuck in the kernel?)")
+        if self.watch is not None:
+            self.watch.stop()
+        self.output.drain(self.procs)
+        for waiter in self.waiters:
+            waiter.join(1.0)
 
 
 def run_plan(
@@ -451,6 +446,7 @@ def run_plan(
     run = _Run(plan, base_env, out, err)
     try:
         run.prepare()
-        return run.execute(handle_signals, started)
-    finally:
-        run.close_files()
+    except BaseException:
+        run.output.close()
+        raise
+    return run.execute(handle_signals, started)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from malaunch.entrypoint import proctree
+
 __all__ = [
     "BENCH_DIR",
     "MARK_VAR",
@@ -94,22 +96,7 @@ def bench_env(mark: str, extra: Mapping[str, str]) -> Dict[str, str]:
 
 def marked_pids(mark: str) -> List[int]:
     """Live (non-zombie) processes whose environment holds ``LAUNCHBENCH_MARK=mark`` (a scan of /proc)."""
-    needle = f"{MARK_VAR}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle not in handle.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z":
-            found.append(int(entry))
-    return found
+    return sorted(key.pid for key in proctree.pids_with_env(MARK_VAR, mark))
 
 
 def kill_marked(mark: str, within: float = 20.0) -> int:
@@ -117,15 +104,14 @@ def kill_marked(mark: str, within: float = 20.0) -> int:
     hit: set[int] = set()
     deadline = time.monotonic() + within
     while True:
-        left = marked_pids(mark)
+        left = proctree.pids_with_env(MARK_VAR, mark)
         if not left:
             return len(hit)
         if time.monotonic() > deadline:
             raise BenchError(f"processes marked {MARK_VAR}={mark} survive SIGKILL: {left}; end them by hand")
-        for pid in left:
-            hit.add(pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for key in left:
+            hit.add(key.pid)
+            proctree.signal_proven(key, signal.SIGKILL)
         time.sleep(0.05)
 
 

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.entrypoint import proctree
 from malaunch.entrypoint.plan import LaunchPlan, ProcessSpec
 from malaunch.entrypoint.supervisor import RunResult, run_plan
 
@@ -138,40 +139,19 @@ def read_info(info_dir: Path, rank: int, timeout: float = 20.0) -> Dict[str, Any
     return data
 
 
-def _stat(pid: int) -> Optional[Tuple[str, int]]:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1])
-
-
 def alive(pid: int) -> bool:
     """Exists and is not a zombie."""
-    info = _stat(pid)
-    return info is not None and info[0] not in ("Z", "X")
+    return proctree.is_alive(pid)
 
 
 def pids_with_env(name: str, value: str) -> List[int]:
-    needle = f"{name}={value}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if environ.startswith(needle) or b"\0" + needle in environ:
-            found.append(int(entry))
-    return found
+    return sorted(key.pid for key in proctree.pids_with_env(name, value))
 
 
 def child_pids() -> List[int]:
     """Children of this test process, zombies included."""
     me = os.getpid()
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and (_stat(int(e)) or ("", 0))[1] == me]
+    return [info.pid for info in proctree.descendants(me) if info.ppid == me]
 
 
 def assert_nothing_left(

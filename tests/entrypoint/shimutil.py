@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -12,6 +11,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from malaunch.entrypoint import proctree
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MARK = "MALAUNCH_TEST_MARK"
@@ -29,22 +30,7 @@ def marked_env(extra: Mapping[str, str]) -> Dict[str, str]:
 
 def marked_pids(mark: str, variable: str = MARK) -> List[int]:
     """Live (non-zombie) processes whose environment carries ``<variable>=mark`` (default MALAUNCH_TEST_MARK)."""
-    needle = f"{variable}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z":
-            found.append(int(entry))
-    return found
+    return sorted(key.pid for key in proctree.pids_with_env(variable, mark))
 
 
 def assert_nothing_left(mark: str, within: float = 15.0, variable: str = MARK) -> None:
@@ -55,9 +41,8 @@ def assert_nothing_left(mark: str, within: float = 15.0, variable: str = MARK) -
         if not left:
             return
         if time.monotonic() > deadline:
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            for key in proctree.pids_with_env(variable, mark):
+                proctree.signal_proven(key, signal.SIGKILL)
             raise AssertionError(f"processes left running after the job: {left}")
         time.sleep(0.1)
 

@@ -160,7 +160,11 @@ def test_planning_is_deterministic_and_json_serialisable() -> None:
     data = json.loads(first.render())
     assert data["method"] == "torchrun"
     assert data["processes"][0]["argv"][0] == PY
-    assert data["processes"][0]["env"] == {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:"}
+    assert data["processes"][0]["env"] == {
+        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:",
+        "TORCHELASTIC_ERROR_FILE": "/work/malaunch-logs/node-0/torchrun-error.json",
+    }
+    assert data["processes"][0]["env_defaults"] == {"PYTHONUNBUFFERED": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "30"}
 
 
 def test_plan_objects_are_frozen() -> None:

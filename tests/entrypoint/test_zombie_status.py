@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from malaunch.entrypoint._reaper import zombie_returncode
+from malaunch.entrypoint.proctree import zombie_returncode
 
 
 def _zombie(action: str) -> int:

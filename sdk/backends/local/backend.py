@@ -15,7 +15,6 @@ msrun spans several hosts (see :mod:`malaunch.sdk.backends.local.hostnet`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -33,7 +32,15 @@ from ...status import HostState, HostStatus, JobState, JobStatus
 from ..base import Backend, JobHandle
 from ..logtail import follow_files, read_files
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
-from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, read_json, write_json_atomic
+from .jobdir import (
+    JobPaths,
+    is_job_process,
+    job_processes,
+    kill_processes,
+    read_json,
+    signal_job_process,
+    write_json_atomic,
+)
 from .plan import LocalRequest, plan_local
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
@@ -256,14 +263,12 @@ class LocalBackend(Backend):
         grace = float(plan.get("request", {}).get("grace_period", 30.0))
         state = read_json(paths.state_file) or {}
         runner = self._runner_pid(paths, state)
-        if runner is not None and not status.is_terminal and is_job_process(runner, job_id):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(runner, signal.SIGTERM)
+        if runner is not None and not status.is_terminal and signal_job_process(runner, job_id, signal.SIGTERM):
             deadline = time.monotonic() + grace + 30.0
             while is_job_process(runner, job_id) and time.monotonic() < deadline:
                 self._runner_pid(paths, state)
                 time.sleep(0.05)
-        left = kill_processes(lambda: job_processes(job_id, exclude=(os.getpid(),)), grace=grace)
+        left = kill_processes(lambda: job_processes(job_id, exclude=(os.getpid(),)), grace=grace, job_id=job_id)
         if left:
             raise BackendError(f"job {job_id}: processes {left} survived SIGKILL; check them with 'ps -p'")
         network = plan.get("request", {}).get("network")

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
+from malaunch.entrypoint import proctree
+
 __all__ = [
     "JOB_ID_VARIABLE",
     "JobPaths",
@@ -24,6 +26,7 @@ __all__ = [
     "kill_processes",
     "pid_alive",
     "read_json",
+    "signal_job_process",
     "write_json_atomic",
 ]
 
@@ -99,70 +102,42 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def _proc_state(pid: int) -> Optional[str]:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    tail = stat.rsplit(")", 1)
-    return tail[1].split()[0] if len(tail) == 2 and tail[1].split() else None
-
-
 def pid_alive(pid: Optional[int]) -> bool:
     """True when ``pid`` exists and is not a zombie (an exited child nobody reaped yet)."""
-    if pid is None or pid <= 0:
-        return False
-    state = _proc_state(pid)
-    return state is not None and state not in ("Z", "X", "x")
-
-
-def _has_job_id(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in handle.read().split(b"\0")
-    except OSError:
-        return False
+    return pid is not None and pid > 0 and proctree.is_alive(pid)
 
 
 def is_job_process(pid: Optional[int], job_id: str) -> bool:
-    """True when ``pid`` is alive and belongs to the job (guards against a recycled pid).
+    """True when ``pid`` is alive and *proven* to belong to the job: its environment carries the job id.
 
-    A process whose environment cannot be read (another user's) is given the benefit of the doubt.
+    A process whose environment cannot be read (another user's, or gone) is never the job's.
     """
-    if pid is None or not pid_alive(pid):
+    if pid is None or pid <= 0 or not pid_alive(pid):
         return False
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            variables = handle.read().split(b"\0")
-    except PermissionError:
-        return True
-    except OSError:
+    environ = proctree.read_environ(pid)
+    return bool(environ) and proctree.env_has(environ or b"", JOB_ID_VARIABLE, job_id)
+
+
+def signal_job_process(pid: Optional[int], job_id: str, sig: int) -> bool:
+    """Send ``sig`` to ``pid`` only if it is the job's (see :func:`is_job_process`), through a pidfd so that a
+    reused pid is never hit; True when sent."""
+    if pid is None or pid <= 0:
         return False
-    return f"{JOB_ID_VARIABLE}={job_id}".encode() in variables
+    info = proctree.read_info(pid)
+    if info is None:
+        return False
+    return proctree.signal_proven(proctree.ProcKey(pid, info.start), sig, lambda p: is_job_process(p, job_id))
 
 
 def job_processes(job_id: str, exclude: Iterable[int] = ()) -> List[int]:
     """Live processes whose environment has ``MALAUNCH_JOB_ID=<job_id>`` (zombies excluded)."""
-    needle = f"{JOB_ID_VARIABLE}={job_id}".encode()
-    skip = set(exclude)
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        if pid in skip or not _has_job_id(pid, needle):
-            continue
-        if pid_alive(pid):
-            found.append(pid)
-    return sorted(found)
+    return sorted(key.pid for key in proctree.pids_with_env(JOB_ID_VARIABLE, job_id, exclude))
 
 
-def _signal(pid: int, sig: int) -> None:
+def _signal(pid: int, sig: int, job_id: Optional[str]) -> None:
+    if job_id is not None:
+        signal_job_process(pid, job_id, sig)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
 
@@ -174,9 +149,12 @@ def kill_processes(
     deadline: float = 30.0,
     reap: Callable[[], None] = lambda: None,
     sleep: Callable[[float], None] = time.sleep,
+    job_id: Optional[str] = None,
 ) -> List[int]:
     """SIGTERM everything ``find()`` returns, SIGKILL what is left after ``grace`` seconds, repeat until
-    ``find()`` is empty or ``grace + deadline`` seconds passed. Returns what is still alive (normally [])."""
+    ``find()`` is empty or ``grace + deadline`` seconds passed. Returns what is still alive (normally []).
+
+    With ``job_id`` each signal goes only to a process proven to be the job's (:func:`signal_job_process`)."""
     start = time.monotonic()
     termed: set[int] = set()
     while True:
@@ -189,8 +167,8 @@ def kill_processes(
             return alive
         for pid in alive:
             if pid not in termed:
-                _signal(pid, signal.SIGTERM)
+                _signal(pid, signal.SIGTERM, job_id)
                 termed.add(pid)
             elif elapsed > grace:
-                _signal(pid, signal.SIGKILL)
+                _signal(pid, signal.SIGKILL, job_id)
         sleep(0.05)

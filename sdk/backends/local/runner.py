@@ -16,7 +16,6 @@ harming the job. Contract:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -24,24 +23,21 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from malaunch.entrypoint import proctree
+
 from .hostnet import network_from_json
-from .jobdir import JobPaths, job_processes, kill_processes, read_json, write_json_atomic
+from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process, write_json_atomic
 from .plan import HostCommand, LocalRequest, host_environment
 
 __all__ = ["STOP_EXIT_CODE", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
-_PR_SET_CHILD_SUBREAPER = 36
 _KILL_MARGIN = 10.0
 _TICK = 0.05
 
 
 def _become_subreaper() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: leftovers are still found through their environment
+    proctree.set_subreaper()  # None when unsupported: leftovers are still found through their environment
 
 
 def _exit_code(wait_status: int) -> int:
@@ -168,8 +164,7 @@ class Runner:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         for pid in job_processes(self.request.job_id, exclude=(os.getpid(),)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            signal_job_process(pid, self.request.job_id, signal.SIGKILL)
         self.killed = True
 
     def run(self) -> int:
@@ -212,6 +207,7 @@ class Runner:
             grace=2.0,
             deadline=10.0,
             reap=self.reap_quietly,
+            job_id=self.request.job_id,
         )
         self.network.teardown()
         failure = self.state.get("first_failure")

@@ -1,0 +1,135 @@
+"""A cgroup of the job's own, when the kernel lets the shim make one: containment no process can leave.
+
+The shim creates ``malaunch-<token>`` below its own cgroup (cgroup v2 when mounted, else the v1 ``pids`` or
+``freezer`` hierarchy) and moves every process it starts into it right after starting it; everything they
+start is born inside. A process can leave its session, its parent and its environment behind, not its cgroup
+(only a privileged process that writes itself elsewhere can). At the end every member is killed (``cgroup.kill``
+where the kernel has it, else SIGKILL to each member, proven by membership) and the cgroup is removed; the
+watchdog does the same if the shim dies.
+
+When the cgroup cannot be created (read-only ``/sys/fs/cgroup``, no permission, no cgroup filesystem) nothing
+changes: the shim still finds the job's processes by their token and as its descendants (it is the subreaper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from typing import List, Optional
+
+from . import proctree
+
+__all__ = ["JobCgroup", "kill_members", "members"]
+
+_ROOT = "/sys/fs/cgroup"
+_V1_CONTROLLERS = ("pids", "freezer")
+
+
+def _own_cgroup_dirs() -> List[str]:
+    """Candidate directories of this process's own cgroup, best first."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    found: List[str] = []
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        path = path.lstrip("/")
+        if hierarchy == "0" and not controllers:
+            for base in (_ROOT, os.path.join(_ROOT, "unified")):
+                if os.path.exists(os.path.join(base, "cgroup.controllers")):
+                    found.insert(0, os.path.join(base, path))
+                    break
+        for name in _V1_CONTROLLERS:
+            if name in controllers.split(","):
+                found.append(os.path.join(_ROOT, name, path))
+    return found
+
+
+def members(path: str) -> List[int]:
+    """Pids in the cgroup at ``path`` now (empty when it cannot be read)."""
+    return _members(path)
+
+
+def _members(path: str) -> List[int]:
+    try:
+        with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as handle:
+            return [int(word) for word in handle.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _in_cgroup(pid: int, relative: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as handle:
+            return any(line.rstrip().endswith(relative) for line in handle)
+    except OSError:
+        return False
+
+
+def kill_members(path: str, patience: float = 10.0) -> List[int]:
+    """SIGKILL every member of the cgroup at ``path`` until none is left; remove it. Returns survivors."""
+    relative = "/" + os.path.basename(path)
+    kill_file = os.path.join(path, "cgroup.kill")
+    deadline = time.monotonic() + patience
+    while True:
+        members = _members(path)
+        if not members:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            return []
+        if time.monotonic() > deadline:
+            return members
+        if os.path.exists(kill_file):
+            with contextlib.suppress(OSError), open(kill_file, "w", encoding="ascii") as handle:
+                handle.write("1")
+        for pid in members:
+            info = proctree.read_info(pid)
+            if info is not None:
+                proctree.signal_proven(
+                    proctree.ProcKey(pid, info.start), signal.SIGKILL, lambda p: _in_cgroup(p, relative)
+                )
+        time.sleep(0.02)
+
+
+class JobCgroup:
+    """The job's cgroup (see the module docstring); :meth:`create` returns None where none can be made."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, name: str) -> Optional[JobCgroup]:
+        """Make ``<own cgroup>/<name>``; None when no hierarchy allows it."""
+        for parent in _own_cgroup_dirs():
+            path = os.path.join(parent, name)
+            try:
+                os.mkdir(path, 0o755)
+            except OSError:
+                continue
+            if os.path.exists(os.path.join(path, "cgroup.procs")):
+                return cls(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        return None
+
+    def add(self, pid: int) -> bool:
+        """Move ``pid`` (a process the shim just started) in; False when the kernel refuses."""
+        try:
+            with open(os.path.join(self.path, "cgroup.procs"), "w", encoding="ascii") as handle:
+                handle.write(str(pid))
+            return True
+        except OSError:
+            return False
+
+    def members(self) -> List[int]:
+        """Pids in the cgroup now."""
+        return _members(self.path)
+
+    def kill(self) -> List[int]:
+        """End every member and remove the cgroup; returns the pids that survived."""
+        return kill_members(self.path)

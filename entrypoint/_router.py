@@ -1,0 +1,164 @@
+"""The output router of one run: log sinks, the console streams, and the threads that move bytes between them.
+
+How bytes flow (``plan.log_source``):
+
+- ``pipe``: each process's stdout/stderr pipe is read by a pump thread; every chunk goes to the process's log
+  file at once, then whole lines go to the console with a ``[rank N] `` prefix.
+- ``prefixed`` (torchrun ``--tee``): ``[rankN]:`` lines go to rank N's log file, the other lines to
+  ``torchrun.log``; the console gets the rank lines as torchrun printed them.
+- ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
+  each line with its rank prefix. msrun's own output goes to ``msrun.log``.
+
+The console never holds anything up: writes to it are queued (:class:`._console.Console`), so a slow or stuck
+reader can cost console lines but never a log-file byte, and never time. Once the job starts to end
+(:meth:`Output.quiet`), a launcher's own lines (torchrun's and msrun's teardown chatter) go to its log file only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple, Union
+
+from ._console import Console
+from ._pump import FileFollower, LineStream, PrefixDemux, Sink, follow, pump
+from .errors import LaunchError
+from .plan import LaunchPlan, ProcessSpec
+
+__all__ = ["Output"]
+
+_FOLLOW_INTERVAL = 0.05
+_LAUNCHER_RING = 256 << 10  # enough of torchrun's own output to hold its failure summary
+_CONSOLE_PATIENCE = 1.0  # at the end, a console that takes nothing for this long is given up on
+LOG_HINT = "point MALAUNCH_LOG_DIR (or --log-dir) at a writable directory"
+
+Router = Union[LineStream, PrefixDemux]
+
+
+def _sink(path: str, warn: Callable[[str], None], ring: int = 64 << 10) -> Sink:
+    try:
+        return Sink(path, warn, ring)
+    except OSError as error:
+        raise LaunchError(f"cannot open log file {path!r}: {error.strerror}; {LOG_HINT}") from None
+
+
+class Output:
+    """Sinks and console streams of one plan, and the pump/follow threads that feed them."""
+
+    def __init__(self, plan: LaunchPlan, out: BinaryIO, err: BinaryIO) -> None:
+        self.plan = plan
+        self.out = Console(out, "stdout")
+        self.err = Console(err, "stderr")
+        self.sinks: List[Sink] = []  # one per process
+        self.rank_sinks: Dict[int, Sink] = {}
+        self._rank_streams: Dict[int, LineStream] = {}
+        self._quiet = threading.Event()
+        self._stop = threading.Event()
+        self._threads: List[threading.Thread] = []
+        self._follower: Optional[FileFollower] = None
+        self.on_launcher_lines: Callable[[int, bytes], None] = lambda index, lines: None
+
+    def warn(self, text: str) -> None:
+        """One warning line from the shim on its stderr console."""
+        self.err.message(f"[ma-entrypoint] warning: {text}")
+
+    def open(self) -> None:
+        """Create every log file the shim writes (before anything starts). Raises LaunchError."""
+        plan = self.plan
+        ring = _LAUNCHER_RING if plan.log_source != "pipe" else 64 << 10
+        for spec in plan.processes:
+            self.sinks.append(_sink(spec.log_file, self.warn, ring))
+        for rank, path in sorted(plan.rank_logs.items()):
+            if plan.log_source == "prefixed":
+                self.rank_sinks[rank] = _sink(path, self.warn)
+            elif plan.log_source == "files":
+                self.rank_sinks[rank] = Sink(path, self.warn, write_file=False)
+                self._rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
+        if plan.log_source == "files":
+            self._follower = FileFollower(plan.rank_logs, self._rank_streams)
+
+    def quiet(self) -> None:
+        """From now on a launcher's own lines go to its log file only."""
+        self._quiet.set()
+
+    def _routers(self, index: int, spec: ProcessSpec) -> Tuple[Router, Router]:
+        sink = self.sinks[index]
+        source = self.plan.log_source
+        if source == "pipe":
+            label = f"rank {spec.rank}" if spec.rank is not None else spec.name
+            prefix = f"[{label}] ".encode()
+            return LineStream(self.out, prefix, sink), LineStream(self.err, prefix, sink)
+        prefix = f"[{self.plan.method}] ".encode()
+        if source == "prefixed":
+            return (
+                PrefixDemux(self.out, prefix, sink, self.rank_sinks, self._quiet),
+                PrefixDemux(self.err, prefix, sink, self.rank_sinks, self._quiet),
+            )
+
+        def lines(data: bytes) -> None:
+            self.on_launcher_lines(index, data)
+
+        return (
+            LineStream(self.out, prefix, sink, lines, self._quiet),
+            LineStream(self.err, prefix, sink, lines, self._quiet),
+        )
+
+    def attach(self, procs: List[subprocess.Popen[bytes]], tick: Callable[[], None]) -> None:
+        """Start a pump thread per pipe of ``procs`` and, under msrun, the follower of the workers' files."""
+        for index, proc in enumerate(procs):
+            spec = self.plan.processes[index]
+            for stream, router in zip((proc.stdout, proc.stderr), self._routers(index, spec)):
+                assert stream is not None
+
+                def warn(text: str, name: str = spec.name) -> None:
+                    self.warn(f"{name}: {text}")
+
+                self._spawn(pump, (stream.fileno(), router, self._stop, warn), "pump")
+        if self._follower is not None:
+            self._spawn(follow, (self._follower, self._stop, _FOLLOW_INTERVAL, tick), "follow")
+
+    def _spawn(self, target: Callable[..., None], args: Tuple[object, ...], name: str) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def drain(self, procs: List[subprocess.Popen[bytes]]) -> None:
+        """Every process has ended: take the rest of every pipe and file, then release the pipes."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30.0)
+        if not any(thread.is_alive() for thread in self._threads):
+            for proc in procs:
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+
+    def close(self) -> None:
+        """Release the log files, and deliver what the consoles still hold (giving up on a stuck one)."""
+        for sink in [*self.sinks, *self.rank_sinks.values()]:
+            sink.close()
+        self.out.close(_CONSOLE_PATIENCE)
+        if self.out.dropped:
+            self.warn(
+                f"the console (stdout) did not keep up: {self.out.dropped} writes to it were dropped; "
+                f"the log files under {self.plan.log_dir} have every line"
+            )
+        self.err.close(_CONSOLE_PATIENCE)
+
+    def log_of(self, index: int, rank: Optional[int]) -> Sink:
+        """The sink with the best log of a rank (its own), else of process ``index``."""
+        sink = self.rank_sinks.get(rank) if rank is not None else None
+        return sink if sink is not None else self.sinks[index]
+
+
+def write_plan_file(path: str, text: str) -> None:
+    """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except OSError as error:
+        raise LaunchError(f"cannot write {path!r}: {error.strerror}; {LOG_HINT}") from None

@@ -1,0 +1,158 @@
+"""The worker watch: a launcher's own workers, their time of death and exit status, as they happen.
+
+Only the direct children of a launcher the shim started (torchrun, msrun) that carry a rank in their
+environment (``MS_NODE_ID``, else ``RANK_ID``/``RANK``; msrun's scheduler, ``MS_ROLE=MS_SCHED``, is not a
+worker) are watched. Their own children (a helper ``subprocess.run``, a data-loader worker) never are: a
+helper that exits non-zero is not a rank failure.
+
+Each worker found gets a pidfd; the thread polls them, so the time of death is known to a few milliseconds
+for every worker, and the exit status is read from the zombie right then, before the launcher reaps it
+(torchrun reaps at its 0.1 s monitor interval, msrun at its 1 s poll). If the zombie is already gone, the
+status stays unknown (None) and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
+watch falls back to looking for zombies at every scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Mapping, Optional, Set
+
+from . import proctree
+
+__all__ = ["WorkerDeath", "WorkerWatch"]
+
+SCAN_INTERVAL = 0.05
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """Event: a launcher's worker ended (``code`` Popen-style, None when it could not be read)."""
+
+    index: int  # the plan process (launcher) it belonged to
+    rank: int
+    pid: int
+    code: Optional[int]
+    at: float  # time.monotonic() of death, as observed
+
+
+@dataclass
+class _Worker:
+    index: int
+    rank: int
+    pid: int
+    fd: Optional[int]
+
+
+def _rank_of(environ: bytes) -> Optional[int]:
+    raw = proctree.env_value(environ, "MS_NODE_ID")
+    if raw is None and proctree.env_value(environ, "MS_ROLE") != b"MS_SCHED":
+        raw = proctree.env_value(environ, "RANK_ID") or proctree.env_value(environ, "RANK")
+    if raw is None or not raw.strip().isdigit():
+        return None
+    return int(raw)
+
+
+class WorkerWatch:
+    """Finds and watches the workers of the launchers ``launchers`` (pid -> plan index) in a thread."""
+
+    def __init__(self, token_var: str, token: str, launchers: Mapping[int, int], post: Callable[[WorkerDeath], None]):
+        self._token = (token_var, token)
+        self._launchers = dict(launchers)
+        self._post = post
+        self._workers: Dict[int, _Worker] = {}
+        self._done: Set[int] = set()
+        self._others: Set[int] = set()  # launcher children that are not workers (msrun's scheduler)
+        self.pid_ranks: Dict[int, int] = {}
+        self.error_files: Dict[int, str] = {}  # rank -> TORCHELASTIC_ERROR_FILE
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watch", daemon=True)
+
+    def start(self) -> None:
+        """Start the watch thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (one last look first) and release the pidfds."""
+        self._stop.set()
+        self._thread.join(5.0)
+        for worker in self._workers.values():
+            if worker.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(worker.fd)
+                worker.fd = None
+
+    def _run(self) -> None:
+        while True:
+            self._scan()
+            fds = {w.fd: w for w in self._workers.values() if w.fd is not None and w.pid not in self._done}
+            if self._stop.is_set():
+                self._check_zombies()
+                return
+            if fds:
+                poller = select.poll()
+                for fd in fds:
+                    poller.register(fd, select.POLLIN)
+                for fd, _ in poller.poll(SCAN_INTERVAL * 1000):
+                    self._died(fds[fd], time.monotonic())
+            else:
+                self._stop.wait(SCAN_INTERVAL)
+            self._check_zombies()
+
+    def _died(self, worker: _Worker, at: float) -> None:
+        if worker.pid in self._done:
+            return
+        self._done.add(worker.pid)
+        code = proctree.zombie_returncode(worker.pid)
+        self._post(WorkerDeath(worker.index, worker.rank, worker.pid, code, at))
+
+    def _check_zombies(self) -> None:
+        now = time.monotonic()
+        for worker in list(self._workers.values()):
+            if worker.pid in self._done:
+                continue
+            if worker.fd is None:
+                code = proctree.zombie_returncode(worker.pid)
+                if code is not None:
+                    self._done.add(worker.pid)
+                    self._post(WorkerDeath(worker.index, worker.rank, worker.pid, code, now))
+                elif proctree.read_info(worker.pid) is None:
+                    self._done.add(worker.pid)
+                    self._post(WorkerDeath(worker.index, worker.rank, worker.pid, None, now))
+
+    def _scan(self) -> None:
+        for pid in proctree.all_pids():
+            if pid in self._workers or pid in self._others:
+                continue
+            info = proctree.read_info(pid)
+            if info is None or info.ppid not in self._launchers:
+                continue
+            fd = _pidfd(pid)  # first: from here on the pid cannot name another process unnoticed
+            environ = proctree.read_environ(pid)
+            rank = _rank_of(environ) if environ and proctree.env_has(environ, *self._token) else None
+            again = proctree.read_info(pid)
+            if rank is None or again is None or again.start != info.start:
+                if environ and proctree.env_value(environ, "MS_ROLE") == b"MS_SCHED":
+                    self._others.add(pid)
+                if fd is not None:
+                    os.close(fd)
+                continue  # not (yet) a worker: forked but not exec'd shows the launcher's environment
+            self._workers[pid] = _Worker(self._launchers[info.ppid], rank, pid, fd)
+            self.pid_ranks[pid] = rank
+            path = proctree.env_value(environ, "TORCHELASTIC_ERROR_FILE") if environ else None
+            if path:
+                self.error_files[rank] = os.fsdecode(path)
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None

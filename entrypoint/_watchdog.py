@@ -1,0 +1,105 @@
+"""The watchdog: a separate program that ends the job's processes if the shim dies without saying "done".
+
+Started by :func:`malaunch.entrypoint._reaper.start_watchdog` as
+``python -m malaunch.entrypoint._watchdog FD TOKEN GRACE`` in a session of its own, without the job's token in
+its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
+``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
+
+- ``pg <pgid>``: a process group the shim started;
+- ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
+- ``proc <pid> <start>``: a process of the job (found by the shim as its descendant, e.g. a daemon that left
+  its session and cleared its environment, which no token scan can find);
+- ``done``: the run ended normally; exit without touching anything.
+
+End of file without ``done`` means the shim is gone: every announced group, every announced process that is
+still the same process (pid and start time), and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get
+SIGTERM, then SIGKILL after ``GRACE`` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import List, Sequence, Set
+
+from . import proctree
+from ._cgroup import kill_members, members
+
+__all__ = ["main"]
+
+TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
+
+
+def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey], cgroups: List[str]) -> bool:
+    """Read announcements until "done" (True) or end of file (False: the shim died)."""
+    buffer = b""
+    while True:
+        try:
+            chunk = os.read(read_fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return False
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            words = line.split()
+            if words == [b"done"]:
+                return True
+            if len(words) == 2 and words[0] == b"pg":
+                groups.append(int(words[1]))
+            elif len(words) == 2 and words[0] == b"cg":
+                cgroups.append(os.fsdecode(words[1]))
+            elif len(words) == 3 and words[0] == b"proc":
+                procs.add(proctree.ProcKey(int(words[1]), int(words[2])))
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the watchdog (see the module docstring); returns its exit status."""
+    read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(sig, signal.SIG_IGN)
+    proctree.set_name(b"malaunch-wdog")
+    groups: List[int] = []
+    procs: Set[proctree.ProcKey] = set()
+    cgroups: List[str] = []
+    if _listen(read_fd, groups, procs, cgroups):
+        return 0
+    with contextlib.suppress(OSError):
+        os.close(read_fd)
+
+    def find() -> List[proctree.ProcKey]:
+        found = set(proctree.pids_with_env(TOKEN_VAR, token))
+        for key in procs:
+            info = proctree.read_info(key.pid)
+            if info is not None and info.start == key.start and not info.zombie:
+                found.add(key)
+        return sorted(found)
+
+    def kill_groups(sig: int = signal.SIGKILL) -> None:
+        for pgid in groups:
+            proctree.signal_group(pgid, sig)
+
+    kill_groups(signal.SIGTERM)
+    def kill_cgroups() -> None:
+        kill_groups()
+        for path in cgroups:
+            kill_members(path)
+
+    for path in cgroups:  # members first get SIGTERM like every other process of the job
+        for pid in members(path):
+            info = proctree.read_info(pid)
+            if info is not None:
+                procs.add(proctree.ProcKey(pid, info.start))
+    proctree.kill_loop(find, grace, on_kill=kill_cgroups)
+    for path in cgroups:
+        kill_members(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

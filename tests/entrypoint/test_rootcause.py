@@ -1,0 +1,121 @@
+"""The root-cause decision as a pure function: facts in, one decision out (no processes, no clock)."""
+
+from __future__ import annotations
+
+import signal
+from typing import Optional
+
+from malaunch.entrypoint.report import parse_torchrun_failures
+from malaunch.entrypoint.rootcause import Death, find_root_cause, teardown_signals
+
+TERM = teardown_signals(launcher_kills=False, escalated=False)
+MSRUN = teardown_signals(launcher_kills=True, escalated=False)
+
+
+def fact(source: str, rank: Optional[int], code: Optional[int], at: Optional[float] = None, seq: int = 0,
+         message: Optional[str] = None, index: int = 0) -> Death:  # fmt: skip
+    return Death(source=source, index=index, rank=rank, pid=100 + (rank or 0), code=code, at=at, seq=seq,
+                 message=message)  # fmt: skip
+
+
+def chosen(*facts: Death, signals: frozenset = TERM, stopped: bool = False) -> Optional[Death]:
+    cause = find_root_cause(facts, signals, stopped=stopped)
+    return cause.death if cause is not None else None
+
+
+def test_nothing_failed_means_no_root_cause() -> None:
+    assert chosen() is None
+    assert chosen(fact("exit", 0, 0), fact("exit", 1, 0), fact("watch", 2, None, at=1.0)) is None
+
+
+def test_torchrun_summary_blaming_the_sigterm_victim_loses_to_the_watched_exit() -> None:
+    # the race of issue 7.1: torchrun's own summary names rank 0 (-15, our teardown), the watch saw rank 1 exit 7
+    cause = chosen(
+        fact("watch", 1, 7, at=10.0, seq=0),
+        fact("watch", 0, -15, at=10.05, seq=1),
+        fact("exit", None, 1, at=10.4, seq=2),
+        fact("summary", 0, -15, seq=3),
+        fact("summary", 1, 7, seq=4),
+    )
+    assert cause is not None and (cause.rank, cause.code) == (1, 7)
+
+
+def test_summary_alone_is_enough_when_the_watch_missed_the_death() -> None:
+    cause = chosen(fact("watch", 0, -15, at=1.0, seq=0), fact("exit", None, 1, seq=1), fact("summary", 1, 7, seq=2))
+    assert cause is not None and (cause.rank, cause.code, cause.source) == (1, 7, "summary")
+
+
+def test_sigkill_is_a_root_cause_unless_the_teardown_used_it() -> None:
+    facts = (fact("watch", 1, -9, at=5.0, seq=0), fact("watch", 0, -15, at=5.1, seq=1))
+    cause = chosen(*facts)
+    assert cause is not None and (cause.rank, cause.signal) == (1, 9)
+    # msrun kills the peers with SIGKILL: the earliest death still wins among collateral ones
+    facts = (fact("watch", 0, -9, at=5.2, seq=0), fact("watch", 1, -9, at=5.0, seq=1))
+    cause = chosen(*facts, signals=MSRUN)
+    assert cause is not None and cause.rank == 1
+
+
+def test_earliest_death_wins_by_time_not_by_order_of_recording() -> None:
+    # rank 0 failed in gloo *because* rank 1 died 40 ms earlier; the code-1 fact was recorded first
+    cause = chosen(fact("watch", 0, 1, at=2.04, seq=0), fact("watch", 1, None, at=2.0, seq=1),
+                   fact("summary", 1, 7, seq=2))  # fmt: skip
+    assert cause is not None and (cause.rank, cause.code, cause.at) == (1, 7, 2.0)
+
+
+def test_helper_style_launcher_exit_is_root_cause_only_without_rank_failures() -> None:
+    launcher = fact("exit", None, 1, at=3.0)
+    cause = chosen(launcher)
+    assert cause is not None and cause.rank is None and cause.code == 1
+    cause = chosen(launcher, fact("summary", 1, 3, seq=1))
+    assert cause is not None and cause.rank == 1
+
+
+def test_error_file_marks_a_failure_and_lends_its_message() -> None:
+    cause = chosen(fact("error_file", 1, None, message="ValueError: boom", seq=0))
+    assert cause is not None and (cause.rank, cause.code, cause.message) == (1, 1, "ValueError: boom")
+    cause = chosen(fact("summary", 1, 3, seq=0), fact("error_file", 1, None, message="E", seq=1))
+    assert cause is not None and (cause.code, cause.message) == (3, "E")
+
+
+def test_a_stopped_job_has_no_root_cause_from_teardown_deaths_alone() -> None:
+    assert chosen(fact("exit", 0, -15, at=1.0), fact("exit", 1, -15, at=1.0), stopped=True) is None
+    cause = chosen(fact("exit", 0, 6, at=0.5), fact("exit", 1, -15, at=1.0), stopped=True)
+    assert cause is not None and cause.rank == 0
+
+
+def test_external_sigterm_of_one_rank_is_the_root_cause_when_nothing_else_failed() -> None:
+    cause = chosen(fact("watch", 1, -15, at=1.0, seq=0), fact("watch", 0, -15, at=1.2, seq=1))
+    assert cause is not None and cause.rank == 1 and cause.signal == signal.SIGTERM
+
+
+SUMMARY = """
+============================================================
+rank_job.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-22_20:53:10
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : 7 (pid: 19695)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_20:53:10
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 19694)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 19694
+============================================================
+"""
+
+
+def test_every_entry_of_torchruns_summary_is_a_fact() -> None:
+    entries = parse_torchrun_failures(SUMMARY)
+    assert [(e.rank, e.exitcode, e.pid) for e in entries] == [(0, -15, 19694), (1, 7, 19695)]
+    facts = [fact("summary", e.rank, e.exitcode, seq=i) for i, e in enumerate(entries)]
+    cause = chosen(*facts)
+    assert cause is not None and (cause.rank, cause.code) == (1, 7)
