@@ -22,13 +22,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from .errors import SpecError
-from .spec import DataSpec, JobSpec, LauncherOptions, Resources, key_text
+from .spec import DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "load_job_file", "load_job_text", "spec_from_mapping"]
 
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher",
+    "backend", "launcher", "modelarts",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -36,6 +36,7 @@ _LAUNCHER = (
     "msrun_rank_table", "grace_period",
 )  # fmt: skip
 _DATA = ("name", "path")
+_MODELARTS = ("obs_dir", "engine_name", "engine_version")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -43,6 +44,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "resources": _RESOURCES,
     "launcher": _LAUNCHER,
     "data": _DATA,
+    "modelarts": _MODELARTS,
 }
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
@@ -190,7 +192,9 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             fields[kind] = _data_list(fields[kind], kind, base_dir)
     fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
     fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
-    for key in ("run_method", "backend", "image"):
+    if fields.get("modelarts") is not None:
+        fields["modelarts"] = _section(fields["modelarts"], "modelarts", ModelArtsOptions, _MODELARTS)
+    for key in ("run_method", "backend", "image", "modelarts"):
         if key in fields and fields[key] is None:
             del fields[key]
     return JobSpec(**fields)

@@ -130,7 +130,7 @@ def test_unknown_job_id_exits_4(verb: str, home: Path) -> None:
     assert "no job with id 'no-such-job'" in one_error_line(result)
 
 
-@pytest.mark.parametrize("backend", ["modelarts", "volcano"])
+@pytest.mark.parametrize("backend", ["volcano"])
 def test_unavailable_backends_are_clear_config_errors(backend: str, tmp_path: Path, home: Path) -> None:
     job = write(tmp_path, GOOD)
     result = run(["--backend", backend, str(job)], home)
