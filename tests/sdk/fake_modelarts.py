@@ -116,6 +116,7 @@ class FakeModelArts:
         self.run_seconds = 1.0
         self.lock = threading.Lock()
         self._server: Optional[ThreadingHTTPServer] = None
+        self.url = ""
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> str:
@@ -127,7 +128,8 @@ class FakeModelArts:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self.url
 
     def stop(self) -> None:
         if self._server is not None:
