@@ -15,6 +15,7 @@ tests can run the policy without waiting.
 from __future__ import annotations
 
 import email.utils
+import random
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar, Union
@@ -90,7 +91,6 @@ def call_with_retry(
     Raises:
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
     """
-    backoff = tenacity.wait_exponential_jitter(initial=policy.initial, max=policy.maximum, jitter=policy.jitter)
 
     def wait(state: tenacity.RetryCallState) -> float:
         outcome = state.outcome
@@ -99,7 +99,8 @@ def call_with_retry(
             asked = retry_after_seconds(error.response.headers.get("Retry-After"), wall_clock())
             if asked is not None:
                 return min(asked, policy.max_retry_after)
-        return float(backoff(state))
+        step: float = policy.initial * 2.0 ** (state.attempt_number - 1)
+        return min(policy.maximum, step) + random.uniform(0, policy.jitter)
 
     attempt = 0
 
