@@ -142,6 +142,7 @@ def test_submit_follow_resubmit_fail_stop(
 
     assert_clean(fake_ma)
     assert fake_ma.signature_checks >= 20
+    assert not [text for text in fake_ma.seen_text if SK in text]
     assert_secret_nowhere(outputs, tmp_path, ma_env)
 
 
@@ -154,21 +155,26 @@ def assert_secret_nowhere(outputs: List[str], tmp_path: Path, env: Dict[str, str
                 assert SK.encode() not in path.read_bytes(), f"secret key found in {path}"
 
 
-def test_dry_run_touches_no_network(tmp_path: Path, fake_ma: FakeModelArts, ma_env: Dict[str, str]) -> None:
+def test_dry_run_touches_no_network(tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]) -> None:
     job = write_job(tmp_path, backend="local")
-    env = dict(ma_env, MALAUNCH_OBS_ENDPOINT="http://127.0.0.1:9", MALAUNCH_MODELARTS_ENDPOINT="http://127.0.0.1:9")
-    result = ma_submit(["--backend", "modelarts", "--dry-run", "--output", "json", str(job)], env)
+    result = ma_submit(["--backend", "modelarts", "--dry-run", "--output", "json", str(job)], ma_env)
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     request = plan["request"]
     assert request["method"] == "POST"
-    assert request["url"] == f"http://127.0.0.1:9/v2/{ma_env['HUAWEICLOUD_SDK_PROJECT_ID']}/training-jobs"
+    assert request["url"] == f"{fake_ma.url}/v2/{ma_env['HUAWEICLOUD_SDK_PROJECT_ID']}/training-jobs"
     assert request["body"]["metadata"]["name"] == plan["job_id"]
+    assert request["body"]["spec"]["resource"]["node_count"] == 2
     assert request["uploads"] == [{"source": str(tmp_path / "code"), "target": f"obs://{BUCKET}/jobs/ddp-demo/code/"}]
-    assert fake_ma.calls == []
-    assert SK not in result.stdout + result.stderr
-    text = ma_submit(["--backend", "modelarts", "--dry-run", str(job)], env)
-    assert text.returncode == 0 and "POST http://127.0.0.1:9/v2/" in text.stdout and SK not in text.stdout
+    text = ma_submit(["--backend", "modelarts", "--dry-run", str(job)], ma_env)
+    assert text.returncode == 0 and f"POST {fake_ma.url}/v2/" in text.stdout
+    assert fake_ma.calls == [] and objects(s3) == {}  # neither the API nor OBS was asked anything
+    for output in (result.stdout, result.stderr, text.stdout, text.stderr):
+        assert SK not in output
+    no_creds = {k: v for k, v in ma_env.items() if not k.startswith("HUAWEICLOUD_")}
+    bare = ma_submit(["--backend", "modelarts", "--dry-run", "--output", "json", str(job)], no_creds)
+    assert bare.returncode == 0, bare.stderr
+    assert "/v2/{project_id}/training-jobs" in json.loads(bare.stdout)["request"]["url"]
 
 
 def test_wrong_secret_key_is_one_clear_line(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ...errors import BackendError, ConfigError
 from ..codefiles import CodeFile
@@ -49,14 +49,17 @@ def make_s3_client(endpoints: Endpoints, credentials: Credentials, *, workers: i
     import boto3
     from botocore.config import Config
 
-    config = Config(
-        signature_version="s3v4",
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-        s3={"addressing_style": "path" if is_ip_endpoint(endpoints.obs) else "virtual"},
-        retries={"max_attempts": 5, "mode": "standard"},
-        max_pool_connections=max(10, workers * 2),
-    )
+    settings: Dict[str, Any] = {
+        "signature_version": "s3v4",
+        "s3": {"addressing_style": "path" if is_ip_endpoint(endpoints.obs) else "virtual"},
+        "retries": {"max_attempts": 5, "mode": "standard"},
+        "max_pool_connections": max(10, workers * 2),
+    }
+    checksums = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
+    try:
+        config = Config(**settings, **checksums)
+    except TypeError:  # botocore < 1.36 knows no such settings and sends no checksum trailers anyway
+        config = Config(**settings)
     return boto3.session.Session().client(
         "s3",
         endpoint_url=endpoints.obs,
