@@ -120,6 +120,8 @@ def test_submit_follow_resubmit_fail_stop(
     logs = run(["logs", failed_id])
     assert logs.returncode == 0 and "[host 0] worker-0 step 4" in logs.stdout.splitlines()
     assert run(["wait", failed_id]).returncode == 3
+    followed = run(["logs", "-f", "--backend", "modelarts", failed_id])
+    assert followed.returncode == 0 and followed.stdout == logs.stdout
     listed = run(["list", "--backend", "modelarts", "--output", "json"])
     assert listed.returncode == 0, listed.stderr
     assert {item["id"] for item in json.loads(listed.stdout)} == {job_id, failed_id}

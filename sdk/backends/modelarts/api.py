@@ -174,8 +174,11 @@ class ModelArtsClient:
         return data
 
     def task_log(self, job_id: str, task: str) -> Tuple[bytes, int]:
-        """The tail (at most 5 MB) of one task's log and the log's full size in bytes."""
-        data = self.call("GET", f"{self.jobs_path}/{job_id}/tasks/{task}/logs/preview", job_id=job_id)
+        """The tail (at most 5 MB) of one task's log and the log's full size in bytes.
+
+        A task without a log yet may answer 4xx; that is a ``BackendError`` (not ``JobNotFound``).
+        """
+        data = self.call("GET", f"{self.jobs_path}/{job_id}/tasks/{task}/logs/preview")
         content = str(data.get("content") or "").encode("utf-8")
         full = data.get("full_size")
         return content, int(full) if isinstance(full, int) and not isinstance(full, bool) else len(content)

@@ -26,7 +26,7 @@ import requests
 from ...errors import BackendError, ConfigError, SpecError
 from ...plan import SubmitPlan
 from ...spec import JobSpec
-from ...status import JobState, JobStatus
+from ...status import JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
 from ..codefiles import select_code_files
@@ -132,7 +132,14 @@ class ModelArtsBackend(Backend):
         job_id = str((job.get("metadata") or {}).get("id") or "")
         if not job_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
-        self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+        try:
+            self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+        except OSError as exc:
+            if self.progress is not None:
+                self.progress.write(
+                    f"note: job {job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
+                    "give --backend modelarts when you manage it\n"
+                )
         return self.handle(job_id)
 
     # -- management ----------------------------------------------------------------------------------------
@@ -159,9 +166,11 @@ class ModelArtsBackend(Backend):
                 try:
                     content, full = client.task_log(job_id, task)
                 except BackendError:
-                    if state is JobState.PENDING:
-                        continue  # the task has no log yet
+                    if not state.is_terminal and follow:
+                        continue  # the task may have no log yet; ask again next round
                     raise
+                if full < seen.get(task, 0):
+                    seen[task] = 0  # the log started again (the task was restarted)
                 fresh = full - seen.get(task, 0)
                 if fresh <= 0:
                     continue
