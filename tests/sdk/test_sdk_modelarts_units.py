@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from malaunch.sdk import ConfigError
+from malaunch.sdk import ConfigError, available_backends, get_backend
 from malaunch.sdk.backends.codefiles import file_sha256, select_code_files
 from malaunch.sdk.backends.job_index import JobIndex
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import is_ip_endpoint, load_credentials, load_endpoints
 from malaunch.sdk.backends.modelarts.phases import job_state, status_from_job
 from malaunch.sdk.status import HostState, JobState
@@ -129,3 +130,14 @@ def test_job_index(tmp_path: Path) -> None:
     assert index.entries() == {}
     Path(index.path).write_text(json.dumps({"jobs": {"a": {"backend": 3}, "b": {"backend": "local"}}}))
     assert index.entries() == {"b": {"backend": "local"}}
+
+
+def test_registered_by_name(tmp_path: Path) -> None:
+    assert "modelarts" in available_backends()
+    environ = {
+        "MALAUNCH_HOME": str(tmp_path),
+        "MALAUNCH_MODELARTS_ENDPOINT": "http://127.0.0.1:9",
+        "MALAUNCH_OBS_ENDPOINT": "http://127.0.0.1:9",
+    }
+    backend = get_backend("modelarts", environ=environ, progress=None)
+    assert isinstance(backend, ModelArtsBackend) and backend.endpoints.modelarts == "http://127.0.0.1:9"
