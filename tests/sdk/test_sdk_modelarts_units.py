@@ -141,3 +141,23 @@ def test_registered_by_name(tmp_path: Path) -> None:
     }
     backend = get_backend("modelarts", environ=environ, progress=None)
     assert isinstance(backend, ModelArtsBackend) and backend.endpoints.modelarts == "http://127.0.0.1:9"
+
+
+def test_obs_client_settings() -> None:
+    from malaunch.sdk.backends.modelarts.credentials import Credentials, Endpoints
+    from malaunch.sdk.backends.modelarts.obs import make_s3_client
+
+    creds = Credentials("AK", "SK", "p", "cn-north-4", "the test")
+    public = make_s3_client(Endpoints("https://m", "https://obs.cn-north-4.myhuaweicloud.com"), creds)
+    config = public.meta.config
+    assert config.signature_version == "s3v4"
+    assert (config.request_checksum_calculation, config.response_checksum_validation) == (
+        "when_required",
+        "when_required",
+    )
+    url = public.generate_presigned_url("get_object", Params={"Bucket": "my-bucket", "Key": "a/b.py"})
+    assert url.startswith("https://my-bucket.obs.cn-north-4.myhuaweicloud.com/a/b.py?")  # virtual host
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url and "cn-north-4" in url
+    local = make_s3_client(Endpoints("https://m", "http://127.0.0.1:9000"), creds)
+    url = local.generate_presigned_url("get_object", Params={"Bucket": "my-bucket", "Key": "a/b.py"})
+    assert url.startswith("http://127.0.0.1:9000/my-bucket/a/b.py?")  # path style for an IP endpoint
