@@ -200,3 +200,14 @@ def test_missing_flavor_and_obs_dir_are_config_errors(tmp_path: Path, ma_env: Di
     job = write_job(tmp_path / "b", modelarts=None)
     result = ma_submit(["--dry-run", str(job)], ma_env)
     assert result.returncode == 2 and "modelarts.obs_dir: is required" in result.stderr
+
+
+def test_an_excluded_boot_file_is_refused_before_any_call(
+    tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
+) -> None:
+    job = write_job(tmp_path)
+    (tmp_path / "code" / ".malaunchignore").write_text("*.log\ntrain.py\n")
+    result = ma_submit([str(job)], ma_env)
+    assert result.returncode == 2, result.stderr
+    assert "boot_file: is excluded from the upload" in result.stderr
+    assert fake_ma.calls == [] and objects(s3) == {}

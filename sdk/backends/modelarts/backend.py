@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
 
 import requests
 
@@ -56,6 +56,7 @@ class ModelArtsBackend(Backend):
         policy: RetryPolicy = DEFAULT_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         poll: float = 2.0,
+        status_interval: float = 2.0,
         stop_timeout: float = 600.0,
         progress: Optional[TextIO] = sys.stderr,
     ) -> None:
@@ -64,6 +65,8 @@ class ModelArtsBackend(Backend):
         self.policy = policy
         self.sleep = sleep
         self.poll = poll
+        self.status_interval = status_interval
+        self._recent: Dict[str, Tuple[float, JobStatus]] = {}
         self.stop_timeout = stop_timeout
         self.progress = progress
         self.index = JobIndex.default(self.environ)
@@ -120,7 +123,16 @@ class ModelArtsBackend(Backend):
             boot = os.path.join(upload.source, os.path.normpath(spec.boot_file))
             if not os.path.isfile(boot):
                 raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
-            self._uploader().upload(select_code_files(upload.source), upload.target)
+            files = select_code_files(upload.source)
+            boot_rel = os.path.normpath(spec.boot_file).replace(os.sep, "/")
+            if boot_rel not in {item.relpath for item in files}:
+                raise SpecError(
+                    "boot_file",
+                    "is excluded from the upload",
+                    spec.boot_file,
+                    "remove its pattern from .malaunchignore",
+                )
+            self._uploader().upload(files, upload.target)
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         request = plan.request
@@ -143,8 +155,17 @@ class ModelArtsBackend(Backend):
         return self.handle(job_id)
 
     # -- management ----------------------------------------------------------------------------------------
+    def _fetch_status(self, job_id: str) -> JobStatus:
+        status = status_from_job(self.api.get_job(job_id), self.api.job_url(job_id))
+        self._recent[job_id] = (time.monotonic(), status)
+        return status
+
     def status(self, job_id: str) -> JobStatus:
-        return status_from_job(self.api.get_job(job_id), self.api.job_url(job_id))
+        """The job's status; asked again at most every ``status_interval`` seconds (the API is rate limited)."""
+        recent = self._recent.get(job_id)
+        if recent is not None and time.monotonic() - recent[0] < self.status_interval:
+            return recent[1]
+        return self._fetch_status(job_id)
 
     def _tasks(self, job: Mapping[str, Any]) -> List[str]:
         tasks = [str(task) for task in (job.get("status") or {}).get("tasks") or []]
@@ -185,16 +206,16 @@ class ModelArtsBackend(Backend):
                     if partial.get(task):
                         yield f"[host {task_index(task, position)}] " + partial[task].decode("utf-8", "replace")
                 return
-            self.sleep(self.poll)
+            self.sleep(max(self.poll, 0.5 * len(tasks)))  # 1 + len(tasks) calls a round; the API is rate limited
 
     def stop(self, job_id: str) -> JobStatus:
-        status = self.status(job_id)
+        status = self._fetch_status(job_id)
         if status.is_terminal:
             return status
         self.api.terminate(job_id)
         deadline = time.monotonic() + self.stop_timeout
         while True:
-            status = self.status(job_id)
+            status = self._fetch_status(job_id)
             if status.is_terminal:
                 return status
             if time.monotonic() > deadline:
