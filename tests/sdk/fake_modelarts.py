@@ -20,9 +20,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
+from fake_containers import Containers
 from huaweicloudsdkcore.auth.credentials import BasicCredentials
 from huaweicloudsdkcore.sdk_request import SdkRequest
 from huaweicloudsdkcore.signer.signer import Signer
@@ -44,6 +46,7 @@ class FakeJob:
     run_seconds: float
     created: float = field(default_factory=time.monotonic)
     terminated_at: Optional[float] = None
+    containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
 
     @property
     def tasks(self) -> List[str]:
@@ -53,6 +56,13 @@ class FakeJob:
     def phase(self) -> Tuple[str, float]:
         """(phase, seconds since running started)."""
         now = time.monotonic()
+        if self.containers is not None:
+            codes = self.containers.exit_codes()
+            if codes is None:
+                return ("Terminating" if self.terminated_at is not None else "Running"), 0.0
+            if self.terminated_at is not None:
+                return "Terminated", 0.0
+            return ("Completed" if not any(codes) else "Failed"), 0.0
         if self.terminated_at is not None:
             return ("Terminated" if now - self.terminated_at > PHASE_SECONDS else "Terminating"), 0.0
         age = now - self.created
@@ -66,6 +76,8 @@ class FakeJob:
         return ("Completed" if self.outcome[0] == "complete" else "Failed"), running
 
     def log(self, task: str) -> str:
+        if self.containers is not None:
+            return self.containers.log(self.tasks.index(task))
         phase, running = self.phase()
         if phase in ("Creating", "Pending"):
             return ""
@@ -89,7 +101,10 @@ class FakeJob:
             "start_time": 1700000000000,
         }
         status["tasks"] = self.tasks
-        if phase == "Completed":
+        codes = self.containers.exit_codes() if self.containers is not None else None
+        if codes is not None and phase in ("Completed", "Failed"):
+            status["task_statuses"] = [{"task": t, "exit_code": c, "message": ""} for t, c in zip(self.tasks, codes)]
+        elif phase == "Completed":
             status["task_statuses"] = [{"task": t, "exit_code": 0, "message": ""} for t in self.tasks]
         elif phase == "Failed":
             status["task_statuses"] = [
@@ -117,6 +132,7 @@ class FakeModelArts:
         self.lock = threading.Lock()
         self._server: Optional[ThreadingHTTPServer] = None
         self.url = ""
+        self.run_nodes: Optional[Tuple[Any, Path, Dict[str, int]]] = None  # (s3 client, work dir, flavor -> devices)
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> str:
@@ -132,6 +148,9 @@ class FakeModelArts:
         return self.url
 
     def stop(self) -> None:
+        for job in self.jobs.values():
+            if job.containers is not None:
+                job.containers.kill()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -241,6 +260,10 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server_fake
         if route == "create":
             job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
+            if fake.run_nodes is not None:
+                s3, root, devices = fake.run_nodes
+                flavor = body["spec"]["resource"]["flavor_id"]
+                job.containers = Containers(job.id, body, s3, root, devices.get(flavor, 1))
             with fake.lock:
                 fake.jobs[job.id] = job
             return 201, job.to_json()
@@ -259,6 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "action":
             if job.phase()[0] in ("Creating", "Pending", "Running"):
                 job.terminated_at = time.monotonic()
+                if job.containers is not None:
+                    job.containers.terminate()
             return 202, job.to_json()
         if route == "log":
             task = rest.split("/")[2]

@@ -161,3 +161,11 @@ def test_obs_client_settings() -> None:
     local = make_s3_client(Endpoints("https://m", "http://127.0.0.1:9000"), creds)
     url = local.generate_presigned_url("get_object", Params={"Bucket": "my-bucket", "Key": "a/b.py"})
     assert url.startswith("http://127.0.0.1:9000/my-bucket/a/b.py?")  # path style for an IP endpoint
+
+
+def test_the_root_cause_task_wins_over_terminated_peers() -> None:
+    codes = [{"task": "worker-0", "exit_code": 143}, {"task": "worker-1", "exit_code": 3}]
+    status = status_from_job(job("Failed", task_statuses=codes))
+    assert status.exit_code == 3 and "worker-1" in status.message
+    only_killed = status_from_job(job("Failed", task_statuses=[{"task": "worker-0", "exit_code": 137}]))
+    assert only_killed.exit_code == 137

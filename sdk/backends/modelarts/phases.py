@@ -4,7 +4,8 @@
 Completed -> SUCCEEDED; Failed, Abnormal -> FAILED; Terminated -> STOPPED. ``status.secondary_phase`` refines
 it where it matters (CreateFailed is a failure even while the phase says otherwise). Anything else is
 UNKNOWN, with the platform's words kept in ``raw_state``. A failed job's exit code is its failing task's own
-exit code from ``status.task_statuses`` (1 when the platform gives none).
+exit code from ``status.task_statuses`` (1 when the platform gives none); tasks that only ended by SIGTERM or
+SIGKILL (143, 137) because another task failed count last.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ SECONDARY_PHASES: Mapping[str, JobState] = {
     "Lost": JobState.FAILED,
 }
 _TASK = re.compile(r".*-(\d+)\Z")
+#: Exit codes of tasks that were ended by a signal (SIGTERM, SIGKILL) rather than failing on their own.
+_TERMINATED_CODES = (143, 137)
 
 
 def job_state(phase: str, secondary: str = "") -> JobState:
@@ -87,7 +90,10 @@ def status_from_job(job: Mapping[str, Any], location: str = "") -> JobStatus:
     state = job_state(phase, secondary)
     exit_code: Optional[int] = None
     message = ""
-    failing = [(task, code, text) for task, code, text in _task_codes(status) if code != 0]
+    failing = sorted(
+        ((task, code, text) for task, code, text in _task_codes(status) if code != 0),
+        key=lambda item: item[1] in _TERMINATED_CODES,  # tasks the platform ended after the failing one: last
+    )
     if state is JobState.SUCCEEDED:
         exit_code = 0
     elif state is JobState.FAILED:
