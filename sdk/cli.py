@@ -184,7 +184,8 @@ def _render_status(status: JobStatus) -> str:
     if status.message:
         lines.append(f"message:   {status.message}")
     for host in status.hosts:
-        detail = f"pid {host.pid}" if host.exit_code is None else f"exit code {host.exit_code}"
+        running = "" if host.pid is None else f"pid {host.pid}"
+        detail = running if host.exit_code is None else f"exit code {host.exit_code}"
         lines.append(f"host {host.index}:    {host.address:<15} {host.state.value:<8} {detail}")
     return "\n".join(lines)
 

@@ -132,6 +132,9 @@ def test_submit_follow_resubmit_fail_stop(
     assert detached.returncode == 0, detached.stderr
     running_id = detached.stdout.strip()
     assert fake_ma.jobs[running_id].outcome[0] == "hang"
+    text_status = run(["status", running_id])
+    assert text_status.returncode == 0 and "pid None" not in text_status.stdout
+    assert f"id:        {running_id}" in text_status.stdout
     follow = run(["logs", "--backend", "modelarts", running_id])
     assert follow.returncode == 0
     stopped = run(["stop", running_id])
