@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build (or refresh) the project venv with everything the tests and the templates need:
 # malaunch (editable) with its test extras, torch 2.13.0 (CPU build, torchrun + gloo), mindspore 2.10.0 with
-# numpy<2 (msrun on CPU), moto's S3 server and huaweicloudsdkcore (cross-checks). Idempotent and quick when
-# nothing changed. The venv is .venv, or $MALAUNCH_VENV.
+# numpy<2 (msrun on CPU), moto's S3 server, huaweicloudsdkcore and huaweicloudsdkmodelarts (cross-checks).
+# Idempotent and quick when nothing changed. The venv is .venv, or $MALAUNCH_VENV.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -19,7 +19,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log="$venv/pip-install.log"
   if ! { "$venv/bin/python" -m pip install --upgrade pip &&
          "$venv/bin/python" -m pip install -e ".[test,kubernetes]" "torch==2.13.0" "mindspore==2.10.0" "numpy<2" \
-           "moto[server]>=5" "huaweicloudsdkcore"; } > "$log" 2>&1; then
+           "moto[server]>=5" "huaweicloudsdkcore" "huaweicloudsdkmodelarts"; } > "$log" 2>&1; then
     tail -n 40 "$log"
     echo "pip install failed; full log: $log" >&2
     exit 1

@@ -14,12 +14,14 @@ module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, List, Optional, Sequence
 
 import click
 
-from .backends import JobHandle, get_backend
+from .backends import Backend, JobHandle, get_backend
+from .backends.job_index import JobIndex
 from .errors import EXIT_CONFIG, MalaunchError, exit_code_for
 from .follow import describe_end, follow_job
 from .job import Job
@@ -160,10 +162,15 @@ def _backend_option(function: Any) -> Any:
     return click.option(
         "--backend",
         type=click.Choice(BACKEND_NAMES),
-        default="local",
-        show_default=True,
-        help="Where the job runs.",
+        default=None,
+        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else local.",
     )(function)
+
+
+def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
+    if backend is None and job_id is not None:
+        backend = JobIndex.default(os.environ).backend_of(job_id)
+    return get_backend(backend or "local")
 
 
 def _render_status(status: JobStatus) -> str:
@@ -177,7 +184,8 @@ def _render_status(status: JobStatus) -> str:
     if status.message:
         lines.append(f"message:   {status.message}")
     for host in status.hosts:
-        detail = f"pid {host.pid}" if host.exit_code is None else f"exit code {host.exit_code}"
+        running = "" if host.pid is None else f"pid {host.pid}"
+        detail = running if host.exit_code is None else f"exit code {host.exit_code}"
         lines.append(f"host {host.index}:    {host.address:<15} {host.state.value:<8} {detail}")
     return "\n".join(lines)
 
@@ -186,9 +194,9 @@ def _render_status(status: JobStatus) -> str:
 @_backend_option
 @click.option("--output", type=_OUTPUT, default="text", show_default=True, help="json: machine-readable.")
 @click.argument("job_id")
-def status_cmd(backend: str, output: str, job_id: str) -> int:
+def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
     """Show the state of JOB_ID (and of each of its hosts)."""
-    status = get_backend(backend).status(job_id)
+    status = _backend_for(backend, job_id).status(job_id)
     if output == "json":
         _echo_json(status.to_json())
     else:
@@ -200,10 +208,10 @@ def status_cmd(backend: str, output: str, job_id: str) -> int:
 @_backend_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.argument("job_id")
-def logs_cmd(backend: str, follow: bool, job_id: str) -> int:
+def logs_cmd(backend: Optional[str], follow: bool, job_id: str) -> int:
     """Print the output of JOB_ID, each line prefixed with its host."""
     try:
-        for line in get_backend(backend).logs(job_id, follow=follow):
+        for line in _backend_for(backend, job_id).logs(job_id, follow=follow):
             click.echo(line)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -213,9 +221,9 @@ def logs_cmd(backend: str, follow: bool, job_id: str) -> int:
 @cli.command("stop")
 @_backend_option
 @click.argument("job_id")
-def stop_cmd(backend: str, job_id: str) -> int:
+def stop_cmd(backend: Optional[str], job_id: str) -> int:
     """Stop JOB_ID; returns when nothing of it is left running (stopping an ended job is a no-op)."""
-    status = get_backend(backend).stop(job_id)
+    status = _backend_for(backend, job_id).stop(job_id)
     click.echo(f"job {status.id} {status.state.value}")
     return 0
 
@@ -224,10 +232,10 @@ def stop_cmd(backend: str, job_id: str) -> int:
 @_backend_option
 @click.option("--timeout", type=click.FloatRange(min=0), help="Give up after this many seconds (exit 124).")
 @click.argument("job_id")
-def wait_cmd(backend: str, timeout: Optional[float], job_id: str) -> int:
+def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
     """Wait for JOB_ID to end and exit with its exit code."""
     try:
-        status = get_backend(backend).handle(job_id).wait(timeout=timeout)
+        status = _backend_for(backend, job_id).handle(job_id).wait(timeout=timeout)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     click.echo(describe_end(status))
@@ -237,9 +245,9 @@ def wait_cmd(backend: str, timeout: Optional[float], job_id: str) -> int:
 @cli.command("list")
 @_backend_option
 @click.option("--output", type=_OUTPUT, default="text", show_default=True, help="json: machine-readable.")
-def list_cmd(backend: str, output: str) -> int:
+def list_cmd(backend: Optional[str], output: str) -> int:
     """List the jobs of a backend, newest first."""
-    statuses = get_backend(backend).list()
+    statuses = _backend_for(backend, None).list()
     if output == "json":
         _echo_json([{"id": s.id, "state": s.state.value, "exit_code": s.exit_code, "name": s.name} for s in statuses])
         return 0

@@ -40,7 +40,7 @@ def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[
         if old is not None and (old.state, old.exit_code) == (host.state, host.exit_code):
             continue
         if host.state is HostState.RUNNING and (old is None or old.state is not HostState.RUNNING):
-            yield f"host {host.index} ({host.address}) started, pid {host.pid}"
+            yield f"host {host.index} ({host.address}) started" + ("" if host.pid is None else f", pid {host.pid}")
         elif host.state is HostState.EXITED and (old is None or old.state is not HostState.EXITED):
             name = f"host {host.index} ({host.address})"
             if host.exit_code == 0:

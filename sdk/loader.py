@@ -23,13 +23,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from .errors import SpecError
-from .spec import DataSpec, JobSpec, LauncherOptions, Resources, VolcanoOptions, key_text
+from .spec import DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
 
 __all__ = ["JOB_FIELDS", "load_job_file", "load_job_text", "spec_from_mapping"]
 
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", "volcano",
+    "backend", "launcher", "volcano", "modelarts",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -38,6 +38,7 @@ _LAUNCHER = (
 )  # fmt: skip
 _DATA = ("name", "path")
 _VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
+_MODELARTS = ("obs_dir", "engine_name", "engine_version")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -46,6 +47,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "launcher": _LAUNCHER,
     "data": _DATA,
     "volcano": _VOLCANO,
+    "modelarts": _MODELARTS,
 }
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
@@ -209,7 +211,9 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
     fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
     fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
     fields["volcano"] = _section(fields.get("volcano"), "volcano", VolcanoOptions, _VOLCANO, base_dir)
-    for key in ("run_method", "backend", "image"):
+    if fields.get("modelarts") is not None:
+        fields["modelarts"] = _section(fields["modelarts"], "modelarts", ModelArtsOptions, _MODELARTS)
+    for key in ("run_method", "backend", "image", "modelarts"):
         if key in fields and fields[key] is None:
             del fields[key]
     return JobSpec(**fields)

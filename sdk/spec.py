@@ -16,6 +16,7 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
   ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
   ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
+- ``modelarts``: ``obs_dir``, ``engine_name``, ``engine_version`` (only the ModelArts backend reads them).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "DataSpec",
     "JobSpec",
     "LauncherOptions",
+    "ModelArtsOptions",
     "Resources",
     "VolcanoOptions",
     "key_text",
@@ -293,6 +295,37 @@ def _check_data(data: DataSpec, prefix: str) -> None:
     _check_text(f"{prefix}.path", data.path, optional=True)
 
 
+_OBS_DIR = re.compile(r"obs://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
+
+
+@dataclass(frozen=True)
+class ModelArtsOptions:
+    """What only the ModelArts backend needs: ``obs_dir`` (``obs://bucket/prefix/``) receives code and logs;
+    ``engine_name`` + ``engine_version`` pick a preset engine when the job has no ``image``."""
+
+    obs_dir: Optional[str] = None
+    engine_name: Optional[str] = None
+    engine_version: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _check_modelarts(self, "modelarts")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        return dataclasses.asdict(self)
+
+
+def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
+    _check_text(f"{prefix}.obs_dir", opts.obs_dir, optional=True)
+    if opts.obs_dir is not None and not _OBS_DIR.match(opts.obs_dir):
+        raise _fail(f"{prefix}.obs_dir", "must be an OBS folder URL like obs://bucket/prefix/", opts.obs_dir)
+    _check_text(f"{prefix}.engine_name", opts.engine_name, optional=True)
+    _check_text(f"{prefix}.engine_version", opts.engine_version, optional=True)
+    if (opts.engine_name is None) != (opts.engine_version is None):
+        given = "engine_name" if opts.engine_name is not None else "engine_version"
+        raise _fail(f"{prefix}.{given}", "needs both engine_name and engine_version", getattr(opts, given))
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A whole job. Construct it directly, with :func:`malaunch.sdk.loader.spec_from_mapping` or from YAML."""
@@ -310,6 +343,7 @@ class JobSpec:
     backend: str = DEFAULT_BACKEND
     launcher: LauncherOptions = field(default_factory=LauncherOptions)
     volcano: VolcanoOptions = field(default_factory=VolcanoOptions)
+    modelarts: Optional[ModelArtsOptions] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -336,6 +370,7 @@ class JobSpec:
             "backend": self.backend,
             "launcher": self.launcher.to_dict(),
             "volcano": self.volcano.to_dict(),
+            "modelarts": None if self.modelarts is None else self.modelarts.to_dict(),
         }
 
 
@@ -372,6 +407,10 @@ def _check_spec(spec: JobSpec) -> None:
     if not isinstance(spec.volcano, VolcanoOptions):
         raise _fail("volcano", "must be a mapping of Volcano options", spec.volcano)
     _check_volcano(spec.volcano, "volcano")
+    if spec.modelarts is not None:
+        if not isinstance(spec.modelarts, ModelArtsOptions):
+            raise _fail("modelarts", "must be a mapping with obs_dir, engine_name, engine_version", spec.modelarts)
+        _check_modelarts(spec.modelarts, "modelarts")
 
 
 def _check_boot_file(boot_file: object) -> None:

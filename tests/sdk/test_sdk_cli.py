@@ -130,15 +130,6 @@ def test_unknown_job_id_exits_4(verb: str, home: Path) -> None:
     assert "no job with id 'no-such-job'" in one_error_line(result)
 
 
-@pytest.mark.parametrize("backend", ["modelarts"])  # volcano: tests/sdk/test_volcano_backend.py
-def test_unavailable_backends_are_clear_config_errors(backend: str, tmp_path: Path, home: Path) -> None:
-    job = write(tmp_path, GOOD)
-    result = run(["--backend", backend, str(job)], home)
-    assert result.exit_code == 2
-    assert f"backend '{backend}' is not available yet" in one_error_line(result)
-    assert run(["status", "--backend", backend, "x"], home).exit_code == 2
-
-
 def test_list_of_empty_home(home: Path) -> None:
     result = run(["list", "--output", "json"], home)
     assert result.exit_code == 0 and json.loads(result.output) == []

@@ -55,6 +55,7 @@ def test_schema_lists_exactly_the_loader_fields() -> None:
     assert set(doc["properties"]["resources"]["properties"]) == set(JOB_FIELDS["resources"])
     assert set(doc["properties"]["launcher"]["properties"]) == set(JOB_FIELDS["launcher"])
     assert set(doc["$defs"]["data_list"]["items"]["properties"]) == set(JOB_FIELDS["data"])
+    assert set(doc["properties"]["modelarts"]["properties"]) == set(JOB_FIELDS["modelarts"])
 
 
 BASE = {"name": "demo", "code_dir": "/c", "boot_file": "t.py"}

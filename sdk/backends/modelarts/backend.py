@@ -1,0 +1,237 @@
+"""The ModelArts backend: upload the code to OBS, create a training job (API v2), follow it to the end.
+
+Example::
+
+    from malaunch.sdk.backends.modelarts import ModelArtsBackend
+    backend = ModelArtsBackend()                    # credentials and endpoints from the environment
+    handle = backend.submit(spec)                   # upload code, create the job once; returns its id
+    for line in handle.logs(follow=True):           # "[host 0] ..." from the per-task log API
+        print(line)
+    print(handle.wait().exit_code)                  # the failing task's own exit code, 0 on success
+
+``plan`` is pure: it maps the spec to the create body and the planned upload (:mod:`.request`). ``execute``
+uploads (:mod:`.obs`), creates (:mod:`.api`) and records the job in the local job index, so later calls
+without ``--backend`` find it. The job id handed back is the platform's job id (``metadata.id``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
+
+import requests
+
+from ...errors import BackendError, ConfigError, SpecError
+from ...plan import SubmitPlan
+from ...spec import JobSpec
+from ...status import JobStatus
+from .._http import DEFAULT_POLICY, RetryPolicy
+from ..base import Backend, JobHandle
+from ..codefiles import select_code_files
+from ..job_index import JobIndex
+from .api import ModelArtsClient
+from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
+from .obs import CodeUploader, make_s3_client
+from .phases import status_from_job, task_index
+from .request import CreateRequest
+
+__all__ = ["ModelArtsBackend", "create_backend"]
+
+_PROJECT_PLACEHOLDER = "{project_id}"
+
+
+class ModelArtsBackend(Backend):
+    """Runs jobs as ModelArts training jobs (see the module docstring)."""
+
+    name = "modelarts"
+
+    def __init__(
+        self,
+        *,
+        environ: Optional[Mapping[str, str]] = None,
+        session: Optional[requests.Session] = None,
+        s3_client: Any = None,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+        poll: float = 2.0,
+        status_interval: float = 2.0,
+        stop_timeout: float = 600.0,
+        progress: Optional[TextIO] = sys.stderr,
+    ) -> None:
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.session = session if session is not None else requests.Session()
+        self.policy = policy
+        self.sleep = sleep
+        self.poll = poll
+        self.status_interval = status_interval
+        self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+        self.stop_timeout = stop_timeout
+        self.progress = progress
+        self.index = JobIndex.default(self.environ)
+        self._s3 = s3_client
+        self._credentials: Optional[Credentials] = None
+        self._credentials_error: Optional[ConfigError] = None
+        try:
+            self._credentials = load_credentials(self.environ)
+        except ConfigError as error:
+            self._credentials_error = error
+        region = self._credentials.region if self._credentials else self.environ.get(ENV_REGION) or "{region}"
+        self.endpoints: Endpoints = load_endpoints(region, self.environ)
+        self._api: Optional[ModelArtsClient] = None
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    @property
+    def credentials(self) -> Credentials:
+        """The credentials; raises the ConfigError that loading them gave."""
+        if self._credentials is None:
+            assert self._credentials_error is not None
+            raise self._credentials_error
+        return self._credentials
+
+    @property
+    def api(self) -> ModelArtsClient:
+        """The API client (made on first use)."""
+        if self._api is None:
+            self._api = ModelArtsClient(
+                self.session, self.endpoints.modelarts, self.credentials, policy=self.policy, sleep=self.sleep
+            )
+        return self._api
+
+    def _uploader(self) -> CodeUploader:
+        if self._s3 is None:
+            self._s3 = make_s3_client(self.endpoints, self.credentials)
+        return CodeUploader(self._s3, self.credentials, progress=self.progress)
+
+    # -- planning (pure) -----------------------------------------------------------------------------------
+    def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
+        project = self._credentials.project_id if self._credentials else _PROJECT_PLACEHOLDER
+        request = CreateRequest.for_spec(spec, job_id=job_id, endpoint=self.endpoints.modelarts, project_id=project)
+        notes = []
+        if self._credentials is None:
+            notes.append(f"no credentials yet ({self._credentials_error}); the URL shows {_PROJECT_PLACEHOLDER}")
+        if spec.resources.devices_per_host != 1:
+            notes.append("resources.devices_per_host is set by the flavor on ModelArts (MA_NUM_GPUS)")
+        return SubmitPlan(
+            backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=tuple(notes)
+        )
+
+    # -- execution -----------------------------------------------------------------------------------------
+    def _upload(self, spec: JobSpec, request: CreateRequest) -> None:
+        for upload in request.uploads:
+            boot = os.path.join(upload.source, os.path.normpath(spec.boot_file))
+            if not os.path.isfile(boot):
+                raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
+            files = select_code_files(upload.source)
+            boot_rel = os.path.normpath(spec.boot_file).replace(os.sep, "/")
+            if boot_rel not in {item.relpath for item in files}:
+                raise SpecError(
+                    "boot_file",
+                    "is excluded from the upload",
+                    spec.boot_file,
+                    "remove its pattern from .malaunchignore",
+                )
+            self._uploader().upload(files, upload.target)
+
+    def execute(self, plan: SubmitPlan) -> JobHandle:
+        request = plan.request
+        if not isinstance(request, CreateRequest):
+            raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
+        client = self.api
+        self._upload(plan.spec, request)
+        job = client.create_job(request.body)
+        job_id = str((job.get("metadata") or {}).get("id") or "")
+        if not job_id:
+            raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
+        try:
+            self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+        except OSError as exc:
+            if self.progress is not None:
+                self.progress.write(
+                    f"note: job {job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
+                    "give --backend modelarts when you manage it\n"
+                )
+        return self.handle(job_id)
+
+    # -- management ----------------------------------------------------------------------------------------
+    def _fetch_status(self, job_id: str) -> JobStatus:
+        status = status_from_job(self.api.get_job(job_id), self.api.job_url(job_id))
+        self._recent[job_id] = (time.monotonic(), status)
+        return status
+
+    def status(self, job_id: str) -> JobStatus:
+        """The job's status; asked again at most every ``status_interval`` seconds (the API is rate limited)."""
+        recent = self._recent.get(job_id)
+        if recent is not None and time.monotonic() - recent[0] < self.status_interval:
+            return recent[1]
+        return self._fetch_status(job_id)
+
+    def _tasks(self, job: Mapping[str, Any]) -> List[str]:
+        tasks = [str(task) for task in (job.get("status") or {}).get("tasks") or []]
+        if tasks:
+            return tasks
+        count = ((job.get("spec") or {}).get("resource") or {}).get("node_count")
+        return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
+
+    def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
+        client = self.api
+        seen: Dict[str, int] = {}
+        partial: Dict[str, bytes] = {}
+        while True:
+            job = client.get_job(job_id)
+            state = status_from_job(job).state
+            tasks = self._tasks(job)
+            for position, task in enumerate(tasks):
+                prefix = f"[host {task_index(task, position)}] "
+                try:
+                    content, full = client.task_log(job_id, task)
+                except BackendError:
+                    if not state.is_terminal and follow:
+                        continue  # the task may have no log yet; ask again next round
+                    raise
+                if full < seen.get(task, 0):
+                    seen[task] = 0  # the log started again (the task was restarted)
+                fresh = full - seen.get(task, 0)
+                if fresh <= 0:
+                    continue
+                seen[task] = full
+                chunk = content[-fresh:] if fresh <= len(content) else content
+                lines = (partial.get(task, b"") + chunk).split(b"\n")
+                partial[task] = lines.pop()
+                for raw in lines:
+                    yield prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
+            if not follow or state.is_terminal:
+                for position, task in enumerate(tasks):
+                    if partial.get(task):
+                        yield f"[host {task_index(task, position)}] " + partial[task].decode("utf-8", "replace")
+                return
+            self.sleep(max(self.poll, 0.5 * len(tasks)))  # 1 + len(tasks) calls a round; the API is rate limited
+
+    def stop(self, job_id: str) -> JobStatus:
+        status = self._fetch_status(job_id)
+        if status.is_terminal:
+            return status
+        self.api.terminate(job_id)
+        deadline = time.monotonic() + self.stop_timeout
+        while True:
+            status = self._fetch_status(job_id)
+            if status.is_terminal:
+                return status
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"job {job_id} is still {status.raw_state} {self.stop_timeout:g}s after it was told to terminate; "
+                    f"check it with 'ma-submit status {job_id}'"
+                )
+            self.sleep(self.poll)
+
+    def list(self) -> List[JobStatus]:
+        return [
+            status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
+            for job in self.api.search_jobs()
+        ]
+
+
+def create_backend(**options: Any) -> ModelArtsBackend:
+    """The factory :func:`malaunch.sdk.backends.get_backend` calls."""
+    return ModelArtsBackend(**options)

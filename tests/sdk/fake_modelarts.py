@@ -1,0 +1,299 @@
+"""A fake ModelArts training-job API v2: a real HTTP server on 127.0.0.1 for the ModelArts backend's tests.
+
+What it does, per request: re-signs the request with ``huaweicloudsdkcore``'s ``Signer`` and compares the
+``Authorization`` header byte for byte (a mismatch answers 401 like the API gateway and is recorded);
+validates create, search and action bodies against the ``huaweicloudsdkmodelarts`` models; walks each job
+through Creating -> Pending -> Running -> Completed | Failed (with a task exit code) by elapsed time, or keeps
+it Running until it is terminated; serves per-task logs that grow while the job runs. Faults are queued per
+route: ``"429"`` (with ``Retry-After``), ``"500"`` (before doing anything) and ``"drop"`` (do the work, then
+close the connection without an answer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qsl, urlsplit
+
+from fake_containers import Containers
+from huaweicloudsdkcore.auth.credentials import BasicCredentials
+from huaweicloudsdkcore.sdk_request import SdkRequest
+from huaweicloudsdkcore.signer.signer import Signer
+from ma_models import model_errors
+
+__all__ = ["FakeJob", "FakeModelArts"]
+
+PHASE_SECONDS = 0.3
+_SIGNED = re.compile(r"SignedHeaders=([^,]+)")
+
+
+@dataclass
+class FakeJob:
+    """One job on the fake platform."""
+
+    id: str
+    body: Dict[str, Any]
+    outcome: Tuple[str, int]  # ("complete", 0) | ("fail", code) | ("hang", 0)
+    run_seconds: float
+    created: float = field(default_factory=time.monotonic)
+    terminated_at: Optional[float] = None
+    containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
+
+    @property
+    def tasks(self) -> List[str]:
+        count = int(self.body["spec"]["resource"].get("node_count", 1))
+        return [f"worker-{index}" for index in range(count)]
+
+    def phase(self) -> Tuple[str, float]:
+        """(phase, seconds since running started)."""
+        now = time.monotonic()
+        if self.containers is not None:
+            codes = self.containers.exit_codes()
+            if codes is None:
+                return ("Terminating" if self.terminated_at is not None else "Running"), 0.0
+            if self.terminated_at is not None:
+                return "Terminated", 0.0
+            return ("Completed" if not any(codes) else "Failed"), 0.0
+        if self.terminated_at is not None:
+            return ("Terminated" if now - self.terminated_at > PHASE_SECONDS else "Terminating"), 0.0
+        age = now - self.created
+        if age < PHASE_SECONDS:
+            return "Creating", 0.0
+        if age < 2 * PHASE_SECONDS:
+            return "Pending", 0.0
+        running = age - 2 * PHASE_SECONDS
+        if self.outcome[0] == "hang" or running < self.run_seconds:
+            return "Running", running
+        return ("Completed" if self.outcome[0] == "complete" else "Failed"), running
+
+    def log(self, task: str) -> str:
+        if self.containers is not None:
+            return self.containers.log(self.tasks.index(task))
+        phase, running = self.phase()
+        if phase in ("Creating", "Pending"):
+            return ""
+        total = 5
+        shown = (
+            total if phase in ("Completed", "Failed") else min(total, int(running / max(self.run_seconds, 0.1) * total))
+        )
+        lines = [f"{task} step {step}" for step in range(shown)]
+        if phase == "Failed" and task == "worker-1":
+            lines.append(f"{task} exiting with code {self.outcome[1]}")
+        elif phase == "Completed":
+            lines.append(f"{task} done")
+        return "".join(line + "\n" for line in lines)
+
+    def to_json(self) -> Dict[str, Any]:
+        phase, _ = self.phase()
+        status: Dict[str, Any] = {
+            "phase": phase,
+            "secondary_phase": phase,
+            "duration": 1000,
+            "start_time": 1700000000000,
+        }
+        status["tasks"] = self.tasks
+        codes = self.containers.exit_codes() if self.containers is not None else None
+        if codes is not None and phase in ("Completed", "Failed"):
+            status["task_statuses"] = [{"task": t, "exit_code": c, "message": ""} for t, c in zip(self.tasks, codes)]
+        elif phase == "Completed":
+            status["task_statuses"] = [{"task": t, "exit_code": 0, "message": ""} for t in self.tasks]
+        elif phase == "Failed":
+            status["task_statuses"] = [
+                {"task": t, "exit_code": self.outcome[1] if t == "worker-1" else 0, "message": ""} for t in self.tasks
+            ]
+        metadata = dict(self.body["metadata"], id=self.id, create_time=1700000000000)
+        return {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
+                "spec": self.body["spec"]}  # fmt: skip
+
+
+class FakeModelArts:
+    """The server; ``start()`` returns its base URL. Inspect ``jobs``, ``calls``, ``signature_failures``."""
+
+    def __init__(self, ak: str, sk: str, project_id: str) -> None:
+        self.ak, self.sk, self.project_id = ak, sk, project_id
+        self.jobs: Dict[str, FakeJob] = {}
+        self.faults: Dict[str, List[str]] = {}
+        self.calls: List[Tuple[str, str, int]] = []  # (method, path, status)
+        self.signature_checks = 0
+        self.signature_failures: List[str] = []
+        self.body_errors: List[str] = []
+        self.seen_text: List[str] = []  # every raw header and body received (for the secret grep)
+        self.outcome: Tuple[str, int] = ("complete", 0)
+        self.run_seconds = 1.0
+        self.lock = threading.Lock()
+        self._server: Optional[ThreadingHTTPServer] = None
+        self.url = ""
+        self.run_nodes: Optional[Tuple[Any, Path, Dict[str, int]]] = None  # (s3 client, work dir, flavor -> devices)
+
+    # -- life cycle ------------------------------------------------------------------------------------
+    def start(self) -> str:
+        fake = self
+
+        class Handler(_Handler):
+            server_fake = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self.url
+
+    def stop(self) -> None:
+        for job in self.jobs.values():
+            if job.containers is not None:
+                job.containers.kill()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def fault(self, route: str) -> Optional[str]:
+        with self.lock:
+            queue = self.faults.get(route) or []
+            return queue.pop(0) if queue else None
+
+    def count(self, method: str, suffix: str) -> int:
+        return sum(1 for m, p, _ in self.calls if m == method and p.endswith(suffix))
+
+    # -- checks ------------------------------------------------------------------------------------------
+    def verify(self, handler: BaseHTTPRequestHandler, path: str, query: str, raw: bytes) -> bool:
+        auth = handler.headers.get("Authorization", "")
+        match = _SIGNED.search(auth)
+        if not match or f"Access={self.ak}," not in auth:
+            self.signature_failures.append(f"{handler.command} {path}: bad Authorization {auth[:60]!r}")
+            return False
+        names = match.group(1).split(";")
+        headers = {name: handler.headers.get(name, "") for name in names}
+        request = SdkRequest(
+            method=handler.command, schema="http", host=handler.headers.get("Host"), resource_path=path,
+            query_params=parse_qsl(query, keep_blank_values=True), header_params=headers, body=raw,
+        )  # fmt: skip
+        Signer(BasicCredentials(self.ak, self.sk, self.project_id)).sign(request)
+        expected = request.header_params["Authorization"]
+        with self.lock:
+            self.signature_checks += 1
+        if expected != auth:
+            self.signature_failures.append(f"{handler.command} {path}: got {auth!r}, expected {expected!r}")
+            return False
+        return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_fake: FakeModelArts
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _answer(self, status: int, data: Any, headers: Optional[Dict[str, str]] = None) -> None:
+        raw = b"" if data is None else json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _handle(self) -> None:
+        fake = self.server_fake
+        parts = urlsplit(self.path)
+        path, query = parts.path, parts.query
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        with fake.lock:
+            fake.seen_text.append(str(self.headers) + raw.decode("utf-8", "replace"))
+        if not fake.verify(self, path, query, raw):
+            fake.calls.append((self.command, path, 401))
+            self._answer(401, {"error_code": "APIGW.0301", "error_msg": "Incorrect IAM authentication information"})
+            return
+        status, data, extra, drop = self._route(path, raw)
+        fake.calls.append((self.command, path, status))
+        if drop:
+            self._drop()
+            return
+        self._answer(status, data, extra)
+
+    def _route(self, path: str, raw: bytes) -> Tuple[int, Any, Dict[str, str], bool]:
+        fake = self.server_fake
+        base = f"/v2/{fake.project_id}"
+        body = json.loads(raw) if raw else None
+        method = self.command
+        jobs = f"{base}/training-jobs"
+        if method == "POST" and path == jobs:
+            route, model = "create", "Job"
+        elif method == "POST" and path == f"{base}/training-job-searches":
+            route, model = "search", "JobSearches"
+        elif method == "POST" and path.startswith(jobs + "/") and path.endswith("/actions"):
+            route, model = "action", "JobActionType"
+        elif method == "GET" and path.startswith(jobs + "/"):
+            route, model = ("log" if path.endswith("/logs/preview") else "get"), ""
+        else:
+            return 404, {"error_code": "ModelArts.0404", "error_msg": f"no route {method} {path}"}, {}, False
+        if model:
+            problems = model_errors(body, model)
+            if problems:
+                fake.body_errors.extend(problems)
+                return 400, {"error_code": "ModelArts.2755", "error_msg": "; ".join(problems)}, {}, False
+        fault = fake.fault(route)
+        if fault == "429":
+            return 429, {"error_code": "APIGW.0308", "error_msg": "throttled"}, {"Retry-After": "1"}, False
+        if fault == "500":
+            return 500, {"error_code": "ModelArts.0001", "error_msg": "internal error"}, {}, False
+        status, data = self._do(route, path[len(jobs) + 1 :], body)
+        return status, data, {}, fault == "drop"
+
+    def _do(self, route: str, rest: str, body: Any) -> Tuple[int, Any]:
+        fake = self.server_fake
+        if route == "create":
+            job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
+            if fake.run_nodes is not None:
+                s3, root, devices = fake.run_nodes
+                flavor = body["spec"]["resource"]["flavor_id"]
+                job.containers = Containers(job.id, body, s3, root, devices.get(flavor, 1))
+            with fake.lock:
+                fake.jobs[job.id] = job
+            return 201, job.to_json()
+        if route == "search":
+            wanted = None
+            for item in body.get("filters") or []:
+                if item.get("key") == "name":
+                    wanted = item["value"][0]
+            items = [j.to_json() for j in sorted(fake.jobs.values(), key=lambda j: -j.created)]
+            items = [i for i in items if wanted is None or wanted in i["metadata"]["name"]]
+            return 200, {"total": len(items), "count": len(items), "items": items[: body.get("limit", 50)]}
+        job_id = rest.split("/")[0]
+        job = fake.jobs.get(job_id)
+        if job is None:
+            return 404, {"error_code": "ModelArts.2762", "error_msg": f"training job {job_id} not found"}
+        if route == "action":
+            if job.phase()[0] in ("Creating", "Pending", "Running"):
+                job.terminated_at = time.monotonic()
+                if job.containers is not None:
+                    job.containers.terminate()
+            return 202, job.to_json()
+        if route == "log":
+            task = rest.split("/")[2]
+            content = job.log(task)
+            size = len(content.encode())
+            return 200, {"content": content, "current_size": size, "full_size": size}
+        return 200, job.to_json()
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()

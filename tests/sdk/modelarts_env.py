@@ -1,0 +1,105 @@
+"""Fixtures for the ModelArts backend tests: moto's S3 server as a subprocess, the fake ModelArts API, and the
+environment ``ma-submit`` gets (credentials and 127.0.0.1 endpoints only)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, Iterator
+
+import boto3
+import pytest
+from botocore.config import Config
+from fake_modelarts import FakeModelArts
+from sdkutil import VENV_BIN
+
+__all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_s3", "s3"]
+
+AK = "AKTESTMALAUNCH0001"
+SK = "sk-SECRET-9f8e7d6c5b4a39281706"
+PROJECT = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+BUCKET = "malaunch-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def moto_s3(tmp_path: Path) -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
+    port = _free_port()
+    log = open(tmp_path / "moto.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not start: {(tmp_path / 'moto.log').read_text()}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def s3(moto_s3: str) -> object:
+    """A boto3 client of the moto server with the test bucket made."""
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_s3,
+        region_name="us-east-1",
+        aws_access_key_id=AK,
+        aws_secret_access_key="other-key-for-setup",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+@pytest.fixture
+def fake_ma() -> Iterator[FakeModelArts]:
+    """The fake ModelArts API (started; stopped after the test)."""
+    fake = FakeModelArts(AK, SK, PROJECT)
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def ma_env(cli_env: Dict[str, str], fake_ma: FakeModelArts, moto_s3: str, tmp_path: Path) -> Dict[str, str]:
+    """``ma-submit``'s environment: credentials, and endpoints on 127.0.0.1 only."""
+    env = {k: v for k, v in cli_env.items() if not k.startswith(("HUAWEICLOUD_", "AWS_"))}
+    env.update(
+        HUAWEICLOUD_SDK_AK=AK,
+        HUAWEICLOUD_SDK_SK=SK,
+        HUAWEICLOUD_SDK_PROJECT_ID=PROJECT,
+        HUAWEICLOUD_SDK_REGION="cn-north-4",
+        MALAUNCH_MODELARTS_ENDPOINT=fake_ma.url,
+        MALAUNCH_OBS_ENDPOINT=moto_s3,
+        MALAUNCH_MODELARTS_PROFILE=str(tmp_path / "no-profile.ini"),
+        AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
+    )
+    return env

@@ -1,0 +1,123 @@
+"""The v2 client against the fake ModelArts API on 127.0.0.1: the retry policy (429 + Retry-After, 5xx,
+connection errors, the final message), idempotent create, errors, and follow-mode logs."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Dict, List
+
+import pytest
+import requests
+from fake_modelarts import FakeModelArts
+from malaunch.sdk import BackendError, ConfigError, JobNotFound
+from malaunch.sdk.backends._http import RetryPolicy, retry_after_seconds
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.api import ModelArtsClient
+from malaunch.sdk.backends.modelarts.credentials import Credentials
+from modelarts_env import AK, PROJECT, SK
+
+FAST = RetryPolicy(attempts=4, initial=0.01, maximum=0.05, jitter=0.01)
+
+
+def client(fake: FakeModelArts, sleeps: List[float], *, sk: str = SK, url: str = "") -> ModelArtsClient:
+    creds = Credentials(AK, sk, PROJECT, "cn-north-4", "the test", security_token=None)
+    return ModelArtsClient(requests.Session(), url or fake.url, creds, policy=FAST, sleep=sleeps.append)
+
+
+def body(name: str = "job-1", token: str = "tok1") -> Dict[str, Any]:
+    return {
+        "kind": "job",
+        "metadata": {"name": name, "description": f"malaunch client-token {token}"},
+        "algorithm": {"code_dir": "obs://b/c/", "boot_file": "obs://b/c/t.py", "engine": {"image_url": "i:1"}},
+        "spec": {"resource": {"flavor_id": "f", "node_count": 2}},
+    }
+
+
+def test_429_honours_retry_after(fake_ma: FakeModelArts) -> None:
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    job_id = api.create_job(body())["metadata"]["id"]
+    fake_ma.faults = {"get": ["429", "429"]}
+    assert api.get_job(job_id)["metadata"]["id"] == job_id
+    assert sleeps == [1.0, 1.0]
+    assert fake_ma.signature_failures == [] and fake_ma.body_errors == []
+
+
+def test_5xx_exhausts_with_attempts_and_time(fake_ma: FakeModelArts) -> None:
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    fake_ma.faults = {"search": ["500"] * 10}
+    with pytest.raises(BackendError) as caught:
+        api.search_jobs()
+    text = str(caught.value)
+    assert "failed after 4 attempts over" in text and "HTTP 500" in text and "training-job-searches" in text
+    assert len(sleeps) == 3 and all(0 < s <= 0.07 for s in sleeps)
+
+
+def test_connection_refused_is_retried_then_one_message(fake_ma: FakeModelArts) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps, url=f"http://127.0.0.1:{port}")
+    with pytest.raises(BackendError) as caught:
+        api.get_job("x")
+    assert "failed after 4 attempts" in str(caught.value) and "ConnectionError" in str(caught.value)
+    assert SK not in str(caught.value)
+
+
+@pytest.mark.parametrize("faults", [["drop"], ["500", "drop"], ["drop", "500", "429"], ["429", "drop"]])
+def test_create_makes_exactly_one_job(fake_ma: FakeModelArts, faults: List[str]) -> None:
+    fake_ma.faults = {"create": list(faults)}
+    sleeps: List[float] = []
+    created = client(fake_ma, sleeps).create_job(body())
+    assert len(fake_ma.jobs) == 1 and created["metadata"]["id"] in fake_ma.jobs
+    assert fake_ma.signature_failures == []
+
+
+def test_create_ignores_a_same_named_job_with_another_token(fake_ma: FakeModelArts) -> None:
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    api.create_job(body(token="someone-else"))
+    fake_ma.faults = {"create": ["500"]}
+    api.create_job(body(token="mine"))
+    assert len(fake_ma.jobs) == 2
+
+
+def test_unknown_job_and_wrong_key(fake_ma: FakeModelArts) -> None:
+    sleeps: List[float] = []
+    with pytest.raises(JobNotFound):
+        client(fake_ma, sleeps).get_job("no-such-job")
+    with pytest.raises(ConfigError) as caught:
+        client(fake_ma, sleeps, sk="wrong-secret").get_job("x")
+    assert "refused the credentials from the test" in str(caught.value) and "wrong-secret" not in str(caught.value)
+    assert sleeps == []  # 401 is not retried
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after_seconds("7", 0.0) == 7.0
+    assert retry_after_seconds("Thu, 01 Jan 1970 00:00:10 GMT", 4.0) == 6.0
+    assert retry_after_seconds("soon", 0.0) is None and retry_after_seconds(None, 0.0) is None
+
+
+def test_logs_follow_until_the_end(fake_ma: FakeModelArts, tmp_path: Any) -> None:
+    fake_ma.run_seconds = 1.5
+    env = {
+        "HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT,
+        "HUAWEICLOUD_SDK_REGION": "cn-north-4", "MALAUNCH_MODELARTS_ENDPOINT": fake_ma.url,
+        "MALAUNCH_OBS_ENDPOINT": "http://127.0.0.1:9", "MALAUNCH_HOME": str(tmp_path),
+    }  # fmt: skip
+    backend = ModelArtsBackend(environ=env, policy=FAST, poll=0.1, progress=None)
+    job_id = backend.api.create_job(body())["metadata"]["id"]
+    got: List[str] = []
+    reader = threading.Thread(target=lambda: got.extend(backend.logs(job_id, follow=True)))
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    assert [line for line in got if line.startswith("[host 1]")] == [
+        *(f"[host 1] worker-1 step {i}" for i in range(5)),
+        "[host 1] worker-1 done",
+    ]
+    assert backend.status(job_id).exit_code == 0
+    assert [s.id for s in backend.list()] == [job_id]
