@@ -13,9 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-import pathspec
-
 from ..errors import BackendError
+from .ignorefile import IgnoreRules
 
 __all__ = ["DEFAULT_EXCLUDES", "IGNORE_FILE", "CodeFile", "exclude_patterns", "file_sha256", "select_code_files"]
 
@@ -68,18 +67,18 @@ def select_code_files(root: str, *, hashes: bool = True, patterns: Sequence[str]
     """
     if not os.path.isdir(root):
         raise BackendError(f"code_dir {root!r} is not a folder; give the folder with your code")
-    spec = pathspec.GitIgnoreSpec.from_lines(list(patterns) or exclude_patterns(root))
+    rules = IgnoreRules(list(patterns) or exclude_patterns(root))
     found: List[CodeFile] = []
     for folder, dirs, names in os.walk(root):
         rel_folder = os.path.relpath(folder, root)
         prefix = "" if rel_folder == "." else rel_folder.replace(os.sep, "/") + "/"
         dirs[:] = sorted(
-            d for d in dirs if not os.path.islink(os.path.join(folder, d)) and not spec.match_file(f"{prefix}{d}/")
+            d for d in dirs if not os.path.islink(os.path.join(folder, d)) and not rules.ignored(f"{prefix}{d}", is_dir=True)
         )
         for name in names:
             rel = prefix + name
             path = os.path.join(folder, name)
-            if spec.match_file(rel) or not os.path.isfile(path):
+            if rules.ignored(rel) or not os.path.isfile(path):
                 continue
             try:
                 size = os.path.getsize(path)
