@@ -73,7 +73,9 @@ def select_code_files(root: str, *, hashes: bool = True, patterns: Sequence[str]
         rel_folder = os.path.relpath(folder, root)
         prefix = "" if rel_folder == "." else rel_folder.replace(os.sep, "/") + "/"
         dirs[:] = sorted(
-            d for d in dirs if not os.path.islink(os.path.join(folder, d)) and not rules.ignored(f"{prefix}{d}", is_dir=True)
+            d
+            for d in dirs
+            if not os.path.islink(os.path.join(folder, d)) and not rules.ignored(f"{prefix}{d}", is_dir=True)
         )
         for name in names:
             rel = prefix + name

@@ -83,9 +83,7 @@ class IgnoreRules:
             if not line or line.startswith("#"):
                 continue
             negated = line.startswith("!")
-            if negated:
-                line = line[1:]
-            elif line.startswith("\\#") or line.startswith("\\!"):
+            if negated or line.startswith("\\#") or line.startswith("\\!"):
                 line = line[1:]
             folders_only = line.endswith("/")
             line = line.rstrip("/")

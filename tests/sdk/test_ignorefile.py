@@ -9,7 +9,6 @@ import pathspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from malaunch.sdk.backends.codefiles import select_code_files
 from malaunch.sdk.backends.ignorefile import IgnoreRules
 
