@@ -23,7 +23,8 @@ from .launchers import plan_launch
 from .plan import LaunchPlan
 from .prepare import gather_inputs
 from .report import format_failure, report_json, write_report
-from .supervisor import RunResult, run_plan
+from .restarts import RestartOutcome, parse_restart_policy, plan_attempt, restart_report, run_with_restarts
+from .supervisor import run_plan
 
 __all__ = ["build_parser", "console_main", "main"]
 
@@ -90,12 +91,16 @@ def _announce(plan: LaunchPlan) -> None:
         _say(note)
 
 
-def _finish(plan: LaunchPlan, result: RunResult) -> int:
-    problem = write_report(plan.report_file, report_json(result, plan))
+def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
+    result = outcome.result
+    problem = write_report(plan.report_file, {**report_json(result, plan), **restart_report(outcome)})
     if problem:
         _say(problem)
     if result.root_cause is not None or result.shim_signal is not None:
         sys.stderr.write(format_failure(result) + "\n")
+    if outcome.classification is not None:
+        kind = outcome.classification
+        _say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
     _say(f"exit code {result.exit_code}; report: {plan.report_file}")
     return result.exit_code
 
@@ -116,16 +121,17 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             progress=_say,
             dry_run=options.dry_run,
         )
+        policy = parse_restart_policy(env)
         plan = plan_launch(cluster, inputs)
         if options.dry_run:
-            sys.stdout.write(plan.render() + "\n")
+            sys.stdout.write(plan_attempt(plan, 0, policy).render() + "\n")
             return 0
         _announce(plan)
-        result = run_plan(plan, env)
+        outcome = run_with_restarts(plan, env, policy, run_plan, _say)
     except EntrypointError as error:
         sys.stderr.write(f"{PROG}: error: {error}\n")
         return exit_code_for(error)
-    return _finish(plan, result)
+    return _finish(plan, outcome)
 
 
 def console_main() -> None:
