@@ -17,9 +17,10 @@ import os
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ._recovery_run import run_recovery
 from .cluster_env import parse_cluster_env
 from .errors import EntrypointError, exit_code_for
-from .launchers import plan_launch
+from .ms_recovery import is_recovery_plan, plan_with_recovery, recovery_delay
 from .plan import LaunchPlan
 from .prepare import gather_inputs
 from .report import format_failure, report_json, write_report
@@ -122,12 +123,15 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             dry_run=options.dry_run,
         )
         policy = parse_restart_policy(env)
-        plan = plan_launch(cluster, inputs)
+        plan = plan_with_recovery(cluster, inputs, env)
         if options.dry_run:
             sys.stdout.write(plan_attempt(plan, 0, policy).render() + "\n")
             return 0
         _announce(plan)
-        outcome = run_with_restarts(plan, env, policy, run_plan, _say)
+        if is_recovery_plan(plan):
+            outcome = run_recovery(plan, env, policy, recovery_delay(env), _say)
+        else:
+            outcome = run_with_restarts(plan, env, policy, run_plan, _say)
     except EntrypointError as error:
         sys.stderr.write(f"{PROG}: error: {error}\n")
         return exit_code_for(error)

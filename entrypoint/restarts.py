@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import ConfigError
 from .failure_class import Classification, classify_failure
+from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
 from .report import Failure, RunResult, format_failure
 
@@ -162,7 +163,7 @@ def _reroot_arg(token: str, root: str, attempt_dir: str) -> str:
 
 def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
     """Attempt ``attempt``'s plan (0-based). Pure. Without restarts the plan is returned unchanged."""
-    if policy.max_restarts <= 0:
+    if policy.max_restarts <= 0 or is_recovery_plan(plan):  # recovery relaunches single processes instead
         return plan
     counters = {
         "TORCHELASTIC_RESTART_COUNT": str(attempt),
@@ -229,6 +230,8 @@ class RestartOutcome:
     @property
     def classification(self) -> Optional[Classification]:
         """The class of the final failure (None on success)."""
+        if self.result.exit_code == 0 and self.result.shim_signal is None:
+            return None
         if self.stopped_in_backoff is not None:
             return classify_result(self.result)
         return self.attempts[-1].classification if self.attempts else None
