@@ -70,7 +70,7 @@ _COLLECTIVE: Tuple[Pattern[str], ...] = tuple(
         r"\bEI0002\b",  # HCCL: "The wait execution of the Notify register times out."
         r"Notify register times out",
         r"HCCL[^\n]*(?:timeout|timed out|time out)",
-        r"Reduce wait (?:receiving|sending)",  # MindSpore CPU collectives when a peer worker is gone
+        r"(?:Reduce|Broadcast) wait (?:receiving|sending)",  # MindSpore CPU collectives when a peer is gone
     )
 )
 _RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
