@@ -13,7 +13,7 @@ Contract of :func:`run_with_restarts`:
 
 1. Attempt 0 runs the plan; after a failure whose class ``restart_on`` accepts, and while fewer than
    ``max_restarts`` restarts were made, the whole group (already torn down by ``run_plan``) starts again after
-   the back-off (``backoff * 2**(K-1)`` seconds, at most 30).
+   the back-off (``backoff * 2**(K-1)`` seconds, at most 30 or ``backoff`` if longer).
 2. A signal to the shim during a run ends it as ``run_plan`` does (128+S, no restart); SIGTERM, SIGINT or SIGHUP
    during a back-off ends everything at once with 128+S.
 3. The result is the last attempt's, with the whole duration; every attempt's root cause and class is kept in
@@ -35,6 +35,7 @@ from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
 from .report import Failure, RunResult, format_failure
+from .torchrun_guard import TorchrunGuard
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -118,8 +119,9 @@ def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
 
 
 def backoff_for(policy: RestartPolicy, restart: int) -> float:
-    """Seconds to wait before restart number ``restart`` (1-based): doubling, capped at :data:`MAX_BACKOFF`."""
-    return min(policy.backoff * 2.0 ** max(restart - 1, 0), MAX_BACKOFF)
+    """Seconds to wait before restart number ``restart`` (1-based): the back-off, doubling each time up to
+    :data:`MAX_BACKOFF` (or the back-off itself when that is longer)."""
+    return min(policy.backoff * 2.0 ** max(restart - 1, 0), max(policy.backoff, MAX_BACKOFF))
 
 
 def classify_result(result: RunResult) -> Optional[Classification]:
@@ -192,14 +194,20 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
 def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
     """torchrun restarts its worker group itself: ``--max_restarts=N`` goes right after the module name, so a
     ``--max_restarts`` in ``MA_EXTRA_TORCHRUN_PARAMS`` (later on the command line) still wins."""
+    restarts = 0 if policy.restart_on == "never" else policy.max_restarts
     processes: List[ProcessSpec] = []
     for spec in plan.processes:
         argv = list(spec.argv)
         if spec.name == "torchrun" and len(argv) >= 3 and argv[1] == "-m":
-            argv.insert(3, f"--max_restarts={policy.max_restarts}")
+            argv.insert(3, f"--max_restarts={restarts}")
         processes.append(dataclasses.replace(spec, argv=tuple(argv)))
-    note = f"torchrun restarts the worker group itself: --max_restarts={policy.max_restarts}"
+    note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
     return dataclasses.replace(plan, processes=tuple(processes), watch_workers=False, notes=(*plan.notes, note))
+
+
+def _guarded(plan: LaunchPlan, policy: RestartPolicy) -> bool:
+    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``."""
+    return plan.method == "torchrun" and policy.max_restarts > 0 and policy.restart_on not in ("always", "never")
 
 
 def _attempts_of(plan: LaunchPlan, policy: RestartPolicy) -> int:
@@ -282,7 +290,13 @@ def run_with_restarts(
         limit = _attempts_of(plan, policy)
         for index in range(limit):
             attempt_plan = plan_attempt(plan, index, policy)
-            result = run(attempt_plan, base_env)
+            for note in attempt_plan.notes[len(plan.notes) :]:
+                say(note)
+            if _guarded(attempt_plan, policy):
+                guard = TorchrunGuard(attempt_plan, lambda kind, code: should_restart(policy, kind, code))
+                result = guard.run(run, attempt_plan, base_env)
+            else:
+                result = run(attempt_plan, base_env)
             classification = classify_result(result)
             again = (
                 classification is not None
@@ -325,6 +339,16 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
     }
 
 
+def _torchrun_attempts(log_dir: str) -> Optional[int]:
+    """How many attempts torchrun made itself: its ``<log dir>/torchrun/<run>/attempt_<k>`` folders."""
+    root = os.path.join(log_dir, "torchrun")
+    try:
+        runs = [os.path.join(root, name) for name in os.listdir(root)]
+        return sum(1 for run in runs for name in os.listdir(run) if name.startswith("attempt_")) or None
+    except OSError:
+        return None
+
+
 def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
     """Report fields the restart loop adds: the final failure's class and every attempt's root cause."""
     final = outcome.classification
@@ -342,6 +366,7 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
                 "restarted": attempt.restarted,
                 "log_dir": attempt.log_dir,
                 "root_cause": _failure_brief(attempt.result.root_cause),
+                "torchrun_attempts": _torchrun_attempts(attempt.log_dir),
             }
             for attempt in outcome.attempts
         ],

@@ -65,6 +65,7 @@ def test_bad_policy_values_name_the_variable(name: str, value: str) -> None:
 def test_backoff_doubles_and_is_capped() -> None:
     policy = RestartPolicy(10, "retryable", 1.0)
     assert [backoff_for(policy, k) for k in (1, 2, 3, 7)] == [1.0, 2.0, 4.0, 30.0]
+    assert backoff_for(RestartPolicy(3, "retryable", 120.0), 2) == 120.0  # a long back-off is kept as given
 
 
 @pytest.mark.parametrize(

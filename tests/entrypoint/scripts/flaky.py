@@ -2,7 +2,8 @@
 
 Usage: flaky.py RECORD_DIR MODE [FAIL_ATTEMPTS]
   RECORD_DIR     each start appends a JSON line to <dir>/starts-<rank>.jsonl (rank, attempt, max, pid)
-  MODE           kill9 (SIGKILL itself: 137), exit2 (exit 2), exit1 (exit 1), sleep (sleep long), ok
+  MODE           kill9 (SIGKILL itself: 137), exit2 (exit 2), exit1 (exit 1), kill9-exit3 (SIGKILL on attempt 0,
+                 exit 3 later), ok
   FAIL_ATTEMPTS  attempts (TORCHELASTIC_RESTART_COUNT) that fail, comma-separated; default 0
 Only the rank named by FLAKY_RANK (default 0) fails; the others wait a little and succeed.
 """
@@ -29,8 +30,6 @@ if not failing or mode == "ok":
     sys.exit(0)
 time.sleep(0.3)
 print(f"rank {rank} attempt {attempt} fails with {mode}", flush=True)
-if mode == "kill9":
+if mode == "kill9" or (mode == "kill9-exit3" and attempt == 0):
     os.kill(os.getpid(), signal.SIGKILL)
-elif mode == "sleep":
-    time.sleep(600)
-sys.exit(2 if mode == "exit2" else 1)
+sys.exit({"exit2": 2, "kill9-exit3": 3}.get(mode, 1))
