@@ -238,3 +238,22 @@ def test_torchrun_exit_2_ends_the_job_instead_of_a_torchrun_restart(tmp_path: Pa
     assert starts(tmp_path, 0)[0]["attempt"] == 0
     assert len(starts(tmp_path, 0)) < 4  # torchrun did not get through its 3 restarts
     assert_nothing_left(env["MALAUNCH_TEST_MARK"])
+
+
+@pytest.mark.mindspore
+def test_msrun_group_restart_with_real_msrun(tmp_path: Path) -> None:
+    env = marked_env(
+        {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "1", "MALAUNCH_GRACE_PERIOD": "5",
+         "MA_MSRUN_MASTER_PORT": str(free_port()), "MSRUN_CLUSTER_TIME_OUT": "120",
+         "MALAUNCH_LOG_DIR": str(tmp_path / "logs")}
+    )  # fmt: skip
+    done = shim([str(SCRIPTS / "ms_flaky.py")], env, tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rank 1 attempt 0 of max 1 up" in done.stdout and "rank 1 attempt 1 sum 2" in done.stdout
+    logs = tmp_path / "logs"
+    assert "rank 1 dies" in (logs / "attempt-0" / "msrun" / "worker_1.log").read_text(errors="replace")
+    assert "attempt 1 sum 2" in (logs / "attempt-1" / "msrun" / "worker_0.log").read_text(errors="replace")
+    data = report(logs)
+    assert [(a["failure_class"], a["restarted"]) for a in data["attempts"]] == [("signal", True), (None, False)]
+    assert data["attempts"][0]["root_cause"]["rank"] == 1
+    assert_nothing_left(env["MALAUNCH_TEST_MARK"])
