@@ -34,10 +34,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from .errors import LaunchError
 from .ms_recovery import relaunch_spec
 from .plan import LaunchPlan, ProcessSpec
-from .report import Failure, RunResult, format_failure
-from .restarts import Attempt, RestartOutcome, RestartPolicy, classify_result, should_restart
+from .report import Failure, RunResult
+from .restarts import Attempt, RestartOutcome, RestartPolicy, classify_result, describe_failure, should_restart
 
 __all__ = ["DEFAULT_RELAUNCHES", "UNIT_MODULE", "read_json", "result_json", "run_recovery", "write_json"]
 
@@ -128,13 +129,19 @@ class _Coordinator:
         unit_plan = dataclasses.replace(self.plan, processes=(spec,), rank_logs=rank_logs, notes=(), files={})
         with contextlib.suppress(OSError):
             os.unlink(result_file)
-        write_json(unit_file, {"plan": unit_plan.to_json(), "result_file": result_file})
-        proc = subprocess.Popen(
-            [sys.executable, "-m", UNIT_MODULE, unit_file],
-            env=dict(self.env),
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            write_json(unit_file, {"plan": unit_plan.to_json(), "result_file": result_file})
+            proc = subprocess.Popen(
+                [sys.executable, "-m", UNIT_MODULE, unit_file],
+                env=dict(self.env),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise LaunchError(
+                f"cannot start {spec.name} (recovery unit {unit_file!r}): {error.strerror or error}; "
+                "check that the log directory is writable and the interpreter can run"
+            ) from None
         self.units.append(_Unit(spec, relaunch, proc, result_file, time.monotonic()))
 
     def signal_units(self, sig: int) -> None:
@@ -171,7 +178,7 @@ class _Coordinator:
         )
         log_dir = os.path.dirname(unit.spec.log_file)
         self.attempts.append(Attempt(len(self.attempts), result, kind, again, log_dir))
-        self.say(format_failure(result))
+        self.say(f"{unit.spec.name} failed: {describe_failure(result)}")
         if not again or kind is None:
             return result
         self.relaunches += 1

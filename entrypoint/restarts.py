@@ -34,7 +34,7 @@ from .errors import ConfigError
 from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
-from .report import Failure, RunResult, format_failure
+from .report import Failure, RunResult, describe_exit
 from .torchrun_guard import TorchrunGuard
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "RestartPolicy",
     "backoff_for",
     "classify_result",
+    "describe_failure",
     "parse_restart_policy",
     "plan_attempt",
     "restart_report",
@@ -124,6 +125,19 @@ def backoff_for(policy: RestartPolicy, restart: int) -> float:
     return min(policy.backoff * 2.0 ** max(restart - 1, 0), max(policy.backoff, MAX_BACKOFF))
 
 
+def describe_failure(result: RunResult, lines: int = 5) -> str:
+    """A short account of a failed attempt (the job goes on): who, how, where its log is, its last lines."""
+    failure = result.root_cause
+    if failure is None:
+        return f"exit code {result.exit_code} ({describe_exit(result.exit_code, None)})"
+    who = f"rank {failure.rank}" if failure.rank is not None else failure.name
+    text = (
+        f"{who} on host {failure.host} exited with {failure.exit_code} "
+        f"({describe_exit(failure.exit_code, failure.signal)}); log {failure.log_file}"
+    )
+    return "\n".join([text, *(f"    | {line}" for line in failure.tail[-lines:])])
+
+
 def classify_result(result: RunResult) -> Optional[Classification]:
     """The class of a run's failure; None when it succeeded."""
     if result.exit_code == 0 and result.shim_signal is None:
@@ -131,9 +145,8 @@ def classify_result(result: RunResult) -> Optional[Classification]:
     failure = result.root_cause
     if failure is None:
         return classify_failure(result.exit_code, stopped=result.shim_signal is not None, origin="shim")
-    origin = "rank" if failure.rank is not None or failure.name.startswith("rank-") else "launcher"
-    if failure.name == "boot":
-        origin = "rank"
+    # The launcher processes themselves (torchrun, msrun) are the only ones that do not run the user's script.
+    origin = "launcher" if failure.rank is None and failure.name in ("torchrun", "msrun") else "rank"
     return classify_failure(failure.exit_code, failure.tail, signal=failure.signal, origin=origin)
 
 
@@ -309,7 +322,7 @@ def run_with_restarts(
             if not again or classification is None:
                 break
             pause = backoff_for(policy, index + 1)
-            say(format_failure(result))
+            say(f"attempt {index} failed: {describe_failure(result)}")
             say(
                 f"attempt {index} failed ({classification.kind}): restart {index + 1} of {policy.max_restarts} "
                 f"in {pause:g}s"
