@@ -113,6 +113,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     options = build_parser().parse_args(args)
     try:
         cluster = parse_cluster_env(_overlay(env, options))
+        policy, delay = parse_restart_policy(env), recovery_delay(env)
         inputs = gather_inputs(
             cluster,
             options.boot_file,
@@ -122,14 +123,13 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             progress=_say,
             dry_run=options.dry_run,
         )
-        policy = parse_restart_policy(env)
         plan = plan_with_recovery(cluster, inputs, env)
         if options.dry_run:
             sys.stdout.write(plan_attempt(plan, 0, policy).render() + "\n")
             return 0
         _announce(plan)
         if is_recovery_plan(plan):
-            outcome = run_recovery(plan, env, policy, recovery_delay(env), _say)
+            outcome = run_recovery(plan, env, policy, delay, _say)
         else:
             outcome = run_with_restarts(plan, env, policy, run_plan, _say)
     except EntrypointError as error:
