@@ -219,8 +219,14 @@ def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
 
 
 def _guarded(plan: LaunchPlan, policy: RestartPolicy) -> bool:
-    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``."""
-    return plan.method == "torchrun" and policy.max_restarts > 0 and policy.restart_on not in ("always", "never")
+    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``.
+    It stops the run with SIGTERM to the shim, which ``run_plan`` handles only on the main thread."""
+    return (
+        plan.method == "torchrun"
+        and policy.max_restarts > 0
+        and policy.restart_on not in ("always", "never")
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
 def _attempts_of(plan: LaunchPlan, policy: RestartPolicy) -> int:
