@@ -205,21 +205,28 @@ def test_sigterm_stops_a_recovery_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.mindspore
-def test_mindspore_cpu_accepts_the_relaunched_worker_with_its_node_id(tmp_path: Path) -> None:
+def test_mindspore_cpu_accepts_the_relaunched_worker_but_cannot_continue_in_place(tmp_path: Path) -> None:
     """What the CPU build does (mindspore 2.10.0): the scheduler takes the relaunched worker back under its node
-    id ("have been recovered"), but the surviving worker's pending collective fails, so on CPU the job only
-    finishes once every worker was relaunched (from its start: no in-place continuation)."""
-    env = recovery_env(tmp_path, MALAUNCH_MS_RECOVERY_DELAY="5", MSRUN_CLUSTER_TIME_OUT="120")
-    done = shim([str(SCRIPTS / "ms_steps.py"), "6", "1"], env, tmp_path, timeout=600)
+    id ("have been recovered"), but a pending collective fails ("Reduce/Broadcast wait ... failed"), so on CPU
+    there is no in-place continuation: the shim relaunches the failing workers too, and the job ends either
+    with every worker relaunched from its start (0) or, when the relaunch budget runs out first, with that
+    collective failure (1); which one depends on timing."""
+    env = recovery_env(tmp_path, MALAUNCH_MS_RECOVERY_DELAY="5", MSRUN_CLUSTER_TIME_OUT="120", MA_MAX_RESTARTS="6")
+    done = shim([str(SCRIPTS / "ms_steps.py"), "6", "1"], env, tmp_path, timeout=900)
     logs = tmp_path / "logs"
     scheduler = (logs / "scheduler.log").read_text(errors="replace")
     assert "The node: 1 have been recovered" in scheduler
     relaunched = (logs / "worker_1.relaunch-1.log").read_text(errors="replace")
     assert "MS_NODE_ID=1" in relaunched and "rank 1/2 up" in relaunched
     data = report(logs)
-    assert data["attempts"][0]["failure_class"] == "signal" and data["attempts"][0]["root_cause"]["rank"] == 1
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "rank 0 done" in done.stdout and "rank 1 done" in done.stdout
+    first, *later = data["attempts"]
+    assert (first["failure_class"], first["root_cause"]["rank"]) == ("signal", 1)
+    assert "collective_timeout" in [attempt["failure_class"] for attempt in later]  # no in-place continuation
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    if done.returncode == 0:
+        assert "rank 0 done" in done.stdout and "rank 1 done" in done.stdout
+    else:
+        assert data["failure_class"]["class"] == "collective_timeout"
     assert_nothing_left(env["MALAUNCH_TEST_MARK"])
 
 
