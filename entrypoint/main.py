@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, NoReturn, Optio
 
 from .cluster_env import parse_cluster_env
 from .errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
-from .launchers import plan_launch
+from .ms_recovery import is_recovery_plan, plan_with_recovery, recovery_delay
 from .plan import LaunchPlan
 from .prepare import gather_inputs
+from .restarts import RestartOutcome, parse_restart_policy, plan_attempt, restart_report, run_with_restarts
 
 if TYPE_CHECKING:  # the supervisor is imported only when a plan is run (it needs Linux)
-    from .supervisor import RunResult
+    pass
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -174,14 +175,18 @@ def _announce(plan: LaunchPlan) -> None:
         _say(note)
 
 
-def _finish(plan: LaunchPlan, result: RunResult) -> int:
+def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     from .report import format_failure, report_json, write_report
 
-    problem = write_report(plan.report_file, report_json(result, plan))
+    result = outcome.result
+    problem = write_report(plan.report_file, {**report_json(result, plan), **restart_report(outcome)})
     if problem:
         _say(problem)
     if result.root_cause is not None or result.shim_signal is not None:
         sys.stderr.write(format_failure(result) + "\n")
+    if outcome.classification is not None:
+        kind = outcome.classification
+        _say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
     _say(f"exit code {result.exit_code}; report: {plan.report_file}")
     return result.exit_code
 
@@ -210,24 +215,30 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                             "master's address)"):
             cluster = parse_cluster_env(_overlay(env, options))
+            policy, delay = parse_restart_policy(env), recovery_delay(env)
             inputs = gather_inputs(
                 cluster, boot_file, boot_args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
             )
-            plan = plan_launch(cluster, inputs)
+            plan = plan_with_recovery(cluster, inputs, env)
         if options.dry_run:
-            sys.stdout.write(plan.render() + "\n")
+            sys.stdout.write(plan_attempt(plan, 0, policy).render() + "\n")
             return 0
         _announce(plan)
         from .supervisor import run_plan
 
-        result = run_plan(plan, env)
+        if is_recovery_plan(plan):
+            from ._recovery_run import run_recovery
+
+            outcome = run_recovery(plan, env, policy, delay, _say)
+        else:
+            outcome = run_with_restarts(plan, env, policy, run_plan, _say)
     except EntrypointError as error:
         _error(str(error))
         return exit_code_for(error)
     except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
         _error("stopped by SIGINT; nothing was started")
         return 128 + signal.SIGINT
-    return _finish(plan, result)
+    return _finish(plan, outcome)
 
 
 def console_main() -> None:

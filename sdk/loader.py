@@ -9,7 +9,8 @@ Contract:
 3. Relative ``code_dir`` and input/output ``path`` values are resolved against ``base_dir`` (the job file's
    folder); ``obs://`` and other URLs are left as they are.
 4. Scalars are converted only where it is unambiguous: numbers in ``args`` and ``env`` values become strings;
-   ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string.
+   ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string;
+   ``launcher.restart_on`` is a word or a list of exit codes.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _TOP = (
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
     "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
-    "msrun_rank_table", "grace_period",
+    "msrun_rank_table", "grace_period", "max_restarts", "restart_on",
 )  # fmt: skip
 _DATA = ("name", "path")
 _VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
@@ -178,6 +179,12 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_di
         for key in ("torchrun_extra_params", "msrun_extra_params"):
             if key in fields:
                 fields[key] = _words(fields[key], f"{path}.{key}")
+        if isinstance(fields.get("restart_on"), list):
+            fields["restart_on"] = tuple(fields["restart_on"])
+        if fields.get("max_restarts", 0) is None:
+            fields["max_restarts"] = 0
+        if fields.get("restart_on", "") is None:
+            fields["restart_on"] = "retryable"
     if cls is VolcanoOptions:
         for key in ("queue", "code_path", "max_retry", "on_pod_failure", "on_pod_eviction", "not_retryable_exit_codes"):
             if key in fields and fields[key] is None:

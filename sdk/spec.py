@@ -12,7 +12,7 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``code_dir``), ``args``, ``image``, ``env``, ``inputs``, ``outputs``, ``backend``;
 - ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
-  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``;
+  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``;
 - ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
   ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
   ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
@@ -27,7 +27,7 @@ import posixpath
 import re
 import types
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import SpecError, show_value
 
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_BACKEND",
     "DEFAULT_RUN_METHOD",
     "RESERVED_ENV",
+    "RESTART_ON_WORDS",
     "RUN_METHODS",
     "VOLCANO_POD_ACTIONS",
     "DataSpec",
@@ -54,6 +55,8 @@ DEFAULT_RUN_METHOD = "ranktable"
 #: Backend names a job file may use (see :mod:`malaunch.sdk.backends` for which are available).
 BACKEND_NAMES = ("local", "modelarts", "volcano")
 DEFAULT_BACKEND = "local"
+#: ``launcher.restart_on`` words; a list of exit codes is the other form.
+RESTART_ON_WORDS = ("retryable", "always", "never")
 
 #: Variables the backend sets from the spec; a job's ``env`` may not set them. Value: the field to use instead.
 RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
@@ -70,6 +73,8 @@ RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
         "MSRUN_CLUSTER_TIME_OUT": "launcher.msrun_cluster_time_out",
         "MS_RANKTABLE_ENABLE": "launcher.msrun_rank_table",
         "MALAUNCH_GRACE_PERIOD": "launcher.grace_period",
+        "MA_MAX_RESTARTS": "launcher.max_restarts",
+        "MALAUNCH_RESTART_ON": "launcher.restart_on",
         "VC_TASK_INDEX": "",
         "MA_TASK_INDEX": "",
         "VC_WORKER_HOSTS": "",
@@ -183,6 +188,8 @@ class LauncherOptions:
     msrun_cluster_time_out: Optional[int] = None
     msrun_rank_table: bool = False
     grace_period: Optional[float] = None
+    max_restarts: int = 0  # group restarts after a failure (MA_MAX_RESTARTS)
+    restart_on: Union[str, Tuple[int, ...]] = "retryable"  # retryable | always | never | exit codes
 
     def __post_init__(self) -> None:
         _check_launcher(self, "launcher")
@@ -192,6 +199,8 @@ class LauncherOptions:
         data = dataclasses.asdict(self)
         data["torchrun_extra_params"] = list(self.torchrun_extra_params)
         data["msrun_extra_params"] = list(self.msrun_extra_params)
+        if not isinstance(self.restart_on, str):
+            data["restart_on"] = list(self.restart_on)
         return data
 
 
@@ -210,6 +219,18 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
             raise _fail(f"{prefix}.grace_period", "must be a number of seconds", grace)
         if not math.isfinite(grace) or grace < 0:
             raise _fail(f"{prefix}.grace_period", "must be a finite number of seconds >= 0", grace)
+    _check_int(f"{prefix}.max_restarts", opts.max_restarts, 0, 1000)
+    _check_restart_on(f"{prefix}.restart_on", opts.restart_on)
+
+
+def _check_restart_on(path: str, value: object) -> None:
+    if isinstance(value, str):
+        _one_of(path, value, RESTART_ON_WORDS)
+        return
+    if not isinstance(value, tuple) or not value:
+        raise _fail(path, "must be retryable, always, never or a non-empty list of exit codes", value)
+    for index, code in enumerate(value):
+        _check_int(f"{path}[{index}]", code, 1, 255)
 
 
 @dataclass(frozen=True)

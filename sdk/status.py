@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 __all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]
 
@@ -99,6 +99,8 @@ class JobStatus:
     ended_at: Optional[float] = None
     hosts: Tuple[HostStatus, ...] = field(default=())
     location: str = ""  # where the job lives: a job directory, a console URL
+    # A failed job's class (malaunch.sdk.failures): {"class", "retryable", "reason", "description"}
+    failure_class: Optional[Mapping[str, Any]] = None
 
     @property
     def is_terminal(self) -> bool:
@@ -119,6 +121,7 @@ class JobStatus:
             "ended_at": self.ended_at,
             "location": self.location,
             "hosts": [host.to_json() for host in self.hosts],
+            "failure_class": dict(self.failure_class) if self.failure_class is not None else None,
         }
 
 

@@ -25,6 +25,8 @@ def test_every_variable_the_shim_reads_is_documented() -> None:
     read = set(re.findall(r'environ, "([A-Z][A-Z0-9_]+)"', source)) | set(
         re.findall(r'_get\(environ, "(\w+)"\)', source)
     )
+    for module in ("restarts.py", "ms_recovery.py"):
+        read |= set(re.findall(r'environ\.get\("([A-Z][A-Z0-9_]+)"\)', (ROOT / "entrypoint" / module).read_text()))
     read |= {"MA_TASK_INDEX", "VC_TASK_INDEX"}
     assert len(read) > 20
     assert read - _table_variables() == set()
@@ -32,6 +34,6 @@ def test_every_variable_the_shim_reads_is_documented() -> None:
 
 def test_every_variable_the_local_backend_sets_is_documented() -> None:
     source = (ROOT / "sdk" / "backends" / "local" / "plan.py").read_text()
-    written = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH|RANK)_[A-Z0-9_]+)": ', source))
+    written = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH|RANK)_[A-Z0-9_]+)"(?::|\] =) ', source))
     assert "MA_NUM_HOSTS" in written
     assert written - _table_variables() == set()

@@ -26,6 +26,7 @@ import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from ...errors import BackendError, ConfigError, JobNotFound, SpecError
+from ...failures import failure_from_report
 from ...plan import SubmitPlan
 from ...spec import JobSpec
 from ...status import HostState, HostStatus, JobState, JobStatus
@@ -241,7 +242,7 @@ class LocalBackend(Backend):
             id=paths.job_id, backend=self.name, state=job_state, exit_code=state.get("exit_code"), message=message,
             raw_state=str(state.get("state")), name=str(state.get("name") or ""),
             created_at=state.get("created_at"), started_at=state.get("started_at"), ended_at=state.get("ended_at"),
-            hosts=hosts, location=paths.job_dir,
+            hosts=hosts, location=paths.job_dir, failure_class=_failure_class(paths, job_state, state),
         )  # fmt: skip
 
     def status(self, job_id: str) -> JobStatus:
@@ -295,6 +296,22 @@ class LocalBackend(Backend):
             if _JOB_ID.match(name) and os.path.isdir(os.path.join(root, name)):
                 found.append(self._status_of(JobPaths(self.home, name)))
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+
+
+def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """A failed job's class, from the first failing host's shim report (else its exit code and console log)."""
+    first = state.get("first_failure")
+    if job_state is not JobState.FAILED or not isinstance(first, Mapping):
+        return None
+    code = first.get("exit_code")
+    host = first.get("host")
+    if not isinstance(code, int):
+        return None
+    if not isinstance(host, int):
+        return failure_from_report(None, code)
+    host_dir = os.path.join(paths.job_dir, "hosts", str(host))
+    report = read_json(os.path.join(host_dir, "report.json"))
+    return failure_from_report(report, code, os.path.join(host_dir, "console.log"))
 
 
 def create_backend(**options: Any) -> LocalBackend:

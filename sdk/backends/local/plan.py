@@ -248,6 +248,10 @@ def _launcher_env(spec: JobSpec) -> Tuple[Dict[str, str], List[str]]:
         env["MSRUN_CLUSTER_TIME_OUT"] = str(opts.msrun_cluster_time_out)
     if opts.grace_period is not None:
         env["MALAUNCH_GRACE_PERIOD"] = f"{opts.grace_period:g}"
+    if opts.max_restarts:
+        env["MA_MAX_RESTARTS"] = str(opts.max_restarts)
+        on = opts.restart_on
+        env["MALAUNCH_RESTART_ON"] = on if isinstance(on, str) else ",".join(str(code) for code in on)
     return env, auto
 
 

@@ -1,0 +1,392 @@
+"""Group restarts: run a launch plan again, as a whole, after a failure a restart can help with.
+
+The loop wraps :func:`~malaunch.entrypoint.supervisor.run_plan`; everything it decides is pure:
+
+- :func:`parse_restart_policy` reads ``MA_MAX_RESTARTS``, ``MALAUNCH_RESTART_ON`` and
+  ``MALAUNCH_RESTART_BACKOFF`` from a ``Mapping`` (``docs/entrypoint.md`` has them in the contract table);
+- :func:`plan_attempt` turns the plan into attempt *K*'s plan: logs under ``<log dir>/attempt-K/``,
+  ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. For
+  torchrun the restarts are torchrun's own: attempt 0 gets ``--max_restarts=N`` and the loop runs it once;
+- :func:`should_restart` applies ``restart_on`` to an attempt's :class:`Classification`.
+
+Contract of :func:`run_with_restarts`:
+
+1. Attempt 0 runs the plan; after a failure whose class ``restart_on`` accepts, and while fewer than
+   ``max_restarts`` restarts were made, the whole group (already torn down by ``run_plan``) starts again after
+   the back-off (``backoff * 2**(K-1)`` seconds, at most 30 or ``backoff`` if longer).
+2. A signal to the shim during a run ends it as ``run_plan`` does (128+S, no restart); SIGTERM, SIGINT or SIGHUP
+   during a back-off ends everything at once with 128+S.
+3. The result is the last attempt's, with the whole duration; every attempt's root cause and class is kept in
+   :class:`RestartOutcome` and goes into the JSON report (:func:`restart_report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+from .errors import ConfigError
+from .failure_class import Classification, classify_failure
+from .ms_recovery import is_recovery_plan
+from .plan import LaunchPlan, ProcessSpec
+from .report import Failure, RunResult, describe_exit
+from .torchrun_guard import TorchrunGuard
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "MAX_BACKOFF",
+    "RESTART_ON_CHOICES",
+    "Attempt",
+    "RestartOutcome",
+    "RestartPolicy",
+    "backoff_for",
+    "classify_result",
+    "describe_failure",
+    "parse_restart_policy",
+    "plan_attempt",
+    "restart_report",
+    "run_with_restarts",
+    "should_restart",
+]
+
+RESTART_ON_CHOICES = ("retryable", "always", "never")
+DEFAULT_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How often and on what the group is started again. ``restart_on``: a choice word or exit codes."""
+
+    max_restarts: int = 0
+    restart_on: Union[str, Tuple[int, ...]] = "retryable"
+    backoff: float = DEFAULT_BACKOFF
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready form."""
+        on = self.restart_on if isinstance(self.restart_on, str) else list(self.restart_on)
+        return {"max_restarts": self.max_restarts, "restart_on": on, "backoff": self.backoff}
+
+
+def _restart_on(raw: Optional[str]) -> Union[str, Tuple[int, ...]]:
+    if raw is None or not raw.strip():
+        return "retryable"
+    word = raw.strip().lower()
+    if word in RESTART_ON_CHOICES:
+        return word
+    codes: List[int] = []
+    for part in word.split(","):
+        try:
+            code = int(part.strip(), 10)
+        except ValueError:
+            raise ConfigError(
+                "MALAUNCH_RESTART_ON", raw, "expected retryable, always, never or comma-separated exit codes (1,137)"
+            ) from None
+        if not 1 <= code <= 255:
+            raise ConfigError("MALAUNCH_RESTART_ON", raw, "expected exit codes between 1 and 255")
+        codes.append(code)
+    return tuple(codes)
+
+
+def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
+    """The restart policy from the environment. Pure.
+
+    Raises:
+        ConfigError: a variable has an invalid value.
+    """
+    raw_max = (environ.get("MA_MAX_RESTARTS") or "").strip()
+    try:
+        max_restarts = int(raw_max, 10) if raw_max else 0
+    except ValueError:
+        raise ConfigError("MA_MAX_RESTARTS", raw_max, "expected a whole number >= 0") from None
+    if not 0 <= max_restarts <= 1000:
+        raise ConfigError("MA_MAX_RESTARTS", raw_max, "expected a whole number between 0 and 1000")
+    raw_backoff = (environ.get("MALAUNCH_RESTART_BACKOFF") or "").strip()
+    try:
+        backoff = float(raw_backoff) if raw_backoff else DEFAULT_BACKOFF
+    except ValueError:
+        raise ConfigError("MALAUNCH_RESTART_BACKOFF", raw_backoff, "expected a number of seconds, e.g. 1") from None
+    if not 0 <= backoff <= 3600:
+        raise ConfigError("MALAUNCH_RESTART_BACKOFF", raw_backoff, "expected seconds between 0 and 3600")
+    return RestartPolicy(max_restarts, _restart_on(environ.get("MALAUNCH_RESTART_ON")), backoff)
+
+
+def backoff_for(policy: RestartPolicy, restart: int) -> float:
+    """Seconds to wait before restart number ``restart`` (1-based): the back-off, doubling each time up to
+    :data:`MAX_BACKOFF` (or the back-off itself when that is longer)."""
+    return min(policy.backoff * 2.0 ** max(restart - 1, 0), max(policy.backoff, MAX_BACKOFF))
+
+
+def describe_failure(result: RunResult, lines: int = 5) -> str:
+    """A short account of a failed attempt (the job goes on): who, how, where its log is, its last lines."""
+    failure = result.root_cause
+    if failure is None:
+        return f"exit code {result.exit_code} ({describe_exit(result.exit_code, None)})"
+    who = f"rank {failure.rank}" if failure.rank is not None else failure.name
+    text = (
+        f"{who} on host {failure.host} exited with {failure.exit_code} "
+        f"({describe_exit(failure.exit_code, failure.signal)}); log {failure.log_file}"
+    )
+    return "\n".join([text, *(f"    | {line}" for line in failure.tail[-lines:])])
+
+
+def classify_result(result: RunResult) -> Optional[Classification]:
+    """The class of a run's failure; None when it succeeded."""
+    if result.exit_code == 0 and result.shim_signal is None:
+        return None
+    failure = result.root_cause
+    if failure is None:
+        return classify_failure(result.exit_code, stopped=result.shim_signal is not None, origin="shim")
+    # The launcher processes themselves (torchrun, msrun) are the only ones that do not run the user's script.
+    origin = "launcher" if failure.rank is None and failure.name in ("torchrun", "msrun") else "rank"
+    return classify_failure(failure.exit_code, failure.tail, signal=failure.signal, origin=origin)
+
+
+def should_restart(policy: RestartPolicy, classification: Classification, exit_code: int) -> bool:
+    """Whether ``restart_on`` accepts this failure (the restart budget is checked by the caller)."""
+    if classification.kind == "stopped":
+        return False
+    on = policy.restart_on
+    if on == "always":
+        return True
+    if on == "never":
+        return False
+    if on == "retryable":
+        return classification.retryable
+    return exit_code in on
+
+
+def _reroot(path: str, root: str, attempt_dir: str) -> str:
+    prefix = root.rstrip(os.sep) + os.sep
+    return os.path.join(attempt_dir, path[len(prefix) :]) if path.startswith(prefix) else path
+
+
+def _reroot_arg(token: str, root: str, attempt_dir: str) -> str:
+    if token.startswith("--") and "=" in token:
+        flag, value = token.split("=", 1)
+        return f"{flag}={_reroot(value, root, attempt_dir)}"
+    return token
+
+
+def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
+    """Attempt ``attempt``'s plan (0-based). Pure. Without restarts the plan is returned unchanged."""
+    if policy.max_restarts <= 0 or is_recovery_plan(plan):  # recovery relaunches single processes instead
+        return plan
+    counters = {
+        "TORCHELASTIC_RESTART_COUNT": str(attempt),
+        "TORCHELASTIC_MAX_RESTARTS": str(policy.max_restarts),
+    }
+    if plan.method == "torchrun":
+        return _torchrun_attempt(plan, policy)
+    root = plan.log_dir
+    attempt_dir = os.path.join(root, f"attempt-{attempt}")
+    processes = tuple(
+        dataclasses.replace(
+            spec,
+            argv=tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv),
+            env={**spec.env, **counters},
+            log_file=_reroot(spec.log_file, root, attempt_dir),
+        )
+        for spec in plan.processes
+    )
+    rank_logs = {rank: _reroot(path, root, attempt_dir) for rank, path in plan.rank_logs.items()}
+    note = f"attempt {attempt} of at most {policy.max_restarts + 1}: logs in {attempt_dir}"
+    return dataclasses.replace(
+        plan, processes=processes, rank_logs=rank_logs, log_dir=attempt_dir, notes=(*plan.notes, note)
+    )
+
+
+def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
+    """torchrun restarts its worker group itself: ``--max_restarts=N`` goes right after the module name, so a
+    ``--max_restarts`` in ``MA_EXTRA_TORCHRUN_PARAMS`` (later on the command line) still wins."""
+    restarts = 0 if policy.restart_on == "never" else policy.max_restarts
+    processes: List[ProcessSpec] = []
+    for spec in plan.processes:
+        argv = list(spec.argv)
+        if spec.name == "torchrun" and len(argv) >= 3 and argv[1] == "-m":
+            argv.insert(3, f"--max_restarts={restarts}")
+        processes.append(dataclasses.replace(spec, argv=tuple(argv)))
+    note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
+    return dataclasses.replace(plan, processes=tuple(processes), watch_workers=False, notes=(*plan.notes, note))
+
+
+def _guarded(plan: LaunchPlan, policy: RestartPolicy) -> bool:
+    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``.
+    It stops the run with SIGTERM to the shim, which ``run_plan`` handles only on the main thread."""
+    return (
+        plan.method == "torchrun"
+        and policy.max_restarts > 0
+        and policy.restart_on not in ("always", "never")
+        and threading.current_thread() is threading.main_thread()
+    )
+
+
+def _attempts_of(plan: LaunchPlan, policy: RestartPolicy) -> int:
+    """How many times the loop may start the plan (torchrun: once, it restarts itself)."""
+    return 1 if plan.method == "torchrun" else policy.max_restarts + 1
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One start of the group: its number, its result, its failure class and whether it was restarted."""
+
+    index: int
+    result: RunResult
+    classification: Optional[Classification]
+    restarted: bool
+    log_dir: str
+
+
+@dataclass(frozen=True)
+class RestartOutcome:
+    """All attempts of a run; ``result`` is what the shim reports and exits with."""
+
+    result: RunResult
+    attempts: Tuple[Attempt, ...]
+    policy: RestartPolicy
+    stopped_in_backoff: Optional[int] = None  # the signal that ended a back-off
+
+    @property
+    def classification(self) -> Optional[Classification]:
+        """The class of the final failure (None on success)."""
+        if self.result.exit_code == 0 and self.result.shim_signal is None:
+            return None
+        if self.stopped_in_backoff is not None:
+            return classify_result(self.result)
+        return self.attempts[-1].classification if self.attempts else None
+
+
+class _BackoffStop:
+    """Signal handlers for the time between attempts: a stop signal wakes the back-off at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: Optional[int] = None
+        self.previous: Dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        del frame
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous = {}
+
+    def wait(self, seconds: float) -> Optional[int]:
+        """Sleep ``seconds`` unless a stop signal comes; returns that signal."""
+        self.event.wait(seconds)
+        return self.signum
+
+
+def run_with_restarts(
+    plan: LaunchPlan,
+    base_env: Mapping[str, str],
+    policy: RestartPolicy,
+    run: RunFunction,
+    say: Callable[[str], None],
+) -> RestartOutcome:
+    """Run ``plan`` with ``run`` (``run_plan``), restarting the group as ``policy`` allows."""
+    started = time.monotonic()
+    attempts: List[Attempt] = []
+    stop = _BackoffStop()
+    stop.install()
+    try:
+        limit = _attempts_of(plan, policy)
+        for index in range(limit):
+            attempt_plan = plan_attempt(plan, index, policy)
+            for note in attempt_plan.notes[len(plan.notes) :]:
+                say(note)
+            if _guarded(attempt_plan, policy):
+                guard = TorchrunGuard(attempt_plan, lambda kind, code: should_restart(policy, kind, code))
+                result = guard.run(run, attempt_plan, base_env)
+            else:
+                result = run(attempt_plan, base_env)
+            classification = classify_result(result)
+            again = (
+                classification is not None
+                and result.shim_signal is None
+                and stop.signum is None
+                and index + 1 < limit
+                and should_restart(policy, classification, result.exit_code)
+            )
+            attempts.append(Attempt(index, result, classification, again, attempt_plan.log_dir))
+            if not again or classification is None:
+                break
+            pause = backoff_for(policy, index + 1)
+            say(f"attempt {index} failed: {describe_failure(result)}")
+            say(
+                f"attempt {index} failed ({classification.kind}): restart {index + 1} of {policy.max_restarts} "
+                f"in {pause:g}s"
+            )
+            signum = stop.wait(pause)
+            if signum is not None:
+                say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
+                final = RunResult(128 + signum, None, signum, time.monotonic() - started)
+                return RestartOutcome(final, tuple(attempts), policy, stopped_in_backoff=signum)
+        last = attempts[-1].result
+        final = dataclasses.replace(last, duration=time.monotonic() - started)
+        return RestartOutcome(final, tuple(attempts), policy)
+    finally:
+        stop.restore()
+
+
+def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
+    if failure is None:
+        return None
+    return {
+        "name": failure.name,
+        "rank": failure.rank,
+        "host": failure.host,
+        "exit_code": failure.exit_code,
+        "signal": failure.signal,
+        "log_file": failure.log_file,
+    }
+
+
+def _torchrun_attempts(log_dir: str) -> Optional[int]:
+    """How many attempts torchrun made itself: its ``<log dir>/torchrun/<run>/attempt_<k>`` folders."""
+    root = os.path.join(log_dir, "torchrun")
+    try:
+        runs = [os.path.join(root, name) for name in os.listdir(root)]
+        return sum(1 for run in runs for name in os.listdir(run) if name.startswith("attempt_")) or None
+    except OSError:
+        return None
+
+
+def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
+    """Report fields the restart loop adds: the final failure's class and every attempt's root cause."""
+    final = outcome.classification
+    return {
+        "failure_class": final.to_json() if final is not None else None,
+        "restarts": outcome.policy.to_json(),
+        "stopped_in_backoff": outcome.stopped_in_backoff,
+        "attempts": [
+            {
+                "attempt": attempt.index,
+                "exit_code": attempt.result.exit_code,
+                "duration": round(attempt.result.duration, 3),
+                "failure_class": attempt.classification.kind if attempt.classification is not None else None,
+                "retryable": attempt.classification.retryable if attempt.classification is not None else None,
+                "restarted": attempt.restarted,
+                "log_dir": attempt.log_dir,
+                "root_cause": _failure_brief(attempt.result.root_cause),
+                "torchrun_attempts": _torchrun_attempts(attempt.log_dir),
+            }
+            for attempt in outcome.attempts
+        ],
+    }

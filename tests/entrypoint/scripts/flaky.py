@@ -1,0 +1,35 @@
+"""A rank that fails on chosen attempts: records every start, then fails or succeeds.
+
+Usage: flaky.py RECORD_DIR MODE [FAIL_ATTEMPTS]
+  RECORD_DIR     each start appends a JSON line to <dir>/starts-<rank>.jsonl (rank, attempt, max, pid)
+  MODE           kill9 (SIGKILL itself: 137), exit2 (exit 2), exit1 (exit 1), kill9-exit3 (SIGKILL on attempt 0,
+                 exit 3 later), ok
+  FAIL_ATTEMPTS  attempts (TORCHELASTIC_RESTART_COUNT) that fail, comma-separated; default 0
+Only the rank named by FLAKY_RANK (default 0) fails; the others wait a little and succeed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+record_dir, mode = sys.argv[1], sys.argv[2]
+fail_attempts = {int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "0").split(",") if x}
+rank = int(os.environ.get("RANK", os.environ.get("MS_NODE_ID", "0")))
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "-1"))
+entry = {"rank": rank, "attempt": attempt, "max": os.environ.get("TORCHELASTIC_MAX_RESTARTS"), "pid": os.getpid()}
+with open(os.path.join(record_dir, f"starts-{rank}.jsonl"), "a", encoding="utf-8") as fh:
+    fh.write(json.dumps(entry) + "\n")
+print(f"rank {rank} attempt {attempt} started", flush=True)
+failing = rank == int(os.environ.get("FLAKY_RANK", "0")) and attempt in fail_attempts
+if not failing or mode == "ok":
+    time.sleep(0.5)
+    sys.exit(0)
+time.sleep(0.3)
+print(f"rank {rank} attempt {attempt} fails with {mode}", flush=True)
+if mode == "kill9" or (mode == "kill9-exit3" and attempt == 0):
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.exit({"exit2": 2, "kill9-exit3": 3}.get(mode, 1))

@@ -1,0 +1,104 @@
+"""Exit-code classes: real launcher and library messages map to the right class, retryable or not."""
+
+from __future__ import annotations
+
+import pytest
+from malaunch.entrypoint.failure_class import (
+    CLASSES,
+    COLLECTIVE_TIMEOUT,
+    LAUNCHER_MISUSE,
+    RENDEZVOUS_TIMEOUT,
+    RETRYABLE,
+    SIGNAL,
+    STOPPED,
+    USER_ERROR,
+    classify_exit,
+    classify_failure,
+)
+
+NCCL = (
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out."
+)
+GLOO = (
+    "RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to "
+    "complete"
+)
+HCCL = (
+    "EI0002: [PID: 13075] 2025-06-25-10:45:23.586.187 The wait execution of the Notify register times out. Reason: "
+    "The Notify register has not received the Notify record from remote rank: [unknown]."
+)
+MS_CPU = (
+    "[ERROR] DISTRIBUTED(17281,7f9420ff96c0,python):2026-11-22-20:51:59.620.980 [mindspore/ccsrc/cluster/rpc/core/"
+    "collective_ops_impl.cc:284] ReduceBroadcastAllReduce] Broadcast wait sending 4 failed."
+)
+STORE = "torch.distributed.DistStoreError: Timed out after 11 seconds waiting for clients. 1/2 clients joined."
+CLIENT = (
+    "torch.distributed.DistNetworkError: The client socket has timed out after 10000ms while trying to connect to "
+    "(127.0.0.1, 29612)."
+)
+PEER = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5432"
+MS_NODE = "The node: 0 is timed out. It may exit with exception, please check this node's log."
+
+
+@pytest.mark.parametrize(
+    ("code", "line", "kind"),
+    [
+        (1, NCCL, COLLECTIVE_TIMEOUT),
+        (134, NCCL, COLLECTIVE_TIMEOUT),  # the NCCL watchdog aborts the process: the log wins over the signal
+        (1, GLOO, COLLECTIVE_TIMEOUT),
+        (1, HCCL, COLLECTIVE_TIMEOUT),
+        (1, MS_CPU, COLLECTIVE_TIMEOUT),
+        (1, STORE, RENDEZVOUS_TIMEOUT),
+        (1, CLIENT, RENDEZVOUS_TIMEOUT),
+        (1, PEER, RENDEZVOUS_TIMEOUT),
+        (1, MS_NODE, RENDEZVOUS_TIMEOUT),
+        (137, "", SIGNAL),
+        (-9, "", SIGNAL),
+        (139, "Segmentation fault", SIGNAL),
+        (1, "ValueError: boom", USER_ERROR),
+        (2, "usage: train.py [-h]\ntrain.py: error: unrecognized arguments: --x", USER_ERROR),
+        (127, "", LAUNCHER_MISUSE),
+    ],
+)
+def test_rank_failures(code: int, line: str, kind: str) -> None:
+    got = classify_failure(code, ["starting", *line.splitlines(), "exiting"])
+    assert got.kind == kind
+    assert got.retryable is (kind in RETRYABLE)
+    assert got.description
+
+
+def test_retryable_is_exactly_signals_and_timeouts() -> None:
+    assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT} == RETRYABLE
+    assert set(CLASSES) == RETRYABLE | {USER_ERROR, LAUNCHER_MISUSE, STOPPED}
+
+
+def test_the_reason_names_the_matching_line() -> None:
+    got = classify_failure(1, ["x", NCCL, "y"])
+    assert got.reason.startswith("[rank0]") and got.reason.endswith("...")  # shortened to 200 characters
+    assert len(got.reason) <= 200
+
+
+def test_launcher_argparse_error_is_misuse_but_a_ranks_is_the_users() -> None:
+    line = "torchrun: error: unrecognized arguments: --bogus"
+    assert classify_failure(2, [line], origin="launcher").kind == LAUNCHER_MISUSE
+    assert classify_failure(2, [line], origin="rank").kind == USER_ERROR
+
+
+def test_shim_codes_as_a_backend_sees_them() -> None:
+    assert classify_exit(2, ["ma-entrypoint: error: MA_NUM_HOSTS='x' is invalid: expected a whole number"]).kind == (
+        LAUNCHER_MISUSE
+    )
+    assert classify_exit(3, ["ma-entrypoint: error: gave up waiting for the rank table after 600s"]).kind == (
+        RENDEZVOUS_TIMEOUT
+    )
+    assert classify_exit(143).kind == STOPPED  # the shim's own 143: stopped from outside
+    assert classify_exit(137).kind == SIGNAL
+    assert classify_exit(1).kind == USER_ERROR
+
+
+def test_stopped_is_never_retryable() -> None:
+    got = classify_failure(143, [NCCL], stopped=True)
+    assert (got.kind, got.retryable) == (STOPPED, False)
+    assert got.to_json()["class"] == STOPPED

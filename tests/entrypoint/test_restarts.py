@@ -1,0 +1,180 @@
+"""Group restarts, the pure parts: the policy from the environment, attempt plans, the restart decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Mapping
+
+import pytest
+from malaunch.entrypoint.cluster_env import parse_cluster_env
+from malaunch.entrypoint.errors import ConfigError
+from malaunch.entrypoint.failure_class import classify_failure
+from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
+from malaunch.entrypoint.ms_recovery import plan_from_json, plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.plan import LaunchPlan
+from malaunch.entrypoint.report import Failure, RunResult
+from malaunch.entrypoint.restarts import (
+    RestartPolicy,
+    backoff_for,
+    parse_restart_policy,
+    plan_attempt,
+    restart_report,
+    run_with_restarts,
+    should_restart,
+)
+from procutil import make_plan, new_mark, worker_spec
+
+
+def inputs(**overrides: Any) -> LaunchInputs:
+    base: dict[str, Any] = dict(
+        boot_file="/code/train.py", boot_args=("--lr", "0.1"), interpreter="/venv/bin/python", cwd="/work",
+        hostname="host-a", path_env="/usr/bin", master_ip="10.0.0.1", python_dir="/venv/bin",
+    )  # fmt: skip
+    base.update(overrides)
+    return LaunchInputs(**base)
+
+
+def test_policy_defaults_to_no_restarts() -> None:
+    assert parse_restart_policy({}) == RestartPolicy(0, "retryable", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"MA_MAX_RESTARTS": "3"}, RestartPolicy(3, "retryable", 1.0)),
+        ({"MA_MAX_RESTARTS": "2", "MALAUNCH_RESTART_ON": "Always"}, RestartPolicy(2, "always", 1.0)),
+        ({"MA_MAX_RESTARTS": "2", "MALAUNCH_RESTART_ON": "1, 137"}, RestartPolicy(2, (1, 137), 1.0)),
+        ({"MALAUNCH_RESTART_BACKOFF": "0.5"}, RestartPolicy(0, "retryable", 0.5)),
+    ],
+)
+def test_policy_from_environment(env: Mapping[str, str], expected: RestartPolicy) -> None:
+    assert parse_restart_policy(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("MA_MAX_RESTARTS", "-1"), ("MA_MAX_RESTARTS", "two"), ("MALAUNCH_RESTART_ON", "sometimes"),
+     ("MALAUNCH_RESTART_ON", "0"), ("MALAUNCH_RESTART_BACKOFF", "soon"), ("MALAUNCH_RESTART_BACKOFF", "-2")],
+)  # fmt: skip
+def test_bad_policy_values_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_restart_policy({name: value})
+    assert caught.value.variable == name and value in str(caught.value)
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    policy = RestartPolicy(10, "retryable", 1.0)
+    assert [backoff_for(policy, k) for k in (1, 2, 3, 7)] == [1.0, 2.0, 4.0, 30.0]
+    assert backoff_for(RestartPolicy(3, "retryable", 120.0), 2) == 120.0  # a long back-off is kept as given
+
+
+@pytest.mark.parametrize(
+    ("on", "code", "tail", "expected"),
+    [
+        ("retryable", 137, [], True),
+        ("retryable", 2, [], False),
+        ("retryable", 1, ["Watchdog caught collective operation timeout: WorkNCCL(...)"], True),
+        ("always", 2, [], True),
+        ("never", 137, [], False),
+        ((1, 2), 2, [], True),
+        ((1, 2), 137, [], False),
+    ],
+)
+def test_restart_on(on: Any, code: int, tail: List[str], expected: bool) -> None:
+    policy = RestartPolicy(3, on, 0.0)
+    assert should_restart(policy, classify_failure(code, tail), code) is expected
+
+
+def test_a_stopped_shim_is_never_restarted_even_with_always() -> None:
+    assert not should_restart(RestartPolicy(3, "always"), classify_failure(143, stopped=True), 143)
+
+
+def test_attempt_plan_moves_logs_and_exports_the_counters(tmp_path: Path) -> None:
+    mark = new_mark()
+    plan = make_plan(tmp_path, [worker_spec(r, tmp_path, mark=mark) for r in (0, 1)])
+    policy = RestartPolicy(2)
+    second = plan_attempt(plan, 1, policy)
+    assert second.log_dir == str(tmp_path / "attempt-1")
+    assert [p.log_file for p in second.processes] == [str(tmp_path / "attempt-1" / f"rank-{r}.log") for r in (0, 1)]
+    assert second.rank_logs == {r: str(tmp_path / "attempt-1" / f"rank-{r}.log") for r in (0, 1)}
+    for spec in second.processes:
+        assert spec.env["TORCHELASTIC_RESTART_COUNT"] == "1"
+        assert spec.env["TORCHELASTIC_MAX_RESTARTS"] == "2"
+    assert second.report_file == plan.report_file  # one report for every attempt
+    assert plan_attempt(plan, 1, policy) == second  # pure
+    assert plan_attempt(plan, 1, RestartPolicy(0)) is plan  # no restarts: the plan as it was
+
+
+def test_msrun_attempt_moves_its_log_dir_flag() -> None:
+    env = {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MALAUNCH_LOG_DIR": "/logs"}
+    plan = plan_launch(parse_cluster_env(env), inputs())
+    attempt = plan_attempt(plan, 2, RestartPolicy(3))
+    assert "--log_dir=/logs/attempt-2/msrun" in attempt.processes[0].argv
+    assert attempt.rank_logs[0] == "/logs/attempt-2/msrun/worker_0.log"
+
+
+def test_torchrun_gets_max_restarts_and_restarts_itself() -> None:
+    env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}
+    plan = plan_launch(parse_cluster_env(env), inputs())
+    assert plan.watch_workers
+    attempt = plan_attempt(plan, 0, RestartPolicy(3))
+    argv = attempt.processes[0].argv
+    assert argv[:4] == ("/venv/bin/python", "-m", "torch.distributed.run", "--max_restarts=3")
+    assert not attempt.watch_workers and attempt.log_dir == plan.log_dir
+
+
+def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
+    env = {"MA_RUN_METHOD": "torchrun", "MA_EXTRA_TORCHRUN_PARAMS": "--max-restarts=1"}
+    argv = plan_attempt(plan_launch(parse_cluster_env(env), inputs()), 0, RestartPolicy(3)).processes[0].argv
+    assert argv.index("--max_restarts=3") < argv.index("--max-restarts=1")  # argparse: the last one counts
+
+
+def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> None:
+    env = {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_NUM_HOSTS": "2", "VC_WORKER_HOSTS": "a,b",
+           "MS_ENABLE_RECOVERY": "1", "MS_RECOVERY_PATH": "/ckpt/rec", "MA_MSRUN_MASTER_PORT": "9000"}  # fmt: skip
+    master = plan_with_recovery(parse_cluster_env(env), inputs(), env)
+    assert [p.name for p in master.processes] == ["ms-scheduler", "ms-worker-0", "ms-worker-1"]
+    sched, worker = master.processes[0], master.processes[2]
+    assert sched.env["MS_ROLE"] == "MS_SCHED" and "MS_NODE_ID" not in sched.env
+    assert worker.env["MS_ROLE"] == "MS_WORKER" and worker.env["MS_NODE_ID"] == "1" and worker.rank == 1
+    for spec in master.processes:
+        assert spec.env["MS_SCHED_HOST"] == "10.0.0.1" and spec.env["MS_SCHED_PORT"] == "9000"
+        assert spec.env["MS_WORKER_NUM"] == "4" and spec.env["MS_RECOVERY_PATH"] == "/ckpt/rec"
+        assert spec.argv == ("/venv/bin/python", "-u", "/code/train.py", "--lr", "0.1")
+    second = plan_with_recovery(parse_cluster_env({**env, "VC_TASK_INDEX": "1"}), inputs(), env)
+    assert [p.env["MS_NODE_ID"] for p in second.processes] == ["2", "3"]  # no scheduler on host 1
+    again = relaunch_spec(worker, 1)
+    assert again.env == worker.env and again.log_file.endswith("worker_1.relaunch-1.log")
+    assert relaunch_spec(sched, 1).env["MS_NODE_ID"] == "sched"
+    assert plan_from_json(master.to_json()) == master
+    assert plan_attempt(master, 1, RestartPolicy(2)) is master  # recovery relaunches processes, not attempts
+
+
+def test_without_ms_enable_recovery_msrun_is_planned_as_before() -> None:
+    env = {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2"}
+    cluster = parse_cluster_env(env)
+    assert plan_with_recovery(cluster, inputs(), env) == plan_launch(cluster, inputs())
+
+
+def _failed(code: int) -> RunResult:
+    failure = Failure("rank-0", 0, 0, "h", 1, code, None, "/l/rank-0.log", ("boom",))
+    return RunResult(code, failure, None, 0.1)
+
+
+def test_loop_stops_on_a_user_error_and_keeps_every_attempt(tmp_path: Path) -> None:
+    codes = [137, 2, 0]
+    seen: List[LaunchPlan] = []
+
+    def run(plan: LaunchPlan, env: Mapping[str, str]) -> RunResult:
+        seen.append(plan)
+        code = codes[len(seen) - 1]
+        return _failed(code) if code else RunResult(0, None, None, 0.1)
+
+    plan = make_plan(tmp_path, [worker_spec(0, tmp_path, mark=new_mark())])
+    outcome = run_with_restarts(plan, {}, RestartPolicy(5, "retryable", 0.0), run, lambda text: None)
+    assert len(seen) == 2 and outcome.result.exit_code == 2
+    assert [a.classification.kind for a in outcome.attempts if a.classification] == ["signal", "user_error"]
+    report = restart_report(outcome)
+    assert report["failure_class"]["class"] == "user_error" and report["failure_class"]["retryable"] is False
+    assert [a["restarted"] for a in report["attempts"]] == [True, False]
+    assert report["attempts"][0]["root_cause"]["exit_code"] == 137
