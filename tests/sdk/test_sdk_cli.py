@@ -150,7 +150,8 @@ def test_status_json_of_a_recorded_job(home: Path) -> None:
     (job_dir / "hosts" / "0").mkdir(parents=True)
     state: Dict[str, object] = {
         "version": 1, "job_id": "demo-1", "name": "demo", "state": "FAILED", "exit_code": 6,
-        "message": "host 0 exited with code 6", "created_at": 1.0, "started_at": 2.0, "ended_at": 3.0, "runner_pid": None,
+        "message": "host 0 exited with code 6", "created_at": 1.0, "started_at": 2.0, "ended_at": 3.0,
+        "runner_pid": None,
         "hosts": [{"index": 0, "address": "127.0.0.1", "state": "EXITED", "pid": 4242, "exit_code": 6}],
     }  # fmt: skip
     (job_dir / "state.json").write_text(json.dumps(state))
