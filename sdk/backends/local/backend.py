@@ -273,7 +273,7 @@ class LocalBackend(Backend):
         if isinstance(network, dict):
             network_from_json(network).teardown()
         final = read_state(paths.state_file).data
-        if final is not None and not self._status_of(paths).is_terminal:
+        if final is not None and not JobState(final["state"]).is_terminal:
             final.update(state="STOPPED", exit_code=128 + signal.SIGTERM, ended_at=time.time())
             final["message"] = "; ".join(filter(None, [final["message"], "stopped after the runner was gone"]))
             for host in final["hosts"]:

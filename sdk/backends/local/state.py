@@ -15,6 +15,7 @@ Contract:
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -222,6 +223,8 @@ class StateWriter:
                 return True
             except OSError as exc:
                 reason = exc.strerror or str(exc)
+                if exc.errno == errno.ENOSPC:
+                    reason += " (the disk is full: console logs and reports may be incomplete)"
                 if self.failure is None:
                     self.failure = f"writing {self.paths.state_file} failed: {reason}"
                 if attempt == 0:
@@ -314,7 +317,12 @@ def _recover(data: Dict[str, Any], paths: JobPaths, runner: Optional[int], is_ou
     else:
         first = min(failed, key=lambda h: (not h["detail"].startswith("root cause"), h["ended_at"] or math.inf))
         code = first["exit_code"]
-        data.update(state="FAILED", exit_code=code, message=f"{gone}; host {first['index']} exited with {code}")
+        stopped = all(h["detail"].startswith("shim stopped") for h in failed)
+        data.update(
+            state="STOPPED" if stopped else "FAILED",
+            exit_code=code,
+            message=f"{gone}; host {first['index']} " + ("was stopped" if stopped else f"exited with {code}"),
+        )
     data["ended_at"] = max((h["ended_at"] or 0.0 for h in data["hosts"]), default=None) or data["ended_at"]
 
 
