@@ -169,3 +169,13 @@ def test_status_json_of_a_recorded_job(home: Path) -> None:
     waited = run(["wait", "demo-1"], home)
     assert waited.exit_code == 6
     assert run(["stop", "demo-1"], home).exit_code == 0  # idempotent on an ended job
+
+
+def test_docs_show_every_verb_and_flag() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    for name, command in cli.commands.items():
+        assert f"## {name}" in text or f"## {name} (the default)" in text, name
+        for param in command.params:
+            for flag in [*param.opts, *param.secondary_opts]:
+                if flag.startswith("-") and flag not in ("-h", "--help"):
+                    assert f"`{flag}" in text or f"{flag} " in text, f"docs/cli.md does not show {name} {flag}"
