@@ -70,6 +70,8 @@ class Job:
     ) -> Job:
         """A copy with command-line style overrides: ``env`` entries replace the file's (a launcher variable
         replaces its ``launcher:`` field), ``extra_args`` are appended to ``args``; validated again."""
+        if name is None and hosts is None and devices_per_host is None and not env and not extra_args:
+            return self
         data = self.spec.to_dict()
         if name is not None:
             data["name"] = name

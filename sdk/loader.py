@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from .errors import SpecError, show_value
+from .redact import MASK, is_secret_name
 from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "spec_from_mapping"]
@@ -177,7 +178,15 @@ def _env(value: object) -> Dict[str, str]:
         return {}
     if not isinstance(value, Mapping):
         raise SpecError("env", "must be a mapping of NAME: value", value)
-    return {str(key): _scalar_text(item, f"env.{key_text(key)}", True) for key, item in value.items()}
+    out: Dict[str, str] = {}
+    for key, item in value.items():
+        try:
+            out[str(key)] = _scalar_text(item, f"env.{key_text(key)}", True)
+        except SpecError as error:
+            if not is_secret_name(str(key)):
+                raise
+            raise SpecError(error.field, error.problem, MASK, error.hint) from None
+    return out
 
 
 def _section(value: object, path: str, cls: Any, known: Tuple[str, ...]) -> Any:
