@@ -18,6 +18,7 @@ from typing import Any, Dict, List
 import pytest
 from malaunch.sdk import Job, JobState
 from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.jobdir import job_processes
 from malaunch.sdk.backends.local.plan import LocalRequest
 from malaunch.sdk.backends.local.state import STATE_VERSION, read_state, validate_state
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
@@ -189,7 +190,13 @@ def test_a_hosts_exit_code_and_root_cause_are_its_shims_report(tmp_path: Path, h
     status = handle.wait(timeout=120)
     assert status.state is JobState.FAILED and status.exit_code == 1, status
     assert status.hosts[0].exit_code == 1 and "root cause rank 2 exited with 1" in status.hosts[0].detail
+    _runner_exits(backend, handle.id)
     assert_nothing_running(handle.id)
+
+
+def _runner_exits(backend: LocalBackend, job_id: str) -> None:
+    """The runner records the end a moment before it exits; status() reaps it (it is this process's child)."""
+    wait_for(lambda: backend.status(job_id) is not None and not job_processes(job_id), what="the runner to exit")
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:
@@ -226,6 +233,7 @@ def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
         assert "full" in status.message and str(small) in status.message, status.message
         shown = backend.status(handle.id)
         assert "full" in shown.message
+        _runner_exits(backend, handle.id)
         assert_nothing_running(handle.id)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
