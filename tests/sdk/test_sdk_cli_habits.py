@@ -191,6 +191,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.torch
 def test_env_ma_torchrun_master_port_runs_torchrun_on_that_port(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
