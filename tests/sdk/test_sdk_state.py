@@ -192,6 +192,7 @@ def test_a_hosts_exit_code_and_root_cause_are_its_shims_report(tmp_path: Path, h
     assert status.hosts[0].exit_code == 1 and "root cause rank 2 exited with 1" in status.hosts[0].detail
     _runner_exits(backend, handle.id)
     assert_nothing_running(handle.id)
+    assert not (home / "jobs" / handle.id / ".state-reserve").exists()  # given back when the job ended
 
 
 def _runner_exits(backend: LocalBackend, job_id: str) -> None:

@@ -243,6 +243,7 @@ class Runner:
             self.state["message"] = f"{self.state.get('message', '')}; processes {left} could not be killed".strip("; ")
         self.state["ended_at"] = time.time()
         self.save()
+        self.writer.drop_reserve()
         return 0
 
 

@@ -15,6 +15,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -213,6 +214,11 @@ class StateWriter:
         except OSError:
             pass
 
+    def drop_reserve(self) -> None:
+        """Give the reserve back once the job has ended."""
+        with contextlib.suppress(OSError):
+            os.unlink(_reserve_path(self.paths))
+
     def save(self, state: Dict[str, Any]) -> bool:
         """Write ``state`` atomically; on failure give up the reserve and retry once. True when written."""
         for attempt in range(2):
@@ -228,10 +234,9 @@ class StateWriter:
                 if self.failure is None:
                     self.failure = f"writing {self.paths.state_file} failed: {reason}"
                 if attempt == 0:
-                    try:
-                        os.unlink(_reserve_path(self.paths))
-                    except OSError:
+                    if not os.path.exists(_reserve_path(self.paths)):
                         return False
+                    self.drop_reserve()
         return False
 
 
