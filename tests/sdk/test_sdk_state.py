@@ -238,3 +238,21 @@ def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
         assert_nothing_running(handle.id)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_running_job_with_damaged_files_can_be_stopped_by_prefix_and_deleted(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job = write_job(tmp_path / "s", "import time\nprint('up', flush=True)\ntime.sleep(600)\n", name="wrecked")
+    job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip()
+    backend = LocalBackend(home=str(home))
+    wait_for(lambda: any("up" in line for line in backend.logs(job_id)), what="the job to start")
+    (home / "jobs" / job_id / "plan.json").write_text("[1, 2]")
+    (home / "jobs" / job_id / "state.json").write_bytes(b"\x00\xff garbage")
+    assert backend.status(job_id).state is JobState.UNKNOWN
+    stopped = backend.stop(job_id[:12])  # a prefix, through the Python API
+    assert stopped.id == job_id
+    assert_nothing_running(job_id)
+    deleted = ma_submit(["delete", job_id], cli_env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert job_ids(home) == []

@@ -56,6 +56,12 @@ def _free_port(taken: List[int]) -> int:
     raise BackendError("could not find a free TCP port; set launcher.master_port / msrun_master_port")
 
 
+def _request_json(paths: JobPaths) -> Dict[str, Any]:
+    """The ``request`` of the job's ``plan.json``, or {} when it is missing or damaged."""
+    request = (read_json(paths.plan_file) or {}).get("request")
+    return request if isinstance(request, dict) else {}
+
+
 class LocalBackend(Backend):
     """Emulates a ModelArts job on this machine: one detached runner, one shim per emulated host."""
 
@@ -231,8 +237,7 @@ class LocalBackend(Backend):
         reading = read_state(paths.state_file)
         count = len(reading.data["hosts"]) if reading.data is not None else 0
         if not count:
-            plan = read_json(paths.plan_file) or {}
-            hosts = plan.get("request", {}).get("hosts") if isinstance(plan.get("request"), dict) else None
+            hosts = _request_json(paths).get("hosts")
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
@@ -253,9 +258,11 @@ class LocalBackend(Backend):
 
     def stop(self, job_id: str) -> JobStatus:
         paths = self._paths(job_id)
+        job_id = paths.job_id  # the full id when a prefix was given
         status = self._status_of(paths)
-        plan = read_json(paths.plan_file) or {}
-        grace = float(plan.get("request", {}).get("grace_period", 30.0))
+        request = _request_json(paths)
+        grace = request.get("grace_period", 30.0)
+        grace = float(grace) if isinstance(grace, (int, float)) and 0 <= grace < 3600 else 30.0
         reading = read_state(paths.state_file)
         state = reading.data or {}
         runner = self._runner_pid(paths, state)
@@ -269,9 +276,10 @@ class LocalBackend(Backend):
         left = kill_processes(lambda: job_processes(job_id, exclude=(os.getpid(),)), grace=grace)
         if left:
             raise BackendError(f"job {job_id}: processes {left} survived SIGKILL; check them with 'ps -p'")
-        network = plan.get("request", {}).get("network")
+        network = request.get("network")
         if isinstance(network, dict):
-            network_from_json(network).teardown()
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                network_from_json(network).teardown()
         final = read_state(paths.state_file).data
         if final is not None and not JobState(final["state"]).is_terminal:
             final.update(state="STOPPED", exit_code=128 + signal.SIGTERM, ended_at=time.time())
