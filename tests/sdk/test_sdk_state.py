@@ -256,3 +256,22 @@ def test_a_running_job_with_damaged_files_can_be_stopped_by_prefix_and_deleted(
     deleted = ma_submit(["delete", job_id], cli_env)
     assert deleted.returncode == 0, deleted.stderr
     assert job_ids(home) == []
+
+
+def test_a_runner_read_in_the_middle_of_its_exec_is_not_declared_lost() -> None:
+    """Right after Popen returns, /proc/<pid>/environ can still be empty (seen here under load): the status
+    must not conclude from one such read that the runner is gone."""
+    from malaunch.sdk.backends.local.backend import _still_ours
+
+    for attempt in range(40):
+        job_id = f"exec-window-{attempt}"
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(5)"], env={**os.environ, "MALAUNCH_JOB_ID": job_id},
+            start_new_session=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            assert _still_ours(child.pid, job_id)
+            assert attempt or not _still_ours(child.pid, "another-job")  # a stranger stays a stranger
+        finally:
+            child.kill()
+            child.wait()

@@ -34,7 +34,7 @@ from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..logtail import follow_files
 from .consolelog import merged_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
-from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, read_json, write_json_atomic
+from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, pid_alive, read_json, write_json_atomic
 from .plan import LocalRequest, plan_local
 from .state import StateWriter, job_status, new_state, read_state
 
@@ -43,6 +43,8 @@ __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 NETWORK_MODES = ("auto", LOOPBACK, NETNS)
 RUNNER_MODULE = "malaunch.sdk.backends.local.runner"
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# A process caught inside exec (just after Popen returned) shows an empty /proc/<pid>/environ for a moment.
+_EXEC_SETTLE = 0.5
 _SNAPSHOT_IGNORE = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -54,6 +56,18 @@ def _free_port(taken: List[int]) -> int:
         if port not in taken and port + 1 not in taken and port - 1 not in taken:
             return port
     raise BackendError("could not find a free TCP port; set launcher.master_port / msrun_master_port")
+
+
+def _still_ours(pid: int, job_id: str) -> bool:
+    """Whether live ``pid`` is the job's, looking again for up to :data:`_EXEC_SETTLE` s before saying no (the
+    state is never declared lost because a process was read in the middle of its exec)."""
+    deadline = time.monotonic() + _EXEC_SETTLE
+    while True:
+        if is_job_process(pid, job_id):
+            return True
+        if not pid_alive(pid) or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _request_json(paths: JobPaths) -> Dict[str, Any]:
@@ -226,7 +240,7 @@ class LocalBackend(Backend):
         reading = read_state(paths.state_file)
         runner = self._runner_pid(paths, reading.data or {})
         return job_status(
-            paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: is_job_process(pid, paths.job_id)
+            paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
         )
 
     def status(self, job_id: str) -> JobStatus:
