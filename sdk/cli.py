@@ -86,6 +86,8 @@ class MaSubmitGroup(click.Group):
         except click.ClickException as exc:
             text = exc.format_message().replace("\n", " ").rstrip(".")
             command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else PROG
+            if isinstance(exc, click.NoSuchOption) and command.endswith(" submit"):
+                text += "; script arguments go after '--' (ma-submit job.yaml -- --epochs 2)"
             message, code = f"{text}; see '{command} --help'", exc.exit_code
         except MalaunchError as exc:
             message, code = str(exc), exit_code_for(exc)
@@ -154,7 +156,7 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
     return env
 
 
-@cli.command("submit", context_settings={"ignore_unknown_options": False})
+@cli.command("submit")
 @click.option("--run-method", type=click.Choice(RUN_METHODS), help="Override run_method (MA_RUN_METHOD).")
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
 @click.option("--name", help="Override the job's name.")

@@ -93,6 +93,8 @@ def test_did_you_mean_for_verbs(cli_env: Dict[str, str]) -> None:
     assert result.returncode == 2
     assert "did you mean 'status'?" in result.stderr and "Traceback" not in result.stderr
     assert "did you mean 'prune'" in ma_submit(["prnue"], cli_env).stderr
+    forgot = ma_submit(["job.yaml", "--epochs", "2"], cli_env)
+    assert forgot.returncode == 2 and "script arguments go after '--'" in forgot.stderr
 
 
 def test_json_errors_on_stdout(tmp_path: Path, cli_env: Dict[str, str]) -> None:

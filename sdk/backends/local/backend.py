@@ -239,9 +239,19 @@ class LocalBackend(Backend):
     def _status_of(self, paths: JobPaths) -> JobStatus:
         reading = read_state(paths.state_file)
         runner = self._runner_pid(paths, reading.data or {})
-        return job_status(
+        status = job_status(
             paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
         )
+        if status.is_terminal and runner is not None:
+            self._let_runner_exit(paths, runner)
+        return status
+
+    def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
+        """The runner records the end, then exits: give it a moment, so an ended job has nothing left running."""
+        deadline = time.monotonic() + _EXEC_SETTLE
+        while is_job_process(runner, paths.job_id) and time.monotonic() < deadline:
+            self._runner_pid(paths, {})  # reaps it when it is our own child
+            time.sleep(0.01)
 
     def status(self, job_id: str) -> JobStatus:
         return self._status_of(self._paths(job_id))

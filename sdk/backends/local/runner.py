@@ -242,8 +242,8 @@ class Runner:
         if left:
             self.state["message"] = f"{self.state.get('message', '')}; processes {left} could not be killed".strip("; ")
         self.state["ended_at"] = time.time()
+        self.writer.drop_reserve()  # first: on a full disk it makes room for this last write
         self.save()
-        self.writer.drop_reserve()
         return 0
 
 
@@ -279,4 +279,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_code)  # the end is recorded: leave at once rather than linger in interpreter shutdown
