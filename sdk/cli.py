@@ -1,47 +1,62 @@
-"""``ma-submit``: submit a job file and follow it, or manage jobs (status, logs, stop, wait, list).
+"""``ma-submit``: submit a job file and follow it, or manage jobs (status, logs, stop, wait, list, delete, prune).
 
 A first argument that is not a verb is a job file (``ma-submit job.yaml`` = ``ma-submit submit job.yaml``); a job
-file named like a verb is given as ``./status``. Exit codes are decided only in :meth:`MaSubmitGroup.main`:
+file named like a verb is given as ``./status``; a word close to a verb that is no file gets a did-you-mean.
+Words after ``--`` are the script's own arguments (``ma-submit job.yaml -- --epochs 2``). Exit codes are
+decided only in :meth:`MaSubmitGroup.main`:
 
 - the followed job's own exit code (``submit`` without ``--detach``, ``wait``); 0 for everything else that worked;
 - 2: invalid job file, option or usage; 3: backend failure; 4: unknown job id; 124: ``wait --timeout`` ran out;
 - 130: following was interrupted (the job keeps running).
 
-Errors are one line on stderr, ``ma-submit: error: <what>, <value>; <what to do>``, never a traceback. This
-module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and the backends.
+Errors are one line on stderr, ``ma-submit: error: <what>, <value>; <what to do>``, never a traceback; under
+``--output json`` they are also printed on stdout as ``{"error": ..., "field": ..., "exit_code": ...}``. This
+module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and the backends
+(management verbs: :mod:`malaunch.sdk.cli_jobs`).
 """
 
 from __future__ import annotations
 
-import json
+import difflib
 import os
 import sys
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from .backends import Backend, JobHandle, get_backend
-from .backends.job_index import JobIndex
-from .errors import EXIT_CONFIG, MalaunchError, exit_code_for
-from .follow import describe_end, follow_job
+from .backends import JobHandle
+from .cli_jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
+from .errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
+from .follow import follow_job
 from .job import Job
 from .spec import BACKEND_NAMES, RUN_METHODS
-from .status import JobStatus, exit_code_of
+from .status import exit_code_of
 
-__all__ = ["EXIT_INTERRUPTED", "MaSubmitGroup", "cli", "main"]
+__all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
-EXIT_INTERRUPTED = 130
-VERBS = ("submit", "status", "logs", "stop", "wait", "list")
-_OUTPUT = click.Choice(["text", "json"])
+VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune")
+_JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _error(text: str) -> None:
     click.echo(f"{PROG}: error: {text}", err=True)
 
 
-def _note(text: str) -> None:
-    click.echo(f"{PROG}: {text}", err=True)
+def json_output_requested(args: Sequence[str]) -> bool:
+    """True when ``--output json`` is among the options (words after ``--`` belong to the script)."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    pairs = zip(words, [*words[1:], ""])
+    return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
+
+
+def _did_you_mean(word: str) -> Optional[str]:
+    if word.startswith("-") or os.path.exists(word) or word.endswith(_JOB_FILE_SUFFIXES) or os.sep in word:
+        return None
+    close = difflib.get_close_matches(word.lower(), VERBS, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 class MaSubmitGroup(click.Group):
@@ -49,6 +64,9 @@ class MaSubmitGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            verb = _did_you_mean(args[0])
+            if verb is not None:
+                raise click.UsageError(f"unknown verb {args[0]!r} (and no such job file); did you mean {verb!r}?", ctx)
             args = ["submit", *args]
         return super().parse_args(ctx, args)
 
@@ -56,25 +74,32 @@ class MaSubmitGroup(click.Group):
         self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None, **extra: Any
     ) -> None:
         extra.pop("standalone_mode", None)
+        json_mode = json_output_requested(sys.argv[1:] if args is None else args)
+        field: Optional[str] = None
         try:
             result = super().main(args, prog_name or PROG, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
+            message = None
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.format_message())
-            code = EXIT_CONFIG
+            code, message = EXIT_CONFIG, None
         except click.ClickException as exc:
-            message = exc.format_message().replace("\n", " ").rstrip(".")
+            text = exc.format_message().replace("\n", " ").rstrip(".")
             command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else PROG
-            _error(f"{message}; see '{command} --help'")
-            code = exc.exit_code
+            if isinstance(exc, click.NoSuchOption) and command.endswith(" submit"):
+                text += "; script arguments go after '--' (ma-submit job.yaml -- --epochs 2)"
+            message, code = f"{text}; see '{command} --help'", exc.exit_code
         except MalaunchError as exc:
-            _error(str(exc))
-            code = exit_code_for(exc)
+            message, code = str(exc), exit_code_for(exc)
+            field = exc.field if isinstance(exc, SpecError) else None
         except click.Abort:
-            _error("interrupted")
-            code = EXIT_INTERRUPTED
+            message, code = "interrupted", EXIT_INTERRUPTED
         except BrokenPipeError:
-            code = 141
+            message, code = None, 141
+        if message is not None:
+            _error(message)
+            if json_mode:
+                echo_json({"error": message, "field": field, "exit_code": code})
         sys.exit(code)
 
 
@@ -96,14 +121,10 @@ def cli() -> None:
     """Submit distributed training jobs (torchrun, msrun, rank table) and manage them.
 
     \b
-    ma-submit [--run-method M] [--backend B] [--detach] [--dry-run] [--output text|json] JOB.yaml
-    ma-submit status|logs [-f]|stop|wait JOB_ID
-    ma-submit list
+    ma-submit [options] JOB.yaml [-- SCRIPT_ARGS...]
+    ma-submit status|logs [-f]|stop|wait|delete JOB_ID     (a unique prefix of the id is enough)
+    ma-submit list | prune [--older-than 7d]
     """
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
 
 
 def _follow(handle: JobHandle, output: str) -> int:
@@ -113,150 +134,83 @@ def _follow(handle: JobHandle, output: str) -> int:
             if event.kind == "log":
                 click.echo(event.text, err=json_mode)
             elif event.kind == "progress":
-                _note(event.text)
+                note(event.text)
             elif event.status is not None:  # "end" always carries the final status
-                _note(event.text)
+                note(event.text)
                 if json_mode:
-                    _echo_json(event.status.to_json())
+                    echo_json(event.status.to_json())
                 return exit_code_of(event.status)
     except KeyboardInterrupt:
-        _note(f"stopped following; job {handle.id} keeps running: 'ma-submit stop {handle.id}' ends it")
+        note(f"stopped following; job {handle.id} keeps running: 'ma-submit stop {handle.id}' ends it")
         return EXIT_INTERRUPTED
     return exit_code_of(handle.status())  # pragma: no cover - follow_job always ends with an "end" event
+
+
+def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SpecError("--env", "must be NAME=VALUE", pair, "e.g. --env OMP_NUM_THREADS=4")
+        env[name] = value
+    return env
 
 
 @cli.command("submit")
 @click.option("--run-method", type=click.Choice(RUN_METHODS), help="Override run_method (MA_RUN_METHOD).")
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
+@click.option("--name", help="Override the job's name.")
+@click.option("--hosts", type=click.IntRange(min=1), help="Override resources.hosts.")
+@click.option("--devices-per-host", type=click.IntRange(min=0), help="Override resources.devices_per_host.")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable).")
 @click.option("--detach", is_flag=True, help="Print the job id and return; do not follow the job.")
-@click.option("--dry-run", is_flag=True, help="Print exactly what would be submitted; start nothing.")
-@click.option("--output", type=_OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
+@click.option("--dry-run", is_flag=True, help="Check and print what would be submitted; start nothing.")
+@click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
 @click.argument("job_file", metavar="JOB.yaml")
+@click.argument("script_args", nargs=-1, metavar="[-- SCRIPT_ARGS...]")
 def submit_cmd(
-    run_method: Optional[str], backend: Optional[str], detach: bool, dry_run: bool, output: str, job_file: str
+    run_method: Optional[str],
+    backend: Optional[str],
+    name: Optional[str],
+    hosts: Optional[int],
+    devices_per_host: Optional[int],
+    env_pairs: Tuple[str, ...],
+    detach: bool,
+    dry_run: bool,
+    output: str,
+    job_file: str,
+    script_args: Tuple[str, ...],
 ) -> int:
-    """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run)."""
-    job = Job.from_yaml(job_file, run_method=run_method, backend=backend)
+    """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).
+
+    Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
+    """
+    job = Job.from_yaml(job_file, run_method=run_method, backend=backend).with_overrides(
+        name=name, hosts=hosts, devices_per_host=devices_per_host, env=_parse_env(env_pairs), extra_args=script_args
+    )
     if dry_run:
-        plan = job.plan()
+        plan = job.plan(check=True)
         click.echo(plan.render_json() if output == "json" else plan.render())
         return 0
     handle = job.submit()
     status = handle.status()
     if output == "json" and detach:
-        _echo_json({"id": handle.id, "state": status.state.value})
+        echo_json({"id": handle.id, "state": status.state.value})
         return 0
     if detach:
         click.echo(handle.id)
-        _note(f"submitted; follow with 'ma-submit logs -f {handle.id}', status with 'ma-submit status {handle.id}'")
+        note(f"submitted; follow with 'ma-submit logs -f {handle.id}', status with 'ma-submit status {handle.id}'")
         return 0
     spec = job.spec
-    _note(
+    note(
         f"submitted job {handle.id} ({spec.backend}: {spec.resources.hosts} host(s) x "
         f"{spec.resources.devices_per_host} device(s), {spec.run_method}); job dir {status.location}"
     )
     return _follow(handle, output)
 
 
-def _backend_option(function: Any) -> Any:
-    return click.option(
-        "--backend",
-        type=click.Choice(BACKEND_NAMES),
-        default=None,
-        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else local.",
-    )(function)
-
-
-def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
-    if backend is None and job_id is not None:
-        backend = JobIndex.default(os.environ).backend_of(job_id)
-    return get_backend(backend or "local")
-
-
-def _render_status(status: JobStatus) -> str:
-    code = "-" if status.exit_code is None else str(status.exit_code)
-    lines = [
-        f"id:        {status.id}",
-        f"state:     {status.state.value}",
-        f"exit code: {code}",
-        f"location:  {status.location}",
-    ]
-    if status.message:
-        lines.append(f"message:   {status.message}")
-    for host in status.hosts:
-        running = "" if host.pid is None else f"pid {host.pid}"
-        detail = running if host.exit_code is None else f"exit code {host.exit_code}"
-        lines.append(f"host {host.index}:    {host.address:<15} {host.state.value:<8} {detail}")
-    return "\n".join(lines)
-
-
-@cli.command("status")
-@_backend_option
-@click.option("--output", type=_OUTPUT, default="text", show_default=True, help="json: machine-readable.")
-@click.argument("job_id")
-def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
-    """Show the state of JOB_ID (and of each of its hosts)."""
-    status = _backend_for(backend, job_id).status(job_id)
-    if output == "json":
-        _echo_json(status.to_json())
-    else:
-        click.echo(_render_status(status))
-    return 0
-
-
-@cli.command("logs")
-@_backend_option
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
-@click.argument("job_id")
-def logs_cmd(backend: Optional[str], follow: bool, job_id: str) -> int:
-    """Print the output of JOB_ID, each line prefixed with its host."""
-    try:
-        for line in _backend_for(backend, job_id).logs(job_id, follow=follow):
-            click.echo(line)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    return 0
-
-
-@cli.command("stop")
-@_backend_option
-@click.argument("job_id")
-def stop_cmd(backend: Optional[str], job_id: str) -> int:
-    """Stop JOB_ID; returns when nothing of it is left running (stopping an ended job is a no-op)."""
-    status = _backend_for(backend, job_id).stop(job_id)
-    click.echo(f"job {status.id} {status.state.value}")
-    return 0
-
-
-@cli.command("wait")
-@_backend_option
-@click.option("--timeout", type=click.FloatRange(min=0), help="Give up after this many seconds (exit 124).")
-@click.argument("job_id")
-def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
-    """Wait for JOB_ID to end and exit with its exit code."""
-    try:
-        status = _backend_for(backend, job_id).handle(job_id).wait(timeout=timeout)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    click.echo(describe_end(status))
-    return exit_code_of(status)
-
-
-@cli.command("list")
-@_backend_option
-@click.option("--output", type=_OUTPUT, default="text", show_default=True, help="json: machine-readable.")
-def list_cmd(backend: Optional[str], output: str) -> int:
-    """List the jobs of a backend, newest first."""
-    statuses = _backend_for(backend, None).list()
-    if output == "json":
-        _echo_json([{"id": s.id, "state": s.state.value, "exit_code": s.exit_code, "name": s.name} for s in statuses])
-        return 0
-    if not statuses:
-        _note("no jobs")
-    for status in statuses:
-        code = "-" if status.exit_code is None else str(status.exit_code)
-        click.echo(f"{status.id:<48} {status.state.value:<10} {code}")
-    return 0
+for _command in MANAGEMENT_COMMANDS:
+    cli.add_command(_command)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -7,6 +7,7 @@
     │   ├── SpecError                a job spec field is invalid; ``field`` is its path         exit 2
     │   └── BackendNotAvailable      a backend name that exists but is not implemented yet      exit 2
     ├── BackendError                 the backend could not do what was asked (I/O, processes)   exit 3
+    │   └── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
     ├── JobNotFound                  no job with that id on that backend                        exit 4
     └── WaitTimeout                  ``wait(timeout=...)`` ran out before the job ended         exit 124
 
@@ -28,6 +29,7 @@ __all__ = [
     "BackendNotAvailable",
     "ConfigError",
     "JobNotFound",
+    "JobStateUnknown",
     "MalaunchError",
     "SpecError",
     "WaitTimeout",
@@ -110,6 +112,18 @@ class BackendNotAvailable(ConfigError):
 
 class BackendError(MalaunchError):
     """The backend failed to act (could not write the job directory, start a process, ...)."""
+
+
+class JobStateUnknown(BackendError):
+    """The job's state stayed UNKNOWN (e.g. a damaged state file), so waiting for its end cannot go on."""
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        super().__init__(
+            f"job {job_id}: its state is unknown, stopped waiting: {reason or 'no reason given'}; "
+            f"see 'ma-submit status {job_id}'"
+        )
 
 
 class JobNotFound(MalaunchError):

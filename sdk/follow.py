@@ -3,7 +3,8 @@
 :func:`follow_job` works with any backend through a :class:`~malaunch.sdk.backends.base.JobHandle`. The log
 iterator runs in a helper thread so that waiting for output never hides progress: while nothing is printed,
 a heartbeat event comes at least every ``heartbeat`` seconds. The last event has ``kind == "end"`` and the
-job's final status. The submitter stopping to follow (Ctrl-C, SIGKILL) does not affect the job.
+job's final status. The submitter stopping to follow (Ctrl-C, SIGKILL) does not affect the job. A status
+stuck in ``UNKNOWN`` (a damaged record) ends following with :class:`~malaunch.sdk.errors.JobStateUnknown`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
-from .backends.base import JobHandle
+from .backends.base import JobHandle, UnknownWatch
+from .errors import JobStateUnknown
 from .status import HostState, HostStatus, JobStatus
 
 __all__ = ["FollowEvent", "describe_end", "follow_job"]
@@ -64,12 +66,12 @@ def describe_end(status: JobStatus) -> str:
 
 
 def _heartbeat(status: JobStatus, elapsed: float, silent: float) -> str:
-    running = [str(h.index) for h in status.hosts if h.state is HostState.RUNNING]
+    running = [h.index for h in status.hosts if h.state is HostState.RUNNING]
     ended = [f"{h.index}={h.exit_code}" for h in status.hosts if h.state is HostState.EXITED]
     parts = [f"job {status.id} {status.state.value} for {elapsed:.0f}s"]
-    parts.append(f"hosts running: {', '.join(running) or 'none'}")
+    parts.append(f"hosts running: [{', '.join(map(str, running))}]")
     if ended:
-        parts.append(f"ended: {', '.join(ended)}")
+        parts.append(f"hosts ended (host=exit code): {', '.join(ended)}")
     parts.append(f"no output for {silent:.0f}s")
     return "; ".join(parts)
 
@@ -97,6 +99,7 @@ def follow_job(
     hosts: Dict[int, HostStatus] = {}
     state: Tuple[str, ...] = ()
     eof = False
+    watch = UnknownWatch(clock=clock)
     while True:
         item: object = None
         with contextlib.suppress(queue.Empty):
@@ -119,6 +122,8 @@ def follow_job(
         for text in _host_changes(hosts, status):
             yield FollowEvent("progress", text, status)
         hosts = {h.index: h for h in status.hosts}
+        if watch.gave_up(status):
+            raise JobStateUnknown(status.id, status.message)
         if status.is_terminal and eof:
             yield FollowEvent("end", describe_end(status), status)
             return

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from .backends import Backend, JobHandle, get_backend
-from .loader import load_job_file, spec_from_mapping
+from .loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
 from .plan import SubmitPlan
 from .spec import JobSpec
 
@@ -59,17 +59,56 @@ class Job:
         data.update(given)
         return Job(spec_from_mapping(data))
 
+    def with_overrides(
+        self,
+        *,
+        name: Optional[str] = None,
+        hosts: Optional[int] = None,
+        devices_per_host: Optional[int] = None,
+        env: Optional[Mapping[str, str]] = None,
+        extra_args: Sequence[str] = (),
+    ) -> Job:
+        """A copy with command-line style overrides: ``env`` entries replace the file's (a launcher variable
+        replaces its ``launcher:`` field), ``extra_args`` are appended to ``args``; validated again."""
+        if name is None and hosts is None and devices_per_host is None and not env and not extra_args:
+            return self
+        data = self.spec.to_dict()
+        if name is not None:
+            data["name"] = name
+        if hosts is not None:
+            data["resources"]["hosts"] = hosts
+        if devices_per_host is not None:
+            data["resources"]["devices_per_host"] = devices_per_host
+        for key, value in (env or {}).items():
+            target = LAUNCHER_ENV.get(key, "")
+            if target.startswith("launcher."):
+                data["launcher"].pop(target.split(".", 1)[1])  # the command line wins over the file
+            elif target:
+                data.pop(target)
+            data["env"][key] = value
+        data["args"] = [*data["args"], *extra_args]
+        return Job(spec_from_mapping(data))
+
     def _backend(self, backend: Optional[Backend]) -> Backend:
         return backend if backend is not None else get_backend(self.spec.backend)
 
     def plan(
-        self, *, job_id: Optional[str] = None, now: Optional[float] = None, backend: Optional[Backend] = None
+        self,
+        *,
+        job_id: Optional[str] = None,
+        now: Optional[float] = None,
+        backend: Optional[Backend] = None,
+        check: bool = False,
     ) -> SubmitPlan:
-        """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted)."""
+        """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted). With ``check``
+        also what ``submit`` checks on this machine first (``code_dir``, ``boot_file``; ``Backend.check``)."""
         impl = self._backend(backend)
         when = time.time() if now is None else now
         ident = job_id if job_id is not None else impl.new_job_id(self.spec, when)
-        return impl.plan(self.spec, job_id=ident, now=when)
+        plan = impl.plan(self.spec, job_id=ident, now=when)
+        if check:
+            impl.check(plan)
+        return plan
 
     def submit(self, backend: Optional[Backend] = None) -> JobHandle:
         """Submit the job; returns as soon as it exists (follow it with the handle)."""

@@ -11,6 +11,10 @@ Contract:
 4. Scalars are converted only where it is unambiguous: numbers in ``args`` and ``env`` values become strings;
    ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string;
    ``launcher.restart_on`` is a word or a list of exit codes.
+5. The platform's launcher variables may be set in ``env`` as a ModelArts job does (:data:`LAUNCHER_ENV`:
+   ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``, ``MA_RUN_METHOD``, ...).
+   They are moved into the field they stand for; a field already set to another value is an error naming
+   both. Variables only the platform sets (``MA_NUM_HOSTS``, ``VC_TASK_INDEX``, ...) stay refused.
 """
 
 from __future__ import annotations
@@ -19,14 +23,33 @@ import dataclasses
 import difflib
 import os
 import shlex
+import types
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
-from .errors import SpecError
-from .spec import DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
+from .errors import SpecError, show_value
+from .redact import MASK, is_secret_name
+from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
 
-__all__ = ["JOB_FIELDS", "load_job_file", "load_job_text", "spec_from_mapping"]
+__all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "spec_from_mapping"]
+
+#: Launcher variables a job's ``env`` may set, and the field each stands for (``launcher.<name>`` or ``run_method``).
+LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
+    {
+        "MA_RUN_METHOD": "run_method",
+        "MA_TORCHRUN_MASTER_PORT": "launcher.master_port",
+        "MALAUNCH_MASTER_PORT": "launcher.master_port",
+        "MA_EXTRA_TORCHRUN_PARAMS": "launcher.torchrun_extra_params",
+        "MA_MSRUN_MASTER_PORT": "launcher.msrun_master_port",
+        "MA_EXTRA_MSRUN_PARAMS": "launcher.msrun_extra_params",
+        "MSRUN_CLUSTER_TIME_OUT": "launcher.msrun_cluster_time_out",
+        "MS_RANKTABLE_ENABLE": "launcher.msrun_rank_table",
+        "MALAUNCH_GRACE_PERIOD": "launcher.grace_period",
+    }
+)
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
 
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
@@ -160,7 +183,15 @@ def _env(value: object) -> Dict[str, str]:
         return {}
     if not isinstance(value, Mapping):
         raise SpecError("env", "must be a mapping of NAME: value", value)
-    return {str(key): _scalar_text(item, f"env.{key_text(key)}", True) for key, item in value.items()}
+    out: Dict[str, str] = {}
+    for key, item in value.items():
+        try:
+            out[str(key)] = _scalar_text(item, f"env.{key_text(key)}", True)
+        except SpecError as error:
+            if not is_secret_name(str(key)):
+                raise
+            raise SpecError(error.field, error.problem, MASK, error.hint) from None
+    return out
 
 
 def _exit_codes(value: object, path: str) -> Tuple[int, ...]:
@@ -223,7 +254,75 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
     for key in ("run_method", "backend", "image", "modelarts"):
         if key in fields and fields[key] is None:
             del fields[key]
+    if fields.get("env"):
+        _take_launcher_env(fields)
     return JobSpec(**fields)
+
+
+def _env_value(name: str, text: str, target: str) -> object:
+    """``text`` of variable ``name`` as the value of field ``target``."""
+    where, value = f"env.{name}", text.strip()
+    try:
+        if target == "run_method":
+            if value.lower() not in RUN_METHODS:
+                raise ValueError(f"must be one of {', '.join(RUN_METHODS)}")
+            return value.lower()
+        if target.endswith("_params"):
+            return tuple(shlex.split(text))
+        if target.endswith("_port"):
+            port = int(value)
+            if not 1 <= port <= 65535:
+                raise ValueError("must be a port number 1-65535")
+            return port
+        if target.endswith("cluster_time_out"):
+            seconds = int(value)
+            if seconds < 1:
+                raise ValueError("must be a whole number of seconds >= 1")
+            return seconds
+        if target.endswith("rank_table"):
+            if value.lower() not in _TRUE + _FALSE:
+                raise ValueError("must be True or False")
+            return value.lower() in _TRUE
+        grace = float(value)
+        if not 0 <= grace < float("inf"):
+            raise ValueError("must be a number of seconds >= 0")
+        return grace
+    except ValueError as exc:
+        problem = str(exc) if str(exc).startswith("must") else f"cannot be used for {target} ({exc})"
+        raise SpecError(where, problem, text, "fix the job file") from None
+
+
+def _take_launcher_env(fields: Dict[str, Any]) -> None:
+    """Move the launcher variables of ``fields["env"]`` into the fields they stand for (in place)."""
+    env: Dict[str, str] = dict(fields["env"])
+    launcher: LauncherOptions = fields["launcher"]
+    defaults = LauncherOptions()
+    changes: Dict[str, Any] = {}
+    source: Dict[str, str] = {}
+    for name, target in LAUNCHER_ENV.items():
+        if name not in env:
+            continue
+        value = _env_value(name, env.pop(name), target)
+        if target == "run_method":
+            current, is_set = fields.get("run_method"), "run_method" in fields
+        else:
+            key = target.split(".", 1)[1]
+            current = changes.get(key, getattr(launcher, key))
+            is_set = key in changes or current != getattr(defaults, key)
+        if is_set and current != value:
+            other = f"env.{source[target]}" if target in source else target
+            raise SpecError(
+                f"env.{name}", f"conflicts with {other} ({show_value(current)})", value,
+                "set only one of them, or give both the same value",
+            )  # fmt: skip
+        source[target] = name
+        if target == "run_method":
+            fields["run_method"] = value
+        else:
+            changes[target.split(".", 1)[1]] = value
+    fields["env"] = env
+    if changes:
+        fields["launcher"] = dataclasses.replace(launcher, **changes)
 
 
 class _StrictLoader(yaml.SafeLoader):

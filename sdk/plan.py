@@ -4,7 +4,8 @@ Contract:
 
 1. ``Backend.plan(spec, job_id=..., now=...)`` builds a :class:`SubmitPlan` without I/O, clock or randomness:
    the job id and the time are inputs, so the same inputs always give an equal plan.
-2. ``--dry-run`` prints :meth:`SubmitPlan.render` (or :meth:`SubmitPlan.to_json`) and submits nothing.
+2. ``--dry-run`` prints :meth:`SubmitPlan.render` (or :meth:`SubmitPlan.render_json`) and submits nothing;
+   values of secret-looking variables are masked in both (``request.render()`` masks its own).
 3. ``Backend.execute(plan)`` submits that very plan. Values only known at execution time (a free port) are
    shown as :data:`AUTO` in the plan and listed in the request; the backend records the final values with
    the job (the local backend writes ``plan.json`` into the job directory).
@@ -18,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Protocol, Tuple
 
+from .redact import mask_data
 from .spec import JobSpec
 
 __all__ = ["AUTO", "PlanRequest", "SubmitPlan"]
@@ -77,5 +79,5 @@ class SubmitPlan:
         return "\n".join(lines)
 
     def render_json(self) -> str:
-        """Pretty JSON of :meth:`to_json`."""
-        return json.dumps(self.to_json(), indent=2, sort_keys=False)
+        """Pretty JSON of :meth:`to_json`, secret-looking values masked (:mod:`malaunch.sdk.redact`)."""
+        return json.dumps(mask_data(self.to_json()), indent=2, sort_keys=False)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import SpecError, show_value
+from .redact import MASK, is_secret_name
 
 __all__ = [
     "BACKEND_NAMES",
@@ -454,4 +455,4 @@ def _check_env(env: object) -> None:
             hint = f"set {instead} instead" if instead else "remove it"
             raise _fail(f"env.{key}", "is set by the backend, not by env", value, hint)
         if not isinstance(value, str) or "\x00" in value:
-            raise _fail(f"env.{key}", "must be a string", value)
+            raise _fail(f"env.{key}", "must be a string", MASK if is_secret_name(key) else value)

@@ -20,6 +20,18 @@ Management calls take only a job id and work from any process (another shell, af
    It returns only when nothing of the job is left running.
 6. ``list() -> list[JobStatus]`` lists the backend's jobs, newest first.
 
+Optional, with defaults here:
+
+7. ``check(plan)`` raises :class:`~malaunch.sdk.errors.SpecError` for what would make ``execute`` refuse the plan
+   on this machine (by default: ``code_dir`` and ``boot_file`` must exist); ``--dry-run`` calls it too.
+8. ``resolve_id(prefix)`` turns a unique prefix of a job id into the id (default: the id as given).
+9. ``delete(job_id) -> str`` removes an ended job's records and returns its id; ``prune(older_than=...)``
+   deletes every ended job older than that, built on ``list`` and ``delete``. The default ``delete`` raises
+   :class:`~malaunch.sdk.errors.BackendError` (not supported).
+
+A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
+:class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
+
 ``submit(spec)`` is ``execute(plan(spec, job_id=new id, now=clock))``; the id and the clock reading are made
 there, outside the pure plan.
 """
@@ -27,17 +39,22 @@ there, outside the pure plan.
 from __future__ import annotations
 
 import abc
+import os
 import re
 import secrets
 import time
-from typing import Callable, ClassVar, Iterator, List, Optional
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 
-from ..errors import WaitTimeout
+from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..plan import SubmitPlan
 from ..spec import JobSpec
-from ..status import JobStatus
+from ..status import JobState, JobStatus
 
-__all__ = ["Backend", "JobHandle", "make_job_id"]
+__all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
+
+#: Seconds a job may stay UNKNOWN before waiting for it gives up.
+UNKNOWN_PATIENCE = 2.0
 
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
 
@@ -50,6 +67,44 @@ def make_job_id(name: str, now: float, token: str) -> str:
     stem = _UNSAFE.sub("-", name.lower()).strip("-")[:40] or "job"
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     return f"{stem}-{stamp}-{token}"
+
+
+def check_code(spec: JobSpec) -> None:
+    """``code_dir`` is an existing folder and ``boot_file`` a file in it (URLs are not checked here)."""
+    if "://" in spec.code_dir:
+        return
+    if not os.path.isdir(spec.code_dir):
+        raise SpecError("code_dir", "is not an existing folder", spec.code_dir, "give the folder with your code")
+    boot = os.path.join(spec.code_dir, os.path.normpath(spec.boot_file))
+    if not os.path.isfile(boot):
+        raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
+
+
+class UnknownWatch:
+    """Says when a status has been UNKNOWN for ``patience`` seconds in a row."""
+
+    def __init__(self, patience: float = UNKNOWN_PATIENCE, clock: Callable[[], float] = time.monotonic) -> None:
+        self.patience = patience
+        self.clock = clock
+        self.since: Optional[float] = None
+
+    def gave_up(self, status: JobStatus) -> bool:
+        """True once ``status`` (and those before it) have been UNKNOWN for ``patience`` seconds."""
+        if status.state is not JobState.UNKNOWN:
+            self.since = None
+            return False
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.patience
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What ``prune`` did: the ids it deleted, and ``(id, reason)`` for the ended or damaged jobs it kept."""
+
+    deleted: Tuple[str, ...]
+    kept: Tuple[Tuple[str, str], ...]
 
 
 class Backend(abc.ABC):
@@ -81,6 +136,34 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def list(self) -> List[JobStatus]:
         """All jobs this backend knows, newest first."""
+
+    def check(self, plan: SubmitPlan) -> None:
+        """Raise ``SpecError`` for what would make ``execute`` refuse ``plan`` (default: code and boot file)."""
+        check_code(plan.spec)
+
+    def resolve_id(self, job_id: str) -> str:
+        """The full id of ``job_id`` (a unique prefix where the backend supports it)."""
+        return job_id
+
+    def delete(self, job_id: str) -> str:
+        """Remove an ended job's records; returns its id."""
+        raise BackendError(f"the {self.name} backend cannot delete jobs ({job_id}); delete it on the platform")
+
+    def prune(self, older_than: float, *, now: Optional[float] = None) -> PruneResult:
+        """Delete every ended job that ended more than ``older_than`` seconds ago (damaged ones are kept)."""
+        when = time.time() if now is None else now
+        deleted: List[str] = []
+        kept: List[Tuple[str, str]] = []
+        for status in self.list():
+            if status.state is JobState.UNKNOWN:
+                kept.append((status.id, f"its state is unknown ({status.message}); delete it by id"))
+                continue
+            if not status.is_terminal:
+                continue
+            ended = status.ended_at or status.created_at or 0.0
+            if when - ended >= older_than:
+                deleted.append(self.delete(status.id))
+        return PruneResult(tuple(deleted), tuple(kept))
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""
@@ -126,12 +209,16 @@ class JobHandle:
 
         Raises:
             WaitTimeout: ``timeout`` seconds passed first; the job keeps running.
+            JobStateUnknown: the status stayed UNKNOWN for ``UNKNOWN_PATIENCE`` seconds (a damaged record).
         """
         deadline = None if timeout is None else clock() + timeout
+        watch = UnknownWatch(clock=clock)
         while True:
             status = self.status()
             if status.is_terminal:
                 return status
+            if watch.gave_up(status):
+                raise JobStateUnknown(self.id, status.message)
             if deadline is not None:
                 left = deadline - clock()
                 if left <= 0:

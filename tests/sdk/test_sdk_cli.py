@@ -140,9 +140,10 @@ def test_status_json_of_a_recorded_job(home: Path) -> None:
     job_dir = home / "jobs" / "demo-1"
     (job_dir / "hosts" / "0").mkdir(parents=True)
     state: Dict[str, object] = {
-        "job_id": "demo-1", "name": "demo", "state": "FAILED", "exit_code": 6, "message": "host 0 exited with code 6",
-        "created_at": 1.0, "started_at": 2.0, "ended_at": 3.0, "runner_pid": None,
-        "hosts": [{"index": 0, "address": "127.0.0.1", "state": "EXITED", "pid": 1, "exit_code": 6}],
+        "version": 1, "job_id": "demo-1", "name": "demo", "state": "FAILED", "exit_code": 6,
+        "message": "host 0 exited with code 6", "created_at": 1.0, "started_at": 2.0, "ended_at": 3.0,
+        "runner_pid": None,
+        "hosts": [{"index": 0, "address": "127.0.0.1", "state": "EXITED", "pid": 4242, "exit_code": 6}],
     }  # fmt: skip
     (job_dir / "state.json").write_text(json.dumps(state))
     result = run(["status", "--output", "json", "demo-1"], home)
@@ -152,7 +153,20 @@ def test_status_json_of_a_recorded_job(home: Path) -> None:
     text = run(["status", "demo-1"], home)
     assert "state:     FAILED" in text.output and "exit code 6" in text.output
     listed = json.loads(run(["list", "--output", "json"], home).output)
-    assert listed == [{"id": "demo-1", "state": "FAILED", "exit_code": 6, "name": "demo"}]
+    assert len(listed) == 1
+    assert {k: listed[0][k] for k in ("id", "state", "exit_code", "name")} == {
+        "id": "demo-1", "state": "FAILED", "exit_code": 6, "name": "demo"
+    }  # fmt: skip
     waited = run(["wait", "demo-1"], home)
     assert waited.exit_code == 6
     assert run(["stop", "demo-1"], home).exit_code == 0  # idempotent on an ended job
+
+
+def test_docs_show_every_verb_and_flag() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    for name, command in cli.commands.items():
+        assert f"## {name}" in text or f"## {name} (the default)" in text, name
+        for param in command.params:
+            for flag in [*param.opts, *param.secondary_opts]:
+                if flag.startswith("-") and flag not in ("-h", "--help"):
+                    assert f"`{flag}" in text or f"{flag} " in text, f"docs/cli.md does not show {name} {flag}"

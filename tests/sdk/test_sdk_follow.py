@@ -14,7 +14,7 @@ import pytest
 from malaunch.sdk import Backend, JobHandle, JobState, JobStatus, WaitTimeout
 from malaunch.sdk.backends.base import make_job_id
 from malaunch.sdk.backends.logtail import follow_files, read_files
-from malaunch.sdk.errors import BackendError, ConfigError, JobNotFound, SpecError, exit_code_for
+from malaunch.sdk.errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError, exit_code_for
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.plan import SubmitPlan
 from malaunch.sdk.spec import JobSpec
@@ -92,6 +92,7 @@ def test_follow_reports_hosts_heartbeats_and_end() -> None:
     assert any(t.startswith("host 1 (127.0.0.2) failed, exit code 6") for t in texts)
     beats = [t for t in texts if "no output for" in t]
     assert beats, "a silent job must show heartbeats"
+    assert "hosts running: [0, 1]" in beats[0]  # a list of host indexes, never read as a count
     assert events[-1].kind == "end" and events[-1].status is not None
     assert exit_code_of(events[-1].status) == 6
     assert "job j FAILED after 2.0s, exit code 6" in events[-1].text
@@ -166,3 +167,14 @@ def test_exit_code_of_statuses() -> None:
     assert exit_code_of(job(JobState.FAILED)) == 1
     assert exit_code_of(job(JobState.STOPPED, code=143)) == 143
     assert JobState.parse("weird") is JobState.UNKNOWN and not JobState.UNKNOWN.is_terminal
+
+
+def test_a_status_stuck_in_unknown_ends_waiting_and_following() -> None:
+    unknown = JobStatus(id="j", backend="scripted", state=JobState.UNKNOWN, message="state.json is empty")
+    backend = ScriptedBackend([unknown], [])
+    with pytest.raises(JobStateUnknown, match=r"state\.json is empty"):
+        backend.handle("j").wait(poll_interval=0.0, sleep=lambda _: None, clock=FakeClock(0.5))
+    backend.ended.set()  # let the log pump end
+    with pytest.raises(JobStateUnknown) as info:
+        list(follow_job(backend.handle("j"), poll=0.001, clock=FakeClock(0.5)))
+    assert exit_code_for(info.value) == 3

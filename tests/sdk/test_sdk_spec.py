@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from malaunch.sdk import Job, JobSpec, LauncherOptions, Resources, SpecError
-from malaunch.sdk.loader import load_job_file, load_job_text, spec_from_mapping
+from malaunch.sdk.loader import LAUNCHER_ENV, load_job_file, load_job_text, spec_from_mapping
 from malaunch.sdk.spec import RESERVED_ENV, DataSpec
 
 BASE = {"name": "demo", "code_dir": "/code", "boot_file": "train.py"}
@@ -87,11 +87,63 @@ def test_unknown_keys_suggest(data: object, field: str, suggestion: str) -> None
     assert "unknown field" in str(err) and suggestion in str(err)
 
 
-@pytest.mark.parametrize("name", sorted(RESERVED_ENV))
+@pytest.mark.parametrize("name", sorted(set(RESERVED_ENV) - set(LAUNCHER_ENV)))
 def test_reserved_env_is_refused(name: str) -> None:
     err = error_of({**BASE, "env": {name: "1"}})
     assert err.field == f"env.{name}"
     assert "set by the backend" in str(err)
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER_ENV))
+def test_launcher_env_is_refused_by_a_python_spec(name: str) -> None:
+    with pytest.raises(SpecError, match="set by the backend"):
+        JobSpec(name="demo", code_dir="/code", boot_file="train.py", env={name: "1"})
+
+
+def test_platform_launcher_variables_in_env_become_fields() -> None:
+    env = {
+        "MA_RUN_METHOD": "TorchRun", "MA_TORCHRUN_MASTER_PORT": "18888",
+        "MA_EXTRA_TORCHRUN_PARAMS": "--rdzv_conf=timeout=7200 --max_restarts 0", "MSRUN_CLUSTER_TIME_OUT": 300,
+        "MS_RANKTABLE_ENABLE": "True", "MALAUNCH_GRACE_PERIOD": "5", "OMP_NUM_THREADS": "1",
+    }  # fmt: skip
+    spec = spec_from_mapping({**BASE, "env": env})
+    assert spec.run_method == "torchrun"
+    assert spec.launcher == LauncherOptions(
+        master_port=18888, torchrun_extra_params=("--rdzv_conf=timeout=7200", "--max_restarts", "0"),
+        msrun_cluster_time_out=300, msrun_rank_table=True, grace_period=5.0,
+    )  # fmt: skip
+    assert dict(spec.env) == {"OMP_NUM_THREADS": "1"}
+    same = spec_from_mapping({**BASE, "launcher": {"master_port": 18888}, "env": {"MA_TORCHRUN_MASTER_PORT": "18888"}})
+    assert same.launcher.master_port == 18888
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "other"),
+    [
+        ({"launcher": {"master_port": 1234}, "env": {"MA_TORCHRUN_MASTER_PORT": "18888"}},
+         "env.MA_TORCHRUN_MASTER_PORT", "launcher.master_port"),
+        ({"run_method": "msrun", "env": {"MA_RUN_METHOD": "torchrun"}}, "env.MA_RUN_METHOD", "run_method"),
+        ({"env": {"MA_TORCHRUN_MASTER_PORT": "1", "MALAUNCH_MASTER_PORT": "2"}}, "env.MALAUNCH_MASTER_PORT",
+         "env.MA_TORCHRUN_MASTER_PORT"),
+        ({"launcher": {"msrun_cluster_time_out": 60}, "env": {"MSRUN_CLUSTER_TIME_OUT": "600"}},
+         "env.MSRUN_CLUSTER_TIME_OUT", "launcher.msrun_cluster_time_out"),
+    ],
+)  # fmt: skip
+def test_launcher_variable_and_field_set_differently_is_an_error_naming_both(
+    data: dict, field: str, other: str
+) -> None:
+    err = error_of({**BASE, **data})
+    assert err.field == field and other in str(err) and field in str(err)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("MA_TORCHRUN_MASTER_PORT", "http"), ("MA_TORCHRUN_MASTER_PORT", "70000"), ("MS_RANKTABLE_ENABLE", "maybe"),
+     ("MA_RUN_METHOD", "mpirun"), ("MSRUN_CLUSTER_TIME_OUT", "0"), ("MA_EXTRA_TORCHRUN_PARAMS", "'open")],
+)  # fmt: skip
+def test_bad_launcher_variable_values_name_the_variable(name: str, value: str) -> None:
+    err = error_of({**BASE, "env": {name: value}})
+    assert err.field == f"env.{name}"
 
 
 def test_reserved_env_points_to_the_field() -> None:

@@ -15,6 +15,8 @@ msrun spans several hosts (see :mod:`malaunch.sdk.backends.local.hostnet`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -23,32 +25,37 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from ...errors import BackendError, ConfigError, JobNotFound, SpecError
+from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...failures import failure_from_report
 from ...plan import SubmitPlan
 from ...spec import JobSpec
-from ...status import HostState, HostStatus, JobState, JobStatus
-from ..base import Backend, JobHandle
-from ..logtail import follow_files, read_files
+from ...status import JobState, JobStatus
+from ..base import Backend, JobHandle, UnknownWatch, check_code
+from ..logtail import follow_files
+from .consolelog import merged_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .jobdir import (
     JobPaths,
     is_job_process,
     job_processes,
     kill_processes,
+    pid_alive,
     read_json,
     signal_job_process,
     write_json_atomic,
 )
 from .plan import LocalRequest, plan_local
+from .state import StateWriter, job_status, new_state, read_state
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
 NETWORK_MODES = ("auto", LOOPBACK, NETNS)
 RUNNER_MODULE = "malaunch.sdk.backends.local.runner"
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# A process caught inside exec (just after Popen returned) shows an empty /proc/<pid>/environ for a moment.
+_EXEC_SETTLE = 0.5
 _SNAPSHOT_IGNORE = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -60,6 +67,24 @@ def _free_port(taken: List[int]) -> int:
         if port not in taken and port + 1 not in taken and port - 1 not in taken:
             return port
     raise BackendError("could not find a free TCP port; set launcher.master_port / msrun_master_port")
+
+
+def _still_ours(pid: int, job_id: str) -> bool:
+    """Whether live ``pid`` is the job's, looking again for up to :data:`_EXEC_SETTLE` s before saying no (the
+    state is never declared lost because a process was read in the middle of its exec)."""
+    deadline = time.monotonic() + _EXEC_SETTLE
+    while True:
+        if is_job_process(pid, job_id):
+            return True
+        if not pid_alive(pid) or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def _request_json(paths: JobPaths) -> Dict[str, Any]:
+    """The ``request`` of the job's ``plan.json``, or {} when it is missing or damaged."""
+    request = (read_json(paths.plan_file) or {}).get("request")
+    return request if isinstance(request, dict) else {}
 
 
 class LocalBackend(Backend):
@@ -100,16 +125,15 @@ class LocalBackend(Backend):
         return SubmitPlan(backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=notes)
 
     # -- execution ---------------------------------------------------------------------------------------
-    def _check_inputs(self, spec: JobSpec, request: LocalRequest) -> None:
-        if not os.path.isdir(spec.code_dir):
-            raise SpecError("code_dir", "is not an existing folder", spec.code_dir, "give the folder with your code")
-        boot = os.path.join(spec.code_dir, os.path.normpath(spec.boot_file))
-        if not os.path.isfile(boot):
-            raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
+    def check(self, plan: SubmitPlan) -> None:
+        """What ``execute`` checks on this machine before it starts anything (also run by ``--dry-run``)."""
+        spec = plan.spec
+        check_code(spec)
         for item in spec.inputs:
             if item.path is not None and not os.path.exists(item.path):
                 raise SpecError(f"inputs.{item.name}.path", "does not exist", item.path, "check the path")
-        if request.network.get("kind") == NETNS:
+        request = plan.request
+        if isinstance(request, LocalRequest) and request.network.get("kind") == NETNS:
             NetnsNetwork.check_available(spec.resources.hosts)
 
     def _snapshot(self, request: LocalRequest) -> None:
@@ -128,7 +152,7 @@ class LocalBackend(Backend):
         request = plan.request
         if not isinstance(request, LocalRequest):
             raise BackendError(f"the local backend cannot execute a {type(request).__name__} plan; plan it locally")
-        self._check_inputs(plan.spec, request)
+        self.check(plan)
         taken: List[int] = []
         ports: Dict[str, int] = {}
         for name in request.auto_ports:
@@ -154,6 +178,8 @@ class LocalBackend(Backend):
         return JobHandle(self, plan.job_id)
 
     def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths) -> None:
+        hosts = [{"index": h.index, "address": h.address, "log_file": h.console_log} for h in request.hosts]
+        write_json_atomic(paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts))
         self._snapshot(request)
         for folder in request.dirs:
             os.makedirs(folder, exist_ok=True)
@@ -164,17 +190,6 @@ class LocalBackend(Backend):
         data = plan.to_json()
         data["request"] = request.to_json()
         write_json_atomic(paths.plan_file, data)
-        hosts = [
-            {"index": h.index, "address": h.address, "state": "PENDING", "pid": None, "exit_code": None,
-             "started_at": None, "ended_at": None, "log_file": h.console_log}
-            for h in request.hosts
-        ]  # fmt: skip
-        state = {
-            "version": 1, "job_id": plan.job_id, "name": plan.spec.name, "state": "PENDING", "exit_code": None,
-            "message": "", "created_at": plan.created_at, "started_at": None, "ended_at": None,
-            "runner_pid": None, "first_failure": None, "hosts": hosts,
-        }  # fmt: skip
-        write_json_atomic(paths.state_file, state)
 
     def _start_runner(self, paths: JobPaths) -> None:
         env = dict(self.environ)
@@ -194,11 +209,30 @@ class LocalBackend(Backend):
             handle.write(f"{proc.pid}\n")
 
     # -- management ----------------------------------------------------------------------------------------
+    def _job_names(self) -> List[str]:
+        root = os.path.join(self.home, "jobs")
+        try:
+            names = os.listdir(root)
+        except OSError:
+            return []
+        return sorted(n for n in names if _JOB_ID.match(n) and os.path.isdir(os.path.join(root, n)))
+
+    def resolve_id(self, job_id: str) -> str:
+        """``job_id`` itself, or the one job whose id starts with it."""
+        if _JOB_ID.match(job_id) and os.path.isdir(JobPaths(self.home, job_id).job_dir):
+            return job_id
+        matches = [name for name in self._job_names() if name.startswith(job_id)] if _JOB_ID.match(job_id) else []
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+            raise ConfigError(
+                f"job id prefix {job_id!r} matches {len(matches)} jobs ({shown})", job_id, "give more of the id"
+            )
+        raise JobNotFound(job_id, self.name, f"see 'ma-submit list' (MALAUNCH_HOME={self.home})")
+
     def _paths(self, job_id: str) -> JobPaths:
-        paths = JobPaths(self.home, job_id)
-        if not _JOB_ID.match(job_id) or not os.path.isdir(paths.job_dir):
-            raise JobNotFound(job_id, self.name, f"see 'ma-submit list' (MALAUNCH_HOME={self.home})")
-        return paths
+        return JobPaths(self.home, self.resolve_id(job_id))
 
     def _runner_pid(self, paths: JobPaths, state: Mapping[str, Any]) -> Optional[int]:
         proc = self._runners.get(paths.job_id)
@@ -214,55 +248,60 @@ class LocalBackend(Backend):
             return None
 
     def _status_of(self, paths: JobPaths) -> JobStatus:
-        state = read_json(paths.state_file)
-        if state is None:
-            return JobStatus(id=paths.job_id, backend=self.name, state=JobState.PENDING, location=paths.job_dir)
-        job_state = JobState.parse(state.get("state"))
-        message = str(state.get("message") or "")
-        if not job_state.is_terminal:
-            runner = self._runner_pid(paths, state)
-            if runner is not None and not is_job_process(runner, paths.job_id):
-                left = job_processes(paths.job_id)
-                job_state = JobState.UNKNOWN if left else JobState.FAILED
-                message = (
-                    f"the job runner (pid {runner}) ended without recording the result"
-                    + (f"; processes {left} still run: stop them with 'ma-submit stop {paths.job_id}'" if left else "")
-                    + f"; see {paths.runner_log}"
-                )
-        hosts = tuple(
-            HostStatus(
-                index=int(h.get("index", i)), address=str(h.get("address", "")),
-                state=HostState.parse(h.get("state")), pid=h.get("pid"), exit_code=h.get("exit_code"),
-                started_at=h.get("started_at"), ended_at=h.get("ended_at"), log_file=h.get("log_file"),
-                detail=str(h.get("detail") or ""),
-            )
-            for i, h in enumerate(state.get("hosts") or [])
-        )  # fmt: skip
-        return JobStatus(
-            id=paths.job_id, backend=self.name, state=job_state, exit_code=state.get("exit_code"), message=message,
-            raw_state=str(state.get("state")), name=str(state.get("name") or ""),
-            created_at=state.get("created_at"), started_at=state.get("started_at"), ended_at=state.get("ended_at"),
-            hosts=hosts, location=paths.job_dir, failure_class=_failure_class(paths, job_state, state),
-        )  # fmt: skip
+        reading = read_state(paths.state_file)
+        runner = self._runner_pid(paths, reading.data or {})
+        status = job_status(
+            paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
+        )
+        if status.state is JobState.FAILED:
+            status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
+        if status.is_terminal and runner is not None:
+            self._let_runner_exit(paths, runner)
+        return status
+
+    def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
+        """The runner records the end, then exits: give it a moment, so an ended job has nothing left running."""
+        deadline = time.monotonic() + _EXEC_SETTLE
+        while is_job_process(runner, paths.job_id) and time.monotonic() < deadline:
+            self._runner_pid(paths, {})  # reaps it when it is our own child
+            time.sleep(0.01)
 
     def status(self, job_id: str) -> JobStatus:
         return self._status_of(self._paths(job_id))
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         paths = self._paths(job_id)
-        plan = read_json(paths.plan_file) or {}
-        count = len(plan.get("request", {}).get("hosts", [])) or 1
+        reading = read_state(paths.state_file)
+        count = len(reading.data["hosts"]) if reading.data is not None else 0
+        if not count:
+            hosts = _request_json(paths).get("hosts")
+            count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
-            return read_files(files)
-        return follow_files(files, lambda: self._status_of(paths).is_terminal)
+            return merged_lines(files)
+        return self._follow(paths, files)
+
+    def _follow(self, paths: JobPaths, files: List[Tuple[str, str]]) -> Iterator[str]:
+        watch = UnknownWatch()
+
+        def ended() -> bool:
+            status = self._status_of(paths)
+            return status.is_terminal or watch.gave_up(status)
+
+        yield from follow_files(files, ended)
+        status = self._status_of(paths)
+        if not status.is_terminal:
+            raise JobStateUnknown(paths.job_id, status.message)
 
     def stop(self, job_id: str) -> JobStatus:
         paths = self._paths(job_id)
+        job_id = paths.job_id  # the full id when a prefix was given
         status = self._status_of(paths)
-        plan = read_json(paths.plan_file) or {}
-        grace = float(plan.get("request", {}).get("grace_period", 30.0))
-        state = read_json(paths.state_file) or {}
+        request = _request_json(paths)
+        grace = request.get("grace_period", 30.0)
+        grace = float(grace) if isinstance(grace, (int, float)) and 0 <= grace < 3600 else 30.0
+        reading = read_state(paths.state_file)
+        state = reading.data or {}
         runner = self._runner_pid(paths, state)
         if runner is not None and not status.is_terminal and signal_job_process(runner, job_id, signal.SIGTERM):
             deadline = time.monotonic() + grace + 30.0
@@ -272,30 +311,39 @@ class LocalBackend(Backend):
         left = kill_processes(lambda: job_processes(job_id, exclude=(os.getpid(),)), grace=grace, job_id=job_id)
         if left:
             raise BackendError(f"job {job_id}: processes {left} survived SIGKILL; check them with 'ps -p'")
-        network = plan.get("request", {}).get("network")
+        network = request.get("network")
         if isinstance(network, dict):
-            network_from_json(network).teardown()
-        final = read_json(paths.state_file) or state
-        if not JobState.parse(final.get("state")).is_terminal:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                network_from_json(network).teardown()
+        final = read_state(paths.state_file).data
+        if final is not None and not JobState(final["state"]).is_terminal:
             final.update(state="STOPPED", exit_code=128 + signal.SIGTERM, ended_at=time.time())
-            final["message"] = (final.get("message") or "") + " stopped after the runner was gone"
-            for host in final.get("hosts") or []:
-                if host.get("state") == "RUNNING":
+            final["message"] = "; ".join(filter(None, [final["message"], "stopped after the runner was gone"]))
+            for host in final["hosts"]:
+                if host["state"] == "RUNNING":
                     host["state"] = "EXITED"
-            write_json_atomic(paths.state_file, final)
+            StateWriter(paths).save(final)
         return self._status_of(paths)
 
     def list(self) -> List[JobStatus]:
-        root = os.path.join(self.home, "jobs")
-        try:
-            names = os.listdir(root)
-        except OSError:
-            return []
-        found = []
-        for name in names:
-            if _JOB_ID.match(name) and os.path.isdir(os.path.join(root, name)):
-                found.append(self._status_of(JobPaths(self.home, name)))
+        found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+
+    def delete(self, job_id: str) -> str:
+        paths = self._paths(job_id)
+        status = self._status_of(paths)
+        left = job_processes(paths.job_id)
+        if left or not (status.is_terminal or status.state is JobState.UNKNOWN):
+            raise ConfigError(
+                f"job {paths.job_id} is {status.state.value} (processes {left or 'starting'})",
+                paths.job_id,
+                f"stop it first: 'ma-submit stop {paths.job_id}'",
+            )
+        try:
+            shutil.rmtree(paths.job_dir)
+        except OSError as exc:
+            raise BackendError(f"cannot delete {paths.job_dir}: {exc.strerror or exc}; check its permissions") from None
+        return paths.job_id
 
 
 def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

@@ -64,6 +64,10 @@ class JobPaths:
         """Host ``index``'s shim output."""
         return os.path.join(self.job_dir, "hosts", str(index), "console.log")
 
+    def report_file(self, index: int) -> str:
+        """Host ``index``'s shim report (``MALAUNCH_REPORT_FILE``)."""
+        return os.path.join(self.job_dir, "hosts", str(index), "report.json")
+
 
 def write_json_atomic(path: str, data: Any) -> None:
     """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash)."""

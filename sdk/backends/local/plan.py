@@ -25,6 +25,7 @@ from malaunch.entrypoint.cluster_env import DEFAULT_GRACE_PERIOD
 
 from ...errors import ConfigError
 from ...plan import AUTO
+from ...redact import mask_env
 from ...spec import JobSpec
 from .hostnet import HostNetwork
 
@@ -162,7 +163,7 @@ class LocalRequest:
             lines.append(f"  command: {shlex.join(host.argv)}")
             lines.append(f"  console log: {host.console_log}")
             lines.append("  environment (added to the inherited one):")
-            lines.extend(f"    {key}={value}" for key, value in sorted(host.env.items()))
+            lines.extend(f"    {key}={value}" for key, value in sorted(mask_env(host.env).items()))
         for path, text in sorted(self.files.items()):
             lines.append(f"file {path}:")
             lines.extend(f"  {line}" for line in text.splitlines())

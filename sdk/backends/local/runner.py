@@ -11,6 +11,10 @@ harming the job. Contract:
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
+6. A host's exit code and root cause are its shim's own report when it wrote one (else its wait status).
+7. Writing the state never kills the runner: a failed write (full disk) is recorded as soon as a write works
+   again (see :class:`~malaunch.sdk.backends.local.state.StateWriter`); a full disk is noted in the state.
+   Every ~50 ms the consoles' growth is noted for ``logs`` merged by time (:mod:`.consolelog`).
 """
 
 from __future__ import annotations
@@ -25,15 +29,18 @@ from typing import Any, Dict, List, Optional
 
 from malaunch.entrypoint import proctree
 
+from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
-from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process, write_json_atomic
+from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
 from .plan import HostCommand, LocalRequest, host_environment
+from .state import StateWriter, disk_space_note, read_host_report, read_state
 
 __all__ = ["STOP_EXIT_CODE", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
 _KILL_MARGIN = 10.0
 _TICK = 0.05
+_DISK_CHECK = 1.0
 
 
 def _become_subreaper() -> None:
@@ -43,20 +50,6 @@ def _become_subreaper() -> None:
 def _exit_code(wait_status: int) -> int:
     code = os.waitstatus_to_exitcode(wait_status)
     return 128 - code if code < 0 else code
-
-
-def _report_detail(path: str) -> str:
-    """A few words from the shim's report: the root-cause rank, or the signal that stopped the shim."""
-    report = read_json(path)
-    if report is None:
-        return ""
-    cause = report.get("root_cause")
-    if isinstance(cause, dict):
-        who = f"rank {cause.get('rank')}" if cause.get("rank") is not None else str(cause.get("name"))
-        return f"root cause {who} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
-    if report.get("shim_signal_name"):
-        return f"shim stopped by {report['shim_signal_name']}"
-    return ""
 
 
 class Runner:
@@ -76,10 +69,25 @@ class Runner:
         self.stop_signal = 0
         self.teardown_at: Optional[float] = None  # monotonic time the hosts were told to stop
         self.killed = False
+        self.writer = StateWriter(paths)
+        self.index = ConsoleIndex([host.console_log for host in request.hosts])
+        self.disk_checked = 0.0
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
-        write_json_atomic(self.paths.state_file, self.state)
+        self.writer.save(self.state)
+
+    def watch_outputs(self) -> None:
+        """Note the consoles' growth; once a second, whether the job's disk is full (kept once found)."""
+        self.index.note(time.time())
+        now = time.monotonic()
+        if now - self.disk_checked >= _DISK_CHECK:
+            self.disk_checked = now
+            if not self.state.get("disk_full"):
+                note = disk_space_note(self.paths.job_dir)
+                if note:
+                    self.state["disk_full"] = note
+                    self.save()
 
     def host(self, index: int) -> Dict[str, Any]:
         hosts: List[Dict[str, Any]] = self.state["hosts"]
@@ -146,7 +154,10 @@ class Runner:
             if index is None:
                 continue  # an orphaned rank re-parented to us
             code = _exit_code(status)
-            detail = _report_detail(self.request.hosts[index].report_file)
+            report = read_host_report(self.request.hosts[index].report_file)
+            detail = ""
+            if report is not None:  # one truth per host: the shim's own account wins over its wait status
+                code, detail = report.exit_code, report.detail
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
@@ -168,6 +179,7 @@ class Runner:
         self.killed = True
 
     def run(self) -> int:
+        self.writer.make_reserve()
         self.state.update(state="RUNNING", runner_pid=os.getpid(), started_at=time.time())
         self.save()
         try:
@@ -191,6 +203,7 @@ class Runner:
                 self.save()
             if self.reap():
                 self.save()
+            self.watch_outputs()
             if (
                 self.teardown_at is not None
                 and not self.killed
@@ -202,6 +215,11 @@ class Runner:
 
     def finish(self) -> int:
         self.reap()
+        self.index.note(time.time())
+        self.index.close()
+        note = disk_space_note(self.paths.job_dir)
+        if note and not self.state.get("disk_full"):
+            self.state["disk_full"] = note
         left = kill_processes(
             lambda: job_processes(self.request.job_id, exclude=(os.getpid(),)),
             grace=2.0,
@@ -220,6 +238,7 @@ class Runner:
         if left:
             self.state["message"] = f"{self.state.get('message', '')}; processes {left} could not be killed".strip("; ")
         self.state["ended_at"] = time.time()
+        self.writer.drop_reserve()  # first: on a full disk it makes room for this last write
         self.save()
         return 0
 
@@ -233,10 +252,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     job_dir = os.path.abspath(args[0])
     paths = JobPaths(os.path.dirname(os.path.dirname(job_dir)), os.path.basename(job_dir))
     plan = read_json(paths.plan_file)
-    state = read_json(paths.state_file)
-    if plan is None or state is None:
-        sys.stderr.write(f"local_runner: {job_dir} has no readable plan.json/state.json\n")
+    reading = read_state(paths.state_file)
+    if plan is None or reading.data is None:
+        sys.stderr.write(f"local_runner: {job_dir}: plan.json unreadable or {reading.problem}\n")
         return 2
+    state = reading.data
     request = LocalRequest.from_json(plan["request"])
     _become_subreaper()
     runner = Runner(paths, request, state)
@@ -255,4 +275,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_code)  # the end is recorded: leave at once rather than linger in interpreter shutdown

@@ -1,0 +1,360 @@
+"""The local backend's job state (``state.json``): its schema, validated reads, safe writes, and the job's status.
+
+Contract:
+
+1. ``state.json`` carries ``"version": STATE_VERSION``. :func:`read_state` never raises: a missing, empty,
+   truncated, binary or wrongly shaped file gives a :class:`StateReading` with ``data=None`` and a one-line
+   ``problem`` (``hosts[1].pid must be a whole number > 1 or null, got 'x'``).
+2. Writes are atomic (temporary file, fsync, rename). :class:`StateWriter` never raises either: a failed
+   write (a full disk) is kept in ``write_error`` and written as soon as a write succeeds again; a small
+   reserve file made at submit is given up first so that the record of the failure itself fits.
+3. :func:`job_status` turns a reading into a :class:`~malaunch.sdk.status.JobStatus`. A damaged file is
+   ``UNKNOWN`` with its reason. When the runner is gone before recording the end, each host's result is
+   taken from its shim's own JSON report, so a job whose hosts finished is still SUCCEEDED or FAILED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ...errors import show_value
+from ...status import HostState, HostStatus, JobState, JobStatus
+from .jobdir import JobPaths, write_json_atomic
+
+__all__ = [
+    "RESERVE_BYTES",
+    "STATE_VERSION",
+    "HostReport",
+    "StateReading",
+    "StateWriter",
+    "disk_space_note",
+    "job_status",
+    "new_state",
+    "read_host_report",
+    "read_state",
+    "validate_state",
+]
+
+STATE_VERSION = 1
+RESERVE_BYTES = 256 << 10
+_MAX_BYTES = 16 << 20
+_LOW_SPACE = 64 << 10
+_JOB_STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
+_HOST_STATES = ("PENDING", "RUNNING", "EXITED")
+
+
+class _Damaged(ValueError):
+    """One reason why a state file cannot be used."""
+
+
+@dataclass(frozen=True)
+class StateReading:
+    """A validated ``state.json`` (``data``), or ``data=None`` and why (``problem``)."""
+
+    data: Optional[Dict[str, Any]]
+    problem: str = ""
+
+
+def _int(data: Mapping[str, Any], key: str, where: str, *, low: Optional[int] = None) -> Optional[int]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        bound = f" >= {low}" if low is not None else ""
+        raise _Damaged(f"{where}{key} must be a whole number{bound} or null, got {show_value(value)}")
+    return value
+
+
+def _time(data: Mapping[str, Any], key: str, where: str) -> Optional[float]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise _Damaged(f"{where}{key} must be seconds since the epoch or null, got {show_value(value)}")
+    return float(value)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str, *, optional: bool = True) -> Optional[str]:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise _Damaged(f"{where}{key} must be a string, got {show_value(value)}")
+    return value
+
+
+def _choice(data: Mapping[str, Any], key: str, where: str, choices: Sequence[str]) -> str:
+    value = data.get(key)
+    if value not in choices:
+        raise _Damaged(f"{where}{key} must be one of {', '.join(choices)}, got {show_value(value)}")
+    return str(value)
+
+
+def _host(raw: object, position: int) -> Dict[str, Any]:
+    where = f"hosts[{position}]."
+    if not isinstance(raw, dict):
+        raise _Damaged(f"hosts[{position}] must be an object, got {show_value(raw)}")
+    return {
+        "index": _int(raw, "index", where, low=0) if raw.get("index") is not None else position,
+        "address": _text(raw, "address", where) or "",
+        "state": _choice(raw, "state", where, _HOST_STATES),
+        "pid": _int(raw, "pid", where, low=2),
+        "exit_code": _int(raw, "exit_code", where),
+        "started_at": _time(raw, "started_at", where),
+        "ended_at": _time(raw, "ended_at", where),
+        "log_file": _text(raw, "log_file", where),
+        "detail": _text(raw, "detail", where) or "",
+    }
+
+
+def validate_state(raw: object) -> Dict[str, Any]:
+    """The state in ``raw`` with every field checked and defaulted; raises ``ValueError`` with one reason."""
+    if not isinstance(raw, dict):
+        raise _Damaged(f"holds a JSON {type(raw).__name__}, not an object")
+    version = _int(raw, "version", "", low=1)
+    if version is None:
+        raise _Damaged("has no version")
+    if version > STATE_VERSION:
+        raise _Damaged(f"has version {version}, newer than this malaunch ({STATE_VERSION}); upgrade malaunch")
+    hosts = raw.get("hosts")
+    if not isinstance(hosts, list):
+        raise _Damaged(f"hosts must be a list, got {show_value(hosts)}")
+    failure = raw.get("first_failure")
+    if failure is not None:
+        if not isinstance(failure, dict):
+            raise _Damaged(f"first_failure must be an object or null, got {show_value(failure)}")
+        failure = {"host": _int(failure, "host", "first_failure."), "exit_code": _int(failure, "exit_code", "")}
+    job_id = _text(raw, "job_id", "", optional=False)
+    return {
+        "version": version,
+        "job_id": job_id,
+        "name": _text(raw, "name", "") or "",
+        "state": _choice(raw, "state", "", _JOB_STATES),
+        "exit_code": _int(raw, "exit_code", ""),
+        "message": _text(raw, "message", "") or "",
+        "created_at": _time(raw, "created_at", ""),
+        "started_at": _time(raw, "started_at", ""),
+        "ended_at": _time(raw, "ended_at", ""),
+        "runner_pid": _int(raw, "runner_pid", "", low=2),
+        "first_failure": failure,
+        "write_error": _text(raw, "write_error", ""),
+        "disk_full": _text(raw, "disk_full", ""),
+        "hosts": [_host(host, position) for position, host in enumerate(hosts)],
+    }
+
+
+def _load(path: str) -> object:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise _Damaged("is missing") from None
+    except OSError as exc:
+        raise _Damaged(f"cannot be read ({exc.strerror or exc})") from None
+    if not raw.strip():
+        raise _Damaged("is empty")
+    if len(raw) > _MAX_BYTES:
+        raise _Damaged(f"is larger than {_MAX_BYTES >> 20} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Damaged("is not UTF-8 text (binary data)") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise _Damaged("is nested too deeply") from None
+    except ValueError as exc:
+        raise _Damaged(f"is not valid JSON, truncated or corrupted ({exc})") from None
+
+
+def read_state(path: str) -> StateReading:
+    """Read and validate ``path``; never raises (see the module docstring)."""
+    try:
+        return StateReading(validate_state(_load(path)))
+    except _Damaged as damaged:
+        return StateReading(None, f"state.json {damaged}")
+
+
+def new_state(job_id: str, name: str, created_at: float, hosts: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The state of a job that was just submitted; ``hosts`` gives each host's index, address and log file."""
+    return {
+        "version": STATE_VERSION, "job_id": job_id, "name": name, "state": "PENDING", "exit_code": None,
+        "message": "", "created_at": created_at, "started_at": None, "ended_at": None, "runner_pid": None,
+        "first_failure": None, "write_error": None, "disk_full": None,
+        "hosts": [
+            {"index": h["index"], "address": h["address"], "state": "PENDING", "pid": None, "exit_code": None,
+             "started_at": None, "ended_at": None, "log_file": h["log_file"], "detail": ""}
+            for h in hosts
+        ],
+    }  # fmt: skip
+
+
+def _reserve_path(paths: JobPaths) -> str:
+    return os.path.join(paths.job_dir, ".state-reserve")
+
+
+class StateWriter:
+    """Writes one job's ``state.json``; a failed write is remembered in ``write_error``, never raised."""
+
+    def __init__(self, paths: JobPaths) -> None:
+        self.paths = paths
+        self.failure: Optional[str] = None
+
+    def make_reserve(self) -> None:
+        """Set aside :data:`RESERVE_BYTES` on the job's disk, given up when a write fails for lack of space."""
+        try:
+            with open(_reserve_path(self.paths), "wb") as handle:
+                handle.write(b"\0" * RESERVE_BYTES)
+        except OSError:
+            pass
+
+    def drop_reserve(self) -> None:
+        """Give the reserve back once the job has ended."""
+        with contextlib.suppress(OSError):
+            os.unlink(_reserve_path(self.paths))
+
+    def save(self, state: Dict[str, Any]) -> bool:
+        """Write ``state`` atomically; on failure give up the reserve and retry once. True when written."""
+        for attempt in range(2):
+            if self.failure is not None:
+                state["write_error"] = self.failure
+            try:
+                write_json_atomic(self.paths.state_file, state)
+                return True
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                if exc.errno == errno.ENOSPC:
+                    reason += " (the disk is full: console logs and reports may be incomplete)"
+                if self.failure is None:
+                    self.failure = f"writing {self.paths.state_file} failed: {reason}"
+                if attempt == 0:
+                    if not os.path.exists(_reserve_path(self.paths)):
+                        return False
+                    self.drop_reserve()
+        return False
+
+
+def disk_space_note(path: str) -> Optional[str]:
+    """A sentence when the file system holding ``path`` is (nearly) full, else None."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    free = info.f_bavail * info.f_frsize
+    if free >= _LOW_SPACE:
+        return None
+    return f"the disk holding {path} is full ({free} bytes free): console logs and reports may be incomplete"
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """What a host's shim reported about its own end (``report.json``)."""
+
+    exit_code: int
+    status: str
+    detail: str
+    written_at: float
+
+
+def _report_detail(report: Mapping[str, Any]) -> str:
+    cause = report.get("root_cause")
+    if isinstance(cause, dict):
+        rank = cause.get("rank")
+        who = f"rank {rank}" if isinstance(rank, int) else show_value(cause.get("name"))
+        return f"root cause {who} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
+    if isinstance(report.get("shim_signal_name"), str):
+        return f"shim stopped by {report['shim_signal_name']}"
+    return ""
+
+
+def read_host_report(path: str) -> Optional[HostReport]:
+    """The shim's report in ``path``, or None when it is missing or not a report."""
+    try:
+        data = _load(path)
+        written_at = os.stat(path).st_mtime
+    except (_Damaged, OSError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    code, status = data.get("exit_code"), data.get("status")
+    if isinstance(code, bool) or not isinstance(code, int) or not isinstance(status, str):
+        return None
+    return HostReport(code, status, _report_detail(data), written_at)
+
+
+def _host_status(host: Mapping[str, Any]) -> HostStatus:
+    return HostStatus(
+        index=host["index"], address=host["address"], state=HostState(host["state"]), pid=host["pid"],
+        exit_code=host["exit_code"], started_at=host["started_at"], ended_at=host["ended_at"],
+        log_file=host["log_file"], detail=host["detail"],
+    )  # fmt: skip
+
+
+def _recover(data: Dict[str, Any], paths: JobPaths, runner: Optional[int], is_ours: Callable[[int], bool]) -> None:
+    """The runner is gone without recording the end: fill in each host from its shim's report (in place)."""
+    running: List[int] = []
+    for host in data["hosts"]:
+        if host["state"] == "EXITED":
+            continue
+        report = read_host_report(paths.report_file(host["index"]))
+        if report is not None:
+            host.update(state="EXITED", exit_code=report.exit_code, detail=report.detail, ended_at=report.written_at)
+        elif host["pid"] is not None and is_ours(host["pid"]):
+            running.append(host["index"])
+        elif host["state"] == "RUNNING":
+            host.update(state="EXITED", detail="ended without writing its report")
+    gone = f"the job runner (pid {runner}) ended without recording the result"
+    if running:
+        data.update(state="RUNNING", message=f"{gone}; hosts {running} still run, their reports will give it")
+        return
+    if not any(host["state"] == "EXITED" for host in data["hosts"]):
+        data.update(state="FAILED", message=f"{gone} before starting any host; see {paths.runner_log}")
+        return
+    failed = [h for h in data["hosts"] if h["state"] != "EXITED" or h["exit_code"] != 0]
+    if not failed:
+        data.update(state="SUCCEEDED", exit_code=0, message=f"{gone}; every host's report says it succeeded")
+    else:
+        first = min(failed, key=lambda h: (not h["detail"].startswith("root cause"), h["ended_at"] or math.inf))
+        code = first["exit_code"]
+        stopped = all(h["detail"].startswith("shim stopped") for h in failed)
+        data.update(
+            state="STOPPED" if stopped else "FAILED",
+            exit_code=code,
+            message=f"{gone}; host {first['index']} " + ("was stopped" if stopped else f"exited with {code}"),
+        )
+    data["ended_at"] = max((h["ended_at"] or 0.0 for h in data["hosts"]), default=None) or data["ended_at"]
+
+
+def job_status(
+    paths: JobPaths,
+    reading: StateReading,
+    *,
+    backend: str,
+    runner_pid: Optional[int],
+    is_ours: Callable[[int], bool],
+) -> JobStatus:
+    """The status of the job in ``paths`` from ``reading``. ``is_ours(pid)`` proves a process is the job's;
+    ``runner_pid`` is the runner's pid when known (None: the runner was not started yet)."""
+    if reading.data is None:
+        return JobStatus(
+            id=paths.job_id, backend=backend, state=JobState.UNKNOWN, raw_state="damaged", location=paths.job_dir,
+            message=f"{reading.problem}; the job's files are in {paths.job_dir} ('ma-submit delete {paths.job_id}' "
+            "removes them)",
+        )  # fmt: skip
+    data = {**reading.data, "hosts": [dict(h) for h in reading.data["hosts"]]}
+    if not JobState(data["state"]).is_terminal and runner_pid is not None and not is_ours(runner_pid):
+        _recover(data, paths, runner_pid, is_ours)
+    notes = [text for text in (data["write_error"], data["disk_full"]) if text]
+    message = "; ".join([data["message"], *notes]) if data["message"] else "; ".join(notes)
+    return JobStatus(
+        id=paths.job_id, backend=backend, state=JobState(data["state"]), exit_code=data["exit_code"],
+        message=message, raw_state=data["state"], name=data["name"], created_at=data["created_at"],
+        started_at=data["started_at"], ended_at=data["ended_at"],
+        hosts=tuple(_host_status(h) for h in data["hosts"]), location=paths.job_dir,
+    )  # fmt: skip

@@ -1,0 +1,256 @@
+"""The management verbs of ``ma-submit``: status, logs, stop, wait, list, delete, prune (parse, call, print).
+
+Every verb takes ``--backend`` and goes through :func:`~malaunch.sdk.backends.get_backend`, so it works the
+same on every backend; a job id may be a unique prefix (``Backend.resolve_id``). Printing lives here and in
+:mod:`malaunch.sdk.cli`; exit codes are decided in ``MaSubmitGroup.main``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any, List, Optional, Tuple
+
+import click
+
+from .backends import Backend, get_backend
+from .backends.job_index import JobIndex
+from .follow import describe_end
+from .logview import LogQuery, view_logs
+from .spec import BACKEND_NAMES
+from .status import JobState, JobStatus, exit_code_of
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "MANAGEMENT_COMMANDS",
+    "OUTPUT",
+    "echo_json",
+    "format_age",
+    "note",
+    "parse_duration",
+    "render_list",
+    "render_status",
+]
+
+EXIT_INTERRUPTED = 130
+OUTPUT = click.Choice(["text", "json"])
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def note(text: str) -> None:
+    """A progress or note line on stderr."""
+    click.echo(f"ma-submit: {text}", err=True)
+
+
+def echo_json(data: Any) -> None:
+    """Pretty JSON on stdout."""
+    click.echo(json.dumps(data, indent=2))
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``12h``, ``7d``, ``2w`` -> seconds; raises ``ValueError``."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 7d or 2w")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def format_age(seconds: Optional[float]) -> str:
+    """``42s``, ``5m``, ``3h``, ``2d``; ``-`` when unknown."""
+    if seconds is None or seconds < 0:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+class _Duration(click.ParamType[float]):
+    name = "DURATION"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _backend_option(function: Any) -> Any:
+    return click.option(
+        "--backend",
+        type=click.Choice(BACKEND_NAMES),
+        default=None,
+        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else local.",
+    )(function)
+
+
+def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
+    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``local``."""
+    if backend is None and job_id is not None:
+        backend = JobIndex.default(os.environ).backend_of(job_id)
+    return get_backend(backend or "local")
+
+
+def _resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
+    impl = _backend_for(backend, job_id)
+    return impl, impl.resolve_id(job_id)
+
+
+def render_status(status: JobStatus) -> str:
+    """The text of ``ma-submit status``."""
+    code = "-" if status.exit_code is None else str(status.exit_code)
+    lines = [
+        f"id:        {status.id}",
+        f"state:     {status.state.value}",
+        f"exit code: {code}",
+        f"location:  {status.location}",
+    ]
+    if status.message:
+        lines.append(f"message:   {status.message}")
+    for host in status.hosts:
+        running = "" if host.pid is None else f"pid {host.pid}"
+        detail = running if host.exit_code is None else f"exit code {host.exit_code}"
+        if host.detail:
+            detail = f"{detail}; {host.detail}" if detail else host.detail
+        lines.append(f"host {host.index}:    {host.address:<15} {host.state.value:<8} {detail}")
+    return "\n".join(lines)
+
+
+def _duration_of(status: JobStatus, now: float) -> Optional[float]:
+    if status.started_at is None:
+        return None
+    return (status.ended_at if status.ended_at is not None else now) - status.started_at
+
+
+def render_list(statuses: List[JobStatus], now: float) -> str:
+    """The table of ``ma-submit list``: header, then one row per job, in the given order."""
+    rows = [("JOB ID", "STATE", "AGE", "DURATION", "EXIT CODE")]
+    for status in statuses:
+        age = None if status.created_at is None else now - status.created_at
+        code = "-" if status.exit_code is None else str(status.exit_code)
+        rows.append((status.id, status.state.value, format_age(age), format_age(_duration_of(status, now)), code))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4] for row in rows
+    )
+
+
+@click.command("status")
+@_backend_option
+@click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
+@click.argument("job_id")
+def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
+    """Show the state of JOB_ID (and of each of its hosts)."""
+    impl, ident = _resolved(backend, job_id)
+    status = impl.status(ident)
+    if output == "json":
+        echo_json(status.to_json())
+    else:
+        click.echo(render_status(status))
+    return 0
+
+
+@click.command("logs")
+@_backend_option
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines (then new ones with -f).")
+@click.option("--host", "hosts", type=click.IntRange(min=0), multiple=True, help="Only this host (repeatable).")
+@click.option("--rank", "ranks", type=click.IntRange(min=0), multiple=True, help="Only this rank (repeatable).")
+@click.argument("job_id")
+def logs_cmd(backend: Optional[str], follow: bool, tail: Optional[int], hosts: Tuple[int, ...], ranks: Tuple[int, ...],
+             job_id: str) -> int:  # fmt: skip
+    """Print the output of JOB_ID merged by time, each line prefixed with its host."""
+    impl, ident = _resolved(backend, job_id)
+    query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
+    try:
+        for line in view_logs(lambda follow_: impl.logs(ident, follow=follow_), query, follow):
+            click.echo(line)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return 0
+
+
+@click.command("stop")
+@_backend_option
+@click.argument("job_id")
+def stop_cmd(backend: Optional[str], job_id: str) -> int:
+    """Stop JOB_ID; returns when nothing of it is left running (stopping an ended job is a no-op)."""
+    impl, ident = _resolved(backend, job_id)
+    status = impl.stop(ident)
+    click.echo(f"job {status.id} {status.state.value}")
+    return 0
+
+
+@click.command("wait")
+@_backend_option
+@click.option("--timeout", type=click.FloatRange(min=0), help="Give up after this many seconds (exit 124).")
+@click.argument("job_id")
+def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
+    """Wait for JOB_ID to end and exit with its exit code."""
+    impl, ident = _resolved(backend, job_id)
+    try:
+        status = impl.handle(ident).wait(timeout=timeout)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    click.echo(describe_end(status))
+    return exit_code_of(status)
+
+
+@click.command("list")
+@_backend_option
+@click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
+def list_cmd(backend: Optional[str], output: str) -> int:
+    """List the jobs of a backend, newest first (jobs whose state cannot be read are noted on stderr)."""
+    statuses = _backend_for(backend, None).list()
+    if output == "json":
+        echo_json([
+            {"id": s.id, "state": s.state.value, "exit_code": s.exit_code, "name": s.name, "message": s.message,
+             "created_at": s.created_at, "started_at": s.started_at, "ended_at": s.ended_at}
+            for s in statuses
+        ])  # fmt: skip
+        return 0
+    readable = [s for s in statuses if not (s.state is JobState.UNKNOWN and s.raw_state == "damaged")]
+    for status in statuses:
+        if status not in readable:
+            note(f"skipped job {status.id}: {status.message}")
+    if not readable:
+        note("no jobs")
+        return 0
+    click.echo(render_list(readable, time.time()))
+    return 0
+
+
+@click.command("delete")
+@_backend_option
+@click.argument("job_ids", nargs=-1, required=True, metavar="JOB_ID...")
+def delete_cmd(backend: Optional[str], job_ids: Tuple[str, ...]) -> int:
+    """Delete ended jobs and their files (a running job must be stopped first)."""
+    impl = _backend_for(backend, None)
+    for job_id in job_ids:
+        click.echo(f"deleted {impl.delete(impl.resolve_id(job_id))}")
+    return 0
+
+
+@click.command("prune")
+@_backend_option
+@click.option(
+    "--older-than", type=_Duration(), default="7d", show_default=True, help="Only jobs that ended longer ago "
+    "(90s, 30m, 12h, 7d, 2w; 0 = every ended job).",
+)  # fmt: skip
+def prune_cmd(backend: Optional[str], older_than: float) -> int:
+    """Delete every ended job that ended longer ago than --older-than; running jobs are never touched."""
+    result = _backend_for(backend, None).prune(older_than)
+    for job_id in result.deleted:
+        click.echo(f"deleted {job_id}")
+    for job_id, reason in result.kept:
+        note(f"kept job {job_id}: {reason}")
+    note(f"pruned {len(result.deleted)} job(s) that ended more than {format_age(older_than)} ago")
+    return 0
+
+
+MANAGEMENT_COMMANDS = (status_cmd, logs_cmd, stop_cmd, wait_cmd, list_cmd, delete_cmd, prune_cmd)

@@ -1,0 +1,277 @@
+"""Job state you can trust, with real processes: damaged state files end every command quickly with one clear
+line; a runner killed with SIGKILL still yields the hosts' result; a host's exit code is its shim's report;
+a full disk (a small tmpfs) is reported with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from malaunch.sdk import Job, JobState
+from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.jobdir import job_processes
+from malaunch.sdk.backends.local.plan import LocalRequest
+from malaunch.sdk.backends.local.state import STATE_VERSION, read_state, validate_state
+from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
+
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
+
+#: The design bound is 2 s of UNKNOWN before giving up; the margin covers two CLI start-ups on a busy machine.
+QUICK = 20.0
+
+QUICK_JOB = """
+    import os
+    print(f"hello from host {os.environ['VC_TASK_INDEX']}", flush=True)
+"""
+
+GOOD_STATE: Dict[str, Any] = {
+    "version": STATE_VERSION, "job_id": "demo-1", "name": "demo", "state": "SUCCEEDED", "exit_code": 0,
+    "message": "", "created_at": 100.0, "started_at": 101.0, "ended_at": 102.0, "runner_pid": 4242,
+    "first_failure": None,
+    "hosts": [{"index": 0, "address": "127.0.0.1", "state": "EXITED", "pid": 4243, "exit_code": 0,
+               "started_at": 101.0, "ended_at": 102.0, "log_file": "/x/console.log", "detail": ""}],
+}  # fmt: skip
+
+
+def _with(**changes: Any) -> bytes:
+    return json.dumps({**GOOD_STATE, **changes}).encode()
+
+
+def _host_with(**changes: Any) -> bytes:
+    return _with(hosts=[{**GOOD_STATE["hosts"][0], **changes}])
+
+
+DAMAGED: Dict[str, bytes] = {
+    "truncated": json.dumps(GOOD_STATE).encode()[:37],
+    "empty": b"",
+    "binary": bytes(range(256)) * 4,
+    "list": b"[1, 2, 3]",
+    "null": b"null",
+    "hosts-not-a-list": _with(hosts="two"),
+    "host-not-an-object": _with(hosts=["host 0"]),
+    "pid-a-string": _host_with(pid="4243"),
+    "unknown-state": _with(state="EXPLODED"),
+    "bad-created-at": _with(created_at="yesterday"),
+    "infinite-created-at": json.dumps({**GOOD_STATE, "created_at": float("inf")}).encode(),
+    "no-version": json.dumps({k: v for k, v in GOOD_STATE.items() if k != "version"}).encode(),
+    "newer-version": _with(version=STATE_VERSION + 1),
+    "runner-pid-1": _with(runner_pid=1),
+    "deeply-nested": b"[" * 100000,
+}
+
+
+def test_a_good_state_validates() -> None:
+    assert validate_state(json.loads(_with()))["hosts"][0]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_read_state_never_raises_and_names_the_problem(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(DAMAGED[case])
+    reading = read_state(str(path))
+    assert reading.data is None
+    assert reading.problem.startswith("state.json ") and "\n" not in reading.problem
+
+
+def _quick_job(tmp_path: Path, env: Dict[str, str], home: Path) -> str:
+    job = write_job(tmp_path / "quick", QUICK_JOB, name="quick", resources={"hosts": 2, "devices_per_host": 1})
+    result = ma_submit([str(job)], env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = job_ids(home)
+    return job_id
+
+
+def _timed(args: List[str], env: Dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    result = ma_submit(args, env, timeout=120)
+    return result, time.monotonic() - start
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr + result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ma-submit: error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_every_damaged_state_ends_every_command_quickly_with_one_line(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job_id = _quick_job(tmp_path, cli_env, home)
+    source = home / "jobs" / job_id
+    for case, content in sorted(DAMAGED.items()):
+        damaged_id = f"damaged-{case}"
+        shutil.copytree(source, home / "jobs" / damaged_id)
+        (home / "jobs" / damaged_id / "state.json").write_bytes(content)
+        status, took = _timed(["status", damaged_id], cli_env)
+        assert status.returncode == 0 and took < QUICK, (case, status.stderr)
+        assert "state:     UNKNOWN" in status.stdout and "state.json" in status.stdout, (case, status.stdout)
+        assert "Traceback" not in status.stdout + status.stderr
+        for verb in (["wait"], ["logs", "-f"]):
+            ended, took = _timed([*verb, damaged_id], cli_env)
+            assert ended.returncode == 3 and took < QUICK, (case, verb, ended.returncode, took, ended.stderr)
+            line = _one_error_line(ended)
+            assert "state is unknown" in line and "state.json" in line, line
+        listed = ma_submit(["list"], cli_env)
+        assert listed.returncode == 0, (case, listed.stderr)
+        assert job_id in listed.stdout and damaged_id not in listed.stdout
+        assert f"skipped job {damaged_id}: state.json" in listed.stderr
+        shutil.rmtree(home / "jobs" / damaged_id)
+    assert_nothing_running(job_id)
+
+
+def test_runner_sigkilled_then_hosts_succeed_is_succeeded(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+    script = """
+        import os, time
+        print("ready", flush=True)
+        while not os.path.exists(os.environ["GO_FILE"]):
+            time.sleep(0.05)
+        print("done", flush=True)
+    """
+    go = tmp_path / "go"
+    job = write_job(tmp_path / "k", script, name="orphaned", resources={"hosts": 2, "devices_per_host": 1},
+                    env={"GO_FILE": str(go)})  # fmt: skip
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    backend = LocalBackend(home=str(home))
+    wait_for(lambda: sum("ready" in line for line in backend.logs(job_id)) == 2, what="both hosts")
+    state = read_state(str(home / "jobs" / job_id / "state.json")).data
+    assert state is not None and state["runner_pid"] is not None
+    os.kill(state["runner_pid"], signal.SIGKILL)
+    wait_for(lambda: "ended without recording" in backend.status(job_id).message, what="the runner to be gone")
+    assert backend.status(job_id).state is JobState.RUNNING  # the hosts still run
+    go.write_text("go")
+    waited = ma_submit(["wait", job_id], cli_env)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert "SUCCEEDED" in waited.stdout and "exit code 0" in waited.stdout
+    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    assert (status["state"], status["exit_code"]) == ("SUCCEEDED", 0)
+    assert [h["exit_code"] for h in status["hosts"]] == [0, 0]
+    assert "report" in status["message"]
+    assert_nothing_running(job_id)
+
+
+LIAR = """
+import json, os, signal, sys
+report = {
+    "version": 1, "status": "failed", "exit_code": 1, "shim_signal": None, "shim_signal_name": None,
+    "root_cause": {"name": "worker", "rank": 2, "exit_code": 1, "log_file": "/logs/worker_2.log"},
+}
+with open(os.environ["MALAUNCH_REPORT_FILE"], "w") as handle:
+    json.dump(report, handle)
+print("report written, now dying of SIGTERM", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def test_a_hosts_exit_code_and_root_cause_are_its_shims_report(tmp_path: Path, home: Path) -> None:
+    """A host process whose wait status (143) contradicts its report (rank 2 exited with 1): the report wins."""
+    code = tmp_path / "liar"
+    code.mkdir()
+    (code / "boot.py").write_text(LIAR)
+    backend = LocalBackend(home=str(home))
+    job = Job(name="liar", code_dir=str(code), boot_file="boot.py", resources={"hosts": 1, "devices_per_host": 1})
+    plan = job.plan(backend=backend)
+    request = plan.request
+    assert isinstance(request, LocalRequest)
+    boot = os.path.join(request.code_dest, "boot.py")
+    liar = replace(request, hosts=(replace(request.hosts[0], argv=(sys.executable, boot)),))
+    handle = backend.execute(replace(plan, request=liar))
+    status = handle.wait(timeout=120)
+    assert status.state is JobState.FAILED and status.exit_code == 1, status
+    assert status.hosts[0].exit_code == 1 and "root cause rank 2 exited with 1" in status.hosts[0].detail
+    _runner_exits(backend, handle.id)
+    assert_nothing_running(handle.id)
+    assert not (home / "jobs" / handle.id / ".state-reserve").exists()  # given back when the job ended
+
+
+def _runner_exits(backend: LocalBackend, job_id: str) -> None:
+    """The runner records the end a moment before it exits; status() reaps it (it is this process's child)."""
+    wait_for(lambda: backend.status(job_id) is not None and not job_processes(job_id), what="the runner to exit")
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is emulated with a small tmpfs, which needs root; run the tests as root")
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}); the disk-full test needs one")
+
+
+FILLER = """
+    import sys
+    line = "x" * 1023 + "\\n"
+    for _ in range(4096):  # 4 MiB into a 2 MiB disk
+        try:
+            sys.stdout.write(line)
+        except OSError:
+            pass
+    print("filler done", flush=True)
+"""
+
+
+def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    _mount_tmpfs(small, "2m")
+    try:
+        code = tmp_path / "fill"
+        write_job(code, FILLER, name="filler")
+        backend = LocalBackend(home=str(small))
+        handle = Job.from_yaml(str(code / "job.yaml")).submit(backend=backend)
+        status = handle.wait(timeout=180)
+        assert status.is_terminal, status
+        assert "full" in status.message and str(small) in status.message, status.message
+        shown = backend.status(handle.id)
+        assert "full" in shown.message
+        _runner_exits(backend, handle.id)
+        assert_nothing_running(handle.id)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_running_job_with_damaged_files_can_be_stopped_by_prefix_and_deleted(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job = write_job(tmp_path / "s", "import time\nprint('up', flush=True)\ntime.sleep(600)\n", name="wrecked")
+    job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip()
+    backend = LocalBackend(home=str(home))
+    wait_for(lambda: any("up" in line for line in backend.logs(job_id)), what="the job to start")
+    (home / "jobs" / job_id / "plan.json").write_text("[1, 2]")
+    (home / "jobs" / job_id / "state.json").write_bytes(b"\x00\xff garbage")
+    assert backend.status(job_id).state is JobState.UNKNOWN
+    stopped = backend.stop(job_id[:12])  # a prefix, through the Python API
+    assert stopped.id == job_id
+    assert_nothing_running(job_id)
+    deleted = ma_submit(["delete", job_id], cli_env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert job_ids(home) == []
+
+
+def test_a_runner_read_in_the_middle_of_its_exec_is_not_declared_lost() -> None:
+    """Right after Popen returns, /proc/<pid>/environ can still be empty (seen here under load): the status
+    must not conclude from one such read that the runner is gone."""
+    from malaunch.sdk.backends.local.backend import _still_ours
+
+    for attempt in range(40):
+        job_id = f"exec-window-{attempt}"
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(5)"], env={**os.environ, "MALAUNCH_JOB_ID": job_id},
+            start_new_session=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            assert _still_ours(child.pid, job_id)
+            assert attempt or not _still_ours(child.pid, "another-job")  # a stranger stays a stranger
+        finally:
+            child.kill()
+            child.wait()
