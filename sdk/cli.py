@@ -188,11 +188,13 @@ def submit_cmd(
     job = Job.from_yaml(job_file, run_method=run_method, backend=backend).with_overrides(
         name=name, hosts=hosts, devices_per_host=devices_per_host, env=_parse_env(env_pairs), extra_args=script_args
     )
+    plan = job.plan(check=True)
     if dry_run:
-        plan = job.plan(check=True)
         click.echo(plan.render_json() if output == "json" else plan.render())
         return 0
-    handle = job.submit()
+    for warning in (text for text in plan.notes if text.startswith("warning:")):
+        note(warning)
+    handle = job.submit(plan=plan)
     status = handle.status()
     if output == "json" and detach:
         echo_json({"id": handle.id, "state": status.state.value})

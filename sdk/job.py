@@ -17,6 +17,7 @@ relative to the current directory. ``ma-submit`` is a thin layer over this class
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Mapping, Optional, Sequence
@@ -107,12 +108,18 @@ class Job:
         ident = job_id if job_id is not None else impl.new_job_id(self.spec, when)
         plan = impl.plan(self.spec, job_id=ident, now=when)
         if check:
-            impl.check(plan)
+            found = impl.check(plan)
+            if found:
+                plan = dataclasses.replace(plan, notes=plan.notes + tuple(found))
         return plan
 
-    def submit(self, backend: Optional[Backend] = None) -> JobHandle:
-        """Submit the job; returns as soon as it exists (follow it with the handle)."""
-        return self._backend(backend).submit(self.spec)
+    def submit(self, backend: Optional[Backend] = None, *, plan: Optional[SubmitPlan] = None) -> JobHandle:
+        """Submit the job; returns as soon as it exists (follow it with the handle).
+
+        ``plan``: a plan made by :meth:`plan` (e.g. one whose notes were shown first); default a new one.
+        """
+        impl = self._backend(backend)
+        return impl.submit(self.spec) if plan is None else impl.execute(plan)
 
 
 def attach(job_id: str, backend: str = "local", **options: Any) -> JobHandle:

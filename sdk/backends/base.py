@@ -137,9 +137,14 @@ class Backend(abc.ABC):
     def list(self) -> List[JobStatus]:
         """All jobs this backend knows, newest first."""
 
-    def check(self, plan: SubmitPlan) -> None:
-        """Raise ``SpecError`` for what would make ``execute`` refuse ``plan`` (default: code and boot file)."""
+    def check(self, plan: SubmitPlan) -> Tuple[str, ...]:
+        """Raise ``SpecError`` for what would make ``execute`` refuse ``plan`` (default: code and boot file).
+
+        Returns notes about what was found on this machine (e.g. the size of the code to copy), which
+        ``--dry-run`` shows and ``submit`` prints when they are warnings (they start with ``warning:``).
+        """
         check_code(plan.spec)
+        return ()
 
     def resolve_id(self, job_id: str) -> str:
         """The full id of ``job_id`` (a unique prefix where the backend supports it)."""

@@ -33,6 +33,7 @@ from ...plan import SubmitPlan
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
+from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
 from ..logtail import follow_files
 from .consolelog import merged_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
@@ -56,7 +57,33 @@ RUNNER_MODULE = "malaunch.sdk.backends.local.runner"
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # A process caught inside exec (just after Popen returned) shows an empty /proc/<pid>/environ for a moment.
 _EXEC_SETTLE = 0.5
-_SNAPSHOT_IGNORE = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+#: A code snapshot above this size gets a warning (every submit copies it).
+SNAPSHOT_WARN_BYTES = 100 * 1024 * 1024
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
+    """The snapshot's size as a note, plus a warning naming the biggest folders when it is big."""
+    total = sum(item.size for item in files)
+    notes = [f"code snapshot: {len(files)} file(s), {_size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
+    if total > SNAPSHOT_WARN_BYTES:
+        sizes: Dict[str, int] = {}
+        for item in files:
+            top = item.relpath.split("/", 1)[0]
+            sizes[top] = sizes.get(top, 0) + item.size
+        biggest = sorted(sizes.items(), key=lambda pair: -pair[1])[:3]
+        named = ", ".join(f"{name} ({_size_text(size)})" for name, size in biggest)
+        notes.append(
+            f"warning: every submit copies {_size_text(total)} of code (biggest: {named}); list data folders in "
+            f"{os.path.join(code_dir, IGNORE_FILE)} (gitignore syntax) to leave them out"
+        )
+    return tuple(notes)
 
 
 def _free_port(taken: List[int]) -> int:
@@ -125,34 +152,42 @@ class LocalBackend(Backend):
         return SubmitPlan(backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=notes)
 
     # -- execution ---------------------------------------------------------------------------------------
-    def check(self, plan: SubmitPlan) -> None:
-        """What ``execute`` checks on this machine before it starts anything (also run by ``--dry-run``)."""
+    def check(self, plan: SubmitPlan) -> Tuple[str, ...]:
+        """What ``execute`` checks on this machine before it starts anything (also run by ``--dry-run``).
+
+        Returns a note with the code snapshot's size, and a warning when it is big.
+        """
         spec = plan.spec
         check_code(spec)
         for item in spec.inputs:
             if item.path is not None and not os.path.exists(item.path):
                 raise SpecError(f"inputs.{item.name}.path", "does not exist", item.path, "check the path")
         request = plan.request
-        if isinstance(request, LocalRequest) and request.network.get("kind") == NETNS:
+        if not isinstance(request, LocalRequest):
+            return ()
+        if request.network.get("kind") == NETNS:
             NetnsNetwork.check_available(spec.resources.hosts)
+        return snapshot_notes(request.code_src, self._snapshot_files(request))
 
-    def _snapshot(self, request: LocalRequest) -> None:
-        home_in_code = os.path.commonpath([self.home, request.code_src]) == request.code_src
+    def _snapshot_files(self, request: LocalRequest) -> List[CodeFile]:
+        """The files of ``code_dir`` the snapshot takes (``.malaunchignore`` applied; never the jobs' home)."""
+        files = select_code_files(request.code_src, hashes=False)
         home = self.home
+        return [f for f in files if os.path.commonpath([home, os.path.abspath(f.path)]) != home]
 
-        def ignore(folder: str, names: List[str]) -> List[str]:
-            skipped = list(shutil.ignore_patterns(*_SNAPSHOT_IGNORE)(folder, names))
-            if home_in_code:
-                skipped += [n for n in names if os.path.abspath(os.path.join(folder, n)) == home]
-            return skipped
-
-        shutil.copytree(request.code_src, request.code_dest, symlinks=True, ignore=ignore)
+    def _snapshot(self, request: LocalRequest, files: List[CodeFile]) -> None:
+        os.makedirs(request.code_dest, exist_ok=True)
+        for item in files:
+            target = os.path.join(request.code_dest, *item.relpath.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(item.path, target)
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         request = plan.request
         if not isinstance(request, LocalRequest):
             raise BackendError(f"the local backend cannot execute a {type(request).__name__} plan; plan it locally")
         self.check(plan)
+        files = self._snapshot_files(request)
         taken: List[int] = []
         ports: Dict[str, int] = {}
         for name in request.auto_ports:
@@ -168,7 +203,7 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise BackendError(f"cannot create {paths.job_dir} ({exc.strerror}); set MALAUNCH_HOME") from None
         try:
-            self._prepare(plan, request, paths)
+            self._prepare(plan, request, paths, files)
             self._start_runner(paths)
         except BaseException as exc:
             shutil.rmtree(paths.job_dir, ignore_errors=True)
@@ -177,10 +212,10 @@ class LocalBackend(Backend):
             raise
         return JobHandle(self, plan.job_id)
 
-    def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths) -> None:
+    def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths, files: List[CodeFile]) -> None:
         hosts = [{"index": h.index, "address": h.address, "log_file": h.console_log} for h in request.hosts]
         write_json_atomic(paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts))
-        self._snapshot(request)
+        self._snapshot(request, files)
         for folder in request.dirs:
             os.makedirs(folder, exist_ok=True)
         for path, text in request.files.items():
