@@ -85,14 +85,18 @@ def _backend_option(function: Any) -> Any:
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
-        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else local.",
+        help="Where the job runs. Default: the backend this machine submitted JOB_ID to (volcano for "
+        "NAMESPACE/NAME), else local.",
     )(function)
 
 
 def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
-    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``local``."""
+    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``volcano`` for a
+    ``<namespace>/<name>`` id (no other backend's ids have a ``/``), else ``local``."""
     if backend is None and job_id is not None:
         backend = JobIndex.default(os.environ).backend_of(job_id)
+        if backend is None and "/" in job_id:
+            backend = "volcano"
     return get_backend(backend or "local")
 
 
