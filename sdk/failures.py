@@ -38,17 +38,16 @@ __all__ = [
 
 #: How many of a log's last lines the classes are decided from.
 TAIL_LINES = 200
-_TAIL_LINES = TAIL_LINES
 # What the shim prints last on a failure (malaunch.entrypoint.main); a host prefix may come before it.
 _VERDICT = re.compile(r"\[ma-entrypoint\] failure class: ([a-z_]+) \((?:not )?retryable\)")
 
 
 def classify_job_failure(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str, Any]:
     """The class of a job that ended with ``exit_code`` (its shim's code) and printed ``log_lines`` last."""
-    return classify_exit(exit_code, log_lines[-_TAIL_LINES:]).to_json()
+    return classify_exit(exit_code, log_lines[-TAIL_LINES:]).to_json()
 
 
-def log_tail(path: str, lines: int = _TAIL_LINES) -> Sequence[str]:
+def log_tail(path: str, lines: int = TAIL_LINES) -> Sequence[str]:
     """The last ``lines`` lines of a log file (empty when it cannot be read)."""
     try:
         with open(path, "rb") as handle:
@@ -80,7 +79,7 @@ def shim_verdict(log_lines: Sequence[str]) -> Optional[str]:
 
 def failure_from_log(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str, Any]:
     """The class of a job whose failed host ended with ``exit_code`` after printing ``log_lines`` (see above)."""
-    tail = list(log_lines[-_TAIL_LINES:])
+    tail = list(log_lines[-TAIL_LINES:])
     kind = shim_verdict(tail)
     if kind is None:
         return classify_job_failure(exit_code, tail)

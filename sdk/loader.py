@@ -12,7 +12,7 @@ Contract:
    ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string;
    ``launcher.restart_on`` is a word or a list of exit codes.
 5. The platform's launcher variables may be set in ``env`` as a ModelArts job does (:data:`LAUNCHER_ENV`:
-   ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``, ``MA_MAX_RESTARTS``,
+   ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``,
    ``MA_RUN_METHOD``, ...; the same table the backends write them from, :mod:`malaunch.sdk.backends.contract`).
    They are moved into the field they stand for; a field already set to another value is an error naming
    both. Variables only the platform sets (``MA_NUM_HOSTS``, ``VC_TASK_INDEX``, ...) stay refused.
@@ -32,23 +32,16 @@ import yaml
 from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
-from .spec import (
-    RESTART_ON_WORDS,
-    RUN_METHODS,
-    DataSpec,
-    JobSpec,
-    LauncherOptions,
-    ModelArtsOptions,
-    Resources,
-    VolcanoOptions,
-    key_text,
-)
+from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "spec_from_mapping"]
 
 #: Launcher variables a job's ``env`` may set, and the field each stands for (``launcher.<name>`` or ``run_method``).
 LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
-    {"MA_RUN_METHOD": "run_method", **{name: f"launcher.{row.field}" for name, row in LAUNCHER_VARIABLES.items()}}
+    {
+        "MA_RUN_METHOD": "run_method",
+        **{name: f"launcher.{row.field}" for name, row in LAUNCHER_VARIABLES.items() if row.from_env},
+    }
 )  # one table with the backends' direction: malaunch.sdk.backends.contract
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -281,13 +274,6 @@ def _env_value(name: str, text: str, target: str) -> object:
             if seconds < 1:
                 raise ValueError("must be a whole number of seconds >= 1")
             return seconds
-        if target.endswith("max_restarts"):
-            count = int(value)
-            if not 0 <= count <= 1000:
-                raise ValueError("must be a whole number 0-1000")
-            return count
-        if target.endswith("restart_on"):
-            return _restart_on(value)
         if target.endswith("rank_table"):
             if value.lower() not in _TRUE + _FALSE:
                 raise ValueError("must be True or False")
@@ -299,19 +285,6 @@ def _env_value(name: str, text: str, target: str) -> object:
     except ValueError as exc:
         problem = str(exc) if str(exc).startswith("must") else f"cannot be used for {target} ({exc})"
         raise SpecError(where, problem, text, "fix the job file") from None
-
-
-def _restart_on(value: str) -> object:
-    """``retryable``/``always``/``never`` or comma-separated exit codes (``MALAUNCH_RESTART_ON``)."""
-    if value.lower() in RESTART_ON_WORDS:
-        return value.lower()
-    try:
-        codes = tuple(int(part) for part in value.split(","))
-    except ValueError:
-        raise ValueError("must be retryable, always, never or comma-separated exit codes (1,137)") from None
-    if not codes or not all(1 <= code <= 255 for code in codes):
-        raise ValueError("must list exit codes between 1 and 255")
-    return codes
 
 
 def _take_launcher_env(fields: Dict[str, Any]) -> None:

@@ -5,8 +5,10 @@ Every backend hands the shim the same launcher knobs, in the platform's own vari
 
 - :func:`launcher_env` goes from a spec to the variables (the local backend, the ModelArts create body's
   ``environments`` and the Volcano manifest's container ``env`` all call it);
-- :mod:`malaunch.sdk.loader` goes the other way: a job file that sets one of these variables in ``env:`` (as
-  a ModelArts job does) gets it moved into the field (``loader.LAUNCHER_ENV`` is built from this table).
+- :mod:`malaunch.sdk.loader` goes the other way: a job file that sets one of the platform's own variables in
+  ``env:`` (as a ModelArts job does) gets it moved into the field (``loader.LAUNCHER_ENV`` is built from the
+  rows with ``from_env``). malaunch's restart variables are not the platform's: in ``env:`` they are refused
+  (``spec.RESERVED_ENV``) in favour of ``launcher.max_restarts``/``restart_on``.
 
 Rules that hold on every backend:
 
@@ -38,13 +40,14 @@ class LauncherVariable:
     """One row of the table: the platform variable, the ``launcher`` field, and for which run methods it applies.
 
     ``methods`` empty: every method. ``open_for``: the run methods for which an unset port gets the
-    ``open_port`` placeholder (rule 3).
+    ``open_port`` placeholder (rule 3). ``from_env``: a job file's ``env:`` may set it instead of the field.
     """
 
     name: str
     field: str
     methods: Tuple[str, ...] = ()
     open_for: Tuple[str, ...] = ()
+    from_env: bool = True
 
 
 _ROWS = (
@@ -56,8 +59,8 @@ _ROWS = (
     LauncherVariable("MSRUN_CLUSTER_TIME_OUT", "msrun_cluster_time_out"),
     LauncherVariable("MS_RANKTABLE_ENABLE", "msrun_rank_table", ("msrun",)),
     LauncherVariable("MALAUNCH_GRACE_PERIOD", "grace_period"),
-    LauncherVariable("MA_MAX_RESTARTS", "max_restarts"),
-    LauncherVariable("MALAUNCH_RESTART_ON", "restart_on"),
+    LauncherVariable("MA_MAX_RESTARTS", "max_restarts", from_env=False),
+    LauncherVariable("MALAUNCH_RESTART_ON", "restart_on", from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.
