@@ -206,7 +206,8 @@ def submit_cmd(
     spec = job.spec
     note(
         f"submitted job {handle.id} ({spec.backend}: {spec.resources.hosts} host(s) x "
-        f"{spec.resources.devices_per_host} device(s), {spec.run_method}); job dir {status.location}"
+        f"{spec.resources.devices_per_host} device(s), {spec.run_method}); "
+        f"{'job dir ' if spec.backend == 'local' else ''}{status.location}"
     )
     return _follow(handle, output)
 

@@ -37,6 +37,7 @@ __all__ = [
 EXIT_INTERRUPTED = 130
 OUTPUT = click.Choice(["text", "json"])
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
+_VOLCANO_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # <namespace>/<name>
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
@@ -85,14 +86,18 @@ def _backend_option(function: Any) -> Any:
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
-        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else local.",
+        help="Where the job runs. Default: the backend this machine submitted JOB_ID to (volcano for "
+        "NAMESPACE/NAME), else local.",
     )(function)
 
 
 def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
-    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``local``."""
+    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``volcano`` for a
+    ``<namespace>/<name>`` id (no other backend's ids have a ``/``), else ``local``."""
     if backend is None and job_id is not None:
         backend = JobIndex.default(os.environ).backend_of(job_id)
+        if backend is None and _VOLCANO_ID.match(job_id):
+            backend = "volcano"
     return get_backend(backend or "local")
 
 

@@ -6,7 +6,12 @@ what the backends call:
 - :func:`classify_job_failure` with the job's exit code and the last lines of its log (ModelArts and Volcano
   backends, which see no shim report);
 - :func:`failure_from_report` with a shim's JSON report, which already names the class of its root cause
-  (the local backend reads ``hosts/<i>/report.json``), falling back to the exit code and a log tail.
+  (the local backend reads ``hosts/<i>/report.json``), falling back to the exit code and a log tail;
+- :func:`failure_from_log` with the failed host's exit code and log tail, as the cloud backends see them
+  (ModelArts: the failing task's log; Volcano: the failed pod's log). The shim prints its verdict there
+  (``[ma-entrypoint] failure class: user_error (not retryable): ...``); that verdict wins, because the shim
+  knew whether its exit code was a rank's own (an exit 2 from the user's script is the user's error, an exit
+  2 of the shim itself is launcher misuse). Without it the exit code and the log decide.
 
 Both return the JSON form shown under ``failure_class`` in a status: ``{"class", "retryable", "reason",
 "description"}``.
@@ -14,22 +19,35 @@ Both return the JSON form shown under ``failure_class`` in a status: ``{"class",
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.failure_class import CLASSES, Classification, classify_exit
+from malaunch.entrypoint.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
 
-__all__ = ["CLASSES", "Classification", "classify_job_failure", "failure_from_report", "log_tail"]
+__all__ = [
+    "CLASSES",
+    "TAIL_LINES",
+    "Classification",
+    "classify_job_failure",
+    "failure_from_log",
+    "failure_from_report",
+    "log_tail",
+    "shim_verdict",
+]
 
-_TAIL_LINES = 200
+#: How many of a log's last lines the classes are decided from.
+TAIL_LINES = 200
+# What the shim prints last on a failure (malaunch.entrypoint.main); a host prefix may come before it.
+_VERDICT = re.compile(r"\[ma-entrypoint\] failure class: ([a-z_]+) \((?:not )?retryable\)")
 
 
 def classify_job_failure(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str, Any]:
     """The class of a job that ended with ``exit_code`` (its shim's code) and printed ``log_lines`` last."""
-    return classify_exit(exit_code, log_lines[-_TAIL_LINES:]).to_json()
+    return classify_exit(exit_code, log_lines[-TAIL_LINES:]).to_json()
 
 
-def log_tail(path: str, lines: int = _TAIL_LINES) -> Sequence[str]:
+def log_tail(path: str, lines: int = TAIL_LINES) -> Sequence[str]:
     """The last ``lines`` lines of a log file (empty when it cannot be read)."""
     try:
         with open(path, "rb") as handle:
@@ -48,3 +66,21 @@ def failure_from_report(
         if isinstance(found, Mapping) and isinstance(found.get("class"), str) and found["class"] in CLASSES:
             return dict(found)
     return classify_job_failure(exit_code, log_tail(console_log) if console_log else ())
+
+
+def shim_verdict(log_lines: Sequence[str]) -> Optional[str]:
+    """The class the shim printed last in ``log_lines`` (its ``failure class:`` line), or ``None``."""
+    for line in reversed(log_lines):
+        match = _VERDICT.search(line)
+        if match and match.group(1) in CLASSES:
+            return match.group(1)
+    return None
+
+
+def failure_from_log(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str, Any]:
+    """The class of a job whose failed host ended with ``exit_code`` after printing ``log_lines`` (see above)."""
+    tail = list(log_lines[-TAIL_LINES:])
+    kind = shim_verdict(tail)
+    if kind is None:
+        return classify_job_failure(exit_code, tail)
+    return Classification(kind, kind in RETRYABLE, f"the shim's verdict (exit code {exit_code})").to_json()

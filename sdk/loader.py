@@ -12,7 +12,8 @@ Contract:
    ``torchrun_extra_params``/``msrun_extra_params`` may be a list of words or one shell-style string;
    ``launcher.restart_on`` is a word or a list of exit codes.
 5. The platform's launcher variables may be set in ``env`` as a ModelArts job does (:data:`LAUNCHER_ENV`:
-   ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``, ``MA_RUN_METHOD``, ...).
+   ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``,
+   ``MA_RUN_METHOD``, ...; the same table the backends write them from, :mod:`malaunch.sdk.backends.contract`).
    They are moved into the field they stand for; a field already set to another value is an error naming
    both. Variables only the platform sets (``MA_NUM_HOSTS``, ``VC_TASK_INDEX``, ...) stay refused.
 """
@@ -28,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
+from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
 from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
@@ -38,16 +40,9 @@ __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "spec
 LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
     {
         "MA_RUN_METHOD": "run_method",
-        "MA_TORCHRUN_MASTER_PORT": "launcher.master_port",
-        "MALAUNCH_MASTER_PORT": "launcher.master_port",
-        "MA_EXTRA_TORCHRUN_PARAMS": "launcher.torchrun_extra_params",
-        "MA_MSRUN_MASTER_PORT": "launcher.msrun_master_port",
-        "MA_EXTRA_MSRUN_PARAMS": "launcher.msrun_extra_params",
-        "MSRUN_CLUSTER_TIME_OUT": "launcher.msrun_cluster_time_out",
-        "MS_RANKTABLE_ENABLE": "launcher.msrun_rank_table",
-        "MALAUNCH_GRACE_PERIOD": "launcher.grace_period",
+        **{name: f"launcher.{row.field}" for name, row in LAUNCHER_VARIABLES.items() if row.from_env},
     }
-)
+)  # one table with the backends' direction: malaunch.sdk.backends.contract
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 

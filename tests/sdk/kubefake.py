@@ -10,6 +10,8 @@ recorded in ``problems``. A controller thread walks each job through Volcano's p
 - ``succeed``: Pending -> pods start and print -> Completing -> Completed (every container exits 0);
 - ``fail7``: host 1's container exits 7; the exit-code policy aborts the job: the others end with 143,
   Aborting -> Aborted;
+- ``timeout``: as ``fail7``, but host 1's log ends with an NCCL watchdog timeout and the shim's verdict
+  (``failure class: collective_timeout``);
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
 - ``run``: Running and printing until the job is deleted (then its pods go away after two ticks).
@@ -150,11 +152,15 @@ class FakeJob:
             self.phase = "Completing"
         elif self.scenario == "succeed" and step == 4:
             self.phase = "Completed"
-        elif self.scenario == "fail7" and step == 3:
-            self._print(pods[1], "[rank 1] RuntimeError: boom")
+        elif self.scenario in ("fail7", "timeout") and step == 3:
+            if self.scenario == "timeout":  # the shim's own lines end the log, as in a real pod
+                self._print(pods[1], "[rank 1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)")
+                self._print(pods[1], "[ma-entrypoint] failure class: collective_timeout (retryable): a collective ...")
+            else:
+                self._print(pods[1], "[rank 1] RuntimeError: boom")
             self._end(pods[1], 7)
             self.phase = "Aborting"
-        elif self.scenario == "fail7" and step == 4:
+        elif self.scenario in ("fail7", "timeout") and step == 4:
             for pod in pods:
                 if not pod.closed:
                     self._print(pod, f"[rank {pod.index}] got SIGTERM")
@@ -307,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
             return
         if query.get("follow") != "true":
-            body = b"".join(pod.lines)
+            tail = query.get("tailLines")
+            body = b"".join(pod.lines[-int(tail) :] if tail is not None else pod.lines)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))

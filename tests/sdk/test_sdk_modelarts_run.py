@@ -1,10 +1,12 @@
 """The uploaded code really runs: the fake platform downloads the job's code from moto's OBS and runs each
 node's ``algorithm.command`` (the shim, then torchrun) as processes on 127.0.0.1/127.0.0.2, so a 2-host torchrun
 job submitted with ``backend: modelarts`` does a real gloo all_reduce, and a failing rank's own exit code comes
-back through the platform's ``task_statuses`` as ``ma-submit``'s exit code."""
+back through the platform's ``task_statuses`` as ``ma-submit``'s exit code, with the failure class the shim
+printed in that node's log."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Dict
@@ -70,3 +72,12 @@ def test_a_failing_rank_exit_code_comes_back(
     # host 1 failed with its rank's code; the platform then terminated host 0 (its torchrun waits at the exit barrier)
     assert job.containers is not None and job.containers.exit_codes() == [143, 3]
     assert "task worker-1 exited with code 3" in result.stderr
+    # the class: the real shim's verdict in worker-1's log says the script's own exit 3 is the user's error
+    # (the exit code alone would read as the shim rejecting its input)
+    status = ma_submit(["status", "--output", "json", job.id], ma_env)
+    data = json.loads(status.stdout)
+    assert (data["exit_code"], data["failure_class"]["class"], data["failure_class"]["retryable"]) == (
+        3,
+        "user_error",
+        False,
+    ), status.stderr

@@ -27,6 +27,7 @@ from ...errors import ConfigError
 from ...plan import AUTO
 from ...redact import mask_env
 from ...spec import JobSpec
+from .. import contract
 from .hostnet import HostNetwork
 
 __all__ = [
@@ -43,7 +44,6 @@ MAX_LOCAL_HOSTS = 64
 MAX_LOCAL_PROCESSES = 256
 SHIM_MODULE = "malaunch.entrypoint"
 RANK_TABLE_NAME = "jobstart_hccl.json"
-_PORT_VARIABLE = {"torchrun": "MA_TORCHRUN_MASTER_PORT", "ranktable": "MALAUNCH_MASTER_PORT"}
 # Inherited variables that would contradict the emulated platform: dropped before the host's own are added.
 _STRIP_PREFIXES = ("MA_", "VC_", "MALAUNCH_", "TORCHELASTIC_", "MS_")
 _STRIP_NAMES = (
@@ -227,35 +227,6 @@ def _check_local(spec: JobSpec, devices: int) -> None:
             )
 
 
-def _launcher_env(spec: JobSpec) -> Tuple[Dict[str, str], List[str]]:
-    opts, method = spec.launcher, spec.run_method
-    env: Dict[str, str] = {}
-    auto: List[str] = []
-    port_var = _PORT_VARIABLE.get(method)
-    if port_var is not None:
-        env[port_var] = str(opts.master_port) if opts.master_port is not None else AUTO
-    if method == "msrun":
-        env["MA_MSRUN_MASTER_PORT"] = str(opts.msrun_master_port) if opts.msrun_master_port is not None else AUTO
-        if opts.msrun_rank_table:
-            env["MS_RANKTABLE_ENABLE"] = "True"
-    elif opts.msrun_master_port is not None:
-        env["MA_MSRUN_MASTER_PORT"] = str(opts.msrun_master_port)
-    auto = [name for name, value in env.items() if value == AUTO]
-    if opts.torchrun_extra_params:
-        env["MA_EXTRA_TORCHRUN_PARAMS"] = shlex.join(opts.torchrun_extra_params)
-    if opts.msrun_extra_params:
-        env["MA_EXTRA_MSRUN_PARAMS"] = shlex.join(opts.msrun_extra_params)
-    if opts.msrun_cluster_time_out is not None:
-        env["MSRUN_CLUSTER_TIME_OUT"] = str(opts.msrun_cluster_time_out)
-    if opts.grace_period is not None:
-        env["MALAUNCH_GRACE_PERIOD"] = f"{opts.grace_period:g}"
-    if opts.max_restarts:
-        env["MA_MAX_RESTARTS"] = str(opts.max_restarts)
-        on = opts.restart_on
-        env["MALAUNCH_RESTART_ON"] = on if isinstance(on, str) else ",".join(str(code) for code in on)
-    return env, auto
-
-
 def plan_local(
     spec: JobSpec, *, job_id: str, home: str, python: str, network: HostNetwork
 ) -> Tuple[LocalRequest, Tuple[str, ...]]:
@@ -285,7 +256,8 @@ def plan_local(
         "MA_JOB_DIR": ma_job_dir,
         "MALAUNCH_JOB_ID": job_id,
     }
-    launcher_env, auto = _launcher_env(spec)
+    launcher_env = contract.launcher_env(spec, open_port=AUTO)
+    auto = [name for name, value in launcher_env.items() if value == AUTO]
     common.update(launcher_env)
     notes: List[str] = []
     if spec.run_method == "ranktable" or (spec.run_method == "msrun" and spec.launcher.msrun_rank_table):

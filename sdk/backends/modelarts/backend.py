@@ -24,9 +24,10 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextI
 import requests
 
 from ...errors import BackendError, ConfigError, SpecError
+from ...failures import TAIL_LINES
 from ...plan import SubmitPlan
 from ...spec import JobSpec
-from ...status import JobStatus
+from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
 from ..codefiles import select_code_files
@@ -34,7 +35,7 @@ from ..job_index import JobIndex
 from .api import ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
 from .obs import CodeUploader, make_s3_client
-from .phases import status_from_job, task_index
+from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 
 __all__ = ["ModelArtsBackend", "create_backend"]
@@ -67,6 +68,7 @@ class ModelArtsBackend(Backend):
         self.poll = poll
         self.status_interval = status_interval
         self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+        self._tails: Dict[str, Tuple[str, ...]] = {}  # failed job -> its failing task's log tail
         self.stop_timeout = stop_timeout
         self.progress = progress
         self.index = JobIndex.default(self.environ)
@@ -155,8 +157,25 @@ class ModelArtsBackend(Backend):
         return self.handle(job_id)
 
     # -- management ----------------------------------------------------------------------------------------
+    def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:
+        """The failing task's last log lines (read once per job; none when the log cannot be read)."""
+        if job_id not in self._tails:
+            task = failing_task(job)
+            lines: Tuple[str, ...] = ()
+            if task is not None:
+                try:
+                    content, _size = self.api.task_log(job_id, task)
+                except BackendError:
+                    content = b""  # no log: the class is decided from the exit code alone
+                lines = tuple(content.decode("utf-8", errors="replace").splitlines()[-TAIL_LINES:])
+            self._tails[job_id] = lines
+        return self._tails[job_id]
+
     def _fetch_status(self, job_id: str) -> JobStatus:
-        status = status_from_job(self.api.get_job(job_id), self.api.job_url(job_id))
+        job = self.api.get_job(job_id)
+        status = status_from_job(job, self.api.job_url(job_id))
+        if status.state is JobState.FAILED:
+            status = status_from_job(job, self.api.job_url(job_id), self._failure_tail(job_id, job))
         self._recent[job_id] = (time.monotonic(), status)
         return status
 

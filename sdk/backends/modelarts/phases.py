@@ -5,17 +5,19 @@ Completed -> SUCCEEDED; Failed, Abnormal -> FAILED; Terminated -> STOPPED. ``sta
 it where it matters (CreateFailed is a failure even while the phase says otherwise). Anything else is
 UNKNOWN, with the platform's words kept in ``raw_state``. A failed job's exit code is its failing task's own
 exit code from ``status.task_statuses`` (1 when the platform gives none); tasks that only ended by SIGTERM or
-SIGKILL (143, 137) because another task failed count last.
+SIGKILL (143, 137) because another task failed count last. A failed job's class
+(:mod:`malaunch.sdk.failures`) comes from that exit code and the failing task's log tail, when given.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ...failures import failure_from_log
 from ...status import HostState, HostStatus, JobState, JobStatus
 
-__all__ = ["PHASES", "SECONDARY_PHASES", "job_state", "status_from_job", "task_index"]
+__all__ = ["PHASES", "SECONDARY_PHASES", "failing_task", "job_state", "status_from_job", "task_index"]
 
 PHASES: Mapping[str, JobState] = {
     "Creating": JobState.PENDING,
@@ -81,8 +83,24 @@ def _hosts(status: Mapping[str, Any], state: JobState) -> Tuple[HostStatus, ...]
     return tuple(sorted(hosts, key=lambda host: host.index))
 
 
-def status_from_job(job: Mapping[str, Any], location: str = "") -> JobStatus:
-    """A :class:`JobStatus` from a job's details (``GET /training-jobs/{id}``)."""
+def _failing(status: Mapping[str, Any]) -> List[Tuple[str, int, str]]:
+    return sorted(
+        ((task, code, text) for task, code, text in _task_codes(status) if code != 0),
+        key=lambda item: item[1] in _TERMINATED_CODES,  # tasks the platform ended after the failing one: last
+    )
+
+
+def failing_task(job: Mapping[str, Any]) -> Optional[str]:
+    """The task whose exit code is the failed job's (the root cause), or ``None``."""
+    failing = _failing(job.get("status") or {})
+    return failing[0][0] if failing and failing[0][0] else None
+
+
+def status_from_job(job: Mapping[str, Any], location: str = "", log_tail: Sequence[str] = ()) -> JobStatus:
+    """A :class:`JobStatus` from a job's details (``GET /training-jobs/{id}``); pure.
+
+    ``log_tail``: the last lines of :func:`failing_task`'s log, for a failed job's ``failure_class``.
+    """
     metadata = job.get("metadata") or {}
     status = job.get("status") or {}
     phase = str(status.get("phase") or "")
@@ -90,10 +108,7 @@ def status_from_job(job: Mapping[str, Any], location: str = "") -> JobStatus:
     state = job_state(phase, secondary)
     exit_code: Optional[int] = None
     message = ""
-    failing = sorted(
-        ((task, code, text) for task, code, text in _task_codes(status) if code != 0),
-        key=lambda item: item[1] in _TERMINATED_CODES,  # tasks the platform ended after the failing one: last
-    )
+    failing = _failing(status)
     if state is JobState.SUCCEEDED:
         exit_code = 0
     elif state is JobState.FAILED:
@@ -122,4 +137,5 @@ def status_from_job(job: Mapping[str, Any], location: str = "") -> JobStatus:
         ended_at=ended,
         hosts=_hosts(status, state),
         location=location,
+        failure_class=failure_from_log(exit_code, log_tail) if state is JobState.FAILED and exit_code else None,
     )

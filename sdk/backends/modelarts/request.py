@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import SpecError
 from ...spec import JobSpec
+from ..contract import launcher_env
 
 __all__ = [
     "CONTAINER_JOB_DIR",
@@ -122,26 +123,10 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
     Raises:
         SpecError: more than :data:`MAX_ENVIRONMENTS` variables.
     """
-    opts = spec.launcher
     env: Dict[str, str] = {}
     if spec.run_method != "ranktable" or custom_image:
         env["MA_RUN_METHOD"] = spec.run_method
-    if opts.master_port is not None:
-        env["MA_TORCHRUN_MASTER_PORT" if spec.run_method == "torchrun" else "MALAUNCH_MASTER_PORT"] = str(
-            opts.master_port
-        )
-    if opts.msrun_master_port is not None:
-        env["MA_MSRUN_MASTER_PORT"] = str(opts.msrun_master_port)
-    if opts.msrun_rank_table and spec.run_method == "msrun":
-        env["MS_RANKTABLE_ENABLE"] = "True"
-    if opts.torchrun_extra_params:
-        env["MA_EXTRA_TORCHRUN_PARAMS"] = shlex.join(opts.torchrun_extra_params)
-    if opts.msrun_extra_params:
-        env["MA_EXTRA_MSRUN_PARAMS"] = shlex.join(opts.msrun_extra_params)
-    if opts.msrun_cluster_time_out is not None:
-        env["MSRUN_CLUSTER_TIME_OUT"] = str(opts.msrun_cluster_time_out)
-    if opts.grace_period is not None:
-        env["MALAUNCH_GRACE_PERIOD"] = f"{opts.grace_period:g}"
+    env.update(launcher_env(spec))  # ports left open stay unset: the platform assigns them
     env["MALAUNCH_JOB_ID"] = job_id
     env.update(sorted(spec.env.items()))
     if len(env) > MAX_ENVIRONMENTS:

@@ -12,20 +12,26 @@ Job ids are ``<namespace>/<name>``; a bare ``<name>`` means the backend's namesp
 argument, else the kubeconfig context's). ``plan`` is pure and needs neither the ``kubernetes`` package nor a
 cluster; the client is built on the first call that talks to the cluster. ``stop`` deletes the Volcano Job
 (its pods go with it) and waits until no pod of it is left; a stopped job is then gone, as with ``kubectl``.
+A submitted job is recorded in this machine's job index (:mod:`..job_index`), so ``ma-submit logs -f ID`` and
+the other verbs find it without ``--backend``. A failed job's ``failure_class`` comes from its root-cause pod's
+exit code and log tail (:mod:`malaunch.sdk.failures`).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ...errors import BackendError, ConfigError, JobNotFound
+from ...failures import TAIL_LINES, failure_from_log
 from ...plan import SubmitPlan
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, make_job_id
+from ..job_index import JobIndex
 from .client import KubeApi, KubeTarget, connect, resolve_target
 from .logs import follow_pod_logs, read_pod_logs
 from .manifest import MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
@@ -78,6 +84,8 @@ class VolcanoBackend(Backend):
         self._stop_timeout = stop_timeout
         self._sleep = sleep
         self._api: Optional[KubeApi] = None
+        self._tails: Dict[str, Tuple[str, ...]] = {}  # failed pod -> its log tail
+        self._index = JobIndex.default(self._environ)
 
     # -- connection ---------------------------------------------------------------------------------------
 
@@ -121,7 +129,15 @@ class VolcanoBackend(Backend):
         manifest: Dict[str, Any] = dict(request.manifest)
         manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
         self.api.create_job(namespace, manifest)
-        return self.handle(f"{namespace}/{request.name}")
+        job_id = f"{namespace}/{request.name}"
+        try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
+            self._index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+        except OSError as exc:
+            sys.stderr.write(
+                f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} ({exc.strerror}); "
+                "give --backend volcano when you manage it\n"
+            )
+        return self.handle(job_id)
 
     def _status(self, namespace: str, name: str, job: Mapping[str, Any]) -> JobStatus:
         pods = self.api.list_pods(namespace, name)
@@ -134,6 +150,9 @@ class VolcanoBackend(Backend):
         if state is JobState.FAILED and culprit:
             message = f"pod {culprit} exited with code {code}" + (f"; {message}" if message else "")
         exit_code = 0 if state is JobState.SUCCEEDED else (code if state.is_terminal else None)
+        failure = None
+        if state is JobState.FAILED:
+            failure = failure_from_log(exit_code or 1, self._failure_tail(namespace, culprit) if culprit else ())
         hosts = host_statuses(pods, namespace)
         starts = [h.started_at for h in hosts if h.started_at is not None]
         ends = [h.ended_at for h in hosts if h.ended_at is not None]
@@ -150,7 +169,19 @@ class VolcanoBackend(Backend):
             ended_at=max(ends) if state.is_terminal and ends else None,
             hosts=hosts,
             location=f"Volcano job {namespace}/{name} at {self.api.host}",
+            failure_class=failure,
         )
+
+    def _failure_tail(self, namespace: str, pod: str) -> Tuple[str, ...]:
+        """The last lines of a failed pod's log (read once per pod; none when it cannot be read)."""
+        key = f"{namespace}/{pod}"
+        if key not in self._tails:
+            try:
+                data = b"".join(self.api.pod_log(namespace, pod, follow=False, tail_lines=TAIL_LINES))
+            except (BackendError, JobNotFound):
+                data = b""  # the pod or its log is gone: the class is decided from the exit code alone
+            self._tails[key] = tuple(data.decode("utf-8", errors="replace").splitlines()[-TAIL_LINES:])
+        return self._tails[key]
 
     def status(self, job_id: str) -> JobStatus:
         """The job's state from its phase, its hosts from its pods, its exit code from the first failed pod."""

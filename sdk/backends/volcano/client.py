@@ -218,13 +218,15 @@ class KubeApi:
         data: Dict[str, Any] = self._client.sanitize_for_serialization(pods)
         return list(data.get("items") or [])
 
-    def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[bytes]:
-        """The worker container's output as it arrives, in chunks of bytes."""
+    def pod_log(self, namespace: str, pod: str, *, follow: bool, tail_lines: Optional[int] = None) -> Iterator[bytes]:
+        """The worker container's output as it arrives, in chunks of bytes (only the last ``tail_lines`` if set)."""
+        extra: Dict[str, Any] = {} if tail_lines is None else {"tail_lines": tail_lines}
         response = self._call(
             f"reading the log of pod {namespace}/{pod}",
             lambda: self._core.read_namespaced_pod_log(
                 pod, namespace, container=TASK_NAME, follow=follow, _preload_content=False,
                 _request_timeout=None if follow else _TIMEOUT,  # a followed log may be silent for hours
+                **extra,
             ),
         )  # fmt: skip
         try:

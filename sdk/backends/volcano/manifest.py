@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Mapping, Optional
 import yaml
 
 from ...errors import ConfigError
-from ...plan import AUTO, SubmitPlan
+from ...plan import SubmitPlan
 from ...spec import JobSpec, VolcanoOptions
-from ..local.plan import _launcher_env
+from ..contract import launcher_env
 from .template import fill_template, parse_template
 
 __all__ = [
@@ -90,8 +90,7 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
         "MA_JOB_DIR": posixpath.dirname(opts.code_path.rstrip("/")) or "/",
         "MALAUNCH_JOB_ID": job_name,
     }
-    launcher, _auto = _launcher_env(spec)
-    values.update({key: value for key, value in launcher.items() if value != AUTO})
+    values.update(launcher_env(spec))
     env: List[Dict[str, Any]] = [{"name": key, "value": values[key]} for key in sorted(values)]
     env.append(_field_env("MA_CURRENT_HOST_IP", "status.podIP"))
     env.append(_field_env("MA_CURRENT_INSTANCE_NAME", "metadata.name"))
