@@ -7,6 +7,8 @@ The loop wraps :func:`~malaunch.entrypoint.supervisor.run_plan`; everything it d
 - :func:`plan_attempt` turns the plan into attempt *K*'s plan: logs under ``<log dir>/attempt-K/``,
   ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. For
   torchrun the restarts are torchrun's own: attempt 0 gets ``--max_restarts=N`` and the loop runs it once;
+  the plan carries ``restart_on`` and the supervisor applies it to every torchrun attempt
+  (:mod:`._attempt_gate`);
 - :func:`should_restart` applies ``restart_on`` to an attempt's :class:`Classification`.
 
 Contract of :func:`run_with_restarts`:
@@ -17,7 +19,8 @@ Contract of :func:`run_with_restarts`:
 2. A signal to the shim during a run ends it as ``run_plan`` does (128+S, no restart); SIGTERM, SIGINT or SIGHUP
    during a back-off ends everything at once with 128+S.
 3. The result is the last attempt's, with the whole duration; every attempt's root cause and class is kept in
-   :class:`RestartOutcome` and goes into the JSON report (:func:`restart_report`).
+   :class:`RestartOutcome` and goes into the JSON report (:func:`restart_report`). Under torchrun every
+   attempt torchrun made is one :class:`Attempt` (from ``RunResult.launcher_attempts``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ from .errors import ConfigError
 from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
-from .report import Failure, RunResult, describe_exit
-from .torchrun_guard import TorchrunGuard
+from .report import Failure, LauncherAttempt, RunResult, describe_exit
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -58,6 +60,7 @@ RESTART_ON_CHOICES = ("retryable", "always", "never")
 DEFAULT_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 
 RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
 
@@ -215,17 +218,10 @@ def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
             argv.insert(3, f"--max_restarts={restarts}")
         processes.append(dataclasses.replace(spec, argv=tuple(argv)))
     note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
-    return dataclasses.replace(plan, processes=tuple(processes), watch_workers=False, notes=(*plan.notes, note))
-
-
-def _guarded(plan: LaunchPlan, policy: RestartPolicy) -> bool:
-    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``.
-    It stops the run with SIGTERM to the shim, which ``run_plan`` handles only on the main thread."""
-    return (
-        plan.method == "torchrun"
-        and policy.max_restarts > 0
-        and policy.restart_on not in ("always", "never")
-        and threading.current_thread() is threading.main_thread()
+    # ``always``: torchrun's own rule already; ``never``: no restarts to judge
+    restart_on = None if policy.restart_on in ("always", "never") else policy.restart_on
+    return dataclasses.replace(
+        plan, processes=tuple(processes), watch_workers=False, restart_on=restart_on, notes=(*plan.notes, note)
     )
 
 
@@ -311,11 +307,10 @@ def run_with_restarts(
             attempt_plan = plan_attempt(plan, index, policy)
             for note in attempt_plan.notes[len(plan.notes) :]:
                 say(note)
-            if _guarded(attempt_plan, policy):
-                guard = TorchrunGuard(attempt_plan, lambda kind, code: should_restart(policy, kind, code))
-                result = guard.run(run, attempt_plan, base_env)
-            else:
-                result = run(attempt_plan, base_env)
+            result = run(attempt_plan, base_env)
+            if len(result.launcher_attempts) > 1:
+                attempts.extend(_launcher_attempts(result, attempt_plan.log_dir, len(attempts)))
+                break
             classification = classify_result(result)
             again = (
                 classification is not None
@@ -345,6 +340,21 @@ def run_with_restarts(
         stop.restore()
 
 
+def _launcher_attempts(result: RunResult, log_dir: str, first: int) -> List[Attempt]:
+    """One :class:`Attempt` per attempt the launcher (torchrun) made itself; the last one is ``result``."""
+    found: List[Attempt] = []
+    for number, item in enumerate(result.launcher_attempts):
+        last = number == len(result.launcher_attempts) - 1
+        one = result if last else _attempt_result(item)
+        found.append(Attempt(first + number, one, classify_result(one), not last, item.log_dir or log_dir))
+    return found
+
+
+def _attempt_result(item: LauncherAttempt) -> RunResult:
+    code = item.root_cause.exit_code if item.root_cause is not None else 0
+    return RunResult(code, item.root_cause, None, item.duration)
+
+
 def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
     if failure is None:
         return None
@@ -355,17 +365,9 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
         "exit_code": failure.exit_code,
         "signal": failure.signal,
         "log_file": failure.log_file,
+        "message": failure.message,
+        "tail": list(failure.tail[-_BRIEF_TAIL:]),
     }
-
-
-def _torchrun_attempts(log_dir: str) -> Optional[int]:
-    """How many attempts torchrun made itself: its ``<log dir>/torchrun/<run>/attempt_<k>`` folders."""
-    root = os.path.join(log_dir, "torchrun")
-    try:
-        runs = [os.path.join(root, name) for name in os.listdir(root)]
-        return sum(1 for run in runs for name in os.listdir(run) if name.startswith("attempt_")) or None
-    except OSError:
-        return None
 
 
 def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
@@ -385,7 +387,6 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
                 "restarted": attempt.restarted,
                 "log_dir": attempt.log_dir,
                 "root_cause": _failure_brief(attempt.result.root_cause),
-                "torchrun_attempts": _torchrun_attempts(attempt.log_dir),
             }
             for attempt in outcome.attempts
         ],

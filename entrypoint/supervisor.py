@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
+from ._attempt_gate import AttemptGate
 from ._cgroup import JobCgroup
-from ._errorfiles import read_error_files
+from ._errorfiles import ErrorRecord, read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
 from ._router import LOG_HINT, Output, write_plan_file
@@ -43,7 +44,7 @@ from ._watch import WorkerDeath, WorkerWatch
 from .errors import LaunchError
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
-from .rootcause import Death, find_root_cause, teardown_signals
+from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
@@ -103,6 +104,7 @@ class _Run:
         self.facts: List[Death] = []
         self.launchers = plan.method in ("torchrun", "msrun")
         self.watch: Optional[WorkerWatch] = None
+        self.gate = AttemptGate(None, {})
         self.tree = JobTree(self.token, ())
         self.shim_signal: Optional[int] = None
         self.ending_at: Optional[float] = None
@@ -184,6 +186,7 @@ class _Run:
         self.output.attach(self.procs, lambda: None)
         if self.launchers:  # also tells msrun's pids' ranks; ends the job only with plan.watch_workers
             launchers = {proc.pid: index for index, proc in enumerate(self.procs)}
+            self.gate = AttemptGate(self.plan.restart_on, {index: pid for pid, index in launchers.items()})
             self.watch = WorkerWatch(TOKEN_VAR, self.token, launchers, self._worker_died)
             self.watch.start()
 
@@ -191,6 +194,7 @@ class _Run:
         """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
         if self.plan.watch_workers:
             self.output.quiet()
+        self.gate.hold(death)  # before the event: torchrun must not restart before the loop has judged it
         self.events.put(death)
 
     def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
@@ -211,11 +215,12 @@ class _Run:
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
             failed = event.code != 0
         elif isinstance(event, WorkerDeath):
-            if not self.plan.watch_workers:
-                return  # the launcher restarts failed workers itself (torchrun --max_restarts)
             self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
-                                   code=event.code, at=event.at))  # fmt: skip
-            failed = event.code is not None and event.code != 0
+                                   code=event.code, at=event.at, attempt=event.attempt))  # fmt: skip
+            if self.plan.watch_workers:
+                failed = event.code is not None and event.code != 0
+            else:  # the launcher restarts failed workers itself (torchrun --max_restarts) unless the gate says no
+                failed = self.gate.judge(event) is not None
         elif isinstance(event, LauncherLine):
             rank = self.watch.pid_ranks.get(event.pid) if self.watch is not None else None
             self.record(self._fact(source="summary", index=event.index, rank=rank, pid=event.pid,
@@ -312,10 +317,11 @@ class _Run:
             return
         for entry in parse_torchrun_failures(self.output.sinks[0].text()):
             self.record(self._fact(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode))
-        for rank, message in self._error_files().items():
-            self.record(self._fact(source="error_file", index=0, rank=rank, pid=None, code=None, message=message))
+        for record in self._error_files():
+            self.record(self._fact(source="error_file", index=0, rank=record.rank, pid=None, code=None,
+                                   message=record.message, attempt=record.attempt))  # fmt: skip
 
-    def _error_files(self) -> Dict[int, str]:
+    def _error_files(self) -> List[ErrorRecord]:
         known = dict(self.watch.error_files) if self.watch is not None else {}
         return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
 
@@ -323,7 +329,10 @@ class _Run:
         self.launcher_facts()
         escalated = self.killed_at is not None
         collateral = teardown_signals(self.plan.method == "msrun", escalated)
-        cause = find_root_cause(self.facts, collateral, stopped=self.shim_signal is not None)
+        attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
+        last = attempts[-1] if attempts else None
+        facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
+        cause = find_root_cause(facts, collateral, stopped=self.shim_signal is not None)
         failure = self._failure(cause.death) if cause is not None else None
         if self.shim_signal is not None:
             code = 128 + self.shim_signal
@@ -331,7 +340,10 @@ class _Run:
             code = failure.exit_code or 1
         else:
             code = 0
-        return RunResult(code, failure, self.shim_signal, time.monotonic() - started)
+        duration = time.monotonic() - started
+        torchrun = self.plan.method == "torchrun"
+        history = self.gate.history(self.facts, failure, started, self._failure) if torchrun else ()
+        return RunResult(code, failure, self.shim_signal, duration, history)
 
     def _failure(self, death: Death) -> Failure:
         spec = self.plan.processes[death.index]
@@ -401,6 +413,7 @@ class _Run:
             grace = 0.0
         elif self.ending_at is not None:
             grace = max(0.0, self.ending_at + grace - time.monotonic())
+        self.gate.release()
         left = kill_everything(self.tree, self._live_groups(), grace)
         for proc in self.procs:
             try:
