@@ -121,6 +121,18 @@ def test_torchrun_gets_max_restarts_and_restarts_itself() -> None:
     argv = attempt.processes[0].argv
     assert argv[:4] == ("/venv/bin/python", "-m", "torch.distributed.run", "--max_restarts=3")
     assert not attempt.watch_workers and attempt.log_dir == plan.log_dir
+    assert attempt.restart_on == "retryable"  # the supervisor applies it to every worker failure
+    assert attempt.to_json()["restart_on"] == "retryable"
+
+
+@pytest.mark.parametrize(
+    ("on", "expected"), [("always", None), ("never", None), ((1, 137), (1, 137)), ("retryable", "retryable")]
+)
+def test_torchrun_plan_carries_the_restart_on_the_supervisor_applies(on: Any, expected: Any) -> None:
+    plan = plan_launch(parse_cluster_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}), inputs())
+    attempt = plan_attempt(plan, 0, RestartPolicy(2, on))
+    assert attempt.restart_on == expected  # always: torchrun's own rule; never: --max_restarts=0
+    assert plan_attempt(plan, 0, RestartPolicy(0, on)).restart_on is None  # no restarts, nothing to judge
 
 
 def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
