@@ -7,8 +7,9 @@ helper that exits non-zero is not a rank failure.
 
 Each worker found gets a pidfd; the thread polls them, so the time of death is known to a few milliseconds
 for every worker, and the exit status is read from the zombie right then, before the launcher reaps it
-(torchrun reaps at its 0.1 s monitor interval, msrun at its 1 s poll). If the zombie is already gone, the
-status stays unknown (None) and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
+(torchrun reaps at its 0.1 s monitor interval, msrun at its 1 s poll). If the launcher reaped it first, the
+status comes from the pidfd itself (``PIDFD_GET_INFO``, Linux 6.15+); only on older kernels does it then stay
+unknown (None), and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
 watch falls back to looking for zombies at every scan.
 """
 
@@ -120,6 +121,8 @@ class WorkerWatch:
             return
         self._done.add(worker.pid)
         code = proctree.zombie_returncode(worker.pid)
+        if code is None and worker.fd is not None:  # the launcher reaped it first: the pidfd still knows
+            code = proctree.pidfd_exit_status(worker.fd)
         self._post(worker.death(code, at))
 
     def _check_zombies(self) -> None:

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from . import peers, proctree
 from .errors import ConfigError
 from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
@@ -59,7 +60,6 @@ __all__ = [
 RESTART_ON_CHOICES = ("retryable", "always", "never")
 DEFAULT_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 
 RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
@@ -261,32 +261,37 @@ class RestartOutcome:
 
 
 class _BackoffStop:
-    """Signal handlers for the time between attempts: a stop signal wakes the back-off at once."""
+    """The stop signal that ends a back-off at once (installed with :func:`proctree.stop_signal_handlers`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum: Optional[int] = None
-        self.previous: Dict[int, Any] = {}
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def on_signal(self, signum: int, frame: object) -> None:
         del frame
         if self.signum is None:
             self.signum = signum
         self.event.set()
 
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self.previous = {}
-
     def wait(self, seconds: float) -> Optional[int]:
         """Sleep ``seconds`` unless a stop signal comes; returns that signal."""
         self.event.wait(seconds)
         return self.signum
+
+
+class _Announcer:
+    """Announces each attempt for the peers (:mod:`.peers`) when the group may restart; from the first
+    announcement on, this process ignores a peer's restart signal outside ``run_plan`` (which handles it)."""
+
+    def __init__(self, plan: LaunchPlan, policy: RestartPolicy) -> None:
+        self.log_dir = plan.log_dir
+        self.active = policy.max_restarts > 0 and not is_recovery_plan(plan)
+        if self.active and threading.current_thread() is threading.main_thread():
+            peers.ignore_peer_restarts()  # for good: a late signal must never kill the shim as it ends
+
+    def __call__(self, attempt: int, state: str) -> None:
+        if self.active:
+            peers.announce_attempt(self.log_dir, attempt, state)
 
 
 def run_with_restarts(
@@ -300,13 +305,14 @@ def run_with_restarts(
     started = time.monotonic()
     attempts: List[Attempt] = []
     stop = _BackoffStop()
-    stop.install()
-    try:
+    announce = _Announcer(plan, policy)
+    with proctree.stop_signal_handlers(stop.on_signal):
         limit = _attempts_of(plan, policy)
         for index in range(limit):
             attempt_plan = plan_attempt(plan, index, policy)
             for note in attempt_plan.notes[len(plan.notes) :]:
                 say(note)
+            announce(index, "running")
             result = run(attempt_plan, base_env)
             if len(result.launcher_attempts) > 1:
                 attempts.extend(_launcher_attempts(result, attempt_plan.log_dir, len(attempts)))
@@ -322,6 +328,7 @@ def run_with_restarts(
             attempts.append(Attempt(index, result, classification, again, attempt_plan.log_dir))
             if not again or classification is None:
                 break
+            announce(index, "backoff")  # the peers still in this attempt end it too (peers.py)
             pause = backoff_for(policy, index + 1)
             say(f"attempt {index} failed: {describe_failure(result)}")
             say(
@@ -332,12 +339,12 @@ def run_with_restarts(
             if signum is not None:
                 say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
                 final = RunResult(128 + signum, None, signum, time.monotonic() - started)
+                announce(index, "ended")
                 return RestartOutcome(final, tuple(attempts), policy, stopped_in_backoff=signum)
+        announce(index, "ended")
         last = attempts[-1].result
         final = dataclasses.replace(last, duration=time.monotonic() - started)
         return RestartOutcome(final, tuple(attempts), policy)
-    finally:
-        stop.restore()
 
 
 def _launcher_attempts(result: RunResult, log_dir: str, first: int) -> List[Attempt]:

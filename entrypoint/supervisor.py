@@ -42,13 +42,14 @@ from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, s
 from ._router import LOG_HINT, Output, write_plan_file
 from ._watch import WorkerDeath, WorkerWatch
 from .errors import LaunchError
+from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
 from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
 _WATCHDOG_GRACE_CAP = 2.0
 _LAUNCHER_SETTLE = 5.0  # a launcher whose workers are gone gets this long to write its summary and exit
 _TICK = 0.02
@@ -107,6 +108,7 @@ class _Run:
         self.gate = AttemptGate(None, {})
         self.tree = JobTree(self.token, ())
         self.shim_signal: Optional[int] = None
+        self.peer_restart = False  # a peer host restarted the job (PEER_RESTART_SIGNAL): this attempt ends
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
@@ -226,6 +228,10 @@ class _Run:
             self.record(self._fact(source="summary", index=event.index, rank=rank, pid=event.pid,
                                    code=event.code, at=event.at))  # fmt: skip
             failed = True
+        elif isinstance(event, ShimSignal) and event.signum == PEER_RESTART_SIGNAL:
+            if self.shim_signal is None and not self.peer_restart:
+                self.peer_restart = True
+                failed = True
         elif isinstance(event, ShimSignal):
             if self.shim_signal is None:
                 self.shim_signal = event.signum
@@ -332,8 +338,11 @@ class _Run:
         attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
         last = attempts[-1] if attempts else None
         facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
-        cause = find_root_cause(facts, collateral, stopped=self.shim_signal is not None)
+        stopped = self.shim_signal is not None or self.peer_restart
+        cause = find_root_cause(facts, collateral, stopped=stopped)
         failure = self._failure(cause.death) if cause is not None else None
+        if failure is None and self.peer_restart and self.shim_signal is None:
+            failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)
         if self.shim_signal is not None:
             code = 128 + self.shim_signal
         elif failure is not None:
