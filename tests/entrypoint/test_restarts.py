@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, List, Mapping
 
 import pytest
+from malaunch.entrypoint import peers
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
 from malaunch.entrypoint.failure_class import classify_failure
@@ -16,6 +18,7 @@ from malaunch.entrypoint.report import Failure, RunResult
 from malaunch.entrypoint.restarts import (
     RestartPolicy,
     backoff_for,
+    classify_result,
     parse_restart_policy,
     plan_attempt,
     restart_report,
@@ -190,3 +193,25 @@ def test_loop_stops_on_a_user_error_and_keeps_every_attempt(tmp_path: Path) -> N
     assert report["failure_class"]["class"] == "user_error" and report["failure_class"]["retryable"] is False
     assert [a["restarted"] for a in report["attempts"]] == [True, False]
     assert report["attempts"][0]["root_cause"]["exit_code"] == 137
+
+
+def test_attempt_announcements_and_the_frontier(tmp_path: Path) -> None:
+    path = peers.attempt_file(str(tmp_path))
+    assert peers.read_attempt(path) is None and peers.frontier(None) is None
+    peers.announce_attempt(str(tmp_path), 2, "running")
+    assert peers.read_attempt(path) == {"attempt": 2, "state": "running", "pid": os.getpid()}
+    assert peers.frontier(peers.read_attempt(path)) == 2
+    peers.announce_attempt(str(tmp_path), 2, "backoff")  # attempt 3 comes after the back-off
+    assert peers.frontier(peers.read_attempt(path)) == 3
+    peers.announce_attempt(str(tmp_path), 2, "ended")
+    assert peers.frontier(peers.read_attempt(path)) is None
+    for bad in ("{", "[]", '{"attempt": "1", "state": "running", "pid": 1}', '{"attempt": 1, "state": "x", "pid": 1}'):
+        Path(path).write_text(bad)
+        assert peers.read_attempt(path) is None, bad
+
+
+def test_an_attempt_a_peer_ended_is_retryable() -> None:
+    failure = peers.peer_restart_failure("host-a", "/logs/rank-0.log")
+    result = RunResult(failure.exit_code, failure, None, 1.0)
+    kind = classify_result(result)
+    assert kind is not None and (kind.kind, kind.retryable, result.exit_code) == ("rendezvous_timeout", True, 3)
