@@ -14,8 +14,9 @@ plan with ``restart_on`` set, :class:`AttemptGate` uses that head start:
    restarts as usual. If not, the gate ends torchrun: SIGTERM, then SIGCONT; the pending SIGTERM is delivered
    as torchrun resumes, its handler raises at once and torchrun shuts the workers down instead of restarting.
    The supervisor then ends the job as for any failure, and that worker is the root cause.
-3. Later failures of an attempt that was judged are consequences (torchrun stopping the rest of its group):
-   they are recorded, never judged; torchrun is resumed after each of them.
+3. Deaths by a stop signal (SIGTERM, SIGINT, SIGHUP: how torchrun stops the rest of its group) are never
+   judged, whatever their order (a watch slowed down by load may see them first), and neither are later
+   failures of an attempt already judged: they are recorded, and torchrun is resumed after each of them.
 
 Every SIGSTOP is followed by the ``judge`` of the same death (the watch posts the death after holding), so
 torchrun is never left stopped; :meth:`AttemptGate.release` resumes it anyway before the final teardown. The
@@ -42,6 +43,14 @@ from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 __all__ = ["AttemptGate"]
 
 
+_STOP_SIGNALS = teardown_signals(False, False)
+
+
+def _judged_kind(death: WorkerDeath) -> bool:
+    """A failure worth judging: not a success, not unknown, not a death by a stop signal."""
+    return bool(death.code) and death.code is not None and -death.code not in _STOP_SIGNALS
+
+
 def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
@@ -66,7 +75,7 @@ class AttemptGate:
 
     def hold(self, death: WorkerDeath) -> None:
         """Watch thread: stop the launcher while a failure its attempt has not seen yet is judged."""
-        if self.policy is None or not death.code or self.ended is not None:
+        if self.policy is None or not _judged_kind(death) or self.ended is not None:
             return
         with self.lock:
             if death.attempt in self.judged:
@@ -87,7 +96,7 @@ class AttemptGate:
         if self.policy is None:
             return None
         launcher = self.launchers[death.index]
-        if not death.code or self.ended is not None:
+        if death.code is None or not _judged_kind(death) or self.ended is not None:
             _signal(launcher, signal.SIGCONT)
             return None
         with self.lock:
@@ -139,7 +148,7 @@ class AttemptGate:
                 history.append(LauncherAttempt(number, final, time.monotonic() - begin, folder))
                 break
             end = max(begin, self.last_death.get(number, begin))
-            cause = find_root_cause(attempt_facts(facts, number, False), teardown_signals(True, False))
+            cause = find_root_cause(attempt_facts(facts, number, False), _STOP_SIGNALS)
             failure = None
             if cause is not None:
                 failure = failure_of(cause.death)

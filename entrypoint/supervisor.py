@@ -217,8 +217,9 @@ class _Run:
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
             failed = event.code != 0
         elif isinstance(event, WorkerDeath):
-            self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
-                                   code=event.code, at=event.at, attempt=event.attempt))  # fmt: skip
+            if self.plan.watch_workers or event.attempt is not None:  # else: of which launcher attempt?
+                self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
+                                       code=event.code, at=event.at, attempt=event.attempt))  # fmt: skip
             if self.plan.watch_workers:
                 failed = event.code is not None and event.code != 0
             else:  # the launcher restarts failed workers itself (torchrun --max_restarts) unless the gate says no
