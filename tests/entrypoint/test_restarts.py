@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any, List, Mapping
 
 import pytest
-from malaunch.entrypoint import peers
+from malaunch.entrypoint import peers, proctree
+from malaunch.entrypoint._attempt_gate import AttemptGate
+from malaunch.entrypoint._watch import WorkerDeath
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
 from malaunch.entrypoint.failure_class import classify_failure
@@ -215,3 +220,40 @@ def test_an_attempt_a_peer_ended_is_retryable() -> None:
     result = RunResult(failure.exit_code, failure, None, 1.0)
     kind = classify_result(result)
     assert kind is not None and (kind.kind, kind.retryable, result.exit_code) == ("rendezvous_timeout", True, 3)
+
+
+def _state(pid: int) -> str:
+    info = proctree.read_info(pid)
+    return info.state if info is not None else "gone"
+
+
+def _wait_state(pid: int, wanted: str) -> None:
+    deadline = time.monotonic() + 30
+    while _state(pid) != wanted:
+        assert time.monotonic() < deadline, (pid, _state(pid), wanted)
+        time.sleep(0.01)
+
+
+def test_the_gate_holds_the_launcher_and_resumes_or_ends_it(tmp_path: Path) -> None:
+    launcher = subprocess.Popen(["sleep", "60"])  # stands in for torchrun: a real process to stop and resume
+    try:
+        gate = AttemptGate("retryable", {0: launcher.pid})
+        killed = WorkerDeath(0, 1, 111, -signal.SIGKILL, 1.0, 0, None)
+        gate.hold(killed)
+        _wait_state(launcher.pid, "T")  # stopped while the failure is judged
+        assert gate.judge(killed) is None  # SIGKILL: retryable, torchrun restarts as usual
+        _wait_state(launcher.pid, "S")
+        stopped_peer = WorkerDeath(0, 0, 112, -signal.SIGTERM, 1.1, 1, None)  # torchrun's own teardown
+        gate.hold(stopped_peer)
+        assert _state(launcher.pid) == "S" and gate.judge(stopped_peer) is None  # never judged
+        user = WorkerDeath(0, 0, 113, 2, 2.0, 1, None)
+        gate.hold(user)
+        _wait_state(launcher.pid, "T")
+        kind = gate.judge(user)
+        assert kind is not None and kind.kind == "user_error"  # exit 2 of attempt 1 ends the job
+        assert launcher.wait(30) == -signal.SIGTERM  # the SIGTERM sent while stopped arrived on SIGCONT
+        later = WorkerDeath(0, 1, 114, 1, 2.1, 1, None)
+        assert gate.judge(later) is None  # the job is ending: nothing more to judge
+    finally:
+        launcher.kill()
+        launcher.wait()
