@@ -14,7 +14,11 @@ Contract of :func:`run_plan`:
    ``plan.grace_period`` later everything left gets SIGKILL, and a launcher still there 5 s after its workers
    are gone is killed too. The root cause is then decided from the facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
-   skips the rest of the grace period.
+   skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
+   whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
+   Under torchrun with ``plan.restart_on`` a worker's failure ends the job only when :mod:`._attempt_gate`
+   says ``restart_on`` rejects it; facts carry torchrun's attempt, the root cause is the last attempt's, and
+   ``RunResult.launcher_attempts`` has every attempt's.
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
 7. On return every output is drained, no process of the job is left (token carriers, and everything that was
    reparented to the shim as subreaper: daemons included), and every child has been reaped.
