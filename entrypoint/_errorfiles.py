@@ -4,6 +4,10 @@ torchrun gives every worker ``<--log_dir>/<run id>_<random>/attempt_<n>/<local r
 ``torch.distributed.elastic.multiprocessing.errors.record`` writes it when the worker's entry function raises:
 ``{"message": {"message": "ValueError: ...", "extraInfo": {"py_callstack": ..., "timestamp": ...}}}``. The path
 is known from the worker's own environment (read by the watch) or found under torchrun's log directory.
+Everything of one attempt sits in its own ``attempt_<n>/`` folder: torchrun restarts the group with a new
+``TORCHELASTIC_RESTART_COUNT`` and a fresh folder, so a file's path says which attempt it belongs to. With
+``--tee`` (the shim's plan) every worker writes its own output to ``<local rank>/stdout.log`` and
+``stderr.log`` there, complete when it dies (torchrun only tails them to the console).
 """
 
 from __future__ import annotations
@@ -11,18 +15,38 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Dict, Mapping, Optional, Sequence
+from collections import deque
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["read_error_files", "torchrun_log_dir"]
+__all__ = ["ErrorRecord", "attempt_of", "read_error_files", "torchrun_log_dir", "worker_output_tail"]
+
+_ATTEMPT_PREFIX = "attempt_"
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One error file of this run: the rank, its attempt (None: the path does not say) and the exception."""
+
+    rank: int
+    attempt: Optional[int]
+    message: str
+
+
+def attempt_of(path: str) -> Optional[int]:
+    """The attempt an error file belongs to: the ``attempt_<n>`` folder above its local-rank folder."""
+    name = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    number = name[len(_ATTEMPT_PREFIX) :] if name.startswith(_ATTEMPT_PREFIX) else ""
+    return int(number) if number.isascii() and number.isdigit() else None
 
 
 def read_error_files(
-    known: Mapping[int, str], argv: Sequence[str], ranks: Sequence[int], since: float
-) -> Dict[int, str]:
-    """``rank -> exception message`` for every error file of this run (written at or after ``since``).
+    known: Mapping[str, int], argv: Sequence[str], ranks: Sequence[int], since: float
+) -> List[ErrorRecord]:
+    """Every error file of this run (written at or after ``since``) that recorded an exception, by path.
 
-    ``known`` maps ranks to the paths their environment named; torchrun's ``--log_dir`` in ``argv`` is searched
-    for the rest (local rank ``i`` is ``ranks[i]``).
+    ``known`` maps the paths the workers' environments named to their ranks; torchrun's ``--log_dir`` in
+    ``argv`` is searched for the rest (local rank ``i`` is ``ranks[i]``).
     """
     paths = dict(known)
     log_dir = torchrun_log_dir(argv)
@@ -30,13 +54,32 @@ def read_error_files(
         for path in glob.glob(os.path.join(glob.escape(log_dir), "*", "attempt_*", "*", "error.json")):
             local = os.path.basename(os.path.dirname(path))
             if local.isdigit() and int(local) < len(ranks):
-                paths.setdefault(ranks[int(local)], path)
-    found = {}
-    for rank, path in paths.items():
+                paths.setdefault(path, ranks[int(local)])
+    found = []
+    for path, rank in sorted(paths.items()):
         message = _error_message(path, since)
         if message:
-            found[rank] = message
+            found.append(ErrorRecord(rank, attempt_of(path), message))
     return found
+
+
+def worker_output_tail(error_file: Optional[str], lines: int = 50) -> Tuple[str, ...]:
+    """The last lines a torchrun worker wrote itself (``stdout.log``, then ``stderr.log`` next to its error
+    file), plus the exception its error file recorded; empty when there are none."""
+    if not error_file:
+        return ()
+    folder = os.path.dirname(error_file)
+    found: List[str] = []
+    for name in ("stdout.log", "stderr.log"):
+        try:
+            with open(os.path.join(folder, name), "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - (64 << 10)))
+                tail = deque(handle, maxlen=lines)
+        except OSError:
+            continue
+        found += [raw.rstrip(b"\r\n").decode("utf-8", errors="replace") for raw in tail]
+    message = _error_message(error_file, 0.0)
+    return (*found[-lines:], *([message] if message else []))
 
 
 def torchrun_log_dir(argv: Sequence[str]) -> Optional[str]:

@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from . import proctree
 from .errors import LaunchError
 from .ms_recovery import relaunch_spec
 from .plan import LaunchPlan, ProcessSpec
@@ -47,7 +47,6 @@ UNIT_MODULE = "malaunch.entrypoint._recovery_unit"
 DEFAULT_RELAUNCHES = 3
 _TICK = 0.1
 _KILL_MARGIN = 10.0
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def write_json(path: str, data: Mapping[str, Any]) -> None:
@@ -144,24 +143,20 @@ class _Coordinator:
             ) from None
         self.units.append(_Unit(spec, relaunch, proc, result_file, time.monotonic()))
 
-    def signal_units(self, sig: int) -> None:
+    def _live(self) -> List[proctree.ProcKey]:
+        """The units still running (a unit that ended is reaped here, so its pid names nothing else)."""
+        keys = []
         for unit in self.units:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(unit.proc.pid, sig)
+            info = proctree.read_info(unit.proc.pid) if unit.proc.poll() is None else None
+            if info is not None:
+                keys.append(proctree.ProcKey(info.pid, info.start))
+        return keys
 
     def stop_all(self) -> None:
-        """SIGTERM every unit (each tears its process down), SIGKILL their groups after grace + margin."""
-        self.signal_units(signal.SIGTERM)
-        deadline = time.monotonic() + self.plan.grace_period + _KILL_MARGIN
-        while any(unit.proc.poll() is None for unit in self.units):
-            if time.monotonic() > deadline:
-                for unit in self.units:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(unit.proc.pid, signal.SIGKILL)
-                for unit in self.units:
-                    unit.proc.wait()
-                break
-            time.sleep(_TICK)
+        """SIGTERM every unit (each tears its process down), SIGKILL after grace + margin: the kill loop."""
+        proctree.kill_loop(self._live, self.plan.grace_period + _KILL_MARGIN)
+        for unit in self.units:
+            unit.proc.wait()
 
     def finished(self, unit: _Unit, code: int) -> Optional[RunResult]:
         """Handle a unit's end; returns the run's final result when the run must end now."""
@@ -228,14 +223,9 @@ def run_recovery(
     """Run a recovery plan (:func:`~.ms_recovery.plan_with_recovery`) to its end."""
     started = time.monotonic()
     coordinator = _Coordinator(plan, base_env, policy, delay, say)
-    previous: Dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, coordinator.on_signal) for sig in _HANDLED}
-    try:
-        return coordinator.run(started)
-    except BaseException:
-        coordinator.stop_all()
-        raise
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    with proctree.stop_signal_handlers(coordinator.on_signal):
+        try:
+            return coordinator.run(started)
+        except BaseException:
+            coordinator.stop_all()
+            raise

@@ -7,13 +7,12 @@ in the package imports this module, so ``-m`` runs it fresh.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
 import sys
 from typing import List
 
+from . import proctree
 from ._recovery_run import read_json, result_json, write_json
 from .errors import EntrypointError, exit_code_for
 from .ms_recovery import plan_from_json
@@ -21,17 +20,9 @@ from .supervisor import run_plan
 
 __all__ = ["unit_main"]
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def unit_main(argv: List[str]) -> int:
     """One unit: run the one-process plan in ``argv[0]`` with ``run_plan``; write its result; exit with its code."""
-    _die_with_parent()
+    proctree.set_parent_death_signal(signal.SIGTERM)
     data = read_json(argv[0]) if argv else None
     if data is None:
         sys.stderr.write(f"malaunch.entrypoint._recovery_unit: cannot read the unit file {argv[:1]!r}\n")

@@ -7,8 +7,9 @@ helper that exits non-zero is not a rank failure.
 
 Each worker found gets a pidfd; the thread polls them, so the time of death is known to a few milliseconds
 for every worker, and the exit status is read from the zombie right then, before the launcher reaps it
-(torchrun reaps at its 0.1 s monitor interval, msrun at its 1 s poll). If the zombie is already gone, the
-status stays unknown (None) and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
+(torchrun reaps at its 0.1 s monitor interval, msrun at its 1 s poll). If the launcher reaped it first, the
+status comes from the pidfd itself (``PIDFD_GET_INFO``, Linux 6.15+); only on older kernels does it then stay
+unknown (None), and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
 watch falls back to looking for zombies at every scan.
 """
 
@@ -38,6 +39,8 @@ class WorkerDeath:
     pid: int
     code: Optional[int]
     at: float  # time.monotonic() of death, as observed
+    attempt: Optional[int] = None  # the launcher's attempt (TORCHELASTIC_RESTART_COUNT in its environment)
+    error_file: Optional[str] = None  # its TORCHELASTIC_ERROR_FILE, when it had one
 
 
 @dataclass
@@ -46,6 +49,16 @@ class _Worker:
     rank: int
     pid: int
     fd: Optional[int]
+    attempt: Optional[int] = None
+    error_file: Optional[str] = None
+
+    def death(self, code: Optional[int], at: float) -> WorkerDeath:
+        return WorkerDeath(self.index, self.rank, self.pid, code, at, self.attempt, self.error_file)
+
+
+def _int_value(environ: bytes, name: str) -> Optional[int]:
+    raw = proctree.env_value(environ, name)
+    return int(raw) if raw is not None and raw.strip().isdigit() else None
 
 
 def _rank_of(environ: bytes) -> Optional[int]:
@@ -68,7 +81,7 @@ class WorkerWatch:
         self._done: Set[int] = set()
         self._others: Set[int] = set()  # launcher children that are not workers (msrun's scheduler)
         self.pid_ranks: Dict[int, int] = {}
-        self.error_files: Dict[int, str] = {}  # rank -> TORCHELASTIC_ERROR_FILE
+        self.error_files: Dict[str, int] = {}  # every TORCHELASTIC_ERROR_FILE seen -> its worker's rank
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="watch", daemon=True)
 
@@ -108,7 +121,9 @@ class WorkerWatch:
             return
         self._done.add(worker.pid)
         code = proctree.zombie_returncode(worker.pid)
-        self._post(WorkerDeath(worker.index, worker.rank, worker.pid, code, at))
+        if code is None and worker.fd is not None:  # the launcher reaped it first: the pidfd still knows
+            code = proctree.pidfd_exit_status(worker.fd)
+        self._post(worker.death(code, at))
 
     def _check_zombies(self) -> None:
         now = time.monotonic()
@@ -119,10 +134,10 @@ class WorkerWatch:
                 code = proctree.zombie_returncode(worker.pid)
                 if code is not None:
                     self._done.add(worker.pid)
-                    self._post(WorkerDeath(worker.index, worker.rank, worker.pid, code, now))
+                    self._post(worker.death(code, now))
                 elif proctree.read_info(worker.pid) is None:
                     self._done.add(worker.pid)
-                    self._post(WorkerDeath(worker.index, worker.rank, worker.pid, None, now))
+                    self._post(worker.death(None, now))
 
     def _scan(self) -> None:
         for pid in proctree.all_pids():
@@ -141,11 +156,13 @@ class WorkerWatch:
                 if fd is not None:
                     os.close(fd)
                 continue  # not (yet) a worker: forked but not exec'd shows the launcher's environment
-            self._workers[pid] = _Worker(self._launchers[info.ppid], rank, pid, fd)
+            raw_path = proctree.env_value(environ, "TORCHELASTIC_ERROR_FILE") if environ else None
+            path = os.fsdecode(raw_path) if raw_path else None
+            attempt = _int_value(environ, "TORCHELASTIC_RESTART_COUNT") if environ else None
+            self._workers[pid] = _Worker(self._launchers[info.ppid], rank, pid, fd, attempt, path)
             self.pid_ranks[pid] = rank
-            path = proctree.env_value(environ, "TORCHELASTIC_ERROR_FILE") if environ else None
             if path:
-                self.error_files[rank] = os.fsdecode(path)
+                self.error_files[path] = rank
 
 
 def _pidfd(pid: int) -> Optional[int]:

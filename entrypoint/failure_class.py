@@ -10,7 +10,8 @@ class                  retryable  when
 ``collective_timeout``  yes       the log tail has an NCCL watchdog, gloo send/recv or HCCL notify timeout
 ``rendezvous_timeout``  yes       the log tail has a rendezvous, store or connection failure (torch
                                   ``DistStoreError``/``DistNetworkError``, gloo "connection closed by peer",
-                                  HCCL ``EI0006``, MindSpore node time-outs), or the shim gave up waiting (3)
+                                  HCCL ``EI0006``, MindSpore node time-outs), the shim gave up waiting (3),
+                                  or a peer host's restart ended this host's attempt (3)
 ``signal``              yes       killed by a signal the shim did not send (137: SIGKILL, likely OOM)
 ``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
 ``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
@@ -86,6 +87,7 @@ _RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
         r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
         r"Timed out node list is",  # MindSpore: "The total number of timed out node is N. Timed out node ..."
         r"gave up waiting for",  # the shim's own bounded waits (rank table, master name)
+        r"a peer host restarted the job",  # the shim's attempt ended by another host's restart (peers.py)
     )
 )
 _MISUSE: Tuple[Pattern[str], ...] = tuple(

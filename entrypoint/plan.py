@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 
@@ -74,6 +74,10 @@ class LaunchPlan:
     # The launcher's workers carry their rank in their environment; the supervisor watches them and ends the job
     # as soon as one of them is a zombie with a failing status, before the launcher's own (slower) reaction.
     watch_workers: bool = False
+    # The launcher restarts its workers itself (torchrun --max_restarts): the supervisor applies this
+    # ``restart_on`` (a choice word or exit codes) to each worker failure and ends the job, root cause that
+    # worker, when it does not accept it, before the launcher starts another attempt. None: no such check.
+    restart_on: Optional[Union[str, Tuple[int, ...]]] = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -97,6 +101,7 @@ class LaunchPlan:
             "notes": list(self.notes),
             "files": dict(sorted(self.files.items())),
             "watch_workers": self.watch_workers,
+            "restart_on": list(self.restart_on) if isinstance(self.restart_on, tuple) else self.restart_on,
         }
 
     def render(self) -> str:

@@ -8,19 +8,24 @@ Ownership is *proven*, never assumed: a process is the job's when its environmen
 (``NAME=value``) or when it descends from the supervisor, and it is signalled only if it is still that same
 process. :func:`signal_proven` opens a pidfd first (Linux 5.3+), re-reads the start time and the proof through
 ``/proc``, then signals through the pidfd: a pid reused in between is never hit. A process whose ``/proc``
-entries cannot be read (another user's) is never signalled.
+entries cannot be read (another user's) is never signalled. The process-level settings live here too: the
+subreaper, the parent-death signal, the stop-signal handlers of a run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
+import struct
+import threading
 import time
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Set
 
 __all__ = [
+    "STOP_SIGNALS",
     "ProcInfo",
     "ProcKey",
     "all_pids",
@@ -29,19 +34,31 @@ __all__ = [
     "env_value",
     "is_alive",
     "kill_loop",
+    "pidfd_exit_status",
     "pids_with_env",
     "read_environ",
     "read_info",
     "reap_zombie_children",
     "restore_subreaper",
     "set_name",
+    "set_parent_death_signal",
     "set_subreaper",
+    "stop_signal_handlers",
     "signal_group",
     "signal_proven",
     "snapshot",
     "zombie_returncode",
 ]
 
+#: The signals that stop a run (the shim's, a unit's, a restart loop's back-off): 128 + the signal is the result.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+_PR_SET_PDEATHSIG = 1
+# struct pidfd_info (linux/pidfd.h), version 0: 64 bytes, exit_code at offset 60; _IOWR(0xFF, 11, 64 bytes)
+_PIDFD_INFO_SIZE = 64
+_PIDFD_INFO_EXIT = 1 << 3
+_PIDFD_INFO_EXIT_CODE = 60
+_PIDFD_GET_INFO = (3 << 30) | (_PIDFD_INFO_SIZE << 16) | (0xFF << 8) | 11
 _PR_SET_NAME = 15
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -142,6 +159,29 @@ def zombie_returncode(pid: int) -> Optional[int]:
         return None
     status = int(fields[49])
     return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
+
+
+def pidfd_exit_status(fd: int) -> Optional[int]:
+    """Exit status, Popen-style, of the process behind pidfd ``fd`` once its parent has reaped it; else None.
+
+    ``ioctl(PIDFD_GET_INFO)`` with ``PIDFD_INFO_EXIT`` (Linux 6.15+) keeps the status for every holder of a
+    pidfd, so a death is known even when another process (the launcher) reaped the zombie first. None on older
+    kernels, for a process not reaped yet (read :func:`zombie_returncode` then) or on any error.
+    """
+    buffer = bytearray(_PIDFD_INFO_SIZE)
+    struct.pack_into("=Q", buffer, 0, _PIDFD_INFO_EXIT)
+    try:
+        fcntl.ioctl(fd, _PIDFD_GET_INFO, buffer, True)
+    except OSError:
+        return None
+    (mask,) = struct.unpack_from("=Q", buffer, 0)
+    if not mask & _PIDFD_INFO_EXIT:
+        return None
+    (status,) = struct.unpack_from("=i", buffer, _PIDFD_INFO_EXIT_CODE)
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return None
 
 
 def read_environ(pid: int) -> Optional[bytes]:
@@ -345,3 +385,22 @@ def set_name(name: bytes) -> None:
         _libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def set_parent_death_signal(sig: int) -> None:
+    """Ask the kernel for ``sig`` should this process's parent die first (``PR_SET_PDEATHSIG``), best effort."""
+    _prctl(_PR_SET_PDEATHSIG, sig)
+
+
+@contextlib.contextmanager
+def stop_signal_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for every :data:`STOP_SIGNALS` while the block runs (main thread only: elsewhere nothing is
+    installed), then the previous handlers again."""
+    previous: Dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)

@@ -23,6 +23,7 @@ from .plan import LaunchPlan
 __all__ = [
     "REPORT_VERSION",
     "Failure",
+    "LauncherAttempt",
     "RunResult",
     "TorchrunRootCause",
     "describe_exit",
@@ -56,6 +57,16 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class LauncherAttempt:
+    """One attempt of a launcher that restarts its workers itself (torchrun ``--max_restarts``)."""
+
+    attempt: int  # its TORCHELASTIC_RESTART_COUNT
+    root_cause: Optional[Failure]  # None: no worker of this attempt failed
+    duration: float  # from the end of the previous attempt (or the start) to this one's last worker death
+    log_dir: str  # torchrun's folder for this attempt (``.../attempt_<n>``), else the plan's log directory
+
+
+@dataclass(frozen=True)
 class RunResult:
     """How a run ended. ``exit_code`` is what the shim exits with."""
 
@@ -63,6 +74,8 @@ class RunResult:
     root_cause: Optional[Failure]
     shim_signal: Optional[int]
     duration: float
+    # torchrun restarting its workers itself: every attempt it made, oldest first (the last one is this result)
+    launcher_attempts: Tuple[LauncherAttempt, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ The loop wraps :func:`~malaunch.entrypoint.supervisor.run_plan`; everything it d
 - :func:`plan_attempt` turns the plan into attempt *K*'s plan: logs under ``<log dir>/attempt-K/``,
   ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. For
   torchrun the restarts are torchrun's own: attempt 0 gets ``--max_restarts=N`` and the loop runs it once;
+  the plan carries ``restart_on`` and the supervisor applies it to every torchrun attempt
+  (:mod:`._attempt_gate`);
 - :func:`should_restart` applies ``restart_on`` to an attempt's :class:`Classification`.
 
 Contract of :func:`run_with_restarts`:
@@ -17,7 +19,8 @@ Contract of :func:`run_with_restarts`:
 2. A signal to the shim during a run ends it as ``run_plan`` does (128+S, no restart); SIGTERM, SIGINT or SIGHUP
    during a back-off ends everything at once with 128+S.
 3. The result is the last attempt's, with the whole duration; every attempt's root cause and class is kept in
-   :class:`RestartOutcome` and goes into the JSON report (:func:`restart_report`).
+   :class:`RestartOutcome` and goes into the JSON report (:func:`restart_report`). Under torchrun every
+   attempt torchrun made is one :class:`Attempt` (from ``RunResult.launcher_attempts``).
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from . import peers, proctree
 from .errors import ConfigError
 from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
-from .report import Failure, RunResult, describe_exit
-from .torchrun_guard import TorchrunGuard
+from .report import Failure, LauncherAttempt, RunResult, describe_exit
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -57,7 +60,7 @@ __all__ = [
 RESTART_ON_CHOICES = ("retryable", "always", "never")
 DEFAULT_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 
 RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
 
@@ -215,17 +218,10 @@ def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
             argv.insert(3, f"--max_restarts={restarts}")
         processes.append(dataclasses.replace(spec, argv=tuple(argv)))
     note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
-    return dataclasses.replace(plan, processes=tuple(processes), watch_workers=False, notes=(*plan.notes, note))
-
-
-def _guarded(plan: LaunchPlan, policy: RestartPolicy) -> bool:
-    """torchrun restarts on any failure; the guard applies ``restart_on`` unless that is ``always``/``never``.
-    It stops the run with SIGTERM to the shim, which ``run_plan`` handles only on the main thread."""
-    return (
-        plan.method == "torchrun"
-        and policy.max_restarts > 0
-        and policy.restart_on not in ("always", "never")
-        and threading.current_thread() is threading.main_thread()
+    # ``always``: torchrun's own rule already; ``never``: no restarts to judge
+    restart_on = None if policy.restart_on in ("always", "never") else policy.restart_on
+    return dataclasses.replace(
+        plan, processes=tuple(processes), watch_workers=False, restart_on=restart_on, notes=(*plan.notes, note)
     )
 
 
@@ -265,32 +261,37 @@ class RestartOutcome:
 
 
 class _BackoffStop:
-    """Signal handlers for the time between attempts: a stop signal wakes the back-off at once."""
+    """The stop signal that ends a back-off at once (installed with :func:`proctree.stop_signal_handlers`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum: Optional[int] = None
-        self.previous: Dict[int, Any] = {}
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def on_signal(self, signum: int, frame: object) -> None:
         del frame
         if self.signum is None:
             self.signum = signum
         self.event.set()
 
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self.previous = {}
-
     def wait(self, seconds: float) -> Optional[int]:
         """Sleep ``seconds`` unless a stop signal comes; returns that signal."""
         self.event.wait(seconds)
         return self.signum
+
+
+class _Announcer:
+    """Announces each attempt for the peers (:mod:`.peers`) when the group may restart; from the first
+    announcement on, this process ignores a peer's restart signal outside ``run_plan`` (which handles it)."""
+
+    def __init__(self, plan: LaunchPlan, policy: RestartPolicy) -> None:
+        self.log_dir = plan.log_dir
+        self.active = policy.max_restarts > 0 and not is_recovery_plan(plan)
+        if self.active and threading.current_thread() is threading.main_thread():
+            peers.ignore_peer_restarts()  # for good: a late signal must never kill the shim as it ends
+
+    def __call__(self, attempt: int, state: str) -> None:
+        if self.active:
+            peers.announce_attempt(self.log_dir, attempt, state)
 
 
 def run_with_restarts(
@@ -304,18 +305,18 @@ def run_with_restarts(
     started = time.monotonic()
     attempts: List[Attempt] = []
     stop = _BackoffStop()
-    stop.install()
-    try:
+    announce = _Announcer(plan, policy)
+    with proctree.stop_signal_handlers(stop.on_signal):
         limit = _attempts_of(plan, policy)
         for index in range(limit):
             attempt_plan = plan_attempt(plan, index, policy)
             for note in attempt_plan.notes[len(plan.notes) :]:
                 say(note)
-            if _guarded(attempt_plan, policy):
-                guard = TorchrunGuard(attempt_plan, lambda kind, code: should_restart(policy, kind, code))
-                result = guard.run(run, attempt_plan, base_env)
-            else:
-                result = run(attempt_plan, base_env)
+            announce(index, "running")
+            result = run(attempt_plan, base_env)
+            if len(result.launcher_attempts) > 1:
+                attempts.extend(_launcher_attempts(result, attempt_plan.log_dir, len(attempts)))
+                break
             classification = classify_result(result)
             again = (
                 classification is not None
@@ -327,6 +328,7 @@ def run_with_restarts(
             attempts.append(Attempt(index, result, classification, again, attempt_plan.log_dir))
             if not again or classification is None:
                 break
+            announce(index, "backoff")  # the peers still in this attempt end it too (peers.py)
             pause = backoff_for(policy, index + 1)
             say(f"attempt {index} failed: {describe_failure(result)}")
             say(
@@ -337,12 +339,27 @@ def run_with_restarts(
             if signum is not None:
                 say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
                 final = RunResult(128 + signum, None, signum, time.monotonic() - started)
+                announce(index, "ended")
                 return RestartOutcome(final, tuple(attempts), policy, stopped_in_backoff=signum)
+        announce(index, "ended")
         last = attempts[-1].result
         final = dataclasses.replace(last, duration=time.monotonic() - started)
         return RestartOutcome(final, tuple(attempts), policy)
-    finally:
-        stop.restore()
+
+
+def _launcher_attempts(result: RunResult, log_dir: str, first: int) -> List[Attempt]:
+    """One :class:`Attempt` per attempt the launcher (torchrun) made itself; the last one is ``result``."""
+    found: List[Attempt] = []
+    for number, item in enumerate(result.launcher_attempts):
+        last = number == len(result.launcher_attempts) - 1
+        one = result if last else _attempt_result(item)
+        found.append(Attempt(first + number, one, classify_result(one), not last, item.log_dir or log_dir))
+    return found
+
+
+def _attempt_result(item: LauncherAttempt) -> RunResult:
+    code = item.root_cause.exit_code if item.root_cause is not None else 0
+    return RunResult(code, item.root_cause, None, item.duration)
 
 
 def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
@@ -355,17 +372,9 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
         "exit_code": failure.exit_code,
         "signal": failure.signal,
         "log_file": failure.log_file,
+        "message": failure.message,
+        "tail": list(failure.tail[-_BRIEF_TAIL:]),
     }
-
-
-def _torchrun_attempts(log_dir: str) -> Optional[int]:
-    """How many attempts torchrun made itself: its ``<log dir>/torchrun/<run>/attempt_<k>`` folders."""
-    root = os.path.join(log_dir, "torchrun")
-    try:
-        runs = [os.path.join(root, name) for name in os.listdir(root)]
-        return sum(1 for run in runs for name in os.listdir(run) if name.startswith("attempt_")) or None
-    except OSError:
-        return None
 
 
 def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
@@ -385,7 +394,6 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
                 "restarted": attempt.restarted,
                 "log_dir": attempt.log_dir,
                 "root_cause": _failure_brief(attempt.result.root_cause),
-                "torchrun_attempts": _torchrun_attempts(attempt.log_dir),
             }
             for attempt in outcome.attempts
         ],

@@ -32,7 +32,7 @@ import signal
 from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-__all__ = ["SOURCES", "Death", "RootCause", "find_root_cause", "teardown_signals"]
+__all__ = ["SOURCES", "Death", "RootCause", "attempt_facts", "find_root_cause", "teardown_signals"]
 
 SOURCES = ("exit", "watch", "summary", "error_file")
 _TIME_UNKNOWN = float("inf")
@@ -57,6 +57,7 @@ class Death:
     at: Optional[float] = None
     seq: int = 0  # order of recording, the last tie-breaker
     message: Optional[str] = None  # the exception an error file recorded
+    attempt: Optional[int] = None  # the launcher's own attempt (torchrun restarts), None: not attempt-specific
 
     @property
     def signal(self) -> Optional[int]:
@@ -78,6 +79,12 @@ def teardown_signals(launcher_kills: bool, escalated: bool) -> FrozenSet[int]:
     if launcher_kills or escalated:
         sigs.add(int(signal.SIGKILL))
     return frozenset(sigs)
+
+
+def attempt_facts(facts: Sequence[Death], attempt: Optional[int], last: bool) -> List[Death]:
+    """The facts of one launcher attempt; facts that name no attempt (the launcher's exit, its summary) belong
+    to the last one (``last``)."""
+    return [f for f in facts if f.attempt == attempt or (last and f.attempt is None)]
 
 
 def _merge(facts: Sequence[Death]) -> List[Death]:

@@ -14,7 +14,11 @@ Contract of :func:`run_plan`:
    ``plan.grace_period`` later everything left gets SIGKILL, and a launcher still there 5 s after its workers
    are gone is killed too. The root cause is then decided from the facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
-   skips the rest of the grace period.
+   skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
+   whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
+   Under torchrun with ``plan.restart_on`` a worker's failure ends the job only when :mod:`._attempt_gate`
+   says ``restart_on`` rejects it; facts carry torchrun's attempt, the root cause is the last attempt's, and
+   ``RunResult.launcher_attempts`` has every attempt's.
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
 7. On return every output is drained, no process of the job is left (token carriers, and everything that was
    reparented to the shim as subreaper: daemons included), and every child has been reaped.
@@ -34,20 +38,22 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
+from ._attempt_gate import AttemptGate
 from ._cgroup import JobCgroup
-from ._errorfiles import read_error_files
+from ._errorfiles import ErrorRecord, read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
 from ._router import LOG_HINT, Output, write_plan_file
 from ._watch import WorkerDeath, WorkerWatch
 from .errors import LaunchError
+from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
-from .rootcause import Death, find_root_cause, teardown_signals
+from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
 _WATCHDOG_GRACE_CAP = 2.0
 _LAUNCHER_SETTLE = 5.0  # a launcher whose workers are gone gets this long to write its summary and exit
 _TICK = 0.02
@@ -103,8 +109,10 @@ class _Run:
         self.facts: List[Death] = []
         self.launchers = plan.method in ("torchrun", "msrun")
         self.watch: Optional[WorkerWatch] = None
+        self.gate = AttemptGate(None, {})
         self.tree = JobTree(self.token, ())
         self.shim_signal: Optional[int] = None
+        self.peer_restart = False  # a peer host restarted the job (PEER_RESTART_SIGNAL): this attempt ends
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
@@ -184,6 +192,7 @@ class _Run:
         self.output.attach(self.procs, lambda: None)
         if self.launchers:  # also tells msrun's pids' ranks; ends the job only with plan.watch_workers
             launchers = {proc.pid: index for index, proc in enumerate(self.procs)}
+            self.gate = AttemptGate(self.plan.restart_on, {index: pid for pid, index in launchers.items()})
             self.watch = WorkerWatch(TOKEN_VAR, self.token, launchers, self._worker_died)
             self.watch.start()
 
@@ -191,6 +200,7 @@ class _Run:
         """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
         if self.plan.watch_workers:
             self.output.quiet()
+        self.gate.hold(death)  # before the event: torchrun must not restart before the loop has judged it
         self.events.put(death)
 
     def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
@@ -211,16 +221,22 @@ class _Run:
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
             failed = event.code != 0
         elif isinstance(event, WorkerDeath):
-            if not self.plan.watch_workers:
-                return  # the launcher restarts failed workers itself (torchrun --max_restarts)
-            self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
-                                   code=event.code, at=event.at))  # fmt: skip
-            failed = event.code is not None and event.code != 0
+            if self.plan.watch_workers or event.attempt is not None:  # else: of which launcher attempt?
+                self.record(self._fact(source="watch", index=event.index, rank=event.rank, pid=event.pid,
+                                       code=event.code, at=event.at, attempt=event.attempt))  # fmt: skip
+            if self.plan.watch_workers:
+                failed = event.code is not None and event.code != 0
+            else:  # the launcher restarts failed workers itself (torchrun --max_restarts) unless the gate says no
+                failed = self.gate.judge(event) is not None
         elif isinstance(event, LauncherLine):
             rank = self.watch.pid_ranks.get(event.pid) if self.watch is not None else None
             self.record(self._fact(source="summary", index=event.index, rank=rank, pid=event.pid,
                                    code=event.code, at=event.at))  # fmt: skip
             failed = True
+        elif isinstance(event, ShimSignal) and event.signum == PEER_RESTART_SIGNAL:
+            if self.shim_signal is None and not self.peer_restart:
+                self.peer_restart = True
+                failed = True
         elif isinstance(event, ShimSignal):
             if self.shim_signal is None:
                 self.shim_signal = event.signum
@@ -312,10 +328,11 @@ class _Run:
             return
         for entry in parse_torchrun_failures(self.output.sinks[0].text()):
             self.record(self._fact(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode))
-        for rank, message in self._error_files().items():
-            self.record(self._fact(source="error_file", index=0, rank=rank, pid=None, code=None, message=message))
+        for record in self._error_files():
+            self.record(self._fact(source="error_file", index=0, rank=record.rank, pid=None, code=None,
+                                   message=record.message, attempt=record.attempt))  # fmt: skip
 
-    def _error_files(self) -> Dict[int, str]:
+    def _error_files(self) -> List[ErrorRecord]:
         known = dict(self.watch.error_files) if self.watch is not None else {}
         return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
 
@@ -323,15 +340,24 @@ class _Run:
         self.launcher_facts()
         escalated = self.killed_at is not None
         collateral = teardown_signals(self.plan.method == "msrun", escalated)
-        cause = find_root_cause(self.facts, collateral, stopped=self.shim_signal is not None)
+        attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
+        last = attempts[-1] if attempts else None
+        facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
+        stopped = self.shim_signal is not None or self.peer_restart
+        cause = find_root_cause(facts, collateral, stopped=stopped)
         failure = self._failure(cause.death) if cause is not None else None
+        if failure is None and self.peer_restart and self.shim_signal is None:
+            failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)
         if self.shim_signal is not None:
             code = 128 + self.shim_signal
         elif failure is not None:
             code = failure.exit_code or 1
         else:
             code = 0
-        return RunResult(code, failure, self.shim_signal, time.monotonic() - started)
+        duration = time.monotonic() - started
+        torchrun = self.plan.method == "torchrun"
+        history = self.gate.history(self.facts, failure, started, self._failure) if torchrun else ()
+        return RunResult(code, failure, self.shim_signal, duration, history)
 
     def _failure(self, death: Death) -> Failure:
         spec = self.plan.processes[death.index]
@@ -401,6 +427,7 @@ class _Run:
             grace = 0.0
         elif self.ending_at is not None:
             grace = max(0.0, self.ending_at + grace - time.monotonic())
+        self.gate.release()
         left = kill_everything(self.tree, self._live_groups(), grace)
         for proc in self.procs:
             try:

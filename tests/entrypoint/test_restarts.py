@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any, List, Mapping
 
 import pytest
+from malaunch.entrypoint import peers, proctree
+from malaunch.entrypoint._attempt_gate import AttemptGate
+from malaunch.entrypoint._watch import WorkerDeath
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
 from malaunch.entrypoint.failure_class import classify_failure
@@ -16,6 +23,7 @@ from malaunch.entrypoint.report import Failure, RunResult
 from malaunch.entrypoint.restarts import (
     RestartPolicy,
     backoff_for,
+    classify_result,
     parse_restart_policy,
     plan_attempt,
     restart_report,
@@ -121,6 +129,18 @@ def test_torchrun_gets_max_restarts_and_restarts_itself() -> None:
     argv = attempt.processes[0].argv
     assert argv[:4] == ("/venv/bin/python", "-m", "torch.distributed.run", "--max_restarts=3")
     assert not attempt.watch_workers and attempt.log_dir == plan.log_dir
+    assert attempt.restart_on == "retryable"  # the supervisor applies it to every worker failure
+    assert attempt.to_json()["restart_on"] == "retryable"
+
+
+@pytest.mark.parametrize(
+    ("on", "expected"), [("always", None), ("never", None), ((1, 137), (1, 137)), ("retryable", "retryable")]
+)
+def test_torchrun_plan_carries_the_restart_on_the_supervisor_applies(on: Any, expected: Any) -> None:
+    plan = plan_launch(parse_cluster_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}), inputs())
+    attempt = plan_attempt(plan, 0, RestartPolicy(2, on))
+    assert attempt.restart_on == expected  # always: torchrun's own rule; never: --max_restarts=0
+    assert plan_attempt(plan, 0, RestartPolicy(0, on)).restart_on is None  # no restarts, nothing to judge
 
 
 def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
@@ -178,3 +198,62 @@ def test_loop_stops_on_a_user_error_and_keeps_every_attempt(tmp_path: Path) -> N
     assert report["failure_class"]["class"] == "user_error" and report["failure_class"]["retryable"] is False
     assert [a["restarted"] for a in report["attempts"]] == [True, False]
     assert report["attempts"][0]["root_cause"]["exit_code"] == 137
+
+
+def test_attempt_announcements_and_the_frontier(tmp_path: Path) -> None:
+    path = peers.attempt_file(str(tmp_path))
+    assert peers.read_attempt(path) is None and peers.frontier(None) is None
+    peers.announce_attempt(str(tmp_path), 2, "running")
+    assert peers.read_attempt(path) == {"attempt": 2, "state": "running", "pid": os.getpid()}
+    assert peers.frontier(peers.read_attempt(path)) == 2
+    peers.announce_attempt(str(tmp_path), 2, "backoff")  # attempt 3 comes after the back-off
+    assert peers.frontier(peers.read_attempt(path)) == 3
+    peers.announce_attempt(str(tmp_path), 2, "ended")
+    assert peers.frontier(peers.read_attempt(path)) is None
+    for bad in ("{", "[]", '{"attempt": "1", "state": "running", "pid": 1}', '{"attempt": 1, "state": "x", "pid": 1}'):
+        Path(path).write_text(bad)
+        assert peers.read_attempt(path) is None, bad
+
+
+def test_an_attempt_a_peer_ended_is_retryable() -> None:
+    failure = peers.peer_restart_failure("host-a", "/logs/rank-0.log")
+    result = RunResult(failure.exit_code, failure, None, 1.0)
+    kind = classify_result(result)
+    assert kind is not None and (kind.kind, kind.retryable, result.exit_code) == ("rendezvous_timeout", True, 3)
+
+
+def _state(pid: int) -> str:
+    info = proctree.read_info(pid)
+    return info.state if info is not None else "gone"
+
+
+def _wait_state(pid: int, wanted: str) -> None:
+    deadline = time.monotonic() + 30
+    while _state(pid) != wanted:
+        assert time.monotonic() < deadline, (pid, _state(pid), wanted)
+        time.sleep(0.01)
+
+
+def test_the_gate_holds_the_launcher_and_resumes_or_ends_it(tmp_path: Path) -> None:
+    launcher = subprocess.Popen(["sleep", "60"])  # stands in for torchrun: a real process to stop and resume
+    try:
+        gate = AttemptGate("retryable", {0: launcher.pid})
+        killed = WorkerDeath(0, 1, 111, -signal.SIGKILL, 1.0, 0, None)
+        gate.hold(killed)
+        _wait_state(launcher.pid, "T")  # stopped while the failure is judged
+        assert gate.judge(killed) is None  # SIGKILL: retryable, torchrun restarts as usual
+        _wait_state(launcher.pid, "S")
+        stopped_peer = WorkerDeath(0, 0, 112, -signal.SIGTERM, 1.1, 1, None)  # torchrun's own teardown
+        gate.hold(stopped_peer)
+        assert _state(launcher.pid) == "S" and gate.judge(stopped_peer) is None  # never judged
+        user = WorkerDeath(0, 0, 113, 2, 2.0, 1, None)
+        gate.hold(user)
+        _wait_state(launcher.pid, "T")
+        kind = gate.judge(user)
+        assert kind is not None and kind.kind == "user_error"  # exit 2 of attempt 1 ends the job
+        assert launcher.wait(30) == -signal.SIGTERM  # the SIGTERM sent while stopped arrived on SIGCONT
+        later = WorkerDeath(0, 1, 114, 1, 2.1, 1, None)
+        assert gate.judge(later) is None  # the job is ending: nothing more to judge
+    finally:
+        launcher.kill()
+        launcher.wait()

@@ -119,19 +119,45 @@ def test_sigterm_during_the_back_off_ends_everything_at_once(tmp_path: Path) -> 
 
 
 @pytest.mark.torch
-def test_torchrun_restarts_the_group_itself_with_the_count_visible(tmp_path: Path) -> None:
+def test_torchrun_restarts_the_group_itself_and_reports_each_attempts_root_cause(tmp_path: Path) -> None:
     env = marked_env(
         {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "1", "MALAUNCH_GRACE_PERIOD": "5",
-         "MA_TORCHRUN_MASTER_PORT": str(free_port()), "MALAUNCH_LOG_DIR": str(tmp_path / "logs")}
+         "MA_TORCHRUN_MASTER_PORT": str(free_port()), "MALAUNCH_LOG_DIR": str(tmp_path / "logs"),
+         "FLAKY_RANK": "1"}
     )  # fmt: skip
     done = shim([FLAKY, str(tmp_path), "kill9", "0"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     for rank in (0, 1):
         assert [(s["attempt"], s["max"]) for s in starts(tmp_path, rank)] == [(0, "1"), (1, "1")]
     data = report(tmp_path / "logs")
-    assert data["status"] == "succeeded" and len(data["attempts"]) == 1  # one torchrun, two of its attempts
     assert "torchrun restarts the worker group itself: --max_restarts=1" in done.stderr
-    assert data["attempts"][0]["torchrun_attempts"] == 2
+    assert data["status"] == "succeeded"
+    first, second = data["attempts"]  # one torchrun, both of its attempts
+    assert (first["attempt"], first["exit_code"], first["restarted"]) == (0, 137, True)
+    assert first["failure_class"] == "signal"
+    assert (first["root_cause"]["rank"], first["root_cause"]["signal"]) == (1, signal.SIGKILL)
+    assert first["log_dir"].endswith("attempt_0")
+    assert (second["attempt"], second["exit_code"], second["root_cause"], second["restarted"]) == (1, 0, None, False)
+    assert second["log_dir"].endswith("attempt_1")
+    assert_nothing_left(env["MALAUNCH_TEST_MARK"])
+
+
+@pytest.mark.torch
+def test_torchrun_retryable_then_user_error_names_each_attempts_own_root_cause(tmp_path: Path) -> None:
+    env = marked_env(
+        {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "3", "MALAUNCH_GRACE_PERIOD": "5",
+         "MA_TORCHRUN_MASTER_PORT": str(free_port()), "MALAUNCH_LOG_DIR": str(tmp_path / "logs")}
+    )  # fmt: skip
+    done = shim([FLAKY, str(tmp_path), "kill9-exit3", "0,1"], env, tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert [s["attempt"] for s in starts(tmp_path, 0)] == [0, 1]  # exit 3 is the user's: no attempt 2
+    data = report(tmp_path / "logs")
+    assert [(a["attempt"], a["exit_code"], a["failure_class"]) for a in data["attempts"]] == [
+        (0, 137, "signal"),
+        (1, 3, "user_error"),
+    ]
+    assert "rank 0 attempt 0 fails with kill9-exit3" in "\n".join(data["attempts"][0]["root_cause"]["tail"])
+    assert data["failure_class"]["class"] == "user_error" and data["root_cause"]["exit_code"] == 3
     assert_nothing_left(env["MALAUNCH_TEST_MARK"])
 
 
@@ -231,20 +257,25 @@ def test_mindspore_cpu_accepts_the_relaunched_worker_but_cannot_continue_in_plac
 
 
 @pytest.mark.torch
-def test_torchrun_exit_2_ends_the_job_instead_of_a_torchrun_restart(tmp_path: Path) -> None:
-    env = marked_env(
-        {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "3", "MALAUNCH_GRACE_PERIOD": "5",
-         "MA_TORCHRUN_MASTER_PORT": str(free_port()), "MALAUNCH_LOG_DIR": str(tmp_path / "logs")}
-    )  # fmt: skip
-    done = shim([FLAKY, str(tmp_path), "exit2", "0,1,2,3"], env, tmp_path)
-    assert done.returncode == 2, done.stderr
-    data = report(tmp_path / "logs")
-    assert data["failure_class"]["class"] == "user_error"
-    assert (data["root_cause"]["rank"], data["root_cause"]["exit_code"]) == (0, 2)
-    assert "rank 0 attempt 0 fails with exit2" in "\n".join(data["root_cause"]["tail"])
-    assert starts(tmp_path, 0)[0]["attempt"] == 0
-    assert len(starts(tmp_path, 0)) < 4  # torchrun did not get through its 3 restarts
-    assert_nothing_left(env["MALAUNCH_TEST_MARK"])
+def test_torchrun_exit_2_ends_the_job_before_torchrun_starts_another_attempt_10_times(tmp_path: Path) -> None:
+    for run in range(10):
+        folder = tmp_path / f"run-{run}"
+        folder.mkdir()
+        env = marked_env(
+            {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "3", "MALAUNCH_GRACE_PERIOD": "5",
+             "MA_TORCHRUN_MASTER_PORT": str(free_port()), "MALAUNCH_LOG_DIR": str(folder / "logs")}
+        )  # fmt: skip
+        done = shim([FLAKY, str(folder), "exit2", "0,1,2,3"], env, folder)
+        assert done.returncode == 2, (run, done.stderr[-3000:])
+        data = report(folder / "logs")
+        assert data["failure_class"]["class"] == "user_error", run
+        assert (data["root_cause"]["rank"], data["root_cause"]["exit_code"]) == (0, 2), run
+        assert "rank 0 attempt 0 fails with exit2" in "\n".join(data["root_cause"]["tail"]), run
+        for rank in (0, 1):  # torchrun never started attempt 1: no worker of it, no folder for it
+            assert [s["attempt"] for s in starts(folder, rank)] == [0], (run, rank)
+        assert not list((folder / "logs" / "torchrun").glob("*/attempt_1")), run
+        assert [(a["attempt"], a["exit_code"], a["restarted"]) for a in data["attempts"]] == [(0, 2, False)], run
+        assert_nothing_left(env["MALAUNCH_TEST_MARK"])
 
 
 @pytest.mark.mindspore

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import signal
+from pathlib import Path
 from typing import Optional
 
+from malaunch.entrypoint._errorfiles import attempt_of, read_error_files, worker_output_tail
 from malaunch.entrypoint.report import parse_torchrun_failures
-from malaunch.entrypoint.rootcause import Death, find_root_cause, teardown_signals
+from malaunch.entrypoint.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
 TERM = teardown_signals(launcher_kills=False, escalated=False)
 MSRUN = teardown_signals(launcher_kills=True, escalated=False)
 
 
 def fact(source: str, rank: Optional[int], code: Optional[int], at: Optional[float] = None, seq: int = 0,
-         message: Optional[str] = None, index: int = 0) -> Death:  # fmt: skip
+         message: Optional[str] = None, index: int = 0, attempt: Optional[int] = None) -> Death:  # fmt: skip
     return Death(source=source, index=index, rank=rank, pid=100 + (rank or 0), code=code, at=at, seq=seq,
-                 message=message)  # fmt: skip
+                 message=message, attempt=attempt)  # fmt: skip
 
 
 def chosen(*facts: Death, signals: frozenset = TERM, stopped: bool = False) -> Optional[Death]:
@@ -119,3 +122,41 @@ def test_every_entry_of_torchruns_summary_is_a_fact() -> None:
     facts = [fact("summary", e.rank, e.exitcode, seq=i) for i, e in enumerate(entries)]
     cause = chosen(*facts)
     assert cause is not None and (cause.rank, cause.code) == (1, 7)
+
+
+def test_each_torchrun_attempt_has_its_own_root_cause() -> None:
+    facts = [
+        fact("watch", 1, -9, at=1.0, seq=0, attempt=0),  # attempt 0: rank 1 SIGKILLed
+        fact("watch", 0, -15, at=1.1, seq=1, attempt=0),  # torchrun stops the rest of the group
+        fact("watch", 0, 3, at=5.0, seq=2, attempt=1),  # attempt 1: rank 0 exits 3
+        fact("watch", 1, -15, at=5.1, seq=3, attempt=1),
+        fact("exit", None, 1, at=6.0, seq=4),  # torchrun itself: belongs to the last attempt
+        fact("error_file", 1, None, seq=5, message="ValueError: old", attempt=0),
+    ]
+    assert [f.seq for f in attempt_facts(facts, 0, last=False)] == [0, 1, 5]
+    assert [f.seq for f in attempt_facts(facts, 1, last=True)] == [2, 3, 4]
+    first = find_root_cause(attempt_facts(facts, 0, last=False), MSRUN)
+    assert first is not None and (first.death.rank, first.death.code, first.death.message) == (1, -9, "ValueError: old")
+    last = find_root_cause(attempt_facts(facts, 1, last=True), TERM)
+    assert last is not None and (last.death.rank, last.death.code, last.death.message) == (0, 3, None)
+
+
+def test_error_files_and_worker_output_are_read_per_torchrun_attempt(tmp_path: Path) -> None:
+    run = tmp_path / "torchrun" / "none_abc"
+    for attempt, text in ((0, "DistNetworkError: The client socket has timed out"), (1, "ValueError: bad lr")):
+        local = run / f"attempt_{attempt}" / "1"
+        local.mkdir(parents=True)
+        (local / "error.json").write_text(json.dumps({"message": {"message": text, "extraInfo": {}}}))
+        (local / "stdout.log").write_text(f"attempt {attempt} out\n")
+        (local / "stderr.log").write_text(f"attempt {attempt} err\n")
+    argv = ["python", "-m", "torch.distributed.run", f"--log_dir={tmp_path / 'torchrun'}", "train.py"]
+    records = read_error_files({}, argv, [4, 5], since=0.0)
+    assert [(r.rank, r.attempt, r.message) for r in records] == [
+        (5, 0, "DistNetworkError: The client socket has timed out"),
+        (5, 1, "ValueError: bad lr"),
+    ]
+    first = str(run / "attempt_0" / "1" / "error.json")
+    assert attempt_of(first) == 0 and attempt_of(str(tmp_path / "error.json")) is None
+    tail = worker_output_tail(first)
+    assert tail == ("attempt 0 out", "attempt 0 err", "DistNetworkError: The client socket has timed out")
+    assert worker_output_tail(None) == () and worker_output_tail(str(tmp_path / "gone" / "error.json")) == ()

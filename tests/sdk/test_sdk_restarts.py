@@ -1,9 +1,10 @@
 """Restarts across emulated hosts (local backend, real shims, real gloo), and the failure class in a status.
 
-Each host's shim restarts its own group. A restart on one host does not leave the other hanging because the
-other's collective fails at once when a peer dies (gloo: "Connection closed by peer"), which is a retryable
-class: that host restarts too, and both meet again in the next attempt. When one host runs out of restarts, its
-shim fails and the runner stops the others (as for any failed host).
+Each host's shim restarts its own group and announces its attempt; when one host restarts, the runner ends
+the attempt of every host still in the earlier one (the peer-restart signal), so a rank that is not inside a
+collective does not wait for its timeout and both hosts meet again in the next attempt. A rank inside a
+collective usually fails by itself first (gloo: "Connection closed by peer", retryable). When one host runs
+out of restarts, its shim fails and the runner stops the others (as for any failed host).
 """
 
 from __future__ import annotations
@@ -68,6 +69,52 @@ def test_a_restart_on_one_host_restarts_the_other_too(tmp_path: Path, cli_env: D
     assert [a["failure_class"] for a in second["attempts"]] == ["signal", None]  # SIGKILL: retryable
     status = status_json(job_id, cli_env)
     assert (status["state"], status["failure_class"]) == ("SUCCEEDED", None)
+    assert_nothing_running(job_id)
+
+
+BUSY_JOB = """
+    import os, signal, sys, time
+    from datetime import timedelta
+    import torch
+    import torch.distributed as dist
+    rank, attempt = int(os.environ["RANK"]), int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    dist.init_process_group("gloo", timeout=timedelta(seconds=300))
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    print(f"rank {rank} attempt {attempt} joined", flush=True)
+    if attempt == 0 and rank == 1:
+        print("rank 1 dies in attempt 0", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    if attempt == 0:
+        print("rank 0 computes for 10 minutes, in no collective", flush=True)
+        time.sleep(600)
+    dist.all_reduce(t)
+    print(f"rank {rank} attempt {attempt} ok sum {t.item():g}", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.process
+@pytest.mark.torch
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_restart_on_one_host_ends_the_attempt_of_a_peer_outside_any_collective(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job = write_job(
+        tmp_path / "job", BUSY_JOB.replace("\n    ", "\n"), name="mh3",
+        run_method="ranktable", resources={"hosts": 2, "devices_per_host": 1},
+        launcher={"max_restarts": 1, "grace_period": 5},
+    )  # fmt: skip
+    result = ma_submit([str(job)], cli_env)  # rank 0's 600 s of compute would outlast the CLI's timeout
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "rank 0 attempt 1 ok sum 4" in result.stdout and "rank 1 attempt 1 ok sum 4" in result.stdout
+    (job_id,) = job_ids(home)
+    first, second = host_report(home, job_id, 0), host_report(home, job_id, 1)
+    assert [a["failure_class"] for a in second["attempts"]] == ["signal", None]  # its rank was SIGKILLed
+    assert [a["failure_class"] for a in first["attempts"]] == ["rendezvous_timeout", None]
+    cause = first["attempts"][0]["root_cause"]
+    assert (cause["name"], cause["exit_code"]) == ("peer-restart", 3)  # ended by host 1's restart
+    assert "a peer host restarted the job" in cause["tail"][-1]
     assert_nothing_running(job_id)
 
 
