@@ -4,8 +4,8 @@ One command runs every case, prints a table of figures and ratios measured in th
 ``docs/performance.md`` and ``docs/performance.svg`` (unless ``--no-write`` or ``--only``). Raw samples go to
 ``bench/results/latest.json`` (not tracked). Cases:
 
-- ``startup``: launcher start -> all N ranks running (N = 4, 8): shim rank-table fan-out, torchrun, msrun,
-  bare Popen (floor);
+- ``startup``: launcher start -> all N ranks running (N = 4, 8, 16, 32): shim rank-table fan-out, torchrun,
+  msrun, and the floor (one fresh interpreter that Popens the N workers);
 - ``teardown``: a rank's failing exit -> launcher exit: the shim (ranktable, torchrun, msrun), bare torchrun,
   bare msrun;
 - ``log-throughput``: 1 GB of lines through the shim vs written to a file directly;
@@ -69,10 +69,11 @@ def _runners(s: Dict[str, int]) -> Dict[str, Callable[[], CaseResult]]:
 
 def _describe(case: str, s: Dict[str, int]) -> str:
     return {
-        "startup": f"N=4 and 8; bare Popen, shim (ranktable), torchrun, msrun; {s['reps']} runs each",
+        "startup": f"N=4, 8, 16, 32; floor, shim (ranktable), torchrun, msrun; {s['reps']} runs each",
         "teardown": f"N=4; shim x3 methods, torchrun, msrun; {s['reps']} runs each, bare msrun {s['msrun_reps']} "
         "(~1 min each)",
-        "log-throughput": f"{s['log_bytes'] / 1e6:.0f} MB through the shim vs to a file; {s['log_reps']} runs each",
+        "log-throughput": f"{s['log_bytes'] / 1e6:.0f} MB through the shim vs to a file (and the shim's peak RSS); "
+        f"{s['log_reps']} runs each",
         "ranktable-scale": f"2,048 x 16 v1.0 table, in-process; {s['scale_reps']} runs",
         "local-backend": f"4 hosts x 4 ranks via Job(...).submit(); {s['local_reps']} runs",
     }[case]
@@ -123,6 +124,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _compile_package()
     chosen = [case for case in CASES if not args.only or case in args.only]
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_at_start = os.getloadavg()
+    say("load average at the start (1/5/15 min): " + ", ".join(f"{x:.2f}" for x in load_at_start))
     began = time.monotonic()
     runners = _runners(settings)
     results: List[CaseResult] = []
@@ -157,7 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.no_write or args.only:
         say(f"raw samples: {out_dir / 'latest.json'}; docs/performance.md not rewritten")
     else:
-        for path in write_docs(results, _command_line(args_list), started, minutes):
+        for path in write_docs(results, _command_line(args_list), started, minutes, load_at_start):
             say(f"wrote {os.path.relpath(path, REPO)}")
     say(f"total {minutes:.1f} min")
     return 1 if any(r.error for r in results) else 0

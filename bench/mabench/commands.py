@@ -29,7 +29,7 @@ _SHIM_LAUNCHERS = {
 }
 
 SUBJECTS: Mapping[str, str] = {
-    "popen": "bare Popen x N (floor)",
+    "popen": "floor: one python Popen x N",
     "shim-ranktable": "shim (ranktable)",
     "shim-torchrun": "shim (torchrun)",
     "shim-msrun": "shim (msrun)",

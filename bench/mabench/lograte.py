@@ -1,11 +1,12 @@
 """Log throughput: one rank writing SIZE bytes of lines through the shim vs the same script writing a file.
 
 ``workers/log_worker.py`` writes the same bytes either way (1 MiB blocks of 100-byte lines). Through the shim
-it runs as the single rank of a 1 server x 1 device rank table; the shim's console goes to /dev/null and the
-shim copies every line to ``rank-0.log`` (plus the prefixed console copy). Directly, the worker writes the
-file itself (``--file``). A sample is ``bytes / (process exit - process start)`` in MB/s (10^6 bytes), start-up
-included in both (tens of ms against seconds). The three ways alternate within each repetition, and every run
-starts after ``os.sync()`` so the previous run's dirty pages are not written back during this one.
+it runs as the single rank of a 1 server x 1 device rank table; the shim's console goes to /dev/null, the
+rank's stdout is ``rank-0.log`` itself and the shim reads it back for the prefixed console copy. Directly, the
+worker writes the file itself (``--file``). A sample is ``bytes / (process exit - process start)`` in MB/s
+(10^6 bytes), start-up included in both (tens of ms against seconds). The three ways alternate within each
+repetition, and every run starts after ``os.sync()`` so the previous run's dirty pages are not written back
+during this one. The shim's own peak RSS (``wait4``) is recorded for every run through it.
 """
 
 from __future__ import annotations
@@ -95,14 +96,15 @@ def _tee_once(total: int, scratch: Path, mark: str) -> tuple[float, int]:
     return written / 1e6 / (ended - began), written
 
 
-def measure_once(way: str, total: int) -> tuple[float, int]:
-    """One run ``way`` = ``direct``, ``shim`` or ``tee``; returns (MB/s, bytes that reached the log file)."""
+def measure_once(way: str, total: int) -> tuple[float, int, Optional[float]]:
+    """One run ``way`` = ``direct``, ``shim`` or ``tee``; returns (MB/s, bytes that reached the log file, peak RSS
+    in MB of the launching process itself: the shim, or the writer; None for tee)."""
     scratch = scratch_dir(f"log-{way}")
     os.sync()  # flush the previous run's gigabyte first, so its writeback does not slow this one
     try:
         mark = new_mark()
         if way == "tee":
-            return _tee_once(total, scratch, mark)
+            return (*_tee_once(total, scratch, mark), None)
         if way == "direct":
             target = scratch / "direct.log"
             argv = [PYTHON, str(SCRIPT), str(total), "--line-bytes", str(LINE_BYTES), "--file", str(target)]
@@ -130,7 +132,7 @@ def measure_once(way: str, total: int) -> tuple[float, int]:
         if run.proc.returncode != 0:
             raise BenchError(f"{label} exited with {run.proc.returncode}:\n{tail(scratch / 'stderr.txt')}")
         written = size()
-        return written / 1e6 / (exited - run.started), written
+        return written / 1e6 / (exited - run.started), written, run.peak_rss
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -143,6 +145,7 @@ def run_log_throughput(reps: int, total: int) -> CaseResult:
         "shim": Series("log/shim", "log throughput", "through the shim (console to /dev/null)", size, "MB/s"),
         "tee": Series("log/tee", "log throughput", "reference: script | tee FILE > /dev/null", size, "MB/s"),
     }
+    rss = Series("log/shim-rss", "log throughput", "through the shim: the shim's peak RSS", size, "MB")
     sizes: Dict[str, List[int]] = {way: [] for way in series}
     for rep in range(reps):
         for way in ("direct", "shim", "tee") if rep % 2 == 0 else ("tee", "shim", "direct"):
@@ -150,13 +153,15 @@ def run_log_throughput(reps: int, total: int) -> CaseResult:
             if item.error:
                 continue
             try:
-                rate, written = measure_once(way, total)
+                rate, written, peak = measure_once(way, total)
             except BenchError as exc:
                 item.error = str(exc).splitlines()[0]
                 say(f"  log throughput rep {rep + 1}/{reps} {way}: FAILED: {exc}")
                 continue
             item.samples.append(rate)
             sizes[way].append(written)
+            if way == "shim" and peak is not None:
+                rss.samples.append(round(peak, 1))
             say(f"  log throughput rep {rep + 1}/{reps} {way}: {fmt_value(rate, 'MB/s')} ({written / 1e6:.0f} MB)")
     for way in ("shim", "tee"):
         if sizes[way] and sizes["direct"] and set(sizes[way]) != set(sizes["direct"][:1]):
@@ -173,8 +178,10 @@ def run_log_throughput(reps: int, total: int) -> CaseResult:
             comment = (
                 f"For scale: `script | tee FILE > /dev/null`, which does the same copies in C (into the pipe, out of "
                 f"it, to the file and to the console), reached {fmt_ratio(tee / direct)} of the direct write and the "
-                f"shim {fmt_ratio(shim / tee)} of tee. Every byte crosses a pipe and is written twice, by a second "
-                f"process that competes with the writer for the machine's {len(os.sched_getaffinity(0))} CPUs."
+                f"shim {fmt_ratio(shim / tee)} of tee. Through the shim the rank's stdout is its log file, so the "
+                f"file is written at disk speed; the shim then reads it back from the page cache and makes the "
+                f"prefixed console copy (one bytes.replace per MiB), and it exits only after the last console line, "
+                f"on a machine of {len(os.sched_getaffinity(0))} CPUs shared with the writer."
             )
         target = Target(
             claim,
@@ -182,9 +189,11 @@ def run_log_throughput(reps: int, total: int) -> CaseResult:
             ratio >= 0.8,
             comment,
         )
-    result = CaseResult("log throughput", list(series.values()), [target])
+    rss.note = "ru_maxrss of the shim process alone (the rank is its child and not counted)"
+    result = CaseResult("log throughput", [*series.values(), rss], [target])
     result.notes.append(
         f"log throughput = bytes that reached the log file / (process exit - start); {LINE_BYTES}-byte lines in "
-        "1 MiB writes; through the shim the bytes go to the rank log and, prefixed, to the console (/dev/null)."
+        "1 MiB writes; through the shim the rank's stdout is its log file and the shim copies every line, prefixed, to "
+        "the console (/dev/null); the run ends when the shim exits, after the last console line."
     )
     return result

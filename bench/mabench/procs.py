@@ -150,11 +150,13 @@ class Run:
     stderr_path: Optional[Path]
     exited: Optional[float] = None
     timed_out: bool = field(default=False)
+    peak_rss: Optional[float] = None  # MB, the process's own ru_maxrss (from wait4), once it has exited
 
     def wait_exit(self, deadline: float) -> float:
-        """Block in waitpid (no polling, so the exit time is exact) with a watchdog that kills after ``deadline`` s.
+        """Block in wait4 (no polling, so the exit time is exact) with a watchdog that kills after ``deadline`` s.
 
-        Returns the monotonic time the process was seen to exit. Raises BenchError if the watchdog fired.
+        Returns the monotonic time the process was seen to exit; :attr:`peak_rss` is then the process's own peak
+        resident memory (not its children's). Raises BenchError if the watchdog fired.
         """
 
         def kill() -> None:
@@ -166,8 +168,10 @@ class Run:
         watchdog.daemon = True
         watchdog.start()
         try:
-            self.proc.wait()
+            _pid, status, usage = os.wait4(self.proc.pid, 0)
             self.exited = time.monotonic()
+            self.proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+            self.peak_rss = usage.ru_maxrss / 1024.0  # Linux reports KiB
         finally:
             watchdog.cancel()
         if self.timed_out:

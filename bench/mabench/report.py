@@ -24,11 +24,14 @@ __all__ = ["console_table", "machine_facts", "markdown", "ratio_text", "write_do
 #: Why a target can fall short, by the start of its claim; shown under "Where it falls short".
 SHORT_CAUSES: Dict[str, str] = {
     "teardown: shim (torchrun)": (
-        "Under MA_RUN_METHOD=torchrun the shim sees the failed worker's zombie within ~50 ms (before torchrun's "
-        "0.1 s monitor does) and sends SIGTERM to torchrun and to every worker at once; what remains is torchrun's "
-        "own SIGTERM handling, chiefly stopping its --tee threads, which the shim waits for because they carry the "
-        "ranks' last lines (killing torchrun outright measured 0.15 x here but lost those lines, so it is not done). "
-        "The bare torchrun run has no --tee."
+        "Under MA_RUN_METHOD=torchrun the shim sees the failed worker die through a pidfd (before torchrun's "
+        "0.1 s monitor does), sends SIGTERM to every other worker at once, and kills torchrun as soon as its "
+        "failure summary is complete in torchrun.log. That summary is the bound: torchrun writes it only after "
+        "its monitor has seen the failure, its --tee threads have carried the ranks' last lines and its workers "
+        "are closed, and the shim waits for it because it carries those last lines and the exit codes the watch "
+        "may have missed. Ending torchrun earlier would mean re-reading each worker's stdout.log/stderr.log for "
+        "the lines the tee had not carried yet, but torchrun re-encodes what it tees (text mode, errors=replace, "
+        "universal newlines), so the two do not line up byte for byte; that is not done."
     ),
     "teardown: shim (msrun)": (
         "Under MA_RUN_METHOD=msrun the shim watches msrun's workers (found by its token) and reads a dead worker's "
@@ -43,7 +46,7 @@ def ratio_text(item: Series, by_key: Dict[str, Series]) -> str:
     refs: List[tuple[str, str]] = []
     parts = item.key.split("/")
     if parts[0] == "startup":
-        refs = [(f"startup/{parts[1]}/torchrun", "torchrun"), (f"startup/{parts[1]}/popen", "Popen")]
+        refs = [(f"startup/{parts[1]}/torchrun", "torchrun"), (f"startup/{parts[1]}/popen", "floor")]
     elif parts[0] == "teardown":
         refs = [("teardown/torchrun", "torchrun"), ("teardown/msrun", "msrun")]
     elif item.key in ("log/shim", "log/tee"):
@@ -216,8 +219,17 @@ def markdown(
     return "\n".join(out)
 
 
-def write_docs(results: Sequence[CaseResult], command: str, started: datetime.datetime, minutes: float) -> List[str]:
-    """Write docs/performance.md and docs/performance.svg; returns the paths written."""
+def write_docs(
+    results: Sequence[CaseResult],
+    command: str,
+    started: datetime.datetime,
+    minutes: float,
+    load_at_start: Optional[Sequence[float]] = None,
+) -> List[str]:
+    """Write docs/performance.md and docs/performance.svg; returns the paths written.
+
+    ``load_at_start``: the load average when the run began (the machine may be shared), shown with the one at
+    the end."""
     docs = REPO / "docs"
     docs.mkdir(exist_ok=True)
     series = [item for result in results for item in result.series]
@@ -228,7 +240,10 @@ def write_docs(results: Sequence[CaseResult], command: str, started: datetime.da
     if svg:
         (docs / "performance.svg").write_text(svg)
         written.append(str(docs / "performance.svg"))
-    text = markdown(results, command, started, minutes, machine_facts(), "performance.svg" if svg else None)
+    facts = machine_facts()
+    if load_at_start is not None:
+        facts["load average (1/5/15 min, at the start of the run)"] = ", ".join(f"{x:.2f}" for x in load_at_start)
+    text = markdown(results, command, started, minutes, facts, "performance.svg" if svg else None)
     (docs / "performance.md").write_text(text)
     written.append(str(docs / "performance.md"))
     return written
