@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from . import peers, proctree
+from . import peers
 from .errors import ConfigError
 from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
@@ -302,6 +302,8 @@ def run_with_restarts(
     say: Callable[[str], None],
 ) -> RestartOutcome:
     """Run ``plan`` with ``run`` (``run_plan``), restarting the group as ``policy`` allows."""
+    from . import proctree  # Linux only (fcntl): imported when a plan runs, so other hosts get the refusal line
+
     started = time.monotonic()
     attempts: List[Attempt] = []
     stop = _BackoffStop()
