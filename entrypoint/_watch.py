@@ -146,7 +146,7 @@ class WorkerWatch:
             info = proctree.read_info(pid)
             if info is None or info.ppid not in self._launchers:
                 continue
-            fd = _pidfd(pid)  # first: from here on the pid cannot name another process unnoticed
+            fd = proctree.pidfd_open(pid)  # first: from here on the pid cannot name another process unnoticed
             environ = proctree.read_environ(pid)
             rank = _rank_of(environ) if environ and proctree.env_has(environ, *self._token) else None
             again = proctree.read_info(pid)
@@ -164,12 +164,3 @@ class WorkerWatch:
             if path:
                 self.error_files[path] = rank
 
-
-def _pidfd(pid: int) -> Optional[int]:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:
-        return None

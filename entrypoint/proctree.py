@@ -35,6 +35,7 @@ __all__ = [
     "is_alive",
     "kill_loop",
     "pidfd_exit_status",
+    "pidfd_open",
     "pids_with_env",
     "read_environ",
     "read_info",
@@ -240,7 +241,8 @@ def descendants(root: int, snap: Optional[Dict[int, ProcInfo]] = None) -> List[P
     return found
 
 
-def _pidfd(pid: int) -> Optional[int]:
+def pidfd_open(pid: int) -> Optional[int]:
+    """A pidfd for ``pid`` (it names that process even after its pid is reused), or None where unavailable."""
     opener = getattr(os, "pidfd_open", None)
     if opener is None:
         return None
@@ -255,7 +257,7 @@ def signal_proven(key: ProcKey, sig: int, proof: Optional[Proof] = None) -> bool
 
     Returns True when the signal was sent. With pidfds (Linux 5.3+) there is no window for pid reuse.
     """
-    fd = _pidfd(key.pid)
+    fd = pidfd_open(key.pid)
     try:
         info = read_info(key.pid)
         if info is None or info.start != key.start:
