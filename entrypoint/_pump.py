@@ -59,16 +59,28 @@ class Sink:
     """One log destination (a file it opens, owns and closes; or none when the launcher writes the file) plus
     the tail kept in memory."""
 
-    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
-        """Open (create, truncate) ``path`` when ``write_file``; raises OSError when it cannot."""
+    def __init__(
+        self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True, readable: bool = False
+    ) -> None:
+        """Open (create, truncate) ``path`` when ``write_file``; raises OSError when it cannot.
+
+        ``readable`` opens it for reading too (when permissions allow; :attr:`readable` says whether they did).
+        """
         self.path = path
         self._fd: Optional[int] = None
         self._owned: Optional[int] = None
+        self.readable = False
         if write_file:
             parent = os.path.dirname(path)
             if parent:
                 os.makedirs(parent, exist_ok=True)
-            self._owned = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            flags = os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            if readable:
+                with contextlib.suppress(PermissionError):
+                    self._owned = os.open(path, os.O_RDWR | flags, 0o644)
+                    self.readable = True
+            if self._owned is None:
+                self._owned = os.open(path, os.O_WRONLY | flags, 0o644)
             self._fd = self._owned
         self._warn = warn
         self._ring = bytearray()
@@ -79,23 +91,35 @@ class Sink:
     def write(self, data: Bytes) -> None:
         """Append to the file (a failing file is reported once and then skipped) and to the tail."""
         with self._lock:
-            if len(data) > self._ring_bytes:
-                self._ring += data[-self._ring_bytes :]
-                self._cut = True
-            else:
-                self._ring += data
-            if len(self._ring) > 2 * self._ring_bytes:
-                del self._ring[: len(self._ring) - self._ring_bytes]
-                self._cut = True
-            if self._fd is not None:
-                try:
-                    _write_all(self._fd, data)
-                except OSError as error:
-                    self._fd = None  # stop writing; close() still releases the descriptor
-                    self._warn(
-                        f"cannot write log file {self.path}: {error.strerror}; "
-                        "this output continues on the console only (free space or fix the log directory)"
-                    )
+            self._append(data)
+
+    def _append(self, data: Bytes) -> None:
+        """:meth:`write` with the lock held."""
+        self._keep(data)
+        if self._fd is not None:
+            try:
+                _write_all(self._fd, data)
+            except OSError as error:
+                self._fail(error)
+
+    def _keep(self, data: Bytes) -> None:
+        """Add ``data`` to the tail kept in memory (lock held)."""
+        if len(data) > self._ring_bytes:
+            self._ring += data[-self._ring_bytes :]
+            self._cut = True
+        else:
+            self._ring += data
+        if len(self._ring) > 2 * self._ring_bytes:
+            del self._ring[: len(self._ring) - self._ring_bytes]
+            self._cut = True
+
+    def _fail(self, error: OSError) -> None:
+        """The file cannot be written: say so once and stop writing it (lock held; close() still releases it)."""
+        self._fd = None
+        self._warn(
+            f"cannot write log file {self.path}: {error.strerror}; "
+            "this output continues on the console only (free space or fix the log directory)"
+        )
 
     def close(self) -> None:
         """Release the file (idempotent); later writes only feed the tail."""
@@ -105,11 +129,14 @@ class Sink:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _snapshot(self) -> Tuple[bytes, bool]:
+        """The retained bytes, and whether they start mid-way through the output (lock held)."""
+        return bytes(self._ring), self._cut
+
     def text(self) -> str:
         """The retained output, decoded leniently."""
         with self._lock:
-            raw = bytes(self._ring)
-            cut = self._cut
+            raw, cut = self._snapshot()
         text = raw.decode("utf-8", "replace")
         if cut:  # the first line is a fragment
             text = text.partition("\n")[2]
@@ -143,40 +170,58 @@ class LineStream:
         self._held: List[bytes] = []
         self._held_size = 0
         self._mid_line = False  # part of the current line is already on the console
+        self._skipping = False  # bytes were lost: drop the rest of the current line
 
     @property
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
         return bool(self._held)
 
-    def feed(self, buf: bytearray, size: int) -> None:
-        """Take the next chunk of output, ``buf[:size]`` (only valid during the call)."""
+    def skip(self) -> None:
+        """Some of this stream's bytes will not be fed (the console fell behind): the line they belong to is
+        dropped, and the console resumes at the next whole line."""
+        if self._mid_line and not (self._quiet is not None and self._quiet.is_set()):
+            self._console.emit(self, [b"\n"])  # end the part of the line already shown
+        self._held = []
+        self._held_size = 0
+        self._mid_line = False
+        self._skipping = True
+
+    def feed(self, buf: Union[bytes, bytearray], size: int) -> None:
+        """Take the next chunk of output, ``buf[:size]`` (only valid during the call; a ``bytes`` chunk passed
+        whole is used as it is, without a copy)."""
         view = memoryview(buf)[:size]
         if self._sink is not None:
             self._sink.write(view)
-        nl = buf.rfind(b"\n", 0, size)
+        if self._skipping:
+            first = buf.find(b"\n", 0, size)
+            if first < 0:
+                return
+            self._skipping = False
+            view = view[first + 1 :]
+            size = len(view)
+            if not size:
+                return
+        data = buf if type(buf) is bytes and size == len(buf) else view.tobytes()
+        nl = data.rfind(b"\n")
         if nl < 0:
-            self._held.append(view.tobytes())
+            self._held.append(data)
             self._held_size += size
             if self._held_size > MAX_HOLD:
                 self.flush_partial()
             return
-        complete = view[: nl + 1].tobytes()
-        if self._on_lines is not None:
-            self._on_lines(b"".join(self._held) + complete)
-        if self._quiet is not None and self._quiet.is_set():
-            rest = size - nl - 1
-            self._held = [view[nl + 1 :].tobytes()] if rest else []
-            self._held_size = rest
-            self._mid_line = False
-            return
-        out = complete.replace(b"\n", self._nl_prefix)
-        parts: List[Bytes] = [] if self._mid_line else [self._prefix]
-        parts.extend(self._held)
-        parts.append(memoryview(out)[: len(out) - len(self._prefix)])
-        self._console.emit(self, parts, self._prefix if self._mid_line else b"")
         rest = size - nl - 1
-        self._held = [view[nl + 1 :].tobytes()] if rest else []
+        if self._on_lines is not None:
+            self._on_lines(b"".join([*self._held, data[: nl + 1]]))
+        if self._quiet is None or not self._quiet.is_set():
+            # One pass over the whole chunk; the partial line after the last newline comes out unchanged at
+            # the end of ``out`` and is cut off (it is held instead), with the prefix meant for the next line.
+            out = data.replace(b"\n", self._nl_prefix)
+            parts: List[Bytes] = [] if self._mid_line else [self._prefix]
+            parts.extend(self._held)
+            parts.append(memoryview(out)[: len(out) - rest - len(self._prefix)])
+            self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+        self._held = [data[nl + 1 :]] if rest else []
         self._held_size = rest
         self._mid_line = False
 
