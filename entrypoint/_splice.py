@@ -34,6 +34,7 @@ import errno
 import fcntl
 import os
 import select
+import stat
 import threading
 import time
 from typing import Deque, List, Optional, Protocol, Sequence, Tuple
@@ -80,9 +81,10 @@ class SpliceSink(Sink):
     def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
         """Create (truncate) ``path`` for reading and writing; raises OSError when it cannot."""
         super().__init__(path, warn, ring_bytes, readable=True)
-        self._splicing = self.readable  # the reader needs to read the file back
+        # The reader reads the file back: it must be readable and a regular file (not /dev/null, a FIFO, ...).
+        self._splicing = self.readable and self._fd is not None and stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._read_fd: Optional[int] = None
-        if self.readable and self._fd is not None:
+        if self._splicing and self._fd is not None:
             self._read_fd = os.dup(self._fd)  # the reader's own: close() may release the file first
         self._reading = False  # forward() runs and owns _read_fd
         self._end = 0  # bytes spliced into the file
