@@ -1,5 +1,8 @@
 """Output plumbing of the supervisor: pipes and launcher-written files to the console and the log files.
 
+The ranks' own pipes (log source ``pipe``) are spliced into their log files by :mod:`._splice`, which uses
+:class:`Sink` and :class:`LineStream` from here; :func:`pump` serves the launchers' pipes (torchrun, msrun).
+
 Everything works on bytes: invalid UTF-8 and megabyte lines pass through unchanged. Pipes are read with
 ``os.readv`` into one preallocated 1 MiB buffer per stream (the pipe is enlarged to match; a fresh 1 MiB
 ``os.read`` allocation per chunk halves throughput), log files get the raw chunk at once, and the console
