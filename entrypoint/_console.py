@@ -1,9 +1,10 @@
 """The console: one stream shared by every producer of a run, which never makes a producer wait.
 
-A rank's bytes reach its log file first (:mod:`._splice`, :mod:`._pump`); the console copy is queued here and written by one
-thread. A slow or stuck reader can cost console lines (dropped once :data:`CONSOLE_BACKLOG` bytes wait; the
-run says so once at the end), never a log-file byte and never time: writes to a pipe go out in pieces of at
-most ``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck reader.
+A rank's bytes reach its log file first (:mod:`._splice`, :mod:`._pump`); the console copy is queued here and
+written by one thread. A slow or stuck reader can cost console lines (dropped once :data:`CONSOLE_BACKLOG` bytes
+wait; the run says so once at the end), never a log-file byte and never time: writes to a pipe go out in pieces
+of at most ``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck
+reader.
 """
 
 from __future__ import annotations
