@@ -39,7 +39,8 @@ import threading
 import time
 from typing import Deque, List, Optional, Protocol, Sequence, Tuple
 
-from ._pump import CHUNK, DRAIN_LIMIT, HOLD_SECONDS, PIPE_SIZE, TAIL_BYTES, LineStream, Sink, Warn
+from ._pump import CHUNK, DRAIN_LIMIT, HOLD_SECONDS, PIPE_SIZE, LineStream
+from ._sink import TAIL_BYTES, Sink, Warn
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 
