@@ -197,3 +197,17 @@ def test_a_log_file_that_is_not_a_regular_file_is_written_without_splice(tmp_pat
     assert unprefix(out, b"[rank 0] ") == b"to the void\n" + b"B" * (1 << 20) + b"\n"
     assert err == b""
     assert_nothing_left(mark)
+
+
+def test_a_partial_line_reaches_the_console_while_the_stream_is_quiet(tmp_path: Path) -> None:
+    harness = _Harness(tmp_path / "rank-0.log")
+    harness.write(0, b"epoch 1 done\nprogress 10%")
+    deadline = time.monotonic() + 20  # held for HOLD_SECONDS of quiet, then shown without waiting for its end
+    while harness.out_buf.getvalue() != b"[p] epoch 1 done\n[p] progress 10%":
+        assert time.monotonic() < deadline, harness.out_buf.getvalue()
+        time.sleep(0.01)
+    harness.write(0, b" 20%\n")
+    harness.write(1, b"warning\n")
+    out, err = harness.finish()
+    assert out == b"[p] epoch 1 done\n[p] progress 10% 20%\n"
+    assert err == b"[p] warning\n"
