@@ -17,10 +17,12 @@ oldest spans are dropped; while the console's backlog is full it skips spans wit
 way the console copy of the stream resumes at the next whole line and the drop is counted (the shim says so
 once at the end); the file still gets every byte.
 
-When a splice fails, that file falls back to the pump of old: the pipe is read in Python and every chunk is
-written with ``os.write`` (a file that does not support splice, ``EINVAL``, keeps getting every byte; a file
-that fails, ``ENOSPC`` or ``EIO``, is reported once and the output continues on the console only). The
-chunks read that way travel to the reader as in-memory spans, so the console order is kept.
+A log file that is not a regular file (``/dev/null``, ``/dev/full``, a FIFO: nothing to read back) is never
+spliced, and when a splice fails, that file falls back to the pump of old: the pipe is read in Python and
+every chunk is written with ``os.write`` (a file that does not take splice, ``EINVAL``, keeps getting every
+byte; a file that fails, ``ENOSPC``, ``EIO``, ``EFBIG``, is reported once and the output continues on the
+console only). A failed splice leaves its bytes in the pipe, so nothing is lost. The chunks read that way
+travel to the reader as in-memory spans, so the console order is kept.
 
 The failure report's tail (:meth:`~._pump.Sink.text`) is read from the end of the file; after a fallback it
 comes from memory, as for every other sink.
