@@ -252,7 +252,10 @@ class SpliceSink(Sink):
             for stream in streams:
                 stream.finish()
         except Exception as error:  # a bug here must not stall the job: the file still gets every byte
-            warn(f"output of this process is no longer copied to the console ({type(error).__name__}: {error})")
+            warn(
+                f"output of this process is no longer copied to the console ({type(error).__name__}: {error}); "
+                f"its log file {self.path} still gets every byte"
+            )
             with self._lock:
                 self._forwarding = False
                 self._spans.clear()
