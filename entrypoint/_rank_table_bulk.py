@@ -105,7 +105,9 @@ def fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
             return None
         ranks = listed_ranks
     columns = (device_ids, device_ips, ranks)
-    servers = list(map(Server, ids, pods, hosts, repeat(columns), starts, starts[1:]))
+    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python function, one call per server
+    servers: list[Server] = list(map(tuple.__new__, repeat(Server), zip(ids, pods, hosts, repeat(columns), starts,
+                                                                        starts[1:])))
     if type(ranks) is not range:  # servers are then not necessarily ordered by lowest rank
         servers.sort(key=lambda server: min(ranks[server.start:server.end]))
     return tuple(servers)
