@@ -229,13 +229,14 @@ class _Parser:
             names = ", ".join(repr(entry[2]) for entry in keyed[:4]) + (", ..." if len(keyed) > 4 else "")
             notes = (f"v0 rank table: the pod names ({names}) do not all end in distinct numbers after a '-', so the "
                      "ranks follow the pods' order in the file",)
-        entries: list[_RawServer] = []
+        servers: list[Server] = []  # already in rank order: each pod's ranks follow the previous pod's
         next_rank = 0
         for _, server_id, pod_name, devices in keyed:
-            entries.append((server_id, pod_name, None,
-                            [(dev, ip, next_rank + i) for i, (dev, ip, _) in enumerate(devices)]))
+            ids, ips, _ = zip(*devices)
+            servers.append(Server(server_id, pod_name, None, (ids, ips, range(next_rank, next_rank + len(devices))),
+                                  0, len(devices)))
             next_rank += len(devices)
-        return _build(entries), notes
+        return tuple(servers), notes
 
 
 def _pod_index(pod_name: str) -> Optional[int]:

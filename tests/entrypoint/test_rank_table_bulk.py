@@ -8,12 +8,14 @@ every server; each shortcut has a case here where it must not apply, and the par
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Optional
 
 import pytest
 from malaunch.entrypoint import _rank_table_bulk as bulk
 from malaunch.entrypoint.errors import RankTableError
 from malaunch.entrypoint.rank_table import RankTable, parse_rank_table
+from malaunch.entrypoint.rank_table_v1 import to_v1_text
 from shimutil import v10_table
 
 
@@ -130,3 +132,22 @@ def test_a_flaw_on_one_device_gives_the_item_by_item_answer(
         assert isinstance(fast, RankTable)
     else:
         assert fast[0] == where, fast
+
+
+def v0_table(pods: int, devices: int) -> dict[str, Any]:
+    """A v0 (``pod_name``, no ``rank_id``) table, pods listed in reverse order of their number."""
+    return {"status": "completed", "group_list": [{"group_name": "job", "instance_list": [
+        {"pod_name": f"job-pod-{p}", "server_id": f"10.0.{p // 250}.{p % 250}",
+         "devices": [{"device_id": str(d), "device_ip": f"192.168.{p % 250}.{d}"} for d in range(devices)]}
+        for p in reversed(range(pods))]}]}
+
+
+def test_v0_conversion_reads_back_as_the_same_devices() -> None:
+    data = v0_table(300, 4)
+    data["group_list"][0]["instance_list"][7]["server_id"] = 'odd "id" \\ é'  # quoted and escaped in the text
+    del data["group_list"][0]["instance_list"][3]["devices"][1]["device_ip"]
+    table = parse_rank_table(data, "t.json")
+    converted = parse_rank_table(json.loads(to_v1_text(table)), "v1.json")
+    assert converted.format == "1.0" and converted.rank_size == 1200
+    assert [(s.server_id, s.devices) for s in converted.servers] == [(s.server_id, s.devices) for s in table.servers]
+    assert converted.servers[0].server_id == "10.0.0.0" and converted.servers[0].devices[0].rank_id == 0
