@@ -29,8 +29,9 @@ class Server(NamedTuple):
 
     The devices live in columns shared by the whole table (``columns[i][start:end]``: device ids, device IPs,
     ranks) and become :class:`Device` objects only when ``devices`` is read, so a 32,768-rank table costs one small
-    tuple per server, not one object per rank: a host only ever reads its own server's devices. Compare servers
-    with ``==`` (by id, pod, host IP and devices), never by their columns.
+    tuple per server, not one object per rank: a host only ever reads its own server's devices. The rank column
+    is a ``range`` when the ranks run 0..N-1 in file order (the usual case). Compare servers with ``==`` (by id,
+    pod, host IP and devices), never by their columns.
     """
 
     server_id: str

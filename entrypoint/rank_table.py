@@ -219,6 +219,9 @@ def _truncated(text: str, error: json.JSONDecodeError) -> bool:
 def read_rank_table(path: str) -> RankTable:
     """Read and parse ``path`` once.
 
+    The cyclic garbage collector is paused for the whole read (decoding, parsing and freeing the decoded JSON, which
+    holds no cycles), and the file's bytes are dropped once decoded to text, so a large table is never held twice.
+
     Raises:
         RankTableNotReady: the file is missing or unreadable, is a truncated JSON text, or its ``status`` is a
             string other than "completed" (nothing else is checked then: the table may still be partial).
