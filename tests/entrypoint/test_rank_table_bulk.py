@@ -7,12 +7,17 @@ every server; each shortcut has a case here where it must not apply, and the par
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from typing import Any, Optional
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from malaunch.entrypoint import _rank_table_bulk as bulk
+from malaunch.entrypoint import _rank_table_parse
 from malaunch.entrypoint.errors import RankTableError
 from malaunch.entrypoint.rank_table import RankTable, parse_rank_table
 from malaunch.entrypoint.rank_table_v1 import to_v1_text
@@ -62,11 +67,12 @@ def test_counts_up(values: list[Any], expected: bool) -> None:
 
 
 def test_device_ids_valid_checks_each_server_when_sizes_differ() -> None:
-    # 15 + 17 devices: the column equals the first 16 ids twice, but server 1 holds "15" twice.
-    ids = [str(i) for i in range(16)] * 2
-    assert not bulk._device_ids_valid(ids, [0, 15, 32])
-    assert bulk._device_ids_valid(ids, [0, 16, 32])
-    assert not bulk._device_ids_valid(ids, [0, 32])  # one server with every id twice
+    # 16 + 15 + 17 devices: the column is the first server's 16 ids three times, but server 2 holds "15" twice.
+    ids = [str(i) for i in range(16)] * 3
+    assert not bulk._device_ids_valid(ids, [0, 16, 31, 48])
+    assert bulk._device_ids_valid(ids, [0, 16, 32, 48])
+    assert not bulk._device_ids_valid(ids[:32], [0, 15, 32])
+    assert not bulk._device_ids_valid(ids, [0, 48])  # one server with every id three times
 
 
 def test_device_ids_valid_when_servers_list_ids_in_different_orders() -> None:
@@ -151,3 +157,46 @@ def test_v0_conversion_reads_back_as_the_same_devices() -> None:
     assert converted.format == "1.0" and converted.rank_size == 1200
     assert [(s.server_id, s.devices) for s in converted.servers] == [(s.server_id, s.devices) for s in table.servers]
     assert converted.servers[0].server_id == "10.0.0.0" and converted.servers[0].devices[0].rank_id == 0
+
+
+def parse_both_ways(data: dict[str, Any]) -> tuple[Any, Any]:
+    """parse_rank_table with its bulk path and with the bulk path switched off: tables, or (where, message)."""
+    results = []
+    for fast in (True, False):
+        with contextlib.ExitStack() as stack:
+            if not fast:
+                stack.enter_context(mock.patch.object(_rank_table_parse, "fast_server_list", lambda listed: None))
+            try:
+                results.append(parse_rank_table(data, "t.json"))
+            except RankTableError as error:
+                results.append((error.where, str(error)))
+    return results[0], results[1]
+
+
+ID_VALUES = st.sampled_from(["0", "1", "2", "3", "01", "1023", "1024", "", " 1", 2, None, "x", ["1"]])
+RANK_STRINGS = st.sampled_from(["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "007", "1,2", "", 3])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_bulk_and_item_by_item_paths_agree_on_random_tables(data: st.DataObject) -> None:
+    servers = data.draw(st.integers(min_value=1, max_value=4))
+    sizes = [data.draw(st.integers(min_value=1, max_value=4)) for _ in range(servers)]
+    total = sum(sizes)
+    order = data.draw(st.permutations(range(total))) if data.draw(st.booleans()) else list(range(total))
+    ranks: list[Any] = [str(rank) for rank in order]
+    for _ in range(data.draw(st.integers(min_value=0, max_value=2))):  # a few odd rank values
+        ranks[data.draw(st.integers(min_value=0, max_value=total - 1))] = data.draw(RANK_STRINGS)
+    ids_mode = data.draw(st.sampled_from(["per server", "tiled", "random"]))
+    tile = [str(d) for d in range(sizes[0])] * total  # the first server's ids repeated over the whole column
+    table: dict[str, Any] = {"version": "1.0", "status": "completed", "server_list": []}
+    flat = 0
+    for s, size in enumerate(sizes):
+        devices = []
+        for d in range(size):
+            device_id = {"per server": str(d), "tiled": tile[flat]}.get(ids_mode) or data.draw(ID_VALUES)
+            devices.append({"device_id": device_id, "device_ip": f"192.0.{s}.{d}", "rank_id": ranks[flat]})
+            flat += 1
+        table["server_list"].append({"server_id": f"10.0.0.{s}", "device": devices})
+    fast, slow = parse_both_ways(table)
+    assert fast == slow
