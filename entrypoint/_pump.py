@@ -372,7 +372,8 @@ class _Followed:
 
 
 class FileFollower:
-    """Follows log files that a launcher writes (msrun ``worker_N.log``), from their first byte."""
+    """Follows log files that a launcher writes (msrun ``worker_N.log``, torchrun's worker files), from their
+    first byte, in the order they were given."""
 
     def __init__(self, files: Mapping[int, str], streams: Mapping[int, LineStream]) -> None:
         self._files: List[_Followed] = []
@@ -384,6 +385,11 @@ class FileFollower:
             except OSError:
                 baseline = None
             self._files.append(_Followed(path, streams[rank], baseline))
+
+    def add(self, path: str, stream: LineStream) -> None:
+        """Follow one more file, from its first byte, after those already followed (e.g. a file that a
+        launcher made after the start: torchrun's per-attempt worker files)."""
+        self._files.append(_Followed(path, stream, None))
 
     def poll(self) -> None:
         """Forward whatever was appended since the last call."""

@@ -8,11 +8,15 @@ Contract of :func:`run_plan`:
    tears down the others and raises ``LaunchError``.
 3. Output follows ``plan.log_source`` (:mod:`._router`); the console never slows a rank down.
 4. Facts are recorded as they come (:mod:`.rootcause`): each process's exit, each launcher worker's death
-   (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary and the workers' error files.
-   The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the shim received) goes to
-   every process of the job except the launchers, which are left to notice, write their summary and exit;
-   ``plan.grace_period`` later everything left gets SIGKILL, and a launcher still there 5 s after its workers
-   are gone is killed too. The root cause is then decided from the facts by a pure function.
+   (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary (when it wrote one) and the
+   workers' error files. The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the
+   shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
+   everything left gets SIGKILL. torchrun is killed (SIGKILL) as soon as its workers are gone and the watch
+   knows every exit status it saw: its workers wrote their output into files the shim follows, so nothing
+   waits for torchrun's own summary, and its killed exit is no fact. Only when a status is unknown (a kernel
+   without ``PIDFD_GET_INFO``) is torchrun left to write its summary, up to 5 s; msrun too is left to notice
+   and exit, and is killed 5 s after its workers are gone. The root cause is then decided from the facts by
+   a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
    skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
    whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
@@ -116,6 +120,7 @@ class _Run:
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
+        self.ended_launchers: Set[int] = set()  # plan indices of launchers the shim killed once workers were gone
         self.signalled: Set[proctree.ProcKey] = set()
         self.started_wall = time.time()
         self._finished = False
@@ -216,6 +221,8 @@ class _Run:
         failed = False
         if isinstance(event, ProcExit):
             self.returncodes[event.index] = event.code
+            if event.index in self.ended_launchers:
+                return  # the shim ended it after its workers were gone: its exit says nothing about the job
             spec = self.plan.processes[event.index]
             self.record(self._fact(source="exit", index=event.index, rank=spec.rank,
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
@@ -277,7 +284,10 @@ class _Run:
         tick_at = 0.0
         while len(self.returncodes) < len(self.procs):
             with contextlib.suppress(queue.Empty):
-                self.absorb(self.events.get(timeout=_TICK if self.ending_at is not None else 0.5))
+                event = self.events.get(timeout=_TICK if self.ending_at is not None else 0.5)
+                self.absorb(event)
+                if isinstance(event, WorkerDeath):
+                    tick_at = 0.0  # during the ending a death may be the last one: look now, not at the next tick
             now = time.monotonic()
             if now < tick_at:
                 continue
@@ -297,14 +307,27 @@ class _Run:
                 self.tree.signal([key for key in left if key not in self.signalled], self.stop_sig)
                 self.signalled.update(left)
             if self.launchers and settle_at is None and not left:
-                settle_at = now + _LAUNCHER_SETTLE
+                settle_at = now if self._statuses_known() else now + _LAUNCHER_SETTLE
             if settle_at is not None and self._summary_written():
                 settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
             if settle_at is not None and now >= settle_at:
-                self.tree.signal_groups(self._live_groups(), signal.SIGKILL)
+                self.end_launchers()
+
+    def _statuses_known(self) -> bool:
+        """torchrun's workers are gone and the watch read every exit status it saw: the facts decide the root
+        cause without torchrun's summary, and the workers' output is complete in the files the shim follows."""
+        return self.plan.method == "torchrun" and all(
+            fact.code is not None for fact in self.facts if fact.source == "watch"
+        )
+
+    def end_launchers(self) -> None:
+        """SIGKILL the launchers still running (their workers are gone); their exits are not facts."""
+        live = self._live_groups()
+        self.ended_launchers.update(index for index in range(len(self.procs)) if index not in self.returncodes)
+        self.tree.signal_groups(live, signal.SIGKILL)
 
     def _summary_written(self) -> bool:
-        """torchrun printed its whole failure summary (after its tee threads had carried every rank line)."""
+        """torchrun printed its whole failure summary: it has nothing more to say."""
         if self.plan.method != "torchrun":
             return False
         text = self.output.sinks[0].text()
@@ -323,7 +346,8 @@ class _Run:
 
     # -- result -------------------------------------------------------------------------------------------
     def launcher_facts(self) -> None:
-        """What the launchers wrote down: torchrun's summary and the workers' error files."""
+        """What the launchers wrote down: torchrun's summary (absent when the shim ended torchrun first) and the
+        workers' error files."""
         if self.plan.method != "torchrun":
             return
         for entry in parse_torchrun_failures(self.output.sinks[0].text()):
