@@ -260,6 +260,8 @@ class _Run:
             self.ending_at = time.monotonic()
             self.output.quiet()
             self.stop_workers(self.stop_sig)
+            if self._statuses_known():
+                self.end_launchers()  # at once: its teardown (tens of ms to die) overlaps the workers'
 
     def stop_workers(self, sig: int) -> None:
         """``sig`` to every process of the job not signalled yet, except the launchers themselves."""
@@ -307,24 +309,31 @@ class _Run:
                 self.tree.signal([key for key in left if key not in self.signalled], self.stop_sig)
                 self.signalled.update(left)
             if self.launchers and settle_at is None and not left:
-                settle_at = now if self._statuses_known() else now + _LAUNCHER_SETTLE
+                settle_at = now + _LAUNCHER_SETTLE
             if settle_at is not None and self._summary_written():
                 settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
             if settle_at is not None and now >= settle_at:
-                self.end_launchers()
+                self.end_launchers(groups=True)
 
     def _statuses_known(self) -> bool:
-        """torchrun's workers are gone and the watch read every exit status it saw: the facts decide the root
-        cause without torchrun's summary, and the workers' output is complete in the files the shim follows."""
+        """Under torchrun, the watch read the exit status of every worker death it saw: the facts decide the
+        root cause without torchrun's summary (and the workers write their output into files themselves)."""
         return self.plan.method == "torchrun" and all(
             fact.code is not None for fact in self.facts if fact.source == "watch"
         )
 
-    def end_launchers(self) -> None:
-        """SIGKILL the launchers still running (their workers are gone); their exits are not facts."""
-        live = self._live_groups()
-        self.ended_launchers.update(index for index in range(len(self.procs)) if index not in self.returncodes)
-        self.tree.signal_groups(live, signal.SIGKILL)
+    def end_launchers(self, groups: bool = False) -> None:
+        """SIGKILL the launchers still running (with ``groups``, their process groups too: once their workers
+        are gone); their exits are not facts."""
+        for index, proc in enumerate(self.procs):
+            if index in self.returncodes:
+                continue
+            self.ended_launchers.add(index)
+            if groups:
+                self.tree.signal_groups([proc.pid], signal.SIGKILL)
+            else:  # not a group: a worker left in torchrun's group must die of the stop signal, not SIGKILL
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)  # no ProcExit yet: not reaped, still our child
 
     def _summary_written(self) -> bool:
         """torchrun printed its whole failure summary: it has nothing more to say."""
