@@ -11,12 +11,13 @@ Contract of :func:`run_plan`:
    (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary (when it wrote one) and the
    workers' error files. The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the
    shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
-   everything left gets SIGKILL. torchrun is killed (SIGKILL) as soon as its workers are gone and the watch
-   knows every exit status it saw: its workers wrote their output into files the shim follows, so nothing
-   waits for torchrun's own summary, and its killed exit is no fact. Only when a status is unknown (a kernel
-   without ``PIDFD_GET_INFO``) is torchrun left to write its summary, up to 5 s; msrun too is left to notice
-   and exit, and is killed 5 s after its workers are gone. The root cause is then decided from the facts by
-   a pure function.
+   everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch knows
+   the exit status of every worker death it saw: the root cause comes from those facts, not from torchrun's
+   summary, and the workers write their output into files themselves (``plan.log_source`` ``attempt_files``),
+   which are read to the end once every worker is gone; torchrun's killed exit is no fact. Otherwise torchrun
+   is left to write its summary and killed once it has, or 5 s after its last worker is gone; msrun is left
+   to notice and exit, and killed 5 s after its workers are gone. The root cause is then decided from the
+   facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
    skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
    whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
