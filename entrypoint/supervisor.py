@@ -289,8 +289,8 @@ class _Run:
             with contextlib.suppress(queue.Empty):
                 event = self.events.get(timeout=_TICK if self.ending_at is not None else 0.5)
                 self.absorb(event)
-                if isinstance(event, WorkerDeath):
-                    tick_at = 0.0  # during the ending a death may be the last one: look now, not at the next tick
+                if isinstance(event, WorkerDeath) and self.ending_at is not None and not self.ended_launchers:
+                    tick_at = 0.0  # the last worker's death lets the launcher go: look now, not at the next tick
             now = time.monotonic()
             if now < tick_at:
                 continue
