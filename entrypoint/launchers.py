@@ -186,7 +186,7 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
     if cluster.num_hosts > 1:
         presets += [f"--rdzv_id={cluster.job_id}", "--rdzv_backend=static"]
     # Each worker's stdout/stderr are files it writes itself (nothing is lost when torchrun ends); the shim
-    # follows them into rank-N.log and the console, so it can end torchrun as soon as the workers are gone.
+    # follows them into rank-N.log and the console, so it can end torchrun as soon as the job starts ending.
     presets += ["--redirects=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
     if not inputs.boot_file.endswith(".py"):
         presets.append("--no_python")
@@ -196,7 +196,8 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
         name="torchrun",
         argv=tuple(argv),
         env={
-            # torchrun's own @record copies the root-cause worker's error file here (with its exit code).
+            # torchrun's own @record copies the root-cause worker's error file here (with its exit code), when it
+            # gets to write its summary (the supervisor usually ends torchrun before: see its contract).
             "TORCHELASTIC_ERROR_FILE": os.path.join(log_dir, TORCHRUN_ERROR_FILE),
         },
         env_defaults={
