@@ -121,7 +121,7 @@ class _Run:
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
-        self.ended_launchers: Set[int] = set()  # plan indices of launchers the shim killed once workers were gone
+        self.ended_launchers: Set[int] = set()  # plan indices of the launchers the shim killed during the ending
         self.signalled: Set[proctree.ProcKey] = set()
         self.started_wall = time.time()
         self._finished = False
@@ -223,7 +223,7 @@ class _Run:
         if isinstance(event, ProcExit):
             self.returncodes[event.index] = event.code
             if event.index in self.ended_launchers:
-                return  # the shim ended it after its workers were gone: its exit says nothing about the job
+                return  # the shim killed it during the ending: its exit says nothing about the job
             spec = self.plan.processes[event.index]
             self.record(self._fact(source="exit", index=event.index, rank=spec.rank,
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
@@ -332,9 +332,12 @@ class _Run:
             self.ended_launchers.add(index)
             if groups:
                 self.tree.signal_groups([proc.pid], signal.SIGKILL)
-            else:  # not a group: a worker left in torchrun's group must die of the stop signal, not SIGKILL
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)  # no ProcExit yet: not reaped, still our child
+                continue
+            # Not its group (a worker left in torchrun's group must die of the stop signal, not of SIGKILL), and
+            # only while it is provably still our unreaped child (the waiter may reap it at any moment).
+            info = proctree.read_info(proc.pid)
+            if info is not None and info.ppid == os.getpid() and not info.zombie and proc.returncode is None:
+                proctree.signal_proven(proctree.ProcKey(proc.pid, info.start), signal.SIGKILL)
 
     def _summary_written(self) -> bool:
         """torchrun printed its whole failure summary: it has nothing more to say."""
