@@ -6,8 +6,8 @@ torchrun gives every worker ``<--log_dir>/<run id>_<random>/attempt_<n>/<local r
 is known from the worker's own environment (read by the watch) or found under torchrun's log directory.
 Everything of one attempt sits in its own ``attempt_<n>/`` folder: torchrun restarts the group with a new
 ``TORCHELASTIC_RESTART_COUNT`` and a fresh folder, so a file's path says which attempt it belongs to. With
-``--tee`` (the shim's plan) every worker writes its own output to ``<local rank>/stdout.log`` and
-``stderr.log`` there, complete when it dies (torchrun only tails them to the console).
+``--redirects=3`` (the shim's plan) every worker's stdout and stderr *are* ``<local rank>/stdout.log`` and
+``stderr.log`` there, complete when it dies (the shim follows them: :mod:`._torchrun_logs`).
 """
 
 from __future__ import annotations

@@ -18,12 +18,11 @@ import contextlib
 import ctypes
 import fcntl
 import os
-import re
 import select
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Callable, List, Mapping, Optional, Tuple, Union
 
 from ._console import Console
 from ._sink import Bytes, Sink, Warn
@@ -32,7 +31,6 @@ __all__ = [
     "HOLD_SECONDS",
     "FileFollower",
     "LineStream",
-    "PrefixDemux",
     "Sink",
     "follow",
     "pump",
@@ -145,107 +143,6 @@ class LineStream:
         self.flush_partial()
 
 
-_RANK_LINE = re.compile(rb"^\[rank(\d+)\]:", re.M)
-
-
-class PrefixDemux:
-    """torchrun ``--tee`` output: ``[rankN]:`` lines to rank N's log, other lines to the launcher's."""
-
-    def __init__(
-        self,
-        console: Console,
-        launcher_prefix: bytes,
-        launcher_sink: Sink,
-        rank_sinks: Mapping[int, Sink],
-        quiet: Optional[threading.Event] = None,
-    ) -> None:
-        self._console = console
-        self._quiet = quiet  # once set, the launcher's own lines go to its log file only
-        self._lp = launcher_prefix
-        self._launcher = launcher_sink
-        self._ranks = rank_sinks
-        self._held = b""
-        self._cont: Optional[Tuple[Sink, bytes]] = None  # where the rest of a flushed partial line goes
-
-    @property
-    def holding(self) -> bool:
-        """True while a partial line waits for its end."""
-        return bool(self._held)
-
-    def feed(self, chunk: bytearray, size: int) -> None:
-        """Take the next chunk of output, ``chunk[:size]``; only whole lines are routed."""
-        data = bytes(memoryview(chunk)[:size])
-        buf = self._held + data if self._held else data
-        nl = buf.rfind(b"\n")
-        if nl < 0:
-            self._held = buf
-            if len(buf) > MAX_HOLD:
-                self.flush_partial()
-            return
-        self._held = buf[nl + 1 :]
-        self._route(buf[: nl + 1] if self._held else buf)
-
-    def flush_partial(self) -> None:
-        """Route the held partial line now."""
-        if self._held:
-            block, self._held = self._held, b""
-            self._route(block)
-
-    def finish(self) -> None:
-        """End of stream."""
-        self.flush_partial()
-
-    def _launcher_lines(self, seg: bytes) -> bytes:
-        if self._quiet is not None and self._quiet.is_set():
-            return b""
-        out = self._lp + seg.replace(b"\n", b"\n" + self._lp)
-        return out[: -len(self._lp)] if seg.endswith(b"\n") else out
-
-    def _route(self, block: bytes) -> None:
-        console: List[bytes] = []
-        by_sink: Dict[int, Tuple[Sink, List[bytes]]] = {}
-        dest: Tuple[Sink, bytes] = (self._launcher, self._lp)
-
-        def add(sink: Sink, piece: bytes) -> None:
-            by_sink.setdefault(id(sink), (sink, []))[1].append(piece)
-
-        pos = 0
-        resume = b""
-        if self._cont is not None:
-            eol = block.find(b"\n") + 1 or len(block)
-            dest = self._cont
-            resume = dest[1]
-            add(dest[0], block[:eol])
-            if dest[0] is not self._launcher or not (self._quiet is not None and self._quiet.is_set()):
-                console.append(block[:eol])
-            pos = eol
-        for match in _RANK_LINE.finditer(block, pos):
-            if match.start() > pos:
-                add(self._launcher, block[pos : match.start()])
-                console.append(self._launcher_lines(block[pos : match.start()]))
-            eol = block.find(b"\n", match.end()) + 1 or len(block)
-            sink = self._ranks.get(int(match.group(1)))
-            if sink is None:
-                add(self._launcher, block[match.start() : eol])
-                dest = (self._launcher, b"")
-            else:
-                add(sink, block[match.end() : eol])
-                dest = (sink, block[match.start() : match.end()])
-            console.append(block[match.start() : eol])
-            pos = eol
-        if pos < len(block):
-            add(self._launcher, block[pos:])
-            console.append(self._launcher_lines(block[pos:]))
-            dest = (self._launcher, self._lp)
-        for sink, pieces in by_sink.values():
-            sink.write(b"".join(pieces))
-        self._console.emit(self, console, resume)
-        self._cont = None if block.endswith(b"\n") else dest
-
-
-Router = Union[LineStream, PrefixDemux]
-
-
 def tune_malloc() -> None:
     """Keep megabyte buffers on the heap (glibc only; elsewhere a no-op).
 
@@ -262,7 +159,7 @@ def tune_malloc() -> None:
     mallopt(_M_TRIM_THRESHOLD, 128 << 20)
 
 
-def pump(fd: int, router: Router, stop: threading.Event, warn: Warn) -> None:
+def pump(fd: int, router: LineStream, stop: threading.Event, warn: Warn) -> None:
     """Read ``fd`` until EOF (or, once ``stop`` is set, until it has nothing more to give) into ``router``."""
     # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
     with contextlib.suppress(OSError):
@@ -317,7 +214,8 @@ class _Followed:
 
 
 class FileFollower:
-    """Follows log files that a launcher writes (msrun ``worker_N.log``), from their first byte."""
+    """Follows log files that a launcher writes (msrun ``worker_N.log``, torchrun's worker files), from their
+    first byte, in the order they were given."""
 
     def __init__(self, files: Mapping[int, str], streams: Mapping[int, LineStream]) -> None:
         self._files: List[_Followed] = []
@@ -329,6 +227,11 @@ class FileFollower:
             except OSError:
                 baseline = None
             self._files.append(_Followed(path, streams[rank], baseline))
+
+    def add(self, path: str, stream: LineStream) -> None:
+        """Follow one more file, from its first byte, after those already followed (e.g. a file that a
+        launcher made after the start: torchrun's per-attempt worker files)."""
+        self._files.append(_Followed(path, stream, None))
 
     def poll(self) -> None:
         """Forward whatever was appended since the last call."""

@@ -5,8 +5,10 @@ How bytes flow (``plan.log_source``):
 - ``pipe``: a pump thread per stdout/stderr pipe splices the bytes into the process's log file as they come
   (:mod:`._splice`); a reader thread per process reads them back from the file and sends whole lines to the
   console with a ``[rank N] `` prefix.
-- ``prefixed`` (torchrun ``--tee``): ``[rankN]:`` lines go to rank N's log file, the other lines to
-  ``torchrun.log``; the console gets the rank lines as torchrun printed them.
+- ``attempt_files`` (torchrun ``--redirects=3``): every worker writes its stdout and stderr into files of
+  its own under torchrun's ``--log_dir`` (one folder per attempt); a follower thread
+  (:class:`._torchrun_logs.TorchrunLogs`) copies them into ``rank-N.log`` and prints each line with its
+  ``[rank N] `` prefix. torchrun's own output goes to ``torchrun.log``.
 - ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
   each line with its rank prefix. msrun's own output goes to ``msrun.log``.
 
@@ -20,11 +22,13 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from typing import BinaryIO, Callable, Dict, List, Optional, Tuple, Union
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ._console import Console
-from ._pump import FileFollower, LineStream, PrefixDemux, Sink, follow, pump
+from ._errorfiles import torchrun_log_dir
+from ._pump import FileFollower, LineStream, Sink, follow, pump
 from ._splice import SpliceSink, splice_pump
+from ._torchrun_logs import TorchrunLogs
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
 
@@ -34,8 +38,6 @@ _FOLLOW_INTERVAL = 0.05
 _LAUNCHER_RING = 256 << 10  # enough of torchrun's own output to hold its failure summary
 _CONSOLE_PATIENCE = 1.0  # at the end, a console that takes nothing for this long is given up on
 LOG_HINT = "point MALAUNCH_LOG_DIR (or --log-dir) at a writable directory"
-
-Router = Union[LineStream, PrefixDemux]
 
 
 def _sink(path: str, warn: Callable[[str], None], ring: int = 64 << 10, spliced: bool = False) -> Sink:
@@ -72,19 +74,23 @@ class Output:
         for spec in plan.processes:
             self.sinks.append(_sink(spec.log_file, self.warn, ring, plan.log_source == "pipe"))
         for rank, path in sorted(plan.rank_logs.items()):
-            if plan.log_source == "prefixed":
+            if plan.log_source == "attempt_files":
                 self.rank_sinks[rank] = _sink(path, self.warn)
             elif plan.log_source == "files":
                 self.rank_sinks[rank] = Sink(path, self.warn, write_file=False)
                 self._rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
         if plan.log_source == "files":
             self._follower = FileFollower(plan.rank_logs, self._rank_streams)
+        elif plan.log_source == "attempt_files":
+            log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
+            ranks = sorted(plan.rank_logs)
+            self._follower = TorchrunLogs(log_dir, ranks, self.rank_sinks, self.sinks[0], self.out, self.err)
 
     def quiet(self) -> None:
         """From now on a launcher's own lines go to its log file only."""
         self._quiet.set()
 
-    def _routers(self, index: int, spec: ProcessSpec) -> Tuple[Router, Router]:
+    def _routers(self, index: int, spec: ProcessSpec) -> Tuple[LineStream, LineStream]:
         sink = self.sinks[index]
         source = self.plan.log_source
         if source == "pipe":  # the file is written by splice_pump: the streams make the console copy only
@@ -92,11 +98,6 @@ class Output:
             prefix = f"[{label}] ".encode()
             return LineStream(self.out, prefix, None), LineStream(self.err, prefix, None)
         prefix = f"[{self.plan.method}] ".encode()
-        if source == "prefixed":
-            return (
-                PrefixDemux(self.out, prefix, sink, self.rank_sinks, self._quiet),
-                PrefixDemux(self.err, prefix, sink, self.rank_sinks, self._quiet),
-            )
 
         def lines(data: bytes) -> None:
             self.on_launcher_lines(index, data)
@@ -107,7 +108,8 @@ class Output:
         )
 
     def attach(self, procs: List[subprocess.Popen[bytes]], tick: Callable[[], None]) -> None:
-        """Start a pump thread per pipe of ``procs`` and, under msrun, the follower of the workers' files."""
+        """Start a pump thread per pipe of ``procs`` and, under msrun and torchrun, the follower of the workers'
+        files."""
         for index, proc in enumerate(procs):
             spec = self.plan.processes[index]
             pipes = (proc.stdout, proc.stderr)
@@ -121,8 +123,7 @@ class Output:
                 for number, pipe in enumerate(pipes):
                     assert pipe is not None
                     self._spawn(splice_pump, (pipe.fileno(), sink, number, self._stop), "splice")
-                streams = [router for router in routers if isinstance(router, LineStream)]
-                self._spawn(sink.forward, (streams, (self.out, self.err), warn), "console-copy")
+                self._spawn(sink.forward, (list(routers), (self.out, self.err), warn), "console-copy")
                 continue
             for pipe, router in zip(pipes, routers):
                 assert pipe is not None

@@ -103,16 +103,17 @@ class WorkerWatch:
         while True:
             self._scan()
             fds = {w.fd: w for w in self._workers.values() if w.fd is not None and w.pid not in self._done}
-            if self._stop.is_set():
-                self._check_zombies()
-                return
+            stopping = self._stop.is_set()
             if fds:
                 poller = select.poll()
                 for fd in fds:
                     poller.register(fd, select.POLLIN)
-                for fd, _ in poller.poll(SCAN_INTERVAL * 1000):
+                for fd, _ in poller.poll(0 if stopping else SCAN_INTERVAL * 1000):
                     self._died(fds[fd], time.monotonic())
-            else:
+            if stopping:  # one last look: a death not reported yet (the job may end right after its last worker)
+                self._check_zombies()
+                return
+            if not fds:
                 self._stop.wait(SCAN_INTERVAL)
             self._check_zombies()
 

@@ -31,7 +31,6 @@ from .rank_table_v1 import CONVERTED_FORMATS, to_v1_text
 __all__ = [
     "DEFAULT_RANK_TABLE_PATH",
     "TORCHRUN_ERROR_FILE",
-    "TORCHRUN_PREFIX_TEMPLATE",
     "LaunchInputs",
     "boot_command",
     "flag_name",
@@ -44,8 +43,6 @@ TORCHRUN_MODULE = "torch.distributed.run"
 MSRUN_MODULE = "mindspore.parallel.cluster.run"
 #: Where ModelArts puts the rank table when ``RANK_TABLE_FILE`` is unset.
 DEFAULT_RANK_TABLE_PATH = "/user/config/jobstart_hccl.json"
-#: torchrun tees every worker line with this prefix; the supervisor splits the output into rank logs by it.
-TORCHRUN_PREFIX_TEMPLATE = "[rank${rank}]:"
 #: ``--tail_worker_log`` names ranks whose logs msrun copies to its console; no rank is ever -2, so msrun
 #: tails nothing and the supervisor follows ``worker_N.log`` itself, each line with its rank prefix.
 MSRUN_TAIL_NONE = "-2"
@@ -188,7 +185,9 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
     presets.append(f"--master_port={cluster.torchrun_master_port}")
     if cluster.num_hosts > 1:
         presets += [f"--rdzv_id={cluster.job_id}", "--rdzv_backend=static"]
-    presets += ["--tee=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
+    # Each worker's stdout/stderr are files it writes itself (nothing is lost when torchrun ends); the shim
+    # follows them into rank-N.log and the console, so it can end torchrun as soon as the job starts ending.
+    presets += ["--redirects=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
     if not inputs.boot_file.endswith(".py"):
         presets.append("--no_python")
     argv = [inputs.interpreter, "-m", TORCHRUN_MODULE, *merge_flags(presets, cluster.torchrun_extra)]
@@ -197,8 +196,8 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
         name="torchrun",
         argv=tuple(argv),
         env={
-            "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": TORCHRUN_PREFIX_TEMPLATE,
-            # torchrun's own @record copies the root-cause worker's error file here (with its exit code).
+            # torchrun's own @record copies the root-cause worker's error file here (with its exit code), when it
+            # gets to write its summary (the supervisor usually ends torchrun before: see its contract).
             "TORCHELASTIC_ERROR_FILE": os.path.join(log_dir, TORCHRUN_ERROR_FILE),
         },
         env_defaults={
@@ -212,7 +211,7 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
     restarts = _flag_value(cluster.torchrun_extra, "max_restarts")
     watch = restarts is None or restarts.strip() == "0"  # torchrun restarts failed workers: let it
     notes = [] if watch else [f"--max_restarts={restarts}: torchrun handles worker failures (restarts) itself"]
-    return _plan("torchrun", cluster, inputs, log_dir, [proc], "prefixed", rank_logs, notes, watch_workers=watch)
+    return _plan("torchrun", cluster, inputs, log_dir, [proc], "attempt_files", rank_logs, notes, watch_workers=watch)
 
 
 def _plan_msrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:

@@ -9,8 +9,9 @@ Each :class:`ProcessSpec` lists only the variables the shim sets for that proces
 shim's own environment. How each rank's output reaches its log file is given by ``log_source``:
 
 - ``"pipe"``: one process per rank; the shim reads its stdout/stderr pipes (rank-table fan-out, single run).
-- ``"prefixed"``: one launcher process whose output carries ``[rankN]:`` prefixes (torchrun ``--tee``); the
-  shim splits it into the rank logs and keeps the launcher's own lines in the process's ``log_file``.
+- ``"attempt_files"``: one launcher that hands each worker files of its own as stdout and stderr, a folder per
+  attempt (torchrun ``--redirects=3 --log_dir``); the shim follows them into the rank logs and to the console,
+  and keeps the launcher's own output in the process's ``log_file``.
 - ``"files"``: the launcher writes one log file per rank itself (msrun ``worker_N.log``); the shim follows
   those files to the console.
 """
@@ -24,7 +25,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 
 METHODS = ("ranktable", "torchrun", "msrun", "single")
-LOG_SOURCES = ("pipe", "prefixed", "files")
+LOG_SOURCES = ("pipe", "attempt_files", "files")
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,16 @@ Contract of :func:`run_plan`:
    tears down the others and raises ``LaunchError``.
 3. Output follows ``plan.log_source`` (:mod:`._router`); the console never slows a rank down.
 4. Facts are recorded as they come (:mod:`.rootcause`): each process's exit, each launcher worker's death
-   (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary and the workers' error files.
-   The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the shim received) goes to
-   every process of the job except the launchers, which are left to notice, write their summary and exit;
-   ``plan.grace_period`` later everything left gets SIGKILL, and a launcher still there 5 s after its workers
-   are gone is killed too. The root cause is then decided from the facts by a pure function.
+   (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary (when it wrote one) and the
+   workers' error files. The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the
+   shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
+   everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch knows
+   the exit status of every worker death it saw: the root cause comes from those facts, not from torchrun's
+   summary, and the workers write their output into files themselves (``plan.log_source`` ``attempt_files``),
+   which are read to the end once every worker is gone; torchrun's killed exit is no fact. Otherwise torchrun
+   is left to write its summary and killed once it has, or 5 s after its last worker is gone; msrun is left
+   to notice and exit, and killed 5 s after its workers are gone. The root cause is then decided from the
+   facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
    skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
    whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
@@ -116,6 +121,7 @@ class _Run:
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
+        self.ended_launchers: Set[int] = set()  # plan indices of the launchers the shim killed during the ending
         self.signalled: Set[proctree.ProcKey] = set()
         self.started_wall = time.time()
         self._finished = False
@@ -216,6 +222,8 @@ class _Run:
         failed = False
         if isinstance(event, ProcExit):
             self.returncodes[event.index] = event.code
+            if event.index in self.ended_launchers:
+                return  # the shim killed it during the ending: its exit says nothing about the job
             spec = self.plan.processes[event.index]
             self.record(self._fact(source="exit", index=event.index, rank=spec.rank,
                                    pid=self.procs[event.index].pid, code=event.code, at=event.at))  # fmt: skip
@@ -253,6 +261,8 @@ class _Run:
             self.ending_at = time.monotonic()
             self.output.quiet()
             self.stop_workers(self.stop_sig)
+            if self._statuses_known():
+                self.end_launchers()  # at once: its teardown (tens of ms to die) overlaps the workers'
 
     def stop_workers(self, sig: int) -> None:
         """``sig`` to every process of the job not signalled yet, except the launchers themselves."""
@@ -277,7 +287,10 @@ class _Run:
         tick_at = 0.0
         while len(self.returncodes) < len(self.procs):
             with contextlib.suppress(queue.Empty):
-                self.absorb(self.events.get(timeout=_TICK if self.ending_at is not None else 0.5))
+                event = self.events.get(timeout=_TICK if self.ending_at is not None else 0.5)
+                self.absorb(event)
+                if isinstance(event, WorkerDeath) and self.ending_at is not None and not self.ended_launchers:
+                    tick_at = 0.0  # the last worker's death lets the launcher go: look now, not at the next tick
             now = time.monotonic()
             if now < tick_at:
                 continue
@@ -301,10 +314,33 @@ class _Run:
             if settle_at is not None and self._summary_written():
                 settle_at = now  # torchrun has said everything: no need to wait for its interpreter to wind down
             if settle_at is not None and now >= settle_at:
-                self.tree.signal_groups(self._live_groups(), signal.SIGKILL)
+                self.end_launchers(groups=True)
+
+    def _statuses_known(self) -> bool:
+        """Under torchrun, the watch read the exit status of every worker death it saw: the facts decide the
+        root cause without torchrun's summary (and the workers write their output into files themselves)."""
+        return self.plan.method == "torchrun" and all(
+            fact.code is not None for fact in self.facts if fact.source == "watch"
+        )
+
+    def end_launchers(self, groups: bool = False) -> None:
+        """SIGKILL the launchers still running (with ``groups``, their process groups too: once their workers
+        are gone); their exits are not facts."""
+        for index, proc in enumerate(self.procs):
+            if index in self.returncodes:
+                continue
+            self.ended_launchers.add(index)
+            if groups:
+                self.tree.signal_groups([proc.pid], signal.SIGKILL)
+                continue
+            # Not its group (a worker left in torchrun's group must die of the stop signal, not of SIGKILL), and
+            # only while it is provably still our unreaped child (the waiter may reap it at any moment).
+            info = proctree.read_info(proc.pid)
+            if info is not None and info.ppid == os.getpid() and not info.zombie and proc.returncode is None:
+                proctree.signal_proven(proctree.ProcKey(proc.pid, info.start), signal.SIGKILL)
 
     def _summary_written(self) -> bool:
-        """torchrun printed its whole failure summary (after its tee threads had carried every rank line)."""
+        """torchrun printed its whole failure summary: it has nothing more to say."""
         if self.plan.method != "torchrun":
             return False
         text = self.output.sinks[0].text()
@@ -323,7 +359,8 @@ class _Run:
 
     # -- result -------------------------------------------------------------------------------------------
     def launcher_facts(self) -> None:
-        """What the launchers wrote down: torchrun's summary and the workers' error files."""
+        """What the launchers wrote down: torchrun's summary (absent when the shim ended torchrun first) and the
+        workers' error files."""
         if self.plan.method != "torchrun":
             return
         for entry in parse_torchrun_failures(self.output.sinks[0].text()):

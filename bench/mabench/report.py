@@ -25,13 +25,11 @@ __all__ = ["console_table", "machine_facts", "markdown", "ratio_text", "write_do
 SHORT_CAUSES: Dict[str, str] = {
     "teardown: shim (torchrun)": (
         "Under MA_RUN_METHOD=torchrun the shim sees the failed worker die through a pidfd (before torchrun's "
-        "0.1 s monitor does), sends SIGTERM to every other worker at once, and kills torchrun as soon as its "
-        "failure summary is complete in torchrun.log. That summary is the bound: torchrun writes it only after "
-        "its monitor has seen the failure, its --tee threads have carried the ranks' last lines and its workers "
-        "are closed, and the shim waits for it because it carries those last lines and the exit codes the watch "
-        "may have missed. Ending torchrun earlier would mean re-reading each worker's stdout.log/stderr.log for "
-        "the lines the tee had not carried yet, but torchrun re-encodes what it tees (text mode, errors=replace, "
-        "universal newlines), so the two do not line up byte for byte; that is not done."
+        "0.1 s monitor does), sends SIGTERM to every other worker and SIGKILL to torchrun at once: the workers "
+        "write their output into files of their own (--redirects=3) that the shim follows, and the root cause "
+        "comes from the watch's exit statuses, so nothing waits for torchrun's summary. What is left is the "
+        "kernel ending torchrun after SIGKILL (tens of ms: an interpreter with torch loaded), the workers' own "
+        "exit, and the shim's own end (reading the files to the end, the report, the watchdog), as under ranktable."
     ),
     "teardown: shim (msrun)": (
         "Under MA_RUN_METHOD=msrun the shim watches msrun's workers (found by its token) and reads a dead worker's "

@@ -83,7 +83,7 @@ def make_plan(
 ) -> LaunchPlan:
     if rank_logs is None:
         rank_logs = {p.rank: p.log_file for p in processes if p.rank is not None}
-    default_method = {"pipe": "ranktable", "prefixed": "torchrun", "files": "msrun"}[log_source]
+    default_method = {"pipe": "ranktable", "attempt_files": "torchrun", "files": "msrun"}[log_source]
     return LaunchPlan(
         method=method or default_method,
         node_rank=0,

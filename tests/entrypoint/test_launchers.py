@@ -39,10 +39,10 @@ def test_torchrun_single_host_is_standalone() -> None:
     assert proc.argv == (
         PY, "-m", "torch.distributed.run",
         "--standalone", "--nnodes=1", "--nproc_per_node=4", "--master_port=18888",
-        "--tee=3", "--log_dir=/work/malaunch-logs/node-0/torchrun",
+        "--redirects=3", "--log_dir=/work/malaunch-logs/node-0/torchrun",
         "/code/train.py", "--epochs", "3",
     )  # fmt: skip
-    assert plan.log_source == "prefixed"
+    assert plan.log_source == "attempt_files"
     assert sorted(plan.rank_logs) == [0, 1, 2, 3]
 
 
@@ -55,7 +55,7 @@ def test_torchrun_multi_host_static_rendezvous() -> None:
     argv = plan.processes[0].argv
     assert argv[3:11] == (
         "--nnodes=2", "--nproc_per_node=4", "--node_rank=1", "--master_addr=a", "--master_port=18888",
-        "--rdzv_id=job-7", "--rdzv_backend=static", "--tee=3",
+        "--rdzv_id=job-7", "--rdzv_backend=static", "--redirects=3",
     )  # fmt: skip
     assert argv[-1] == "/code/train.py"
     assert sorted(plan.rank_logs) == [4, 5, 6, 7]
@@ -161,7 +161,6 @@ def test_planning_is_deterministic_and_json_serialisable() -> None:
     assert data["method"] == "torchrun"
     assert data["processes"][0]["argv"][0] == PY
     assert data["processes"][0]["env"] == {
-        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:",
         "TORCHELASTIC_ERROR_FILE": "/work/malaunch-logs/node-0/torchrun-error.json",
     }
     assert data["processes"][0]["env_defaults"] == {"PYTHONUNBUFFERED": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "30"}

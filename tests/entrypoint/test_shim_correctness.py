@@ -43,10 +43,41 @@ def test_torchrun_root_cause_is_the_failing_rank_20_times_in_a_row(tmp_path: Pat
         assert isinstance(cause, dict)
         seen.append((done.returncode, cause["rank"], cause["exit_code"]))
         assert seen[-1] == (code, 1, code), (attempt, seen, done.stderr[-2000:])
-        # torchrun's own teardown chatter stays in torchrun.log; the shim's summary is the last thing printed
+        # torchrun's own teardown chatter never reaches the console (the shim ends torchrun once its workers
+        # are gone, usually before it writes its ChildFailedError summary; when it does, into torchrun.log);
+        # the shim's summary is the last thing printed, and the failing rank's last line is in its log and on
+        # the console with its prefix
         assert "Traceback" not in done.stderr and "ChildFailedError" not in done.stderr, done.stderr[-3000:]
         assert done.stderr.rstrip().splitlines()[-1].startswith("[ma-entrypoint] exit code"), done.stderr[-500:]
-        assert "ChildFailedError" in (cwd / "malaunch-logs" / "node-0" / "torchrun.log").read_text()
+        logs = cwd / "malaunch-logs" / "node-0"
+        assert "rank 1 failing on purpose" in (logs / "rank-1.log").read_text(), (attempt, done.stdout[-2000:])
+        assert "[rank 1] rank 1 failing on purpose" in done.stdout, (attempt, done.stdout[-2000:])
+        assert (logs / "torchrun.log").exists()
+    assert_nothing_left(env[MARK])
+
+
+@pytest.mark.process
+@pytest.mark.torch
+def test_torchrun_ended_as_the_job_ends_loses_no_line_of_any_rank(tmp_path: Path) -> None:
+    env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MALAUNCH_GRACE_PERIOD": "5"})
+    lines = 50_000  # ~3.5 MB per rank, written by the workers into their own files, followed by the shim
+    done = shim([JOB, "--lines", str(lines), "--fail-rank", "1", "--code", "9", "--delay", "1", "--sleep", "60"],
+                env, tmp_path)  # fmt: skip
+    assert done.returncode == 9, done.stderr[-3000:]
+    logs = tmp_path / "malaunch-logs" / "node-0"
+    for rank in (0, 1):
+        expected = [f"rank {rank} line {n} {'x' * 60}" for n in range(lines)]
+        logged = [line for line in (logs / f"rank-{rank}.log").read_text().splitlines() if " line " in line]
+        assert logged == expected, (rank, len(logged))
+        prefix = f"[rank {rank}] "
+        shown = [line[len(prefix) :] for line in done.stdout.splitlines() if line.startswith(prefix)]
+        shown = [line for line in shown if " line " in line]
+        assert shown == expected, (rank, len(shown))
+    assert "[rank 1] rank 1 failing on purpose" in done.stdout
+    cause = _report(tmp_path)["root_cause"]
+    assert isinstance(cause, dict)
+    assert (cause["rank"], cause["exit_code"], cause["source"]) == (1, 9, "watch"), cause
+    assert cause["tail"][-1] == "rank 1 failing on purpose", cause
     assert_nothing_left(env[MARK])
 
 

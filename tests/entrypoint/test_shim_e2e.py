@@ -112,7 +112,7 @@ def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> N
         assert record["value"] == 10.0
         assert record["env"]["WORLD_SIZE"] == "4"
         assert record["env"]["GROUP_RANK"] == str(rank // 2)
-    assert "[rank0]:rank 0/4: all_reduce=10.0" in outputs[0][0]
+    assert "[rank 0] rank 0/4: all_reduce=10.0" in outputs[0][0]
     assert "all_reduce=10.0" in (tmp_path / "host1" / "rank-3.log").read_text()
     for mark in marks:
         assert_nothing_left(mark)

@@ -1,4 +1,4 @@
-"""run_plan with real processes: start, output forwarding (pipe, prefixed, files), first failure, start errors.
+"""run_plan with real processes: start, output forwarding (pipe, attempt_files, files), first failure, start errors.
 
 Each test builds a LaunchPlan from tiny scripts in bin/ and ends by proving that nothing it started is left.
 """
@@ -172,31 +172,40 @@ def test_signal_handlers_are_restored(tmp_path: Path) -> None:
     assert_nothing_left(mark)
 
 
-# -- torchrun-style prefixed output ------------------------------------------------------------------------
+# -- torchrun-style worker files (--redirects=3 --log_dir) -------------------------------------------------
 def _torchrun_plan(tmp_path: Path, mark: str, *worker_args: str, extra: tuple = ()) -> tuple:
     logs = tmp_path / "logs"
     spec = ProcessSpec(
         name="torchrun",
-        argv=(PY, str(BIN / "fake_torchrun.py"), "--nproc", "2", *extra, "--", *worker_args),
+        argv=(PY, str(BIN / "fake_torchrun.py"), "--nproc", "2", f"--log_dir={logs / 'torchrun'}", *extra, "--",
+              *worker_args),
         env={"MALAUNCH_TEST_MARK": mark},
         cwd=None,
         log_file=str(logs / "torchrun.log"),
     )
     rank_logs = {r: str(logs / f"rank-{r}.log") for r in range(2)}
-    return make_plan(logs, [spec], log_source="prefixed", rank_logs=rank_logs, grace=2.0), logs
+    return make_plan(logs, [spec], log_source="attempt_files", rank_logs=rank_logs, grace=2.0), logs
 
 
-def test_prefixed_output_is_split_into_rank_logs(tmp_path: Path) -> None:
+def test_torchrun_worker_files_are_followed_into_rank_logs_and_the_console(tmp_path: Path) -> None:
     mark = new_mark()
-    plan, logs = _torchrun_plan(tmp_path, mark, "--say", "hello", "--say-err", "warn", "--bad-utf8", "--bad-utf8-err")
+    plan, logs = _torchrun_plan(
+        tmp_path, mark, "--print-env", "TORCHELASTIC_RESTART_COUNT", "--say", "hello", "--say-err", "warn",
+        "--bad-utf8", "--bad-utf8-err", extra=("--attempts", "2"),
+    )  # fmt: skip
+    stale = logs / "torchrun" / "old-run_x" / "attempt_0" / "0"
+    stale.mkdir(parents=True)
+    (stale / "stdout.log").write_text("stale line from an earlier run\n")
     result, out, err = run(plan)
     assert result.exit_code == 0 and result.root_cause is None
+    expected = [b"hello\n", b"warn\n", b"bad \xff\xfe\xc3( utf8 \xed\xa0\x80\n", b"err \xff bytes\n"]
     for r in (0, 1):
-        content = (logs / f"rank-{r}.log").read_bytes()
-        assert sorted(content.splitlines(keepends=True)) == sorted(
-            [b"hello\n", b"warn\n", b"bad \xff\xfe\xc3( utf8 \xed\xa0\x80\n", b"err \xff bytes\n"]
-        )
-        assert f"[rank{r}]:hello\n".encode() in out and f"[rank{r}]:warn\n".encode() in err
+        lines = (logs / f"rank-{r}.log").read_bytes().splitlines(keepends=True)
+        # every byte as the worker wrote it, attempt 0 complete before attempt 1
+        assert sorted(lines[:5]) == sorted([*expected, b"TORCHELASTIC_RESTART_COUNT=0\n"]), lines
+        assert sorted(lines[5:]) == sorted([*expected, b"TORCHELASTIC_RESTART_COUNT=1\n"]), lines
+        assert out.count(f"[rank {r}] hello\n".encode()) == 2 and err.count(f"[rank {r}] warn\n".encode()) == 2
+    assert b"stale line" not in out and b"stale line" not in (logs / "rank-0.log").read_bytes()
     launcher = (logs / "torchrun.log").read_text()
     assert "starting 2 workers" in launcher and "[rank" not in launcher
     assert b"[torchrun] W0101" in err
