@@ -178,8 +178,6 @@ class _Run:
                     "check that the program exists, is executable and is on PATH"
                 )
             self.procs.append(proc)
-            if self.cgroup is not None:
-                self.cgroup.add(proc.pid)
         if self.launchers:
             self.tree.launchers = {proc.pid for proc in self.procs}
         return None
@@ -383,19 +381,25 @@ class _Run:
     # -- the whole run --------------------------------------------------------------------------------------
     def execute(self, handle_signals: bool, started: float) -> RunResult:
         self.started_wall = time.time()
-        before = {info.pid for info in proctree.descendants(os.getpid()) if info.ppid == os.getpid()}
-        watchdog = start_watchdog(self.token, min(self.plan.grace_period, _WATCHDOG_GRACE_CAP), dict(self.base_env))
-        self.tree = JobTree(self.token, before | {watchdog.pid})
-        self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
-        if self.cgroup is not None:
-            self.tree.cgroup = self.cgroup.path
-            watchdog.announce_cgroup(self.cgroup.path)
-        subreaper = proctree.set_subreaper()
+        subreaper = proctree.set_subreaper()  # before the first fork: a rank's orphans come to the shim
         previous: Dict[int, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():  # else: cannot
             previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
+        watchdog = Watchdog(None, None)
         try:
+            self.tree.foreign.update(self._children_before())
+            self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
+            if self.cgroup is not None:
+                self.tree.cgroup = self.cgroup.path
+            # The ranks start first; what can wait comes after, in this order: the watchdog (an interpreter of
+            # its own), the moves into the job's cgroup (the kernel's first move into a new cgroup takes ~10 ms),
+            # the announcements, the threads that read the output (the pipes hold it meanwhile: a full pipe
+            # only pauses a rank, no byte is lost) and wait for the exits (the zombies keep them).
             error = self.start()
+            watchdog = self._start_watchdog()
+            if self.cgroup is not None:
+                for proc in self.procs:
+                    self.cgroup.add(proc.pid)
             watchdog.announce_groups(proc.pid for proc in self.procs)
             self.start_threads()
             if error is not None:
@@ -416,6 +420,23 @@ class _Run:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
             proctree.restore_subreaper(subreaper)
+
+    def _children_before(self) -> Set[int]:
+        """The shim's children from before the run (never part of it); no ``/proc`` scan when it has none."""
+        if not proctree.has_children():
+            return set()
+        me = os.getpid()
+        return {info.pid for info in proctree.descendants(me) if info.ppid == me}
+
+    def _start_watchdog(self) -> Watchdog:
+        """Start the watchdog program and tell it the job's cgroup; the watchdog is never part of the job."""
+        grace = min(self.plan.grace_period, _WATCHDOG_GRACE_CAP)
+        watchdog = start_watchdog(self.token, grace, dict(self.base_env))
+        if watchdog.pid > 0:
+            self.tree.foreign.add(watchdog.pid)
+        if self.cgroup is not None:
+            watchdog.announce_cgroup(self.cgroup.path)
+        return watchdog
 
     def finish(self) -> None:
         """End whatever of the job is left (daemons included), drain every output, stop the watch."""
