@@ -12,9 +12,7 @@ before anything is written.
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple
+from typing import Mapping, NamedTuple, Optional, Tuple
 
 from .errors import ConfigError
 
@@ -49,9 +47,9 @@ _MAX_DIGITS = 9
 _ASCII_DIGITS = frozenset("0123456789")
 
 
-@dataclass(frozen=True)
-class ClusterEnv:
-    """What the platform told this container, validated. All fields are plain data."""
+class ClusterEnv(NamedTuple):
+    """What the platform told this container, validated. All fields are plain data (a named tuple: frozen, and
+    cheap to define before the first rank starts)."""
 
     method: str  # "" (platform default), "ranktable", "torchrun" or "msrun"
     num_hosts: int
@@ -131,6 +129,8 @@ def _split(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
     if raw is None:
         return ()
     try:
+        import shlex  # only when extra launcher flags are given
+
         return tuple(shlex.split(raw))
     except ValueError as exc:
         raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None

@@ -34,13 +34,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
 from ._attempt_gate import AttemptGate
 from ._cgroup import JobCgroup
-from ._errorfiles import ErrorRecord, read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
 from ._router import LOG_HINT, Output, write_plan_file
@@ -51,6 +49,9 @@ from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
 from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
+if TYPE_CHECKING:
+    from ._errorfiles import ErrorRecord
+
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
@@ -60,30 +61,32 @@ _TICK = 0.02
 _ANNOUNCE_EVERY = 0.5
 
 
-@dataclass(frozen=True)
 class ProcExit:
-    """Event: a process the shim started ended (Popen return code)."""
+    """Event: a process the shim started ended (Popen return code). Events are slotted classes: defining a
+    dataclass costs start-up time."""
 
-    index: int
-    code: int
-    at: float
+    __slots__ = ("at", "code", "index")
+
+    def __init__(self, index: int, code: int, at: float) -> None:
+        self.index, self.code, self.at = index, code, at
 
 
-@dataclass(frozen=True)
 class LauncherLine:
     """Event: msrun said "Worker process <pid> exit with exception. Error code: <code>"."""
 
-    index: int
-    pid: int
-    code: int
-    at: float
+    __slots__ = ("at", "code", "index", "pid")
+
+    def __init__(self, index: int, pid: int, code: int, at: float) -> None:
+        self.index, self.pid, self.code, self.at = index, pid, code, at
 
 
-@dataclass(frozen=True)
 class ShimSignal:
     """Event: the shim itself received a signal."""
 
-    signum: int
+    __slots__ = ("signum",)
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
 
 
 Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath]
@@ -331,6 +334,8 @@ class _Run:
                                    message=record.message, attempt=record.attempt))  # fmt: skip
 
     def _error_files(self) -> List[ErrorRecord]:
+        from ._errorfiles import read_error_files  # torchrun's error files are read at the end only
+
         known = dict(self.watch.error_files) if self.watch is not None else {}
         return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
 
