@@ -139,9 +139,9 @@ class Watchdog:
 #: ``__init__`` and imports only :mod:`._watchdog` and what it needs (standard library only). It is ready in a
 #: fraction of a ``python -m`` start, and it starts while the ranks start, on the same CPUs.
 _BOOT = (
-    "import sys, types\n"
+    "import sys\n"
     "for name, path in (('malaunch', []), ('malaunch.entrypoint', [sys.argv[1]])):\n"
-    "    package = types.ModuleType(name)\n"
+    "    package = type(sys)(name)\n"
     "    package.__path__ = path\n"
     "    sys.modules[name] = package\n"
     "from malaunch.entrypoint._watchdog import main\n"

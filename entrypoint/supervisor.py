@@ -274,7 +274,7 @@ class _Run:
     def monitor(self, watchdog: Watchdog) -> None:
         """Absorb events until every process the shim started has exited, driving the ending on the way."""
         settle_at: Optional[float] = None
-        announce_at = 0.0
+        announce_at = time.monotonic() + _ANNOUNCE_EVERY  # no /proc scan while the ranks start up
         tick_at = 0.0
         while len(self.returncodes) < len(self.procs):
             with contextlib.suppress(queue.Empty):
