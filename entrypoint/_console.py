@@ -1,9 +1,10 @@
 """The console: one stream shared by every producer of a run, which never makes a producer wait.
 
-A rank's bytes reach its log file first (:mod:`._pump`); the console copy is queued here and written by one
-thread. A slow or stuck reader can cost console lines (dropped once :data:`CONSOLE_BACKLOG` bytes wait; the
-run says so once at the end), never a log-file byte and never time: writes to a pipe go out in pieces of at
-most ``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck reader.
+A rank's bytes reach its log file first (:mod:`._splice`, :mod:`._pump`); the console copy is queued here and
+written by one thread. A slow or stuck reader can cost console lines (dropped once :data:`CONSOLE_BACKLOG` bytes
+wait; the run says so once at the end), never a log-file byte and never time: writes to a pipe go out in pieces
+of at most ``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck
+reader.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import select
 import stat
 import threading
 import time
-from typing import BinaryIO, Deque, List, Optional, Sequence, Union
+from typing import BinaryIO, Deque, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["CONSOLE_BACKLOG", "Console"]
 
@@ -43,7 +44,7 @@ class Console:
         self._abandon = False
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
-        self._queue: Deque[bytes] = collections.deque()
+        self._queue: Deque[Tuple[List[Bytes], int]] = collections.deque()
         self._queued = 0
         self._last: object = None
         self._dangling = False  # the last write did not end with a newline
@@ -53,29 +54,30 @@ class Console:
         self._writer: Optional[threading.Thread] = None
 
     def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
-        """Queue ``parts``; ``resume`` (a line prefix) goes first if another producer wrote last."""
+        """Queue ``parts`` as one write; ``resume`` (a line prefix) goes first if another producer wrote last.
+
+        The parts are queued as they are, not copied: they must not change after the call (``bytes``, or views
+        of ``bytes``).
+        """
         with self._lock:
             if self._broken:
                 return
-            pieces: List[bytes] = []
-            if self._last is not owner:
-                if self._dangling:
-                    pieces.append(b"\n")
-                if resume:
-                    pieces.append(resume)
-            for part in parts:
-                if part:
-                    pieces.append(bytes(part))
-            data = b"".join(pieces)
-            if not data:
+            pieces: List[Bytes] = [part for part in parts if part]
+            if not pieces:
                 return
-            if self._queued + len(data) > CONSOLE_BACKLOG and self._queued:
+            if self._last is not owner:
+                if resume:
+                    pieces.insert(0, resume)
+                if self._dangling:
+                    pieces.insert(0, b"\n")
+            size = sum(len(piece) for piece in pieces)
+            if self._queued + size > CONSOLE_BACKLOG and self._queued:
                 self._dropped += 1
                 return  # the stream does not keep up: this write is lost for the console only
             self._last = owner
-            self._dangling = data[-1:] != b"\n"
-            self._queue.append(data)
-            self._queued += len(data)
+            self._dangling = bytes(pieces[-1][-1:]) != b"\n"
+            self._queue.append((pieces, size))
+            self._queued += size
             if self._writer is None:
                 self._writer = threading.Thread(target=self._run, name=f"{self._name}-writer", daemon=True)
                 self._writer.start()
@@ -90,6 +92,17 @@ class Console:
         """Writes that never reached the console because it did not keep up."""
         return self._dropped
 
+    @property
+    def saturated(self) -> bool:
+        """True while the backlog is full: a producer may skip output it has not prepared yet (and call
+        :meth:`drop`) instead of preparing writes that would be dropped."""
+        return self._queued >= CONSOLE_BACKLOG
+
+    def drop(self) -> None:
+        """Count one write a producer skipped because the console was :attr:`saturated`."""
+        with self._lock:
+            self._dropped += 1
+
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -97,8 +110,8 @@ class Console:
                     self._ready.wait()
                 if not self._queue:
                     return
-                data = self._queue.popleft()
-            if not self._write(data):
+                pieces, size = self._queue.popleft()
+            if not self._write(pieces):
                 with self._lock:
                     self._broken = True
                     self._queue.clear()
@@ -106,23 +119,25 @@ class Console:
                     self._ready.notify_all()
                 return
             with self._lock:
-                self._queued -= len(data)
+                self._queued -= size
                 self._ready.notify_all()
 
-    def _write(self, data: bytes) -> bool:
+    def _write(self, pieces: List[Bytes]) -> bool:
         try:
             if self._fd is None:
-                self._stream.write(data)
+                for piece in pieces:
+                    self._stream.write(piece)
                 self._stream.flush()
                 return True
-            view = memoryview(data)
             poller = select.poll()
             poller.register(self._fd, select.POLLOUT)
-            while view:
-                while not poller.poll(200):
-                    if self._abandon:
-                        return False
-                view = view[os.write(self._fd, view[: self._piece]) :]
+            for piece in pieces:
+                view = memoryview(piece)
+                while view:
+                    while not poller.poll(200):
+                        if self._abandon:
+                            return False
+                    view = view[os.write(self._fd, view[: self._piece]) :]
             return True
         except (OSError, ValueError):  # console closed: the logs still get everything
             return False

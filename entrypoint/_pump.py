@@ -1,5 +1,8 @@
 """Output plumbing of the supervisor: pipes and launcher-written files to the console and the log files.
 
+The ranks' own pipes (log source ``pipe``) are spliced into their log files by :mod:`._splice`, which uses
+:class:`Sink` and :class:`LineStream` from here; :func:`pump` serves the launchers' pipes (torchrun, msrun).
+
 Everything works on bytes: invalid UTF-8 and megabyte lines pass through unchanged. Pipes are read with
 ``os.readv`` into one preallocated 1 MiB buffer per stream (the pipe is enlarged to match; a fresh 1 MiB
 ``os.read`` allocation per chunk halves throughput), log files get the raw chunk at once, and the console
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ._console import Console
+from ._sink import Bytes, Sink, Warn
 
 __all__ = [
     "HOLD_SECONDS",
@@ -39,88 +43,11 @@ CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20
 HOLD_SECONDS = 0.5
 MAX_HOLD = 4 << 20  # a partial line longer than this goes out in pieces
-TAIL_BYTES = 64 << 10
 DRAIN_LIMIT = 5.0  # after the job ended, a pipe still written by an unknown process is abandoned
 _F_SETPIPE_SZ = 1031
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
-Bytes = Union[bytes, memoryview]
-Warn = Callable[[str], None]
-
-
-def _write_all(fd: int, data: Bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-class Sink:
-    """One log destination (a file it opens, owns and closes; or none when the launcher writes the file) plus
-    the tail kept in memory."""
-
-    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
-        """Open (create, truncate) ``path`` when ``write_file``; raises OSError when it cannot."""
-        self.path = path
-        self._fd: Optional[int] = None
-        self._owned: Optional[int] = None
-        if write_file:
-            parent = os.path.dirname(path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            self._owned = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            self._fd = self._owned
-        self._warn = warn
-        self._ring = bytearray()
-        self._ring_bytes = ring_bytes
-        self._cut = False
-        self._lock = threading.Lock()
-
-    def write(self, data: Bytes) -> None:
-        """Append to the file (a failing file is reported once and then skipped) and to the tail."""
-        with self._lock:
-            if len(data) > self._ring_bytes:
-                self._ring += data[-self._ring_bytes :]
-                self._cut = True
-            else:
-                self._ring += data
-            if len(self._ring) > 2 * self._ring_bytes:
-                del self._ring[: len(self._ring) - self._ring_bytes]
-                self._cut = True
-            if self._fd is not None:
-                try:
-                    _write_all(self._fd, data)
-                except OSError as error:
-                    self._fd = None  # stop writing; close() still releases the descriptor
-                    self._warn(
-                        f"cannot write log file {self.path}: {error.strerror}; "
-                        "this output continues on the console only (free space or fix the log directory)"
-                    )
-
-    def close(self) -> None:
-        """Release the file (idempotent); later writes only feed the tail."""
-        with self._lock:
-            fd, self._owned, self._fd = self._owned, None, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def text(self) -> str:
-        """The retained output, decoded leniently."""
-        with self._lock:
-            raw = bytes(self._ring)
-            cut = self._cut
-        text = raw.decode("utf-8", "replace")
-        if cut:  # the first line is a fragment
-            text = text.partition("\n")[2]
-        return text
-
-    def tail(self, count: int = 50) -> Tuple[str, ...]:
-        """The last ``count`` lines of output."""
-        lines = [line.rstrip("\r") for line in self.text().split("\n")]
-        if lines and lines[-1] == "":
-            lines.pop()
-        return tuple(lines[-count:])
 
 
 class LineStream:
@@ -143,40 +70,58 @@ class LineStream:
         self._held: List[bytes] = []
         self._held_size = 0
         self._mid_line = False  # part of the current line is already on the console
+        self._skipping = False  # bytes were lost: drop the rest of the current line
 
     @property
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
         return bool(self._held)
 
-    def feed(self, buf: bytearray, size: int) -> None:
-        """Take the next chunk of output, ``buf[:size]`` (only valid during the call)."""
+    def skip(self) -> None:
+        """Some of this stream's bytes will not be fed (the console fell behind): the line they belong to is
+        dropped, and the console resumes at the next whole line."""
+        if self._mid_line and not (self._quiet is not None and self._quiet.is_set()):
+            self._console.emit(self, [b"\n"])  # end the part of the line already shown
+        self._held = []
+        self._held_size = 0
+        self._mid_line = False
+        self._skipping = True
+
+    def feed(self, buf: Union[bytes, bytearray], size: int) -> None:
+        """Take the next chunk of output, ``buf[:size]`` (only valid during the call; a ``bytes`` chunk passed
+        whole is used as it is, without a copy)."""
         view = memoryview(buf)[:size]
         if self._sink is not None:
             self._sink.write(view)
-        nl = buf.rfind(b"\n", 0, size)
+        if self._skipping:
+            first = buf.find(b"\n", 0, size)
+            if first < 0:
+                return
+            self._skipping = False
+            view = view[first + 1 :]
+            size = len(view)
+            if not size:
+                return
+        data = buf if type(buf) is bytes and size == len(buf) else view.tobytes()
+        nl = data.rfind(b"\n")
         if nl < 0:
-            self._held.append(view.tobytes())
+            self._held.append(data)
             self._held_size += size
             if self._held_size > MAX_HOLD:
                 self.flush_partial()
             return
-        complete = view[: nl + 1].tobytes()
-        if self._on_lines is not None:
-            self._on_lines(b"".join(self._held) + complete)
-        if self._quiet is not None and self._quiet.is_set():
-            rest = size - nl - 1
-            self._held = [view[nl + 1 :].tobytes()] if rest else []
-            self._held_size = rest
-            self._mid_line = False
-            return
-        out = complete.replace(b"\n", self._nl_prefix)
-        parts: List[Bytes] = [] if self._mid_line else [self._prefix]
-        parts.extend(self._held)
-        parts.append(memoryview(out)[: len(out) - len(self._prefix)])
-        self._console.emit(self, parts, self._prefix if self._mid_line else b"")
         rest = size - nl - 1
-        self._held = [view[nl + 1 :].tobytes()] if rest else []
+        if self._on_lines is not None:
+            self._on_lines(b"".join([*self._held, data[: nl + 1]]))
+        if self._quiet is None or not self._quiet.is_set():
+            # One pass over the whole chunk; the partial line after the last newline comes out unchanged at
+            # the end of ``out`` and is cut off (it is held instead), with the prefix meant for the next line.
+            out = data.replace(b"\n", self._nl_prefix)
+            parts: List[Bytes] = [] if self._mid_line else [self._prefix]
+            parts.extend(self._held)
+            parts.append(memoryview(out)[: len(out) - rest - len(self._prefix)])
+            self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+        self._held = [data[nl + 1 :]] if rest else []
         self._held_size = rest
         self._mid_line = False
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple, Optional, Sequence
+from operator import attrgetter
+from typing import Callable, NamedTuple, Optional, Sequence
 
 __all__ = ["Device", "RankTable", "Server", "shown"]
 
@@ -28,8 +29,9 @@ class Server(NamedTuple):
 
     The devices live in columns shared by the whole table (``columns[i][start:end]``: device ids, device IPs,
     ranks) and become :class:`Device` objects only when ``devices`` is read, so a 32,768-rank table costs one small
-    tuple per server, not one object per rank: a host only ever reads its own server's devices. Compare servers
-    with ``==`` (by id, pod, host IP and devices), never by their columns.
+    tuple per server, not one object per rank: a host only ever reads its own server's devices. The rank column
+    is a ``range`` when the ranks run 0..N-1 in file order (the usual case). Compare servers with ``==`` (by id,
+    pod, host IP and devices), never by their columns.
     """
 
     server_id: str
@@ -88,8 +90,12 @@ class RankTable:
 
     @cached_property
     def rank_size(self) -> int:
-        """Total number of devices (ranks) in the table (computed once)."""
-        return sum(server.device_count for server in self.servers)
+        """Total number of devices (ranks) in the table (computed once, without a Python call per server)."""
+        return sum(map(_END, self.servers)) - sum(map(_START, self.servers))
+
+
+_START: Callable[[Server], int] = attrgetter("start")
+_END: Callable[[Server], int] = attrgetter("end")
 
 
 _REPR = reprlib.Repr()  # bounded in size and depth, so any decoded JSON can be shown

@@ -1,9 +1,9 @@
 """Parsing of the four rank-table layouts into the data of :mod:`._rank_table_model`.
 
 Kept apart from the waiting and server selection so that each module stays small; the public names are
-re-exported by ``rank_table``. Bulk fast paths validate a well-formed ``server_list`` (or device list) in a few
-C-level passes over the whole table; only input that fails them is walked item by item, so that the error can
-name the exact value.
+re-exported by ``rank_table``. The bulk fast paths of :mod:`._rank_table_bulk` validate a well-formed
+``server_list`` (or device list) in a few C-level passes over the whole table; only input that fails them is
+walked item by item here, so that the error can name the exact value. Both make the same checks.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import json
-from itertools import accumulate, chain, pairwise, repeat
-from operator import itemgetter
 from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
+from ._rank_table_bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
 from ._rank_table_model import Device, RankTable, Server, shown
 from .errors import RankTableError
 
@@ -23,8 +21,7 @@ __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_ta
 
 COMPLETED = "completed"
 _VERSIONS = ("1.0", "1.2")
-_MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
-_UINT_LIMIT = 10**_MAX_DIGITS
+_UINT_LIMIT = 10**MAX_DIGITS
 _UINT = 'expected a non-negative whole number, e.g. "0"'
 _SERVER_WHAT = "the server's id (often its IP)"
 _DEVICE = '{"device_id": "0", "device_ip": "192.168.1.6", "rank_id": "0"}'
@@ -34,50 +31,12 @@ def _uint(value: object) -> Optional[int]:
     """``value`` as an int >= 0 if it is one (a JSON int or a decimal string), else None; bools are not."""
     if type(value) is int:
         return value if 0 <= value < _UINT_LIMIT else None
-    if isinstance(value, str) and 0 < len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
+    if isinstance(value, str) and 0 < len(value) <= MAX_DIGITS and value.isascii() and value.isdigit():
         return int(value)
     return None
 
 
-_SMALL_IDS = frozenset(map(str, range(1024)))  # device ids in canonical form, for the fast path
-_DEVICE_ID, _DEVICE_IP, _RANK_ID = itemgetter("device_id"), itemgetter("device_ip"), itemgetter("rank_id")
-_SERVER_ID = itemgetter("server_id")
-_RawDevice = tuple[str, Optional[str], int]  # device_id, device_ip, rank (-1 until known)
-_RawServer = tuple[str, Optional[str], Optional[str], list[_RawDevice]]  # id, pod_name, host_ip, devices
-
-
-def _all_uint_strings(values: list[Any]) -> Optional[list[int]]:
-    """Fast path: the ints of a list of decimal strings, or None if any value is not one.
-
-    Works in bulk (C-level ``join``/``isdigit``) so a 32k-rank table parses quickly; whenever it returns None
-    the per-item path runs and reports the exact offending value.
-    """
-    try:
-        joined = "".join(values)
-    except TypeError:
-        return None
-    if not (joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= _MAX_DIGITS):
-        return None
-    try:  # the C JSON scanner turns the digits into ints faster than int() one by one
-        ints: list[int] = json.loads("[" + ",".join(values) + "]")
-    except ValueError:  # a leading zero ("07"), which JSON refuses and int() takes
-        return list(map(int, values))
-    return ints
-
-
-def _fast_devices(items: list[Any], need_rank: bool) -> Optional[list[_RawDevice]]:
-    """Fast path for a well-formed device list of string values; None means "check item by item"."""
-    try:
-        ids = list(map(_DEVICE_ID, items))
-        ips = list(map(_DEVICE_IP, items))
-        ranks = _all_uint_strings(list(map(_RANK_ID, items))) if need_rank else [-1] * len(items)
-        "".join(ips)  # all strings
-        canonical = all(map(_SMALL_IDS.__contains__, ids))  # TypeError for unhashable values
-    except (TypeError, KeyError, IndexError):
-        return None
-    if not canonical or ranks is None or len(set(ids)) != len(ids):
-        return None
-    return list(zip(ids, ips, ranks))
+_RawServer = tuple[str, Optional[str], Optional[str], list[RawDevice]]  # id, pod_name, host_ip, devices
 
 
 class _Parser:
@@ -113,13 +72,13 @@ class _Parser:
             self.fail(where, value, expected)
         return checked
 
-    def devices(self, base: str, raw: object, need_rank: bool) -> list[_RawDevice]:
+    def devices(self, base: str, raw: object, need_rank: bool) -> list[RawDevice]:
         """The devices listed at ``base`` (e.g. ``server_list[0].device``); rank -1 unless ``need_rank``."""
         items = self.items(base, raw, f"devices such as {_DEVICE}")
-        fast = _fast_devices(items, need_rank)
+        fast = fast_devices(items, need_rank)
         if fast is not None:
             return fast
-        out: list[_RawDevice] = []
+        out: list[RawDevice] = []
         seen: dict[int, int] = {}
         for index, item in enumerate(items):
             where = f"{base}[{index}]"
@@ -158,7 +117,7 @@ class _Parser:
         count = top.get("server_count")
         if count is not None and _uint(count) != len(listed):
             self.fail("server_count", count, f"expected the number of servers in server_list ({len(listed)})")
-        fast = _fast_server_list(listed)
+        fast = fast_server_list(listed)
         if fast is not None:
             self.super_pods(top.get("super_pod_list"))
             return fast
@@ -231,7 +190,7 @@ class _Parser:
         return ("v0", *self.v0(instances))
 
     def legacy(self, instances: list[tuple[str, dict[Any, Any]]]) -> tuple[Server, ...]:
-        by_server: dict[str, list[_RawDevice]] = {}
+        by_server: dict[str, list[RawDevice]] = {}
         known: dict[str, set[str]] = {}
         ranks: list[int] = []
         locs: list[str] = []
@@ -256,7 +215,7 @@ class _Parser:
     def v0(self, instances: list[tuple[str, dict[Any, Any]]]) -> tuple[tuple[Server, ...], tuple[str, ...]]:
         """Pods ordered by the number after the last ``-`` of ``pod_name`` when every pod has a distinct one, else
         in file order (said in the returned notes); ranks are then numbered through the pods' devices."""
-        keyed: list[tuple[Optional[int], str, str, list[_RawDevice]]] = []
+        keyed: list[tuple[Optional[int], str, str, list[RawDevice]]] = []
         for where, instance in instances:
             pod_name = self.text(f"{where}.pod_name", instance.get("pod_name"), "the pod name")
             server_id = self.text(f"{where}.server_id", instance.get("server_id"), _SERVER_WHAT)
@@ -270,62 +229,20 @@ class _Parser:
             names = ", ".join(repr(entry[2]) for entry in keyed[:4]) + (", ..." if len(keyed) > 4 else "")
             notes = (f"v0 rank table: the pod names ({names}) do not all end in distinct numbers after a '-', so the "
                      "ranks follow the pods' order in the file",)
-        entries: list[_RawServer] = []
+        servers: list[Server] = []  # already in rank order: each pod's ranks follow the previous pod's
         next_rank = 0
         for _, server_id, pod_name, devices in keyed:
-            entries.append((server_id, pod_name, None,
-                            [(dev, ip, next_rank + i) for i, (dev, ip, _) in enumerate(devices)]))
+            ids, ips, _ = zip(*devices)
+            servers.append(Server(server_id, pod_name, None, (ids, ips, range(next_rank, next_rank + len(devices))),
+                                  0, len(devices)))
             next_rank += len(devices)
-        return _build(entries), notes
+        return tuple(servers), notes
 
 
 def _pod_index(pod_name: str) -> Optional[int]:
     """The number after the last ``-`` of a pod name (``job-pod-10`` -> 10), or None if it has none."""
     _, dash, tail = pod_name.rpartition("-")
-    return int(tail) if dash and 0 < len(tail) <= _MAX_DIGITS and tail.isascii() and tail.isdigit() else None
-
-
-def _fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
-    """Fast path for a well-formed ``server_list`` (string values, every device with ``device_ip``): validates and
-    builds all servers with a handful of C-level passes over the whole table; None means "check item by item".
-    """
-    try:
-        ids = list(map(_SERVER_ID, listed))
-        if not all(map(str.strip, ids)) or len(set(ids)) != len(ids):  # str.strip: TypeError unless str
-            return None
-        hosts = list(map(dict.get, listed, repeat("host_ip")))
-        if hosts.count(None) == len(hosts):
-            hosts = list(map(dict.get, listed, repeat("server_ip")))
-        elif None in hosts:
-            return None  # some servers say host_ip, others server_ip or nothing: the slow path tells which
-        pods = list(map(dict.get, listed, repeat("pod_name")))
-        lists: list[Any] = list(map(dict.get, listed, repeat("device")))
-        if not all(type(value) is list and value for value in lists):
-            return None
-        for column in (hosts, pods):
-            if not all(value is None or (type(value) is str and value.strip()) for value in column):
-                return None
-        flat = list(chain.from_iterable(lists))
-        device_ids = list(map(_DEVICE_ID, flat))
-        device_ips = list(map(_DEVICE_IP, flat))
-        ranks = _all_uint_strings(list(map(_RANK_ID, flat)))
-        "".join(device_ips)  # TypeError unless all are strings
-        if ranks is None or not _SMALL_IDS.issuperset(device_ids):  # TypeError for unhashable ids
-            return None
-    except (TypeError, KeyError, IndexError):
-        return None
-    total = len(ranks)
-    in_order = ranks == list(range(total))  # the usual case; it implies the checks below
-    if not in_order and (len(set(ranks)) != total or max(ranks) >= total):
-        return None
-    starts = list(accumulate(map(len, lists), initial=0))
-    if not all(len(set(device_ids[a:b])) == b - a for a, b in pairwise(starts)):
-        return None
-    columns = (device_ids, device_ips, ranks)
-    servers = list(map(Server, ids, pods, hosts, repeat(columns), starts, starts[1:]))
-    if not in_order:  # servers are then not necessarily ordered by lowest rank
-        servers.sort(key=lambda server: min(ranks[server.start:server.end]))
-    return tuple(servers)
+    return int(tail) if dash and 0 < len(tail) <= MAX_DIGITS and tail.isascii() and tail.isdigit() else None
 
 
 def _build(entries: list[_RawServer]) -> tuple[Server, ...]:
@@ -334,7 +251,7 @@ def _build(entries: list[_RawServer]) -> tuple[Server, ...]:
                  for server_id, pod, host, devices in entries)
 
 
-def _columns(devices: Sequence[_RawDevice]) -> tuple[list[str], list[Optional[str]], list[int]]:
+def _columns(devices: Sequence[RawDevice]) -> tuple[list[str], list[Optional[str]], list[int]]:
     return [d[0] for d in devices], [d[1] for d in devices], [d[2] for d in devices]
 
 

@@ -2,8 +2,9 @@
 
 How bytes flow (``plan.log_source``):
 
-- ``pipe``: each process's stdout/stderr pipe is read by a pump thread; every chunk goes to the process's log
-  file at once, then whole lines go to the console with a ``[rank N] `` prefix.
+- ``pipe``: a pump thread per stdout/stderr pipe splices the bytes into the process's log file as they come
+  (:mod:`._splice`); a reader thread per process reads them back from the file and sends whole lines to the
+  console with a ``[rank N] `` prefix.
 - ``prefixed`` (torchrun ``--tee``): ``[rankN]:`` lines go to rank N's log file, the other lines to
   ``torchrun.log``; the console gets the rank lines as torchrun printed them.
 - ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
@@ -23,6 +24,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple, Union
 
 from ._console import Console
 from ._pump import FileFollower, LineStream, PrefixDemux, Sink, follow, pump
+from ._splice import SpliceSink, splice_pump
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
 
@@ -36,9 +38,9 @@ LOG_HINT = "point MALAUNCH_LOG_DIR (or --log-dir) at a writable directory"
 Router = Union[LineStream, PrefixDemux]
 
 
-def _sink(path: str, warn: Callable[[str], None], ring: int = 64 << 10) -> Sink:
+def _sink(path: str, warn: Callable[[str], None], ring: int = 64 << 10, spliced: bool = False) -> Sink:
     try:
-        return Sink(path, warn, ring)
+        return SpliceSink(path, warn, ring) if spliced else Sink(path, warn, ring)
     except OSError as error:
         raise LaunchError(f"cannot open log file {path!r}: {error.strerror}; {LOG_HINT}") from None
 
@@ -68,7 +70,7 @@ class Output:
         plan = self.plan
         ring = _LAUNCHER_RING if plan.log_source != "pipe" else 64 << 10
         for spec in plan.processes:
-            self.sinks.append(_sink(spec.log_file, self.warn, ring))
+            self.sinks.append(_sink(spec.log_file, self.warn, ring, plan.log_source == "pipe"))
         for rank, path in sorted(plan.rank_logs.items()):
             if plan.log_source == "prefixed":
                 self.rank_sinks[rank] = _sink(path, self.warn)
@@ -85,10 +87,10 @@ class Output:
     def _routers(self, index: int, spec: ProcessSpec) -> Tuple[Router, Router]:
         sink = self.sinks[index]
         source = self.plan.log_source
-        if source == "pipe":
+        if source == "pipe":  # the file is written by splice_pump: the streams make the console copy only
             label = f"rank {spec.rank}" if spec.rank is not None else spec.name
             prefix = f"[{label}] ".encode()
-            return LineStream(self.out, prefix, sink), LineStream(self.err, prefix, sink)
+            return LineStream(self.out, prefix, None), LineStream(self.err, prefix, None)
         prefix = f"[{self.plan.method}] ".encode()
         if source == "prefixed":
             return (
@@ -108,13 +110,23 @@ class Output:
         """Start a pump thread per pipe of ``procs`` and, under msrun, the follower of the workers' files."""
         for index, proc in enumerate(procs):
             spec = self.plan.processes[index]
-            for stream, router in zip((proc.stdout, proc.stderr), self._routers(index, spec)):
-                assert stream is not None
+            pipes = (proc.stdout, proc.stderr)
+            routers = self._routers(index, spec)
 
-                def warn(text: str, name: str = spec.name) -> None:
-                    self.warn(f"{name}: {text}")
+            def warn(text: str, name: str = spec.name) -> None:
+                self.warn(f"{name}: {text}")
 
-                self._spawn(pump, (stream.fileno(), router, self._stop, warn), "pump")
+            sink = self.sinks[index]
+            if isinstance(sink, SpliceSink):
+                for number, pipe in enumerate(pipes):
+                    assert pipe is not None
+                    self._spawn(splice_pump, (pipe.fileno(), sink, number, self._stop), "splice")
+                streams = [router for router in routers if isinstance(router, LineStream)]
+                self._spawn(sink.forward, (streams, (self.out, self.err), warn), "console-copy")
+                continue
+            for pipe, router in zip(pipes, routers):
+                assert pipe is not None
+                self._spawn(pump, (pipe.fileno(), router, self._stop, warn), "pump")
         if self._follower is not None:
             self._spawn(follow, (self._follower, self._stop, _FOLLOW_INTERVAL, tick), "follow")
 

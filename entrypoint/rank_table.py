@@ -36,11 +36,13 @@ more than 20 digits.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 import time
+from operator import attrgetter
 from typing import Callable, Optional
 
 from ._rank_table_parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
@@ -159,7 +161,11 @@ class _NumberTooLong(ValueError):
 
 
 def _decode(raw: bytes, path: str) -> object:
-    """Decoded JSON; RankTableNotReady if the text may still be completed, RankTableError if it never can."""
+    """Decoded JSON; RankTableNotReady if the text may still be completed (or is blank), RankTableError if it never
+    can. Pass the bytes as a temporary (``_decode(_read_bytes(path), path)``): they are dropped once decoded to
+    text, so a large table is not held twice while ``json.loads`` builds its objects."""
+    if not raw.strip():
+        raise RankTableNotReady("the file is empty")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -167,6 +173,7 @@ def _decode(raw: bytes, path: str) -> object:
             raise RankTableNotReady("the file ends inside a UTF-8 character (half-written?)") from None
         raise RankTableError(path, f"(byte {exc.start})", raw[exc.start:exc.start + 8],
                              "expected UTF-8 text: the file is not UTF-8 and cannot become a rank table") from None
+    del raw
     try:
         with no_gc():
             return json.loads(text, parse_int=_bounded_int)
@@ -212,21 +219,24 @@ def _truncated(text: str, error: json.JSONDecodeError) -> bool:
 def read_rank_table(path: str) -> RankTable:
     """Read and parse ``path`` once.
 
+    The cyclic garbage collector is paused for the whole read (decoding, parsing and freeing the decoded JSON, which
+    holds no cycles), and the file's bytes are dropped once decoded to text, so a large table is never held twice.
+
     Raises:
         RankTableNotReady: the file is missing or unreadable, is a truncated JSON text, or its ``status`` is a
             string other than "completed" (nothing else is checked then: the table may still be partial).
         RankTableError: the file can never become a rank table (see the module docstring), or it says it is
             completed but is malformed.
     """
-    raw = _read_bytes(path)
-    if not raw.strip():
-        raise RankTableNotReady("the file is empty")
-    data = _decode(raw, path)
-    if isinstance(data, dict):
-        status = data.get("status")
-        if isinstance(status, str) and status != COMPLETED:
-            raise RankTableNotReady(f"status is {shown(status)!r}, not {COMPLETED!r}", "status", shown(status))
-    return parse_rank_table(data, path)
+    with no_gc():  # one pause for decoding, parsing and freeing: the collector never walks the decoded JSON
+        data = _decode(_read_bytes(path), path)
+        if isinstance(data, dict):
+            status = data.get("status")
+            if isinstance(status, str) and status != COMPLETED:
+                raise RankTableNotReady(f"status is {shown(status)!r}, not {COMPLETED!r}", "status", shown(status))
+        table = parse_rank_table(data, path)
+        del data
+    return table
 
 
 def wait_for_rank_table(
@@ -279,6 +289,20 @@ def _listing(table: RankTable, indexes: list[int]) -> str:
     return shown + (f", and {len(indexes) - 8} more" if len(indexes) > 8 else "")
 
 
+def _matches(servers: tuple[Server, ...], value: Optional[str], *fields: str) -> list[int]:
+    """Indexes, in order, of the servers with ``value`` in one of ``fields`` (none for an empty value); each field
+    is searched as one column with ``list.index``, not by a Python loop over thousands of servers."""
+    found: set[int] = set()
+    for field in fields if value else ():
+        column = list(map(attrgetter(field), servers))
+        at = -1
+        with contextlib.suppress(ValueError):  # no further match
+            while True:
+                at = column.index(value, at + 1)
+                found.add(at)
+    return sorted(found)
+
+
 def select_server(
     table: RankTable, *, host_ip: Optional[str], instance_name: Optional[str], node_rank: Optional[int],
     num_hosts: int,
@@ -299,8 +323,8 @@ def select_server(
              ("VC_TASK_INDEX", node_rank), ("MA_NUM_HOSTS", num_hosts))
     sought = ", ".join(f"{name}={value}" for name, value in given if value is not None)
     servers = table.servers
-    by_ip = [i for i, s in enumerate(servers) if host_ip and host_ip in (s.server_id, s.host_ip)]
-    by_name = [i for i, s in enumerate(servers) if instance_name and s.pod_name == instance_name]
+    by_ip = _matches(servers, host_ip, "server_id", "host_ip")
+    by_name = _matches(servers, instance_name, "pod_name")
     fits = node_rank is not None and len(servers) == num_hosts and 0 <= node_rank < num_hosts
     by_rank = node_rank if fits else None
     if by_name:
