@@ -13,28 +13,58 @@ Public names (``__all__`` is explicit and tested)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import TYPE_CHECKING, Any, List
 
-from .cluster_env import ClusterEnv, parse_cluster_env
-from .errors import ConfigError, EntrypointError, LaunchError, RankTableError, WaitTimeout
-from .launchers import LaunchInputs, plan_launch
-from .main import main
-from .plan import LaunchPlan, ProcessSpec
-from .rank_table import RankTable, parse_rank_table, read_rank_table, select_server, wait_for_rank_table
+from .main import main  # eager: the submodule of the same name must not shadow the function
 
 if TYPE_CHECKING:
+    from .cluster_env import ClusterEnv, parse_cluster_env
+    from .errors import ConfigError, EntrypointError, LaunchError, RankTableError, WaitTimeout
+    from .launchers import LaunchInputs, plan_launch
+    from .plan import LaunchPlan, ProcessSpec
+    from .rank_table import RankTable, parse_rank_table, read_rank_table, select_server, wait_for_rank_table
     from .supervisor import Failure, RunResult, run_plan
 
-_LAZY = ("Failure", "RunResult", "run_plan")  # the supervisor needs Linux; importing the package must not
+#: Where each public name lives. Each is imported on first use: the shim's start-up imports only what it runs
+#: (``python -m malaunch.entrypoint`` needs ``main``), and importing the package never needs Linux (the
+#: supervisor does).
+_HOMES = {
+    "ClusterEnv": "cluster_env",
+    "parse_cluster_env": "cluster_env",
+    "ConfigError": "errors",
+    "EntrypointError": "errors",
+    "LaunchError": "errors",
+    "RankTableError": "errors",
+    "WaitTimeout": "errors",
+    "LaunchInputs": "launchers",
+    "plan_launch": "launchers",
+    "LaunchPlan": "plan",
+    "ProcessSpec": "plan",
+    "RankTable": "rank_table",
+    "parse_rank_table": "rank_table",
+    "read_rank_table": "rank_table",
+    "select_server": "rank_table",
+    "wait_for_rank_table": "rank_table",
+    "Failure": "supervisor",
+    "RunResult": "supervisor",
+    "run_plan": "supervisor",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The supervisor's names, imported on first use (so ``main`` can refuse a non-Linux host with one line)."""
-    if name in _LAZY:
-        from . import supervisor
+    """A public name, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
 
-        return getattr(supervisor, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "ClusterEnv",

@@ -26,19 +26,19 @@ gate also keeps what each attempt left: its workers' error files and the time it
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ._errorfiles import worker_output_tail
-from ._watch import WorkerDeath
-from .failure_class import Classification, classify_failure
 from .report import Failure, LauncherAttempt
-from .restarts import RestartPolicy, should_restart
 from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+
+if TYPE_CHECKING:  # the gate works only under torchrun with restarts: its helpers are imported when it judges
+    from ._watch import WorkerDeath
+    from .failure_class import Classification
+    from .restarts import RestartPolicy
 
 __all__ = ["AttemptGate"]
 
@@ -60,7 +60,11 @@ class AttemptGate:
     """Applies ``restart_on`` to the first failure of each torchrun attempt; ``launchers``: plan index -> pid."""
 
     def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, int]) -> None:
-        self.policy = RestartPolicy(restart_on=restart_on) if restart_on is not None else None
+        self.policy: Optional[RestartPolicy] = None
+        if restart_on is not None:
+            from .restarts import RestartPolicy
+
+            self.policy = RestartPolicy(restart_on=restart_on)
         self.launchers = dict(launchers)
         self.lock = threading.Lock()
         self.judged: Set[Optional[int]] = set()  # attempts whose first failure was judged
@@ -105,6 +109,10 @@ class AttemptGate:
         if not first:
             _signal(launcher, signal.SIGCONT)
             return None
+        from ._errorfiles import worker_output_tail
+        from .failure_class import classify_failure
+        from .restarts import should_restart
+
         shell = 128 - death.code if death.code < 0 else death.code
         tail = worker_output_tail(death.error_file)
         kind = classify_failure(shell, tail, signal=-death.code if death.code < 0 else None)
@@ -124,6 +132,8 @@ class AttemptGate:
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
         """What a worker of ``attempt`` wrote itself (see :func:`._errorfiles.worker_output_tail`)."""
+        from ._errorfiles import worker_output_tail
+
         return worker_output_tail(self.error_files.get((attempt, rank), "")) if rank is not None else ()
 
     def folder_of(self, attempt: int) -> Optional[str]:
@@ -152,7 +162,7 @@ class AttemptGate:
             failure = None
             if cause is not None:
                 failure = failure_of(cause.death)
-                failure = dataclasses.replace(failure, tail=self.tail_of(number, failure.rank) or failure.tail)
+                failure = failure._replace(tail=self.tail_of(number, failure.rank) or failure.tail)
             history.append(LauncherAttempt(number, failure, end - begin, folder))
             begin = end
         return tuple(history)

@@ -23,7 +23,6 @@ Contract of :func:`run_recovery`:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import subprocess
@@ -67,7 +66,7 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
 
 
 def result_json(result: RunResult) -> Dict[str, Any]:
-    cause = dataclasses.asdict(result.root_cause) if result.root_cause is not None else None
+    cause = result.root_cause._asdict() if result.root_cause is not None else None
     return {"exit_code": result.exit_code, "shim_signal": result.shim_signal, "duration": result.duration,
             "root_cause": cause}  # fmt: skip
 
@@ -125,7 +124,7 @@ class _Coordinator:
         unit_file = os.path.join(unit_dir, f"{name}.json")
         result_file = os.path.join(unit_dir, f"{name}.result.json")
         rank_logs = {spec.rank: spec.log_file} if spec.rank is not None else {}
-        unit_plan = dataclasses.replace(self.plan, processes=(spec,), rank_logs=rank_logs, notes=(), files={})
+        unit_plan = self.plan._replace(processes=(spec,), rank_logs=rank_logs, notes=(), files={})
         with contextlib.suppress(OSError):
             os.unlink(result_file)
         try:
@@ -207,7 +206,7 @@ class _Coordinator:
         if self.signum is not None:
             final = RunResult(128 + self.signum, None, self.signum, duration)
         elif failed is not None:
-            final = dataclasses.replace(failed, duration=duration)
+            final = failed._replace(duration=duration)
         else:
             final = RunResult(0, None, None, duration)
         return RestartOutcome(final, tuple(self.attempts), self.policy)

@@ -20,7 +20,6 @@ import os
 import select
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Set
 
 from . import proctree
@@ -30,27 +29,46 @@ __all__ = ["WorkerDeath", "WorkerWatch"]
 SCAN_INTERVAL = 0.05
 
 
-@dataclass(frozen=True)
 class WorkerDeath:
-    """Event: a launcher's worker ended (``code`` Popen-style, None when it could not be read)."""
+    """Event: a launcher's worker ended (``code`` Popen-style, None when it could not be read).
 
-    index: int  # the plan process (launcher) it belonged to
-    rank: int
-    pid: int
-    code: Optional[int]
-    at: float  # time.monotonic() of death, as observed
-    attempt: Optional[int] = None  # the launcher's attempt (TORCHELASTIC_RESTART_COUNT in its environment)
-    error_file: Optional[str] = None  # its TORCHELASTIC_ERROR_FILE, when it had one
+    A slotted class, not a dataclass: events cost nothing to define at start-up.
+    """
+
+    __slots__ = ("at", "attempt", "code", "error_file", "index", "pid", "rank")
+
+    def __init__(
+        self,
+        index: int,  # the plan process (launcher) it belonged to
+        rank: int,
+        pid: int,
+        code: Optional[int],
+        at: float,  # time.monotonic() of death, as observed
+        attempt: Optional[int] = None,  # the launcher's attempt (TORCHELASTIC_RESTART_COUNT in its environment)
+        error_file: Optional[str] = None,  # its TORCHELASTIC_ERROR_FILE, when it had one
+    ) -> None:
+        self.index, self.rank, self.pid, self.code, self.at = index, rank, pid, code, at
+        self.attempt, self.error_file = attempt, error_file
+
+    def __repr__(self) -> str:
+        return (f"WorkerDeath(index={self.index}, rank={self.rank}, pid={self.pid}, code={self.code}, at={self.at}, "
+                f"attempt={self.attempt}, error_file={self.error_file!r})")  # fmt: skip
 
 
-@dataclass
 class _Worker:
-    index: int
-    rank: int
-    pid: int
-    fd: Optional[int]
-    attempt: Optional[int] = None
-    error_file: Optional[str] = None
+    __slots__ = ("attempt", "error_file", "fd", "index", "pid", "rank")
+
+    def __init__(
+        self,
+        index: int,
+        rank: int,
+        pid: int,
+        fd: Optional[int],
+        attempt: Optional[int] = None,
+        error_file: Optional[str] = None,
+    ) -> None:
+        self.index, self.rank, self.pid, self.fd = index, rank, pid, fd
+        self.attempt, self.error_file = attempt, error_file
 
     def death(self, code: Optional[int], at: float) -> WorkerDeath:
         return WorkerDeath(self.index, self.rank, self.pid, code, at, self.attempt, self.error_file)

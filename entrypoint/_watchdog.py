@@ -18,21 +18,23 @@ SIGTERM, then SIGKILL after ``GRACE`` seconds.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-from typing import List, Sequence, Set
 
-from . import proctree
-from ._cgroup import kill_members, members
+# Its start-up competes with the ranks' for the CPUs, so until the shim dies the watchdog runs on builtins only:
+# no typing (annotations are only read by the type checker), no enum-based ``signal`` (``_signal`` is the C
+# module under it), no proctree. Those are imported when it has to end the job.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Sequence, Set, Tuple
 
 __all__ = ["main"]
 
 TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
+_IGNORED = ("SIGINT", "SIGHUP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
 
 
-def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey], cgroups: List[str]) -> bool:
+def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroups: List[str]) -> bool:
     """Read announcements until "done" (True) or end of file (False: the shim died)."""
     buffer = b""
     while True:
@@ -55,22 +57,54 @@ def _listen(read_fd: int, groups: List[int], procs: Set[proctree.ProcKey], cgrou
             elif len(words) == 2 and words[0] == b"cg":
                 cgroups.append(os.fsdecode(words[1]))
             elif len(words) == 3 and words[0] == b"proc":
-                procs.add(proctree.ProcKey(int(words[1]), int(words[2])))
+                procs.add((int(words[1]), int(words[2])))
+
+
+def _set_name(name: bytes) -> None:
+    """``comm`` = ``name`` (see :func:`.proctree.set_name`, which this avoids importing), best effort."""
+    try:
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, name)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def main(argv: Sequence[str]) -> int:
     """Run the watchdog (see the module docstring); returns its exit status."""
+    import _signal  # type: ignore[import-not-found]  # the C module under ``signal``: no enum to import
+
     read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
-        signal.signal(sig, signal.SIG_IGN)
-    proctree.set_name(b"malaunch-wdog")
+    for name in _IGNORED:
+        _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
+    _set_name(b"malaunch-wdog")
     groups: List[int] = []
-    procs: Set[proctree.ProcKey] = set()
+    announced: Set[Tuple[int, int]] = set()
     cgroups: List[str] = []
-    if _listen(read_fd, groups, procs, cgroups):
+    if _listen(read_fd, groups, announced, cgroups):
         return 0
+    _end_the_job(read_fd, token, grace, groups, announced, cgroups)
+    return 0
+
+
+def _end_the_job(
+    read_fd: int, token: str, grace: float, groups: List[int], announced: Set[Tuple[int, int]], cgroups: List[str]
+) -> None:
+    """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
+    import contextlib
+    import signal
+
+    from . import proctree
+    from ._cgroup import kill_members, members
+
     with contextlib.suppress(OSError):
         os.close(read_fd)
+
+    procs = {proctree.ProcKey(pid, start) for pid, start in announced}
 
     def find() -> List[proctree.ProcKey]:
         found = set(proctree.pids_with_env(TOKEN_VAR, token))
@@ -85,6 +119,7 @@ def main(argv: Sequence[str]) -> int:
             proctree.signal_group(pgid, sig)
 
     kill_groups(signal.SIGTERM)
+
     def kill_cgroups() -> None:
         kill_groups()
         for path in cgroups:
@@ -98,7 +133,6 @@ def main(argv: Sequence[str]) -> int:
     proctree.kill_loop(find, grace, on_kill=kill_cgroups)
     for path in cgroups:
         kill_members(path)
-    return 0
 
 
 if __name__ == "__main__":

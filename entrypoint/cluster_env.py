@@ -12,8 +12,6 @@ before anything is written.
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass
 from typing import Mapping, Optional, Tuple
 
 from .errors import ConfigError
@@ -49,9 +47,40 @@ _MAX_DIGITS = 9
 _ASCII_DIGITS = frozenset("0123456789")
 
 
-@dataclass(frozen=True)
 class ClusterEnv:
-    """What the platform told this container, validated. All fields are plain data."""
+    """What the platform told this container, validated. All fields are plain data; frozen.
+
+    A slotted class rather than a named tuple or a dataclass: it is built before the first rank starts, and
+    defining a 25-field named tuple or dataclass costs more start-up time than the whole class below.
+    """
+
+    __slots__ = (
+        "current_host_ip",
+        "current_instance_name",
+        "device_workdir",
+        "devices_per_host",
+        "grace_period",
+        "job_id",
+        "log_dir",
+        "master_addr",
+        "master_wait",
+        "method",
+        "msrun_cluster_time_out",
+        "msrun_extra",
+        "msrun_master_port",
+        "msrun_rank_table",
+        "node_rank",
+        "num_hosts",
+        "platform_log_dir",
+        "rank_table_file",
+        "rank_table_timeout",
+        "ranktable_master_port",
+        "report_file",
+        "script_interpreter",
+        "torchrun_extra",
+        "torchrun_master_port",
+        "worker_hosts",
+    )
 
     method: str  # "" (platform default), "ranktable", "torchrun" or "msrun"
     num_hosts: int
@@ -78,6 +107,58 @@ class ClusterEnv:
     report_file: Optional[str]
     rank_table_timeout: float
     master_wait: float
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        num_hosts: int,
+        devices_per_host: int,
+        node_rank: int,
+        worker_hosts: Tuple[str, ...],
+        master_addr: Optional[str],
+        job_id: str,
+        rank_table_file: Optional[str],
+        torchrun_master_port: int,
+        torchrun_extra: Tuple[str, ...],
+        msrun_master_port: int,
+        msrun_extra: Tuple[str, ...],
+        msrun_cluster_time_out: int,
+        msrun_rank_table: bool,
+        ranktable_master_port: int,
+        current_host_ip: Optional[str],
+        current_instance_name: Optional[str],
+        device_workdir: Optional[str],
+        script_interpreter: Optional[str],
+        grace_period: float,
+        log_dir: Optional[str],
+        platform_log_dir: Optional[str],
+        report_file: Optional[str],
+        rank_table_timeout: float,
+        master_wait: float,
+    ) -> None:
+        given = locals()
+        for name in ClusterEnv.__slots__:
+            object.__setattr__(self, name, given[name])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ClusterEnv is frozen: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ClusterEnv is frozen: cannot delete {name!r}")
+
+    def _values(self) -> Tuple[object, ...]:
+        return tuple(getattr(self, name) for name in ClusterEnv.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterEnv) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in ClusterEnv.__slots__)
+        return f"ClusterEnv({shown})"
 
     @property
     def procs_per_host(self) -> int:
@@ -131,6 +212,8 @@ def _split(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
     if raw is None:
         return ()
     try:
+        import shlex  # only when extra launcher flags are given
+
         return tuple(shlex.split(raw))
     except ValueError as exc:
         raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None

@@ -25,8 +25,7 @@ usually with 1. Each pattern is the stable part of a real message; ``docs/recove
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Dict, Optional, Pattern, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Pattern, Sequence, Tuple
 
 __all__ = [
     "CLASSES",
@@ -99,8 +98,7 @@ _MISUSE: Tuple[Pattern[str], ...] = tuple(
 )
 
 
-@dataclass(frozen=True)
-class Classification:
+class Classification(NamedTuple):
     """The class of one failure: ``kind`` (one of :data:`CLASSES`), whether a restart can help, and why."""
 
     kind: str

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import math
 import os.path
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .cluster_env import ClusterEnv, require_master
 from .errors import ConfigError
@@ -50,8 +49,7 @@ MSRUN_TAIL_NONE = "-2"
 TORCHRUN_ERROR_FILE = "torchrun-error.json"
 
 
-@dataclass(frozen=True)
-class LaunchInputs:
+class LaunchInputs(NamedTuple):
     """Facts gathered by ``main`` before planning (the only non-environment inputs)."""
 
     boot_file: str  # absolute path

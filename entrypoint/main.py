@@ -12,22 +12,19 @@ Options given on the command line override the ``MALAUNCH_*`` variables of the s
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
-from .cluster_env import parse_cluster_env
 from .errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
-from .ms_recovery import is_recovery_plan, plan_with_recovery, recovery_delay
-from .plan import LaunchPlan
-from .prepare import gather_inputs
-from .restarts import RestartOutcome, parse_restart_policy, plan_attempt, restart_report, run_with_restarts
 
-if TYPE_CHECKING:  # the supervisor is imported only when a plan is run (it needs Linux)
-    pass
+if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
+    import argparse
+
+    from .plan import LaunchPlan
+    from .restarts import RestartOutcome
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -52,17 +49,18 @@ def host_problem(platform: str) -> Optional[str]:
             "orphans as a subreaper; run it inside the Linux training container")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with errors raised as :class:`ConfigError` (one line, exit 2) instead of usage text and exit."""
+def build_parser(given: str = "") -> argparse.ArgumentParser:
+    """The parser of the shim's own options (those before BOOT_FILE); ``--help`` prints the whole usage.
 
-    given = ""  # the options being parsed, for the message
+    Its errors raise :class:`ConfigError` (one line naming ``given``, the options parsed; exit 2) instead of
+    printing the usage and exiting. argparse is imported here, only when the shim is given options.
+    """
+    import argparse
 
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError("arguments", self.given, f"{message}; see {PROG} --help")
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise ConfigError("arguments", given, f"{message}; see {PROG} --help")
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of the shim's own options (those before BOOT_FILE); ``--help`` prints the whole usage."""
     parser = _Parser(
         prog=PROG,
         usage=USAGE,
@@ -148,7 +146,16 @@ def _interruptible(during: str) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _overlay(environ: Mapping[str, str], options: argparse.Namespace) -> Dict[str, str]:
+def _parse_options(flags: List[str]) -> Any:
+    """The shim's options (an ``argparse.Namespace``); without any, the defaults, without building a parser."""
+    if not flags:
+        import types
+
+        return types.SimpleNamespace(dry_run=False, log_dir=None, report_file=None, grace_period=None)
+    return build_parser(" ".join(flags)).parse_args(flags)  # --help prints and exits 0 here
+
+
+def _overlay(environ: Mapping[str, str], options: Any) -> Dict[str, str]:
     merged = dict(environ)
     for flag, variable in (
         ("log_dir", "MALAUNCH_LOG_DIR"),
@@ -177,6 +184,7 @@ def _announce(plan: LaunchPlan) -> None:
 
 def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     from .report import format_failure, report_json, write_report
+    from .restarts import restart_report
 
     result = outcome.result
     problem = write_report(plan.report_file, {**report_json(result, plan), **restart_report(outcome)})
@@ -206,12 +214,14 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return EXIT_CONFIG
     try:
         flags, boot_file, boot_args = split_argv(args)
-        parser = build_parser()
-        if isinstance(parser, _Parser):
-            parser.given = " ".join(flags)
-        options = parser.parse_args(flags)  # --help prints and exits 0 here
+        options = _parse_options(flags)
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
+        from .cluster_env import parse_cluster_env
+        from .ms_recovery import is_recovery_plan, plan_with_recovery, recovery_delay
+        from .prepare import gather_inputs
+        from .restarts import parse_restart_policy, plan_attempt, run_with_restarts
+
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                             "master's address)"):
             cluster = parse_cluster_env(_overlay(env, options))

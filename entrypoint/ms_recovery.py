@@ -19,7 +19,6 @@ the old one out).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -122,8 +121,7 @@ def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, environ: Mappi
         f"relaunches a failed one with its MS_NODE_ID after MALAUNCH_MS_RECOVERY_DELAY s; MS_RECOVERY_PATH="
         f"{recovery_path}",
     )
-    return dataclasses.replace(
-        plan,
+    return plan._replace(
         processes=tuple(processes),
         log_source="pipe",
         rank_logs=rank_logs,
@@ -139,7 +137,7 @@ def relaunch_spec(spec: ProcessSpec, relaunch: int) -> ProcessSpec:
     env = dict(spec.env)
     if env.get("MS_ROLE") == "MS_SCHED":
         env["MS_NODE_ID"] = "sched"
-    return dataclasses.replace(spec, env=env, log_file=f"{stem}.relaunch-{relaunch}{ext or '.log'}")
+    return spec._replace(env=env, log_file=f"{stem}.relaunch-{relaunch}{ext or '.log'}")
 
 
 def plan_from_json(data: Mapping[str, Any]) -> LaunchPlan:

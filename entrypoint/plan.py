@@ -14,22 +14,24 @@ shim's own environment. How each rank's output reaches its log file is given by 
   and keeps the launcher's own output in the process's ``log_file``.
 - ``"files"``: the launcher writes one log file per rank itself (msrun ``worker_N.log``); the shim follows
   those files to the console.
+
+Both are named tuples (frozen; ``plan._replace(...)`` makes a changed copy): the shim builds them before its
+first rank starts, and a named tuple costs a fraction of a dataclass to define and to import.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 
 METHODS = ("ranktable", "torchrun", "msrun", "single")
 LOG_SOURCES = ("pipe", "attempt_files", "files")
+_EMPTY: Mapping[str, str] = MappingProxyType({})  # the shared default of the mapping fields: nobody can change it
 
 
-@dataclass(frozen=True)
-class ProcessSpec:
+class ProcessSpec(NamedTuple):
     """One process the shim starts: argv list (never a shell string), the variables it sets, the cwd."""
 
     name: str
@@ -40,7 +42,7 @@ class ProcessSpec:
     rank: Optional[int] = None  # global rank, when this process is exactly one rank
     local_rank: Optional[int] = None
     # Variables set only when the inherited environment lacks them (the user's own value wins).
-    env_defaults: Mapping[str, str] = field(default_factory=dict)
+    env_defaults: Mapping[str, str] = _EMPTY
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready form, as printed by ``--dry-run``."""
@@ -56,9 +58,8 @@ class ProcessSpec:
         }
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
-    """Everything the supervisor needs; built once, never mutated."""
+class _PlanFields(NamedTuple):
+    """The fields of :class:`LaunchPlan` (a named tuple cannot check its values itself; the subclass does)."""
 
     method: str
     node_rank: int
@@ -70,8 +71,8 @@ class LaunchPlan:
     rank_logs: Mapping[int, str]  # global rank -> per-rank log file
     grace_period: float
     report_file: str
-    notes: Tuple[str, ...] = field(default=())  # human-readable facts about the plan (shown by --dry-run)
-    files: Mapping[str, str] = field(default_factory=dict)  # path -> text the supervisor writes before starting
+    notes: Tuple[str, ...] = ()  # human-readable facts about the plan (shown by --dry-run)
+    files: Mapping[str, str] = _EMPTY  # path -> text the supervisor writes before starting
     # The launcher's workers carry their rank in their environment; the supervisor watches them and ends the job
     # as soon as one of them is a zombie with a failing status, before the launcher's own (slower) reaction.
     watch_workers: bool = False
@@ -80,11 +81,36 @@ class LaunchPlan:
     # worker, when it does not accept it, before the launcher starts another attempt. None: no such check.
     restart_on: Optional[Union[str, Tuple[int, ...]]] = None
 
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}")
-        if self.log_source not in LOG_SOURCES:
-            raise ValueError(f"unknown log_source {self.log_source!r}")
+
+class LaunchPlan(_PlanFields):
+    """Everything the supervisor needs; built once, never mutated. An unknown ``method`` or ``log_source`` is
+    refused when the plan is made (``ValueError``: a planner bug, not a user error)."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        method: str,
+        node_rank: int,
+        num_hosts: int,
+        host: str,
+        processes: Tuple[ProcessSpec, ...],
+        log_source: str,
+        log_dir: str,
+        rank_logs: Mapping[int, str],
+        grace_period: float,
+        report_file: str,
+        notes: Tuple[str, ...] = (),
+        files: Mapping[str, str] = _EMPTY,
+        watch_workers: bool = False,
+        restart_on: Optional[Union[str, Tuple[int, ...]]] = None,
+    ) -> LaunchPlan:
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}")
+        if log_source not in LOG_SOURCES:
+            raise ValueError(f"unknown log_source {log_source!r}")
+        return super().__new__(cls, method, node_rank, num_hosts, host, processes, log_source, log_dir, rank_logs,
+                               grace_period, report_file, notes, files, watch_workers, restart_on)  # fmt: skip
 
     def to_json(self) -> Dict[str, Any]:
         """The plan as JSON-ready data: ``{"method": ..., "processes": [{"argv", "env", "cwd", ...}], ...}``."""
@@ -107,4 +133,6 @@ class LaunchPlan:
 
     def render(self) -> str:
         """Pretty JSON text of :meth:`to_json`."""
+        import json  # only --dry-run prints a plan
+
         return json.dumps(self.to_json(), indent=2)

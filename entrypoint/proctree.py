@@ -15,14 +15,13 @@ subreaper, the parent-death signal, the stop-signal handlers of a run.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fcntl
 import os
 import signal
-import struct
-import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Set
+
+if TYPE_CHECKING:
+    import ctypes
 
 __all__ = [
     "STOP_SIGNALS",
@@ -32,6 +31,7 @@ __all__ = [
     "descendants",
     "env_has",
     "env_value",
+    "has_children",
     "is_alive",
     "kill_loop",
     "pidfd_exit_status",
@@ -170,6 +170,9 @@ def pidfd_exit_status(fd: int) -> Optional[int]:
     kernels, for a process not reaped yet (read :func:`zombie_returncode` then) or on any error.
     """
     buffer = bytearray(_PIDFD_INFO_SIZE)
+    import fcntl  # imported where used: the shim's start-up and the watchdog need neither (nor struct)
+    import struct
+
     struct.pack_into("=Q", buffer, 0, _PIDFD_INFO_EXIT)
     try:
         fcntl.ioctl(fd, _PIDFD_GET_INFO, buffer, True)
@@ -239,6 +242,21 @@ def descendants(root: int, snap: Optional[Dict[int, ProcInfo]] = None) -> List[P
                 found.append(info)
                 queue.append(info.pid)
     return found
+
+
+def has_children() -> bool:
+    """Whether this process has any child right now (running or a zombie), found without scanning ``/proc``.
+
+    ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ECHILD exactly when there is no child, and reaps nothing.
+    True when the call is unavailable, so a caller falls back to a scan.
+    """
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    except (AttributeError, OSError):
+        return True
+    return True
 
 
 def pidfd_open(pid: int) -> Optional[int]:
@@ -348,17 +366,27 @@ def reap_zombie_children(keep: Iterable[int] = ()) -> List[int]:
 _libc: Optional[ctypes.CDLL] = None
 
 
+def _libc_handle() -> ctypes.CDLL:
+    """The C library, loaded once (ctypes is imported on first use: it costs start-up time)."""
+    global _libc
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
 def _prctl(option: int, value: int) -> Optional[int]:
     """prctl(option, value) or, for the GET option, the value read; None when unavailable."""
-    global _libc
+    import ctypes
+
     try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
+        libc = _libc_handle()
         if option == _PR_GET_CHILD_SUBREAPER:
             out = ctypes.c_int(0)
-            rc = _libc.prctl(option, ctypes.byref(out), 0, 0, 0)
+            rc = libc.prctl(option, ctypes.byref(out), 0, 0, 0)
             return out.value if rc == 0 else None
-        rc = _libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0)
+        rc = libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0)
         return value if rc == 0 else None
     except (OSError, AttributeError):
         return None
@@ -379,14 +407,22 @@ def restore_subreaper(previous: Optional[int]) -> None:
 
 
 def set_name(name: bytes) -> None:
-    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort."""
-    global _libc
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort.
+
+    Written to ``/proc/self/comm`` (the main thread's name is the process's); ``prctl(PR_SET_NAME)`` only where
+    that file cannot be written, so the watchdog's start-up does not load ctypes.
+    """
+    with contextlib.suppress(OSError):
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, name[:15])
+            return
+        finally:
+            os.close(fd)
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        _libc_handle().prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
 
 
 def set_parent_death_signal(sig: int) -> None:
@@ -398,6 +434,8 @@ def set_parent_death_signal(sig: int) -> None:
 def stop_signal_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """``handler`` for every :data:`STOP_SIGNALS` while the block runs (main thread only: elsewhere nothing is
     installed), then the previous handlers again."""
+    import threading
+
     previous: Dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}

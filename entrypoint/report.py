@@ -15,10 +15,10 @@ import json
 import os
 import re
 import signal
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
-from .plan import LaunchPlan
+if TYPE_CHECKING:
+    from .plan import LaunchPlan
 
 __all__ = [
     "REPORT_VERSION",
@@ -39,8 +39,7 @@ __all__ = [
 REPORT_VERSION = 1
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """The root cause of a failed run: the first process (or rank) that failed."""
 
     name: str
@@ -56,8 +55,7 @@ class Failure:
     source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause)
 
 
-@dataclass(frozen=True)
-class LauncherAttempt:
+class LauncherAttempt(NamedTuple):
     """One attempt of a launcher that restarts its workers itself (torchrun ``--max_restarts``)."""
 
     attempt: int  # its TORCHELASTIC_RESTART_COUNT
@@ -66,8 +64,7 @@ class LauncherAttempt:
     log_dir: str  # torchrun's folder for this attempt (``.../attempt_<n>``), else the plan's log directory
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(NamedTuple):
     """How a run ended. ``exit_code`` is what the shim exits with."""
 
     exit_code: int  # 0 on success; the root cause's own code; 128+S if the shim got signal S
@@ -78,8 +75,7 @@ class RunResult:
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
 
 
-@dataclass(frozen=True)
-class TorchrunRootCause:
+class TorchrunRootCause(NamedTuple):
     """The "Root Cause (first observed failure)" entry of torchrun's failure summary."""
 
     rank: int

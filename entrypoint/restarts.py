@@ -25,20 +25,19 @@ Contract of :func:`run_with_restarts`:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from . import peers
 from .errors import ConfigError
-from .failure_class import Classification, classify_failure
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
 from .report import Failure, LauncherAttempt, RunResult, describe_exit
+
+if TYPE_CHECKING:  # classified only after a failure: imported then (its patterns cost start-up time)
+    from .failure_class import Classification
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -65,8 +64,7 @@ _BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
 
 
-@dataclass(frozen=True)
-class RestartPolicy:
+class RestartPolicy(NamedTuple):
     """How often and on what the group is started again. ``restart_on``: a choice word or exit codes."""
 
     max_restarts: int = 0
@@ -145,6 +143,8 @@ def classify_result(result: RunResult) -> Optional[Classification]:
     """The class of a run's failure; None when it succeeded."""
     if result.exit_code == 0 and result.shim_signal is None:
         return None
+    from .failure_class import classify_failure
+
     failure = result.root_cause
     if failure is None:
         return classify_failure(result.exit_code, stopped=result.shim_signal is not None, origin="shim")
@@ -192,8 +192,7 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     root = plan.log_dir
     attempt_dir = os.path.join(root, f"attempt-{attempt}")
     processes = tuple(
-        dataclasses.replace(
-            spec,
+        spec._replace(
             argv=tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv),
             env={**spec.env, **counters},
             log_file=_reroot(spec.log_file, root, attempt_dir),
@@ -202,9 +201,7 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     )
     rank_logs = {rank: _reroot(path, root, attempt_dir) for rank, path in plan.rank_logs.items()}
     note = f"attempt {attempt} of at most {policy.max_restarts + 1}: logs in {attempt_dir}"
-    return dataclasses.replace(
-        plan, processes=processes, rank_logs=rank_logs, log_dir=attempt_dir, notes=(*plan.notes, note)
-    )
+    return plan._replace(processes=processes, rank_logs=rank_logs, log_dir=attempt_dir, notes=(*plan.notes, note))
 
 
 def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
@@ -216,12 +213,12 @@ def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
         argv = list(spec.argv)
         if spec.name == "torchrun" and len(argv) >= 3 and argv[1] == "-m":
             argv.insert(3, f"--max_restarts={restarts}")
-        processes.append(dataclasses.replace(spec, argv=tuple(argv)))
+        processes.append(spec._replace(argv=tuple(argv)))
     note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
     # ``always``: torchrun's own rule already; ``never``: no restarts to judge
     restart_on = None if policy.restart_on in ("always", "never") else policy.restart_on
-    return dataclasses.replace(
-        plan, processes=tuple(processes), watch_workers=False, restart_on=restart_on, notes=(*plan.notes, note)
+    return plan._replace(
+        processes=tuple(processes), watch_workers=False, restart_on=restart_on, notes=(*plan.notes, note)
     )
 
 
@@ -230,19 +227,26 @@ def _attempts_of(plan: LaunchPlan, policy: RestartPolicy) -> int:
     return 1 if plan.method == "torchrun" else policy.max_restarts + 1
 
 
-@dataclass(frozen=True)
 class Attempt:
-    """One start of the group: its number, its result, its failure class and whether it was restarted."""
+    """One start of the group: its number, its result, its failure class and whether it was restarted.
 
-    index: int
-    result: RunResult
-    classification: Optional[Classification]
-    restarted: bool
-    log_dir: str
+    A slotted class (a named tuple cannot have a field called ``index``); never changed once made.
+    """
+
+    __slots__ = ("classification", "index", "log_dir", "restarted", "result")
+
+    def __init__(
+        self, index: int, result: RunResult, classification: Optional[Classification], restarted: bool, log_dir: str
+    ) -> None:
+        self.index, self.result, self.classification = index, result, classification
+        self.restarted, self.log_dir = restarted, log_dir
+
+    def __repr__(self) -> str:
+        return (f"Attempt(index={self.index}, result={self.result!r}, classification={self.classification!r}, "
+                f"restarted={self.restarted}, log_dir={self.log_dir!r})")  # fmt: skip
 
 
-@dataclass(frozen=True)
-class RestartOutcome:
+class RestartOutcome(NamedTuple):
     """All attempts of a run; ``result`` is what the shim reports and exits with."""
 
     result: RunResult
@@ -287,10 +291,14 @@ class _Announcer:
         self.log_dir = plan.log_dir
         self.active = policy.max_restarts > 0 and not is_recovery_plan(plan)
         if self.active and threading.current_thread() is threading.main_thread():
+            from . import peers
+
             peers.ignore_peer_restarts()  # for good: a late signal must never kill the shim as it ends
 
     def __call__(self, attempt: int, state: str) -> None:
         if self.active:
+            from . import peers
+
             peers.announce_attempt(self.log_dir, attempt, state)
 
 
@@ -345,7 +353,7 @@ def run_with_restarts(
                 return RestartOutcome(final, tuple(attempts), policy, stopped_in_backoff=signum)
         announce(index, "ended")
         last = attempts[-1].result
-        final = dataclasses.replace(last, duration=time.monotonic() - started)
+        final = last._replace(duration=time.monotonic() - started)
         return RestartOutcome(final, tuple(attempts), policy)
 
 

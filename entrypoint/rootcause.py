@@ -29,8 +29,7 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, replace
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["SOURCES", "Death", "RootCause", "attempt_facts", "find_root_cause", "teardown_signals"]
 
@@ -38,26 +37,52 @@ SOURCES = ("exit", "watch", "summary", "error_file")
 _TIME_UNKNOWN = float("inf")
 _SOURCE_RANK = {"summary": 0, "watch": 1, "exit": 1, "error_file": 2}
 _CODE_TRUST = {"watch": 0, "exit": 0, "summary": 1, "error_file": 2}
+_DEATH_FIELDS = ("source", "index", "rank", "pid", "code", "at", "seq", "message", "attempt")
 
 
-@dataclass(frozen=True)
 class Death:
     """One recorded fact: a process (or rank) of the job ended.
 
     ``code`` is Popen-style (negative: killed by that signal); None when the source does not know it (an error
     file). ``at`` is the monotonic time of death as observed, None when unknown. ``index`` is the plan process
     the fact came through (the launcher, or the rank's own process under the fan-out).
+
+    A slotted class (a named tuple cannot have a field called ``index``): facts are made while the ranks start,
+    and a class like this costs nothing to define. Facts are never changed; :meth:`replace` makes a copy.
     """
 
-    source: str
-    index: int
-    rank: Optional[int]
-    pid: Optional[int]
-    code: Optional[int]
-    at: Optional[float] = None
-    seq: int = 0  # order of recording, the last tie-breaker
-    message: Optional[str] = None  # the exception an error file recorded
-    attempt: Optional[int] = None  # the launcher's own attempt (torchrun restarts), None: not attempt-specific
+    __slots__ = _DEATH_FIELDS
+
+    def __init__(
+        self,
+        source: str,
+        index: int,
+        rank: Optional[int],
+        pid: Optional[int],
+        code: Optional[int],
+        at: Optional[float] = None,
+        seq: int = 0,  # order of recording, the last tie-breaker
+        message: Optional[str] = None,  # the exception an error file recorded
+        attempt: Optional[int] = None,  # the launcher's own attempt (torchrun restarts), None: not attempt-specific
+    ) -> None:
+        self.source, self.index, self.rank, self.pid, self.code = source, index, rank, pid, code
+        self.at, self.seq, self.message, self.attempt = at, seq, message, attempt
+
+    def _fields(self) -> Dict[str, Any]:
+        return {name: getattr(self, name) for name in _DEATH_FIELDS}
+
+    def replace(self, **changes: Any) -> Death:
+        """A copy with ``changes`` applied."""
+        return Death(**{**self._fields(), **changes})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Death) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._fields().values()))
+
+    def __repr__(self) -> str:
+        return "Death(" + ", ".join(f"{name}={value!r}" for name, value in self._fields().items()) + ")"
 
     @property
     def signal(self) -> Optional[int]:
@@ -65,8 +90,7 @@ class Death:
         return -self.code if self.code is not None and self.code < 0 else None
 
 
-@dataclass(frozen=True)
-class RootCause:
+class RootCause(NamedTuple):
     """The decision: which fact names the root cause, and the merged facts about that rank."""
 
     death: Death
@@ -103,8 +127,7 @@ def _merge(facts: Sequence[Death]) -> List[Death]:
         coded = sorted((f for f in group if f.code is not None), key=lambda f: (_CODE_TRUST[f.source], f.seq))
         best = coded[0] if coded else min(group, key=lambda f: f.seq)
         merged.append(
-            replace(
-                best,
+            best.replace(
                 at=min((f.at for f in group if f.at is not None), default=None),
                 pid=next((f.pid for f in group if f.pid is not None), None),
                 message=next((f.message for f in group if f.message), None),

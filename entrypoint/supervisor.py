@@ -39,13 +39,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, List, Mapping, Optional, Set, Union
 
 from . import proctree
 from ._attempt_gate import AttemptGate
 from ._cgroup import JobCgroup
-from ._errorfiles import ErrorRecord, read_error_files
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, start_watchdog
 from ._router import LOG_HINT, Output, write_plan_file
@@ -56,6 +54,9 @@ from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
 from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 
+if TYPE_CHECKING:
+    from ._errorfiles import ErrorRecord
+
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
@@ -65,30 +66,32 @@ _TICK = 0.02
 _ANNOUNCE_EVERY = 0.5
 
 
-@dataclass(frozen=True)
 class ProcExit:
-    """Event: a process the shim started ended (Popen return code)."""
+    """Event: a process the shim started ended (Popen return code). Events are slotted classes: defining a
+    dataclass costs start-up time."""
 
-    index: int
-    code: int
-    at: float
+    __slots__ = ("at", "code", "index")
+
+    def __init__(self, index: int, code: int, at: float) -> None:
+        self.index, self.code, self.at = index, code, at
 
 
-@dataclass(frozen=True)
 class LauncherLine:
     """Event: msrun said "Worker process <pid> exit with exception. Error code: <code>"."""
 
-    index: int
-    pid: int
-    code: int
-    at: float
+    __slots__ = ("at", "code", "index", "pid")
+
+    def __init__(self, index: int, pid: int, code: int, at: float) -> None:
+        self.index, self.pid, self.code, self.at = index, pid, code, at
 
 
-@dataclass(frozen=True)
 class ShimSignal:
     """Event: the shim itself received a signal."""
 
-    signum: int
+    __slots__ = ("signum",)
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
 
 
 Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath]
@@ -184,8 +187,6 @@ class _Run:
                     "check that the program exists, is executable and is on PATH"
                 )
             self.procs.append(proc)
-            if self.cgroup is not None:
-                self.cgroup.add(proc.pid)
         if self.launchers:
             self.tree.launchers = {proc.pid for proc in self.procs}
         return None
@@ -283,7 +284,7 @@ class _Run:
     def monitor(self, watchdog: Watchdog) -> None:
         """Absorb events until every process the shim started has exited, driving the ending on the way."""
         settle_at: Optional[float] = None
-        announce_at = 0.0
+        announce_at = time.monotonic() + _ANNOUNCE_EVERY  # no /proc scan while the ranks start up
         tick_at = 0.0
         while len(self.returncodes) < len(self.procs):
             with contextlib.suppress(queue.Empty):
@@ -370,6 +371,8 @@ class _Run:
                                    message=record.message, attempt=record.attempt))  # fmt: skip
 
     def _error_files(self) -> List[ErrorRecord]:
+        from ._errorfiles import read_error_files  # torchrun's error files are read at the end only
+
         known = dict(self.watch.error_files) if self.watch is not None else {}
         return read_error_files(known, self.plan.processes[0].argv, sorted(self.plan.rank_logs), self.started_wall)
 
@@ -420,19 +423,25 @@ class _Run:
     # -- the whole run --------------------------------------------------------------------------------------
     def execute(self, handle_signals: bool, started: float) -> RunResult:
         self.started_wall = time.time()
-        before = {info.pid for info in proctree.descendants(os.getpid()) if info.ppid == os.getpid()}
-        watchdog = start_watchdog(self.token, min(self.plan.grace_period, _WATCHDOG_GRACE_CAP), dict(self.base_env))
-        self.tree = JobTree(self.token, before | {watchdog.pid})
-        self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
-        if self.cgroup is not None:
-            self.tree.cgroup = self.cgroup.path
-            watchdog.announce_cgroup(self.cgroup.path)
-        subreaper = proctree.set_subreaper()
+        subreaper = proctree.set_subreaper()  # before the first fork: a rank's orphans come to the shim
         previous: Dict[int, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():  # else: cannot
             previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
+        watchdog = Watchdog(None, None)
         try:
+            self.tree.foreign.update(self._children_before())
+            self.cgroup = JobCgroup.create(f"malaunch-{self.token}")
+            if self.cgroup is not None:
+                self.tree.cgroup = self.cgroup.path
+            # The ranks start first; what can wait comes after, in this order: the watchdog (an interpreter of
+            # its own), the moves into the job's cgroup (the kernel's first move into a new cgroup takes ~10 ms),
+            # the announcements, the threads that read the output (the pipes hold it meanwhile: a full pipe
+            # only pauses a rank, no byte is lost) and wait for the exits (the zombies keep them).
             error = self.start()
+            watchdog = self._start_watchdog()
+            if self.cgroup is not None:
+                for proc in self.procs:
+                    self.cgroup.add(proc.pid)
             watchdog.announce_groups(proc.pid for proc in self.procs)
             self.start_threads()
             if error is not None:
@@ -453,6 +462,23 @@ class _Run:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
             proctree.restore_subreaper(subreaper)
+
+    def _children_before(self) -> Set[int]:
+        """The shim's children from before the run (never part of it); no ``/proc`` scan when it has none."""
+        if not proctree.has_children():
+            return set()
+        me = os.getpid()
+        return {info.pid for info in proctree.descendants(me) if info.ppid == me}
+
+    def _start_watchdog(self) -> Watchdog:
+        """Start the watchdog program and tell it the job's cgroup; the watchdog is never part of the job."""
+        grace = min(self.plan.grace_period, _WATCHDOG_GRACE_CAP)
+        watchdog = start_watchdog(self.token, grace, dict(self.base_env))
+        if watchdog.pid > 0:
+            self.tree.foreign.add(watchdog.pid)
+        if self.cgroup is not None:
+            watchdog.announce_cgroup(self.cgroup.path)
+        return watchdog
 
     def finish(self) -> None:
         """End whatever of the job is left (daemons included), drain every output, stop the watch."""

@@ -139,7 +139,7 @@ def test_signal_to_the_shim_stops_everything(tmp_path: Path, sig: int, code: int
 def test_second_signal_skips_the_grace_period(tmp_path: Path) -> None:
     mark = new_mark()
     plan = _sleepers(tmp_path, mark, "--ignore-term")
-    plan = LaunchPlan(**{**plan.__dict__, "grace_period": 600.0})  # only a second signal can end this
+    plan = plan._replace(grace_period=600.0)  # only a second signal can end this
     driver, _ = _start_driver(tmp_path, plan)
     try:
         infos, pids = _tree(tmp_path, 2)

@@ -5,7 +5,6 @@ Real pipes and real files throughout; the process tests run real ranks through r
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import resource
@@ -191,7 +190,7 @@ def test_a_stuck_console_while_splicing_costs_console_lines_only(tmp_path: Path)
 def test_a_log_file_that_is_not_a_regular_file_is_written_without_splice(tmp_path: Path) -> None:
     mark = new_mark()
     spec = worker_spec(0, tmp_path, "--say", "to the void", "--big-line", str(1 << 20), mark=mark)
-    spec = dataclasses.replace(spec, log_file=os.devnull)  # /dev/null cannot be read back: no splice
+    spec = spec._replace(log_file=os.devnull)  # /dev/null cannot be read back: no splice
     result, out, err = run(make_plan(tmp_path, [spec]))
     assert result.exit_code == 0
     assert unprefix(out, b"[rank 0] ") == b"to the void\n" + b"B" * (1 << 20) + b"\n"

@@ -5,7 +5,6 @@ Each test builds a LaunchPlan from tiny scripts in bin/ and ends by proving that
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -156,7 +155,7 @@ def test_program_that_cannot_start_tears_down_the_others(tmp_path: Path) -> None
 def test_unwritable_log_file_does_not_kill_the_job(tmp_path: Path) -> None:
     mark = new_mark()
     spec = worker_spec(0, tmp_path, "--say", "still here", "--say", "and here", mark=mark)
-    spec = dataclasses.replace(spec, log_file="/dev/full")  # every write fails with ENOSPC
+    spec = spec._replace(log_file="/dev/full")  # every write fails with ENOSPC
     result, out, err = run(make_plan(tmp_path, [spec]))
     assert result.exit_code == 0
     assert out == b"[rank 0] still here\n[rank 0] and here\n"

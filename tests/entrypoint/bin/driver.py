@@ -6,7 +6,6 @@ tests can signal a real shim process (SIGTERM, SIGINT, SIGKILL) and see what it 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -21,7 +20,7 @@ def main() -> int:
     with open(sys.argv[1]) as handle:
         plan = plan_from_json(json.load(handle))
     result = run_plan(plan, dict(os.environ))
-    cause = dataclasses.asdict(result.root_cause) if result.root_cause else None
+    cause = result.root_cause._asdict() if result.root_cause else None
     with open(sys.argv[2], "w") as handle:
         json.dump({"exit_code": result.exit_code, "shim_signal": result.shim_signal, "root_cause": cause}, handle)
     return result.exit_code
