@@ -10,22 +10,19 @@ Everything of one attempt sits in its own ``attempt_<n>/`` folder: torchrun rest
 ``stderr.log`` there, complete when it dies (the shim follows them: :mod:`._torchrun_logs`).
 """
 
-from __future__ import annotations
 
 import glob
 import json
 import os
 from collections import deque
-from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["ErrorRecord", "attempt_of", "read_error_files", "torchrun_log_dir", "worker_output_tail"]
 
 _ATTEMPT_PREFIX = "attempt_"
 
 
-@dataclass(frozen=True)
-class ErrorRecord:
+class ErrorRecord(NamedTuple):
     """One error file of this run: the rank, its attempt (None: the path does not say) and the exception."""
 
     rank: int

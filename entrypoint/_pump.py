@@ -15,13 +15,11 @@ dropped. :class:`Console` keeps lines of different streams from running into eac
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import os
 import select
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple, Union
 
 from ._console import Console
@@ -152,6 +150,8 @@ def tune_malloc() -> None:
     stay reserved for the life of the process).
     """
     try:
+        import ctypes  # here: only a run needs it, and it costs start-up time
+
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
@@ -202,15 +202,20 @@ def pump(fd: int, router: LineStream, stop: threading.Event, warn: Warn) -> None
         router.finish()
 
 
-@dataclass
 class _Followed:
-    path: str
-    stream: LineStream
-    baseline: Optional[Tuple[int, int, int]]  # (inode, size, mtime) of a file left over from an earlier run
-    fd: Optional[int] = None
-    inode: int = -1
-    position: int = 0
-    last_data: float = 0.0
+    """One followed file: where it is read up to, and ``baseline``, the (inode, size, mtime) of a file left over
+    from an earlier run (skipped until it changes)."""
+
+    __slots__ = ("baseline", "fd", "inode", "last_data", "path", "position", "stream")
+
+    def __init__(self, path: str, stream: LineStream, baseline: Optional[Tuple[int, int, int]]) -> None:
+        self.path = path
+        self.stream = stream
+        self.baseline = baseline
+        self.fd: Optional[int] = None
+        self.inode = -1
+        self.position = 0
+        self.last_data = 0.0
 
 
 class FileFollower:

@@ -4,20 +4,20 @@ Re-exported by :mod:`malaunch.entrypoint.rank_table`; built by :mod:`._rank_tabl
 :func:`shown`, which bounds any decoded JSON value for an error message.
 """
 
-from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass
-from functools import cached_property
 from operator import attrgetter
 from typing import Callable, NamedTuple, Optional, Sequence
 
 __all__ = ["Device", "RankTable", "Server", "shown"]
 
 
-@dataclass(frozen=True)
-class Device:
-    """One accelerator: its index on the server (canonical decimal string), NIC address and global rank."""
+class Device(NamedTuple):
+    """One accelerator: its index on the server (canonical decimal string), NIC address and global rank.
+
+    Named tuples, not dataclasses, here and for :class:`RankTable`: the shim builds them before its first rank
+    starts, and importing :mod:`dataclasses` alone costs more start-up time than everything in this module.
+    """
 
     device_id: str
     device_ip: Optional[str]
@@ -75,8 +75,7 @@ class Server(NamedTuple):
                 f"devices={self.device_count})")
 
 
-@dataclass(frozen=True)
-class RankTable:
+class RankTable(NamedTuple):
     """A validated rank table; ``format`` is ``"group_list"``, ``"v0"``, ``"1.0"`` or ``"1.2"``.
 
     ``notes`` are facts about how the table was read that a user may want to know (shown in the plan's notes).
@@ -88,9 +87,9 @@ class RankTable:
     servers: tuple[Server, ...]
     notes: tuple[str, ...] = ()
 
-    @cached_property
+    @property
     def rank_size(self) -> int:
-        """Total number of devices (ranks) in the table (computed once, without a Python call per server)."""
+        """Total number of devices (ranks) in the table (without a Python call per server)."""
         return sum(map(_END, self.servers)) - sum(map(_START, self.servers))
 
 

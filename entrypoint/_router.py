@@ -25,10 +25,8 @@ import threading
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ._console import Console
-from ._errorfiles import torchrun_log_dir
 from ._pump import FileFollower, LineStream, Sink, follow, pump
 from ._splice import SpliceSink, splice_pump
-from ._torchrun_logs import TorchrunLogs
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
 
@@ -82,6 +80,9 @@ class Output:
         if plan.log_source == "files":
             self._follower = FileFollower(plan.rank_logs, self._rank_streams)
         elif plan.log_source == "attempt_files":
+            from ._errorfiles import torchrun_log_dir  # here: only torchrun needs them (start-up time)
+            from ._torchrun_logs import TorchrunLogs
+
             log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
             ranks = sorted(plan.rank_logs)
             self._follower = TorchrunLogs(log_dir, ranks, self.rank_sinks, self.sinks[0], self.out, self.err)

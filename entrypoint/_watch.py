@@ -100,6 +100,7 @@ class WorkerWatch:
         self._others: Set[int] = set()  # launcher children that are not workers (msrun's scheduler)
         self.pid_ranks: Dict[int, int] = {}
         self.error_files: Dict[str, int] = {}  # every TORCHELASTIC_ERROR_FILE seen -> its worker's rank
+        self.attempt_ranks: Dict[Optional[int], Set[int]] = {}  # launcher attempt -> ranks of the workers seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="watch", daemon=True)
 
@@ -180,6 +181,7 @@ class WorkerWatch:
             attempt = _int_value(environ, "TORCHELASTIC_RESTART_COUNT") if environ else None
             self._workers[pid] = _Worker(self._launchers[info.ppid], rank, pid, fd, attempt, path)
             self.pid_ranks[pid] = rank
+            self.attempt_ranks.setdefault(attempt, set()).add(rank)
             if path:
                 self.error_files[path] = rank
 

@@ -22,7 +22,6 @@ Log patterns win over the exit code: the NCCL watchdog ends a rank with SIGABRT 
 usually with 1. Each pattern is the stable part of a real message; ``docs/recovery.md`` lists examples.
 """
 
-from __future__ import annotations
 
 import re
 from typing import Any, Dict, NamedTuple, Optional, Pattern, Sequence, Tuple

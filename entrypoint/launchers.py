@@ -15,7 +15,6 @@ Both launchers run as ``<interpreter> -m <module>`` (the modules behind the ``to
 scripts), so they always use the shim's own interpreter.
 """
 
-from __future__ import annotations
 
 import math
 import os.path

@@ -19,7 +19,6 @@ Both are named tuples (frozen; ``plan._replace(...)`` makes a changed copy): the
 first rank starts, and a named tuple costs a fraction of a dataclass to define and to import.
 """
 
-from __future__ import annotations
 
 from types import MappingProxyType
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
@@ -104,7 +103,7 @@ class LaunchPlan(_PlanFields):
         files: Mapping[str, str] = _EMPTY,
         watch_workers: bool = False,
         restart_on: Optional[Union[str, Tuple[int, ...]]] = None,
-    ) -> LaunchPlan:
+    ) -> "LaunchPlan":
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}")
         if log_source not in LOG_SOURCES:

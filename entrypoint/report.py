@@ -8,7 +8,6 @@ prints after a failure (who failed, where, how, its log path and its last lines:
 atomically without ever crashing the shim.
 """
 
-from __future__ import annotations
 
 import contextlib
 import json
@@ -260,7 +259,7 @@ def _failure_json(failure: Failure) -> Dict[str, Any]:
     }
 
 
-def report_json(result: RunResult, plan: LaunchPlan) -> Dict[str, Any]:
+def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
     """The JSON run report: status, exit code, root cause (with its tail) and where the logs are."""
     if result.root_cause is not None:
         status = "failed"

@@ -23,7 +23,6 @@ Contract of :func:`run_with_restarts`:
    attempt torchrun made is one :class:`Attempt` (from ``RunResult.launcher_attempts``).
 """
 
-from __future__ import annotations
 
 import os
 import signal
@@ -139,7 +138,7 @@ def describe_failure(result: RunResult, lines: int = 5) -> str:
     return "\n".join([text, *(f"    | {line}" for line in failure.tail[-lines:])])
 
 
-def classify_result(result: RunResult) -> Optional[Classification]:
+def classify_result(result: RunResult) -> Optional["Classification"]:
     """The class of a run's failure; None when it succeeded."""
     if result.exit_code == 0 and result.shim_signal is None:
         return None
@@ -153,7 +152,7 @@ def classify_result(result: RunResult) -> Optional[Classification]:
     return classify_failure(failure.exit_code, failure.tail, signal=failure.signal, origin=origin)
 
 
-def should_restart(policy: RestartPolicy, classification: Classification, exit_code: int) -> bool:
+def should_restart(policy: RestartPolicy, classification: "Classification", exit_code: int) -> bool:
     """Whether ``restart_on`` accepts this failure (the restart budget is checked by the caller)."""
     if classification.kind == "stopped":
         return False
@@ -236,7 +235,7 @@ class Attempt:
     __slots__ = ("classification", "index", "log_dir", "restarted", "result")
 
     def __init__(
-        self, index: int, result: RunResult, classification: Optional[Classification], restarted: bool, log_dir: str
+        self, index: int, result: RunResult, classification: Optional["Classification"], restarted: bool, log_dir: str
     ) -> None:
         self.index, self.result, self.classification = index, result, classification
         self.restarted, self.log_dir = restarted, log_dir
@@ -255,7 +254,7 @@ class RestartOutcome(NamedTuple):
     stopped_in_backoff: Optional[int] = None  # the signal that ended a back-off
 
     @property
-    def classification(self) -> Optional[Classification]:
+    def classification(self) -> Optional["Classification"]:
         """The class of the final failure (None on success)."""
         if self.result.exit_code == 0 and self.result.shim_signal is None:
             return None

@@ -26,7 +26,6 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
    untimed facts, then the order of recording.
 """
 
-from __future__ import annotations
 
 import signal
 from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
@@ -71,7 +70,7 @@ class Death:
     def _fields(self) -> Dict[str, Any]:
         return {name: getattr(self, name) for name in _DEATH_FIELDS}
 
-    def replace(self, **changes: Any) -> Death:
+    def replace(self, **changes: Any) -> "Death":
         """A copy with ``changes`` applied."""
         return Death(**{**self._fields(), **changes})
 

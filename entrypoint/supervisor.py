@@ -11,9 +11,9 @@ Contract of :func:`run_plan`:
    (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary (when it wrote one) and the
    workers' error files. The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the
    shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
-   everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch knows
-   the exit status of every worker death it saw: the root cause comes from those facts, not from torchrun's
-   summary, and the workers write their output into files themselves (``plan.log_source`` ``attempt_files``),
+   everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch has
+   seen every worker of this host in the latest attempt and knows the exit status of every worker death: the
+   root cause comes from those facts, not from torchrun's summary, and the workers write their output into files themselves (``plan.log_source`` ``attempt_files``),
    which are read to the end once every worker is gone; torchrun's killed exit is no fact. Otherwise torchrun
    is left to write its summary and killed once it has, or 5 s after its last worker is gone; msrun is left
    to notice and exit, and killed 5 s after its workers are gone. The root cause is then decided from the
@@ -192,6 +192,7 @@ class _Run:
         return None
 
     def start_threads(self) -> None:
+        tune_malloc()  # after the ranks started: it loads ctypes, which costs start-up time
         for index, proc in enumerate(self.procs):
             waiter = threading.Thread(target=self._wait, args=(index, proc), name="wait", daemon=True)
             waiter.start()
@@ -318,11 +319,19 @@ class _Run:
                 self.end_launchers(groups=True)
 
     def _statuses_known(self) -> bool:
-        """Under torchrun, the watch read the exit status of every worker death it saw: the facts decide the
-        root cause without torchrun's summary (and the workers write their output into files themselves)."""
-        return self.plan.method == "torchrun" and all(
-            fact.code is not None for fact in self.facts if fact.source == "watch"
-        )
+        """Under torchrun, the watch saw every worker of this host in the latest attempt and read the exit status
+        of every worker death: the facts decide the root cause without torchrun's summary (and the workers write
+        their output into files themselves). A worker that died before the watch's first look is known only to
+        torchrun: then its summary is waited for."""
+        if self.plan.method != "torchrun" or self.watch is None:
+            return False
+        seen = dict(self.watch.attempt_ranks)  # a copy: the watch thread adds to it
+        if not seen:
+            return False
+        latest = max(seen, key=lambda attempt: -1 if attempt is None else attempt)
+        if not set(self.plan.rank_logs) <= set(seen[latest]):
+            return False
+        return all(fact.code is not None for fact in self.facts if fact.source == "watch")
 
     def end_launchers(self, groups: bool = False) -> None:
         """SIGKILL the launchers still running (with ``groups``, their process groups too: once their workers
@@ -532,7 +541,6 @@ def run_plan(
     started = time.monotonic()
     out = console_out if console_out is not None else sys.stdout.buffer
     err = console_err if console_err is not None else sys.stderr.buffer
-    tune_malloc()
     run = _Run(plan, base_env, out, err)
     try:
         run.prepare()
