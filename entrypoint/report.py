@@ -85,12 +85,14 @@ class TorchrunRootCause(NamedTuple):
 
 
 _ROOT_CAUSE = "Root Cause (first observed failure):"
-_RANK_FIELD = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)", re.M)
-_EXIT_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*(\d+)\))?", re.M)
-_HOST_FIELD = re.compile(r"^\s*host\s*:\s*(\S+)", re.M)
+# Patterns as text: compiled (and cached by re) on first use, so importing this module before the first rank
+# starts costs no regex compilation.
+_RANK_FIELD = r"(?m)^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)"
+_EXIT_FIELD = r"(?m)^\s*exitcode\s*:\s*(-?\d+)(?:\s*\(pid:\s*(\d+)\))?"
+_HOST_FIELD = r"(?m)^\s*host\s*:\s*(\S+)"
 
 
-_ENTRY = re.compile(r"^\[\d+\]:\s*$", re.M)
+_ENTRY = r"(?m)^\[\d+\]:\s*$"
 
 
 def parse_torchrun_failures(text: str) -> List[TorchrunRootCause]:
@@ -103,11 +105,11 @@ def parse_torchrun_failures(text: str) -> List[TorchrunRootCause]:
     if start < 0:
         return found
     block = text[start : text.rfind(_ROOT_CAUSE)]
-    for piece in _ENTRY.split(block)[1:]:
-        rank, code = _RANK_FIELD.search(piece), _EXIT_FIELD.search(piece)
+    for piece in re.split(_ENTRY, block)[1:]:
+        rank, code = re.search(_RANK_FIELD, piece), re.search(_EXIT_FIELD, piece)
         if rank is None or code is None:
             continue
-        host = _HOST_FIELD.search(piece)
+        host = re.search(_HOST_FIELD, piece)
         found.append(
             TorchrunRootCause(
                 rank=int(rank.group(1)),
@@ -129,11 +131,11 @@ def parse_torchrun_root_cause(text: str) -> Optional[TorchrunRootCause]:
     end = block.find("=" * 20)
     if end >= 0:
         block = block[:end]
-    rank = _RANK_FIELD.search(block)
-    code = _EXIT_FIELD.search(block)
+    rank = re.search(_RANK_FIELD, block)
+    code = re.search(_EXIT_FIELD, block)
     if rank is None or code is None:
         return None
-    host = _HOST_FIELD.search(block)
+    host = re.search(_HOST_FIELD, block)
     return TorchrunRootCause(
         rank=int(rank.group(1)),
         local_rank=int(rank.group(2)),
@@ -143,14 +145,14 @@ def parse_torchrun_root_cause(text: str) -> Optional[TorchrunRootCause]:
     )
 
 
-_MSRUN_FAILED = re.compile(rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
+_MSRUN_FAILED = rb"Worker process (\d+) exit with exception\. Error code: (-?\d+)"
 
 
 def parse_msrun_failures(lines: bytes) -> List[Tuple[int, int]]:
     """``(pid, code)`` for each "Worker process <pid> exit with exception. Error code: <rc>." line."""
     if b"exit with exception" not in lines:
         return []
-    return [(int(m.group(1)), int(m.group(2))) for m in _MSRUN_FAILED.finditer(lines)]
+    return [(int(m.group(1)), int(m.group(2))) for m in re.finditer(_MSRUN_FAILED, lines)]
 
 
 _SIGNAL_HINTS: Dict[int, str] = {

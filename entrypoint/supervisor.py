@@ -13,11 +13,11 @@ Contract of :func:`run_plan`:
    shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
    everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch has
    seen every worker of this host in the latest attempt and knows the exit status of every worker death: the
-   root cause comes from those facts, not from torchrun's summary, and the workers write their output into files themselves (``plan.log_source`` ``attempt_files``),
-   which are read to the end once every worker is gone; torchrun's killed exit is no fact. Otherwise torchrun
-   is left to write its summary and killed once it has, or 5 s after its last worker is gone; msrun is left
-   to notice and exit, and killed 5 s after its workers are gone. The root cause is then decided from the
-   facts by a pure function.
+   root cause comes from those facts, not from torchrun's summary, and the workers write their output into
+   files themselves (``plan.log_source`` ``attempt_files``), which are read to the end once every worker is
+   gone; torchrun's killed exit is no fact. Otherwise torchrun is left to write its summary and killed once it
+   has, or 5 s after its last worker is gone; msrun is left to notice and exit, and killed 5 s after its
+   workers are gone. The root cause is then decided from the facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
    skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
    whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
@@ -432,7 +432,7 @@ class _Run:
     # -- the whole run --------------------------------------------------------------------------------------
     def execute(self, handle_signals: bool, started: float) -> RunResult:
         self.started_wall = time.time()
-        subreaper = proctree.set_subreaper()  # before the first fork: a rank's orphans come to the shim
+        subreaper: Optional[int] = None
         previous: Dict[int, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():  # else: cannot
             previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED}
@@ -447,6 +447,9 @@ class _Run:
             # the announcements, the threads that read the output (the pipes hold it meanwhile: a full pipe
             # only pauses a rank, no byte is lost) and wait for the exits (the zombies keep them).
             error = self.start()
+            # Right after the forks, not before: setting it loads ctypes (start-up time), and no rank can have
+            # started, forked and left an orphan within the microseconds in between (the token finds one anyway).
+            subreaper = proctree.set_subreaper()
             watchdog = self._start_watchdog()
             if self.cgroup is not None:
                 for proc in self.procs:
