@@ -29,6 +29,7 @@ __all__ = [
     "HOLD_SECONDS",
     "FileFollower",
     "LineStream",
+    "PipeWait",
     "Sink",
     "follow",
     "pump",
@@ -159,29 +160,43 @@ def tune_malloc() -> None:
     mallopt(_M_TRIM_THRESHOLD, 128 << 20)
 
 
+class PipeWait:
+    """Waits until a pipe has something to read; once ``stop`` is set, only while it still has data, for at most
+    :data:`DRAIN_LIMIT` s (a pipe still written by an unknown process is then abandoned)."""
+
+    def __init__(self, fd: int, stop: threading.Event) -> None:
+        # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
+        self._stop = stop
+        self._deadline: Optional[float] = None
+
+    def ready(self, timeout_ms: int) -> Optional[bool]:
+        """True: data (or EOF) to read; False: nothing within ``timeout_ms``, wait again; None: stop reading."""
+        if self._stop.is_set():
+            if self._deadline is None:
+                self._deadline = time.monotonic() + DRAIN_LIMIT
+            elif time.monotonic() > self._deadline:
+                return None
+            timeout_ms = 0
+        if self._poller.poll(timeout_ms):
+            return True
+        return None if self._stop.is_set() else False
+
+
 def pump(fd: int, router: LineStream, stop: threading.Event, warn: Warn) -> None:
     """Read ``fd`` until EOF (or, once ``stop`` is set, until it has nothing more to give) into ``router``."""
-    # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
+    wait = PipeWait(fd, stop)
     hold_ms = int(HOLD_SECONDS * 1000)
     buffer = bytearray(CHUNK)
-    drain_deadline: Optional[float] = None
     broken = False
     while True:
-        if stop.is_set():
-            if drain_deadline is None:
-                drain_deadline = time.monotonic() + DRAIN_LIMIT
-            elif time.monotonic() > drain_deadline:
-                break
-            timeout = 0
-        else:
-            timeout = hold_ms if router.holding else 200
-        if not poller.poll(timeout):
-            if stop.is_set():
-                break
+        ready = wait.ready(hold_ms if router.holding else 200)
+        if ready is None:
+            break
+        if not ready:
             if router.holding and not broken:
                 router.flush_partial()
             continue

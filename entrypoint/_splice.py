@@ -33,15 +33,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
-import fcntl
 import os
-import select
 import stat
 import threading
 import time
 from typing import Deque, List, Optional, Protocol, Sequence, Tuple
 
-from ._pump import CHUNK, DRAIN_LIMIT, HOLD_SECONDS, PIPE_SIZE, LineStream
+from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
 from ._sink import TAIL_BYTES, Sink, Warn
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
@@ -51,7 +49,6 @@ __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 SPLICE_CHUNK = PIPE_SIZE // 2
 MAX_SPANS = 4096  # spans waiting for the console reader; beyond this the oldest are dropped
 MAX_MEMORY = 16 << 20  # bytes of in-memory spans (after a fallback) waiting for the reader
-_F_SETPIPE_SZ = 1031
 _FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 # A file that cannot take splice (a device, O_APPEND, some filesystems): write() may still work there.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.ESPIPE})
@@ -271,23 +268,13 @@ class SpliceSink(Sink):
 def splice_pump(fd: int, sink: SpliceSink, stream: int, stop: threading.Event) -> None:
     """Thread body: move pipe ``fd`` (stream 0 = stdout, 1 = stderr) into ``sink`` until EOF, or, once ``stop``
     is set, until it has nothing more to give (at most :data:`~._pump.DRAIN_LIMIT` s)."""
-    with contextlib.suppress(OSError):  # not a pipe, or above /proc/sys/fs/pipe-max-size: the default works too
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    drain_deadline: Optional[float] = None
+    wait = PipeWait(fd, stop)
     try:
         while True:
-            timeout = 200
-            if stop.is_set():
-                if drain_deadline is None:
-                    drain_deadline = time.monotonic() + DRAIN_LIMIT
-                elif time.monotonic() > drain_deadline:
-                    break
-                timeout = 0
-            if not poller.poll(timeout):
-                if stop.is_set():
-                    break
+            ready = wait.ready(200)
+            if ready is None:
+                break
+            if not ready:
                 continue
             moved = sink.splice(fd, stream)
             if moved is None:  # this file takes no splice: read the pipe here
