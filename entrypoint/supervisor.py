@@ -11,13 +11,14 @@ Contract of :func:`run_plan`:
    (:mod:`._watch`), msrun's failure lines, and at the end torchrun's summary (when it wrote one) and the
    workers' error files. The first failure starts the *ending*: the stop signal (SIGTERM, or the signal the
    shim received) goes to every process of the job except the launchers; ``plan.grace_period`` later
-   everything left gets SIGKILL. torchrun gets SIGKILL (by pid) right as the ending starts when the watch has
-   seen every worker of this host in the latest attempt and knows the exit status of every worker death: the
-   root cause comes from those facts, not from torchrun's summary, and the workers write their output into
-   files themselves (``plan.log_source`` ``attempt_files``), which are read to the end once every worker is
-   gone; torchrun's killed exit is no fact. Otherwise torchrun is left to write its summary and killed once it
-   has, or 5 s after its last worker is gone; msrun is left to notice and exit, and killed 5 s after its
-   workers are gone. The root cause is then decided from the facts by a pure function.
+   everything left gets SIGKILL. The launcher (torchrun, msrun) gets SIGKILL (by pid) right as the ending
+   starts when the watch has seen every worker of this host in the latest attempt and knows the exit status
+   of every worker death: the root cause comes from those facts, not from the launcher's summary, and the
+   workers write their output into files themselves (``plan.log_source`` ``attempt_files``, ``files``), which
+   are read to the end once every worker is gone; the killed launcher's exit is no fact. Otherwise torchrun is
+   left to write its summary and killed once it has, or 5 s after its last worker is gone; msrun is left to
+   notice and exit, and killed 5 s after its workers are gone. The root cause is then decided from the facts
+   by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
    skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
    whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3).
@@ -319,11 +320,11 @@ class _Run:
                 self.end_launchers(groups=True)
 
     def _statuses_known(self) -> bool:
-        """Under torchrun, the watch saw every worker of this host in the latest attempt and read the exit status
-        of every worker death: the facts decide the root cause without torchrun's summary (and the workers write
-        their output into files themselves). A worker that died before the watch's first look is known only to
-        torchrun: then its summary is waited for."""
-        if self.plan.method != "torchrun" or self.watch is None:
+        """Under torchrun or msrun, the watch saw every worker of this host in the latest attempt and read the
+        exit status of every worker death: the facts decide the root cause without the launcher's summary (and
+        the workers write their output into files themselves, ``attempt_files``/``files``). A worker that died
+        before the watch's first look is known only to the launcher: then its summary is waited for."""
+        if self.plan.log_source not in ("attempt_files", "files") or self.watch is None:
             return False
         seen = dict(self.watch.attempt_ranks)  # a copy: the watch thread adds to it
         if not seen:
