@@ -149,15 +149,16 @@ class SweepNotFound(JobNotFound):
 
 
 class WaitTimeout(MalaunchError):
-    """A wait ran out of time; the job keeps running."""
+    """A wait ran out of time; the job (or the sweep, ``kind="sweep"``) keeps running."""
 
-    def __init__(self, job_id: str, timeout: float, state: str) -> None:
+    def __init__(self, job_id: str, timeout: float, state: str, kind: str = "job") -> None:
         self.job_id = job_id
         self.timeout = timeout
         self.state = state
+        verb = "sweep stop" if kind == "sweep" else "stop"
         super().__init__(
-            f"job {job_id} did not end within {timeout:g}s, it is {state}; wait longer or stop it with "
-            f"'ma-submit stop {job_id}'"
+            f"{kind} {job_id} did not end within {timeout:g}s, it is {state}; wait longer or stop it with "
+            f"'ma-submit {verb} {job_id}'"
         )
 
 

@@ -59,7 +59,16 @@ from .sweep_state import (
     save_record,
 )
 
-__all__ = ["Sweep", "SweepHandle", "SweepPlan", "TrialResult", "attach_sweep", "default_parallel", "list_sweeps"]
+__all__ = [
+    "Sweep",
+    "SweepHandle",
+    "SweepPlan",
+    "TrialResult",
+    "attach_sweep",
+    "default_parallel",
+    "list_sweeps",
+    "rank_results",
+]
 
 
 def default_parallel(backend: str, spec: JobSpec, trials: int, cpus: Optional[int] = None) -> int:
@@ -218,8 +227,7 @@ class Sweep:
         if metric is not None:
             changes["metric"] = metric if isinstance(metric, Metric) else metric_from_mapping(metric)
         self.sweep: SweepSpec = sweep_from_mapping(dataclasses.replace(base, **changes).to_json())
-        if not self.sweep.params:
-            raise SpecError("sweep.params", "is empty", {}, "give params={'lr': [0.1, 0.01]} or --param lr=0.1,0.01")
+        expand(self.spec, self.sweep)  # every mistake of the sweep is reported here, before anything is planned
 
     def __repr__(self) -> str:
         return f"Sweep(name={self.spec.name!r}, params={[p.name for p in self.sweep.params]!r})"
@@ -389,7 +397,7 @@ class SweepHandle:
             if is_done(record):
                 return self.results()
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(self.id, float(timeout or 0), "RUNNING")
+                raise WaitTimeout(self.id, float(timeout or 0), "RUNNING", kind="sweep")
             time.sleep(poll_interval)
 
     def stop(self) -> List[TrialResult]:
