@@ -123,7 +123,7 @@ def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
                 if seen.get(index) == state or state == TRIAL_WAITING:
                     continue
                 seen[index] = state
-                params = " ".join(f"{k}={format_value(v)}" for k, v in trial["params"].items())
+                params = TrialResult.from_record(trial, record.get("param_names") or ()).params_text()
                 if state in ("PENDING", "RUNNING"):
                     note(f"trial {index} ({params}) {state}: job {trial['job_id']}")
                 else:

@@ -43,6 +43,7 @@ from .sweep_spec import (
     Trial,
     describe_param,
     expand,
+    format_value,
     merge_params,
     metric_from_mapping,
     param_from_value,
@@ -95,6 +96,10 @@ class TrialResult:
     metric: Optional[float] = None
     failure_class: Optional[str] = None
     message: str = ""
+
+    def params_text(self) -> str:
+        """``lr=0.001 batch=32`` in the declaration order."""
+        return " ".join(f"{k}={format_value(v)}" for k, v in self.params.items())
 
     @property
     def duration(self) -> Optional[float]:

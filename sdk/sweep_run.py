@@ -11,11 +11,14 @@ go on (the first trial of a sweep raises instead, so that a wrong setting is one
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .backends import Backend, get_backend
 from .errors import MalaunchError
@@ -141,9 +144,27 @@ def is_done(record: Mapping[str, Any]) -> bool:
     return all(t["state"] == TRIAL_SKIPPED or JobState.parse(t["state"]).is_terminal for t in record["trials"])
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back until the block is done, so that a trial is never made without being recorded;
+    a Ctrl-C that came meanwhile is raised right after. Only the main thread can do this (elsewhere: no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: List[int] = []
+    # A handler, not a blocked signal mask: a mask would be inherited by the trials' processes started here.
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    if came:
+        raise KeyboardInterrupt
+
+
 def step(backend: Backend, paths: SweepPaths, *, clock: Any = time.time) -> Dict[str, Any]:
     """One scheduling step (see the module docstring); returns the saved record."""
-    with sweep_lock(paths):
+    with _interrupts_deferred(), sweep_lock(paths):
         record = read_record(paths)
         for trial in _running(record):
             _refresh(backend, record, trial)
