@@ -243,12 +243,16 @@ def stop_cmd(sweep_id: str) -> int:
 
 
 @sweep_group.command("logs")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until every trial has ended.")
 @click.option("--trial", type=click.IntRange(min=0), help="Only this trial.")
 @click.argument("sweep_id")
-def logs_cmd(trial: Optional[int], sweep_id: str) -> int:
+def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
     """Every submitted trial's output, each line prefixed with [trial N]."""
-    for line in attach_sweep(sweep_id).logs(trial):
-        click.echo(line)
+    try:
+        for line in attach_sweep(sweep_id).logs(trial, follow=follow):
+            click.echo(line)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -35,6 +35,7 @@ from .loader import read_job_data, spec_from_mapping
 from .plan import SubmitPlan
 from .spec import JobSpec
 from .status import JobState
+from .sweep_logs import sweep_lines
 from .sweep_run import backend_for_record, is_done, start_driver, step, stop_sweep
 from .sweep_spec import (
     Metric,
@@ -410,13 +411,10 @@ class SweepHandle:
         record = stop_sweep(self.backend, self.paths)
         return _rows(record)
 
-    def logs(self, trial: Optional[int] = None) -> Iterator[str]:
-        """Every submitted trial's output, ``[trial N] `` before each line (only trial ``trial`` if given)."""
-        for row in self.trials:
-            if row.job_id is None or (trial is not None and row.index != trial):
-                continue
-            for line in self.backend.logs(row.job_id, follow=False):
-                yield f"[trial {row.index}] {line}"
+    def logs(self, trial: Optional[int] = None, *, follow: bool = False) -> Iterator[str]:
+        """Every submitted trial's output, ``[trial N] `` before each line (only trial ``trial`` if given); with
+        ``follow`` until the sweep is done (:mod:`malaunch.sdk.sweep_logs`)."""
+        return sweep_lines(self.backend, self.step if follow else self.record, trial=trial, follow=follow)
 
     def exit_code(self) -> int:
         """0 when every trial succeeded, else the first failed trial's exit code (1 when it has none)."""

@@ -124,6 +124,11 @@ def test_random_sweep_with_a_failing_trial_keeps_going_and_wait_exits_with_its_c
     detached = ma_submit(["sweep", "--detach", str(job)], cli_env)
     assert detached.returncode == 0, detached.stderr
     sweep_id = detached.stdout.strip()
+    followed = ma_submit(["sweep", "logs", "-f", sweep_id], cli_env)  # from the first trial until the last ends
+    assert followed.returncode == 0, followed.stderr
+    for index in range(4):
+        assert sum(1 for line in followed.stdout.splitlines() if line.startswith(f"[trial {index}] [host 0]")) >= 2
+        assert f"[trial {index}] [host 0] [rank 0] step 2 loss=" in followed.stdout
     waited = ma_submit(["sweep", "wait", sweep_id], cli_env)
     assert waited.returncode == 5, waited.stderr  # the first failed trial's exit code
     # the same trials as the dry run (seeded), each run to its end: a failure did not stop the others
@@ -180,3 +185,18 @@ def test_detached_sweep_is_stopped_from_another_process(
     assert again.returncode == 0, again.stderr
     assert ma_submit(["sweep", "wait", sweep_id], cli_env).returncode == 143
     assert ma_submit(["sweep", "status", "nope"], cli_env).returncode == 4
+
+
+def test_stop_on_failure_skips_the_waiting_trials(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path, cleanup_jobs: None
+) -> None:
+    out = tmp_path / "out"
+    sweep = {"params": {"lr": [0.1], "batch": [8], "code": [4, 0, 0]}, "max_parallel": 1, "stop_on_failure": True}
+    job = sweep_job(tmp_path / "job", out, sweep, env={"FAIL_CODE": "{code}", "TRIAL_SECONDS": "0.1"})
+    result = ma_submit(["sweep", "--output", "json", str(job)], cli_env)
+    assert result.returncode == 4, result.stderr
+    trials = {t["index"]: t for t in json.loads(result.stdout)["trials"]}
+    assert (trials[0]["state"], trials[0]["exit_code"]) == ("FAILED", 4)
+    assert trials[1]["state"] == trials[2]["state"] == "SKIPPED"
+    assert "stop_on_failure: trial 0 failed" in trials[1]["message"]
+    assert sorted(intervals(out)) == [0] and len(job_ids(home)) == 1

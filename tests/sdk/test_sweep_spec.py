@@ -252,3 +252,15 @@ def test_cli_errors_are_one_line_and_dry_run_starts_nothing(tmp_path: Path) -> N
     assert "=== trial 0: lr=0.1" in dry.stdout and "=== trial 1: lr=0.2" in dry.stdout
     assert "MALAUNCH_TRIAL_INDEX=1" in dry.stdout
     assert not (home / "jobs").exists() and not (home / "sweeps").exists()
+
+
+def test_a_damaged_record_is_one_line_from_the_cli(tmp_path: Path) -> None:
+    folder = tmp_path / "sweeps" / "demo-sweep-1"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text('{"id": "demo-sweep-1", "trials": ')
+    result = cli_run(["sweep", "status", "demo-sweep"], tmp_path)
+    assert result.exit_code == 3
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("ma-submit: error: sweep demo-sweep-1: its record ") and "is damaged (not JSON" in line
+    listed = cli_run(["sweep", "list"], tmp_path)
+    assert listed.exit_code == 0 and listed.stdout.startswith("error: demo-sweep-1: sweep demo-sweep-1: its record")
