@@ -18,6 +18,7 @@ import click
 
 from .cli_jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
 from .sweep import Sweep, SweepHandle, TrialResult, attach_sweep, list_sweeps
+from .sweep_run import is_done
 from .sweep_spec import format_value, parse_param_option
 from .sweep_state import TRIAL_WAITING
 
@@ -130,7 +131,7 @@ def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
                     code = "" if trial.get("exit_code") is None else f", exit code {trial['exit_code']}"
                     why = f"; {trial['message']}" if trial.get("message") else ""
                     note(f"trial {index} ({params}) {state}{code}{why}")
-            if all(t["state"] not in (TRIAL_WAITING, "PENDING", "RUNNING", "UNKNOWN") for t in record["trials"]):
+            if is_done(record):
                 break
             time.sleep(poll)
     except KeyboardInterrupt:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -339,8 +340,7 @@ class Sweep:
         handle = SweepHandle(paths, impl)
         state = step(impl, paths)
         if driver and not is_done(state) and any(t["state"] == TRIAL_WAITING for t in state["trials"]):
-            pid = start_driver(paths, os.environ)
-            handle.driver_pid = pid
+            handle.driver = start_driver(paths, os.environ)
         return handle
 
 
@@ -354,7 +354,7 @@ class SweepHandle:
     def __init__(self, paths: SweepPaths, backend: Optional[Backend] = None) -> None:
         self.paths = paths
         self.id = paths.sweep_id
-        self.driver_pid: Optional[int] = None
+        self.driver: Optional[subprocess.Popen[bytes]] = None  # the driver this process started, if any
         self._backend = backend
 
     def __repr__(self) -> str:
@@ -378,6 +378,8 @@ class SweepHandle:
 
     def step(self) -> Dict[str, Any]:
         """Refresh the trials and start waiting ones where a slot is free (what the driver does)."""
+        if self.driver is not None:
+            self.driver.poll()  # reap our own driver once it has ended
         return step(self.backend, self.paths)
 
     def results(self) -> List[TrialResult]:

@@ -31,6 +31,7 @@ __all__ = [
     "DRIVER_VARIABLE",
     "SWEEP_ID_LABEL",
     "TRIAL_LABEL",
+    "UNKNOWN_GIVE_UP",
     "backend_for_record",
     "is_done",
     "main",
@@ -47,6 +48,8 @@ DRIVER_VARIABLE = "MALAUNCH_SWEEP_DRIVER"
 _HOST_PREFIX = re.compile(r"\[host (\d+)\] ")
 _RANK0 = "[rank 0] "
 DRIVER_POLL = 0.5
+#: Seconds a trial may stay UNKNOWN before the sweep stops waiting for it.
+UNKNOWN_GIVE_UP = 30.0
 
 
 def backend_for_record(record: Mapping[str, Any]) -> Backend:
@@ -114,13 +117,33 @@ def _refresh(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any]) ->
         message=status.message,
         failure_class=None if status.failure_class is None else dict(status.failure_class),
     )
+    if status.state is JobState.UNKNOWN:
+        trial.setdefault("unknown_since", time.time())
+        if _given_up(trial, time.time()):
+            trial["message"] = f"its state stayed unknown ({status.message}); see 'ma-submit status {trial['job_id']}'"
+    else:
+        trial.pop("unknown_since", None)
     metric = record.get("metric")
     if status.is_terminal and isinstance(metric, dict) and trial.get("metric") is None:
         trial["metric"] = _read_metric(backend, str(trial["job_id"]), status, str(metric["regex"]))
 
 
+def _given_up(trial: Mapping[str, Any], now: float) -> bool:
+    """A trial whose state stayed UNKNOWN (a damaged record) for :data:`UNKNOWN_GIVE_UP` s: settled, so the sweep
+    never waits for it forever; ``ma-submit status JOB_ID`` tells more."""
+    since = trial.get("unknown_since")
+    return (
+        trial["state"] == JobState.UNKNOWN.value and isinstance(since, (int, float)) and now - since >= UNKNOWN_GIVE_UP
+    )
+
+
 def _running(record: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    return [t for t in record["trials"] if t.get("job_id") and not JobState.parse(t["state"]).is_terminal]
+    now = time.time()
+    return [
+        t
+        for t in record["trials"]
+        if t.get("job_id") and not JobState.parse(t["state"]).is_terminal and not _given_up(t, now)
+    ]
 
 
 def _submit(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any], now: float) -> None:
@@ -141,7 +164,11 @@ def _skip_waiting(record: Dict[str, Any], reason: str) -> None:
 
 def is_done(record: Mapping[str, Any]) -> bool:
     """True when no trial runs or waits any more."""
-    return all(t["state"] == TRIAL_SKIPPED or JobState.parse(t["state"]).is_terminal for t in record["trials"])
+    now = time.time()
+    return all(
+        t["state"] == TRIAL_SKIPPED or JobState.parse(t["state"]).is_terminal or _given_up(t, now)
+        for t in record["trials"]
+    )
 
 
 @contextlib.contextmanager
@@ -222,8 +249,8 @@ def stop_sweep(backend: Backend, paths: SweepPaths, reason: str = "stopped by th
         return record
 
 
-def start_driver(paths: SweepPaths, environ: Mapping[str, str]) -> int:
-    """Start the detached driver (its own session, so Ctrl-C on the submitter does not reach it); its pid."""
+def start_driver(paths: SweepPaths, environ: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start the detached driver (its own session, so Ctrl-C on the submitter does not reach it)."""
     env = {key: value for key, value in environ.items() if key != "MALAUNCH_JOB_ID"}
     env[DRIVER_VARIABLE] = paths.sweep_id
     with open(paths.driver_log, "ab") as log:
@@ -236,7 +263,7 @@ def start_driver(paths: SweepPaths, environ: Mapping[str, str]) -> int:
             start_new_session=True,
             cwd=paths.folder,
         )
-    return proc.pid
+    return proc
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

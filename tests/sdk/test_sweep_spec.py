@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -19,7 +20,7 @@ from malaunch.sdk.cli import cli
 from malaunch.sdk.errors import BackendError, SweepNotFound
 from malaunch.sdk.loader import JOB_FIELDS, load_job_file
 from malaunch.sdk.sweep import Sweep, TrialResult, default_parallel, rank_results
-from malaunch.sdk.sweep_run import metric_from_lines
+from malaunch.sdk.sweep_run import UNKNOWN_GIVE_UP, is_done, metric_from_lines
 from malaunch.sdk.sweep_spec import (
     SWEEP_FIELDS,
     expand,
@@ -264,3 +265,12 @@ def test_a_damaged_record_is_one_line_from_the_cli(tmp_path: Path) -> None:
     assert line.startswith("ma-submit: error: sweep demo-sweep-1: its record ") and "is damaged (not JSON" in line
     listed = cli_run(["sweep", "list"], tmp_path)
     assert listed.exit_code == 0 and listed.stdout.startswith("error: demo-sweep-1: sweep demo-sweep-1: its record")
+
+
+def test_a_trial_stuck_in_unknown_is_settled_after_a_while_so_nothing_waits_forever() -> None:
+    now = time.time()
+    trial = {"index": 0, "state": "UNKNOWN", "job_id": "j", "params": {}, "spec": {}}
+    assert not is_done({"trials": [{**trial, "unknown_since": now - 1}]})
+    assert is_done({"trials": [{**trial, "unknown_since": now - UNKNOWN_GIVE_UP - 1}]})
+    assert is_done({"trials": [{**trial, "state": "SKIPPED"}, {**trial, "state": "STOPPED"}]})
+    assert not is_done({"trials": [{**trial, "state": "WAITING", "job_id": None}]})
