@@ -37,6 +37,7 @@ from .plan import SubmitPlan
 from .spec import JobSpec
 from .status import JobState
 from .sweep_logs import sweep_lines
+from .sweep_results import TrialResult, rank_results, rows_of
 from .sweep_run import backend_for_record, is_done, start_driver, step, stop_sweep
 from .sweep_spec import (
     Metric,
@@ -45,7 +46,6 @@ from .sweep_spec import (
     Trial,
     describe_param,
     expand,
-    format_value,
     merge_params,
     metric_from_mapping,
     param_from_value,
@@ -82,81 +82,6 @@ def default_parallel(backend: str, spec: JobSpec, trials: int, cpus: Optional[in
     per_trial = spec.resources.hosts * max(spec.resources.devices_per_host, 1)
     count = os.cpu_count() if cpus is None else cpus
     return max(1, min(trials, (count or 1) // per_trial))
-
-
-@dataclass(frozen=True)
-class TrialResult:
-    """One row of a sweep's results."""
-
-    index: int
-    params: Mapping[str, Any]
-    state: str
-    job_id: Optional[str] = None
-    exit_code: Optional[int] = None
-    started_at: Optional[float] = None
-    ended_at: Optional[float] = None
-    metric: Optional[float] = None
-    failure_class: Optional[str] = None
-    message: str = ""
-
-    def params_text(self) -> str:
-        """``lr=0.001 batch=32`` in the declaration order."""
-        return " ".join(f"{k}={format_value(v)}" for k, v in self.params.items())
-
-    @property
-    def duration(self) -> Optional[float]:
-        """Seconds it ran (so far), when it started."""
-        if self.started_at is None:
-            return None
-        end = self.ended_at if self.ended_at is not None else time.time()
-        return max(end - self.started_at, 0.0)
-
-    def to_json(self) -> Dict[str, Any]:
-        """JSON-ready data."""
-        data = dataclasses.asdict(self)
-        data["params"] = dict(self.params)
-        data["duration"] = self.duration
-        return data
-
-    @classmethod
-    def from_record(cls, trial: Mapping[str, Any], order: Sequence[str] = ()) -> TrialResult:
-        """A row from a trial of the record; ``order``: the parameters' declaration order."""
-        params = dict(trial["params"])
-        params = {**{n: params[n] for n in order if n in params}, **params}
-        failure = trial.get("failure_class")
-        metric = trial.get("metric")
-        code = trial.get("exit_code")
-        return cls(
-            index=int(trial["index"]),
-            params=params,
-            state=str(trial["state"]),
-            job_id=trial.get("job_id") if isinstance(trial.get("job_id"), str) else None,
-            exit_code=code if isinstance(code, int) else None,
-            started_at=_number(trial.get("started_at")),
-            ended_at=_number(trial.get("ended_at")),
-            metric=float(metric) if isinstance(metric, (int, float)) else None,
-            failure_class=str(failure["class"]) if isinstance(failure, dict) and "class" in failure else None,
-            message=str(trial.get("message") or ""),
-        )
-
-
-def _number(value: object) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _rows(record: Mapping[str, Any]) -> List[TrialResult]:
-    names = record.get("param_names")
-    order = [str(n) for n in names] if isinstance(names, list) else []
-    return [TrialResult.from_record(t, order) for t in record["trials"]]
-
-
-def rank_results(rows: Sequence[TrialResult], goal: Optional[str]) -> List[TrialResult]:
-    """Best first: rows with a metric by the goal (ties by index), then the rest by index."""
-    scored = [r for r in rows if r.metric is not None]
-    rest = [r for r in rows if r.metric is None]
-    sign = -1.0 if goal == "maximize" else 1.0
-    scored.sort(key=lambda r: (sign * (r.metric or 0.0), r.index))
-    return [*scored, *sorted(rest, key=lambda r: r.index)]
 
 
 @dataclass(frozen=True)
@@ -374,7 +299,7 @@ class SweepHandle:
     @property
     def trials(self) -> List[TrialResult]:
         """The trials in index order, as last recorded."""
-        return _rows(self.record())
+        return rows_of(self.record())
 
     def step(self) -> Dict[str, Any]:
         """Refresh the trials and start waiting ones where a slot is free (what the driver does)."""
@@ -387,7 +312,7 @@ class SweepHandle:
         record = self.step()
         metric = record.get("metric")
         goal = metric.get("goal") if isinstance(metric, dict) else None
-        return rank_results(_rows(record), goal)
+        return rank_results(rows_of(record), goal)
 
     def is_done(self) -> bool:
         """True once no trial runs or waits."""
@@ -411,7 +336,7 @@ class SweepHandle:
     def stop(self) -> List[TrialResult]:
         """Stop every running trial and start no more; idempotent."""
         record = stop_sweep(self.backend, self.paths)
-        return _rows(record)
+        return rows_of(record)
 
     def logs(self, trial: Optional[int] = None, *, follow: bool = False) -> Iterator[str]:
         """Every submitted trial's output, ``[trial N] `` before each line (only trial ``trial`` if given); with
