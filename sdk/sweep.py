@@ -148,6 +148,13 @@ class Sweep:
             else tuple(param_from_value(name, raw, f"params.{name}") for name, raw in params.items())
         )
         changes: Dict[str, Any] = {"params": merge_params(base.params, given)}
+        if not changes["params"]:
+            raise SpecError(
+                "sweep.params",
+                "is empty: no sweep: section with params and no --param",
+                None,
+                "add 'sweep: {params: {lr: [0.1, 0.01]}}' to the job file, or --param lr=0.1,0.01",
+            )
         for key, value in (
             ("random", random),
             ("seed", seed),

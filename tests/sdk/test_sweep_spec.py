@@ -248,6 +248,8 @@ def test_cli_errors_are_one_line_and_dry_run_starts_nothing(tmp_path: Path) -> N
         "put {wd} into args or an env value, or remove the parameter"
     ]
     assert cli_run(["sweep", "status", "nope"], home).exit_code == 4
+    bare = cli_run(["sweep", str(path)], home)
+    assert bare.exit_code == 2 and "sweep.params: is empty: no sweep: section with params and no --param" in bare.stderr
     dry = cli_run(["sweep", "--dry-run", str(path), "--param", "lr=0.1,0.2"], home)
     assert dry.exit_code == 0, dry.stderr
     assert "=== trial 0: lr=0.1" in dry.stdout and "=== trial 1: lr=0.2" in dry.stdout
