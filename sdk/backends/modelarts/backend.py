@@ -16,6 +16,7 @@ without ``--backend`` find it. The job id handed back is the platform's job id (
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -135,6 +136,16 @@ class ModelArtsBackend(Backend):
                     "remove its pattern from .malaunchignore",
                 )
             self._uploader().upload(files, upload.target)
+
+    def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
+        """Sweeps: upload the code once (``upload=True``) and hand back the plan without its upload, so that N
+        trials make one upload and N creates (every trial runs the same ``obs_dir/<name>/code/``)."""
+        request = plan.request
+        if not isinstance(request, CreateRequest) or not request.uploads:
+            return plan
+        if upload:
+            self._upload(plan.spec, request)
+        return dataclasses.replace(plan, request=dataclasses.replace(request, uploads=()))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         request = plan.request
