@@ -59,6 +59,7 @@ class FakeJob:
     containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
     appended: Dict[str, str] = field(default_factory=dict)  # task -> the log of a "silent" job
     scripted: bool = False  # made "silent": its log is only what the test appends, it ends by ``finish``
+    report_exit_codes: bool = True
 
     @property
     def tasks(self) -> List[str]:
@@ -124,6 +125,8 @@ class FakeJob:
             status["task_statuses"] = [
                 {"task": t, "exit_code": self.outcome[1] if t == "worker-1" else 0, "message": ""} for t in self.tasks
             ]
+        if not self.report_exit_codes:
+            status.pop("task_statuses", None)
         metadata = dict(self.body["metadata"], id=self.id, create_time=1700000000000)
         return {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
                 "spec": self.body["spec"]}  # fmt: skip
@@ -149,6 +152,7 @@ class FakeModelArts:
         self.run_nodes: Optional[Tuple[Any, Path, Dict[str, int]]] = None  # (s3 client, work dir, flavor -> devices)
         self.token: Optional[str] = None  # the security token requests must carry (None: not checked)
         self.preview_limit = PREVIEW_LIMIT
+        self.report_exit_codes = True  # False: no ``task_statuses`` in a job's details (some platforms)
         self.log_links = True  # False: ``.../logs/url`` answers 404 (a platform without it)
         self.after_create: Optional[Callable[[FakeJob], None]] = None
 
@@ -339,6 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "create":
             job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
             job.scripted = fake.outcome[0] == "silent"
+            job.report_exit_codes = fake.report_exit_codes
             if fake.run_nodes is not None:
                 s3, root, devices = fake.run_nodes
                 flavor = body["spec"]["resource"]["flavor_id"]
