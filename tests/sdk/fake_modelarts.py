@@ -153,6 +153,7 @@ class FakeModelArts:
         self.token: Optional[str] = None  # the security token requests must carry (None: not checked)
         self.preview_limit = PREVIEW_LIMIT
         self.report_exit_codes = True  # False: no ``task_statuses`` in a job's details (some platforms)
+        self.log_bytes_served = 0  # log bytes sent in previews and through log links
         self.log_links = True  # False: ``.../logs/url`` answers 404 (a platform without it)
         self.after_create: Optional[Callable[[FakeJob], None]] = None
 
@@ -269,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             raw, status = raw[start:], 206
+        with fake.lock:
+            fake.log_bytes_served += len(raw)
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(raw)))
@@ -369,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
             raw = job.log(rest.split("/")[2]).encode()
             shown = raw[-fake.preview_limit :] if len(raw) > fake.preview_limit else raw
             text = shown.decode("utf-8", "ignore")  # a cut multi-byte character is dropped, as JSON needs text
+            with fake.lock:
+                fake.log_bytes_served += len(shown)
             return 200, {"content": text, "current_size": len(text.encode()), "full_size": len(raw)}
         if route == "log_url" and not fake.log_links:
             return 404, {"error_code": "ModelArts.0404", "error_msg": "no log link"}
