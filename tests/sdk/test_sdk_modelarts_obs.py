@@ -15,7 +15,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from fake_modelarts import FakeModelArts
+from malaunch.sdk import load_job_file
 from malaunch.sdk.backends.codefiles import select_code_files
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials, Endpoints
 from malaunch.sdk.backends.modelarts.obs import make_s3_client
 from malaunch.sdk.backends.modelarts.upload import CodeUploader, manifest_key
@@ -141,3 +143,21 @@ def test_a_damaged_manifest_means_a_full_upload(tmp_path: Path, moto_s3: str, s3
     assert head["ContentLength"] == 9 * 1024 * 1024 and head["ETag"].rstrip('"').endswith("-2")
     again = uploader.upload(select_code_files(str(code)), f"obs://{BUCKET}/jobs/demo/code/")
     assert again.uploaded == ()
+
+
+def test_an_unchanged_resubmit_asks_obs_twice_whatever_the_number_of_files(
+    tmp_path: Path, fake_ma: FakeModelArts, moto_s3: str, s3: Any, ma_env: Dict[str, str]
+) -> None:
+    job = write_job(tmp_path)
+    for index in range(200):
+        (tmp_path / "code" / "pkg" / f"layer_{index:03d}.py").write_text(f"SIZE = {index}\n")
+    uploader, sent = counted_uploader(moto_s3)
+    fake_ma.run_seconds = 0.0
+    backend = ModelArtsBackend(environ=ma_env, s3_client=uploader.client, progress=None, status_interval=0.0)
+    spec = load_job_file(str(job))
+    backend.submit(spec)
+    assert sent.count("PUT") >= 204
+    sent.clear()
+    backend.submit(spec)
+    assert sent == ["HEAD", "GET"]  # the bucket check and the manifest, not one request per file
+    assert len(fake_ma.jobs) == 2
