@@ -65,7 +65,12 @@ def test_modelarts_sweep_uploads_once_and_creates_each_trial_once(
     driver_log = sweep_dir / "driver.log"
     assert "uploaded" not in (driver_log.read_text() if driver_log.exists() else "")
     keys = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
-    assert keys == {"jobs/ma-sweep/code/train.py", "jobs/ma-sweep/code/util.py"}
+    # the code once, and the one upload manifest beside it
+    assert keys == {
+        "jobs/ma-sweep/code/train.py",
+        "jobs/ma-sweep/code/util.py",
+        "jobs/ma-sweep/code.malaunch-manifest.json",
+    }
     assert fake_ma.signature_failures == [] and fake_ma.body_errors == []
     status = ma_submit(["sweep", "status", answer["id"]], ma_env)
     assert status.returncode == 0 and "3 SUCCEEDED" in status.stdout

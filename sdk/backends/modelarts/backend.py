@@ -155,6 +155,17 @@ class ModelArtsBackend(Backend):
             out.append((files, upload.target))
         return out
 
+    def _upload(self, spec: JobSpec, request: CreateRequest) -> None:
+        """Local file checks, then the credentials, then every bucket, then the uploads: a wrong key or a missing
+        bucket fails before one byte is sent."""
+        uploads = self._code_files(spec, request)
+        self.api.check_credentials()  # a wrong key fails here, before anything is uploaded
+        for _files, target in uploads:
+            bucket, prefix = parse_obs_url(target)
+            check_bucket(self._s3_client(), bucket, self.credentials, self.endpoints.obs, prefix)
+        for files, target in uploads:
+            self._uploader().upload(files, target)
+
     def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
         """Sweeps: upload the code once (``upload=True``) and hand back the plan without its upload, so that N
         trials make one upload and N creates (every trial runs the same ``obs_dir/<name>/code/``)."""
@@ -169,15 +180,8 @@ class ModelArtsBackend(Backend):
         request = plan.request
         if not isinstance(request, CreateRequest):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
-        uploads = self._code_files(plan.spec, request)
-        client = self.api
-        client.check_credentials()  # a wrong key fails here, before anything is uploaded
-        for _files, target in uploads:
-            bucket, prefix = parse_obs_url(target)
-            check_bucket(self._s3_client(), bucket, self.credentials, self.endpoints.obs, prefix)
-        for files, target in uploads:
-            self._uploader().upload(files, target)
-        job = client.create_job(request.body)
+        self._upload(plan.spec, request)
+        job = self.api.create_job(request.body)
         job_id = str((job.get("metadata") or {}).get("id") or "")
         if not job_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
