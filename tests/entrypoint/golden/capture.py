@@ -17,9 +17,10 @@ Kinds of case:
 - ``bad``: input the shim refuses (exit 2 and one message), no rank ever starts.
 
 Normalisation, only where the output is variable by nature (everything else is kept byte for byte):
-1. paths: the case's work folder (``/tmp/golden-XXXXXXXX``, see :func:`capture`) -> ``<WORK>``, this Python (``sys.executable``) -> ``<PYTHON>``, its folder ->
-   ``<BIN>``; the machine's host name (``socket.gethostname()``, as a whole word) -> ``<HOST>``; torchrun's run
-   folder under its ``--log_dir`` (``<uuid>_<random>``, made by ``tempfile.mkdtemp``) -> ``<RUN>``;
+1. paths: the case's work folder (``/tmp/golden-XXXXXXXX``, see :func:`capture`) -> ``<WORK>``, this Python
+   (``sys.executable``) -> ``<PYTHON>``, its folder -> ``<BIN>``; the machine's host name
+   (``socket.gethostname()``, as a whole word) -> ``<HOST>``; torchrun's run folder under its ``--log_dir``
+   (``<uuid>_<random>``, made by ``tempfile.mkdtemp``) -> ``<RUN>``;
 2. ports: real torchrun/msrun runs need a free port, picked at run time -> ``<PORT>`` (dry runs use fixed ports);
 3. pids: ``"pid": N`` in report.json, ``pid N``, and torchrun's ``pid: N`` and ``process N`` on the console
    -> ``<PID>``;
