@@ -13,33 +13,21 @@ merged: the goldens committed with this test were captured on branch i18-prep, b
     diff -r tests/entrypoint/golden/expected /tmp/golden-again    # must print nothing: the capture is stable
 
 then read ``git diff tests/entrypoint/golden/expected`` and commit it with the change. A case whose two captures
-differ has a race: fix it, or (if it is the shim's and not yet fixed) name it in ``RACES``/``_UNSTABLE`` there.
+differ has a race: fix it, or (if it is the shim's and not yet fixed) name it in ``RACES`` or ``_UNSTABLE``
+of ``golden/cases.py``.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from golden import capture, cases
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXPECTED = GOLDEN / "expected"
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("golden_capture", GOLDEN / "capture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-capture = _load()
-NAMES = [case.name for case in capture.CASES]
+NAMES = [case.name for case in cases.CASES]
 
 
 def test_every_case_has_an_expected_file_and_every_file_a_case() -> None:
@@ -48,7 +36,7 @@ def test_every_case_has_an_expected_file_and_every_file_a_case() -> None:
 
 
 def test_the_matrix_covers_every_method_and_failure_kind() -> None:
-    kinds = {(case.kind, case.args[1] if case.kind == "run" else "") for case in capture.CASES}
+    kinds = {(case.kind, case.args[1] if case.kind == "run" else "") for case in cases.CASES}
     assert {("run", mode) for mode in ("ok", "exit", "kill", "flaky")} <= kinds
     assert {"dry", "sigterm", "bad"} <= {kind for kind, _ in kinds}
     for method in ("ranktable", "torchrun", "msrun", "msrun-recovery", "single"):
@@ -59,7 +47,7 @@ def test_the_matrix_covers_every_method_and_failure_kind() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_output_matches_the_golden(name: str) -> None:
-    (case,) = capture.by_name([name])
+    (case,) = cases.by_name([name])
     got = capture.capture(case)
     expected = (EXPECTED / f"{name}.json").read_text()
     if got != expected and case.race:
