@@ -30,6 +30,16 @@ EXPECTED = GOLDEN / "expected"
 NAMES = [case.name for case in cases.CASES]
 
 
+def _marks(name: str) -> list[pytest.MarkDecorator]:
+    """Every case starts the shim; real runs under torchrun or msrun need torch or mindspore."""
+    marks = [pytest.mark.process]
+    if name.startswith("run-torchrun-"):
+        marks.append(pytest.mark.torch)
+    if name.startswith("run-msrun-"):
+        marks.append(pytest.mark.mindspore)
+    return marks
+
+
 def test_every_case_has_an_expected_file_and_every_file_a_case() -> None:
     assert len(NAMES) == len(set(NAMES))
     assert sorted(path.stem for path in EXPECTED.glob("*.json")) == sorted(NAMES)
@@ -45,7 +55,7 @@ def test_the_matrix_covers_every_method_and_failure_kind() -> None:
         assert sum(name.startswith(f"run-{method}-") for name in NAMES) == 5, method
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(name)) for name in NAMES])
 def test_output_matches_the_golden(name: str) -> None:
     (case,) = cases.by_name([name])
     got = capture.capture(case)
