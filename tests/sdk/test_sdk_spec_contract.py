@@ -33,6 +33,19 @@ def test_minus_one_reaches_the_container_as_the_shim_reads_it() -> None:
     assert contract.parse_int(env, "MSRUN_CLUSTER_TIME_OUT") == -1
 
 
+@pytest.mark.parametrize("text", ["-1", "0", "600"])
+def test_the_variable_in_env_moves_into_the_field_with_the_shims_bound(text: str) -> None:
+    spec = spec_from_mapping({"name": "demo", "code_dir": "/c", "boot_file": "train.py", "run_method": "msrun",
+                              "env": {"MSRUN_CLUSTER_TIME_OUT": text}})  # fmt: skip
+    assert spec.launcher.msrun_cluster_time_out == int(text)
+
+
+def test_the_variable_in_env_below_the_shims_bound_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"env\.MSRUN_CLUSTER_TIME_OUT.*>= -1"):
+        spec_from_mapping({"name": "demo", "code_dir": "/c", "boot_file": "train.py", "run_method": "msrun",
+                           "env": {"MSRUN_CLUSTER_TIME_OUT": "-2"}})  # fmt: skip
+
+
 def test_msrun_cluster_time_out_below_the_shims_bound_is_refused() -> None:
     with pytest.raises(SpecError, match=r"launcher\.msrun_cluster_time_out.*>= -1"):
         LauncherOptions(msrun_cluster_time_out=-2)
