@@ -28,6 +28,7 @@ import types
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
+from malaunch.entrypoint.contract import int_bounds
 
 from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
@@ -274,9 +275,9 @@ def _env_value(name: str, text: str, target: str) -> object:
                 raise ValueError("must be a port number 1-65535")
             return port
         if target.endswith("cluster_time_out"):
-            seconds = int(value)
-            if seconds < 1:
-                raise ValueError("must be a whole number of seconds >= 1")
+            seconds, lowest = int(value), int_bounds(name)[0]  # the shim's bound: -1 waits forever
+            if seconds < lowest:
+                raise ValueError(f"must be a whole number of seconds >= {lowest}")
             return seconds
         if target.endswith("rank_table"):
             if value.lower() not in _TRUE + _FALSE:
