@@ -182,8 +182,9 @@ class Console:
         except (OSError, ValueError):  # console closed: the logs still get everything
             return False
 
-    def close(self, patience: float, cut_note: Optional[Callable[[int], str]] = None) -> None:
+    def close(self, patience: float, cut_note: Optional[Callable[[int], str]] = None) -> int:
         """Deliver what is queued while the stream makes progress; give up after ``patience`` s without any.
+        Returns the bytes given up that way (0: everything went out, or the stream broke).
 
         Past the deadline given to :meth:`ending`, writes not yet started are given up and replaced by one line,
         ``cut_note(bytes given up)``, which gets ``patience`` s to go out.
@@ -211,8 +212,10 @@ class Console:
                     break
             self._abandon = True
             self._ready.notify_all()
+            left = 0 if self._broken else self._queued
         if writer is not None:
             writer.join(patience + 0.5)
+        return left
 
 
 def _is_pipe(fd: int) -> bool:

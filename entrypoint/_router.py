@@ -170,10 +170,13 @@ class Output:
                 f"{self.plan.log_dir} have every line"
             )
 
-        self.out.close(_CONSOLE_PATIENCE, cut("stdout"))
-        if self.out.dropped:
+        left = self.out.close(_CONSOLE_PATIENCE, cut("stdout"))
+        if self.out.dropped or left:
+            what = [f"{self.out.dropped} writes to it were dropped"] if self.out.dropped else []
+            if left:
+                what.append(f"it accepted nothing for {_CONSOLE_PATIENCE:.0f} s at the end ({left} bytes not shown)")
             self.warn(
-                f"the console (stdout) did not keep up: {self.out.dropped} writes to it were dropped; "
+                f"the console (stdout) did not keep up: {' and '.join(what)}; "
                 f"the log files under {self.plan.log_dir} have every line"
             )
         self.err.close(_CONSOLE_PATIENCE, cut("stderr"))

@@ -184,7 +184,8 @@ def test_a_stuck_console_while_splicing_costs_console_lines_only(tmp_path: Path)
     assert log.pop() == b""
     log.remove(b"done")  # stderr, written first
     assert log == [b"0 " + b"x" * 77] * lines
-    assert b"[rank 0] done\n" in err  # stderr's console was read: it got its line
+    assert b"[rank 0] done\n" in err  # stderr's console was read: it got its line, and the note on stdout
+    assert b"the console (stdout) did not keep up: it accepted nothing for 1 s at the end" in err
     assert 0 < len(shown) < 16 << 20
     for line in shown.split(b"\n")[:-1]:  # what reached the console are whole, prefixed lines
         assert line == b"[rank 0] 0 " + b"x" * 77, line[:100]
