@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 from malaunch.entrypoint import _console, _router
 from malaunch.entrypoint.supervisor import run_plan
-from procutil import assert_nothing_left, make_plan, new_mark, worker_spec
+from procutil import MARK_VAR, assert_nothing_left, make_plan, new_mark, worker_spec
 
 FLOOD_LINES = 524_288  # 100-byte lines: 50 MiB per rank, as in the issue
 GAP = re.compile(rb"^\[ma-entrypoint\] warning: (\d+) bytes of rank (\d+)'s stdout were not shown here \((.+)\); "
@@ -148,3 +150,21 @@ def test_the_drain_after_the_end_is_bounded_and_says_when_it_cuts(
     shown: Optional[List[bytes]] = per_rank.get(0)
     assert shown is not None and 0 < len(shown) < lines
     assert all(line == flood_line(0, n) for n, line in enumerate(shown))  # a prefix of the output, whole lines
+
+
+@pytest.mark.process
+@pytest.mark.timeout(120)
+def test_a_console_on_a_full_disk_costs_the_console_only_never_the_exit_code(tmp_path: Path) -> None:
+    """stdout and stderr on /dev/full (every write fails with ENOSPC): the run's result is the rank's."""
+    mark = new_mark()
+    script = tmp_path / "job.py"
+    script.write_text("print('the last line', flush=True)\n")
+    env = {**os.environ, "MALAUNCH_LOG_DIR": str(tmp_path / "logs"), MARK_VAR: mark}
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "malaunch.entrypoint", str(script)], env=env, cwd=tmp_path,
+                              stdout=full, stderr=full, timeout=100)  # fmt: skip
+    assert proc.returncode == 0
+    logs = list((tmp_path / "logs").rglob("*.log"))
+    assert any(b"the last line\n" in log.read_bytes() for log in logs), logs
+    assert (tmp_path / "logs" / "report.json").exists()
+    assert_nothing_left(mark)
