@@ -130,6 +130,11 @@ class Console:
             self._ready.notify_all()
 
     @property
+    def patience(self) -> float:
+        """Seconds without progress after which a full backlog means a stuck console."""
+        return self._patience
+
+    @property
     def cut_off(self) -> bool:
         """True once the deadline given to :meth:`ending` has passed."""
         return self._deadline is not None and time.monotonic() > self._deadline

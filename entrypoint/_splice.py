@@ -68,6 +68,9 @@ class _Paced(Protocol):
     @property
     def cut_off(self) -> bool: ...
 
+    @property
+    def patience(self) -> float: ...
+
     def wait_room(self) -> bool: ...
 
 
@@ -306,14 +309,15 @@ class _Gate:
         console = self._consoles[stream]
         if console.cut_off:
             return "the console was still behind when the drain after the end ran out of time"
+        stuck = f"the console was stuck: it accepted nothing for {console.patience:g} s"
         if self._stuck[stream]:
             if not console.has_room:
-                return "the console accepted nothing for a while (stuck)"
+                return stuck
             self._stuck[stream] = False
         if console.wait_room():
             return ""
         self._stuck[stream] = True
-        return "the console accepted nothing for a while (stuck)"
+        return stuck
 
 
 def splice_pump(fd: int, sink: SpliceSink, stream: int, stop: threading.Event) -> None:
