@@ -293,7 +293,7 @@ class SpliceSink(Sink):
             return False
 
 
-_BEHIND = f"the console copy fell more than {MAX_SPANS} spans behind"
+_BEHIND = f"the console copy fell too far behind: more than {MAX_SPANS} pieces or {MAX_MEMORY >> 20} MiB waited"
 
 
 class _Gate:
