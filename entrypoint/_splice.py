@@ -35,25 +35,24 @@ comes from memory, as for every other sink.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import os
 import stat
 import threading
 import time
-from typing import Deque, List, Optional, Protocol, Sequence, Tuple
+from typing import List, Optional, Protocol, Sequence, Tuple
 
+from . import _spans
 from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
 from ._sink import TAIL_BYTES, Sink, Warn
+from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 
 # Half the pipe per splice call: the rank can fill one half while the other is copied into the page cache
 # (measured here: 1 GB took ~0.55 s of CPU in 512 KiB calls against ~0.7 s in 1 MiB calls).
 SPLICE_CHUNK = PIPE_SIZE // 2
-MAX_SPANS = 4096  # spans waiting for the console reader; beyond this the oldest are dropped
-MAX_MEMORY = 16 << 20  # bytes of in-memory spans (after a fallback) waiting for the reader
 _FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 # A file that cannot take splice (a device, O_APPEND, some filesystems): write() may still work there.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.ESPIPE})
@@ -74,18 +73,6 @@ class _Paced(Protocol):
     def wait_room(self) -> bool: ...
 
 
-class _Span:
-    """A piece of one stream's output: bytes ``start:end`` of the file, or ``data`` read from the pipe."""
-
-    __slots__ = ("data", "end", "start", "stream")
-
-    def __init__(self, stream: int, start: int, end: int, data: Optional[bytes] = None) -> None:
-        self.stream = stream
-        self.start = start
-        self.end = end
-        self.data = data
-
-
 class SpliceSink(Sink):
     """The log file of one process fed by splice from its two pipes, with the spans the console copy needs.
 
@@ -102,8 +89,7 @@ class SpliceSink(Sink):
             self._read_fd = os.dup(self._fd)  # the reader's own: close() may release the file first
         self._reading = False  # forward() runs and owns _read_fd
         self._end = 0  # bytes spliced into the file
-        self._spans: Deque[_Span] = collections.deque()
-        self._memory = 0
+        self._spans = SpanQueue()
         self._lost = [0, 0]  # bytes of spans dropped (MAX_SPANS, MAX_MEMORY) since the reader last looked
         self._open_streams = 2
         self._forwarding = True
@@ -154,18 +140,12 @@ class SpliceSink(Sink):
         if not self._forwarding:
             return
         spans = self._spans
-        last = spans[-1] if spans else None
-        if data is None and last is not None and last.data is None and last.stream == stream and last.end == start:
-            last.end = end
-        else:
-            spans.append(_Span(stream, start, end, data))
-            if data is not None:
-                self._memory += len(data)
-            while len(spans) > MAX_SPANS or self._memory > MAX_MEMORY:
-                old = spans.popleft()
-                self._lost[old.stream] += old.end - old.start
-                if old.data is not None:
-                    self._memory -= len(old.data)
+        spans.add(stream, start, end, data)
+        while spans.over():
+            old = spans.pop()
+            if old is None:
+                break
+            self._lost[old.stream] += old.end - old.start
         self._changed.notify()
 
     # -- the tail ---------------------------------------------------------------------------------------------
@@ -203,17 +183,15 @@ class SpliceSink(Sink):
         super().close()
 
     # -- the console reader -------------------------------------------------------------------------------------
-    def _next(self, wait: Optional[float]) -> Tuple[Optional[_Span], List[int], bool]:
+    def _next(self, wait: Optional[float]) -> Tuple[Optional[Span], List[int], bool]:
         """The next span (waiting up to ``wait`` s for one), the bytes of each stream whose spans were dropped,
         and whether all ended."""
         with self._lock:
-            if not self._spans and self._open_streams > 0 and wait != 0:
+            if not len(self._spans) and self._open_streams > 0 and wait != 0:
                 self._changed.wait(wait)
             lost = self._lost
             self._lost = [0, 0]
-            span = self._spans.popleft() if self._spans else None
-            if span is not None and span.data is not None:
-                self._memory -= len(span.data)
+            span = self._spans.pop()
             return span, lost, span is None and self._open_streams <= 0
 
     def forward(self, streams: Sequence[LineStream], consoles: Sequence[_Paced], warn: Warn) -> None:
@@ -235,7 +213,7 @@ class SpliceSink(Sink):
                 span, lost, finished = self._next(wait)
                 for index, count in enumerate(lost):
                     if count:
-                        streams[index].skip(count, _BEHIND)
+                        streams[index].skip(count, _behind())
                 if span is None:
                     if finished:
                         break
@@ -272,7 +250,6 @@ class SpliceSink(Sink):
             with self._lock:
                 self._forwarding = False
                 self._spans.clear()
-                self._memory = 0
         finally:
             with self._lock:
                 self._reading = False
@@ -281,7 +258,7 @@ class SpliceSink(Sink):
                 os.close(fd)
 
     @staticmethod
-    def _ends_line(fd: Optional[int], span: _Span) -> bool:
+    def _ends_line(fd: Optional[int], span: Span) -> bool:
         """Whether the last byte of ``span`` is a newline (the console can resume right after it)."""
         if span.data is not None:
             return span.data.endswith(b"\n")
@@ -293,7 +270,11 @@ class SpliceSink(Sink):
             return False
 
 
-_BEHIND = f"the console copy fell too far behind: more than {MAX_SPANS} pieces or {MAX_MEMORY >> 20} MiB waited"
+def _behind() -> str:
+    return (
+        f"the console copy fell too far behind: more than {_spans.MAX_SPANS} pieces "
+        f"or {_spans.MAX_MEMORY >> 20} MiB waited"
+    )
 
 
 class _Gate:

@@ -76,6 +76,11 @@ def run_flood(tmp_path: Path, ranks: int, lines: int, reader: SlowReader, pause:
     return out, err
 
 
+def _first_difference(got: bytes, want: bytes) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return f"{len(got)} vs {len(want)} bytes; from {at}: {got[at - 100 : at + 200]!r} vs {want[at - 100 : at + 200]!r}"
+
+
 def split_console(out: bytes) -> Tuple[Dict[int, List[bytes]], List[bytes]]:
     """Each rank's console lines (prefix removed), and the shim's own lines."""
     per_rank: Dict[int, List[bytes]] = {}
@@ -104,6 +109,31 @@ def test_four_flooding_ranks_lose_no_console_line_to_a_slow_reader(tmp_path: Pat
         assert len(lines) == FLOOD_LINES, f"rank {rank}: {len(lines)} of {FLOOD_LINES} lines reached the console"
         assert lines == [flood_line(rank, n) for n in range(FLOOD_LINES)]  # every line, whole and in order
     assert b"did not keep up" not in err and b"not shown" not in err
+
+
+@pytest.mark.process
+@pytest.mark.timeout(300)
+def test_stdout_and_stderr_in_turn_line_by_line_lose_nothing_to_slow_consoles(tmp_path: Path) -> None:
+    """Every line a write of its own, stdout and stderr in turn: many thousand pieces wait for slow consoles."""
+    lines = 100_000
+    mark = new_mark()
+    logs = tmp_path / "logs"
+    spec = worker_spec(0, logs, "--lines", str(lines), "--interleave", mark=mark, script="flood.py")
+    out_reader = SlowReader(tmp_path / "out.txt", piece=16 << 10, nap=0.002)
+    err_reader = SlowReader(tmp_path / "err.txt", piece=16 << 10, nap=0.002)
+    with os.fdopen(out_reader.write_end, "wb", closefd=False) as out, os.fdopen(
+        err_reader.write_end, "wb", closefd=False
+    ) as err:
+        result = run_plan(make_plan(logs, [spec]), dict(os.environ), console_out=out, console_err=err)
+    shown_out, shown_err = out_reader.close(), err_reader.close()
+    assert result.exit_code == 0
+    expected = b"".join(b"[rank 0] " + flood_line(0, n) + b"\n" for n in range(lines))
+    assert shown_out == expected, _first_difference(shown_out, expected)
+    assert shown_err == expected + b"[rank 0] rank 0 flood wrote %d lines\n" % lines, _first_difference(
+        shown_err, expected
+    )
+    assert (logs / "rank-0.log").stat().st_size == 2 * lines * 100 + len(b"rank 0 flood wrote %d lines\n" % lines)
+    assert_nothing_left(mark)
 
 
 @pytest.mark.process

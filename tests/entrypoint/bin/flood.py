@@ -21,8 +21,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, required=True)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between the flood and the last line")
+    parser.add_argument("--interleave", action="store_true", help="one write per line, stdout and stderr in turn")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
+    if args.interleave:
+        for number in range(args.lines):
+            os.write(1, line(rank, number))
+            os.write(2, line(rank, number))
+        os.write(2, b"rank %d flood wrote %d lines\n" % (rank, args.lines))
+        return 0
     per_write = (1 << 20) // LINE
     for first in range(0, args.lines, per_write):
         block = b"".join(line(rank, n) for n in range(first, min(first + per_write, args.lines)))
