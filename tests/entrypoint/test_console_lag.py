@@ -115,12 +115,12 @@ def test_four_flooding_ranks_lose_no_console_line_to_a_slow_reader(tmp_path: Pat
 @pytest.mark.timeout(300)
 def test_stdout_and_stderr_in_turn_line_by_line_lose_nothing_to_slow_consoles(tmp_path: Path) -> None:
     """Every line a write of its own, stdout and stderr in turn: many thousand pieces wait for slow consoles."""
-    lines = 100_000
+    lines = 250_000  # 27 MB per console: more than its backlog holds
     mark = new_mark()
     logs = tmp_path / "logs"
     spec = worker_spec(0, logs, "--lines", str(lines), "--interleave", mark=mark, script="flood.py")
-    out_reader = SlowReader(tmp_path / "out.txt", piece=16 << 10, nap=0.002)
-    err_reader = SlowReader(tmp_path / "err.txt", piece=16 << 10, nap=0.002)
+    out_reader = SlowReader(tmp_path / "out.txt", piece=4096, nap=0.002)
+    err_reader = SlowReader(tmp_path / "err.txt", piece=4096, nap=0.002)
     with os.fdopen(out_reader.write_end, "wb", closefd=False) as out, os.fdopen(
         err_reader.write_end, "wb", closefd=False
     ) as err:
