@@ -42,9 +42,9 @@ class Console:
     Producers hand whole writes to :meth:`emit`, which only queues them; one writer thread moves them to the
     stream. Paced producers wait for room (:meth:`wait_room`) and are never dropped; for the others, when more
     than :data:`CONSOLE_BACKLOG` bytes wait, further writes are dropped from the console (the log files still
-    get every byte) and one warning says so. Writes to a
-    stream with a file descriptor go through ``poll`` in pieces of at most ``PIPE_BUF`` bytes, so the writer
-    itself can give up on a stuck reader at :meth:`close`. Lines of different producers never run together.
+    get every byte) and one warning says so. Writes to a stream with a file descriptor go through ``poll`` in
+    pieces of at most ``PIPE_BUF`` bytes, so the writer itself can give up on a stuck reader at :meth:`close`.
+    Lines of different producers never run together, even when a write between them was dropped.
     """
 
     def __init__(self, stream: BinaryIO, name: str = "console") -> None:
