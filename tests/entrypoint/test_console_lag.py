@@ -26,7 +26,9 @@ GAP = re.compile(rb"^\[ma-entrypoint\] warning: (\d+) bytes of rank (\d+)'s stdo
 class SlowReader:
     """Reads a pipe into a file, ``piece`` bytes at a time with ``nap`` s between reads, after ``pause`` s."""
 
-    def __init__(self, path: Path, piece: int = 64 << 10, nap: float = 0.002, pause: float = 0.0) -> None:
+    def __init__(self, path: Path, piece: int = 64 << 10, nap: float = 0.002, pause: Optional[float] = 0.0) -> None:
+        """``pause=None``: read nothing until :meth:`close` (a stuck console)."""
+        self.go = threading.Event()
         self.read_end, self.write_end = os.pipe()
         self.path = path
         self.piece, self.nap, self.pause = piece, nap, pause
@@ -34,7 +36,7 @@ class SlowReader:
         self.thread.start()
 
     def _run(self) -> None:
-        time.sleep(self.pause)
+        self.go.wait(self.pause)
         with open(self.path, "wb") as out:
             while True:
                 data = os.read(self.read_end, self.piece)
@@ -45,6 +47,7 @@ class SlowReader:
 
     def close(self) -> bytes:
         os.close(self.write_end)
+        self.go.set()
         self.thread.join(300)
         assert not self.thread.is_alive()
         os.close(self.read_end)
@@ -109,6 +112,19 @@ def test_four_flooding_ranks_lose_no_console_line_to_a_slow_reader(tmp_path: Pat
         assert len(lines) == FLOOD_LINES, f"rank {rank}: {len(lines)} of {FLOOD_LINES} lines reached the console"
         assert lines == [flood_line(rank, n) for n in range(FLOOD_LINES)]  # every line, whole and in order
     assert b"did not keep up" not in err and b"not shown" not in err
+
+
+@pytest.mark.process
+@pytest.mark.timeout(600)
+def test_four_flooding_ranks_and_a_console_nobody_reads_cost_console_lines_only(tmp_path: Path) -> None:
+    reader = SlowReader(tmp_path / "console.out", pause=None)  # stuck from the start to the end of the run
+    out, err = run_flood(tmp_path, 4, FLOOD_LINES, reader)  # every log file complete (checked there)
+    assert b"the console (stdout) did not keep up: it accepted nothing for 1 s at the end" in err
+    per_rank, _ = split_console(out[: out.rfind(b"\n") + 1])
+    for rank, lines in per_rank.items():  # what the pipe took before it filled: whole lines, in order
+        numbers = [int(line.split(b" ")[1]) for line in lines if line.startswith(b"r")]
+        assert all(line == flood_line(rank, n) for line, n in zip(lines, numbers))
+        assert numbers == sorted(numbers)
 
 
 @pytest.mark.process
