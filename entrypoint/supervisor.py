@@ -505,6 +505,12 @@ class _Run:
             watchdog.announce_cgroup(self.cgroup.path)
         return watchdog
 
+    def _pause(self, seconds: float) -> bool:
+        """The ending's pause between looks: events still count (a second signal to the shim ends the grace)."""
+        with contextlib.suppress(queue.Empty):
+            self.absorb(self.events.get(timeout=seconds))
+        return self.killed_at is not None
+
     def finish(self) -> None:
         """End whatever of the job is left (daemons included), drain every output, stop the watch."""
         if self._finished:
@@ -516,7 +522,7 @@ class _Run:
         elif self.ending_at is not None:
             grace = max(0.0, self.ending_at + grace - time.monotonic())
         self.gate.release()
-        left = kill_everything(self.tree, self._live_groups(), grace)
+        left = kill_everything(self.tree, self._live_groups(), grace, self._pause)
         for proc in self.procs:
             try:
                 proc.wait(5.0)
