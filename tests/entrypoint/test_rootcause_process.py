@@ -23,6 +23,8 @@ def _env(method: str, tmp_path: Path) -> Dict[str, str]:
     if method == "torchrun":
         extra.update({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2",
                       "MA_TORCHRUN_MASTER_PORT": str(free_port())})  # fmt: skip
+    elif method == "msrun":
+        extra.update({"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MSRUN_MASTER_PORT": str(free_port())})
     else:
         write_v10_table(tmp_path / "table.json", servers=1, devices=2)
         extra["RANK_TABLE_FILE"] = str(tmp_path / "table.json")
@@ -82,6 +84,16 @@ def test_fan_out_orders_two_deaths_in_one_look_by_evidence(
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_torchrun_orders_two_deaths_in_one_look_by_evidence(tmp_path: Path, case: str, first: int) -> None:
     code, report = run_two_deaths(tmp_path, "torchrun", case, first, stop=True)
+    _check(code, report, case, first)
+
+
+@pytest.mark.process
+@pytest.mark.mindspore
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize("case", ["abort", "exit"])
+def test_msrun_orders_two_deaths_in_one_look_by_evidence(tmp_path: Path, case: str, first: int) -> None:
+    # msrun kills the other workers with SIGKILL once it sees a death (collateral): it may get there first
+    code, report = run_two_deaths(tmp_path, "msrun", case, first, stop=True)
     _check(code, report, case, first)
 
 
