@@ -31,12 +31,15 @@ def _env(method: str, tmp_path: Path) -> Dict[str, str]:
     return marked_env(extra)
 
 
-def run_two_deaths(tmp_path: Path, method: str, case: str, first: int, stop: bool) -> Tuple[int, dict]:
+def run_two_deaths(
+    tmp_path: Path, method: str, case: str, first: int, stop: bool, script: str = "peer_death.py"
+) -> Tuple[int, dict]:
     """Start the job, stop the shim across the two deaths (``stop``), continue it; the exit code and report."""
     folder = tmp_path / "sync"
     folder.mkdir()
     env = _env(method, tmp_path)
-    proc = start_shim([str(SCRIPTS / "peer_death.py"), str(folder), case, str(first)], env, tmp_path)
+    args = [case, str(first)] if script == "peer_death.py" else []
+    proc = start_shim([str(SCRIPTS / script), str(folder), *args], env, tmp_path)
     try:
         deadline = time.monotonic() + 120
         while len(list(folder.glob("ready-*"))) < 2:
@@ -109,3 +112,14 @@ def test_deaths_without_a_stopped_shim_both_orders(tmp_path: Path, method: str, 
     assert (code, cause["rank"]) == (EXPECTED[case], first), cause
     assert cause["why"] in (f"rank {1 - first} failed after a peer: 'Connection closed by peer'",
                             "the earliest failure seen", "the only failure"), cause["why"]  # fmt: skip
+
+
+@pytest.mark.process
+@pytest.mark.torch
+@pytest.mark.parametrize("stop", [True, True, False])
+def test_real_torch_peer_of_a_rank_that_exited_is_not_the_root_cause(tmp_path: Path, stop: bool) -> None:
+    code, report = run_two_deaths(tmp_path, "torchrun", "", 1, stop=stop, script="torch_destroy_after_peer.py")
+    cause = report["root_cause"]
+    assert (code, cause["rank"], cause["exit_code"]) == (5, 1, 5), cause
+    # rank 0 died of torchrun's SIGTERM (collateral), or by itself after its peer: never a plain earlier death
+    assert cause["why"] == "the only failure" or cause["why"].startswith("rank 0 failed after a peer: "), cause
