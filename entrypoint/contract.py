@@ -31,8 +31,11 @@ __all__ = [
     "Variable",
     "int_bounds",
     "parse_bool",
+    "parse_choice",
+    "parse_codes",
     "parse_int",
     "parse_seconds",
+    "parse_words",
     "raw_value",
 ]
 
@@ -222,7 +225,7 @@ def _digits(text: str) -> bool:
 
 
 def _row(name: str, kinds: Tuple[str, ...]) -> Variable:
-    row = VARIABLES[name]
+    row = VARIABLES[ALIASES.get(name, name)]  # an alias is read with its row's kind, bounds and default
     if row.kind not in kinds:
         raise TypeError(f"{name} is a {row.kind} variable, not {' or '.join(kinds)}")
     return row
@@ -264,7 +267,7 @@ def parse_seconds(environ: Mapping[str, str], name: str) -> float:
     """A number of seconds (``digits[.digits]``) within its row's bounds; its default when unset.
 
     Raises:
-        ConfigError: not a plain ASCII decimal, or above the row's maximum.
+        ConfigError: not a plain ASCII decimal (``1e3``, ``inf``, full-width digits), or above the row's maximum.
     """
     row = _row(name, ("seconds",))
     raw = raw_value(environ, name)
@@ -295,3 +298,63 @@ def parse_bool(environ: Mapping[str, str], name: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ConfigError(name, raw, "expected True or False")
+
+
+def parse_choice(environ: Mapping[str, str], name: str) -> str:
+    """One of the row's ``choices`` (case-insensitive, returned in lower case); ``""`` when unset.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    row = _row(name, ("choice",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return ""
+    word = raw.lower()
+    if word not in row.choices:
+        raise ConfigError(name, raw, f"expected one of {', '.join(row.choices)}, or unset for the platform default")
+    return word
+
+
+def parse_words(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
+    """A ``words`` variable split the way a shell would (quotes kept together); ``()`` when unset.
+
+    Raises:
+        ConfigError: unbalanced quotes.
+    """
+    _row(name, ("words",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return ()
+    import shlex  # only when extra launcher flags are given: not on every start's path
+
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None
+
+
+def parse_codes(environ: Mapping[str, str], name: str) -> Union[str, Tuple[int, ...]]:
+    """A ``codes`` variable: one of the row's ``choices`` (lower case) or exit codes 1-255 in ASCII digits.
+
+    Raises:
+        ConfigError: neither a choice nor comma-separated exit codes, or a code out of 1-255.
+    """
+    row = _row(name, ("codes",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return str(row.default)
+    word = raw.lower()
+    if word in row.choices:
+        return word
+    codes = []
+    for part in word.split(","):
+        text = part.strip()
+        if not _digits(text[1:] if text.startswith("-") else text):
+            choices = ", ".join(row.choices)
+            raise ConfigError(name, environ[name], f"expected {choices} or comma-separated exit codes (1,137)")
+        code = int(text, 10)
+        if not 1 <= code <= 255:
+            raise ConfigError(name, environ[name], "expected exit codes between 1 and 255")
+        codes.append(code)
+    return tuple(codes)

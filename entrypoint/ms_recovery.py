@@ -23,8 +23,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from .cluster_env import ClusterEnv
-from .contract import parse_bool
-from .errors import ConfigError
+from .contract import VARIABLES, parse_bool, parse_seconds, raw_value
 from .launchers import LaunchInputs, boot_command, plan_launch
 from .plan import LaunchPlan, ProcessSpec
 
@@ -39,7 +38,7 @@ __all__ = [
     "relaunch_spec",
 ]
 
-DEFAULT_RECOVERY_DELAY = 30.0
+DEFAULT_RECOVERY_DELAY = float(VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default or 0.0)
 SCHEDULER_NAME = "ms-scheduler"
 
 
@@ -56,18 +55,10 @@ def recovery_delay(environ: Mapping[str, str]) -> float:
     """``MALAUNCH_MS_RECOVERY_DELAY``: seconds between a process's failure and its relaunch.
 
     Raises:
-        ConfigError: not a number of seconds between 0 and 3600.
+        ConfigError: not seconds between 0 and 3600 in ASCII digits (the contract's rule: no ``1e3``, no
+            full-width digits).
     """
-    raw = (environ.get("MALAUNCH_MS_RECOVERY_DELAY") or "").strip()
-    if not raw:
-        return DEFAULT_RECOVERY_DELAY
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError("MALAUNCH_MS_RECOVERY_DELAY", raw, "expected a number of seconds, e.g. 30") from None
-    if not 0 <= value <= 3600:
-        raise ConfigError("MALAUNCH_MS_RECOVERY_DELAY", raw, "expected seconds between 0 and 3600")
-    return value
+    return parse_seconds(environ, "MALAUNCH_MS_RECOVERY_DELAY")
 
 
 def is_recovery_plan(plan: LaunchPlan) -> bool:
@@ -85,7 +76,7 @@ def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, environ: Mappi
     per_host = cluster.procs_per_host
     total = cluster.num_hosts * per_host
     log_dir = plan.log_dir
-    recovery_path = (environ.get("MS_RECOVERY_PATH") or "").strip() or os.path.join(log_dir, "ms_recovery")
+    recovery_path = raw_value(environ, "MS_RECOVERY_PATH") or os.path.join(log_dir, "ms_recovery")
     path = f"{inputs.python_dir}{os.pathsep}{inputs.path_env}" if inputs.path_env else inputs.python_dir
     common = {
         "MS_SCHED_HOST": inputs.master_ip,
