@@ -9,12 +9,12 @@ atomically without ever crashing the shim.
 """
 
 
-import contextlib
 import json
-import os
 import re
 import signal
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
+
+from .atomicfile import write_atomic
 
 if TYPE_CHECKING:
     from .plan import LaunchPlan
@@ -294,18 +294,8 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temp: Optional[str] = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        temp = os.path.join(directory, f".report-{os.getpid()}-{os.urandom(4).hex()}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-        temp = None
+        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
         return None
     except (OSError, TypeError, ValueError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
@@ -313,7 +303,3 @@ def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
             f"cannot write the run report to {path!r}: {reason}; "
             "point MALAUNCH_REPORT_FILE (or --report-file) at a writable path"
         )
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)

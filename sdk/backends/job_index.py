@@ -8,11 +8,11 @@ error. It keeps the newest :data:`MAX_ENTRIES` jobs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from typing import Any, Dict, Mapping, Optional
+
+from malaunch.entrypoint.atomicfile import write_atomic
 
 __all__ = ["INDEX_FILE", "MAX_ENTRIES", "JobIndex"]
 
@@ -60,16 +60,5 @@ class JobIndex:
         jobs[job_id] = {"backend": backend, **details}
         if len(jobs) > MAX_ENTRIES:
             jobs = dict(list(jobs.items())[-MAX_ENTRIES:])
-        folder = os.path.dirname(self.path)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".job-index.", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": 1, "jobs": jobs}, handle, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        text = json.dumps({"version": 1, "jobs": jobs}, indent=1)
+        write_atomic(self.path, text, mode=0o600, durable=True, prefix=".job-index.")
