@@ -15,6 +15,7 @@ import signal
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .atomicfile import write_atomic
+from .signals import signal_in_shell_code, signal_name
 
 if TYPE_CHECKING:
     from .plan import LaunchPlan
@@ -178,25 +179,9 @@ _CODE_HINTS = {
 }
 
 
-def signal_name(number: int) -> str:
-    """``SIGKILL`` for 9; ``signal 77`` for numbers without a name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _signal_of(code: int, sig: Optional[int]) -> Optional[int]:
-    if sig is not None:
-        return sig
-    if 128 < code < 128 + 65:  # the shell's 128+N convention
-        return code - 128
-    return None
-
-
 def describe_exit(code: int, signal: Optional[int]) -> str:
     """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
-    sig = _signal_of(code, signal)
+    sig = signal_in_shell_code(code, signal)
     if sig is not None:
         hint = _SIGNAL_HINTS.get(sig)
         return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
