@@ -20,7 +20,7 @@ the old one out).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping
 
 from .cluster_env import ClusterEnv
 from .contract import VARIABLES, parse_bool, parse_seconds, raw_value
@@ -31,7 +31,6 @@ __all__ = [
     "DEFAULT_RECOVERY_DELAY",
     "SCHEDULER_NAME",
     "is_recovery_plan",
-    "plan_from_json",
     "plan_with_recovery",
     "recovery_delay",
     "recovery_wanted",
@@ -133,38 +132,3 @@ def relaunch_spec(spec: ProcessSpec, relaunch: int) -> ProcessSpec:
     if env.get("MS_ROLE") == "MS_SCHED":
         env["MS_NODE_ID"] = "sched"
     return spec._replace(env=env, log_file=f"{stem}.relaunch-{relaunch}{ext or '.log'}")
-
-
-def plan_from_json(data: Mapping[str, Any]) -> LaunchPlan:
-    """Inverse of :meth:`LaunchPlan.to_json` (a recovery unit reads its one-process plan from a file)."""
-
-    def _optional_int(value: Any) -> Optional[int]:
-        return None if value is None else int(value)
-
-    processes = tuple(
-        ProcessSpec(
-            name=str(item["name"]),
-            argv=tuple(str(arg) for arg in item["argv"]),
-            env={str(k): str(v) for k, v in item["env"].items()},
-            cwd=None if item.get("cwd") is None else str(item["cwd"]),
-            log_file=str(item["log_file"]),
-            rank=_optional_int(item.get("rank")),
-            local_rank=_optional_int(item.get("local_rank")),
-        )
-        for item in data["processes"]
-    )
-    return LaunchPlan(
-        method=str(data["method"]),
-        node_rank=int(data["node_rank"]),
-        num_hosts=int(data["num_hosts"]),
-        host=str(data["host"]),
-        processes=processes,
-        log_source=str(data["log_source"]),
-        log_dir=str(data["log_dir"]),
-        rank_logs={int(k): str(v) for k, v in data["rank_logs"].items()},
-        grace_period=float(data["grace_period"]),
-        report_file=str(data["report_file"]),
-        notes=tuple(str(n) for n in data.get("notes", ())),
-        files={str(k): str(v) for k, v in data.get("files", {}).items()},
-        watch_workers=bool(data.get("watch_workers", False)),
-    )
