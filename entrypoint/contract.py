@@ -25,6 +25,7 @@ from .errors import ConfigError
 __all__ = [
     "ALIASES",
     "KINDS",
+    "Name",
     "ROLES",
     "SETTERS",
     "VARIABLES",
@@ -205,6 +206,29 @@ _ROWS = (
     Variable("MALAUNCH_ATTEMPT", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: the attempt (torchrun too)"),
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
 )
+
+class Name:
+    """The names the SDK's backends write, as attributes (``Name.MA_NUM_HOSTS``): they import them rather than
+    spell them, so a misspelt name fails mypy and import-time use instead of setting a variable nobody reads.
+    Each is a row of the table (tests/entrypoint/test_contract_strict.py)."""
+
+    MALAUNCH_JOB_ID = "MALAUNCH_JOB_ID"
+    MALAUNCH_LOG_DIR = "MALAUNCH_LOG_DIR"
+    MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
+    MA_CURRENT_HOST_IP = "MA_CURRENT_HOST_IP"
+    MA_CURRENT_INSTANCE_NAME = "MA_CURRENT_INSTANCE_NAME"
+    MA_JOB_DIR = "MA_JOB_DIR"
+    MA_LOG_DIR = "MA_LOG_DIR"
+    MA_NUM_GPUS = "MA_NUM_GPUS"
+    MA_NUM_HOSTS = "MA_NUM_HOSTS"
+    MA_RUN_METHOD = "MA_RUN_METHOD"
+    MA_TASK_NAME = "MA_TASK_NAME"
+    MA_VJ_NAME = "MA_VJ_NAME"
+    RANK_TABLE_FILE = "RANK_TABLE_FILE"
+    VC_TASK_INDEX = "VC_TASK_INDEX"
+    VC_WORKER_HOSTS = "VC_WORKER_HOSTS"
+    VC_WORKER_NUM = "VC_WORKER_NUM"
+
 
 #: Variable name -> row, in table order. Aliases are not keys: :data:`ALIASES` maps each to its row's name.
 VARIABLES: Mapping[str, Variable] = types.MappingProxyType({row.name: row for row in _ROWS})

@@ -84,3 +84,10 @@ def test_the_shim_exits_2_before_starting_anything(
                            "MALAUNCH_LOG_DIR": str(tmp_path)}  # fmt: skip
     assert main(["--dry-run", "train.py"], env) == 2
     assert f"{name}=" in capsys.readouterr().err
+
+
+def test_the_names_the_sdk_imports_are_rows_of_the_table() -> None:
+    names = [name for name in vars(contract.Name) if not name.startswith("_")]
+    assert "MA_NUM_HOSTS" in names and len(names) >= 16
+    for name in names:
+        assert getattr(contract.Name, name) == name and name in contract.VARIABLES
