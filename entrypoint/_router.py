@@ -29,7 +29,6 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 from ._console import CONSOLE_DRAIN, Console
 from ._pump import FileFollower, LineStream, Sink, follow, pump
 from ._splice import SpliceSink, splice_pump
-from .atomicfile import write_atomic
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
 
@@ -202,6 +201,8 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 def write_plan_file(path: str, text: str) -> None:
     """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
+    from .atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
+
     try:
         write_atomic(path, text)
     except OSError as error:

@@ -14,7 +14,6 @@ import re
 import signal
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
-from .atomicfile import write_atomic
 from .signals import signal_in_shell_code, signal_name
 
 if TYPE_CHECKING:
@@ -279,6 +278,8 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
+    from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
+
     try:
         write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
         return None
