@@ -2,7 +2,9 @@
 
 :func:`call_with_retry` runs ``send(attempt)`` (attempt counts from 1) under a tenacity policy:
 
-- retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts;
+- retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts; a client that
+  does not speak ``requests`` (the ``kubernetes`` client of the Volcano backend) raises :class:`Transient`
+  for the same cases (its 429/5xx with the ``Retry-After`` it got, its connection errors and timeouts);
 - the wait is exponential with jitter (``RetryPolicy.initial`` doubling up to ``maximum``), except that a
   ``Retry-After`` header (seconds or an HTTP date) is honoured, up to ``max_retry_after``;
 - when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says what was asked, how many
@@ -25,7 +27,7 @@ import tenacity
 
 from ..errors import BackendError
 
-__all__ = ["DEFAULT_POLICY", "RetryPolicy", "RetryableStatus", "call_with_retry", "retry_after_seconds"]
+__all__ = ["DEFAULT_POLICY", "RetryPolicy", "RetryableStatus", "Transient", "call_with_retry", "retry_after_seconds"]
 
 T = TypeVar("T")
 
@@ -45,12 +47,28 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
+class Transient(Exception):
+    """A failure worth retrying, from a client that does not return ``requests`` responses.
+
+    ``problem`` says what happened (shown when the attempts run out); ``retry_after`` is the answer's
+    ``Retry-After`` header, if any.
+    """
+
+    def __init__(self, problem: str, retry_after: Optional[str] = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
+
+
 class RetryableStatus(Exception):
     """An answer worth retrying (429 or 5xx); carries the response."""
 
     def __init__(self, response: requests.Response) -> None:
         super().__init__(f"HTTP {response.status_code}")
         self.response = response
+
+
+_RETRIED = (RetryableStatus, Transient, requests.ConnectionError, requests.Timeout)
 
 
 def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
@@ -68,6 +86,8 @@ def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
 
 
 def _problem(error: BaseException) -> str:
+    if isinstance(error, Transient):
+        return error.problem[:300]
     if isinstance(error, RetryableStatus):
         body = error.response.text.strip().replace("\n", " ")
         return f"HTTP {error.response.status_code}" + (f" {body[:200]}" if body else "")
@@ -95,10 +115,14 @@ def call_with_retry(
     def wait(state: tenacity.RetryCallState) -> float:
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
+        header = None
         if isinstance(error, RetryableStatus):
-            asked = retry_after_seconds(error.response.headers.get("Retry-After"), wall_clock())
-            if asked is not None:
-                return min(asked, policy.max_retry_after)
+            header = error.response.headers.get("Retry-After")
+        elif isinstance(error, Transient):
+            header = error.retry_after
+        asked = retry_after_seconds(header, wall_clock())
+        if asked is not None:
+            return min(asked, policy.max_retry_after)
         step: float = policy.initial * 2.0 ** (state.attempt_number - 1)
         return min(policy.maximum, step) + random.uniform(0, policy.jitter)
 
@@ -116,7 +140,7 @@ def call_with_retry(
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(policy.attempts),
         wait=wait,
-        retry=tenacity.retry_if_exception_type((RetryableStatus, requests.ConnectionError, requests.Timeout)),
+        retry=tenacity.retry_if_exception_type(_RETRIED),
         sleep=sleep,
         reraise=False,
     )
