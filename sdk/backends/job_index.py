@@ -55,8 +55,11 @@ class JobIndex:
         }
 
     def backend_of(self, job_id: str) -> Optional[str]:
-        """The backend a job id was submitted to from here, or None."""
-        entry = self.entries().get(job_id)
+        """The backend a job id was submitted to from here (also by a platform's own id), or None."""
+        entries = self.entries()
+        entry = entries.get(job_id)
+        if entry is None:
+            entry = next((e for e in entries.values() if e.get("platform_id") == job_id), None)
         return None if entry is None else str(entry["backend"])
 
     @contextlib.contextmanager

@@ -6,7 +6,9 @@ validates create, search and action bodies against the ``huaweicloudsdkmodelarts
 through Creating -> Pending -> Running -> Completed | Failed (with a task exit code) by elapsed time, or keeps
 it Running until it is terminated; serves per-task logs that grow while the job runs. Faults are queued per
 route: ``"429"`` (with ``Retry-After``), ``"500"`` (before doing anything) and ``"drop"`` (do the work, then
-close the connection without an answer).
+close the connection without an answer). A search answers at most :data:`SEARCH_CAP` jobs from ``offset``
+(newest first), whatever ``limit`` asked, as the platform does. A job's outcome is the server's ``outcome``,
+or its own ``MALAUNCH_TEST_SCENARIO`` environment variable (``complete``, ``fail7``, ``hang``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from ma_models import model_errors
 __all__ = ["FakeJob", "FakeModelArts"]
 
 PHASE_SECONDS = 0.3
+SEARCH_CAP = 50
+_SCENARIOS = {"complete": ("complete", 0), "fail7": ("fail", 7), "hang": ("hang", 0)}
 _SIGNED = re.compile(r"SignedHeaders=([^,]+)")
 
 
@@ -45,6 +49,7 @@ class FakeJob:
     outcome: Tuple[str, int]  # ("complete", 0) | ("fail", code) | ("hang", 0)
     run_seconds: float
     created: float = field(default_factory=time.monotonic)
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     terminated_at: Optional[float] = None
     containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
 
@@ -110,7 +115,7 @@ class FakeJob:
             status["task_statuses"] = [
                 {"task": t, "exit_code": self.outcome[1] if t == "worker-1" else 0, "message": ""} for t in self.tasks
             ]
-        metadata = dict(self.body["metadata"], id=self.id, create_time=1700000000000)
+        metadata = dict(self.body["metadata"], id=self.id, create_time=self.created_ms)
         return {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
                 "spec": self.body["spec"]}  # fmt: skip
 
@@ -259,7 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _do(self, route: str, rest: str, body: Any) -> Tuple[int, Any]:
         fake = self.server_fake
         if route == "create":
-            job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
+            scenario = (body["algorithm"].get("environments") or {}).get("MALAUNCH_TEST_SCENARIO")
+            job = FakeJob(str(uuid.uuid4()), body, _SCENARIOS.get(scenario, fake.outcome), fake.run_seconds)
             if fake.run_nodes is not None:
                 s3, root, devices = fake.run_nodes
                 flavor = body["spec"]["resource"]["flavor_id"]
@@ -272,9 +278,13 @@ class _Handler(BaseHTTPRequestHandler):
             for item in body.get("filters") or []:
                 if item.get("key") == "name":
                     wanted = item["value"][0]
-            items = [j.to_json() for j in sorted(fake.jobs.values(), key=lambda j: -j.created)]
+            with fake.lock:
+                jobs = sorted(fake.jobs.values(), key=lambda j: (-j.created_ms, -j.created))
+            items = [j.to_json() for j in jobs]
             items = [i for i in items if wanted is None or wanted in i["metadata"]["name"]]
-            return 200, {"total": len(items), "count": len(items), "items": items[: body.get("limit", 50)]}
+            start = int(body.get("offset") or 0)
+            page = items[start : start + min(int(body.get("limit", SEARCH_CAP)), SEARCH_CAP)]
+            return 200, {"total": len(items), "count": len(page), "items": page}
         job_id = rest.split("/")[0]
         job = fake.jobs.get(job_id)
         if job is None:

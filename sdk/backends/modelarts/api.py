@@ -23,7 +23,10 @@ from .credentials import Credentials, mask
 from .request import find_token
 from .signer import DATE_HEADER, canonical_query, sdk_date, sign_request
 
-__all__ = ["ModelArtsClient"]
+__all__ = ["SEARCH_PAGE", "ModelArtsClient"]
+
+#: Jobs per search call: the most the platform gives in one answer.
+SEARCH_PAGE = 50
 
 Query = Sequence[Tuple[str, str]]
 
@@ -140,14 +143,31 @@ class ModelArtsClient:
             return created
         return result
 
-    def search_jobs(self, name: Optional[str] = None, limit: int = 50) -> List[Dict[str, Any]]:
-        """Jobs of the project, newest first (``POST /training-job-searches``), optionally by name."""
-        body: Dict[str, Any] = {"offset": 0, "limit": limit, "sort_by": "create_time", "order": "desc"}
-        if name is not None:
-            body["filters"] = [{"key": "name", "operator": "like", "value": [name]}]
-        data = self.call("POST", f"/v2/{self.credentials.project_id}/training-job-searches", body=body)
-        items = data.get("items") if isinstance(data, Mapping) else None
-        return [dict(item) for item in items or [] if isinstance(item, Mapping)]
+    def search_jobs(self, name: Optional[str] = None, limit: int = SEARCH_PAGE) -> List[Dict[str, Any]]:
+        """Every job of the project, newest first (``POST /training-job-searches``), optionally by name.
+
+        The platform answers at most :data:`SEARCH_PAGE` jobs a call: pages are asked for by ``offset`` until
+        ``total`` is reached (or a page comes back empty), so nothing is left out.
+        """
+        found: List[Dict[str, Any]] = []
+        seen = set()
+        offset = 0
+        while True:
+            body: Dict[str, Any] = {"offset": offset, "limit": limit, "sort_by": "create_time", "order": "desc"}
+            if name is not None:
+                body["filters"] = [{"key": "name", "operator": "like", "value": [name]}]
+            data = self.call("POST", f"/v2/{self.credentials.project_id}/training-job-searches", body=body)
+            items = data.get("items") if isinstance(data, Mapping) else None
+            page = [dict(item) for item in items or [] if isinstance(item, Mapping)]
+            offset += len(page)
+            for item in page:
+                key = str((item.get("metadata") or {}).get("id", ""))
+                if key not in seen:  # a job created between two pages shifts the next page by one
+                    seen.add(key)
+                    found.append(item)
+            total = data.get("total") if isinstance(data, Mapping) else None
+            if not page or (isinstance(total, int) and offset >= total):
+                return found
 
     def find_job(self, name: str, token: str) -> Optional[Dict[str, Any]]:
         """The job called ``name`` whose description carries ``token``, or None."""

@@ -11,19 +11,25 @@ Example::
 
 ``plan`` is pure: it maps the spec to the create body and the planned upload (:mod:`.request`). ``execute``
 uploads (:mod:`.obs`), creates (:mod:`.api`) and records the job in the local job index, so later calls
-without ``--backend`` find it. The job id handed back is the platform's job id (``metadata.id``).
+without ``--backend`` find it.
+
+One id: the job's id is the id the plan shows, which is the job's name on the platform
+(``<name>-<YYYYmmdd-HHMMSS>-<token>``). Every verb takes it, or the platform's own id (``metadata.id``, a
+UUID); the platform id of a name comes from the job index, else from a search by name (any machine finds it).
+``JobStatus.id`` and ``list`` give the name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
 
 import requests
 
-from ...errors import BackendError, ConfigError, SpecError
+from ...errors import BackendError, ConfigError, JobNotFound, SpecError
 from ...failures import TAIL_LINES
 from ...plan import SubmitPlan
 from ...spec import JobSpec
@@ -41,6 +47,8 @@ from .request import CreateRequest
 __all__ = ["ModelArtsBackend", "create_backend"]
 
 _PROJECT_PLACEHOLDER = "{project_id}"
+#: The platform's own job ids (``metadata.id``) are UUIDs.
+PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 
 class ModelArtsBackend(Backend):
@@ -68,6 +76,7 @@ class ModelArtsBackend(Backend):
         self.poll = poll
         self.status_interval = status_interval
         self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+        self._platform_ids: Dict[str, str] = {}  # job name (our id) -> the platform's id
         self._tails: Dict[str, Tuple[str, ...]] = {}  # failed job -> its failing task's log tail
         self.stop_timeout = stop_timeout
         self.progress = progress
@@ -143,18 +152,46 @@ class ModelArtsBackend(Backend):
         client = self.api
         self._upload(plan.spec, request)
         job = client.create_job(request.body)
-        job_id = str((job.get("metadata") or {}).get("id") or "")
-        if not job_id:
+        platform_id = str((job.get("metadata") or {}).get("id") or "")
+        if not platform_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
+        self._platform_ids[plan.job_id] = platform_id
         try:
-            self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+            self.index.record(plan.job_id, self.name, platform_id=platform_id, created_at=plan.created_at)
         except OSError as exc:
             if self.progress is not None:
                 self.progress.write(
-                    f"note: job {job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
+                    f"note: job {plan.job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
                     "give --backend modelarts when you manage it\n"
                 )
-        return self.handle(job_id)
+        return self.handle(plan.job_id)
+
+    # -- ids ---------------------------------------------------------------------------------------------------
+    def _platform_id(self, job_id: str) -> str:
+        """The platform's id of job ``job_id`` (our id, the job name; or the platform id itself)."""
+        if PLATFORM_ID.match(job_id):
+            return job_id
+        known = self._platform_ids.get(job_id)
+        if known is None:
+            entry = self.index.entries().get(job_id) or {}
+            recorded = entry.get("platform_id")
+            known = str(recorded) if isinstance(recorded, str) and PLATFORM_ID.match(recorded) else None
+        if known is None:
+            for item in self.api.search_jobs(job_id):
+                metadata = item.get("metadata") or {}
+                if metadata.get("name") == job_id and metadata.get("id"):
+                    known = str(metadata["id"])
+                    break
+        if known is None:
+            raise JobNotFound(job_id, self.name, "check the id with 'ma-submit list --backend modelarts'")
+        self._platform_ids[job_id] = known
+        return known
+
+    def resolve_id(self, job_id: str) -> str:
+        """Our id of ``job_id``: the job name, also when the platform's id was given."""
+        if not PLATFORM_ID.match(job_id):
+            return job_id
+        return self._fetch_status(job_id).id
 
     # -- management ----------------------------------------------------------------------------------------
     def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -172,10 +209,13 @@ class ModelArtsBackend(Backend):
         return self._tails[job_id]
 
     def _fetch_status(self, job_id: str) -> JobStatus:
-        job = self.api.get_job(job_id)
-        status = status_from_job(job, self.api.job_url(job_id))
+        platform_id = self._platform_id(job_id)
+        job = self.api.get_job(platform_id)
+        status = status_from_job(job, self.api.job_url(platform_id))
         if status.state is JobState.FAILED:
-            status = status_from_job(job, self.api.job_url(job_id), self._failure_tail(job_id, job))
+            status = status_from_job(job, self.api.job_url(platform_id), self._failure_tail(platform_id, job))
+        if PLATFORM_ID.match(job_id) and status.id:
+            self._platform_ids[status.id] = platform_id
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
@@ -195,6 +235,7 @@ class ModelArtsBackend(Backend):
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         client = self.api
+        job_id = self._platform_id(job_id)
         seen: Dict[str, int] = {}
         partial: Dict[str, bytes] = {}
         while True:
@@ -231,7 +272,7 @@ class ModelArtsBackend(Backend):
         status = self._fetch_status(job_id)
         if status.is_terminal:
             return status
-        self.api.terminate(job_id)
+        self.api.terminate(self._platform_id(job_id))
         deadline = time.monotonic() + self.stop_timeout
         while True:
             status = self._fetch_status(job_id)
@@ -245,10 +286,12 @@ class ModelArtsBackend(Backend):
             self.sleep(self.poll)
 
     def list(self) -> List[JobStatus]:
-        return [
+        """Every job of the project (all pages of the search), newest first; ids are the job names."""
+        found = [
             status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
             for job in self.api.search_jobs()
         ]
+        return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
 
 def create_backend(**options: Any) -> ModelArtsBackend:
