@@ -54,6 +54,15 @@ def show_value(value: object) -> str:
     return text
 
 
+def _got(value: object) -> str:
+    """``, got <value>``; nothing for a value that is missing, and words for an empty text (never ``got ''``)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and not value.strip():
+        return ", got an empty value" if not value else f", got only blanks ({show_value(value)})"
+    return f", got {show_value(value)}"
+
+
 class MalaunchError(Exception):
     """Base class: a one-line, user-facing message in ``message``."""
 
@@ -72,7 +81,7 @@ class ConfigError(MalaunchError):
         self.what = what
         self.value = value
         self.hint = hint
-        super().__init__(f"{what}, got {show_value(value)}; {hint}")
+        super().__init__(f"{what}{_got(value)}; {hint}")
 
 
 class SpecError(ConfigError):
