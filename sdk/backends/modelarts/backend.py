@@ -22,7 +22,6 @@ UUID); the platform id of a name comes from the job index, else from a search by
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
@@ -41,14 +40,13 @@ from ..job_index import JobIndex
 from .api import ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
 from .obs import CodeUploader, make_s3_client
+from .options import PLATFORM_ID
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 
 __all__ = ["ModelArtsBackend", "create_backend"]
 
 _PROJECT_PLACEHOLDER = "{project_id}"
-#: The platform's own job ids (``metadata.id``) are UUIDs.
-PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 
 class ModelArtsBackend(Backend):

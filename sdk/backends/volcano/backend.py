@@ -143,7 +143,7 @@ class VolcanoBackend(Backend):
         chosen = manifest.get("metadata", {}).get("namespace")
         notes: List[str] = []
         if chosen is None:
-            notes.append("no volcano.namespace and no kubeconfig: the job goes to the context's namespace")
+            notes.append("no volcano.namespace: the job goes to the kubeconfig context's namespace")
         elif spec.volcano.namespace is None:
             notes.append(f"no volcano.namespace: the job goes to the kubeconfig context's namespace ({chosen})")
         if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
