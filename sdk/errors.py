@@ -5,7 +5,7 @@
     MalaunchError                    any failure the SDK reports itself (the CLI prints one line, no traceback)
     ├── ConfigError                  an input is invalid: a job file, an option, a setting        exit 2
     │   ├── SpecError                a job spec field is invalid; ``field`` is its path         exit 2
-    │   └── BackendNotAvailable      a backend name that exists but is not implemented yet      exit 2
+    │   └── BackendNotAvailable      a known backend whose module is not installed              exit 2
     ├── BackendError                 the backend could not do what was asked (I/O, processes)   exit 3
     │   └── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
     ├── JobNotFound                  no job with that id on that backend                        exit 4
@@ -112,11 +112,13 @@ class SpecError(ConfigError):
 
 
 class BackendNotAvailable(ConfigError):
-    """A known backend name whose implementation is not in this release."""
+    """A known backend name whose module is not installed."""
 
     def __init__(self, name: str, available: str) -> None:
         self.name = name
-        super().__init__(f"backend {name!r} is not available yet in this release", name, f"use one of: {available}")
+        super().__init__(
+            f"backend {name!r} is not installed", name, f"install malaunch[{name}] or use one of: {available}"
+        )
 
 
 class BackendError(MalaunchError):
