@@ -6,10 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict
 
+import pytest
+from fake_modelarts import FakeModelArts
 from malaunch.sdk import load_job_file
 from malaunch.sdk.backends import backend_for_id, options_hook
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.volcano import options as volcano_options
+from modelarts_env import AK, PROJECT, SK
+from sdkutil import ma_submit
+from test_sdk_modelarts_api import body
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 
@@ -50,3 +57,18 @@ def test_asking_a_backend_loads_no_client_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.process
+def test_an_id_from_the_modelarts_console_finds_its_backend(fake_ma: FakeModelArts, cli_env: Dict[str, str]) -> None:
+    env = {
+        **cli_env, "HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT,
+        "HUAWEICLOUD_SDK_REGION": "cn-north-4", "MALAUNCH_MODELARTS_ENDPOINT": fake_ma.url,
+    }  # fmt: skip
+    backend = ModelArtsBackend(environ=env, progress=None)
+    platform_id = backend.api.create_job(body("console-job"))["metadata"]["id"]
+    done = ma_submit(["status", platform_id], env)  # no --backend, no job index entry: the UUID says modelarts
+    assert done.returncode == 0, done.stderr
+    assert "id:        console-job" in done.stdout  # given back as the one id, the job's name
+    by_name = ma_submit(["status", "--backend", "modelarts", "console-job"], env)  # found by a search by name
+    assert by_name.returncode == 0 and "id:        console-job" in by_name.stdout, by_name.stderr

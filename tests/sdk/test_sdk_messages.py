@@ -3,7 +3,7 @@ cosmetics), through the one place the text is made (``ConfigError``)."""
 
 from __future__ import annotations
 
-from malaunch.sdk import ConfigError, SpecError
+from malaunch.sdk import BackendNotAvailable, ConfigError, SpecError
 
 
 def test_an_empty_or_missing_value_is_said_in_words() -> None:
@@ -19,3 +19,8 @@ def test_an_empty_or_missing_value_is_said_in_words() -> None:
     assert str(ConfigError("bad port", 0, "use 1-65535")) == "bad port, got 0; use 1-65535"
     for error in (ConfigError("x", "", "y"), missing):
         assert "got ''" not in str(error) and "got None" not in str(error)
+
+
+def test_a_backend_that_is_not_installed_says_how_to_install_it() -> None:
+    text = str(BackendNotAvailable("volcano", "local, modelarts"))
+    assert "in this release" not in text and "not installed" in text and "malaunch[volcano]" in text
