@@ -29,6 +29,14 @@ Optional, with defaults here:
    deletes every ended job older than that, built on ``list`` and ``delete``. The default ``delete`` raises
    :class:`~malaunch.sdk.errors.BackendError` (not supported).
 
+Sweeps (:mod:`malaunch.sdk.sweep`) submit many plans of one job through two more optional hooks:
+
+10. ``label(plan, labels) -> SubmitPlan``: the plan with ``labels`` (the sweep id, the trial index) put where the
+    platform keeps them (Volcano: the Job's labels); pure. Default: the plan unchanged.
+11. ``share_code(plan, upload=...) -> SubmitPlan``: what every trial of a sweep shares (the code) is prepared
+    once: with ``upload=True`` it is done now; either way the plan returned does not do it again. Default: the
+    plan unchanged (the local backend snapshots the code per job; Volcano's code is in the image).
+
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
 
@@ -44,7 +52,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
+from typing import Callable, ClassVar, Iterator, List, Mapping, Optional, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..plan import SubmitPlan
@@ -169,6 +177,14 @@ class Backend(abc.ABC):
             if when - ended >= older_than:
                 deleted.append(self.delete(status.id))
         return PruneResult(tuple(deleted), tuple(kept))
+
+    def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
+        """``plan`` with ``labels`` recorded on the platform's object (rule 10); default: unchanged."""
+        return plan
+
+    def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
+        """Prepare the code every trial of a sweep shares once (rule 11); default: nothing to share."""
+        return plan
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""

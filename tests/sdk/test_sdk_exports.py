@@ -10,8 +10,8 @@ import malaunch.sdk
 EXPECTED = [
     "Backend", "BackendError", "BackendNotAvailable", "ConfigError", "DataSpec", "HostState", "HostStatus", "Job",
     "JobHandle", "JobNotFound", "JobSpec", "JobState", "JobStatus", "LauncherOptions", "MalaunchError", "Resources",
-    "SpecError", "SubmitPlan", "WaitTimeout", "attach", "available_backends", "get_backend", "load_job_file",
-    "spec_from_mapping",
+    "SpecError", "SubmitPlan", "Sweep", "SweepHandle", "SweepNotFound", "WaitTimeout", "attach", "attach_sweep",
+    "available_backends", "get_backend", "load_job_file", "spec_from_mapping",
 ]  # fmt: skip
 
 

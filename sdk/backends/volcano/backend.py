@@ -22,6 +22,7 @@ job's ``failure_class`` comes from its root-cause pod's exit code and log tail (
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -151,6 +152,17 @@ class VolcanoBackend(Backend):
         request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
         plan_id = f"{chosen}/{name}" if chosen else name
         return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))
+
+    def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
+        """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""
+        request = plan.request
+        if not isinstance(request, VolcanoRequest) or not labels:
+            return plan
+        manifest = dict(request.manifest)
+        metadata = dict(manifest["metadata"])
+        metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+        manifest["metadata"] = metadata
+        return dataclasses.replace(plan, request=dataclasses.replace(request, manifest=manifest))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``, the plan's id) at once."""
