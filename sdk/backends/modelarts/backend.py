@@ -12,8 +12,12 @@ Example::
 ``plan`` is pure: it maps the spec to the create body and the planned upload (:mod:`.request`). ``execute``
 checks before it sends anything big: the code files locally, the credentials (one cheap signed call) and the
 OBS bucket (one HEAD); then it uploads what changed (:mod:`.upload`), creates (:mod:`.api`) and records the
-job in the local job index, so later calls without ``--backend`` find it. The job id handed back is the
-platform's job id (``metadata.id``). Logs are read by byte offset (:mod:`.tasklog`): through the whole log's
+job in the local job index, so later calls without ``--backend`` find it.
+
+One id: the job's id is the id the plan shows, which is the job's name on the platform
+(``<name>-<YYYYmmdd-HHMMSS>-<token>``). Every verb takes it, or the platform's own id (``metadata.id``, a
+UUID); the platform id of a name comes from the job index, else from a search by name (any machine finds it).
+``JobStatus.id`` and ``list`` give the name. Logs are read by byte offset (:mod:`.tasklog`): through the whole log's
 temporary link when the platform gives one, else from the log preview, saying when it skipped bytes. The API
 client reads the credentials again from their source when they are refused, so a long ``wait`` outlives
 temporary credentials that are renewed in the profile file.
@@ -29,7 +33,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextI
 
 import requests
 
-from ...errors import BackendError, ConfigError, SpecError
+from ...errors import BackendError, ConfigError, JobNotFound, SpecError
 from ...failures import TAIL_LINES
 from ...plan import SubmitPlan
 from ...spec import JobSpec
@@ -42,6 +46,7 @@ from .api import ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
 from .logread import TaskLogReader
 from .obs import check_bucket, make_s3_client, parse_obs_url
+from .options import PLATFORM_ID
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 from .upload import CodeUploader
@@ -76,6 +81,7 @@ class ModelArtsBackend(Backend):
         self.poll = poll
         self.status_interval = status_interval
         self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+        self._platform_ids: Dict[str, str] = {}  # job name (our id) -> the platform's id
         self._tails: Dict[str, Tuple[str, ...]] = {}  # failed job -> its failing task's log tail
         self.stop_timeout = stop_timeout
         self.progress = progress
@@ -182,18 +188,46 @@ class ModelArtsBackend(Backend):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
         self._upload(plan.spec, request)
         job = self.api.create_job(request.body)
-        job_id = str((job.get("metadata") or {}).get("id") or "")
-        if not job_id:
+        platform_id = str((job.get("metadata") or {}).get("id") or "")
+        if not platform_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
+        self._platform_ids[plan.job_id] = platform_id
         try:
-            self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+            self.index.record(plan.job_id, self.name, platform_id=platform_id, created_at=plan.created_at)
         except OSError as exc:
             if self.progress is not None:
                 self.progress.write(
-                    f"note: job {job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
+                    f"note: job {plan.job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
                     "give --backend modelarts when you manage it\n"
                 )
-        return self.handle(job_id)
+        return self.handle(plan.job_id)
+
+    # -- ids ---------------------------------------------------------------------------------------------------
+    def _platform_id(self, job_id: str) -> str:
+        """The platform's id of job ``job_id`` (our id, the job name; or the platform id itself)."""
+        if PLATFORM_ID.match(job_id):
+            return job_id
+        known = self._platform_ids.get(job_id)
+        if known is None:
+            entry = self.index.entries().get(job_id) or {}
+            recorded = entry.get("platform_id")
+            known = str(recorded) if isinstance(recorded, str) and PLATFORM_ID.match(recorded) else None
+        if known is None:
+            for item in self.api.search_jobs(job_id):
+                metadata = item.get("metadata") or {}
+                if metadata.get("name") == job_id and metadata.get("id"):
+                    known = str(metadata["id"])
+                    break
+        if known is None:
+            raise JobNotFound(job_id, self.name, "check the id with 'ma-submit list --backend modelarts'")
+        self._platform_ids[job_id] = known
+        return known
+
+    def resolve_id(self, job_id: str) -> str:
+        """Our id of ``job_id``: the job name, also when the platform's id was given."""
+        if not PLATFORM_ID.match(job_id):
+            return job_id
+        return self._fetch_status(job_id).id
 
     # -- management ----------------------------------------------------------------------------------------
     def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -211,10 +245,13 @@ class ModelArtsBackend(Backend):
         return self._tails[job_id]
 
     def _fetch_status(self, job_id: str) -> JobStatus:
-        job = self.api.get_job(job_id)
-        status = status_from_job(job, self.api.job_url(job_id))
+        platform_id = self._platform_id(job_id)
+        job = self.api.get_job(platform_id)
+        status = status_from_job(job, self.api.job_url(platform_id))
         if status.state is JobState.FAILED:
-            status = status_from_job(job, self.api.job_url(job_id), self._failure_tail(job_id, job))
+            status = status_from_job(job, self.api.job_url(platform_id), self._failure_tail(platform_id, job))
+        if PLATFORM_ID.match(job_id) and status.id:
+            self._platform_ids[status.id] = platform_id
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
@@ -233,6 +270,7 @@ class ModelArtsBackend(Backend):
         return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
+        job_id = self._platform_id(job_id)
         reader = TaskLogReader(self.api, self.session, self.policy)
         while True:
             job = reader.client.get_job(job_id)
@@ -254,7 +292,7 @@ class ModelArtsBackend(Backend):
         status = self._fetch_status(job_id)
         if status.is_terminal:
             return status
-        self.api.terminate(job_id)
+        self.api.terminate(self._platform_id(job_id))
         deadline = time.monotonic() + self.stop_timeout
         while True:
             status = self._fetch_status(job_id)
@@ -268,10 +306,12 @@ class ModelArtsBackend(Backend):
             self.sleep(self.poll)
 
     def list(self) -> List[JobStatus]:
-        return [
+        """Every job of the project (all pages of the search), newest first; ids are the job names."""
+        found = [
             status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
             for job in self.api.search_jobs()
         ]
+        return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
 
 def create_backend(**options: Any) -> ModelArtsBackend:
