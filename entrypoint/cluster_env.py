@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 
-
 def _default(name: str) -> int:
     default = VARIABLES[name].default
     assert isinstance(default, int)
