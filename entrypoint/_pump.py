@@ -20,13 +20,14 @@ import os
 import select
 import threading
 import time
-from typing import Callable, List, Mapping, Optional, Tuple, Union
+from typing import Callable, List, Mapping, Optional, Protocol, Tuple, Union
 
 from ._console import Console
 from ._sink import Bytes, Sink, Warn
 
 __all__ = [
     "HOLD_SECONDS",
+    "Feed",
     "FileFollower",
     "LineStream",
     "PipeWait",
@@ -45,6 +46,19 @@ _F_SETPIPE_SZ = 1031
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
+
+class Feed(Protocol):
+    """Where :class:`FileFollower` hands a followed file's bytes (:class:`LineStream`, or a copy into a rank log
+    whose console copy is read back from it)."""
+
+    @property
+    def holding(self) -> bool: ...
+
+    def feed(self, buf: Union[bytes, bytearray], size: int) -> None: ...
+
+    def flush_partial(self) -> None: ...
+
+    def finish(self) -> None: ...
 
 
 class LineStream:
@@ -247,7 +261,7 @@ class _Followed:
 
     __slots__ = ("baseline", "fd", "inode", "last_data", "path", "position", "stream")
 
-    def __init__(self, path: str, stream: LineStream, baseline: Optional[Tuple[int, int, int]]) -> None:
+    def __init__(self, path: str, stream: Feed, baseline: Optional[Tuple[int, int, int]]) -> None:
         self.path = path
         self.stream = stream
         self.baseline = baseline
@@ -261,7 +275,7 @@ class FileFollower:
     """Follows log files that a launcher writes (msrun ``worker_N.log``, torchrun's worker files), from their
     first byte, in the order they were given."""
 
-    def __init__(self, files: Mapping[int, str], streams: Mapping[int, LineStream]) -> None:
+    def __init__(self, files: Mapping[int, str], streams: Mapping[int, Feed]) -> None:
         self._files: List[_Followed] = []
         self._buffer = bytearray(CHUNK)
         for rank, path in sorted(files.items()):
@@ -272,7 +286,7 @@ class FileFollower:
                 baseline = None
             self._files.append(_Followed(path, streams[rank], baseline))
 
-    def add(self, path: str, stream: LineStream) -> None:
+    def add(self, path: str, stream: Feed) -> None:
         """Follow one more file, from its first byte, after those already followed (e.g. a file that a
         launcher made after the start: torchrun's per-attempt worker files)."""
         self._files.append(_Followed(path, stream, None))

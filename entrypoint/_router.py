@@ -75,8 +75,8 @@ class Output:
         for spec in plan.processes:
             self.sinks.append(_sink(spec.log_file, self.warn, ring, plan.log_source == "pipe"))
         for rank, path in sorted(plan.rank_logs.items()):
-            if plan.log_source == "attempt_files":
-                self.rank_sinks[rank] = _sink(path, self.warn)
+            if plan.log_source == "attempt_files":  # written by the follower, the console copy read back
+                self.rank_sinks[rank] = _sink(path, self.warn, spliced=True)
             elif plan.log_source == "files":
                 self.rank_sinks[rank] = Sink(path, self.warn, write_file=False)
                 self._rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
@@ -88,22 +88,28 @@ class Output:
 
             log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
             ranks = sorted(plan.rank_logs)
-            self._follower = TorchrunLogs(log_dir, ranks, self.rank_sinks, self.sinks[0], self.out, self.err)
+            copies = {rank: sink for rank, sink in self.rank_sinks.items() if isinstance(sink, SpliceSink)}
+            self._follower = TorchrunLogs(log_dir, ranks, copies, self.sinks[0], self.out, self.err)
 
     def quiet(self) -> None:
         """From now on a launcher's own lines go to its log file only."""
         self._quiet.set()
+
+    def _copies(self, label: str, path: str) -> List[LineStream]:
+        """The console copy of a log file read back by :meth:`SpliceSink.forward` (it writes no file itself)."""
+        prefix = f"[{label}] ".encode()
+        return [
+            LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", path)),
+            LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", path)),
+        ]
 
     def _routers(self, index: int, spec: ProcessSpec) -> Tuple[LineStream, LineStream]:
         sink = self.sinks[index]
         source = self.plan.log_source
         if source == "pipe":  # the file is written by splice_pump: the streams make the console copy only
             label = f"rank {spec.rank}" if spec.rank is not None else spec.name
-            prefix = f"[{label}] ".encode()
-            return (
-                LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", sink.path)),
-                LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", sink.path)),
-            )
+            out, err = self._copies(label, sink.path)
+            return out, err
         prefix = f"[{self.plan.method}] ".encode()
 
         def lines(data: bytes) -> None:
@@ -135,6 +141,14 @@ class Output:
             for pipe, router in zip(pipes, routers):
                 assert pipe is not None
                 self._spawn(pump, (pipe.fileno(), router, self._stop, warn), "pump")
+        for rank, rank_sink in sorted(self.rank_sinks.items()):
+            if isinstance(rank_sink, SpliceSink):  # torchrun: the follower copies, this reads back
+
+                def warn_rank(text: str, rank: int = rank) -> None:
+                    self.warn(f"rank {rank}: {text}")
+
+                copies = self._copies(f"rank {rank}", rank_sink.path)
+                self._spawn(rank_sink.forward, (copies, (self.out, self.err), warn_rank), "console-copy")
         if self._follower is not None:
             self._spawn(follow, (self._follower, self._stop, _FOLLOW_INTERVAL, tick), "follow")
 

@@ -45,7 +45,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 from . import _spans
 from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
-from ._sink import TAIL_BYTES, Sink, Warn
+from ._sink import TAIL_BYTES, Bytes, Sink, Warn
 from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
@@ -117,11 +117,39 @@ class SpliceSink(Sink):
                 self._end += size
             return size
 
+    def copy(self, stream: int, data: Bytes) -> None:
+        """Bytes a follower read from a file a worker writes itself (torchrun's per-attempt files): appended to
+        this file with write() at full speed, and a span for the console reader, as :meth:`splice` records.
+
+        ``data`` is only used during the call. When the file fails part-way, what it took stays a file span and
+        the rest travels as an in-memory span (as after a failed splice).
+        """
+        with self._lock:
+            view = memoryview(data)
+            if self._splicing and self._fd is not None:
+                start = self._end
+                try:
+                    while view:
+                        written = os.write(self._fd, view)
+                        self._end += written
+                        view = view[written:]
+                except OSError as error:  # write() itself failed (ENOSPC, EIO, EFBIG): said once, file left
+                    self._seed_ring()
+                    self._fail(error)
+                if self._end > start:
+                    self._add(stream, start, self._end, None)
+            if view:
+                self._take(stream, bytes(view))
+
     def take(self, stream: int, data: bytes) -> None:
         """A chunk read from pipe ``stream`` after the fallback: to the file with write(), then to the console."""
         with self._lock:
-            self._append(data)
-            self._add(stream, 0, len(data), data)
+            self._take(stream, data)
+
+    def _take(self, stream: int, data: bytes) -> None:
+        """:meth:`take` with the lock held."""
+        self._append(data)
+        self._add(stream, 0, len(data), data)
 
     def end(self, stream: int) -> None:
         """Pipe ``stream`` has ended (or was abandoned)."""
