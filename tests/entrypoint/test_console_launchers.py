@@ -5,7 +5,6 @@ real pipe as the console, read slowly (or not at all)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
