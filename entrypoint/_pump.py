@@ -54,6 +54,8 @@ class Feed(Protocol):
     @property
     def holding(self) -> bool: ...
 
+    def opened(self, fd: int) -> None: ...
+
     def feed(self, buf: Union[bytes, bytearray], size: int) -> None: ...
 
     def flush_partial(self) -> None: ...
@@ -94,6 +96,9 @@ class LineStream:
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
         return bool(self._held)
+
+    def opened(self, fd: int) -> None:
+        """A followed file was (re)opened: a line stream reads what it is fed, nothing to do."""
 
     def skip(self, count: int = 0, reason: str = "", at_line_start: bool = False) -> None:
         """``count`` bytes of this stream will not be fed (the console is stuck, or fell behind): the line they
@@ -313,9 +318,11 @@ class FileFollower:
                 item.inode = os.fstat(item.fd).st_ino
                 item.position = 0
                 item.baseline = None
+                item.stream.opened(item.fd)
             elif st is not None and st.st_size < item.position:  # truncated and rewritten
                 os.lseek(item.fd, 0, os.SEEK_SET)
                 item.position = 0
+                item.stream.opened(item.fd)
             if not self._read(item, now) and item.stream.holding and now - item.last_data > HOLD_SECONDS:
                 item.stream.flush_partial()
 

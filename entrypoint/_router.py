@@ -7,10 +7,12 @@ How bytes flow (``plan.log_source``):
   console with a ``[rank N] `` prefix.
 - ``attempt_files`` (torchrun ``--redirects=3``): every worker writes its stdout and stderr into files of
   its own under torchrun's ``--log_dir`` (one folder per attempt); a follower thread
-  (:class:`._torchrun_logs.TorchrunLogs`) copies them into ``rank-N.log`` and prints each line with its
-  ``[rank N] `` prefix. torchrun's own output goes to ``torchrun.log``.
-- ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
-  each line with its rank prefix. msrun's own output goes to ``msrun.log``.
+  (:class:`._torchrun_logs.TorchrunLogs`) copies them into ``rank-N.log`` at full speed, and a reader thread
+  per rank reads ``rank-N.log`` back and sends whole lines to the console with the ``[rank N] `` prefix
+  (:mod:`._readback`). torchrun's own output goes to ``torchrun.log``.
+- ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread notes how each file grows, and
+  a reader thread per rank reads it back to the console with the rank prefix. msrun's own output goes to
+  ``msrun.log``.
 
 The console never holds anything up: writes to it are queued (:class:`._console.Console`). A rank's console
 copy is read back from its log file at the console's pace (lag, not loss); only a stuck console costs console
@@ -28,6 +30,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ._console import CONSOLE_DRAIN, Console
 from ._pump import FileFollower, LineStream, Sink, follow, pump
+from ._readback import MirrorFeed
 from ._splice import SpliceSink, splice_pump
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
@@ -57,7 +60,7 @@ class Output:
         self.err = Console(err, "stderr")
         self.sinks: List[Sink] = []  # one per process
         self.rank_sinks: Dict[int, Sink] = {}
-        self._rank_streams: Dict[int, LineStream] = {}
+        self._rank_feeds: Dict[int, MirrorFeed] = {}
         self._quiet = threading.Event()
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
@@ -77,11 +80,12 @@ class Output:
         for rank, path in sorted(plan.rank_logs.items()):
             if plan.log_source == "attempt_files":  # written by the follower, the console copy read back
                 self.rank_sinks[rank] = _sink(path, self.warn, spliced=True)
-            elif plan.log_source == "files":
-                self.rank_sinks[rank] = Sink(path, self.warn, write_file=False)
-                self._rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
+            elif plan.log_source == "files":  # msrun writes it; the console copy is read back from it
+                followed = SpliceSink(path, self.warn, write_file=False)
+                self.rank_sinks[rank] = followed
+                self._rank_feeds[rank] = MirrorFeed(followed)
         if plan.log_source == "files":
-            self._follower = FileFollower(plan.rank_logs, self._rank_streams)
+            self._follower = FileFollower(plan.rank_logs, self._rank_feeds)
         elif plan.log_source == "attempt_files":
             from ._errorfiles import torchrun_log_dir  # here: only torchrun needs them (start-up time)
             from ._torchrun_logs import TorchrunLogs
@@ -142,7 +146,7 @@ class Output:
                 assert pipe is not None
                 self._spawn(pump, (pipe.fileno(), router, self._stop, warn), "pump")
         for rank, rank_sink in sorted(self.rank_sinks.items()):
-            if isinstance(rank_sink, SpliceSink):  # torchrun: the follower copies, this reads back
+            if isinstance(rank_sink, SpliceSink):  # torchrun, msrun: the follower feeds it, this reads back
 
                 def warn_rank(text: str, rank: int = rank) -> None:
                     self.warn(f"rank {rank}: {text}")

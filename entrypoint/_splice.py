@@ -79,9 +79,13 @@ class SpliceSink(Sink):
     Stream 0 is stdout, 1 is stderr. :func:`splice_pump` feeds it, :meth:`forward` makes the console copy.
     """
 
-    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
-        """Create (truncate) ``path`` for reading and writing; raises OSError when it cannot."""
-        super().__init__(path, warn, ring_bytes, readable=True)
+    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
+        """Create (truncate) ``path`` for reading and writing; raises OSError when it cannot.
+
+        ``write_file=False``: a file a launcher's worker writes itself (msrun's ``worker_N.log``); the shim only
+        reads it, once the follower has opened it (:meth:`follow`, :meth:`grew`).
+        """
+        super().__init__(path, warn, ring_bytes, write_file=write_file, readable=True)
         # The reader reads the file back: it must be readable and a regular file (not /dev/null, a FIFO, ...).
         self._splicing = self.readable and self._fd is not None and stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._read_fd: Optional[int] = None
@@ -140,6 +144,30 @@ class SpliceSink(Sink):
                     self._add(stream, start, self._end, None)
             if view:
                 self._take(stream, bytes(view))
+
+    def follow(self, fd: int) -> None:
+        """The follower opened the file (``fd``, read-only) a launcher's worker writes (``write_file=False``): the
+        console copy and the tail are read from it. A second file (replaced, or cut and rewritten) is not read
+        back: from then on its bytes travel as in-memory spans, as after a failed splice."""
+        with self._lock:
+            if self._owned is None and self._read_fd is None and not self._cut and not self._ring:
+                self._owned = self._fd = os.dup(fd)
+                self._read_fd = os.dup(fd)
+                self._splicing = stat.S_ISREG(os.fstat(fd).st_mode)
+                self._end = 0
+            else:
+                self._seed_ring()
+
+    def grew(self, stream: int, data: Bytes) -> None:
+        """The followed file grew by ``data`` (only used during the call): a span for the console reader."""
+        with self._lock:
+            if self._splicing:
+                self._add(stream, self._end, self._end + len(data), None)
+                self._end += len(data)
+            else:
+                chunk = bytes(data)
+                self._keep(chunk)
+                self._add(stream, 0, len(chunk), chunk)
 
     def take(self, stream: int, data: bytes) -> None:
         """A chunk read from pipe ``stream`` after the fallback: to the file with write(), then to the console."""
@@ -252,6 +280,7 @@ class SpliceSink(Sink):
                     continue
                 stream = streams[span.stream]
                 last[span.stream] = time.monotonic()
+                fd = self._read_fd if fd is None else fd  # a followed file is opened after the reader starts
                 position = span.start
                 while position < span.end:
                     reason = gate.closed(span.stream)

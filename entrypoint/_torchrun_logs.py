@@ -22,10 +22,11 @@ once the console is 16 MiB behind, as for the launcher's own output).
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Sequence, Set, Union
+from typing import Dict, List, Mapping, Sequence, Set
 
 from ._console import Console
 from ._pump import Feed, FileFollower, LineStream, Sink
+from ._readback import CopyFeed, end_copies
 from ._splice import SpliceSink
 
 __all__ = ["TorchrunLogs"]
@@ -44,25 +45,6 @@ def _entries(path: str) -> List[str]:
 def _attempt_number(name: str) -> int:
     number = name[len(_ATTEMPT) :]
     return int(number) if name.startswith(_ATTEMPT) and number.isascii() and number.isdigit() else -1
-
-
-class _Copy:
-    """One worker file into its rank's log (the console copy is read back from there)."""
-
-    holding = False  # no partial line is held here: the console reader holds them
-
-    def __init__(self, sink: SpliceSink, stream: int) -> None:
-        self._sink = sink
-        self._stream = stream
-
-    def feed(self, buf: Union[bytes, bytearray], size: int) -> None:
-        self._sink.copy(self._stream, memoryview(buf)[:size])
-
-    def flush_partial(self) -> None:
-        """Nothing held here."""
-
-    def finish(self) -> None:
-        """A later attempt's file may still follow: :meth:`TorchrunLogs.finish` ends the rank logs."""
 
 
 class TorchrunLogs(FileFollower):
@@ -106,8 +88,7 @@ class TorchrunLogs(FileFollower):
         """Read what is left, then end every rank log's console copy (its reader drains and stops)."""
         super().finish()
         for sink in self._rank_sinks.values():
-            for stream in range(len(_STREAMS)):
-                sink.end(stream)
+            end_copies(sink)
 
     def _discover(self) -> None:
         for name in sorted(_entries(self.log_dir)):
@@ -131,5 +112,5 @@ class TorchrunLogs(FileFollower):
 
     def _destination(self, local: int, stream: int, console: Console) -> Feed:
         if local < len(self._ranks) and self._ranks[local] in self._rank_sinks:
-            return _Copy(self._rank_sinks[self._ranks[local]], stream)
+            return CopyFeed(self._rank_sinks[self._ranks[local]], stream)
         return LineStream(console, b"[local rank %d] " % local, self._launcher)

@@ -102,14 +102,14 @@ def _gaps(out: bytes) -> List[Tuple[int, int, bytes, bytes]]:
 
 @pytest.mark.process
 @pytest.mark.timeout(600)
-@pytest.mark.torch
-def test_torchrun_console_stuck_for_a_while_is_skipped_then_gets_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", [_method("torchrun"), _method("msrun")])
+def test_a_console_stuck_for_a_while_is_skipped_then_gets_the_rest(tmp_path: Path, method: str) -> None:
     """The console takes nothing for 12 s (stuck after 5 s), then reads everything: each rank's copy skipped
-    a span said in one line naming rank-N.log, then resumed at a whole line, its last line included."""
+    a span said in one line naming the rank's log, then resumed at a whole line, its last line included."""
     reader = SlowReader(tmp_path / "console.out", nap=0.0, pause=12.0)
-    code, out, err = run_shim(tmp_path, "torchrun", reader, "--lines", str(LINES), "--pause", "16")
+    code, out, err = run_shim(tmp_path, method, reader, "--lines", str(LINES), "--pause", "16")
     assert code == 0, err[-3000:]
-    _check_logs(tmp_path, "torchrun", LINES)
+    _check_logs(tmp_path, method, LINES)
     gaps = _gaps(out)
     per_rank, _own = split_console(out)
     for rank in (0, 1):
@@ -122,6 +122,6 @@ def test_torchrun_console_stuck_for_a_while_is_skipped_then_gets_the_rest(tmp_pa
         if len(numbers) < LINES:  # this rank's copy was skipped while stuck: one line says so, exactly
             assert len(mine) == 1, mine
             assert mine[0][2] == b"the console was stuck: it accepted nothing for 5 s"
-            assert mine[0][3] == str(_log(tmp_path, "torchrun", rank)).encode()
+            assert mine[0][3] == str(_log(tmp_path, method, rank)).encode()
             assert mine[0][0] == (LINES - len(numbers)) * 100
     assert gaps, "the console was stuck for 12 s: some copy was skipped"
