@@ -5,13 +5,20 @@ real pipe as the console, read slowly (or not at all)."""
 
 from __future__ import annotations
 
+import io
 import re
+import resource
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
 import pytest
+from malaunch.entrypoint._console import Console
+from malaunch.entrypoint._pump import LineStream
+from malaunch.entrypoint._readback import CopyFeed, end_copies
+from malaunch.entrypoint._splice import SpliceSink
 from shimutil import MARK, assert_nothing_left, free_port, marked_env
 from test_console_lag import SlowReader, flood_line, split_console
 
@@ -125,3 +132,38 @@ def test_a_console_stuck_for_a_while_is_skipped_then_gets_the_rest(tmp_path: Pat
             assert mine[0][3] == str(_log(tmp_path, method, rank)).encode()
             assert mine[0][0] == (LINES - len(numbers)) * 100
     assert gaps, "the console was stuck for 12 s: some copy was skipped"
+
+
+def test_a_rank_log_that_fills_up_mid_copy_warns_once_and_the_console_keeps_every_line(tmp_path: Path) -> None:
+    """torchrun's copy into rank-N.log fails part-way through a chunk (a file size limit): what the file took
+    is read back from it, the rest travels in memory; every line of both streams reaches its console."""
+    warnings: List[str] = []
+    sink = SpliceSink(str(tmp_path / "rank-0.log"), warnings.append)
+    buffers = io.BytesIO(), io.BytesIO()
+    consoles = Console(buffers[0], "stdout"), Console(buffers[1], "stderr")
+    streams = [LineStream(c, b"[rank 0] ", None, gap_note=lambda n, why: f"gap {n}: {why}") for c in consoles]
+    reader = threading.Thread(target=sink.forward, args=(streams, consoles, warnings.append))
+    reader.start()
+    feeds = CopyFeed(sink, 0), CopyFeed(sink, 1)
+    limit = 64 << 10
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))  # a write past it fails with EFBIG
+    try:
+        for block in range(40):  # 40 x 2 x 3 KB, each chunk in a bytearray the follower reuses
+            for stream, feed in enumerate(feeds):
+                chunk = bytearray(b"".join(b"%d %05d %s\n" % (stream, block * 100 + n, b"x" * 20) for n in range(100)))
+                feed.feed(chunk, len(chunk))
+                chunk[:] = b"#" * len(chunk)  # the follower's buffer is overwritten right after
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    end_copies(sink)
+    reader.join(30)
+    assert not reader.is_alive()
+    sink.close()
+    for console in consoles:
+        console.close(1.0)
+    for stream, buffer in enumerate(buffers):
+        want = b"".join(b"[rank 0] %d %05d %s\n" % (stream, n, b"x" * 20) for n in range(4000))
+        assert buffer.getvalue() == want, (stream, len(buffer.getvalue()), len(want))
+    assert len(warnings) == 1 and "cannot write log file" in warnings[0] and "File too large" in warnings[0]
+    assert (tmp_path / "rank-0.log").stat().st_size == limit
