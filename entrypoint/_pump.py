@@ -352,8 +352,11 @@ class FileFollower:
 
 
 def follow(follower: FileFollower, stop: threading.Event, interval: float, tick: Callable[[], None]) -> None:
-    """Thread body: poll the files every ``interval`` seconds (and call ``tick``) until ``stop``."""
-    while not stop.wait(interval):
-        follower.poll()
-        tick()
-    follower.finish()
+    """Thread body: poll the files every ``interval`` seconds (and call ``tick``) until ``stop``. The follower
+    finishes however the loop ends (the console readers fed by it wait for that)."""
+    try:
+        while not stop.wait(interval):
+            follower.poll()
+            tick()
+    finally:
+        follower.finish()

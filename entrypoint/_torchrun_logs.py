@@ -86,9 +86,11 @@ class TorchrunLogs(FileFollower):
 
     def finish(self) -> None:
         """Read what is left, then end every rank log's console copy (its reader drains and stops)."""
-        super().finish()
-        for sink in self._rank_sinks.values():
-            end_copies(sink)
+        try:
+            super().finish()
+        finally:
+            for sink in self._rank_sinks.values():
+                end_copies(sink)
 
     def _discover(self) -> None:
         for name in sorted(_entries(self.log_dir)):

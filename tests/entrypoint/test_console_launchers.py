@@ -6,6 +6,7 @@ real pipe as the console, read slowly (or not at all)."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import resource
 import subprocess
@@ -16,8 +17,8 @@ from typing import Dict, List, Mapping, Tuple
 
 import pytest
 from malaunch.entrypoint._console import Console
-from malaunch.entrypoint._pump import LineStream
-from malaunch.entrypoint._readback import CopyFeed, end_copies
+from malaunch.entrypoint._pump import FileFollower, LineStream
+from malaunch.entrypoint._readback import CopyFeed, MirrorFeed, end_copies
 from malaunch.entrypoint._splice import SpliceSink
 from shimutil import MARK, assert_nothing_left, free_port, marked_env
 from test_console_lag import SlowReader, flood_line, split_console
@@ -167,3 +168,32 @@ def test_a_rank_log_that_fills_up_mid_copy_warns_once_and_the_console_keeps_ever
         assert buffer.getvalue() == want, (stream, len(buffer.getvalue()), len(want))
     assert len(warnings) == 1 and "cannot write log file" in warnings[0] and "File too large" in warnings[0]
     assert (tmp_path / "rank-0.log").stat().st_size == limit
+
+
+def test_msrun_worker_log_replaced_mid_run_still_reaches_the_console_whole(tmp_path: Path) -> None:
+    """A worker_N.log read back from the file itself; when msrun puts a new file in its place, the new file's
+    lines still reach the console (from memory), after every line of the old one."""
+    path = tmp_path / "worker_0.log"
+    sink = SpliceSink(str(path), print, write_file=False)
+    buffer = io.BytesIO()
+    console = Console(buffer, "stdout")
+    stream = LineStream(console, b"[rank 0] ", None, gap_note=lambda n, why: f"gap {n}: {why}")
+    reader = threading.Thread(target=sink.forward, args=([stream, stream], (console, console), print))
+    reader.start()
+    follower = FileFollower({0: str(path)}, {0: MirrorFeed(sink)})
+    first = b"".join(b"old %05d\n" % n for n in range(5000))
+    second = b"".join(b"new %05d\n" % n for n in range(5000))
+    path.write_bytes(first[:20000])
+    follower.poll()
+    with open(path, "ab") as handle:
+        handle.write(first[20000:])
+    follower.poll()
+    (tmp_path / "next.log").write_bytes(second)
+    os.replace(tmp_path / "next.log", path)
+    follower.finish()
+    reader.join(30)
+    assert not reader.is_alive()
+    sink.close()
+    console.close(1.0)
+    assert buffer.getvalue() == (first + second).replace(b"old ", b"[rank 0] old ").replace(b"new ", b"[rank 0] new ")
+    assert "new 04999" in sink.text()  # the failure report's tail follows the new file
