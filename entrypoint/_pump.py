@@ -20,13 +20,14 @@ import os
 import select
 import threading
 import time
-from typing import Callable, List, Mapping, Optional, Tuple, Union
+from typing import Callable, List, Mapping, Optional, Protocol, Tuple, Union
 
 from ._console import Console
 from ._sink import Bytes, Sink, Warn
 
 __all__ = [
     "HOLD_SECONDS",
+    "Feed",
     "FileFollower",
     "LineStream",
     "PipeWait",
@@ -45,6 +46,21 @@ _F_SETPIPE_SZ = 1031
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
+
+class Feed(Protocol):
+    """Where :class:`FileFollower` hands a followed file's bytes (:class:`LineStream`, or a copy into a rank log
+    whose console copy is read back from it)."""
+
+    @property
+    def holding(self) -> bool: ...
+
+    def opened(self, fd: int) -> None: ...
+
+    def feed(self, buf: Union[bytes, bytearray], size: int) -> None: ...
+
+    def flush_partial(self) -> None: ...
+
+    def finish(self) -> None: ...
 
 
 class LineStream:
@@ -80,6 +96,9 @@ class LineStream:
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
         return bool(self._held)
+
+    def opened(self, fd: int) -> None:
+        """A followed file was (re)opened: a line stream reads what it is fed, nothing to do."""
 
     def skip(self, count: int = 0, reason: str = "", at_line_start: bool = False) -> None:
         """``count`` bytes of this stream will not be fed (the console is stuck, or fell behind): the line they
@@ -247,7 +266,7 @@ class _Followed:
 
     __slots__ = ("baseline", "fd", "inode", "last_data", "path", "position", "stream")
 
-    def __init__(self, path: str, stream: LineStream, baseline: Optional[Tuple[int, int, int]]) -> None:
+    def __init__(self, path: str, stream: Feed, baseline: Optional[Tuple[int, int, int]]) -> None:
         self.path = path
         self.stream = stream
         self.baseline = baseline
@@ -261,7 +280,7 @@ class FileFollower:
     """Follows log files that a launcher writes (msrun ``worker_N.log``, torchrun's worker files), from their
     first byte, in the order they were given."""
 
-    def __init__(self, files: Mapping[int, str], streams: Mapping[int, LineStream]) -> None:
+    def __init__(self, files: Mapping[int, str], streams: Mapping[int, Feed]) -> None:
         self._files: List[_Followed] = []
         self._buffer = bytearray(CHUNK)
         for rank, path in sorted(files.items()):
@@ -272,7 +291,7 @@ class FileFollower:
                 baseline = None
             self._files.append(_Followed(path, streams[rank], baseline))
 
-    def add(self, path: str, stream: LineStream) -> None:
+    def add(self, path: str, stream: Feed) -> None:
         """Follow one more file, from its first byte, after those already followed (e.g. a file that a
         launcher made after the start: torchrun's per-attempt worker files)."""
         self._files.append(_Followed(path, stream, None))
@@ -299,9 +318,11 @@ class FileFollower:
                 item.inode = os.fstat(item.fd).st_ino
                 item.position = 0
                 item.baseline = None
+                item.stream.opened(item.fd)
             elif st is not None and st.st_size < item.position:  # truncated and rewritten
                 os.lseek(item.fd, 0, os.SEEK_SET)
                 item.position = 0
+                item.stream.opened(item.fd)
             if not self._read(item, now) and item.stream.holding and now - item.last_data > HOLD_SECONDS:
                 item.stream.flush_partial()
 
@@ -331,8 +352,11 @@ class FileFollower:
 
 
 def follow(follower: FileFollower, stop: threading.Event, interval: float, tick: Callable[[], None]) -> None:
-    """Thread body: poll the files every ``interval`` seconds (and call ``tick``) until ``stop``."""
-    while not stop.wait(interval):
-        follower.poll()
-        tick()
-    follower.finish()
+    """Thread body: poll the files every ``interval`` seconds (and call ``tick``) until ``stop``. The follower
+    finishes however the loop ends (the console readers fed by it wait for that)."""
+    try:
+        while not stop.wait(interval):
+            follower.poll()
+            tick()
+    finally:
+        follower.finish()

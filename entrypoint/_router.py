@@ -7,10 +7,12 @@ How bytes flow (``plan.log_source``):
   console with a ``[rank N] `` prefix.
 - ``attempt_files`` (torchrun ``--redirects=3``): every worker writes its stdout and stderr into files of
   its own under torchrun's ``--log_dir`` (one folder per attempt); a follower thread
-  (:class:`._torchrun_logs.TorchrunLogs`) copies them into ``rank-N.log`` and prints each line with its
-  ``[rank N] `` prefix. torchrun's own output goes to ``torchrun.log``.
-- ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
-  each line with its rank prefix. msrun's own output goes to ``msrun.log``.
+  (:class:`._torchrun_logs.TorchrunLogs`) copies them into ``rank-N.log`` at full speed, and a reader thread
+  per rank reads ``rank-N.log`` back and sends whole lines to the console with the ``[rank N] `` prefix
+  (:mod:`._readback`). torchrun's own output goes to ``torchrun.log``.
+- ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread notes how each file grows, and
+  a reader thread per rank reads it back to the console with the rank prefix. msrun's own output goes to
+  ``msrun.log``.
 
 The console never holds anything up: writes to it are queued (:class:`._console.Console`). A rank's console
 copy is read back from its log file at the console's pace (lag, not loss); only a stuck console costs console
@@ -28,6 +30,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ._console import CONSOLE_DRAIN, Console
 from ._pump import FileFollower, LineStream, Sink, follow, pump
+from ._readback import MirrorFeed
 from ._splice import SpliceSink, splice_pump
 from .errors import LaunchError
 from .plan import LaunchPlan, ProcessSpec
@@ -57,7 +60,7 @@ class Output:
         self.err = Console(err, "stderr")
         self.sinks: List[Sink] = []  # one per process
         self.rank_sinks: Dict[int, Sink] = {}
-        self._rank_streams: Dict[int, LineStream] = {}
+        self._rank_feeds: Dict[int, MirrorFeed] = {}
         self._quiet = threading.Event()
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
@@ -75,35 +78,42 @@ class Output:
         for spec in plan.processes:
             self.sinks.append(_sink(spec.log_file, self.warn, ring, plan.log_source == "pipe"))
         for rank, path in sorted(plan.rank_logs.items()):
-            if plan.log_source == "attempt_files":
-                self.rank_sinks[rank] = _sink(path, self.warn)
-            elif plan.log_source == "files":
-                self.rank_sinks[rank] = Sink(path, self.warn, write_file=False)
-                self._rank_streams[rank] = LineStream(self.out, b"[rank %d] " % rank, self.rank_sinks[rank])
+            if plan.log_source == "attempt_files":  # written by the follower, the console copy read back
+                self.rank_sinks[rank] = _sink(path, self.warn, spliced=True)
+            elif plan.log_source == "files":  # msrun writes it; the console copy is read back from it
+                followed = SpliceSink(path, self.warn, write_file=False)
+                self.rank_sinks[rank] = followed
+                self._rank_feeds[rank] = MirrorFeed(followed)
         if plan.log_source == "files":
-            self._follower = FileFollower(plan.rank_logs, self._rank_streams)
+            self._follower = FileFollower(plan.rank_logs, self._rank_feeds)
         elif plan.log_source == "attempt_files":
             from ._errorfiles import torchrun_log_dir  # here: only torchrun needs them (start-up time)
             from ._torchrun_logs import TorchrunLogs
 
             log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
             ranks = sorted(plan.rank_logs)
-            self._follower = TorchrunLogs(log_dir, ranks, self.rank_sinks, self.sinks[0], self.out, self.err)
+            copies = {rank: sink for rank, sink in self.rank_sinks.items() if isinstance(sink, SpliceSink)}
+            self._follower = TorchrunLogs(log_dir, ranks, copies, self.sinks[0], self.out, self.err)
 
     def quiet(self) -> None:
         """From now on a launcher's own lines go to its log file only."""
         self._quiet.set()
+
+    def _copies(self, label: str, path: str) -> List[LineStream]:
+        """The console copy of a log file read back by :meth:`SpliceSink.forward` (it writes no file itself)."""
+        prefix = f"[{label}] ".encode()
+        return [
+            LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", path)),
+            LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", path)),
+        ]
 
     def _routers(self, index: int, spec: ProcessSpec) -> Tuple[LineStream, LineStream]:
         sink = self.sinks[index]
         source = self.plan.log_source
         if source == "pipe":  # the file is written by splice_pump: the streams make the console copy only
             label = f"rank {spec.rank}" if spec.rank is not None else spec.name
-            prefix = f"[{label}] ".encode()
-            return (
-                LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", sink.path)),
-                LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", sink.path)),
-            )
+            out, err = self._copies(label, sink.path)
+            return out, err
         prefix = f"[{self.plan.method}] ".encode()
 
         def lines(data: bytes) -> None:
@@ -135,6 +145,14 @@ class Output:
             for pipe, router in zip(pipes, routers):
                 assert pipe is not None
                 self._spawn(pump, (pipe.fileno(), router, self._stop, warn), "pump")
+        for rank, rank_sink in sorted(self.rank_sinks.items()):
+            if isinstance(rank_sink, SpliceSink):  # torchrun, msrun: the follower feeds it, this reads back
+
+                def warn_rank(text: str, rank: int = rank) -> None:
+                    self.warn(f"rank {rank}: {text}")
+
+                copies = self._copies(f"rank {rank}", rank_sink.path)
+                self._spawn(rank_sink.forward, (copies, (self.out, self.err), warn_rank), "console-copy")
         if self._follower is not None:
             self._spawn(follow, (self._follower, self._stop, _FOLLOW_INTERVAL, tick), "follow")
 

@@ -45,7 +45,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 from . import _spans
 from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
-from ._sink import TAIL_BYTES, Sink, Warn
+from ._sink import TAIL_BYTES, Bytes, Sink, Warn
 from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
@@ -79,9 +79,13 @@ class SpliceSink(Sink):
     Stream 0 is stdout, 1 is stderr. :func:`splice_pump` feeds it, :meth:`forward` makes the console copy.
     """
 
-    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES) -> None:
-        """Create (truncate) ``path`` for reading and writing; raises OSError when it cannot."""
-        super().__init__(path, warn, ring_bytes, readable=True)
+    def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
+        """Create (truncate) ``path`` for reading and writing; raises OSError when it cannot.
+
+        ``write_file=False``: a file a launcher's worker writes itself (msrun's ``worker_N.log``); the shim only
+        reads it, once the follower has opened it (:meth:`follow`, :meth:`grew`).
+        """
+        super().__init__(path, warn, ring_bytes, write_file=write_file, readable=True)
         # The reader reads the file back: it must be readable and a regular file (not /dev/null, a FIFO, ...).
         self._splicing = self.readable and self._fd is not None and stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._read_fd: Optional[int] = None
@@ -117,11 +121,63 @@ class SpliceSink(Sink):
                 self._end += size
             return size
 
+    def copy(self, stream: int, data: Bytes) -> None:
+        """Bytes a follower read from a file a worker writes itself (torchrun's per-attempt files): appended to
+        this file with write() at full speed, and a span for the console reader, as :meth:`splice` records.
+
+        ``data`` is only used during the call. When the file fails part-way, what it took stays a file span and
+        the rest travels as an in-memory span (as after a failed splice).
+        """
+        with self._lock:
+            view = memoryview(data)
+            if self._splicing and self._fd is not None:
+                start = self._end
+                try:
+                    while view:
+                        written = os.write(self._fd, view)
+                        self._end += written
+                        view = view[written:]
+                except OSError as error:  # write() itself failed (ENOSPC, EIO, EFBIG): said once, file left
+                    self._seed_ring()
+                    self._fail(error)
+                if self._end > start:
+                    self._add(stream, start, self._end, None)
+            if view:
+                self._take(stream, bytes(view))
+
+    def follow(self, fd: int) -> None:
+        """The follower opened the file (``fd``, read-only) a launcher's worker writes (``write_file=False``): the
+        console copy and the tail are read from it. A second file (replaced, or cut and rewritten) is not read
+        back: from then on its bytes travel as in-memory spans, as after a failed splice."""
+        with self._lock:
+            if self._owned is None and self._read_fd is None and not self._cut and not self._ring:
+                self._owned = self._fd = os.dup(fd)
+                self._read_fd = os.dup(fd)
+                self._splicing = stat.S_ISREG(os.fstat(fd).st_mode)
+                self._end = 0
+            else:
+                self._seed_ring()
+
+    def grew(self, stream: int, data: Bytes) -> None:
+        """The followed file grew by ``data`` (only used during the call): a span for the console reader."""
+        with self._lock:
+            if self._splicing:
+                self._add(stream, self._end, self._end + len(data), None)
+                self._end += len(data)
+            else:
+                chunk = bytes(data)
+                self._keep(chunk)
+                self._add(stream, 0, len(chunk), chunk)
+
     def take(self, stream: int, data: bytes) -> None:
         """A chunk read from pipe ``stream`` after the fallback: to the file with write(), then to the console."""
         with self._lock:
-            self._append(data)
-            self._add(stream, 0, len(data), data)
+            self._take(stream, data)
+
+    def _take(self, stream: int, data: bytes) -> None:
+        """:meth:`take` with the lock held."""
+        self._append(data)
+        self._add(stream, 0, len(data), data)
 
     def end(self, stream: int) -> None:
         """Pipe ``stream`` has ended (or was abandoned)."""
@@ -224,6 +280,7 @@ class SpliceSink(Sink):
                     continue
                 stream = streams[span.stream]
                 last[span.stream] = time.monotonic()
+                fd = self._read_fd if fd is None else fd  # a followed file is opened after the reader starts
                 position = span.start
                 while position < span.end:
                     reason = gate.closed(span.stream)

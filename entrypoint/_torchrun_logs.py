@@ -8,20 +8,26 @@ torchrun. ``<run>`` is made by torchrun with ``tempfile.mkdtemp(prefix=f"{rdzv_r
 run folders are the entries of ``D`` that were not there before torchrun started. Each restart of the worker
 group (``--max_restarts``) gets the next ``attempt_<K>`` folder in the same run folder.
 
-:class:`TorchrunLogs` finds those files as they appear (every poll) and forwards them with
-:class:`._pump.FileFollower`: the raw bytes go to the rank's ``rank-<N>.log`` (local rank ``i`` is the
-``i``-th rank of this host), whole lines to the console with the ``[rank N] `` prefix, stdout to stdout and
-stderr to stderr. An attempt's files are always read before a later attempt's, so a rank log keeps the
-attempts in order. A local rank the plan has no rank for goes to the launcher's log with ``[local rank i] ``.
+:class:`TorchrunLogs` finds those files as they appear (every poll) and copies them with
+:class:`._pump.FileFollower` into the rank's ``rank-<N>.log`` (local rank ``i`` is the ``i``-th rank of this
+host) at full speed: the follower never waits for the console. The rank log is a :class:`._splice.SpliceSink`,
+so each copied chunk is also a span of that file (stdout or stderr) for the console copy, which the same
+read-back reader as under the fan-out (:meth:`._splice.SpliceSink.forward`) makes at the console's pace: whole
+lines with the ``[rank N] `` prefix, stdout to stdout and stderr to stderr, late rather than lost. An
+attempt's files are always read before a later attempt's, so a rank log keeps the attempts in order. A local
+rank the plan has no rank for goes to the launcher's log with ``[local rank i] `` (console lines dropped
+once the console is 16 MiB behind, as for the launcher's own output).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Sequence, Set
 
 from ._console import Console
-from ._pump import FileFollower, LineStream, Sink
+from ._pump import Feed, FileFollower, LineStream, Sink
+from ._readback import CopyFeed, end_copies
+from ._splice import SpliceSink
 
 __all__ = ["TorchrunLogs"]
 
@@ -47,17 +53,18 @@ class TorchrunLogs(FileFollower):
     Args:
         log_dir: torchrun's ``--log_dir``.
         ranks: this host's global ranks in local-rank order.
-        rank_sinks: global rank -> its log sink (``rank-N.log``).
+        rank_sinks: global rank -> its log (``rank-N.log``), whose :meth:`~._splice.SpliceSink.forward` makes
+            the console copy.
         launcher_sink: where a local rank outside ``ranks`` goes.
-        out: the stdout console (workers' ``stdout.log``).
-        err: the stderr console (workers' ``stderr.log``).
+        out: the stdout console (for a local rank outside ``ranks``).
+        err: the stderr console (for a local rank outside ``ranks``).
     """
 
     def __init__(
         self,
         log_dir: str,
         ranks: Sequence[int],
-        rank_sinks: Mapping[int, Sink],
+        rank_sinks: Mapping[int, SpliceSink],
         launcher_sink: Sink,
         out: Console,
         err: Console,
@@ -77,6 +84,14 @@ class TorchrunLogs(FileFollower):
         self._discover()
         super().poll()
 
+    def finish(self) -> None:
+        """Read what is left, then end every rank log's console copy (its reader drains and stops)."""
+        try:
+            super().finish()
+        finally:
+            for sink in self._rank_sinks.values():
+                end_copies(sink)
+
     def _discover(self) -> None:
         for name in sorted(_entries(self.log_dir)):
             if name not in self._before and name not in self._runs and os.path.isdir(os.path.join(self.log_dir, name)):
@@ -94,12 +109,10 @@ class TorchrunLogs(FileFollower):
             if local in seen:
                 continue
             seen.add(local)
-            sink, prefix = self._destination(int(local))
-            for name, console in zip(_STREAMS, self._consoles):
-                self.add(os.path.join(attempt_dir, local, name), LineStream(console, prefix, sink))
+            for stream, (name, console) in enumerate(zip(_STREAMS, self._consoles)):
+                self.add(os.path.join(attempt_dir, local, name), self._destination(int(local), stream, console))
 
-    def _destination(self, local: int) -> Tuple[Sink, bytes]:
+    def _destination(self, local: int, stream: int, console: Console) -> Feed:
         if local < len(self._ranks) and self._ranks[local] in self._rank_sinks:
-            rank = self._ranks[local]
-            return self._rank_sinks[rank], b"[rank %d] " % rank
-        return self._launcher, b"[local rank %d] " % local
+            return CopyFeed(self._rank_sinks[self._ranks[local]], stream)
+        return LineStream(console, b"[local rank %d] " % local, self._launcher)

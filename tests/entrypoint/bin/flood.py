@@ -23,7 +23,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between the flood and the last line")
     parser.add_argument("--interleave", action="store_true", help="one write per line, stdout and stderr in turn")
     args = parser.parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler runs the script too: it has no rank
+        return 0
+    rank = int(os.environ.get("RANK") or os.environ.get("MS_NODE_ID") or os.environ.get("RANK_ID") or "0")
     if args.interleave:
         for number in range(args.lines):
             os.write(1, line(rank, number))
