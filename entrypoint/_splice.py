@@ -257,16 +257,27 @@ class SpliceSink(Sink):
         (lag, not loss: the bytes wait in the file); only while it is stuck, or past the drain deadline after
         the end, are spans skipped unread, and the stream says so in one line when it resumes.
         """
-        with self._lock:
-            self._reading = True
-            fd = self._read_fd
+        _ReadBack(self, streams, consoles, warn).run()
+
+
+class _ReadBack:
+    """The console reader of one :class:`SpliceSink`: reads its spans back from the file, in file order."""
+
+    def __init__(self, sink: SpliceSink, streams: Sequence[LineStream], consoles: Sequence[_Paced], warn: Warn) -> None:
+        self.sink, self.streams, self.consoles, self.warn = sink, streams, consoles, warn
+
+    def run(self) -> None:
+        sink, streams, warn = self.sink, self.streams, self.warn
+        with sink._lock:
+            sink._reading = True
+            fd = sink._read_fd
         last = [0.0, 0.0]
-        gate = _Gate(consoles)
+        gate = _Gate(self.consoles)
         try:
             while True:
                 due = [last[i] + HOLD_SECONDS for i, stream in enumerate(streams) if stream.holding]
                 wait = max(0.0, min(due) - time.monotonic()) if due else None
-                span, lost, finished = self._next(wait)
+                span, lost, finished = sink._next(wait)
                 for index, count in enumerate(lost):
                     if count:
                         streams[index].skip(count, _behind())
@@ -278,41 +289,45 @@ class SpliceSink(Sink):
                         if stream.holding and now - last[index] >= HOLD_SECONDS:
                             stream.flush_partial()
                     continue
-                stream = streams[span.stream]
                 last[span.stream] = time.monotonic()
-                fd = self._read_fd if fd is None else fd  # a followed file is opened after the reader starts
-                position = span.start
-                while position < span.end:
-                    reason = gate.closed(span.stream)
-                    data = b""
-                    if not reason:
-                        if span.data is not None:
-                            data = span.data
-                        elif fd is not None:
-                            with contextlib.suppress(OSError):
-                                data = os.pread(fd, min(CHUNK, span.end - position), position)
-                        reason = "" if data else "its log file was cut short"
-                    if reason:
-                        stream.skip(span.end - position, reason, self._ends_line(fd, span))
-                        break
-                    stream.feed(data, len(data))  # a fresh bytes object: the stream queues it without a copy
-                    position += len(data)
+                fd = sink._read_fd if fd is None else fd  # a followed file is opened after the reader starts
+                self._copy(span, fd, gate)
             for stream in streams:
                 stream.finish()
         except Exception as error:  # a bug here must not stall the job: the file still gets every byte
             warn(
                 f"output of this process is no longer copied to the console ({type(error).__name__}: {error}); "
-                f"its log file {self.path} still gets every byte"
+                f"its log file {sink.path} still gets every byte"
             )
-            with self._lock:
-                self._forwarding = False
-                self._spans.clear()
+            with sink._lock:
+                sink._forwarding = False
+                sink._spans.clear()
         finally:
-            with self._lock:
-                self._reading = False
-                fd, self._read_fd = self._read_fd, None
+            with sink._lock:
+                sink._reading = False
+                fd, sink._read_fd = sink._read_fd, None
             if fd is not None:
                 os.close(fd)
+
+    def _copy(self, span: Span, fd: Optional[int], gate: _Gate) -> None:
+        """One span to its stream, chunk by chunk, as the console makes room; the rest skipped when it cannot."""
+        stream = self.streams[span.stream]
+        position = span.start
+        while position < span.end:
+            reason = gate.closed(span.stream)
+            data = b""
+            if not reason:
+                if span.data is not None:
+                    data = span.data
+                elif fd is not None:
+                    with contextlib.suppress(OSError):
+                        data = os.pread(fd, min(CHUNK, span.end - position), position)
+                reason = "" if data else "its log file was cut short"
+            if reason:
+                stream.skip(span.end - position, reason, self._ends_line(fd, span))
+                break
+            stream.feed(data, len(data))  # a fresh bytes object: the stream queues it without a copy
+            position += len(data)
 
     @staticmethod
     def _ends_line(fd: Optional[int], span: Span) -> bool:
