@@ -54,7 +54,7 @@ from .failure_class import peer_failure
 from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
-from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+from .rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 
 if TYPE_CHECKING:
     from ._errorfiles import ErrorRecord
@@ -390,12 +390,16 @@ class _Run:
     def result(self, started: float) -> RunResult:
         self.launcher_facts()
         escalated = self.killed_at is not None
-        collateral = teardown_signals(self.plan.method == "msrun", escalated)
+        msrun = self.plan.method == "msrun"
+        collateral = teardown_signals(msrun, escalated)
         attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
         last = attempts[-1] if attempts else None
         facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
+        if self.watch is not None:  # msrun names a worker by pid: the watch may have missed a short-lived one
+            facts = name_ranks(facts, dict(self.watch.pid_ranks), sorted(self.plan.rank_logs))
         stopped = self.shim_signal is not None or self.peer_restart
-        cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped)
+        cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped,
+                                launcher_kills=msrun and not escalated)  # fmt: skip
         failure = self._failure(cause.death)._replace(why=cause.why) if cause is not None else None
         if failure is None and self.peer_restart and self.shim_signal is None:
             failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)
