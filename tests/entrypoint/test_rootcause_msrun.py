@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Set
 
 import pytest
 from malaunch.entrypoint import proctree
@@ -49,21 +49,32 @@ def _gone_or_zombie(pid: int) -> bool:
     return info is None or info.zombie
 
 
-def _has_pidfd_of(holder: int, pid: int) -> bool:
-    """``holder`` holds a pidfd for ``pid`` (its fdinfo says ``Pid: <pid>``): the shim's watch sees that worker."""
+def _pidfds_of(holder: int, pid: int) -> Set[str]:
+    """The fds of ``holder`` that are pidfds for ``pid`` (their fdinfo says ``Pid: <pid>``)."""
     folder = Path(f"/proc/{holder}/fdinfo")
     try:
         names = os.listdir(folder)
     except OSError:
-        return False
+        return set()
+    found = set()
     for name in names:
         try:
             text = (folder / name).read_text()
         except OSError:
             continue
         if f"\nPid:\t{pid}\n" in f"\n{text}":
-            return True
-    return False
+            found.add(name)
+    return found
+
+
+def _watched(holder: int, pid: int) -> bool:
+    """The shim's watch keeps a pidfd for ``pid``: the same fd open 0.3 s apart (a scan's pidfd for a process that
+    turns out not to be a worker is closed at once; a worker's is kept)."""
+    first = _pidfds_of(holder, pid)
+    if not first:
+        return False
+    time.sleep(0.3)
+    return bool(first & _pidfds_of(holder, pid))
 
 
 def _run(tmp_path: Path, mode: str) -> tuple[int, Dict[str, object], str]:
@@ -88,7 +99,7 @@ def _run(tmp_path: Path, mode: str) -> tuple[int, Dict[str, object], str]:
         (folder / "go").write_text("")
         _wait("rank 1 to fail", lambda: _gone_or_zombie(rank1), alive)  # msrun's zombie: no environment left
         os.kill(proc.pid, signal.SIGCONT)
-        _wait("the watch to see rank 0", lambda: _has_pidfd_of(proc.pid, rank0), alive)
+        _wait("the watch to see rank 0", lambda: _watched(proc.pid, rank0), alive)
         os.kill(msrun, signal.SIGCONT)  # msrun logs rank 1's failure and SIGKILLs rank 0
         stopped.clear()
         _out, err = proc.communicate(timeout=180)
