@@ -207,8 +207,9 @@ class _Run:
             self.watch.start()
 
     def _worker_died(self, death: WorkerDeath) -> None:
-        """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
-        if self.plan.watch_workers:
+        """Called by the watch thread: after a worker's failure whatever the launcher prints is teardown chatter (a
+        worker that exits 0 ends nothing: msrun may still be saying it spawned the job)."""
+        if self.plan.watch_workers and death.code != 0:
             self.output.quiet()
         self.gate.hold(death)  # before the event: torchrun must not restart before the loop has judged it
         self.events.put(death)
