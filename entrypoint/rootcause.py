@@ -16,9 +16,15 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
 1. Only failures count (exit code != 0). Facts about the same rank are merged (the earliest time, the first
    known exit code, the error message).
 2. A death by a *teardown signal* (a signal the shim or the launcher sends to end the group: SIGTERM, SIGINT,
-   SIGHUP, and SIGKILL once a teardown had escalated to it or under msrun, which kills peers with SIGKILL) is
-   collateral: it is never the root cause while any other rank failed.
-3. Rank facts beat the launcher's own exit: a launcher is the root cause only when no rank failure is known.
+   SIGHUP, and SIGKILL once the shim's teardown had escalated to it) is collateral: it is never the root cause
+   while any other rank failed. A launcher that kills the peers itself (``launcher_kills``: msrun, which SIGKILLs
+   the other workers right after logging the failed one) makes SIGKILL collateral only once it has said so (a
+   ``"summary"`` fact is among the facts: it logs its line *before* it kills), and never for the worker its line
+   names: that one died before the launcher's teardown. Without such a line the launcher killed nobody, and a
+   SIGKILL came from elsewhere (out of memory, from outside).
+3. Rank facts beat the launcher's own exit: a launcher is the root cause only when no rank failure is known. A
+   launcher's line about one of its workers is a rank fact even when its rank is unknown (see
+   :func:`name_ranks`: msrun names a pid, and a worker that lived too briefly for the watch has no known rank).
 4. When the job was stopped from outside (the shim got a signal), teardown-signal deaths alone name no root
    cause.
 5. Among the candidates, the earliest death wins (time of death as observed: the watch, the launcher's line);
@@ -36,9 +42,18 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
 
 
 import signal
-from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["SAME_LOOK", "SOURCES", "Death", "RootCause", "attempt_facts", "find_root_cause", "teardown_signals"]
+__all__ = [
+    "SAME_LOOK",
+    "SOURCES",
+    "Death",
+    "RootCause",
+    "attempt_facts",
+    "find_root_cause",
+    "name_ranks",
+    "teardown_signals",
+]
 
 SOURCES = ("exit", "watch", "summary", "error_file")
 _TIME_UNKNOWN = float("inf")
@@ -110,11 +125,33 @@ class RootCause(NamedTuple):
 
 
 def teardown_signals(launcher_kills: bool, escalated: bool) -> FrozenSet[int]:
-    """Signals whose deaths are collateral: the usual stop signals, and SIGKILL when it was used to end peers."""
+    """Signals whose deaths may be collateral: the usual stop signals, and SIGKILL when it was used (or, with
+    ``launcher_kills``, may have been used) to end peers. :func:`find_root_cause` decides per death whether a
+    launcher's SIGKILL really was its teardown's (see rule 2)."""
     sigs = {int(signal.SIGTERM), int(signal.SIGINT), int(signal.SIGHUP)}
     if launcher_kills or escalated:
         sigs.add(int(signal.SIGKILL))
     return frozenset(sigs)
+
+
+def name_ranks(facts: Sequence[Death], pid_ranks: Mapping[int, int], ranks: Sequence[int]) -> List[Death]:
+    """``facts`` with a rank given to each launcher line (``"summary"``) that names a worker by pid only.
+
+    ``pid_ranks``: every worker the watch saw (pid -> rank); ``ranks``: this host's ranks, one worker each. A pid
+    the watch saw has its rank. A pid it never saw (the worker lived and died between two looks of a busy
+    watch) is the one rank of ``ranks`` the watch saw no worker of, when exactly one rank is unseen and exactly
+    one pid unknown: msrun runs one worker per rank, so no other worker can be that pid. Otherwise the rank
+    stays unknown (None).
+    """
+    unknown = {f.pid for f in facts if f.source == "summary" and f.rank is None and f.pid is not None}
+    unknown -= set(pid_ranks)
+    unseen = sorted(set(ranks) - set(pid_ranks.values()))
+    guess = {pid: unseen[0] for pid in unknown} if len(unknown) == 1 and len(unseen) == 1 else {}
+    named = {**guess, **pid_ranks}
+    return [
+        f.replace(rank=named[f.pid]) if f.source == "summary" and f.rank is None and f.pid in named else f
+        for f in facts
+    ]
 
 
 def attempt_facts(facts: Sequence[Death], attempt: Optional[int], last: bool) -> List[Death]:
@@ -183,19 +220,37 @@ def _pick(candidates: Sequence[Death]) -> Tuple[Death, str]:
     return chosen, "the earliest failure seen"
 
 
+def _named_key(fact: Death) -> Tuple[str, Optional[int]]:
+    return ("rank", fact.rank) if fact.rank is not None else ("pid", fact.pid)
+
+
+def _is_collateral(
+    fact: Death, signals: FrozenSet[int], launcher_kills: bool, named: FrozenSet[Tuple[str, Optional[int]]]
+) -> bool:
+    """Rule 2; ``named``: the workers the launcher's lines named (empty: it said nothing, so it killed nobody)."""
+    if fact.signal is None or fact.signal not in signals:
+        return False
+    if launcher_kills and fact.signal == signal.SIGKILL:
+        return bool(named) and _named_key(fact) not in named  # the named one died before the launcher's kill
+    return True
+
+
 def find_root_cause(
-    facts: Sequence[Death], collateral_signals: FrozenSet[int], *, stopped: bool = False
+    facts: Sequence[Death], collateral_signals: FrozenSet[int], *, stopped: bool = False, launcher_kills: bool = False
 ) -> Optional[RootCause]:
     """The root cause among ``facts`` (see the module docstring), or None when nothing failed.
 
     ``stopped``: the job was stopped from outside (the shim got a signal); then deaths by teardown signals
-    alone name no root cause.
+    alone name no root cause. ``launcher_kills``: SIGKILL is in ``collateral_signals`` because the launcher
+    (msrun) kills the peers of a failed worker, not because the shim's teardown escalated to it: then a SIGKILL
+    death is collateral only after the launcher's line, and never the worker that line names (rule 2).
     """
+    named = frozenset(_named_key(f) for f in facts if f.source == "summary")
     failed = [f for f in _merge(facts) if f.code is not None and f.code != 0]
     if not failed:
         return None
-    pool = [f for f in failed if f.rank is not None] or failed
-    primary = [f for f in pool if f.signal is None or f.signal not in collateral_signals]
+    pool = [f for f in failed if f.rank is not None or f.source == "summary"] or failed
+    primary = [f for f in pool if not _is_collateral(f, collateral_signals, launcher_kills, named)]
     if stopped and not primary:
         return None
     chosen, why = _pick(primary or pool)

@@ -54,7 +54,7 @@ from .failure_class import peer_failure
 from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
-from .rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+from .rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 
 if TYPE_CHECKING:
     from ._errorfiles import ErrorRecord
@@ -207,8 +207,9 @@ class _Run:
             self.watch.start()
 
     def _worker_died(self, death: WorkerDeath) -> None:
-        """Called by the watch thread: whatever the launcher prints from now on is teardown chatter."""
-        if self.plan.watch_workers:
+        """Called by the watch thread: after a worker's failure whatever the launcher prints is teardown chatter (a
+        worker that exits 0 ends nothing: msrun may still be saying it spawned the job)."""
+        if self.plan.watch_workers and death.code != 0:
             self.output.quiet()
         self.gate.hold(death)  # before the event: torchrun must not restart before the loop has judged it
         self.events.put(death)
@@ -390,12 +391,16 @@ class _Run:
     def result(self, started: float) -> RunResult:
         self.launcher_facts()
         escalated = self.killed_at is not None
-        collateral = teardown_signals(self.plan.method == "msrun", escalated)
+        msrun = self.plan.method == "msrun"
+        collateral = teardown_signals(msrun, escalated)
         attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
         last = attempts[-1] if attempts else None
         facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
+        if self.watch is not None:  # msrun names a worker by pid: the watch may have missed a short-lived one
+            facts = name_ranks(facts, dict(self.watch.pid_ranks), sorted(self.plan.rank_logs))
         stopped = self.shim_signal is not None or self.peer_restart
-        cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped)
+        cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped,
+                                launcher_kills=msrun and not escalated)  # fmt: skip
         failure = self._failure(cause.death)._replace(why=cause.why) if cause is not None else None
         if failure is None and self.peer_restart and self.shim_signal is None:
             failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)

@@ -9,7 +9,7 @@ from typing import Optional
 
 from malaunch.entrypoint._errorfiles import attempt_of, read_error_files, worker_output_tail
 from malaunch.entrypoint.report import parse_torchrun_failures
-from malaunch.entrypoint.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+from malaunch.entrypoint.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 
 TERM = teardown_signals(launcher_kills=False, escalated=False)
 MSRUN = teardown_signals(launcher_kills=True, escalated=False)
@@ -160,3 +160,49 @@ def test_error_files_and_worker_output_are_read_per_torchrun_attempt(tmp_path: P
     tail = worker_output_tail(first)
     assert tail == ("attempt 0 out", "attempt 0 err", "DistNetworkError: The client socket has timed out")
     assert worker_output_tail(None) == () and worker_output_tail(str(tmp_path / "gone" / "error.json")) == ()
+
+
+def msrun_chosen(*facts: Death) -> Optional[Death]:
+    cause = find_root_cause(facts, MSRUN, launcher_kills=True)
+    return cause.death if cause is not None else None
+
+
+def test_msrun_line_names_a_worker_the_watch_missed_by_elimination() -> None:
+    # rank 1 (pid 501) exited 3 between two looks of a busy watch; msrun logged it, then SIGKILLed rank 0
+    facts = [
+        Death("summary", 0, None, 501, 3, at=7.0, seq=0),
+        Death("watch", 0, 0, 500, -9, at=7.1, seq=1),
+        Death("exit", 0, None, 400, 1, at=8.0, seq=2),
+    ]
+    named = name_ranks(facts, {500: 0}, [0, 1])
+    assert [f.rank for f in named] == [1, 0, None]
+    cause = msrun_chosen(*named)
+    assert cause is not None and (cause.rank, cause.code, cause.pid) == (1, 3, 501)
+    # even with no rank known the line outranks msrun's SIGKILL of rank 0 (main named rank 0, exit 137)
+    cause = msrun_chosen(*facts)
+    assert cause is not None and (cause.rank, cause.code) == (None, 3)
+
+
+def test_name_ranks_guesses_only_when_one_rank_and_one_pid_are_unknown() -> None:
+    line = Death("summary", 0, None, 501, 3, seq=0)
+    assert name_ranks([line], {}, [0, 1])[0].rank is None  # two ranks unseen: which one?
+    assert name_ranks([line], {501: 1}, [0, 1])[0].rank == 1  # the watch saw it
+    assert name_ranks([line, line.replace(pid=502, seq=1)], {500: 0}, [0, 1, 2])[0].rank is None
+    watch = Death("watch", 0, None, 777, -9, seq=2)  # only launcher lines get a rank
+    assert name_ranks([watch], {500: 0}, [0, 1])[0].rank is None
+
+
+def test_msrun_sigkill_is_collateral_only_after_msruns_line_and_never_for_the_worker_it_names() -> None:
+    # rank 1 SIGKILLed from outside, msrun logged it and SIGKILLed rank 0: both died of SIGKILL in one look
+    one_look = (fact("watch", 0, -9, at=5.0, seq=0), fact("watch", 1, -9, at=5.0, seq=1))
+    cause = msrun_chosen(*one_look, fact("summary", 1, -9, at=5.01, seq=2))
+    assert cause is not None and cause.rank == 1
+    # no msrun line: msrun killed nobody; the shim's SIGTERM ended rank 0 after rank 1's SIGKILL
+    cause = msrun_chosen(fact("watch", 0, -15, at=5.0, seq=0), fact("watch", 1, -9, at=5.0, seq=1))
+    assert cause is not None and cause.rank == 1
+    # a worker msrun did not name died of SIGKILL after the line: msrun's teardown, never the root cause
+    cause = msrun_chosen(fact("watch", 0, -9, at=4.0, seq=0), fact("summary", 1, 3, at=5.0, seq=1))
+    assert cause is not None and (cause.rank, cause.code) == (1, 3)
+    # once the shim's own teardown escalated to SIGKILL every SIGKILL is collateral again
+    cause = find_root_cause((fact("watch", 0, -9, at=4.0, seq=0), fact("watch", 1, 3, at=5.0, seq=1)), MSRUN)
+    assert cause is not None and cause.death.rank == 1
