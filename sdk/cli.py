@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import click
 
 from .backends import JobHandle
+from .cli_inside import INSIDE_COMMANDS
 from .cli_jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
 from .errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
 from .follow import follow_job
@@ -35,7 +36,7 @@ from .status import exit_code_of
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
-VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune")
+VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec")
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -124,6 +125,7 @@ def cli() -> None:
     ma-submit [options] JOB.yaml [-- SCRIPT_ARGS...]
     ma-submit status|logs [-f]|stop|wait|delete JOB_ID     (a unique prefix of the id is enough)
     ma-submit list | prune [--older-than 7d]
+    ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     """
 
 
@@ -212,7 +214,7 @@ def submit_cmd(
     return _follow(handle, output)
 
 
-for _command in MANAGEMENT_COMMANDS:
+for _command in (*MANAGEMENT_COMMANDS, *INSIDE_COMMANDS):
     cli.add_command(_command)
 
 
