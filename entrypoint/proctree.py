@@ -132,7 +132,7 @@ def read_info(pid: int) -> Optional[ProcInfo]:
         return None
 
 
-def read_usage(pid: int) -> Optional["tuple[int, int]"]:
+def read_usage(pid: int) -> Optional[tuple[int, int]]:
     """``(CPU clock ticks used so far, resident bytes)`` of ``pid`` from ``/proc/<pid>/stat``; None when gone."""
     raw = _read(f"/proc/{pid}/stat", 4096)
     if not raw:

@@ -34,9 +34,9 @@ from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
+from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
 from .consolelog import merged_lines
-from ..inside import ExecResult, JobEvent, UsageReport
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
