@@ -118,12 +118,15 @@ def top_cmd(backend: Optional[str], watch: bool, interval: float, output: str, j
 @click.option("-i", "--stdin", "interactive", is_flag=True, help="Pass this terminal's input to the command.")
 @click.option("-t", "--tty", is_flag=True, help="Give the command a terminal (where the backend supports one).")
 @click.argument("job_id")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
 def exec_cmd(backend: Optional[str], host: int, interactive: bool, tty: bool, job_id: str,
              command: Tuple[str, ...]) -> int:  # fmt: skip
     """Run COMMAND inside a running host of JOB_ID and exit with its exit code.
 
     ma-submit exec JOB_ID --host 1 -- nvidia-smi;  ma-submit exec -it JOB_ID -- bash
+
+    ModelArts has no exec API: for a job with modelarts.ssh.key_pair_names this prints the ssh command for the
+    host (with COMMAND appended, if given).
     """
     impl, ident = _resolved(backend, job_id)
     words = list(command[1:] if command[:1] == ("--",) else command)

@@ -57,7 +57,7 @@ _LAUNCHER = (
 )  # fmt: skip
 _DATA = ("name", "path")
 _VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
-_MODELARTS = ("obs_dir", "engine_name", "engine_version")
+_MODELARTS = ("obs_dir", "engine_name", "engine_version", "ssh")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -220,6 +220,9 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_di
             fields[key] = _exit_codes(fields[key], f"{path}.{key}")
         if "template" in fields:
             fields["template"] = _resolve(fields["template"], base_dir)
+    if cls is ModelArtsOptions and "ssh" in fields:
+        ssh = _mapping(fields.pop("ssh") or {}, f"{path}.ssh", ("key_pair_names",))
+        fields["ssh_key_pair_names"] = _strings(ssh.get("key_pair_names"), f"{path}.ssh.key_pair_names", False)
     return _build(cls, fields, path)
 
 
