@@ -6,6 +6,7 @@ Public names (``__all__`` is explicit and tested)::
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
     load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
     Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
+    JobEvent, UsageReport, HostUsage, ExecResult   inside a job: handle.events(), .usage(), .exec()
     SubmitPlan, JobState, JobStatus, HostStatus    plans and states
     MalaunchError, ConfigError, SpecError, ...     errors (malaunch.sdk.errors)
 """
@@ -13,11 +14,14 @@ Public names (``__all__`` is explicit and tested)::
 from __future__ import annotations
 
 from .backends import Backend, JobHandle, available_backends, get_backend
+from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .errors import (
     BackendError,
     BackendNotAvailable,
     ConfigError,
+    ExecElsewhere,
     JobNotFound,
+    JobNotRunning,
     MalaunchError,
     SpecError,
     WaitTimeout,
@@ -34,11 +38,16 @@ __all__ = [
     "BackendNotAvailable",
     "ConfigError",
     "DataSpec",
+    "ExecElsewhere",
+    "ExecResult",
     "HostState",
     "HostStatus",
+    "HostUsage",
     "Job",
+    "JobEvent",
     "JobHandle",
     "JobNotFound",
+    "JobNotRunning",
     "JobSpec",
     "JobState",
     "JobStatus",
@@ -47,6 +56,7 @@ __all__ = [
     "Resources",
     "SpecError",
     "SubmitPlan",
+    "UsageReport",
     "WaitTimeout",
     "attach",
     "available_backends",
