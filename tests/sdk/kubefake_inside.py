@@ -87,8 +87,9 @@ def record_events(job: Any) -> None:
             pod.conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                "message": UNSCHEDULABLE}]  # fmt: skip
             _event(job, "Pod", pod.name, "FailedScheduling", UNSCHEDULABLE, warning=True)
-            _event(job, "PodGroup", podgroup_name(job), "Unschedulable", f"0/2 tasks in gang unschedulable: "
-                   f"{UNSCHEDULABLE}", warning=True)  # fmt: skip
+            if pod.index == 0:
+                _event(job, "PodGroup", podgroup_name(job), "Unschedulable", f"0/2 tasks in gang unschedulable: "
+                       f"{UNSCHEDULABLE}", warning=True)  # fmt: skip
         elif state == "running":
             pod.conditions = [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]
             _event(job, "Pod", pod.name, "Scheduled", f"Successfully assigned {job.namespace}/{pod.name} to node-1")

@@ -28,7 +28,7 @@ from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .plan import LocalRequest, host_environment
-from .state import read_state
+from .state import _report_detail, read_state
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
 
@@ -97,17 +97,13 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
         duration = attempt.get("duration")
         at += float(duration) if isinstance(duration, (int, float)) else 0.0
         if attempt.get("restarted"):
-            cause = attempt.get("root_cause")
-            why = f"; root cause {cause}" if cause else ""
+            cause = _report_detail({"root_cause": attempt.get("root_cause")})
+            why = f"; {cause}" if cause else ""
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
                                 f"exit code {attempt.get('exit_code')} ({attempt.get('failure_class')}){why}; "
                                 "the shim started the next attempt", "Warning", index))  # fmt: skip
-    cause = report.get("root_cause")
-    if isinstance(cause, Mapping):
-        rank = cause.get("rank")
-        who = f"rank {rank}" if isinstance(rank, int) else str(cause.get("name"))
-        out.append(JobEvent(when, source, "RootCause", f"root cause {who} exited with {cause.get('exit_code')}, "
-                            f"log {cause.get('log_file')}", "Error", index))  # fmt: skip
+    if isinstance(report.get("root_cause"), Mapping):  # the shim's root-cause line
+        out.append(JobEvent(when, source, "RootCause", _report_detail(report), "Error", index))
     return out
 
 

@@ -64,7 +64,9 @@ def pending_reason(
         for condition in _conditions(pod):
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
                 pod_name = (pod.get("metadata") or {}).get("name")
-                parts.append(f"pod {pod_name} not scheduled: {condition.get('reason')}: {condition.get('message')}")
+                said = str(condition.get("message") or "")
+                if not said or not any(said in part for part in parts):  # the PodGroup said it already
+                    parts.append(f"pod {pod_name} not scheduled: {condition.get('reason')}: {said}")
                 break
         if len(parts) > 2:
             break
