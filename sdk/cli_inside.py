@@ -15,7 +15,7 @@ import click
 
 from .backends.inside import HostUsage, UsageReport
 from .cli_jobs import EXIT_INTERRUPTED, OUTPUT, _backend_option, _resolved, echo_json, note
-from .errors import ExecElsewhere
+from .errors import ExecElsewhere, JobNotRunning
 
 __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
@@ -94,9 +94,16 @@ def events_cmd(backend: Optional[str], follow: bool, output: str, job_id: str) -
 def top_cmd(backend: Optional[str], watch: bool, interval: float, output: str, job_id: str) -> int:
     """Show what each host of JOB_ID uses: CPU, memory, accelerators where the platform reports them."""
     impl, ident = _resolved(backend, job_id)
+    shown = 0
     try:
         while True:
-            report = impl.usage(ident)
+            try:
+                report = impl.usage(ident)
+            except JobNotRunning:
+                if not shown:
+                    raise
+                return 0  # it ended between two refreshes
+            shown += 1
             if output == "json":
                 echo_json(report.to_json())
             else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,37 @@ def test_a_waiting_job_is_refused_by_top_and_exec_in_one_line(tmp_path: Path, ho
 
     with pytest.raises(JobNotRunning, match="job j is PENDING, nothing of it runs; top needs a running job"):
         local_usage(status)
+
+
+def test_top_watch_refreshes_until_the_job_ends(tmp_path: Path, home: Path, cli_env: Dict[str, str]) -> None:
+    job_id = _running_job(tmp_path, home, hosts=1)
+    watcher = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "top", "--watch", "--interval", "0.5", job_id],
+                               env=cli_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    assert watcher.stdout is not None
+    headers = 0
+    while headers < 2:  # two refreshes seen
+        line = watcher.stdout.readline()
+        assert line, watcher.stderr.read() if watcher.stderr else ""
+        headers += line.startswith("HOST ")
+    assert ma_submit(["stop", job_id], cli_env).returncode == 0
+    out, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0 and err == "", err
+    assert_nothing_running(job_id)
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2")
+def test_exec_runs_in_the_hosts_network_namespace(tmp_path: Path, home: Path) -> None:
+    job = write_job(tmp_path / "job", HOLDER, name="nsexec", run_method="ranktable",
+                    resources={"hosts": 2, "devices_per_host": 1})  # fmt: skip
+    backend = LocalBackend(home=str(home), network="netns")
+    handle = Job.from_yaml(str(job)).submit(backend)
+    consoles = [home / "jobs" / handle.id / "hosts" / str(i) / "console.log" for i in range(2)]
+    wait_for(lambda: all(p.is_file() and b"ready on" in p.read_bytes() for p in consoles), what="hosts ready")
+    address = handle.status().hosts[1].address
+    assert address.startswith("10.233.")
+    shown = handle.exec(["ip", "-o", "-4", "addr", "show", "dev", "eth0"], host=1)
+    assert shown.exit_code == 0 and f" {address}/24 " in shown.stdout.decode(), shown.stderr
+    handle.stop()
+    assert_nothing_running(handle.id)
