@@ -175,7 +175,7 @@ def test_top_watch_refreshes_until_the_job_ends(tmp_path: Path, home: Path, cli_
         assert line, watcher.stderr.read() if watcher.stderr else ""
         headers += line.startswith("HOST ")
     assert ma_submit(["stop", job_id], cli_env).returncode == 0
-    out, err = watcher.communicate(timeout=60)
+    _, err = watcher.communicate(timeout=60)
     assert watcher.returncode == 0 and err == "", err
     assert_nothing_running(job_id)
 
