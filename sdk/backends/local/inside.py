@@ -36,13 +36,16 @@ _SHIM = b"[ma-entrypoint] "
 _ANNOUNCE = b"[ma-entrypoint] method="
 _WAITING = b"[ma-entrypoint] waiting for "
 _HEAD = 256 << 10  # the shim's start-up lines come first in a host's console
+_FIRST = 16 << 10
 _SIGTERM_CODE = 143
 
 
 def _console_head(path: str) -> bytes:
+    """The start of a host's console: its first 16 KiB when the launch is announced there, else up to 256 KiB."""
     try:
         with open(path, "rb") as handle:
-            return handle.read(_HEAD)
+            head = handle.read(_FIRST)
+            return head if _ANNOUNCE in head else head + handle.read(_HEAD - _FIRST)
     except OSError:
         return b""
 
