@@ -1,11 +1,13 @@
-"""``ma-submit``: submit a job file and follow it, or manage jobs (status, logs, stop, wait, list, delete, prune).
+"""``ma-submit``: submit a job file and follow it, manage jobs (status, logs, stop, wait, list, delete, prune) and
+look inside them (events, top, exec: :mod:`malaunch.sdk.cli_inside`).
 
 A first argument that is not a verb is a job file (``ma-submit job.yaml`` = ``ma-submit submit job.yaml``); a job
 file named like a verb is given as ``./status``; a word close to a verb that is no file gets a did-you-mean.
 Words after ``--`` are the script's own arguments (``ma-submit job.yaml -- --epochs 2``). Exit codes are
 decided only in :meth:`MaSubmitGroup.main`:
 
-- the followed job's own exit code (``submit`` without ``--detach``, ``wait``); 0 for everything else that worked;
+- the followed job's own exit code (``submit`` without ``--detach``, ``wait``), the command's for ``exec``; 0 for
+  everything else that worked;
 - 2: invalid job file, option or usage; 3: backend failure; 4: unknown job id; 124: ``wait --timeout`` ran out;
 - 130: following was interrupted (the job keeps running).
 
