@@ -80,6 +80,10 @@ def test_events_are_read_page_by_page(fake_ma: FakeModelArts, s3: Any, tmp_path:
     with pytest.raises(JobNotRunning, match="FAILED"):
         handle.usage()
     assert fake_ma.body_errors == [] and fake_ma.signature_failures == []
+    refused = ma_submit(["events", handle.id], {**ma_env, "HUAWEICLOUD_SDK_SK": "not-the-key"})
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith("ma-submit: error: ModelArts refused the credentials") and "not-the-key" not in \
+        refused.stderr  # fmt: skip
 
 
 def test_top_and_the_ssh_endpoint_of_a_running_job(fake_ma: FakeModelArts, s3: Any, tmp_path: Path,
