@@ -10,7 +10,9 @@ One command runs every case, prints a table of figures and ratios measured in th
   bare msrun;
 - ``log-throughput``: 1 GB of lines through the shim vs written to a file directly;
 - ``ranktable-scale``: parse and plan a 2,048 x 16 (32,768-rank) v1.0 rank table in-process;
-- ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done.
+- ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done;
+- ``obs-upload``: the ModelArts code upload (first and unchanged re-upload) against a plain 10-thread boto3
+  upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000).
 
 Run it with the project venv (``bash scripts/setup.sh`` first): ``.venv/bin/python bench/run.py``. A full run
 takes about 10-15 minutes, ``--quick`` about 3.
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
+from mabench.obsupload import run_obs_upload
 from mabench.procs import BENCH_DIR, REPO
 from mabench.report import console_table, write_docs
 from mabench.results import CaseResult, say
@@ -41,18 +44,25 @@ from mabench.teardown import run_teardown
 
 __all__ = ["CASES", "main"]
 
-CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend")
+CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload")
 
 
 def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
     base = (
-        {"reps": 2, "msrun_reps": 1, "log_reps": 2, "log_bytes": 300_000_000, "scale_reps": 3, "local_reps": 1}
+        {"reps": 2, "msrun_reps": 1, "log_reps": 2, "log_bytes": 300_000_000, "scale_reps": 3, "local_reps": 1,
+         "obs_reps": 1, "obs_large": 0}
         if quick
-        else {"reps": 5, "msrun_reps": 3, "log_reps": 5, "log_bytes": 1_000_000_000, "scale_reps": 7, "local_reps": 3}
-    )
+        else {"reps": 5, "msrun_reps": 3, "log_reps": 5, "log_bytes": 1_000_000_000, "scale_reps": 7, "local_reps": 3,
+              "obs_reps": 3, "obs_large": 1}
+    )  # fmt: skip
     if reps is not None:
         base.update(
-            reps=reps, msrun_reps=min(reps, base["msrun_reps"]), log_reps=reps, scale_reps=reps, local_reps=reps
+            reps=reps,
+            msrun_reps=min(reps, base["msrun_reps"]),
+            log_reps=reps,
+            scale_reps=reps,
+            local_reps=reps,
+            obs_reps=reps,
         )
     return base
 
@@ -64,6 +74,7 @@ def _runners(s: Dict[str, int]) -> Dict[str, Callable[[], CaseResult]]:
         "log-throughput": lambda: run_log_throughput(s["log_reps"], s["log_bytes"]),
         "ranktable-scale": lambda: run_scale(s["scale_reps"]),
         "local-backend": lambda: run_local_backend(s["local_reps"]),
+        "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
     }
 
 
@@ -76,6 +87,8 @@ def _describe(case: str, s: Dict[str, int]) -> str:
         f"{s['log_reps']} runs each",
         "ranktable-scale": f"2,048 x 16 v1.0 table, in-process; {s['scale_reps']} runs",
         "local-backend": f"4 hosts x 4 ranks via Job(...).submit(); {s['local_reps']} runs",
+        "obs-upload": f"{'2,000 and 20,000' if s['obs_large'] else '2,000'} files (one of 20 MB) on moto's S3 "
+        f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
     }[case]
 
 

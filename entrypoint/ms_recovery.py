@@ -23,6 +23,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from .cluster_env import ClusterEnv
+from .contract import parse_bool
 from .errors import ConfigError
 from .launchers import LaunchInputs, boot_command, plan_launch
 from .plan import LaunchPlan, ProcessSpec
@@ -40,12 +41,15 @@ __all__ = [
 
 DEFAULT_RECOVERY_DELAY = 30.0
 SCHEDULER_NAME = "ms-scheduler"
-_TRUE = ("1", "true", "yes", "on")
 
 
 def recovery_wanted(cluster: ClusterEnv, environ: Mapping[str, str]) -> bool:
-    """True for ``MA_RUN_METHOD=msrun`` with ``MS_ENABLE_RECOVERY`` set to 1/true."""
-    return cluster.method == "msrun" and (environ.get("MS_ENABLE_RECOVERY") or "").strip().lower() in _TRUE
+    """True for ``MA_RUN_METHOD=msrun`` with ``MS_ENABLE_RECOVERY`` true (1, true, yes, on).
+
+    Raises:
+        ConfigError: with msrun, ``MS_ENABLE_RECOVERY`` is neither true nor false (e.g. ``maybe``).
+    """
+    return cluster.method == "msrun" and parse_bool(environ, "MS_ENABLE_RECOVERY")
 
 
 def recovery_delay(environ: Mapping[str, str]) -> float:

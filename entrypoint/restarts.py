@@ -30,6 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
+from .contract import parse_int
 from .errors import ConfigError
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
@@ -102,13 +103,7 @@ def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
     Raises:
         ConfigError: a variable has an invalid value.
     """
-    raw_max = (environ.get("MA_MAX_RESTARTS") or "").strip()
-    try:
-        max_restarts = int(raw_max, 10) if raw_max else 0
-    except ValueError:
-        raise ConfigError("MA_MAX_RESTARTS", raw_max, "expected a whole number >= 0") from None
-    if not 0 <= max_restarts <= 1000:
-        raise ConfigError("MA_MAX_RESTARTS", raw_max, "expected a whole number between 0 and 1000")
+    max_restarts = parse_int(environ, "MA_MAX_RESTARTS")  # the contract's rules: ASCII digits, 0-1000
     raw_backoff = (environ.get("MALAUNCH_RESTART_BACKOFF") or "").strip()
     try:
         backoff = float(raw_backoff) if raw_backoff else DEFAULT_BACKOFF

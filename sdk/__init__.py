@@ -3,6 +3,7 @@
 Public names (``__all__`` is explicit and tested)::
 
     Job, attach                                    the Python API (malaunch.sdk.job)
+    Sweep, SweepHandle, attach_sweep               sweeps: one job, many trials (malaunch.sdk.sweep)
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
     load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
     Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
@@ -24,6 +25,7 @@ from .errors import (
     JobNotRunning,
     MalaunchError,
     SpecError,
+    SweepNotFound,
     WaitTimeout,
 )
 from .job import Job, attach
@@ -31,6 +33,7 @@ from .loader import load_job_file, spec_from_mapping
 from .plan import SubmitPlan
 from .spec import DataSpec, JobSpec, LauncherOptions, Resources
 from .status import HostState, HostStatus, JobState, JobStatus
+from .sweep import Sweep, SweepHandle, attach_sweep
 
 __all__ = [
     "Backend",
@@ -56,9 +59,13 @@ __all__ = [
     "Resources",
     "SpecError",
     "SubmitPlan",
+    "Sweep",
+    "SweepHandle",
+    "SweepNotFound",
     "UsageReport",
     "WaitTimeout",
     "attach",
+    "attach_sweep",
     "available_backends",
     "get_backend",
     "load_job_file",

@@ -29,6 +29,7 @@ import click
 from .backends import JobHandle
 from .cli_inside import INSIDE_COMMANDS
 from .cli_jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
+from .cli_sweep import sweep_group
 from .errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
 from .follow import follow_job
 from .job import Job
@@ -38,7 +39,7 @@ from .status import exit_code_of
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
-VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec")
+VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec")
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -127,6 +128,7 @@ def cli() -> None:
     ma-submit [options] JOB.yaml [-- SCRIPT_ARGS...]
     ma-submit status|logs [-f]|stop|wait|delete JOB_ID     (a unique prefix of the id is enough)
     ma-submit list | prune [--older-than 7d]
+    ma-submit sweep JOB.yaml [--param lr=1e-3,3e-4]... | sweep status|wait|stop|logs SWEEP_ID
     ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     """
 
@@ -218,6 +220,7 @@ def submit_cmd(
 
 for _command in (*MANAGEMENT_COMMANDS, *INSIDE_COMMANDS):
     cli.add_command(_command)
+cli.add_command(sweep_group)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

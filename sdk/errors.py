@@ -11,6 +11,7 @@
     │   ├── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
     │   └── ExecElsewhere            no exec API: ``command`` (e.g. ssh) runs it instead        exit 3
     ├── JobNotFound                  no job with that id on that backend                        exit 4
+    │   └── SweepNotFound            no sweep with that id under MALAUNCH_HOME                  exit 4
     └── WaitTimeout                  ``wait(timeout=...)`` ran out before the job ended         exit 124
 
 Every message says what failed, the offending value, and what to do, e.g.
@@ -37,6 +38,7 @@ __all__ = [
     "JobStateUnknown",
     "MalaunchError",
     "SpecError",
+    "SweepNotFound",
     "WaitTimeout",
     "exit_code_for",
     "show_value",
@@ -160,16 +162,28 @@ class JobNotFound(MalaunchError):
         super().__init__(f"no job with id {job_id!r} on backend {backend!r}; {hint}")
 
 
-class WaitTimeout(MalaunchError):
-    """A wait ran out of time; the job keeps running."""
+class SweepNotFound(JobNotFound):
+    """No sweep ``sweep_id`` under the sweeps' home."""
 
-    def __init__(self, job_id: str, timeout: float, state: str) -> None:
+    def __init__(self, sweep_id: str, home: str) -> None:
+        MalaunchError.__init__(
+            self, f"no sweep with id {sweep_id!r} under {home}; see 'ma-submit sweep list' (MALAUNCH_HOME={home})"
+        )
+        self.job_id = sweep_id
+        self.backend = "sweep"
+
+
+class WaitTimeout(MalaunchError):
+    """A wait ran out of time; the job (or the sweep, ``kind="sweep"``) keeps running."""
+
+    def __init__(self, job_id: str, timeout: float, state: str, kind: str = "job") -> None:
         self.job_id = job_id
         self.timeout = timeout
         self.state = state
+        verb = "sweep stop" if kind == "sweep" else "stop"
         super().__init__(
-            f"job {job_id} did not end within {timeout:g}s, it is {state}; wait longer or stop it with "
-            f"'ma-submit stop {job_id}'"
+            f"{kind} {job_id} did not end within {timeout:g}s, it is {state}; wait longer or stop it with "
+            f"'ma-submit {verb} {job_id}'"
         )
 
 

@@ -45,13 +45,16 @@ def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[
             yield f"host {host.index} ({host.address}) started" + ("" if host.pid is None else f", pid {host.pid}")
         elif host.state is HostState.EXITED and (old is None or old.state is not HostState.EXITED):
             name = f"host {host.index} ({host.address})"
-            if host.exit_code == 0:
+            if host.exit_code is None:  # the backend knows it ended, not how: that is no failure
+                yield f"{name} ended ({status.state.value.lower()} job; the platform reports no exit code)"
+            elif host.exit_code == 0:
                 yield f"{name} finished, exit code 0"
             elif host.exit_code == _SIGTERM_CODE:
                 yield f"{name} was stopped (SIGTERM), exit code {host.exit_code}"
             else:
                 detail = f"; {host.detail}" if host.detail else ""
-                yield f"{name} failed, exit code {host.exit_code}{detail}; console: {host.log_file}"
+                console = f"; console: {host.log_file}" if host.log_file else ""
+                yield f"{name} failed, exit code {host.exit_code}{detail}{console}"
 
 
 def describe_end(status: JobStatus) -> str:
@@ -67,7 +70,11 @@ def describe_end(status: JobStatus) -> str:
 
 def _heartbeat(status: JobStatus, elapsed: float, silent: float) -> str:
     running = [h.index for h in status.hosts if h.state is HostState.RUNNING]
-    ended = [f"{h.index}={h.exit_code}" for h in status.hosts if h.state is HostState.EXITED]
+    ended = [
+        f"{h.index}={'unknown' if h.exit_code is None else h.exit_code}"
+        for h in status.hosts
+        if h.state is HostState.EXITED
+    ]
     parts = [f"job {status.id} {status.state.value} for {elapsed:.0f}s"]
     parts.append(f"hosts running: [{', '.join(map(str, running))}]")
     if ended:

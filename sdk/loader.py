@@ -28,13 +28,14 @@ import types
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
+from malaunch.entrypoint.contract import int_bounds
 
 from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
 from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
 
-__all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "spec_from_mapping"]
+__all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
 #: Launcher variables a job's ``env`` may set, and the field each stands for (``launcher.<name>`` or ``run_method``).
 LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
@@ -48,7 +49,7 @@ _FALSE = ("false", "0", "no", "off")
 
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", "volcano", "modelarts",
+    "backend", "launcher", "volcano", "modelarts", "sweep",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -67,6 +68,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "data": _DATA,
     "volcano": _VOLCANO,
     "modelarts": _MODELARTS,
+    "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
 }
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
@@ -233,6 +235,9 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         SpecError: the first invalid field, with its path and value.
     """
     fields = _mapping(data, "", _TOP)
+    if fields.pop("sweep", None) is not None:  # read by malaunch.sdk.sweep, which passes the rest here
+        raise SpecError("sweep", "makes this job file a sweep of many trials", "sweep: {...}",
+                        "run it with 'ma-submit sweep JOB.yaml' (or Sweep.from_yaml in Python)")  # fmt: skip
     for key in _REQUIRED:
         if fields.get(key) is None:
             raise SpecError(key, "is required", None, f"add '{key}:' to the job file")
@@ -273,9 +278,9 @@ def _env_value(name: str, text: str, target: str) -> object:
                 raise ValueError("must be a port number 1-65535")
             return port
         if target.endswith("cluster_time_out"):
-            seconds = int(value)
-            if seconds < 1:
-                raise ValueError("must be a whole number of seconds >= 1")
+            seconds, lowest = int(value), int_bounds(name)[0]  # the shim's bound: -1 waits forever
+            if seconds < lowest:
+                raise ValueError(f"must be a whole number of seconds >= {lowest}")
             return seconds
         if target.endswith("rank_table"):
             if value.lower() not in _TRUE + _FALSE:
@@ -346,30 +351,45 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Dict[An
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _parse_yaml(text: str) -> object:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "the file"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(where, f"is not valid YAML ({problem})", text[:40], "fix the YAML syntax") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise SpecError("(top level)", f"could not be read as YAML ({exc})", text[:40]) from None
+
+
 def load_job_text(text: str, base_dir: Optional[str] = None, source: Optional[str] = None) -> JobSpec:
     """Parse job-file YAML ``text``; ``source`` names the file in error messages."""
     try:
-        try:
-            data = yaml.load(text, Loader=_StrictLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}" if mark is not None else "the file"
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise SpecError(where, f"is not valid YAML ({problem})", text[:40], "fix the YAML syntax") from None
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-            raise SpecError("(top level)", f"could not be read as YAML ({exc})", text[:40]) from None
-        return spec_from_mapping(data, base_dir)
+        return spec_from_mapping(_parse_yaml(text), base_dir)
     except SpecError as error:
         raise error.with_source(source) if source else error from None
 
 
-def load_job_file(path: str) -> JobSpec:
-    """Read and validate a job file; relative paths in it are relative to its folder."""
+def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpecError("job file", f"cannot be read ({reason})", path, "check the path") from None
+
+
+def read_job_data(path: str) -> Tuple[object, str]:
+    """A job file's parsed YAML (duplicate keys refused) and its folder, for readers of extra sections (sweep)."""
+    text = _read_text(path)
+    try:
+        return _parse_yaml(text), os.path.dirname(os.path.abspath(path))
+    except SpecError as error:
+        raise error.with_source(path) from None
+
+
+def load_job_file(path: str) -> JobSpec:
+    """Read and validate a job file; relative paths in it are relative to its folder."""
     base_dir = os.path.dirname(os.path.abspath(path))
-    return load_job_text(text, base_dir=base_dir, source=path)
+    return load_job_text(_read_text(path), base_dir=base_dir, source=path)

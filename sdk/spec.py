@@ -29,6 +29,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+from malaunch.entrypoint.contract import int_bounds
+
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
 
@@ -92,6 +94,8 @@ RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
     }
 )
 
+#: ``launcher.msrun_cluster_time_out``: the shim's bounds of MSRUN_CLUSTER_TIME_OUT (-1: wait forever).
+_CLUSTER_TIME_OUT_BOUNDS = int_bounds("MSRUN_CLUSTER_TIME_OUT")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -211,7 +215,7 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
     _check_words(f"{prefix}.torchrun_extra_params", opts.torchrun_extra_params)
     _check_words(f"{prefix}.msrun_extra_params", opts.msrun_extra_params)
     if opts.msrun_cluster_time_out is not None:
-        _check_int(f"{prefix}.msrun_cluster_time_out", opts.msrun_cluster_time_out, 1)
+        _check_int(f"{prefix}.msrun_cluster_time_out", opts.msrun_cluster_time_out, *_CLUSTER_TIME_OUT_BOUNDS)
     if not isinstance(opts.msrun_rank_table, bool):
         raise _fail(f"{prefix}.msrun_rank_table", "must be true or false", opts.msrun_rank_table)
     grace = opts.grace_period

@@ -49,6 +49,8 @@ def ratio_text(item: Series, by_key: Dict[str, Series]) -> str:
         refs = [("teardown/torchrun", "torchrun"), ("teardown/msrun", "msrun")]
     elif item.key in ("log/shim", "log/tee"):
         refs = [("log/direct", "direct"), ("log/tee", "tee")]
+    elif parts[0] == "obs" and parts[2] != "plain":
+        refs = [(f"obs/{parts[1]}/plain", "plain")]
     texts = []
     for key, name in refs:
         other = by_key.get(key)

@@ -5,8 +5,12 @@
 - retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts;
 - the wait is exponential with jitter (``RetryPolicy.initial`` doubling up to ``maximum``), except that a
   ``Retry-After`` header (seconds or an HTTP date) is honoured, up to ``max_retry_after``;
-- when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says what was asked, how many
-  attempts over how long, and the last problem.
+- an endpoint that cannot be reached (refused, unresolvable, no answer to connect within
+  ``RetryPolicy.connect_timeout``) is retried only while the whole call stays within
+  ``RetryPolicy.connect_budget`` seconds (about 10): a wrong or dead endpoint fails fast, a slow answer
+  (read timeout, ``RetryPolicy.read_timeout``) is waited for;
+- when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says in one whole sentence what was
+  asked, why it failed, how many attempts over how long, and what to do.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
@@ -18,14 +22,21 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar, Union
+from typing import Callable, Dict, Optional, Tuple, TypeVar, Union
 
 import requests
 import tenacity
 
 from ..errors import BackendError
 
-__all__ = ["DEFAULT_POLICY", "RetryPolicy", "RetryableStatus", "call_with_retry", "retry_after_seconds"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "RetryPolicy",
+    "RetryableStatus",
+    "call_with_retry",
+    "connection_reason",
+    "retry_after_seconds",
+]
 
 T = TypeVar("T")
 
@@ -39,6 +50,14 @@ class RetryPolicy:
     maximum: float = 20.0
     jitter: float = 0.5
     max_retry_after: float = 120.0
+    connect_timeout: float = 3.0
+    read_timeout: float = 60.0
+    connect_budget: float = 10.0
+
+    @property
+    def timeout(self) -> Tuple[float, float]:
+        """``(connect, read)`` timeouts for ``requests``."""
+        return (self.connect_timeout, self.read_timeout)
 
 
 #: The policy every HTTP call uses unless told otherwise.
@@ -67,11 +86,46 @@ def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
     return max(0.0, when.timestamp() - now)
 
 
-def _problem(error: BaseException) -> str:
+_REASONS = (
+    ("connection refused", "the connection was refused (nothing listens there)"),
+    ("name or service not known", "the host name does not resolve"),
+    ("failed to resolve", "the host name does not resolve"),
+    ("temporary failure in name resolution", "the host name does not resolve"),
+    ("nodename nor servname", "the host name does not resolve"),
+    ("network is unreachable", "the network is unreachable"),
+    ("no route to host", "there is no route to the host"),
+    ("connection reset", "the connection was reset"),
+    ("remote end closed connection", "the server closed the connection without an answer"),
+    ("connection aborted", "the server closed the connection without an answer"),
+    ("certificate", "the TLS certificate was not accepted"),
+)
+
+
+def connection_reason(error: BaseException, connect_timeout: Optional[float] = None) -> str:
+    """Why a request could not be sent or answered, as a short whole phrase (never a cut-off message)."""
+    if isinstance(error, requests.exceptions.ConnectTimeout):
+        within = f" within {connect_timeout:g}s" if connect_timeout is not None else ""
+        return f"no answer to connect{within} (the host is down or a firewall drops the traffic)"
+    if isinstance(error, requests.exceptions.ReadTimeout):
+        return "the server accepted the connection but did not answer in time"
+    text = str(error).lower()
+    for fragment, reason in _REASONS:
+        if fragment in text:
+            return reason
+    return f"{type(error).__name__}"
+
+
+def _problem(error: BaseException, policy: RetryPolicy) -> str:
     if isinstance(error, RetryableStatus):
-        body = error.response.text.strip().replace("\n", " ")
-        return f"HTTP {error.response.status_code}" + (f" {body[:200]}" if body else "")
-    return f"{type(error).__name__}: {str(error)[:200]}"
+        body = " ".join(error.response.text.split())
+        if len(body) > 200:
+            body = body[:197] + "..."
+        return f"HTTP {error.response.status_code}" + (f" ({body})" if body else "")
+    return f"{connection_reason(error, policy.connect_timeout)} ({type(error).__name__})"
+
+
+def _unreachable(error: Optional[BaseException]) -> bool:
+    return isinstance(error, requests.ConnectionError) and not isinstance(error, requests.exceptions.ReadTimeout)
 
 
 def call_with_retry(
@@ -92,15 +146,39 @@ def call_with_retry(
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
     """
 
+    slept = 0.0
+    planned: Dict[int, float] = {}
+
+    def next_wait(state: tenacity.RetryCallState) -> float:
+        if state.attempt_number not in planned:
+            outcome = state.outcome
+            error = outcome.exception() if outcome is not None else None
+            step: float = min(policy.maximum, policy.initial * 2.0 ** (state.attempt_number - 1))
+            step += random.uniform(0, policy.jitter)
+            if isinstance(error, RetryableStatus):
+                asked = retry_after_seconds(error.response.headers.get("Retry-After"), wall_clock())
+                if asked is not None:
+                    step = min(asked, policy.max_retry_after)
+            planned[state.attempt_number] = step
+        return planned[state.attempt_number]
+
     def wait(state: tenacity.RetryCallState) -> float:
+        nonlocal slept
+        step = next_wait(state)
+        slept += step
+        return step
+
+    def spent() -> float:
+        return max(clock() - start, slept)  # a sleep that is not real (tests) still counts
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        if state.attempt_number >= policy.attempts:
+            return True
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
-        if isinstance(error, RetryableStatus):
-            asked = retry_after_seconds(error.response.headers.get("Retry-After"), wall_clock())
-            if asked is not None:
-                return min(asked, policy.max_retry_after)
-        step: float = policy.initial * 2.0 ** (state.attempt_number - 1)
-        return min(policy.maximum, step) + random.uniform(0, policy.jitter)
+        if _unreachable(error):  # the next attempt may take a whole connect timeout again
+            return spent() + next_wait(state) + policy.connect_timeout > policy.connect_budget
+        return False
 
     attempt = 0
 
@@ -114,7 +192,7 @@ def call_with_retry(
 
     start = clock()
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(policy.attempts),
+        stop=stop,
         wait=wait,
         retry=tenacity.retry_if_exception_type((RetryableStatus, requests.ConnectionError, requests.Timeout)),
         sleep=sleep,
@@ -124,8 +202,14 @@ def call_with_retry(
         return retrying(once)
     except tenacity.RetryError as exc:
         last = exc.last_attempt.exception()
-        problem = _problem(last) if last is not None else "no answer"
+        tries = f"{attempt} attempt{'s' if attempt != 1 else ''} over {spent():.1f}s"
+        if _unreachable(last):
+            assert last is not None
+            raise BackendError(
+                f"{what} failed: cannot reach the endpoint, {connection_reason(last, policy.connect_timeout)} "
+                f"({tries}); check the endpoint setting and your network, then try again"
+            ) from None
+        problem = _problem(last, policy) if last is not None else "no answer"
         raise BackendError(
-            f"{what} failed after {attempt} attempts over {clock() - start:.1f}s, last: {problem}; "
-            "check the endpoint and your network, then try again"
+            f"{what} failed after {tries}, last: {problem}; check the endpoint and your network, then try again"
         ) from None

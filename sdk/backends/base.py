@@ -29,23 +29,31 @@ Optional, with defaults here:
    deletes every ended job older than that, built on ``list`` and ``delete``. The default ``delete`` raises
    :class:`~malaunch.sdk.errors.BackendError` (not supported).
 
+Sweeps (:mod:`malaunch.sdk.sweep`) submit many plans of one job through two more optional hooks:
+
+10. ``label(plan, labels) -> SubmitPlan``: the plan with ``labels`` (the sweep id, the trial index) put where the
+    platform keeps them (Volcano: the Job's labels); pure. Default: the plan unchanged.
+11. ``share_code(plan, upload=...) -> SubmitPlan``: what every trial of a sweep shares (the code) is prepared
+    once: with ``upload=True`` it is done now; either way the plan returned does not do it again. Default: the
+    plan unchanged (the local backend snapshots the code per job; Volcano's code is in the image).
+
 Seeing inside a job (results in :mod:`malaunch.sdk.backends.inside`; defaults here raise
 :class:`~malaunch.sdk.errors.BackendError`, "not supported"):
 
-10. ``events(job_id) -> list[JobEvent]``: the platform's own events of the job, oldest first. An ended job
+12. ``events(job_id) -> list[JobEvent]``: the platform's own events of the job, oldest first. An ended job
     keeps its events (as long as the platform keeps them). An unknown id raises ``JobNotFound``; refused
     credentials a ``ConfigError``; a missing permission a ``BackendError`` naming it.
-11. ``usage(job_id) -> UsageReport``: what each running host uses now. A job with nothing running (still
+13. ``usage(job_id) -> UsageReport``: what each running host uses now. A job with nothing running (still
     pending, or ended) raises :class:`~malaunch.sdk.errors.JobNotRunning`; an unknown id ``JobNotFound``. A
     platform that serves no figures is not an error: the report has no hosts and a ``note`` saying why.
-12. ``exec(job_id, command, *, host=0, tty=False, capture=True, stdin=None) -> ExecResult``: runs the argv
+14. ``exec(job_id, command, *, host=0, tty=False, capture=True, stdin=None) -> ExecResult``: runs the argv
     ``command`` inside host ``host`` of a running job and passes its exit code through. ``capture=True``
     collects its output (``stdin`` bytes are its input); ``capture=False`` connects it to this process's own
     stdin/stdout/stderr (``tty``: a terminal, where the backend supports one). Not running:
     ``JobNotRunning``; no such host: ``ConfigError``; unknown id: ``JobNotFound``; a platform without an exec
     API raises :class:`~malaunch.sdk.errors.ExecElsewhere` with the command that gets there instead (ssh),
     or a ``ConfigError`` saying how to enable it. What ``exec`` starts is the job's: ``stop`` ends it too.
-13. A PENDING job's ``JobStatus.pending_reason`` says why it waits, in one line, from what the platform
+15. A PENDING job's ``JobStatus.pending_reason`` says why it waits, in one line, from what the platform
     reports (empty when nothing waits).
 
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
@@ -63,7 +71,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..plan import SubmitPlan
@@ -190,12 +198,20 @@ class Backend(abc.ABC):
                 deleted.append(self.delete(status.id))
         return PruneResult(tuple(deleted), tuple(kept))
 
+    def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
+        """``plan`` with ``labels`` recorded on the platform's object (rule 10); default: unchanged."""
+        return plan
+
+    def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
+        """Prepare the code every trial of a sweep shares once (rule 11); default: nothing to share."""
+        return plan
+
     def events(self, job_id: str) -> List[JobEvent]:
-        """The platform's events of the job, oldest first (contract 10)."""
+        """The platform's events of the job, oldest first (contract 12)."""
         raise BackendError(f"the {self.name} backend cannot list events ({job_id}); see the platform's console")
 
     def usage(self, job_id: str) -> UsageReport:
-        """What each running host of the job uses now (contract 11)."""
+        """What each running host of the job uses now (contract 13)."""
         raise BackendError(f"the {self.name} backend cannot report usage ({job_id}); see the platform's console")
 
     def exec(
@@ -208,7 +224,7 @@ class Backend(abc.ABC):
         capture: bool = True,
         stdin: Optional[bytes] = None,
     ) -> ExecResult:
-        """Run ``command`` inside host ``host`` of the running job (contract 12)."""
+        """Run ``command`` inside host ``host`` of the running job (contract 14)."""
         raise BackendError(f"the {self.name} backend cannot run commands in job {job_id}")
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:

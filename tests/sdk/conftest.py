@@ -9,7 +9,7 @@ from typing import Dict, Iterator, List
 
 import pytest
 from malaunch.sdk.backends.local.jobdir import job_processes
-from modelarts_env import fake_ma, ma_env, moto_s3, s3  # noqa: F401 - ModelArts fixtures (moto, fake API)
+from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, s3  # noqa: F401 - ModelArts fixtures (moto, fake API)
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids
 
 

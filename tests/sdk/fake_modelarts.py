@@ -7,6 +7,14 @@ through Creating -> Pending -> Running -> Completed | Failed (with a task exit c
 it Running until it is terminated; serves per-task logs that grow while the job runs. Faults are queued per
 route: ``"429"`` (with ``Retry-After``), ``"500"`` (before doing anything) and ``"drop"`` (do the work, then
 close the connection without an answer).
+
+Like the real API: a search answers at most :data:`SEARCH_LIMIT` jobs a page (``limit`` 1-50, ``offset`` is
+the page number, ``order`` asc/desc by creation); a log preview holds only the last ``preview_limit`` bytes
+of the log (5 MB on the platform) with ``current_size`` and ``full_size``; ``.../logs/url`` answers a
+temporary link to the whole log (served here under ``/obs-log/``, Range requests honoured); with ``token``
+set, a request signed with another security token is refused as expired (``APIGW.0307``). Tests may rotate
+``ak``/``sk``/``token`` while a client runs, add text to a task's log (``append_log``), and run a hook after
+each create (``after_create``).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
 from fake_containers import Containers
@@ -34,6 +42,8 @@ from ma_models import model_errors
 __all__ = ["FakeJob", "FakeModelArts"]
 
 PHASE_SECONDS = 0.3
+SEARCH_LIMIT = 50
+PREVIEW_LIMIT = 5 * 1024 * 1024
 _SIGNED = re.compile(r"SignedHeaders=([^,]+)")
 
 
@@ -43,11 +53,14 @@ class FakeJob:
 
     id: str
     body: Dict[str, Any]
-    outcome: Tuple[str, int]  # ("complete", 0) | ("fail", code) | ("hang", 0)
+    outcome: Tuple[str, int]  # ("complete", 0) | ("fail", code) | ("hang", 0) | ("silent", 0): log = appended
     run_seconds: float
     created: float = field(default_factory=time.monotonic)
     terminated_at: Optional[float] = None
     containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
+    appended: Dict[str, str] = field(default_factory=dict)  # task -> the log of a "silent" job
+    scripted: bool = False  # made "silent": its log is only what the test appends, it ends by ``finish``
+    report_exit_codes: bool = True
 
     @property
     def tasks(self) -> List[str]:
@@ -72,7 +85,7 @@ class FakeJob:
         if age < 2 * PHASE_SECONDS or self.outcome[0] == "queue":  # "queue": waits for resources for good
             return "Pending", 0.0
         running = age - 2 * PHASE_SECONDS
-        if self.outcome[0] == "hang" or running < self.run_seconds:
+        if self.outcome[0] in ("hang", "silent") or running < self.run_seconds:
             return "Running", running
         return ("Completed" if self.outcome[0] == "complete" else "Failed"), running
 
@@ -80,6 +93,8 @@ class FakeJob:
         if self.containers is not None:
             return self.containers.log(self.tasks.index(task))
         phase, running = self.phase()
+        if self.scripted:
+            return self.appended.get(task, "")  # runs until terminated and prints only what the test adds
         if phase in ("Creating", "Pending"):
             return ""
         total = 5
@@ -111,6 +126,8 @@ class FakeJob:
             status["task_statuses"] = [
                 {"task": t, "exit_code": self.outcome[1] if t == "worker-1" else 0, "message": ""} for t in self.tasks
             ]
+        if not self.report_exit_codes:
+            status.pop("task_statuses", None)
         metadata = dict(self.body["metadata"], id=self.id, create_time=1700000000000)
         data = {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
                 "spec": self.body["spec"]}  # fmt: skip
@@ -138,6 +155,12 @@ class FakeModelArts:
         self._server: Optional[ThreadingHTTPServer] = None
         self.url = ""
         self.run_nodes: Optional[Tuple[Any, Path, Dict[str, int]]] = None  # (s3 client, work dir, flavor -> devices)
+        self.token: Optional[str] = None  # the security token requests must carry (None: not checked)
+        self.preview_limit = PREVIEW_LIMIT
+        self.report_exit_codes = True  # False: no ``task_statuses`` in a job's details (some platforms)
+        self.log_bytes_served = 0  # log bytes sent in previews and through log links
+        self.log_links = True  # False: ``.../logs/url`` answers 404 (a platform without it)
+        self.after_create: Optional[Callable[[FakeJob], None]] = None
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> str:
@@ -164,6 +187,31 @@ class FakeModelArts:
         with self.lock:
             queue = self.faults.get(route) or []
             return queue.pop(0) if queue else None
+
+    def append_log(self, job_id: str, task: str, text: str) -> None:
+        """Add ``text`` to the task log of a job whose outcome is ``("silent", 0)``."""
+        job = self.jobs[job_id]
+        with self.lock:
+            job.appended[task] = job.appended.get(task, "") + text
+
+    def finish(self, job_id: str, code: int = 0) -> None:
+        """End a "silent" job now: Completed (code 0) or Failed with that task exit code."""
+        job = self.jobs[job_id]
+        with self.lock:
+            job.outcome, job.run_seconds = ("complete", 0) if code == 0 else ("fail", code), 0.0
+
+    def add_job(self, name: str, outcome: Tuple[str, int] = ("complete", 0)) -> FakeJob:
+        """A job made on the platform by someone else (no HTTP)."""
+        body = {
+            "kind": "job",
+            "metadata": {"name": name, "description": "made by another client"},
+            "algorithm": {"engine": {"image_url": "i:1"}, "command": "true"},
+            "spec": {"resource": {"flavor_id": "f", "node_count": 1}},
+        }
+        job = FakeJob(str(uuid.uuid4()), body, outcome, 0.0)
+        with self.lock:
+            self.jobs[job.id] = job
+        return job
 
     def count(self, method: str, suffix: str) -> int:
         return sum(1 for m, p, _ in self.calls if m == method and p.endswith(suffix))
@@ -209,6 +257,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _obs_log(self, path: str) -> None:
+        """The whole log behind a ``logs/url`` link; ``Range: bytes=N-`` gives the bytes from N (206)."""
+        fake = self.server_fake
+        _, _, job_id, task = path.split("/")[:4]
+        job = fake.jobs.get(job_id)
+        if job is None:
+            self._answer(404, {"error": "NoSuchKey"})
+            return
+        raw = job.log(task).encode()
+        status = 200
+        match = re.match(r"bytes=(\d+)-\Z", self.headers.get("Range", ""))
+        if match:
+            start = int(match.group(1))
+            if start >= len(raw):
+                self.send_response(416)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            raw, status = raw[start:], 206
+        with fake.lock:
+            fake.log_bytes_served += len(raw)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
     def _drop(self) -> None:
         self.close_connection = True
         with contextlib.suppress(OSError):
@@ -222,9 +297,17 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         with fake.lock:
             fake.seen_text.append(str(self.headers) + raw.decode("utf-8", "replace"))
+        if path.startswith("/obs-log/"):
+            self._obs_log(path)
+            return
         if not fake.verify(self, path, query, raw):
             fake.calls.append((self.command, path, 401))
             self._answer(401, {"error_code": "APIGW.0301", "error_msg": "Incorrect IAM authentication information"})
+            return
+        token = self.headers.get("X-Security-Token")
+        if fake.token is not None and token != fake.token:
+            fake.calls.append((self.command, path, 401))
+            self._answer(401, {"error_code": "APIGW.0307", "error_msg": "The token must be updated."})
             return
         self.query = query
         status, data, extra, drop = self._route(path, raw)
@@ -246,6 +329,8 @@ class _Handler(BaseHTTPRequestHandler):
             route, model = "search", "JobSearches"
         elif method == "POST" and path.startswith(jobs + "/") and path.endswith("/actions"):
             route, model = "action", "JobActionType"
+        elif method == "GET" and path.startswith(jobs + "/") and path.endswith("/logs/url"):
+            route, model = "log_url", ""
         elif method == "GET" and path.startswith(jobs + "/"):
             route, model = (route_of(path) or ("log" if path.endswith("/logs/preview") else "get")), ""
         else:
@@ -267,21 +352,19 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server_fake
         if route == "create":
             job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
+            job.scripted = fake.outcome[0] == "silent"
+            job.report_exit_codes = fake.report_exit_codes
             if fake.run_nodes is not None:
                 s3, root, devices = fake.run_nodes
                 flavor = body["spec"]["resource"]["flavor_id"]
                 job.containers = Containers(job.id, body, s3, root, devices.get(flavor, 1))
             with fake.lock:
                 fake.jobs[job.id] = job
+            if fake.after_create is not None:
+                fake.after_create(job)
             return 201, job.to_json()
         if route == "search":
-            wanted = None
-            for item in body.get("filters") or []:
-                if item.get("key") == "name":
-                    wanted = item["value"][0]
-            items = [j.to_json() for j in sorted(fake.jobs.values(), key=lambda j: -j.created)]
-            items = [i for i in items if wanted is None or wanted in i["metadata"]["name"]]
-            return 200, {"total": len(items), "count": len(items), "items": items[: body.get("limit", 50)]}
+            return self._search(body)
         job_id = rest.split("/")[0]
         job = fake.jobs.get(job_id)
         if job is None:
@@ -295,11 +378,35 @@ class _Handler(BaseHTTPRequestHandler):
         if route in ("events", "metrics"):
             return answer(fake, job, route, rest, self.query)
         if route == "log":
+            raw = job.log(rest.split("/")[2]).encode()
+            shown = raw[-fake.preview_limit :] if len(raw) > fake.preview_limit else raw
+            text = shown.decode("utf-8", "ignore")  # a cut multi-byte character is dropped, as JSON needs text
+            with fake.lock:
+                fake.log_bytes_served += len(shown)
+            return 200, {"content": text, "current_size": len(text.encode()), "full_size": len(raw)}
+        if route == "log_url" and not fake.log_links:
+            return 404, {"error_code": "ModelArts.0404", "error_msg": "no log link"}
+        if route == "log_url":
             task = rest.split("/")[2]
-            content = job.log(task)
-            size = len(content.encode())
-            return 200, {"content": content, "current_size": size, "full_size": size}
+            link = f"{fake.url}/obs-log/{job_id}/{task}?AWSAccessKeyId=TEMP&Expires=300&Signature=fake"
+            return 200, {"obs_url": link}
         return 200, job.to_json()
+
+    def _search(self, body: Dict[str, Any]) -> Tuple[int, Any]:
+        fake = self.server_fake
+        limit, page = body.get("limit", SEARCH_LIMIT), body.get("offset", 0)
+        if not isinstance(limit, int) or not 1 <= limit <= SEARCH_LIMIT or not isinstance(page, int) or page < 0:
+            return 400, {"error_code": "ModelArts.2755", "error_msg": f"limit must be 1-50, offset >= 0: {body}"}
+        wanted = None
+        for item in body.get("filters") or []:
+            if item.get("key") == "name":
+                wanted = item["value"][0]
+        with fake.lock:
+            jobs = sorted(fake.jobs.values(), key=lambda j: j.created, reverse=body.get("order", "desc") == "desc")
+        items = [j.to_json() for j in jobs]
+        items = [i for i in items if wanted is None or wanted in i["metadata"]["name"]]
+        shown = items[page * limit : (page + 1) * limit]
+        return 200, {"total": len(items), "count": len(shown), "limit": limit, "offset": page, "items": shown}
 
     def do_GET(self) -> None:
         self._handle()

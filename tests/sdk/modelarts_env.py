@@ -3,12 +3,14 @@ environment ``ma-submit`` gets (credentials and 127.0.0.1 endpoints only)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Optional, Tuple
 
 import boto3
 import pytest
@@ -16,7 +18,7 @@ from botocore.config import Config
 from fake_modelarts import FakeModelArts
 from sdkutil import VENV_BIN
 
-__all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_s3", "s3"]
+__all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_no_put", "moto_s3", "s3"]
 
 AK = "AKTESTMALAUNCH0001"
 SK = "sk-SECRET-9f8e7d6c5b4a39281706"
@@ -30,16 +32,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def moto_s3(tmp_path: Path) -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
+@contextlib.contextmanager
+def _moto_server(log_path: Path, env: Optional[Dict[str, str]] = None) -> Iterator[str]:
+    """moto's server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
     port = _free_port()
-    log = open(tmp_path / "moto.log", "wb")  # noqa: SIM115 - closed below
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -50,7 +53,7 @@ def moto_s3(tmp_path: Path) -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {(tmp_path / 'moto.log').read_text()}") from None
+                    raise RuntimeError(f"moto_server did not start: {log_path.read_text()}") from None
                 time.sleep(0.1)
         yield url
     finally:
@@ -61,6 +64,37 @@ def moto_s3(tmp_path: Path) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def moto_s3(tmp_path: Path) -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
+    with _moto_server(tmp_path / "moto.log") as url:
+        yield url
+
+
+@pytest.fixture
+def moto_no_put(tmp_path: Path) -> Iterator[Tuple[str, str, str]]:
+    """moto's server enforcing IAM: the bucket exists, the user (url, ak, sk) may read it but not PutObject."""
+    setup_calls = 4  # create_bucket, create_user, put_user_policy, create_access_key: unauthenticated
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(setup_calls))
+    with _moto_server(tmp_path / "moto-iam.log", env) as url:
+        common = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "setup"}
+        admin = boto3.client("s3", aws_secret_access_key="setup", config=Config(s3={"addressing_style": "path"}),
+                             **common)  # fmt: skip
+        iam = boto3.client("iam", aws_secret_access_key="setup", **common)
+        admin.create_bucket(Bucket=BUCKET)
+        iam.create_user(UserName="reader")
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["s3:*"], "Resource": "*"},
+                {"Effect": "Deny", "Action": ["s3:PutObject"], "Resource": "*"},
+            ],
+        }
+        iam.put_user_policy(UserName="reader", PolicyName="no-put", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        yield url, key["AccessKeyId"], key["SecretAccessKey"]
 
 
 @pytest.fixture

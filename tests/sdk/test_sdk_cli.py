@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 from malaunch.sdk.cli import cli
 
-VERBS = ["submit", "status", "logs", "stop", "wait", "list"]
+VERBS = ["submit", "status", "logs", "stop", "wait", "list", "sweep"]
 
 
 def run(args: List[str], home: Path) -> Result:

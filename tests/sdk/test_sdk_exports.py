@@ -10,8 +10,9 @@ import malaunch.sdk
 EXPECTED = [
     "Backend", "BackendError", "BackendNotAvailable", "ConfigError", "DataSpec", "ExecElsewhere", "ExecResult",
     "HostState", "HostStatus", "HostUsage", "Job", "JobEvent", "JobHandle", "JobNotFound", "JobNotRunning", "JobSpec",
-    "JobState", "JobStatus", "LauncherOptions", "MalaunchError", "Resources", "SpecError", "SubmitPlan",
-    "UsageReport", "WaitTimeout", "attach", "available_backends", "get_backend", "load_job_file", "spec_from_mapping",
+    "JobState", "JobStatus", "LauncherOptions", "MalaunchError", "Resources", "SpecError", "SubmitPlan", "Sweep",
+    "SweepHandle", "SweepNotFound", "UsageReport", "WaitTimeout", "attach", "attach_sweep", "available_backends",
+    "get_backend", "load_job_file", "spec_from_mapping",
 ]  # fmt: skip
 
 

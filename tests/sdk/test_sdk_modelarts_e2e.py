@@ -56,8 +56,9 @@ def write_job(folder: Path, **extra: Any) -> Path:
 
 
 def objects(client: Any) -> Dict[str, Dict[str, Any]]:
+    """The bucket's objects but the upload manifests."""
     listed = client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
-    return {item["Key"]: item for item in listed}
+    return {item["Key"]: item for item in listed if not item["Key"].endswith(".malaunch-manifest.json")}
 
 
 def assert_clean(fake: FakeModelArts) -> None:

@@ -139,7 +139,7 @@ def test_launcher_variable_and_field_set_differently_is_an_error_naming_both(
 @pytest.mark.parametrize(
     ("name", "value"),
     [("MA_TORCHRUN_MASTER_PORT", "http"), ("MA_TORCHRUN_MASTER_PORT", "70000"), ("MS_RANKTABLE_ENABLE", "maybe"),
-     ("MA_RUN_METHOD", "mpirun"), ("MSRUN_CLUSTER_TIME_OUT", "0"), ("MA_EXTRA_TORCHRUN_PARAMS", "'open")],
+     ("MA_RUN_METHOD", "mpirun"), ("MSRUN_CLUSTER_TIME_OUT", "-2"), ("MA_EXTRA_TORCHRUN_PARAMS", "'open")],
 )  # fmt: skip
 def test_bad_launcher_variable_values_name_the_variable(name: str, value: str) -> None:
     err = error_of({**BASE, "env": {name: value}})

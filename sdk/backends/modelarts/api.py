@@ -4,15 +4,19 @@ Every call is signed (:mod:`.signer`) afresh for each attempt and goes through
 :func:`malaunch.sdk.backends._http.call_with_retry` (429, 5xx and connection errors are retried). Create is
 idempotent: before it sends again it looks for a job with the same name whose description carries the same
 client token, so a lost answer (the connection dropped after the platform made the job, or a 5xx) never
-makes a second job. Answers 401/403 become one line naming the credential source; 404 of a job becomes
-:class:`~malaunch.sdk.errors.JobNotFound`.
+makes a second job; that lookup and ``list`` page through every match (the search returns at most
+:data:`SEARCH_PAGE` jobs a page), however many jobs share the name. Answers 401/403 become one line naming the
+credential source, or saying that the temporary credentials expired; before that, the credentials are read
+again from their source (``refresh``), so a long ``wait`` or ``logs -f`` goes on with renewed temporary
+credentials. 404 of a job becomes :class:`~malaunch.sdk.errors.JobNotFound`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -23,9 +27,22 @@ from .credentials import Credentials, mask
 from .request import find_token
 from .signer import DATE_HEADER, canonical_query, sdk_date, sign_request
 
-__all__ = ["ModelArtsClient"]
+__all__ = ["SEARCH_PAGE", "LogPreview", "ModelArtsClient"]
 
 Query = Sequence[Tuple[str, str]]
+#: The most jobs one search answer holds (the API's ``limit`` is 1-50).
+SEARCH_PAGE = 50
+#: Pages read at most by one search (10,000 jobs), so a platform that ignores ``offset`` cannot loop us.
+MAX_PAGES = 200
+_EXPIRED = ("expire", "APIGW.0307")
+
+
+@dataclass(frozen=True)
+class LogPreview:
+    """A task log's preview: the last bytes of the log (``content``) and the log's ``full_size`` in bytes."""
+
+    content: bytes
+    full_size: int
 
 
 def _error_text(response: requests.Response) -> str:
@@ -52,7 +69,8 @@ class ModelArtsClient:
         policy: RetryPolicy = DEFAULT_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
-        timeout: float = 60.0,
+        timeout: Optional[Tuple[float, float]] = None,
+        refresh: Optional[Callable[[], Credentials]] = None,
     ) -> None:
         self.session = session
         self.endpoint = endpoint.rstrip("/")
@@ -60,8 +78,9 @@ class ModelArtsClient:
         self.policy = policy
         self.sleep = sleep
         self.clock = clock
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
+        self.refresh = refresh
 
     @property
     def jobs_path(self) -> str:
@@ -90,15 +109,26 @@ class ModelArtsClient:
         url = f"{self.endpoint}{path}" + (f"?{qs}" if qs else "")
         return self.session.request(method, url, data=data or None, headers=headers, timeout=self.timeout)
 
+    def _refused(self, response: requests.Response) -> ConfigError:
+        creds = self.credentials
+        text = _error_text(response)
+        if creds.security_token and any(word.lower() in text.lower() for word in _EXPIRED):
+            return ConfigError(
+                f"the temporary credentials from {creds.source} have expired (HTTP {response.status_code} {text})",
+                mask(creds.ak),
+                "get a new AK/SK and security token (HUAWEICLOUD_SDK_SECURITY_TOKEN) and try again; a long "
+                "wait or logs -f picks new ones up from the profile file by itself",
+            )
+        return ConfigError(
+            f"ModelArts refused the credentials from {creds.source} (HTTP {response.status_code} {text})",
+            mask(creds.ak),
+            "check the access key, secret key, project id and their permissions",
+        )
+
     def _check(self, response: requests.Response, what: str, job_id: Optional[str] = None) -> Any:
         code = response.status_code
         if code in (401, 403):
-            raise ConfigError(
-                f"ModelArts refused the credentials from {self.credentials.source} "
-                f"(HTTP {code} {_error_text(response)})",
-                mask(self.credentials.ak),
-                "check the access key, secret key, project id and their permissions",
-            )
+            raise self._refused(response)
         if code == 404 and job_id is not None:
             raise JobNotFound(job_id, "modelarts", "check the id with 'ma-submit list --backend modelarts'")
         if code >= 400:
@@ -110,15 +140,40 @@ class ModelArtsClient:
         except ValueError:
             raise BackendError(f"{what}: the answer is not JSON ({response.text[:80]!r}); check the endpoint") from None
 
-    def call(
-        self, method: str, path: str, *, query: Query = (), body: Optional[Any] = None, job_id: Optional[str] = None
-    ) -> Any:
-        """A signed request under the retry policy; the decoded JSON answer."""
+    def _renewed(self) -> bool:
+        """Read the credentials again from their source; True when they changed (then they are used)."""
+        if self.refresh is None:
+            return False
+        try:
+            fresh = self.refresh()
+        except ConfigError:
+            return False
+        if (fresh.ak, fresh.sk, fresh.security_token) == (
+            self.credentials.ak,
+            self.credentials.sk,
+            self.credentials.security_token,
+        ):
+            return False
+        self.credentials = fresh
+        return True
+
+    def _send_checked(self, method: str, path: str, query: Query, body: Optional[Any]) -> requests.Response:
         what = f"{method} {self.endpoint}{path}"
         response = call_with_retry(
             lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
         )
-        return self._check(response, what, job_id)
+        if response.status_code in (401, 403) and self._renewed():
+            response = call_with_retry(
+                lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
+            )
+        return response
+
+    def call(
+        self, method: str, path: str, *, query: Query = (), body: Optional[Any] = None, job_id: Optional[str] = None
+    ) -> Any:
+        """A signed request under the retry policy; the decoded JSON answer."""
+        response = self._send_checked(method, path, query, body)
+        return self._check(response, f"{method} {self.endpoint}{path}", job_id)
 
     # -- the API -------------------------------------------------------------------------------------------
     def create_job(self, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -140,18 +195,45 @@ class ModelArtsClient:
             return created
         return result
 
-    def search_jobs(self, name: Optional[str] = None, limit: int = 50) -> List[Dict[str, Any]]:
-        """Jobs of the project, newest first (``POST /training-job-searches``), optionally by name."""
-        body: Dict[str, Any] = {"offset": 0, "limit": limit, "sort_by": "create_time", "order": "desc"}
+    def search_page(self, page: int, name: Optional[str] = None, limit: int = SEARCH_PAGE) -> Mapping[str, Any]:
+        """One page of ``POST /training-job-searches`` (``offset`` is the page number), newest first."""
+        body: Dict[str, Any] = {"offset": page, "limit": limit, "sort_by": "create_time", "order": "desc"}
         if name is not None:
             body["filters"] = [{"key": "name", "operator": "like", "value": [name]}]
         data = self.call("POST", f"/v2/{self.credentials.project_id}/training-job-searches", body=body)
-        items = data.get("items") if isinstance(data, Mapping) else None
-        return [dict(item) for item in items or [] if isinstance(item, Mapping)]
+        return data if isinstance(data, Mapping) else {}
+
+    def iter_jobs(self, name: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+        """Every job of the project (or every job whose name contains ``name``), newest first, page by page."""
+        seen: Set[str] = set()
+        for page in range(MAX_PAGES):
+            data = self.search_page(page, name)
+            items = [dict(item) for item in data.get("items") or [] if isinstance(item, Mapping)]
+            fresh = 0
+            for item in items:
+                job_id = str((item.get("metadata") or {}).get("id") or "")
+                if job_id and job_id in seen:
+                    continue  # a job created while paging shifts the pages by one
+                seen.add(job_id)
+                fresh += 1
+                yield item
+            total = data.get("total")
+            if len(items) < SEARCH_PAGE or not fresh:
+                return
+            if isinstance(total, int) and (page + 1) * SEARCH_PAGE >= total:
+                return
+
+    def search_jobs(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
+        """All jobs of the project (optionally those whose name contains ``name``), newest first."""
+        return list(self.iter_jobs(name))
+
+    def check_credentials(self) -> None:
+        """One cheap signed call (a one-job search) that fails with one line when the credentials are refused."""
+        self.search_page(0, limit=1)
 
     def find_job(self, name: str, token: str) -> Optional[Dict[str, Any]]:
-        """The job called ``name`` whose description carries ``token``, or None."""
-        for item in self.search_jobs(name):
+        """The job called ``name`` whose description carries ``token``, or None (every page is looked at)."""
+        for item in self.iter_jobs(name):
             metadata = item.get("metadata") or {}
             if metadata.get("name") != name:
                 continue
@@ -178,7 +260,25 @@ class ModelArtsClient:
 
         A task without a log yet may answer 4xx; that is a ``BackendError`` (not ``JobNotFound``).
         """
+        preview = self.log_preview(job_id, task)
+        return preview.content, preview.full_size
+
+    def log_preview(self, job_id: str, task: str) -> LogPreview:
+        """``GET .../tasks/{task}/logs/preview``: the last bytes of the log (at most 5 MB) and its full size."""
         data = self.call("GET", f"{self.jobs_path}/{job_id}/tasks/{task}/logs/preview")
-        content = str(data.get("content") or "").encode("utf-8")
+        text = data.get("content")
+        if text is None:
+            text = data.get("context")  # the field's name before 2022-03
+        content = str(text or "").encode("utf-8")
         full = data.get("full_size")
-        return content, int(full) if isinstance(full, int) and not isinstance(full, bool) else len(content)
+        size = int(full) if isinstance(full, int) and not isinstance(full, bool) else len(content)
+        return LogPreview(content, max(size, len(content)))
+
+    def log_url(self, job_id: str, task: str) -> Optional[str]:
+        """``GET .../tasks/{task}/logs/url``: a temporary (5 minutes) link to the task's whole log, or None."""
+        try:
+            data = self.call("GET", f"{self.jobs_path}/{job_id}/tasks/{task}/logs/url")
+        except (BackendError, ConfigError):
+            return None
+        url = data.get("obs_url") if isinstance(data, Mapping) else None
+        return str(url) if url else None

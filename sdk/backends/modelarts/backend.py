@@ -10,8 +10,13 @@ Example::
     print(handle.wait().exit_code)                  # the failing task's own exit code, 0 on success
 
 ``plan`` is pure: it maps the spec to the create body and the planned upload (:mod:`.request`). ``execute``
-uploads (:mod:`.obs`), creates (:mod:`.api`) and records the job in the local job index, so later calls
-without ``--backend`` find it. The job id handed back is the platform's job id (``metadata.id``).
+checks before it sends anything big: the code files locally, the credentials (one cheap signed call) and the
+OBS bucket (one HEAD); then it uploads what changed (:mod:`.upload`), creates (:mod:`.api`) and records the
+job in the local job index, so later calls without ``--backend`` find it. The job id handed back is the
+platform's job id (``metadata.id``). Logs are read by byte offset (:mod:`.tasklog`): through the whole log's
+temporary link when the platform gives one, else from the log preview, saying when it skipped bytes. The API
+client reads the credentials again from their source when they are refused, so a long ``wait`` outlives
+temporary credentials that are renewed in the profile file.
 """
 
 from __future__ import annotations
@@ -31,15 +36,17 @@ from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
-from ..codefiles import select_code_files
+from ..codefiles import CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
-from .obs import CodeUploader, make_s3_client
+from .logread import TaskLogReader
+from .obs import check_bucket, make_s3_client, parse_obs_url
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
+from .upload import CodeUploader
 
 __all__ = ["ModelArtsBackend", "create_backend"]
 
@@ -101,14 +108,22 @@ class ModelArtsBackend(Backend):
         """The API client (made on first use)."""
         if self._api is None:
             self._api = ModelArtsClient(
-                self.session, self.endpoints.modelarts, self.credentials, policy=self.policy, sleep=self.sleep
+                self.session,
+                self.endpoints.modelarts,
+                self.credentials,
+                policy=self.policy,
+                sleep=self.sleep,
+                refresh=lambda: load_credentials(self.environ),
             )
         return self._api
 
-    def _uploader(self) -> CodeUploader:
+    def _s3_client(self) -> Any:
         if self._s3 is None:
             self._s3 = make_s3_client(self.endpoints, self.credentials)
-        return CodeUploader(self._s3, self.credentials, progress=self.progress)
+        return self._s3
+
+    def _uploader(self) -> CodeUploader:
+        return CodeUploader(self._s3_client(), self.credentials, endpoint=self.endpoints.obs, progress=self.progress)
 
     # -- planning (pure) -----------------------------------------------------------------------------------
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
@@ -124,7 +139,9 @@ class ModelArtsBackend(Backend):
         )
 
     # -- execution -----------------------------------------------------------------------------------------
-    def _upload(self, spec: JobSpec, request: CreateRequest) -> None:
+    def _code_files(self, spec: JobSpec, request: CreateRequest) -> List[Tuple[List[CodeFile], str]]:
+        """The files of every planned upload, checked locally (no network)."""
+        out = []
         for upload in request.uploads:
             boot = os.path.join(upload.source, os.path.normpath(spec.boot_file))
             if not os.path.isfile(boot):
@@ -138,15 +155,36 @@ class ModelArtsBackend(Backend):
                     spec.boot_file,
                     "remove its pattern from .malaunchignore",
                 )
-            self._uploader().upload(files, upload.target)
+            out.append((files, upload.target))
+        return out
+
+    def _upload(self, spec: JobSpec, request: CreateRequest) -> None:
+        """Local file checks, then the credentials, then every bucket, then the uploads: a wrong key or a missing
+        bucket fails before one byte is sent."""
+        uploads = self._code_files(spec, request)
+        self.api.check_credentials()  # a wrong key fails here, before anything is uploaded
+        for _files, target in uploads:
+            bucket, prefix = parse_obs_url(target)
+            check_bucket(self._s3_client(), bucket, self.credentials, self.endpoints.obs, prefix)
+        for files, target in uploads:
+            self._uploader().upload(files, target)
+
+    def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
+        """Sweeps: upload the code once (``upload=True``) and hand back the plan without its upload, so that N
+        trials make one upload and N creates (every trial runs the same ``obs_dir/<name>/code/``)."""
+        request = plan.request
+        if not isinstance(request, CreateRequest) or not request.uploads:
+            return plan
+        if upload:
+            self._upload(plan.spec, request)
+        return dataclasses.replace(plan, request=dataclasses.replace(request, uploads=()))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         request = plan.request
         if not isinstance(request, CreateRequest):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
-        client = self.api
         self._upload(plan.spec, request)
-        job = client.create_job(request.body)
+        job = self.api.create_job(request.body)
         job_id = str((job.get("metadata") or {}).get("id") or "")
         if not job_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
@@ -200,36 +238,20 @@ class ModelArtsBackend(Backend):
         return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
-        client = self.api
-        seen: Dict[str, int] = {}
-        partial: Dict[str, bytes] = {}
+        reader = TaskLogReader(self.api, self.session, self.policy)
         while True:
-            job = client.get_job(job_id)
+            job = reader.client.get_job(job_id)
             state = status_from_job(job).state
             tasks = self._tasks(job)
             for position, task in enumerate(tasks):
-                prefix = f"[host {task_index(task, position)}] "
                 try:
-                    content, full = client.task_log(job_id, task)
+                    yield from reader.read(job, task, task_index(task, position))
                 except BackendError:
                     if not state.is_terminal and follow:
                         continue  # the task may have no log yet; ask again next round
                     raise
-                if full < seen.get(task, 0):
-                    seen[task] = 0  # the log started again (the task was restarted)
-                fresh = full - seen.get(task, 0)
-                if fresh <= 0:
-                    continue
-                seen[task] = full
-                chunk = content[-fresh:] if fresh <= len(content) else content
-                lines = (partial.get(task, b"") + chunk).split(b"\n")
-                partial[task] = lines.pop()
-                for raw in lines:
-                    yield prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
             if not follow or state.is_terminal:
-                for position, task in enumerate(tasks):
-                    if partial.get(task):
-                        yield f"[host {task_index(task, position)}] " + partial[task].decode("utf-8", "replace")
+                yield from reader.flush()
                 return
             self.sleep(max(self.poll, 0.5 * len(tasks)))  # 1 + len(tasks) calls a round; the API is rate limited
 

@@ -1,37 +1,30 @@
-"""Upload a job's code to OBS through its S3-compatible API with boto3.
+"""OBS through its S3-compatible API with boto3: the client, the bucket check, and one line for every failure.
 
 The client is set up the way OBS needs it: SigV4 (``s3v4``) with checksums only when required (OBS takes
 only ``UNSIGNED-PAYLOAD``/streaming payload modes, and boto3 >= 1.36 would add CRC32 trailers), virtual-host
-addressing for the real service and path style for an endpoint given as an IP address (or ``localhost``).
-Files bigger than :data:`MULTIPART_THRESHOLD` go up as parallel multipart uploads; several files upload at
-once. Every object carries its content hash in the metadata (``x-amz-meta-sha256``), and a file whose object
-already has the same hash and size is skipped, so re-submitting unchanged code uploads nothing.
+addressing for the real service and path style for an endpoint given as an IP address (or ``localhost``),
+connect and read timeouts apart (an unreachable endpoint fails in seconds).
+
+:func:`obs_failure` turns anything boto3 raises (``ClientError``, ``S3UploadFailedError``, connection errors)
+into one :class:`~malaunch.sdk.errors.BackendError` line (exit 3) naming the bucket and key and saying what to
+do; :func:`check_bucket` asks once, before anything is uploaded, whether the bucket exists and may be used.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+import re
+from typing import Any, Dict, Optional, Tuple
 
 from ...errors import BackendError, ConfigError
-from ..codefiles import CodeFile
-from .credentials import Credentials, Endpoints, is_ip_endpoint, mask
+from .credentials import ENV_OBS_ENDPOINT, Credentials, Endpoints, is_ip_endpoint, mask
 
-__all__ = [
-    "HASH_METADATA",
-    "MULTIPART_THRESHOLD",
-    "CodeUploader",
-    "ProgressBar",
-    "UploadResult",
-    "make_s3_client",
-    "parse_obs_url",
-]
+__all__ = ["check_bucket", "error_code", "make_s3_client", "obs_failure", "parse_obs_url"]
 
-MULTIPART_THRESHOLD = 8 * 1024 * 1024
-HASH_METADATA = "sha256"
-_AUTH_ERRORS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
+_AUTH_ERRORS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidSecurity")
+_EXPIRED_ERRORS = ("ExpiredToken", "InvalidToken", "TokenRefreshRequired")
+_MISSING_BUCKET = ("NoSuchBucket", "404", "NotFound")
+_DENIED = ("AccessDenied", "403", "Forbidden", "AllAccessDisabled")
+_CODE_IN_TEXT = re.compile(r"\(([A-Za-z]+)\)")
 
 
 def parse_obs_url(url: str) -> Tuple[str, str]:
@@ -44,7 +37,7 @@ def parse_obs_url(url: str) -> Tuple[str, str]:
     return bucket, key
 
 
-def make_s3_client(endpoints: Endpoints, credentials: Credentials, *, workers: int = 8) -> Any:
+def make_s3_client(endpoints: Endpoints, credentials: Credentials, *, workers: int = 16) -> Any:
     """A boto3 S3 client for OBS (see the module docstring)."""
     import boto3
     from botocore.config import Config
@@ -54,6 +47,8 @@ def make_s3_client(endpoints: Endpoints, credentials: Credentials, *, workers: i
         "s3": {"addressing_style": "path" if is_ip_endpoint(endpoints.obs) else "virtual"},
         "retries": {"max_attempts": 5, "mode": "standard"},
         "max_pool_connections": max(10, workers * 2),
+        "connect_timeout": 3,
+        "read_timeout": 60,
     }
     checksums = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
     try:
@@ -71,116 +66,62 @@ def make_s3_client(endpoints: Endpoints, credentials: Credentials, *, workers: i
     )
 
 
-class ProgressBar:
-    """Upload progress on a stream: a redrawn bar on a terminal, a single summary line otherwise."""
-
-    def __init__(self, total: int, stream: Optional[TextIO] = None, label: str = "uploading code") -> None:
-        self.total = max(total, 1)
-        self.done = 0
-        self.stream = stream
-        self.label = label
-        self._lock = threading.Lock()
-        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-
-    def __call__(self, amount: int) -> None:
-        with self._lock:
-            self.done += amount
-            if self._tty and self.stream is not None:
-                width = 30
-                filled = int(width * min(self.done, self.total) / self.total)
-                mib = self.done / 1048576
-                self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {mib:.1f} MiB")
-                self.stream.flush()
-
-    def finish(self, text: str) -> None:
-        """End the bar with a summary line."""
-        if self.stream is not None:
-            self.stream.write(("\r" if self._tty else "") + text + "\n")
-            self.stream.flush()
+def error_code(error: BaseException) -> str:
+    """The S3 error code of a boto3 error (``NoSuchBucket``, ``AccessDenied``, ``404`` ...), or ``""``."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    match = _CODE_IN_TEXT.search(str(error))  # S3UploadFailedError keeps only the text of the ClientError
+    return match.group(1) if match else ""
 
 
-@dataclass(frozen=True)
-class UploadResult:
-    """What an upload did: object keys uploaded and skipped (unchanged), bytes sent."""
+def _unreachable(error: BaseException) -> bool:
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
-    uploaded: Tuple[str, ...]
-    skipped: Tuple[str, ...]
-    bytes_uploaded: int
+    return isinstance(error, (BotoConnectionError, EndpointConnectionError, ConnectTimeoutError))
 
 
-class CodeUploader:
-    """Uploads selected code files under an ``obs://`` folder, skipping unchanged ones."""
-
-    def __init__(self, client: Any, credentials: Credentials, *, workers: int = 8, progress: Optional[TextIO] = None):
-        self.client = client
-        self.credentials = credentials
-        self.workers = workers
-        self.progress = progress
-
-    def _fail(self, error: Exception, key: str) -> Exception:
-        code = ""
-        response = getattr(error, "response", None)
-        if isinstance(response, dict):
-            code = str(response.get("Error", {}).get("Code", ""))
-        if code in _AUTH_ERRORS:
-            return ConfigError(
-                f"OBS refused the credentials from {self.credentials.source} ({code}) for {key}",
-                mask(self.credentials.ak),
-                "check the access key, secret key and the bucket's permissions",
-            )
-        text = str(error).replace(self.credentials.sk, "***")[:200]
-        return BackendError(f"uploading {key} to OBS failed: {text}; check modelarts.obs_dir and the endpoint")
-
-    def _unchanged(self, bucket: str, key: str, item: CodeFile) -> bool:
-        from botocore.exceptions import ClientError
-
-        try:
-            head = self.client.head_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
-        meta = head.get("Metadata") or {}
-        return bool(meta.get(HASH_METADATA) == item.sha256 and head.get("ContentLength") == item.size)
-
-    def _one(self, bucket: str, key: str, item: CodeFile, bar: ProgressBar) -> bool:
-        from boto3.s3.transfer import TransferConfig
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            if self._unchanged(bucket, key, item):
-                return False
-            config = TransferConfig(
-                multipart_threshold=MULTIPART_THRESHOLD,
-                multipart_chunksize=MULTIPART_THRESHOLD,
-                max_concurrency=self.workers,
-            )
-            self.client.upload_file(
-                item.path,
-                bucket,
-                key,
-                ExtraArgs={"Metadata": {HASH_METADATA: item.sha256}},
-                Config=config,
-                Callback=bar,
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._fail(exc, key) from None
-        return True
-
-    def upload(self, files: Sequence[CodeFile], target: str) -> UploadResult:
-        """Upload ``files`` (with hashes) under ``target`` (``obs://bucket/prefix/``)."""
-        bucket, prefix = parse_obs_url(target)
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        bar = ProgressBar(sum(item.size for item in files), self.progress)
-        keys = [prefix + item.relpath for item in files]
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            done = list(pool.map(lambda pair: self._one(bucket, pair[0], pair[1], bar), zip(keys, files)))
-        uploaded: List[str] = [key for key, sent in zip(keys, done) if sent]
-        skipped = [key for key, sent in zip(keys, done) if not sent]
-        sent_bytes = sum(item.size for item, sent in zip(files, done) if sent)
-        bar.finish(
-            f"code: {len(uploaded)} file(s) uploaded ({sent_bytes / 1048576:.1f} MiB), "
-            f"{len(skipped)} unchanged, to {target}"
+def obs_failure(error: BaseException, bucket: str, key: str, credentials: Credentials, endpoint: str) -> BackendError:
+    """One line for an OBS failure on ``obs://bucket/key`` (see the module docstring); secrets never shown."""
+    where = f"obs://{bucket}/{key}" if key else f"obs://{bucket}"
+    code = error_code(error)
+    if _unreachable(error):
+        return BackendError(
+            f"cannot reach OBS at {endpoint} for {where} ({type(error).__name__}); "
+            f"check {ENV_OBS_ENDPOINT} or the region, and your network"
         )
-        return UploadResult(tuple(uploaded), tuple(skipped), sent_bytes)
+    if code in _MISSING_BUCKET:
+        return BackendError(
+            f"the OBS bucket {bucket!r} does not exist (needed for {where}); create it in the OBS console "
+            "or set modelarts.obs_dir to a bucket you own"
+        )
+    if code in _EXPIRED_ERRORS and credentials.security_token:
+        return BackendError(
+            f"OBS refused {where}: the temporary credentials from {credentials.source} have expired ({code}); "
+            "get a new AK/SK and security token and submit again"
+        )
+    if code in _AUTH_ERRORS or code in _EXPIRED_ERRORS:
+        return BackendError(
+            f"OBS refused the credentials from {credentials.source} (key {mask(credentials.ak)}, {code}) for "
+            f"{where}; check the AK/SK and that {ENV_OBS_ENDPOINT} is the OBS endpoint of the region"
+        )
+    if code in _DENIED:
+        return BackendError(
+            f"OBS denied access to {where} for the credentials from {credentials.source} ({code}); grant them "
+            "read and write access to the bucket, or set modelarts.obs_dir to a bucket they may write"
+        )
+    text = " ".join(str(error).replace(credentials.sk, "***").split())
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return BackendError(f"OBS failed on {where}: {text}; check modelarts.obs_dir, its permissions and the endpoint")
+
+
+def check_bucket(client: Any, bucket: str, credentials: Credentials, endpoint: str, key: Optional[str] = None) -> None:
+    """One ``HEAD`` of the bucket: it exists and these credentials may use it; else :func:`obs_failure`."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client.head_bucket(Bucket=bucket)
+    except (ClientError, BotoCoreError) as exc:
+        raise obs_failure(exc, bucket, key or "", credentials, endpoint) from None

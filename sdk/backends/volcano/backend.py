@@ -19,6 +19,7 @@ exit code and log tail (:mod:`malaunch.sdk.failures`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -121,6 +122,17 @@ class VolcanoBackend(Backend):
             notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")
         request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
         return VolcanoPlan(self.name, name, now, spec, request, tuple(notes))
+
+    def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
+        """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""
+        request = plan.request
+        if not isinstance(request, VolcanoRequest) or not labels:
+            return plan
+        manifest = dict(request.manifest)
+        metadata = dict(manifest["metadata"])
+        metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+        manifest["metadata"] = metadata
+        return dataclasses.replace(plan, request=dataclasses.replace(request, manifest=manifest))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``) at once."""
