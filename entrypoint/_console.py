@@ -1,10 +1,18 @@
 """The console: one stream shared by every producer of a run, which never makes a producer wait.
 
 A rank's bytes reach its log file first (:mod:`._splice`, :mod:`._pump`); the console copy is queued here and
-written by one thread. A slow or stuck reader can cost console lines (dropped once :data:`CONSOLE_BACKLOG` bytes
-wait; the run says so once at the end), never a log-file byte and never time: writes to a pipe go out in pieces
-of at most ``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck
-reader.
+written by one thread. Two kinds of producer share it:
+
+- *paced* producers (the console copy of a rank's log file, :meth:`._splice.SpliceSink.forward`) read their
+  bytes back from a file, so they can wait: before each chunk they call :meth:`Console.wait_room`, which
+  returns once the backlog has room, or False once the console has accepted nothing for
+  :data:`CONSOLE_STUCK` s (stuck). Their writes (``keep=True``) are never dropped: while the console keeps
+  accepting bytes it gets every line, late if need be, and the lag costs no memory (it stays in the file).
+- the others (a launcher's pipes, the files msrun and torchrun's workers write) cannot wait: once more than
+  :data:`CONSOLE_BACKLOG` bytes are queued their writes are dropped, and the run says so once at the end.
+
+Neither ever costs a log-file byte or holds a rank up: writes to a pipe go out in pieces of at most
+``PIPE_BUF`` bytes after ``poll`` says they fit, so :meth:`Console.close` can give up on a stuck reader.
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ import select
 import stat
 import threading
 import time
-from typing import BinaryIO, Deque, List, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Callable, Deque, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["CONSOLE_BACKLOG", "Console"]
+__all__ = ["CONSOLE_BACKLOG", "CONSOLE_DRAIN", "CONSOLE_STUCK", "Console"]
 
-CONSOLE_BACKLOG = 16 << 20  # console bytes allowed to wait for a slow reader before writes are dropped
+CONSOLE_BACKLOG = 16 << 20  # console bytes queued for a slow reader before producers wait (or drop)
+CONSOLE_STUCK = 5.0  # a console that accepts no byte for this long while its backlog is full is stuck
+CONSOLE_DRAIN = 60.0  # once every process ended, the console copy gets this long to catch up
 _PIPE_BUF = 4096  # a write this small to a pipe that polls writable never blocks
 _CHUNK = 1 << 20
 
@@ -30,10 +40,11 @@ class Console:
     """A console stream shared by several producers that never makes a producer wait.
 
     Producers hand whole writes to :meth:`emit`, which only queues them; one writer thread moves them to the
-    stream. When the stream is slow or stuck and more than :data:`CONSOLE_BACKLOG` bytes wait, further writes
-    are dropped from the console (the log files still get every byte) and one warning says so. Writes to a
-    stream with a file descriptor go through ``poll`` in pieces of at most ``PIPE_BUF`` bytes, so the writer
-    itself can give up on a stuck reader at :meth:`close`. Lines of different producers never run together.
+    stream. Paced producers wait for room (:meth:`wait_room`) and are never dropped; for the others, when more
+    than :data:`CONSOLE_BACKLOG` bytes wait, further writes are dropped from the console (the log files still
+    get every byte) and one warning says so. Writes to a stream with a file descriptor go through ``poll`` in
+    pieces of at most ``PIPE_BUF`` bytes, so the writer itself can give up on a stuck reader at :meth:`close`.
+    Lines of different producers never run together, even when a write between them was dropped.
     """
 
     def __init__(self, stream: BinaryIO, name: str = "console") -> None:
@@ -45,19 +56,23 @@ class Console:
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._queue: Deque[Tuple[List[Bytes], int]] = collections.deque()
-        self._queued = 0
+        self._queued = 0  # bytes queued, the write under way included
+        self._current = 0  # bytes of the write under way
         self._last: object = None
         self._dangling = False  # the last write did not end with a newline
         self._broken = False
         self._closing = False
         self._dropped = 0
+        self._progress = time.monotonic()  # the last time the stream accepted bytes
+        self._patience = CONSOLE_STUCK
+        self._deadline: Optional[float] = None
         self._writer: Optional[threading.Thread] = None
 
-    def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"") -> None:
+    def emit(self, owner: object, parts: Sequence[Bytes], resume: bytes = b"", keep: bool = False) -> None:
         """Queue ``parts`` as one write; ``resume`` (a line prefix) goes first if another producer wrote last.
 
         The parts are queued as they are, not copied: they must not change after the call (``bytes``, or views
-        of ``bytes``).
+        of ``bytes``). ``keep``: a paced producer's write (it waited for :meth:`wait_room`), never dropped.
         """
         with self._lock:
             if self._broken:
@@ -71,8 +86,9 @@ class Console:
                 if self._dangling:
                     pieces.insert(0, b"\n")
             size = sum(len(piece) for piece in pieces)
-            if self._queued + size > CONSOLE_BACKLOG and self._queued:
+            if not keep and self._queued + size > CONSOLE_BACKLOG and self._queued:
                 self._dropped += 1
+                self._last = None  # whoever writes next starts on a fresh line
                 return  # the stream does not keep up: this write is lost for the console only
             self._last = owner
             self._dangling = bytes(pieces[-1][-1:]) != b"\n"
@@ -83,25 +99,50 @@ class Console:
                 self._writer.start()
             self._ready.notify()
 
-    def message(self, text: str) -> None:
+    def message(self, text: str, keep: bool = False) -> None:
         """One line from the shim itself (always starts on a fresh line)."""
-        self.emit(self, [text.encode("utf-8", "replace") + b"\n"])
+        self.emit(self, [text.encode("utf-8", "replace") + b"\n"], keep=keep)
+
+    def wait_room(self) -> bool:
+        """For a paced producer: wait while the backlog is full. True once there is room (or the stream is
+        broken: writes are ignored then); False when the stream accepted nothing for the patience (stuck):
+        :data:`CONSOLE_STUCK` s, or :meth:`close`'s patience once the run is ending."""
+        with self._lock:
+            started = time.monotonic()
+            while self._queued >= CONSOLE_BACKLOG and not self._broken and not self._abandon:
+                if time.monotonic() - max(started, self._progress) > self._patience:
+                    return False
+                self._ready.wait(0.05)
+            return not self._abandon
+
+    @property
+    def has_room(self) -> bool:
+        """True when a write would not wait (a paced producer that skipped while stuck resumes then)."""
+        return self._queued < CONSOLE_BACKLOG or self._broken
+
+    def ending(self, patience: float, deadline: float) -> None:
+        """Every process has ended: from now on a console that accepts nothing for ``patience`` s is stuck, and
+        what it still lacks at ``deadline`` (monotonic) is not shown (paced producers skip, :meth:`close`
+        gives up)."""
+        with self._lock:
+            self._patience = min(self._patience, patience)
+            self._deadline = deadline
+            self._ready.notify_all()
+
+    @property
+    def patience(self) -> float:
+        """Seconds without progress after which a full backlog means a stuck console."""
+        return self._patience
+
+    @property
+    def cut_off(self) -> bool:
+        """True once the deadline given to :meth:`ending` has passed."""
+        return self._deadline is not None and time.monotonic() > self._deadline
 
     @property
     def dropped(self) -> int:
-        """Writes that never reached the console because it did not keep up."""
+        """Writes of producers that cannot wait which never reached the console because it did not keep up."""
         return self._dropped
-
-    @property
-    def saturated(self) -> bool:
-        """True while the backlog is full: a producer may skip output it has not prepared yet (and call
-        :meth:`drop`) instead of preparing writes that would be dropped."""
-        return self._queued >= CONSOLE_BACKLOG
-
-    def drop(self) -> None:
-        """Count one write a producer skipped because the console was :attr:`saturated`."""
-        with self._lock:
-            self._dropped += 1
 
     def _run(self) -> None:
         while True:
@@ -111,6 +152,7 @@ class Console:
                 if not self._queue:
                     return
                 pieces, size = self._queue.popleft()
+                self._current = size
             if not self._write(pieces):
                 with self._lock:
                     self._broken = True
@@ -120,6 +162,8 @@ class Console:
                 return
             with self._lock:
                 self._queued -= size
+                self._current = 0
+                self._progress = time.monotonic()
                 self._ready.notify_all()
 
     def _write(self, pieces: List[Bytes]) -> bool:
@@ -138,29 +182,45 @@ class Console:
                         if self._abandon:
                             return False
                     view = view[os.write(self._fd, view[: self._piece]) :]
+                    self._progress = time.monotonic()
             return True
         except (OSError, ValueError):  # console closed: the logs still get everything
             return False
 
-    def close(self, patience: float) -> None:
-        """Deliver what is queued while the stream makes progress; give up after ``patience`` s without any."""
+    def close(self, patience: float, cut_note: Optional[Callable[[int], str]] = None) -> int:
+        """Deliver what is queued while the stream makes progress; give up after ``patience`` s without any.
+        Returns the bytes given up that way (0: everything went out, or the stream broke).
+
+        Past the deadline given to :meth:`ending`, writes not yet started are given up and replaced by one line,
+        ``cut_note(bytes given up)``, which gets ``patience`` s to go out.
+        """
         with self._lock:
             self._closing = True
             self._ready.notify_all()
             writer = self._writer
-            last = self._queued
-            deadline = time.monotonic() + patience
-            while writer is not None and self._queue and not self._broken:
+            started = time.monotonic()
+            while writer is not None and self._queued and not self._broken:
                 self._ready.wait(0.05)
-                if self._queued != last:
-                    last = self._queued
-                    deadline = time.monotonic() + patience
-                elif time.monotonic() > deadline:
+                now = time.monotonic()
+                if self._deadline is not None and now > self._deadline and cut_note and self._queued > self._current:
+                    lost = self._queued - self._current
+                    self._queue.clear()
+                    note = cut_note(lost).encode("utf-8", "replace") + b"\n"
+                    if self._dangling:
+                        note = b"\n" + note
+                    self._queue.append(([note], len(note)))
+                    self._queued = self._current + len(note)
+                    self._deadline = None
+                    cut_note = None
+                    started = now
+                elif now - max(started, self._progress) > patience:
                     break
             self._abandon = True
             self._ready.notify_all()
+            left = 0 if self._broken else self._queued
         if writer is not None:
             writer.join(patience + 0.5)
+        return left
 
 
 def _is_pipe(fd: int) -> bool:

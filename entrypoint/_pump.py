@@ -57,32 +57,51 @@ class LineStream:
         sink: Optional[Sink],
         on_lines: Optional[Callable[[bytes], None]] = None,
         quiet: Optional[threading.Event] = None,
+        gap_note: Optional[Callable[[int, str], str]] = None,
     ) -> None:
+        """``gap_note``: this stream is paced (its producer waits for the console's room, its writes are never
+        dropped), and ``gap_note(bytes, reason)`` is the line that says where bytes were skipped."""
         self._console = console
         self._quiet = quiet  # once set, this stream goes to its log file only (a launcher's teardown chatter)
         self._prefix = prefix
         self._nl_prefix = b"\n" + prefix
         self._sink = sink
         self._on_lines = on_lines
+        self._gap_note = gap_note
+        self._keep = gap_note is not None
         self._held: List[bytes] = []
         self._held_size = 0
         self._mid_line = False  # part of the current line is already on the console
         self._skipping = False  # bytes were lost: drop the rest of the current line
+        self._gap = 0  # bytes not shown since the last line that was
+        self._gap_reason = ""
 
     @property
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
         return bool(self._held)
 
-    def skip(self) -> None:
-        """Some of this stream's bytes will not be fed (the console fell behind): the line they belong to is
-        dropped, and the console resumes at the next whole line."""
-        if self._mid_line and not (self._quiet is not None and self._quiet.is_set()):
-            self._console.emit(self, [b"\n"])  # end the part of the line already shown
+    def skip(self, count: int = 0, reason: str = "", at_line_start: bool = False) -> None:
+        """``count`` bytes of this stream will not be fed (the console is stuck, or fell behind): the line they
+        belong to is dropped, and the console resumes at the next whole line (at once when ``at_line_start``:
+        the skipped bytes ended with a newline). Before the next line shown, one line says what was skipped."""
+        if self._mid_line and not self._muted():
+            self._console.emit(self, [b"\n"], keep=True)  # end the part of the line already shown
+        self._gap += count + self._held_size
+        self._gap_reason = reason or self._gap_reason
         self._held = []
         self._held_size = 0
         self._mid_line = False
-        self._skipping = True
+        self._skipping = not at_line_start
+
+    def _muted(self) -> bool:
+        return self._quiet is not None and self._quiet.is_set()
+
+    def _say_gap(self) -> None:
+        """The note about skipped bytes, once, before anything else of this stream reaches the console."""
+        if self._gap and self._gap_note is not None and not self._muted():
+            self._console.message(self._gap_note(self._gap, self._gap_reason), keep=True)
+        self._gap = 0
 
     def feed(self, buf: Union[bytes, bytearray], size: int) -> None:
         """Take the next chunk of output, ``buf[:size]`` (only valid during the call; a ``bytes`` chunk passed
@@ -93,12 +112,16 @@ class LineStream:
         if self._skipping:
             first = buf.find(b"\n", 0, size)
             if first < 0:
+                self._gap += size
                 return
+            self._gap += first + 1
             self._skipping = False
             view = view[first + 1 :]
             size = len(view)
             if not size:
                 return
+        if self._gap:
+            self._say_gap()
         data = buf if type(buf) is bytes and size == len(buf) else view.tobytes()
         nl = data.rfind(b"\n")
         if nl < 0:
@@ -110,14 +133,14 @@ class LineStream:
         rest = size - nl - 1
         if self._on_lines is not None:
             self._on_lines(b"".join([*self._held, data[: nl + 1]]))
-        if self._quiet is None or not self._quiet.is_set():
+        if not self._muted():
             # One pass over the whole chunk; the partial line after the last newline comes out unchanged at
             # the end of ``out`` and is cut off (it is held instead), with the prefix meant for the next line.
             out = data.replace(b"\n", self._nl_prefix)
             parts: List[Bytes] = [] if self._mid_line else [self._prefix]
             parts.extend(self._held)
             parts.append(memoryview(out)[: len(out) - rest - len(self._prefix)])
-            self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+            self._console.emit(self, parts, self._prefix if self._mid_line else b"", self._keep)
         self._held = [data[nl + 1 :]] if rest else []
         self._held_size = rest
         self._mid_line = False
@@ -126,20 +149,21 @@ class LineStream:
         """Show the held partial line now; the rest of the line follows without a new prefix."""
         if not self._held:
             return
-        if self._quiet is not None and self._quiet.is_set():
+        if self._muted():
             self._held = []
             self._held_size = 0
             return
         parts: List[Bytes] = [] if self._mid_line else [self._prefix]
         parts.extend(self._held)
-        self._console.emit(self, parts, self._prefix if self._mid_line else b"")
+        self._console.emit(self, parts, self._prefix if self._mid_line else b"", self._keep)
         self._held = []
         self._held_size = 0
         self._mid_line = True
 
     def finish(self) -> None:
-        """End of stream: nothing may stay held."""
+        """End of stream: nothing may stay held, and a gap at the end is said."""
         self.flush_partial()
+        self._say_gap()
 
 
 def tune_malloc() -> None:

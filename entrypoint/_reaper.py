@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from . import proctree
 from ._cgroup import members as _cgroup_members
@@ -190,7 +190,14 @@ def wait_gone(tree: JobTree, seconds: float) -> bool:
     return True
 
 
-def kill_everything(tree: JobTree, groups: List[int], grace: float) -> List[int]:
-    """SIGTERM the groups and every process of the run, SIGKILL after ``grace``; returns survivors' pids."""
+def kill_everything(
+    tree: JobTree, groups: List[int], grace: float, wait: Optional[Callable[[float], bool]] = None
+) -> List[int]:
+    """SIGTERM the groups and every process of the run, SIGKILL after ``grace`` (or once ``wait(seconds)``, the
+    pause between looks, returns True: a second signal to the shim); returns survivors' pids."""
     tree.signal_groups(groups, signal.SIGTERM)
-    return proctree.kill_loop(tree.find, grace, on_kill=lambda: tree.signal_groups(groups, signal.SIGKILL))
+
+    def kill() -> None:
+        tree.signal_groups(groups, signal.SIGKILL)
+
+    return proctree.kill_loop(tree.find, grace, wait=wait, on_kill=kill)

@@ -12,8 +12,9 @@ How bytes flow (``plan.log_source``):
 - ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread reads those files and prints
   each line with its rank prefix. msrun's own output goes to ``msrun.log``.
 
-The console never holds anything up: writes to it are queued (:class:`._console.Console`), so a slow or stuck
-reader can cost console lines but never a log-file byte, and never time. Once the job starts to end
+The console never holds anything up: writes to it are queued (:class:`._console.Console`). A rank's console
+copy is read back from its log file at the console's pace (lag, not loss); only a stuck console costs console
+lines (each gap said in one line), never a log-file byte, and never time. Once the job starts to end
 (:meth:`Output.quiet`), a launcher's own lines (torchrun's and msrun's teardown chatter) go to its log file only.
 """
 
@@ -22,9 +23,10 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
-from ._console import Console
+from ._console import CONSOLE_DRAIN, Console
 from ._pump import FileFollower, LineStream, Sink, follow, pump
 from ._splice import SpliceSink, splice_pump
 from .errors import LaunchError
@@ -35,6 +37,7 @@ __all__ = ["Output"]
 _FOLLOW_INTERVAL = 0.05
 _LAUNCHER_RING = 256 << 10  # enough of torchrun's own output to hold its failure summary
 _CONSOLE_PATIENCE = 1.0  # at the end, a console that takes nothing for this long is given up on
+_JOIN_MARGIN = 30.0  # a pump still running this long after the drain deadline is left behind
 LOG_HINT = "point MALAUNCH_LOG_DIR (or --log-dir) at a writable directory"
 
 
@@ -97,7 +100,10 @@ class Output:
         if source == "pipe":  # the file is written by splice_pump: the streams make the console copy only
             label = f"rank {spec.rank}" if spec.rank is not None else spec.name
             prefix = f"[{label}] ".encode()
-            return LineStream(self.out, prefix, None), LineStream(self.err, prefix, None)
+            return (
+                LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", sink.path)),
+                LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", sink.path)),
+            )
         prefix = f"[{self.plan.method}] ".encode()
 
         def lines(data: bytes) -> None:
@@ -138,10 +144,14 @@ class Output:
         self._threads.append(thread)
 
     def drain(self, procs: List[subprocess.Popen[bytes]]) -> None:
-        """Every process has ended: take the rest of every pipe and file, then release the pipes."""
+        """Every process has ended: take the rest of every pipe and file, then release the pipes. The console
+        copy gets :data:`CONSOLE_DRAIN` s to catch up (a console that accepts nothing for 1 s is given up)."""
         self._stop.set()
+        deadline = time.monotonic() + CONSOLE_DRAIN
+        for console in (self.out, self.err):
+            console.ending(_CONSOLE_PATIENCE, deadline)
         for thread in self._threads:
-            thread.join(30.0)
+            thread.join(max(0.0, deadline + _JOIN_MARGIN - time.monotonic()))
         if not any(thread.is_alive() for thread in self._threads):
             for proc in procs:
                 for stream in (proc.stdout, proc.stderr):
@@ -152,18 +162,41 @@ class Output:
         """Release the log files, and deliver what the consoles still hold (giving up on a stuck one)."""
         for sink in [*self.sinks, *self.rank_sinks.values()]:
             sink.close()
-        self.out.close(_CONSOLE_PATIENCE)
-        if self.out.dropped:
+
+        def cut(name: str) -> Callable[[int], str]:
+            return lambda lost: (
+                f"[ma-entrypoint] warning: the console ({name}) was still {lost} bytes behind "
+                f"{CONSOLE_DRAIN:.0f} s after the end; they were not shown, the log files under "
+                f"{self.plan.log_dir} have every line"
+            )
+
+        left = self.out.close(_CONSOLE_PATIENCE, cut("stdout"))
+        if self.out.dropped or left:
+            what = [f"{self.out.dropped} writes to it were dropped"] if self.out.dropped else []
+            if left:
+                what.append(f"it accepted nothing for {_CONSOLE_PATIENCE:.0f} s at the end ({left} bytes not shown)")
             self.warn(
-                f"the console (stdout) did not keep up: {self.out.dropped} writes to it were dropped; "
+                f"the console (stdout) did not keep up: {' and '.join(what)}; "
                 f"the log files under {self.plan.log_dir} have every line"
             )
-        self.err.close(_CONSOLE_PATIENCE)
+        self.err.close(_CONSOLE_PATIENCE, cut("stderr"))
 
     def log_of(self, index: int, rank: Optional[int]) -> Sink:
         """The sink with the best log of a rank (its own), else of process ``index``."""
         sink = self.rank_sinks.get(rank) if rank is not None else None
         return sink if sink is not None else self.sinks[index]
+
+
+def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
+    """The line a rank's console copy shows where it skipped bytes."""
+
+    def note(count: int, reason: str) -> str:
+        return (
+            f"[ma-entrypoint] warning: {count} bytes of {label}'s {stream} were not shown here ({reason}); "
+            f"the full log is {path}"
+        )
+
+    return note
 
 
 def write_plan_file(path: str, text: str) -> None:

@@ -12,10 +12,15 @@ Used for the ``pipe`` log source (rank-table fan-out and single runs). Per proce
   cache) and feeds each to its stream's :class:`~._pump.LineStream`, which prefixes the lines and queues them
   on the console. Each stream holds its own partial line, so stdout and stderr never mix within a line.
 
-The reader never holds up splicing. If it falls far behind (more than :data:`MAX_SPANS` spans wait), the
-oldest spans are dropped; while the console's backlog is full it skips spans without reading them. Either
-way the console copy of the stream resumes at the next whole line and the drop is counted (the shim says so
-once at the end); the file still gets every byte.
+The reader never holds up splicing, and the console never loses a line it could take: before each chunk the
+reader waits for room in the console's backlog, so a slow console only makes the copy late, and the lag
+waits in the file, not in memory. Spans are skipped unread only while the console is stuck (it accepted
+nothing for :data:`~._console.CONSOLE_STUCK` s; the reader resumes as soon as it takes bytes again), when
+the console is still behind at the drain deadline after the end (:data:`~._console.CONSOLE_DRAIN`), or when
+more than :data:`MAX_SPANS` spans wait (only output that switches between stdout and stderr very often while
+the console lags; adjacent spans of one stream merge). Each time, the console copy of the stream resumes at
+the next whole line, after one line saying how many bytes of which process were skipped and where its log
+file is; the file still gets every byte.
 
 A log file that is not a regular file (``/dev/null``, ``/dev/full``, a FIFO: nothing to read back) is never
 spliced, and when a splice fails, that file falls back to the pump of old: the pipe is read in Python and
@@ -30,49 +35,42 @@ comes from memory, as for every other sink.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import os
 import stat
 import threading
 import time
-from typing import Deque, List, Optional, Protocol, Sequence, Tuple
+from typing import List, Optional, Protocol, Sequence, Tuple
 
+from . import _spans
 from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
 from ._sink import TAIL_BYTES, Sink, Warn
+from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 
 # Half the pipe per splice call: the rank can fill one half while the other is copied into the page cache
 # (measured here: 1 GB took ~0.55 s of CPU in 512 KiB calls against ~0.7 s in 1 MiB calls).
 SPLICE_CHUNK = PIPE_SIZE // 2
-MAX_SPANS = 4096  # spans waiting for the console reader; beyond this the oldest are dropped
-MAX_MEMORY = 16 << 20  # bytes of in-memory spans (after a fallback) waiting for the reader
 _FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 # A file that cannot take splice (a device, O_APPEND, some filesystems): write() may still work there.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV, errno.ESPIPE})
 
 
-class _Saturable(Protocol):
+class _Paced(Protocol):
     """What :meth:`SpliceSink.forward` needs of a console (:class:`~._console.Console` has it)."""
 
     @property
-    def saturated(self) -> bool: ...
+    def has_room(self) -> bool: ...
 
-    def drop(self) -> None: ...
+    @property
+    def cut_off(self) -> bool: ...
 
+    @property
+    def patience(self) -> float: ...
 
-class _Span:
-    """A piece of one stream's output: bytes ``start:end`` of the file, or ``data`` read from the pipe."""
-
-    __slots__ = ("data", "end", "start", "stream")
-
-    def __init__(self, stream: int, start: int, end: int, data: Optional[bytes] = None) -> None:
-        self.stream = stream
-        self.start = start
-        self.end = end
-        self.data = data
+    def wait_room(self) -> bool: ...
 
 
 class SpliceSink(Sink):
@@ -91,9 +89,8 @@ class SpliceSink(Sink):
             self._read_fd = os.dup(self._fd)  # the reader's own: close() may release the file first
         self._reading = False  # forward() runs and owns _read_fd
         self._end = 0  # bytes spliced into the file
-        self._spans: Deque[_Span] = collections.deque()
-        self._memory = 0
-        self._lost = [False, False]
+        self._spans = SpanQueue()
+        self._lost = [0, 0]  # bytes of spans dropped (MAX_SPANS, MAX_MEMORY) since the reader last looked
         self._open_streams = 2
         self._forwarding = True
         self._changed = threading.Condition(self._lock)
@@ -143,18 +140,12 @@ class SpliceSink(Sink):
         if not self._forwarding:
             return
         spans = self._spans
-        last = spans[-1] if spans else None
-        if data is None and last is not None and last.data is None and last.stream == stream and last.end == start:
-            last.end = end
-        else:
-            spans.append(_Span(stream, start, end, data))
-            if data is not None:
-                self._memory += len(data)
-            while len(spans) > MAX_SPANS or self._memory > MAX_MEMORY:
-                old = spans.popleft()
-                self._lost[old.stream] = True
-                if old.data is not None:
-                    self._memory -= len(old.data)
+        spans.add(stream, start, end, data)
+        while spans.over():
+            old = spans.pop()
+            if old is None:
+                break
+            self._lost[old.stream] += old.end - old.start
         self._changed.notify()
 
     # -- the tail ---------------------------------------------------------------------------------------------
@@ -192,35 +183,37 @@ class SpliceSink(Sink):
         super().close()
 
     # -- the console reader -------------------------------------------------------------------------------------
-    def _next(self, wait: Optional[float]) -> Tuple[Optional[_Span], List[int], bool]:
-        """The next span (waiting up to ``wait`` s for one), the streams that lost spans, and whether all ended."""
+    def _next(self, wait: Optional[float]) -> Tuple[Optional[Span], List[int], bool]:
+        """The next span (waiting up to ``wait`` s for one), the bytes of each stream whose spans were dropped,
+        and whether all ended."""
         with self._lock:
-            if not self._spans and self._open_streams > 0 and wait != 0:
+            if not len(self._spans) and self._open_streams > 0 and wait != 0:
                 self._changed.wait(wait)
-            lost = [index for index, flag in enumerate(self._lost) if flag]
-            self._lost = [False, False]
-            span = self._spans.popleft() if self._spans else None
-            if span is not None and span.data is not None:
-                self._memory -= len(span.data)
+            lost = self._lost
+            self._lost = [0, 0]
+            span = self._spans.pop()
             return span, lost, span is None and self._open_streams <= 0
 
-    def forward(self, streams: Sequence[LineStream], consoles: Sequence[_Saturable], warn: Warn) -> None:
+    def forward(self, streams: Sequence[LineStream], consoles: Sequence[_Paced], warn: Warn) -> None:
         """Thread body: feed every span, in file order, to ``streams[span.stream]`` until both pipes ended.
 
-        ``consoles[i]`` is the console behind ``streams[i]``: while it is saturated, spans are skipped unread.
+        ``consoles[i]`` is the console behind ``streams[i]``. Before each chunk the reader waits for its room
+        (lag, not loss: the bytes wait in the file); only while it is stuck, or past the drain deadline after
+        the end, are spans skipped unread, and the stream says so in one line when it resumes.
         """
         with self._lock:
             self._reading = True
             fd = self._read_fd
         last = [0.0, 0.0]
+        gate = _Gate(consoles)
         try:
             while True:
                 due = [last[i] + HOLD_SECONDS for i, stream in enumerate(streams) if stream.holding]
                 wait = max(0.0, min(due) - time.monotonic()) if due else None
                 span, lost, finished = self._next(wait)
-                for index in lost:
-                    streams[index].skip()
-                    consoles[index].drop()
+                for index, count in enumerate(lost):
+                    if count:
+                        streams[index].skip(count, _behind())
                 if span is None:
                     if finished:
                         break
@@ -231,18 +224,19 @@ class SpliceSink(Sink):
                     continue
                 stream = streams[span.stream]
                 last[span.stream] = time.monotonic()
-                if span.data is not None:
-                    stream.feed(span.data, len(span.data))
-                    continue
                 position = span.start
                 while position < span.end:
+                    reason = gate.closed(span.stream)
                     data = b""
-                    if fd is not None and not consoles[span.stream].saturated:
-                        with contextlib.suppress(OSError):
-                            data = os.pread(fd, min(CHUNK, span.end - position), position)
-                    if not data:  # saturated console (or a file cut short by someone else): skip the rest
-                        stream.skip()
-                        consoles[span.stream].drop()
+                    if not reason:
+                        if span.data is not None:
+                            data = span.data
+                        elif fd is not None:
+                            with contextlib.suppress(OSError):
+                                data = os.pread(fd, min(CHUNK, span.end - position), position)
+                        reason = "" if data else "its log file was cut short"
+                    if reason:
+                        stream.skip(span.end - position, reason, self._ends_line(fd, span))
                         break
                     stream.feed(data, len(data))  # a fresh bytes object: the stream queues it without a copy
                     position += len(data)
@@ -256,13 +250,55 @@ class SpliceSink(Sink):
             with self._lock:
                 self._forwarding = False
                 self._spans.clear()
-                self._memory = 0
         finally:
             with self._lock:
                 self._reading = False
                 fd, self._read_fd = self._read_fd, None
             if fd is not None:
                 os.close(fd)
+
+    @staticmethod
+    def _ends_line(fd: Optional[int], span: Span) -> bool:
+        """Whether the last byte of ``span`` is a newline (the console can resume right after it)."""
+        if span.data is not None:
+            return span.data.endswith(b"\n")
+        if fd is None or span.end <= span.start:
+            return False
+        try:
+            return os.pread(fd, 1, span.end - 1) == b"\n"
+        except OSError:
+            return False
+
+
+def _behind() -> str:
+    return (
+        f"the console copy fell too far behind: more than {_spans.MAX_SPANS} pieces "
+        f"or {_spans.MAX_MEMORY >> 20} MiB waited"
+    )
+
+
+class _Gate:
+    """Whether the console reader may read the next chunk of a stream: waits for the console's room; a stuck
+    console (or one past the drain deadline) closes the gate until the console takes bytes again."""
+
+    def __init__(self, consoles: Sequence[_Paced]) -> None:
+        self._consoles = consoles
+        self._stuck = [False] * len(consoles)
+
+    def closed(self, stream: int) -> str:
+        """Empty when the chunk may be read and sent; else why it is skipped."""
+        console = self._consoles[stream]
+        if console.cut_off:
+            return "the console was still behind when the drain after the end ran out of time"
+        stuck = f"the console was stuck: it accepted nothing for {console.patience:g} s"
+        if self._stuck[stream]:
+            if not console.has_room:
+                return stuck
+            self._stuck[stream] = False
+        if console.wait_room():
+            return ""
+        self._stuck[stream] = True
+        return stuck
 
 
 def splice_pump(fd: int, sink: SpliceSink, stream: int, stop: threading.Event) -> None:

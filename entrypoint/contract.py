@@ -199,6 +199,7 @@ _ROWS = (
     Variable("MS_TOPO_TIMEOUT", "int", "output", _SH, "recovery: MSRUN_CLUSTER_TIME_OUT"),
     Variable("TORCHELASTIC_RESTART_COUNT", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: the attempt"),
     Variable("TORCHELASTIC_MAX_RESTARTS", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: MA_MAX_RESTARTS"),
+    Variable("MALAUNCH_ATTEMPT", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: the attempt (torchrun too)"),
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
 )
 

@@ -38,6 +38,7 @@ __all__ = [
     "Classification",
     "classify_exit",
     "classify_failure",
+    "peer_failure",
 ]
 
 COLLECTIVE_TIMEOUT = "collective_timeout"
@@ -95,6 +96,42 @@ _MISUSE: Tuple[Pattern[str], ...] = tuple(
         r"^(?:torchrun|msrun|run\.py): error:",  # argparse of the launchers
     )
 )
+
+
+# A rank whose log says one of these failed *because of a peer* (the peer died, hung or closed the connection):
+# the root-cause ordering (:mod:`.rootcause`) never lets such a death outrank one it cannot be ordered with.
+_PEER: Tuple[Pattern[str], ...] = tuple(
+    re.compile(text)
+    for text in (
+        r"Connection closed by peer",  # gloo pair.cc: "... This is typically caused by a remote worker crashing"
+        r"Connection reset by peer",  # gloo, c10d TCPStore
+        r"typically caused by a remote worker crashing",
+        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo, a peer gone silent
+        r"DistNetworkError",  # c10d: the store's socket broke (its host rank died)
+        r"DistStoreError",  # c10d: peers never came
+        r"Watchdog caught collective operation timeout",  # NCCL
+        r"(?:NCCL|HCCL)? ?communicator was aborted",  # NCCL/HCCL ProcessGroup abort
+        r"ncclRemoteError|remote process exited or there was a network error",  # NCCL
+        r"\bEI000[26]\b",  # HCCL: notify wait timed out / socket timed out
+        r"Notify register times out",  # HCCL
+        r"HCCL[^\n]*(?:timeout|timed out|time out)",
+        r"(?:Reduce|Broadcast|AllGather|AllReduce) wait (?:receiving|sending)",  # MindSpore CPU collectives
+        r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
+        r"Timed out node list is",  # MindSpore
+        r"terminate called without an active exception",  # torch tearing down a process group whose peer is gone
+    )
+)
+
+
+def peer_failure(tail: Sequence[str]) -> Optional[str]:
+    """The peer or collective failure ``tail`` (log lines, an error file's message) names: the matched words,
+    newest line first; None when it names none (a native crash, ``terminate called after throwing ...``)."""
+    for line in reversed(tail):
+        for pattern in _PEER:
+            found = pattern.search(line)
+            if found is not None:
+                return found.group(0).strip()
+    return None
 
 
 class Classification(NamedTuple):

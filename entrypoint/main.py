@@ -168,9 +168,15 @@ def _overlay(environ: Mapping[str, str], options: Any) -> Dict[str, str]:
     return merged
 
 
+def _stderr(text: str) -> None:
+    """Write the shim's own lines; a console that takes nothing (a full disk) costs the line, never the run."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
 def _say(message: str) -> None:
-    sys.stderr.write(f"[{PROG}] {message}\n")
-    sys.stderr.flush()
+    _stderr(f"[{PROG}] {message}\n")
 
 
 def _announce(plan: LaunchPlan) -> None:
@@ -191,7 +197,7 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     if problem:
         _say(problem)
     if result.root_cause is not None or result.shim_signal is not None:
-        sys.stderr.write(format_failure(result) + "\n")
+        _stderr(format_failure(result) + "\n")
     if outcome.classification is not None:
         kind = outcome.classification
         _say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
@@ -200,8 +206,7 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"{PROG}: error: {message}\n")
-    sys.stderr.flush()
+    _stderr(f"{PROG}: error: {message}\n")
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
@@ -253,4 +258,10 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 def console_main() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # the console takes nothing (a full disk): its bytes are lost, the code stands
+        os._exit(code)  # everything is done; the interpreter's own final flush would turn the code into 120
+    sys.exit(code)

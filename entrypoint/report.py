@@ -52,6 +52,7 @@ class Failure(NamedTuple):
     tail: Tuple[str, ...]  # the last lines of that rank's output
     message: Optional[str] = None  # the exception its TORCHELASTIC_ERROR_FILE recorded, if any
     source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause)
+    why: Optional[str] = None  # the rule (and the evidence) that made it the root cause (see rootcause)
 
 
 class LauncherAttempt(NamedTuple):
@@ -232,6 +233,8 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  signal    : {failure.signal} ({signal_name(failure.signal)})")
     if failure.message:
         lines.append(f"  error     : {failure.message}")
+    if failure.why and "after a peer" in failure.why:
+        lines.append(f"  why       : {failure.why}")
     lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
         lines.append(f"  last {len(failure.tail)} lines of its output:")
@@ -257,6 +260,7 @@ def _failure_json(failure: Failure) -> Dict[str, Any]:
         "log_file": failure.log_file,
         "message": failure.message,
         "source": failure.source,
+        "why": failure.why,
         "tail": list(failure.tail),
     }
 

@@ -5,10 +5,12 @@ The loop wraps :func:`~malaunch.entrypoint.supervisor.run_plan`; everything it d
 - :func:`parse_restart_policy` reads ``MA_MAX_RESTARTS``, ``MALAUNCH_RESTART_ON`` and
   ``MALAUNCH_RESTART_BACKOFF`` from a ``Mapping`` (``docs/entrypoint.md`` has them in the contract table);
 - :func:`plan_attempt` turns the plan into attempt *K*'s plan: logs under ``<log dir>/attempt-K/``,
-  ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. For
-  torchrun the restarts are torchrun's own: attempt 0 gets ``--max_restarts=N`` and the loop runs it once;
-  the plan carries ``restart_on`` and the supervisor applies it to every torchrun attempt
-  (:mod:`._attempt_gate`);
+  ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. torchrun
+  is driven the same way: each attempt is a torchrun of its own with ``--max_restarts=0``, so torchrun can never
+  restart what ``restart_on`` refuses, however late the shim sees a death (torchrun sets its workers'
+  ``TORCHELASTIC_RESTART_COUNT`` itself: 0). Only a ``--max_restarts`` the user put in
+  ``MA_EXTRA_TORCHRUN_PARAMS`` lets torchrun restart by itself: then the loop runs it once and the supervisor
+  applies ``restart_on`` to every torchrun attempt as well as it can (:mod:`._attempt_gate`);
 - :func:`should_restart` applies ``restart_on`` to an attempt's :class:`Classification`.
 
 Contract of :func:`run_with_restarts`:
@@ -177,18 +179,19 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     """Attempt ``attempt``'s plan (0-based). Pure. Without restarts the plan is returned unchanged."""
     if policy.max_restarts <= 0 or is_recovery_plan(plan):  # recovery relaunches single processes instead
         return plan
-    counters = {
+    if _torchrun_restarts_itself(plan):
+        return _torchrun_attempt(plan, policy)
+    counters = {  # torchrun gives its workers its own TORCHELASTIC_* (0): MALAUNCH_ATTEMPT reaches them
         "TORCHELASTIC_RESTART_COUNT": str(attempt),
         "TORCHELASTIC_MAX_RESTARTS": str(policy.max_restarts),
+        "MALAUNCH_ATTEMPT": str(attempt),
     }
-    if plan.method == "torchrun":
-        return _torchrun_attempt(plan, policy)
     root = plan.log_dir
     attempt_dir = os.path.join(root, f"attempt-{attempt}")
     processes = tuple(
         spec._replace(
-            argv=tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv),
-            env={**spec.env, **counters},
+            argv=_no_launcher_restarts(plan, tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv)),
+            env={**_reroot_env(plan, spec.env, root, attempt_dir), **counters},
             log_file=_reroot(spec.log_file, root, attempt_dir),
         )
         for spec in plan.processes
@@ -198,9 +201,30 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     return plan._replace(processes=processes, rank_logs=rank_logs, log_dir=attempt_dir, notes=(*plan.notes, note))
 
 
+def _reroot_env(plan: LaunchPlan, env: Mapping[str, str], root: str, attempt_dir: str) -> Dict[str, str]:
+    """torchrun's own error file goes into the attempt's folder too (other processes' variables are kept)."""
+    if plan.method != "torchrun":
+        return dict(env)
+    return {key: _reroot(value, root, attempt_dir) for key, value in env.items()}
+
+
+def _torchrun_restarts_itself(plan: LaunchPlan) -> bool:
+    """The user gave torchrun ``--max_restarts`` (``MA_EXTRA_TORCHRUN_PARAMS``): the plan does not watch its
+    workers' failures (:mod:`.launchers`), torchrun restarts them."""
+    return plan.method == "torchrun" and not plan.watch_workers
+
+
+def _no_launcher_restarts(plan: LaunchPlan, argv: Tuple[str, ...]) -> Tuple[str, ...]:
+    """torchrun's command with ``--max_restarts=0`` right after the module name: the shim's loop makes every
+    attempt, torchrun none on its own."""
+    if plan.method != "torchrun" or len(argv) < 3 or argv[1] != "-m":
+        return argv
+    return (*argv[:3], "--max_restarts=0", *argv[3:])
+
+
 def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
-    """torchrun restarts its worker group itself: ``--max_restarts=N`` goes right after the module name, so a
-    ``--max_restarts`` in ``MA_EXTRA_TORCHRUN_PARAMS`` (later on the command line) still wins."""
+    """torchrun restarts its worker group itself (the user's ``--max_restarts``, later on the command line,
+    wins over the ``--max_restarts=N`` put right after the module name)."""
     restarts = 0 if policy.restart_on == "never" else policy.max_restarts
     processes: List[ProcessSpec] = []
     for spec in plan.processes:
@@ -208,17 +232,15 @@ def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
         if spec.name == "torchrun" and len(argv) >= 3 and argv[1] == "-m":
             argv.insert(3, f"--max_restarts={restarts}")
         processes.append(spec._replace(argv=tuple(argv)))
-    note = f"torchrun restarts the worker group itself: --max_restarts={restarts}"
+    note = "torchrun restarts the worker group itself (--max_restarts in MA_EXTRA_TORCHRUN_PARAMS)"
     # ``always``: torchrun's own rule already; ``never``: no restarts to judge
     restart_on = None if policy.restart_on in ("always", "never") else policy.restart_on
-    return plan._replace(
-        processes=tuple(processes), watch_workers=False, restart_on=restart_on, notes=(*plan.notes, note)
-    )
+    return plan._replace(processes=tuple(processes), restart_on=restart_on, notes=(*plan.notes, note))
 
 
 def _attempts_of(plan: LaunchPlan, policy: RestartPolicy) -> int:
-    """How many times the loop may start the plan (torchrun: once, it restarts itself)."""
-    return 1 if plan.method == "torchrun" else policy.max_restarts + 1
+    """How many times the loop may start the plan (once when torchrun restarts by itself)."""
+    return 1 if _torchrun_restarts_itself(plan) else policy.max_restarts + 1
 
 
 class Attempt:

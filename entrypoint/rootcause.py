@@ -24,19 +24,30 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
 5. Among the candidates, the earliest death wins (time of death as observed: the watch, the launcher's line);
    a fact without a time ranks after timed ones of the same class, the launcher's summary before other
    untimed facts, then the order of recording.
+6. Deaths the shim could not order are ordered by evidence. Two deaths are unordered when their observed times
+   are within :data:`SAME_LOOK` of each other (seen in the same look, or seen late together after the shim
+   was held up) or when either has no time (known only from a launcher's summary or an error file). A death
+   whose ``evidence`` (set from its log tail or error file: a peer or collective failure,
+   :func:`~.failure_class.peer_failure`) says it failed *because of a peer* never outranks an unordered death
+   without such evidence. Deaths seen in order keep that order, and a death without peer evidence (a native
+   crash, ``terminate called after throwing``) is never demoted for its signal: this is no "exit codes before
+   signals" rule. :attr:`RootCause.why` says which rule decided, naming the evidence.
 """
 
 
 import signal
 from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["SOURCES", "Death", "RootCause", "attempt_facts", "find_root_cause", "teardown_signals"]
+__all__ = ["SAME_LOOK", "SOURCES", "Death", "RootCause", "attempt_facts", "find_root_cause", "teardown_signals"]
 
 SOURCES = ("exit", "watch", "summary", "error_file")
 _TIME_UNKNOWN = float("inf")
 _SOURCE_RANK = {"summary": 0, "watch": 1, "exit": 1, "error_file": 2}
 _CODE_TRUST = {"watch": 0, "exit": 0, "summary": 1, "error_file": 2}
-_DEATH_FIELDS = ("source", "index", "rank", "pid", "code", "at", "seq", "message", "attempt")
+_DEATH_FIELDS = ("source", "index", "rank", "pid", "code", "at", "seq", "message", "attempt", "evidence")
+#: Deaths observed closer together than this (seconds) cannot be told apart in time: the shim's waiters and
+#: the watch may wake in either order after a stall, and torchrun itself reaps at a 0.1 s interval.
+SAME_LOOK = 0.1
 
 
 class Death:
@@ -63,9 +74,10 @@ class Death:
         seq: int = 0,  # order of recording, the last tie-breaker
         message: Optional[str] = None,  # the exception an error file recorded
         attempt: Optional[int] = None,  # the launcher's own attempt (torchrun restarts), None: not attempt-specific
+        evidence: Optional[str] = None,  # the peer/collective failure its log or error file names, if any
     ) -> None:
         self.source, self.index, self.rank, self.pid, self.code = source, index, rank, pid, code
-        self.at, self.seq, self.message, self.attempt = at, seq, message, attempt
+        self.at, self.seq, self.message, self.attempt, self.evidence = at, seq, message, attempt, evidence
 
     def _fields(self) -> Dict[str, Any]:
         return {name: getattr(self, name) for name in _DEATH_FIELDS}
@@ -94,6 +106,7 @@ class RootCause(NamedTuple):
 
     death: Death
     collateral: Tuple[Death, ...]  # failures judged to be consequences of the teardown
+    why: str = ""  # the rule that decided, with the evidence it used
 
 
 def teardown_signals(launcher_kills: bool, escalated: bool) -> FrozenSet[int]:
@@ -130,6 +143,7 @@ def _merge(facts: Sequence[Death]) -> List[Death]:
                 at=min((f.at for f in group if f.at is not None), default=None),
                 pid=next((f.pid for f in group if f.pid is not None), None),
                 message=next((f.message for f in group if f.message), None),
+                evidence=next((f.evidence for f in group if f.evidence), None),
                 seq=min(f.seq for f in group),
                 code=best.code if best.code is not None else (1 if any(f.message for f in group) else None),
             )
@@ -139,6 +153,34 @@ def _merge(facts: Sequence[Death]) -> List[Death]:
 
 def _order(fact: Death) -> Tuple[float, int, int]:
     return (fact.at if fact.at is not None else _TIME_UNKNOWN, _SOURCE_RANK[fact.source], fact.seq)
+
+
+def _unordered(first: Death, other: Death) -> bool:
+    if first.at is None or other.at is None:
+        return True
+    return abs(other.at - first.at) <= SAME_LOOK
+
+
+def _who(fact: Death) -> str:
+    return f"rank {fact.rank}" if fact.rank is not None else f"process {fact.index}"
+
+
+def _pick(candidates: Sequence[Death]) -> Tuple[Death, str]:
+    """The earliest candidate, unless it failed after a peer and a candidate it cannot be ordered with did not;
+    and why."""
+    ordered = sorted(candidates, key=_order)
+    first = ordered[0]
+    unordered = [f for f in ordered[1:] if _unordered(first, f)]
+    plain = [f for f in unordered if not f.evidence]
+    chosen = plain[0] if first.evidence and plain else first
+    after_peer = [f for f in [first, *unordered] if f is not chosen and f.evidence]
+    if after_peer:
+        return chosen, f"{_who(after_peer[0])} failed after a peer: {after_peer[0].evidence!r}"
+    if len(ordered) == 1:
+        return chosen, "the only failure"
+    if unordered:
+        return chosen, "the earliest failure seen (others could not be ordered with it; none names a peer failure)"
+    return chosen, "the earliest failure seen"
 
 
 def find_root_cause(
@@ -156,6 +198,6 @@ def find_root_cause(
     primary = [f for f in pool if f.signal is None or f.signal not in collateral_signals]
     if stopped and not primary:
         return None
-    chosen = min(primary or pool, key=_order)
+    chosen, why = _pick(primary or pool)
     collateral = tuple(f for f in pool if f is not chosen and f not in primary)
-    return RootCause(chosen, collateral)
+    return RootCause(chosen, collateral, why)

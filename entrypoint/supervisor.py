@@ -50,6 +50,7 @@ from ._reaper import TOKEN_VAR, JobTree, Watchdog, kill_everything, new_token, s
 from ._router import LOG_HINT, Output, write_plan_file
 from ._watch import WorkerDeath, WorkerWatch
 from .errors import LaunchError
+from .failure_class import peer_failure
 from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
@@ -394,8 +395,8 @@ class _Run:
         last = attempts[-1] if attempts else None
         facts = attempt_facts(self.facts, last, True)  # an earlier torchrun attempt's failure is not this one's
         stopped = self.shim_signal is not None or self.peer_restart
-        cause = find_root_cause(facts, collateral, stopped=stopped)
-        failure = self._failure(cause.death) if cause is not None else None
+        cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped)
+        failure = self._failure(cause.death)._replace(why=cause.why) if cause is not None else None
         if failure is None and self.peer_restart and self.shim_signal is None:
             failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)
         if self.shim_signal is not None:
@@ -408,6 +409,17 @@ class _Run:
         torchrun = self.plan.method == "torchrun"
         history = self.gate.history(self.facts, failure, started, self._failure) if torchrun else ()
         return RunResult(code, failure, self.shim_signal, duration, history)
+
+    def _with_evidence(self, facts: List[Death]) -> List[Death]:
+        """Each failed rank's facts with the peer failure its log tail or error file names (the evidence that
+        orders deaths the shim could not order, :mod:`.rootcause`)."""
+        found: Dict[int, Optional[str]] = {}
+        for fact in facts:
+            if fact.rank is not None and fact.rank not in found and (fact.code or fact.message):
+                lines = list(self.output.log_of(fact.index, fact.rank).tail())
+                messages = [f.message for f in facts if f.rank == fact.rank and f.message]
+                found[fact.rank] = peer_failure(lines + messages)
+        return [f.replace(evidence=found.get(f.rank)) if f.rank is not None else f for f in facts]
 
     def _failure(self, death: Death) -> Failure:
         spec = self.plan.processes[death.index]
@@ -493,6 +505,12 @@ class _Run:
             watchdog.announce_cgroup(self.cgroup.path)
         return watchdog
 
+    def _pause(self, seconds: float) -> bool:
+        """The ending's pause between looks: events still count (a second signal to the shim ends the grace)."""
+        with contextlib.suppress(queue.Empty):
+            self.absorb(self.events.get(timeout=seconds))
+        return self.killed_at is not None
+
     def finish(self) -> None:
         """End whatever of the job is left (daemons included), drain every output, stop the watch."""
         if self._finished:
@@ -504,7 +522,7 @@ class _Run:
         elif self.ending_at is not None:
             grace = max(0.0, self.ending_at + grace - time.monotonic())
         self.gate.release()
-        left = kill_everything(self.tree, self._live_groups(), grace)
+        left = kill_everything(self.tree, self._live_groups(), grace, self._pause)
         for proc in self.procs:
             try:
                 proc.wait(5.0)

@@ -132,3 +132,23 @@ def start_sleeping_fan_out(tmp_path: Path, grace: str) -> tuple[subprocess.Popen
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     return proc, env
+
+
+class CpuHog:
+    """``count`` busy-looping processes (a busy machine) for the life of a ``with`` block; marked, so that
+    :func:`assert_nothing_left` of the test never mistakes them for the job's."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.count = count
+        self.procs: List[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> CpuHog:
+        argv = [sys.executable, "-c", "while True: pass"]
+        for _ in range(self.count):
+            self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()

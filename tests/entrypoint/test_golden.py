@@ -4,8 +4,8 @@ Each case of ``tests/entrypoint/golden/capture.py`` (its docstring lists the mat
 run with the real shim, torchrun and msrun, and compared with ``tests/entrypoint/golden/expected/<case>.json``.
 A redesign that changes nothing observable keeps every case equal.
 
-Regenerating the expected files (after a change that is meant to change the output, and once issue 16 has
-merged: the goldens committed with this test were captured on branch i18-prep, before issue 16):
+Regenerating the expected files (after a change that is meant to change the output; the committed goldens
+were captured on main after issue 16 merged, the race cases of ``RACES`` checked by hand to name the right rank):
 
     cd <repo> && rm -rf tests/entrypoint/golden/expected && \\
         PATH=$PWD/.venv/bin:$PATH python tests/entrypoint/golden/capture.py --write tests/entrypoint/golden/expected

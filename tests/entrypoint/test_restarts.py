@@ -22,6 +22,7 @@ from malaunch.entrypoint.plan import LaunchPlan
 from malaunch.entrypoint.report import Failure, RunResult
 from malaunch.entrypoint.restarts import (
     RestartPolicy,
+    _attempts_of,
     backoff_for,
     classify_result,
     parse_restart_policy,
@@ -121,32 +122,38 @@ def test_msrun_attempt_moves_its_log_dir_flag() -> None:
     assert attempt.rank_logs[0] == "/logs/attempt-2/msrun/worker_0.log"
 
 
-def test_torchrun_gets_max_restarts_and_restarts_itself() -> None:
-    env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}
+def test_torchrun_gets_no_restarts_of_its_own_the_shim_makes_every_attempt() -> None:
+    # issue 16.2: torchrun restarting by itself raced the shim's restart_on; each attempt is a torchrun now
+    env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MALAUNCH_LOG_DIR": "/logs"}
     plan = plan_launch(parse_cluster_env(env), inputs())
     assert plan.watch_workers
-    attempt = plan_attempt(plan, 0, RestartPolicy(3))
-    argv = attempt.processes[0].argv
-    assert argv[:4] == ("/venv/bin/python", "-m", "torch.distributed.run", "--max_restarts=3")
-    assert not attempt.watch_workers and attempt.log_dir == plan.log_dir
-    assert attempt.restart_on == "retryable"  # the supervisor applies it to every worker failure
-    assert attempt.to_json()["restart_on"] == "retryable"
+    attempt = plan_attempt(plan, 1, RestartPolicy(3))
+    spec = attempt.processes[0]
+    assert spec.argv[:4] == ("/venv/bin/python", "-m", "torch.distributed.run", "--max_restarts=0")
+    assert "--log_dir=/logs/attempt-1/torchrun" in spec.argv
+    assert spec.env["TORCHELASTIC_ERROR_FILE"] == "/logs/attempt-1/torchrun-error.json"
+    assert attempt.watch_workers and attempt.restart_on is None and attempt.log_dir == "/logs/attempt-1"
+    assert attempt.rank_logs[1] == "/logs/attempt-1/rank-1.log"
+    assert _attempts_of(attempt, RestartPolicy(3)) == 4
 
 
-@pytest.mark.parametrize(
-    ("on", "expected"), [("always", None), ("never", None), ((1, 137), (1, 137)), ("retryable", "retryable")]
-)
-def test_torchrun_plan_carries_the_restart_on_the_supervisor_applies(on: Any, expected: Any) -> None:
+@pytest.mark.parametrize("on", ["always", "never", (1, 137), "retryable"])
+def test_torchrun_restart_on_is_the_shims_loop_whatever_it_says(on: Any) -> None:
     plan = plan_launch(parse_cluster_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}), inputs())
     attempt = plan_attempt(plan, 0, RestartPolicy(2, on))
-    assert attempt.restart_on == expected  # always: torchrun's own rule; never: --max_restarts=0
-    assert plan_attempt(plan, 0, RestartPolicy(0, on)).restart_on is None  # no restarts, nothing to judge
+    assert attempt.restart_on is None and attempt.watch_workers
+    assert "--max_restarts=0" in attempt.processes[0].argv
+    assert plan_attempt(plan, 0, RestartPolicy(0, on)) is plan  # no restarts: the plan as it is
 
 
 def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
+    # the user's own --max_restarts: torchrun restarts by itself, the loop starts it once, the gate judges
     env = {"MA_RUN_METHOD": "torchrun", "MA_EXTRA_TORCHRUN_PARAMS": "--max-restarts=1"}
-    argv = plan_attempt(plan_launch(parse_cluster_env(env), inputs()), 0, RestartPolicy(3)).processes[0].argv
+    attempt = plan_attempt(plan_launch(parse_cluster_env(env), inputs()), 0, RestartPolicy(3))
+    argv = attempt.processes[0].argv
     assert argv.index("--max_restarts=3") < argv.index("--max-restarts=1")  # argparse: the last one counts
+    assert attempt.restart_on == "retryable" and not attempt.watch_workers
+    assert _attempts_of(attempt, RestartPolicy(3)) == 1
 
 
 def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> None:

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from malaunch.sdk import Job, JobState
+from malaunch.sdk import HostState, Job, JobState
 from malaunch.sdk.backends.local import LocalBackend
-from malaunch.sdk.backends.local.jobdir import job_processes
+from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
 from malaunch.sdk.backends.local.plan import LocalRequest
-from malaunch.sdk.backends.local.state import STATE_VERSION, read_state, validate_state
+from malaunch.sdk.backends.local.state import STATE_VERSION, StateWriter, new_state, read_state, validate_state
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
@@ -275,3 +275,77 @@ def test_a_runner_read_in_the_middle_of_its_exec_is_not_declared_lost() -> None:
         finally:
             child.kill()
             child.wait()
+
+
+WAITER = """
+    import os, time
+    print("ready", flush=True)
+    while not os.path.exists(os.environ["GO_FILE"]):
+        time.sleep(0.05)
+    print("last line", flush=True)
+"""
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until its disk is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        while True:
+            os.write(fd, b"p" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_said_once(tmp_path: Path) -> None:
+    """The issue's case: the only rank prints its last line and exits 0 while the jobs folder's disk is full."""
+    small = tmp_path / "small"
+    _mount_tmpfs(small, "2m")
+    try:
+        code = tmp_path / "wait"
+        go = tmp_path / "go"
+        write_job(code, WAITER, name="waiter", env={"GO_FILE": str(go)})
+        backend = LocalBackend(home=str(small))
+        handle = Job.from_yaml(str(code / "job.yaml")).submit(backend=backend)
+        wait_for(lambda: any("ready" in line for line in backend.logs(handle.id)), what="the rank to start")
+        _fill(small / "pad")
+        time.sleep(3)  # the runner checks the disk every second and tries to record that it is full
+        _fill(small / "pad")  # whatever a failed write gave back is taken again
+        go.touch()
+        handle.wait(timeout=180)
+        _runner_exits(backend, handle.id)
+        status = backend.status(handle.id)
+        assert status.state is JobState.SUCCEEDED and status.exit_code == 0, status
+        assert status.hosts[0].state is HostState.EXITED and status.hosts[0].exit_code == 0, status.hosts
+        assert status.message.count("full") == 1, status.message  # said once, not once per file
+        assert "could not be written" in status.message and str(small) in status.message, status.message
+        assert_nothing_running(handle.id)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_the_end_is_recorded_in_place_when_not_a_byte_is_free(tmp_path: Path) -> None:
+    """No reserve and a disk filled to the last byte: the end still lands in state.json (its slack)."""
+    small = tmp_path / "small"
+    _mount_tmpfs(small, "1m")
+    try:
+        paths = JobPaths(str(small), "full-20260101-000000-abcdef")
+        os.makedirs(paths.job_dir)
+        writer = StateWriter(paths)
+        state = new_state(paths.job_id, "full", 1.0, [{"index": 0, "address": "127.0.0.1", "log_file": "c.log"}])
+        state.update(state="RUNNING", runner_pid=4242)
+        assert writer.save(state)
+        _fill(small / "pad")
+        state.update(state="SUCCEEDED", exit_code=0, ended_at=2.0)
+        state["hosts"][0].update(state="EXITED", exit_code=0)
+        assert not writer.save(state)  # no room for a new file
+        assert writer.save_final(state)  # over the old one, in place
+        reading = read_state(paths.state_file)
+        assert reading.data is not None, reading.problem
+        assert reading.data["state"] == "SUCCEEDED" and reading.data["exit_code"] == 0
+        assert reading.data["hosts"][0]["exit_code"] == 0
+        assert "could not be written completely" in reading.data["disk_full"]
+        assert reading.data["write_error"] is None  # a full disk is said once, as disk_full
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

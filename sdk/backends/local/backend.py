@@ -50,7 +50,7 @@ from .jobdir import (
     write_json_atomic,
 )
 from .plan import LocalRequest, plan_local
-from .state import StateWriter, job_status, new_state, read_state
+from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
@@ -216,7 +216,9 @@ class LocalBackend(Backend):
 
     def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths, files: List[CodeFile]) -> None:
         hosts = [{"index": h.index, "address": h.address, "log_file": h.console_log} for h in request.hosts]
-        write_json_atomic(paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts))
+        write_json_atomic(
+            paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts), slack=SLACK_BYTES
+        )
         self._snapshot(request, files)
         for folder in request.dirs:
             os.makedirs(folder, exist_ok=True)
@@ -360,7 +362,7 @@ class LocalBackend(Backend):
             for host in final["hosts"]:
                 if host["state"] == "RUNNING":
                     host["state"] = "EXITED"
-            StateWriter(paths).save(final)
+            StateWriter(paths).save_final(final)
         return self._status_of(paths)
 
     def list(self) -> List[JobStatus]:

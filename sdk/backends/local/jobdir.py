@@ -69,14 +69,15 @@ class JobPaths:
         return os.path.join(self.job_dir, "hosts", str(index), "report.json")
 
 
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash)."""
+def write_json_atomic(path: str, data: Any, slack: int = 0) -> None:
+    """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash).
+    ``slack``: blanks after the JSON (room to rewrite the file in place later)."""
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
+            handle.write("\n" + " " * slack)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

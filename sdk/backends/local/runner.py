@@ -15,7 +15,9 @@ harming the job. Contract:
    is torn down, so an ended job has nothing left running.
 6. A host's exit code and root cause are its shim's own report when it wrote one (else its wait status).
 7. Writing the state never kills the runner: a failed write (full disk) is recorded as soon as a write works
-   again (see :class:`~malaunch.sdk.backends.local.state.StateWriter`); a full disk is noted in the state.
+   again (see :class:`~malaunch.sdk.backends.local.state.StateWriter`); a full disk is noted in the state
+   once. The runner is the shims' parent: a host whose report could not be written has its wait status as
+   its result, and the end is recorded even on a full disk (the reserve, else ``state.json``'s own slack).
    Every ~50 ms the consoles' growth is noted for ``logs`` merged by time (:mod:`.consolelog`).
 """
 
@@ -262,8 +264,7 @@ class Runner:
         if left:
             self.state["message"] = f"{self.state.get('message', '')}; processes {left} could not be killed".strip("; ")
         self.state["ended_at"] = time.time()
-        self.writer.drop_reserve()  # first: on a full disk it makes room for this last write
-        self.save()
+        self.writer.save_final(self.state)  # the reserve (or the file's slack) makes room for it on a full disk
         return 0
 
 

@@ -6,8 +6,10 @@ Contract:
    truncated, binary or wrongly shaped file gives a :class:`StateReading` with ``data=None`` and a one-line
    ``problem`` (``hosts[1].pid must be a whole number > 1 or null, got 'x'``).
 2. Writes are atomic (temporary file, fsync, rename). :class:`StateWriter` never raises either: a failed
-   write (a full disk) is kept in ``write_error`` and written as soon as a write succeeds again; a small
-   reserve file made at submit is given up first so that the record of the failure itself fits.
+   write is kept (``disk_full`` for lack of space, else ``write_error``) and written as soon as a write
+   succeeds again. The record of the end never depends on free space: a reserve file made at the start is
+   given up for it, and failing that it is written over ``state.json`` in place, in the blanks every write
+   leaves after the JSON.
 3. :func:`job_status` turns a reading into a :class:`~malaunch.sdk.status.JobStatus`. A damaged file is
    ``UNKNOWN`` with its reason. When the runner is gone before recording the end, each host's result is
    taken from its shim's own JSON report, so a job whose hosts finished is still SUCCEEDED or FAILED.
@@ -29,6 +31,7 @@ from .jobdir import JobPaths, write_json_atomic
 
 __all__ = [
     "RESERVE_BYTES",
+    "SLACK_BYTES",
     "STATE_VERSION",
     "HostReport",
     "StateReading",
@@ -43,6 +46,7 @@ __all__ = [
 
 STATE_VERSION = 1
 RESERVE_BYTES = 256 << 10
+SLACK_BYTES = 4 << 10  # blanks after the JSON of state.json: room to record the end in place on a full disk
 _MAX_BYTES = 16 << 20
 _LOW_SPACE = 64 << 10
 _JOB_STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
@@ -200,14 +204,22 @@ def _reserve_path(paths: JobPaths) -> str:
 
 
 class StateWriter:
-    """Writes one job's ``state.json``; a failed write is remembered in ``write_error``, never raised."""
+    """Writes one job's ``state.json``; a failed write is remembered, never raised.
+
+    A failure for lack of space goes to ``disk_full`` (one sentence: the job's state and logs could not be
+    written in full), any other to ``write_error``; either is written with the next write that works. The
+    reserve and the slack are kept for the record of the end (:meth:`save_final`), which must not be lost:
+    every write leaves :data:`SLACK_BYTES` of trailing blanks in ``state.json``, so that when even the freed
+    reserve is taken by someone else the end is still written over the file in place.
+    """
 
     def __init__(self, paths: JobPaths) -> None:
         self.paths = paths
         self.failure: Optional[str] = None
+        self.full: Optional[str] = None
 
     def make_reserve(self) -> None:
-        """Set aside :data:`RESERVE_BYTES` on the job's disk, given up when a write fails for lack of space."""
+        """Set aside :data:`RESERVE_BYTES` on the job's disk, given up for the record of the end."""
         try:
             with open(_reserve_path(self.paths), "wb") as handle:
                 handle.write(b"\0" * RESERVE_BYTES)
@@ -219,25 +231,57 @@ class StateWriter:
         with contextlib.suppress(OSError):
             os.unlink(_reserve_path(self.paths))
 
+    def _merge(self, state: Dict[str, Any]) -> None:
+        if self.failure is not None:
+            state["write_error"] = self.failure
+        if self.full is not None and not state.get("disk_full"):
+            state["disk_full"] = self.full
+
     def save(self, state: Dict[str, Any]) -> bool:
-        """Write ``state`` atomically; on failure give up the reserve and retry once. True when written."""
-        for attempt in range(2):
-            if self.failure is not None:
-                state["write_error"] = self.failure
-            try:
-                write_json_atomic(self.paths.state_file, state)
-                return True
-            except OSError as exc:
-                reason = exc.strerror or str(exc)
-                if exc.errno == errno.ENOSPC:
-                    reason += " (the disk is full: console logs and reports may be incomplete)"
-                if self.failure is None:
-                    self.failure = f"writing {self.paths.state_file} failed: {reason}"
-                if attempt == 0:
-                    if not os.path.exists(_reserve_path(self.paths)):
-                        return False
-                    self.drop_reserve()
+        """Write ``state`` atomically (with the failures so far). True when written."""
+        self._merge(state)
+        try:
+            write_json_atomic(self.paths.state_file, state, slack=SLACK_BYTES)
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                self.full = disk_space_note(self.paths.job_dir) or _full_sentence(self.paths.job_dir, "")
+            elif self.failure is None:
+                self.failure = f"writing {self.paths.state_file} failed: {exc.strerror or exc}"
+            return False
+
+    def save_final(self, state: Dict[str, Any]) -> bool:
+        """Record the end: give up the reserve, write atomically, and if that fails too, write over
+        ``state.json`` in place within its size (its slack). True when written."""
+        self.drop_reserve()
+        if self.save(state):
+            return True
+        self._merge(state)
+        return _overwrite(self.paths.state_file, state)
+
+
+def _overwrite(path: str, data: Mapping[str, Any]) -> bool:
+    """Write ``data`` over the JSON file ``path`` in place, padded with blanks to its size (no new blocks)."""
+    text = json.dumps(data, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
         return False
+    try:
+        size = os.fstat(fd).st_size
+        if len(text) > size:
+            return False
+        os.pwrite(fd, text + b" " * (size - len(text)), 0)
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _full_sentence(path: str, free: str) -> str:
+    return f"the disk holding {path} is full{free}: the job's state and logs could not be written completely"
 
 
 def disk_space_note(path: str) -> Optional[str]:
@@ -249,7 +293,7 @@ def disk_space_note(path: str) -> Optional[str]:
     free = info.f_bavail * info.f_frsize
     if free >= _LOW_SPACE:
         return None
-    return f"the disk holding {path} is full ({free} bytes free): console logs and reports may be incomplete"
+    return _full_sentence(path, f" ({free} bytes free)")
 
 
 @dataclass(frozen=True)

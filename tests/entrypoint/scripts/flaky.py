@@ -4,8 +4,10 @@ Usage: flaky.py RECORD_DIR MODE [FAIL_ATTEMPTS]
   RECORD_DIR     each start appends a JSON line to <dir>/starts-<rank>.jsonl (rank, attempt, max, pid)
   MODE           kill9 (SIGKILL itself: 137), exit2 (exit 2), exit1 (exit 1), kill9-exit3 (SIGKILL on attempt 0,
                  exit 3 later), ok
-  FAIL_ATTEMPTS  attempts (TORCHELASTIC_RESTART_COUNT) that fail, comma-separated; default 0
-Only the rank named by FLAKY_RANK (default 0) fails; the others wait a little and succeed.
+  FAIL_ATTEMPTS  attempts (MALAUNCH_ATTEMPT, else TORCHELASTIC_RESTART_COUNT: torchrun's own restarts) that
+                 fail, comma-separated; default 0
+Only the rank named by FLAKY_RANK (default 0) fails, FLAKY_DELAY seconds (default 0.3) after its start; the
+others wait a little and succeed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 record_dir, mode = sys.argv[1], sys.argv[2]
 fail_attempts = {int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "0").split(",") if x}
 rank = int(os.environ.get("RANK", os.environ.get("MS_NODE_ID", "0")))
-attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "-1"))
+attempt = int(os.environ.get("MALAUNCH_ATTEMPT") or os.environ.get("TORCHELASTIC_RESTART_COUNT", "-1"))
 entry = {"rank": rank, "attempt": attempt, "max": os.environ.get("TORCHELASTIC_MAX_RESTARTS"), "pid": os.getpid()}
 with open(os.path.join(record_dir, f"starts-{rank}.jsonl"), "a", encoding="utf-8") as fh:
     fh.write(json.dumps(entry) + "\n")
@@ -28,7 +30,7 @@ failing = rank == int(os.environ.get("FLAKY_RANK", "0")) and attempt in fail_att
 if not failing or mode == "ok":
     time.sleep(0.5)
     sys.exit(0)
-time.sleep(0.3)
+time.sleep(float(os.environ.get("FLAKY_DELAY", "0.3")))
 print(f"rank {rank} attempt {attempt} fails with {mode}", flush=True)
 if mode == "kill9" or (mode == "kill9-exit3" and attempt == 0):
     os.kill(os.getpid(), signal.SIGKILL)

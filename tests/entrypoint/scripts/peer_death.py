@@ -1,0 +1,64 @@
+"""Two ranks that die 20 ms apart, one of them because of the other, at a time the test chooses.
+
+  peer_death.py DIR CASE FIRST
+The ranks hold a connection (a unix socket, as gloo holds a TCP pair). Each rank writes DIR/ready-<rank> and
+waits for DIR/go (a wall-clock time T); rank FIRST dies at T; the other, like a gloo peer, waits until the
+connection closes (the kernel closes it as FIRST's process ends), then dies 20 ms later. CASE:
+  exit       FIRST exits 7; the other prints gloo's "Connection closed by peer" error and aborts (SIGABRT)
+  abort      FIRST prints "terminate called after throwing ..." and aborts; the other prints the gloo error, exits 1
+  terminate  FIRST exits 5; the other prints "terminate called without an active exception" and aborts
+"""
+
+import os
+import resource
+import socket
+import sys
+import time
+
+GLOO = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+    "[127.0.0.1]:29771. This is typically caused by a remote worker crashing"
+)
+
+folder, case, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rank = int(os.environ.get("MS_NODE_ID") or os.environ.get("RANK_ID") or os.environ.get("RANK") or "0")
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort without a core file
+path = os.path.join(folder, "sock")
+if rank == 0:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path + ".tmp")
+    server.listen(1)
+    os.rename(path + ".tmp", path)
+    link = server.accept()[0].detach()  # a raw fd: only the end of the process closes it
+else:
+    client = socket.socket(socket.AF_UNIX)
+    while True:
+        try:
+            client.connect(path)
+            break
+        except OSError:
+            time.sleep(0.01)
+    link = client.detach()
+open(os.path.join(folder, f"ready-{rank}"), "w").close()
+go = os.path.join(folder, "go")
+while not os.path.exists(go):
+    time.sleep(0.005)
+with open(go) as handle:
+    at = float(handle.read())
+if rank == first:
+    time.sleep(max(0.0, at - time.time()))
+    if case == "abort":
+        print("terminate called after throwing an instance of 'std::runtime_error'", file=sys.stderr, flush=True)
+        os.abort()
+    print(f"rank {rank} failing on purpose", flush=True)
+    sys.exit(5 if case == "terminate" else 7)
+while os.read(link, 1):  # EOF: the peer's process ended
+    pass
+time.sleep(0.02)
+if case == "terminate":
+    print("terminate called without an active exception", file=sys.stderr, flush=True)
+    os.abort()
+print(GLOO, file=sys.stderr, flush=True)
+if case == "exit":
+    os.abort()
+sys.exit(1)
