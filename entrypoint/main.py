@@ -180,9 +180,11 @@ def _say(message: str) -> None:
 
 
 def _announce(plan: LaunchPlan) -> None:
+    ranks = len(plan.rank_logs) or len(plan.processes)  # a launcher (torchrun, msrun) is one process for N ranks
+    started = "" if ranks == len(plan.processes) else f" (started by {plan.method})"
     _say(
         f"method={plan.method} node_rank={plan.node_rank}/{plan.num_hosts} host={plan.host} "
-        f"processes={len(plan.processes)} log_dir={plan.log_dir}"
+        f"ranks={ranks}{started} log_dir={plan.log_dir}"
     )
     for note in plan.notes:
         _say(note)

@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 import click
 
-from .backends import Backend, get_backend
+from .backends import Backend, backend_for_id, get_backend
 from .backends.job_index import JobIndex
 from .follow import describe_end
 from .logview import LogQuery, view_logs
@@ -37,7 +37,6 @@ __all__ = [
 EXIT_INTERRUPTED = 130
 OUTPUT = click.Choice(["text", "json"])
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
-_VOLCANO_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # <namespace>/<name>
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
@@ -86,18 +85,16 @@ def _backend_option(function: Any) -> Any:
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
-        help="Where the job runs. Default: the backend this machine submitted JOB_ID to (volcano for "
-        "NAMESPACE/NAME), else local.",
+        help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else the one whose "
+        "id format JOB_ID has (volcano: NAMESPACE/NAME, modelarts: the platform's UUID), else local.",
     )(function)
 
 
 def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
-    """The backend named, else the one this machine's job index recorded for ``job_id``, else ``volcano`` for a
-    ``<namespace>/<name>`` id (no other backend's ids have a ``/``), else ``local``."""
+    """The backend named, else the one this machine's job index recorded for ``job_id``, else the one whose id
+    format ``job_id`` has (each backend says, e.g. volcano's ``<namespace>/<name>``), else ``local``."""
     if backend is None and job_id is not None:
-        backend = JobIndex.default(os.environ).backend_of(job_id)
-        if backend is None and _VOLCANO_ID.match(job_id):
-            backend = "volcano"
+        backend = JobIndex.default(os.environ).backend_of(job_id) or backend_for_id(job_id)
     return get_backend(backend or "local")
 
 

@@ -5,7 +5,7 @@
     MalaunchError                    any failure the SDK reports itself (the CLI prints one line, no traceback)
     ├── ConfigError                  an input is invalid: a job file, an option, a setting        exit 2
     │   ├── SpecError                a job spec field is invalid; ``field`` is its path         exit 2
-    │   ├── BackendNotAvailable      a backend name that exists but is not implemented yet      exit 2
+    │   ├── BackendNotAvailable      a known backend whose module is not installed              exit 2
     │   └── JobNotRunning            top/exec on a job that has not started or has ended        exit 2
     ├── BackendError                 the backend could not do what was asked (I/O, processes)   exit 3
     │   ├── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
@@ -61,6 +61,15 @@ def show_value(value: object) -> str:
     return text
 
 
+def _got(value: object) -> str:
+    """``, got <value>``; nothing for a value that is missing, and words for an empty text (never ``got ''``)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and not value.strip():
+        return ", got an empty value" if not value else f", got only blanks ({show_value(value)})"
+    return f", got {show_value(value)}"
+
+
 class MalaunchError(Exception):
     """Base class: a one-line, user-facing message in ``message``."""
 
@@ -79,7 +88,7 @@ class ConfigError(MalaunchError):
         self.what = what
         self.value = value
         self.hint = hint
-        super().__init__(f"{what}, got {show_value(value)}; {hint}")
+        super().__init__(f"{what}{_got(value)}; {hint}")
 
 
 class SpecError(ConfigError):
@@ -110,11 +119,13 @@ class SpecError(ConfigError):
 
 
 class BackendNotAvailable(ConfigError):
-    """A known backend name whose implementation is not in this release."""
+    """A known backend name whose module is not installed."""
 
     def __init__(self, name: str, available: str) -> None:
         self.name = name
-        super().__init__(f"backend {name!r} is not available yet in this release", name, f"use one of: {available}")
+        super().__init__(
+            f"backend {name!r} is not installed", name, f"install malaunch[{name}] or use one of: {available}"
+        )
 
 
 class JobNotRunning(ConfigError):

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 from malaunch.entrypoint.contract import int_bounds
 
+from .backends import options_hook
 from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
@@ -191,12 +192,6 @@ def _env(value: object) -> Dict[str, str]:
     return out
 
 
-def _exit_codes(value: object, path: str) -> Tuple[int, ...]:
-    if not isinstance(value, (list, tuple)):
-        raise SpecError(path, "must be a list of exit codes (1-255)", value)
-    return tuple(value)
-
-
 def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_dir: Optional[str] = None) -> Any:
     if value is None:
         return cls()
@@ -213,18 +208,9 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_di
             fields["max_restarts"] = 0
         if fields.get("restart_on", "") is None:
             fields["restart_on"] = "retryable"
-    if cls is VolcanoOptions:
-        for key in ("queue", "code_path", "max_retry", "on_pod_failure", "on_pod_eviction", "not_retryable_exit_codes"):
-            if key in fields and fields[key] is None:
-                del fields[key]  # null means the default, as for the other optional sections
-        if "not_retryable_exit_codes" in fields:
-            key = "not_retryable_exit_codes"
-            fields[key] = _exit_codes(fields[key], f"{path}.{key}")
-        if "template" in fields:
-            fields["template"] = _resolve(fields["template"], base_dir)
-    if cls is ModelArtsOptions and "ssh" in fields:
-        ssh = _mapping(fields.pop("ssh") or {}, f"{path}.ssh", ("key_pair_names",))
-        fields["ssh_key_pair_names"] = _strings(ssh.get("key_pair_names"), f"{path}.ssh.key_pair_names", False)
+    hook = options_hook(path)  # a backend's own section is read by the backend (its options module)
+    if hook is not None:
+        fields = hook(fields, path, lambda value: _resolve(value, base_dir))
     return _build(cls, fields, path)
 
 

@@ -2,7 +2,9 @@
 
 :func:`call_with_retry` runs ``send(attempt)`` (attempt counts from 1) under a tenacity policy:
 
-- retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts;
+- retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts; a client that
+  does not speak ``requests`` (the ``kubernetes`` client of the Volcano backend) raises :class:`Transient`
+  for the same cases (its 429/5xx with the ``Retry-After`` it got, its connection errors and timeouts);
 - the wait is exponential with jitter (``RetryPolicy.initial`` doubling up to ``maximum``), except that a
   ``Retry-After`` header (seconds or an HTTP date) is honoured, up to ``max_retry_after``;
 - an endpoint that cannot be reached (refused, unresolvable, no answer to connect within
@@ -33,6 +35,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "RetryPolicy",
     "RetryableStatus",
+    "Transient",
     "call_with_retry",
     "connection_reason",
     "retry_after_seconds",
@@ -64,12 +67,28 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
+class Transient(Exception):
+    """A failure worth retrying, from a client that does not return ``requests`` responses.
+
+    ``problem`` says what happened (shown when the attempts run out); ``retry_after`` is the answer's
+    ``Retry-After`` header, if any.
+    """
+
+    def __init__(self, problem: str, retry_after: Optional[str] = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
+
+
 class RetryableStatus(Exception):
     """An answer worth retrying (429 or 5xx); carries the response."""
 
     def __init__(self, response: requests.Response) -> None:
         super().__init__(f"HTTP {response.status_code}")
         self.response = response
+
+
+_RETRIED = (RetryableStatus, Transient, requests.ConnectionError, requests.Timeout)
 
 
 def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
@@ -116,6 +135,8 @@ def connection_reason(error: BaseException, connect_timeout: Optional[float] = N
 
 
 def _problem(error: BaseException, policy: RetryPolicy) -> str:
+    if isinstance(error, Transient):
+        return error.problem[:300]
     if isinstance(error, RetryableStatus):
         body = " ".join(error.response.text.split())
         if len(body) > 200:
@@ -155,10 +176,14 @@ def call_with_retry(
             error = outcome.exception() if outcome is not None else None
             step: float = min(policy.maximum, policy.initial * 2.0 ** (state.attempt_number - 1))
             step += random.uniform(0, policy.jitter)
+            header = None
             if isinstance(error, RetryableStatus):
-                asked = retry_after_seconds(error.response.headers.get("Retry-After"), wall_clock())
-                if asked is not None:
-                    step = min(asked, policy.max_retry_after)
+                header = error.response.headers.get("Retry-After")
+            elif isinstance(error, Transient):
+                header = error.retry_after
+            asked = retry_after_seconds(header, wall_clock())
+            if asked is not None:
+                step = min(asked, policy.max_retry_after)
             planned[state.attempt_number] = step
         return planned[state.attempt_number]
 
@@ -194,7 +219,7 @@ def call_with_retry(
     retrying = tenacity.Retrying(
         stop=stop,
         wait=wait,
-        retry=tenacity.retry_if_exception_type((RetryableStatus, requests.ConnectionError, requests.Timeout)),
+        retry=tenacity.retry_if_exception_type(_RETRIED),
         sleep=sleep,
         reraise=False,
     )

@@ -4,19 +4,25 @@ finds a cloud job without ``--backend``.
 The index is one JSON file, ``$MALAUNCH_HOME/job-index.json`` (default ``~/.malaunch``), written atomically
 (temporary file + rename) and read defensively: a missing or damaged file is an empty index, never an
 error. It keeps the newest :data:`MAX_ENTRIES` jobs.
+
+:meth:`JobIndex.record` reads, changes and writes the file while it holds an exclusive ``fcntl`` lock on
+``job-index.json.lock`` beside it, so submits running at the same time (``ma-submit --detach`` in a loop) each
+add their job and none is lost. Readers take no lock: the rename makes every read see a whole file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
-__all__ = ["INDEX_FILE", "MAX_ENTRIES", "JobIndex"]
+__all__ = ["INDEX_FILE", "LOCK_SUFFIX", "MAX_ENTRIES", "JobIndex"]
 
 INDEX_FILE = "job-index.json"
+LOCK_SUFFIX = ".lock"
 MAX_ENTRIES = 2000
 
 
@@ -49,19 +55,36 @@ class JobIndex:
         }
 
     def backend_of(self, job_id: str) -> Optional[str]:
-        """The backend a job id was submitted to from here, or None."""
-        entry = self.entries().get(job_id)
+        """The backend a job id was submitted to from here (also by a platform's own id), or None."""
+        entries = self.entries()
+        entry = entries.get(job_id)
+        if entry is None:
+            entry = next((e for e in entries.values() if e.get("platform_id") == job_id), None)
         return None if entry is None else str(entry["backend"])
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the index's lock file (``<index>.lock``) exclusively; blocks until the other writer is done."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def record(self, job_id: str, backend: str, **details: Any) -> None:
-        """Add or replace ``job_id``; keeps the newest :data:`MAX_ENTRIES`."""
-        jobs = self.entries()
-        jobs.pop(job_id, None)
-        jobs[job_id] = {"backend": backend, **details}
-        if len(jobs) > MAX_ENTRIES:
-            jobs = dict(list(jobs.items())[-MAX_ENTRIES:])
+        """Add or replace ``job_id`` under the lock (see the module docstring); keeps the newest MAX_ENTRIES."""
+        with self._locked():
+            jobs = self.entries()
+            jobs.pop(job_id, None)
+            jobs[job_id] = {"backend": backend, **details}
+            if len(jobs) > MAX_ENTRIES:
+                jobs = dict(list(jobs.items())[-MAX_ENTRIES:])
+            self._write(jobs)
+
+    def _write(self, jobs: Dict[str, Dict[str, Any]]) -> None:
         folder = os.path.dirname(self.path)
-        os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".job-index.", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

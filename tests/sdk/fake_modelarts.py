@@ -46,6 +46,8 @@ SEARCH_LIMIT = 50
 PREVIEW_LIMIT = 5 * 1024 * 1024
 _SIGNED = re.compile(r"SignedHeaders=([^,]+)")
 
+#: A job's own ``MALAUNCH_TEST_SCENARIO`` (in its create body's environments) -> its outcome.
+_SCENARIOS = {"complete": ("complete", 0), "fail7": ("fail", 7), "hang": ("hang", 0)}
 
 @dataclass
 class FakeJob:
@@ -56,6 +58,7 @@ class FakeJob:
     outcome: Tuple[str, int]  # ("complete", 0) | ("fail", code) | ("hang", 0) | ("silent", 0): log = appended
     run_seconds: float
     created: float = field(default_factory=time.monotonic)
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))  # the API's create_time
     terminated_at: Optional[float] = None
     containers: Optional[Containers] = None  # nodes run for real (see fake_containers)
     appended: Dict[str, str] = field(default_factory=dict)  # task -> the log of a "silent" job
@@ -128,7 +131,7 @@ class FakeJob:
             ]
         if not self.report_exit_codes:
             status.pop("task_statuses", None)
-        metadata = dict(self.body["metadata"], id=self.id, create_time=1700000000000)
+        metadata = dict(self.body["metadata"], id=self.id, create_time=self.created_ms)
         data = {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
                 "spec": self.body["spec"]}  # fmt: skip
         endpoints = endpoints_of(self)  # fake_modelarts_inside: the SSH endpoint the job was created with
@@ -351,7 +354,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _do(self, route: str, rest: str, body: Any) -> Tuple[int, Any]:
         fake = self.server_fake
         if route == "create":
-            job = FakeJob(str(uuid.uuid4()), body, fake.outcome, fake.run_seconds)
+            scenario = (body["algorithm"].get("environments") or {}).get("MALAUNCH_TEST_SCENARIO")
+            job = FakeJob(str(uuid.uuid4()), body, _SCENARIOS.get(scenario, fake.outcome), fake.run_seconds)
             job.scripted = fake.outcome[0] == "silent"
             job.report_exit_codes = fake.report_exit_codes
             if fake.run_nodes is not None:

@@ -14,7 +14,14 @@ recorded in ``problems``. A controller thread walks each job through Volcano's p
   (``failure class: collective_timeout``);
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
-- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks).
+- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks) or
+  terminated by a ``TerminateJob`` Command (``bus.volcano.sh``): Terminating (the containers get SIGTERM and
+  exit 143), then Terminated, with the pods deleted and the job kept.
+
+As unkind as a real API server: a job list is answered in pages of at most :data:`PAGE_CAP` items, whatever
+``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem), and faults
+queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``) are answered
+before the request is served.
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template.
 """
@@ -31,13 +38,17 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
 import yaml
-from kubefake_inside import record_events, route, serve_exec
-from volcano_checks import crd_errors, pod_template_errors
+from kubefake_inside import record_events, serve_exec
+from kubefake_inside import route as inside_route
+from volcano_checks import command_errors, crd_errors, pod_template_errors
 
 TOKEN = "fake-token-123"
 _JOBS = re.compile(r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+_COMMANDS = re.compile(r"^/apis/bus\.volcano\.sh/v1alpha1/namespaces/([^/]+)/commands$")
+PAGE_CAP = 30
+_MANAGED = "app.kubernetes.io/managed-by=malaunch"
 
 
 def _now() -> str:
@@ -66,7 +77,8 @@ class FakePod:
                 "name": self.name,
                 "namespace": self.job.namespace,
                 "uid": self.uid,
-                "labels": {"volcano.sh/job-name": self.job.name, "volcano.sh/task-spec": "worker"},
+                "labels": {**self.job.pod_labels, "volcano.sh/job-name": self.job.name,
+                           "volcano.sh/task-spec": "worker"},
                 "annotations": {"volcano.sh/task-index": str(self.index)},
             },
             "spec": {"containers": [{"name": "worker", "image": "img"}]},
@@ -96,8 +108,11 @@ class FakeJob:
         task = manifest["spec"]["tasks"][0]
         env = {e["name"]: e.get("value") for e in task["template"]["spec"]["containers"][0].get("env", [])}
         self.scenario = str(env.get("MALAUNCH_TEST_SCENARIO", "succeed"))
+        self.pod_labels = dict(task["template"].get("metadata", {}).get("labels") or {})
         self.pods = [FakePod(self, i) for i in range(int(task["replicas"]))]
         self.deleted_at: Optional[int] = None
+        self.terminate_requested = False  # a TerminateJob Command arrived
+        self.terminating = 0  # steps of the termination done
 
     def to_json(self) -> Dict[str, Any]:
         data = json.loads(json.dumps(self.manifest))
@@ -116,8 +131,24 @@ class FakeJob:
         pod.phase = "Succeeded" if code == 0 else "Failed"
         pod.closed = True
 
+    def _terminate(self) -> None:
+        """A step of TerminateJob: the containers get SIGTERM, then the pods are deleted; the job stays."""
+        self.terminating += 1
+        if self.terminating == 1:
+            self.phase = "Terminating"
+            for pod in self.pods:
+                if not pod.closed:
+                    self._print(pod, f"[rank {pod.index}] got SIGTERM")
+                    self._end(pod, 143)
+        elif self.terminating == 2:
+            self.phase = "Terminated"
+            self.pods = []
+
     def advance(self) -> None:
         """One controller step."""
+        if self.terminate_requested:
+            self._terminate()
+            return
         self.step += 1
         step, pods = self.step, self.pods
         if self.scenario == "unschedulable":  # the gang never fits: Pending for good (kubefake_inside)
@@ -186,6 +217,8 @@ class FakeCluster:
         self.requests: List[Tuple[str, str]] = []
         self.created: List[Dict[str, Any]] = []
         self.phases: List[str] = []  # every phase any job went through, in order
+        self.commands: List[Dict[str, Any]] = []
+        self.faults: Dict[str, List[str]] = {}  # route -> answers to give before serving it
         self.exec_requests: List[Dict[str, Any]] = []  # what each exec asked for (kubefake_inside)
         self.forbid: set[str] = set()  # "exec", "events": answered 403 (kubefake_inside)
         self.metrics_server = False  # whether metrics.k8s.io is served
@@ -209,6 +242,12 @@ class FakeCluster:
                             pod.closed = True
                         self.gone.remove(job)
                 self.lock.notify_all()
+
+    def fault(self, route: str) -> Optional[str]:
+        """The next fault queued for ``route`` (``"GET job"``, ``"POST job"``, ``"pods"``, ``"command"``...)."""
+        with self.lock:
+            queue = self.faults.get(route) or []
+            return queue.pop(0) if queue else None
 
     def close(self) -> None:
         self._stop.set()
@@ -237,6 +276,38 @@ class FakeCluster:
         self.created.append(body)
         return 201, job.to_json()
 
+    def command(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+        """A Volcano bus Command: only TerminateJob of an existing job, by name and uid, is understood."""
+        errors = command_errors(body)
+        target = body.get("target") or {}
+        job = self.jobs.get((namespace, str(target.get("name"))))
+        if job is None:
+            errors.append(f"command target {target.get('name')!r} is no job in {namespace}")
+        elif target.get("uid") != job.uid:
+            errors.append(f"command target uid {target.get('uid')!r} is not the job's ({job.uid})")
+        if errors:
+            self.problems.extend(errors)
+            return 422, _status(422, "Invalid", "; ".join(errors))
+        self.commands.append(body)
+        if job is not None and job.phase not in ("Completed", "Failed", "Aborted", "Terminated"):
+            job.terminate_requested = True  # the controller acts on its next tick
+        data = json.loads(json.dumps(body))
+        data["metadata"]["name"] = f"{data['metadata'].pop('generateName', 'cmd-')}{len(self.commands)}"
+        return 201, data
+
+    def page(self, namespace: str, query: Dict[str, str]) -> Tuple[int, Dict[str, Any]]:
+        """One page of the namespace's jobs by name (at most PAGE_CAP, whatever ``limit`` asked)."""
+        if "limit" not in query:
+            self.problems.append("job list without limit: a big namespace would come back in one answer")
+        limit = min(int(query.get("limit") or PAGE_CAP), PAGE_CAP)
+        start = int(query.get("continue") or 0)
+        ordered = sorted((j for (ns, _), j in self.jobs.items() if ns == namespace), key=lambda j: j.name)
+        items = [j.to_json() for j in ordered[start : start + limit]]
+        meta: Dict[str, Any] = {"resourceVersion": "1"}
+        if start + limit < len(ordered):
+            meta["continue"] = str(start + limit)
+        return 200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "JobList", "metadata": meta, "items": items}
+
     def pods_of(self, namespace: str, name: str) -> List[FakePod]:
         found = [j for j in [*self.jobs.values(), *self.gone] if (j.namespace, j.name) == (namespace, name)]
         return [pod for job in found for pod in job.pods if job.step >= 2 or pod.phase != "Pending"]
@@ -254,9 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
-    def _send(self, code: int, data: Dict[str, Any]) -> None:
+    def _send(self, code: int, data: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> None:
         body = json.dumps(data).encode()
         self.send_response(code)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -281,18 +354,28 @@ class _Handler(BaseHTTPRequestHandler):
         if serve_exec(self, cluster, url.path):  # streams for a while: never under the lock
             return
         jobs, pods, log = _JOBS.match(url.path), _PODS.match(url.path), _LOG.match(url.path)
+        commands = _COMMANDS.match(url.path)
+        route = "log" if log else "pods" if pods else "command" if commands else f"{self.command} job"
+        fault = cluster.fault(route)
+        if fault == "429":
+            self._send(429, _status(429, "TooManyRequests", "too many requests"), {"Retry-After": "1"})
+            return
+        if fault in ("500", "503"):
+            self._send(int(fault), _status(int(fault), "InternalError", "etcdserver: request timed out"))
+            return
         with cluster.lock:
-            if jobs and self.command == "POST" and not jobs.group(2):
+            if commands and self.command == "POST":
+                self._send(*cluster.command(commands.group(1), json.loads(raw)))
+            elif jobs and self.command == "POST" and not jobs.group(2):
                 self._send(*cluster.create(jobs.group(1), json.loads(raw)))
             elif jobs and self.command == "GET" and jobs.group(2):
                 job = cluster.jobs.get((jobs.group(1), jobs.group(2)))
                 self._send(*((200, job.to_json()) if job else (404, _status(404, "NotFound", "not found"))))
             elif jobs and self.command == "GET":
                 wanted = query.get("labelSelector", "")
-                if wanted != "app.kubernetes.io/managed-by=malaunch":
+                if wanted != _MANAGED:
                     cluster.problems.append(f"job list with label selector {wanted!r}")
-                items = [j.to_json() for (ns, _), j in cluster.jobs.items() if ns == jobs.group(1)]
-                self._send(200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "JobList", "items": items})
+                self._send(*cluster.page(jobs.group(1), query))
             elif jobs and self.command == "DELETE" and jobs.group(2):
                 job = cluster.jobs.pop((jobs.group(1), jobs.group(2)), None)
                 if job is None:
@@ -303,6 +386,12 @@ class _Handler(BaseHTTPRequestHandler):
             elif pods and self.command == "GET":
                 selector = query.get("labelSelector", "")
                 match = re.fullmatch(r"volcano\.sh/job-name=([a-z0-9-]+)", selector)
+                if selector == _MANAGED:
+                    every = [p for j in [*cluster.jobs.values(), *cluster.gone] for p in j.pods]
+                    found = [p for p in every if p.job.namespace == pods.group(1) and p.job.step >= 2]
+                    items = [p.to_json() for p in found if p.job.pod_labels.get("app.kubernetes.io/managed-by")]
+                    self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+                    return
                 if match is None:
                     cluster.problems.append(f"pod list with label selector {selector!r}")
                     self._send(400, _status(400, "BadRequest", "unsupported label selector"))
@@ -311,7 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
             elif log and self.command == "GET":
                 self._log(log.group(1), log.group(2), query)
-            elif route(self, cluster, url.path, query):  # PodGroups, Queues, events, metrics
+            elif inside_route(self, cluster, url.path, query):  # PodGroups, Queues, events, metrics
                 pass
             else:
                 cluster.problems.append(f"unexpected request {self.command} {self.path}")

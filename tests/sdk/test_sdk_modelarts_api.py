@@ -122,4 +122,4 @@ def test_logs_follow_until_the_end(fake_ma: FakeModelArts, tmp_path: Any) -> Non
         "[host 1] worker-1 done",
     ]
     assert backend.status(job_id).exit_code == 0
-    assert [s.id for s in backend.list()] == [job_id]
+    assert [s.id for s in backend.list()] == ["job-1"]  # the job name: one id from plan to list

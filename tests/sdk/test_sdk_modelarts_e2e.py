@@ -125,14 +125,16 @@ def test_submit_follow_resubmit_fail_stop(
     assert followed.returncode == 0 and followed.stdout == logs.stdout
     listed = run(["list", "--backend", "modelarts", "--output", "json"])
     assert listed.returncode == 0, listed.stderr
-    assert {item["id"] for item in json.loads(listed.stdout)} == {job_id, failed_id}
+    names = {fake_ma.jobs[platform_id].body["metadata"]["name"] for platform_id in (job_id, failed_id)}
+    assert {item["id"] for item in json.loads(listed.stdout)} == names  # one id: the name the plan showed
 
     # 4. stop terminates a running job.
     fake_ma.outcome = ("hang", 0)
     detached = run(["--detach", str(job)])
     assert detached.returncode == 0, detached.stderr
-    running_id = detached.stdout.strip()
-    assert fake_ma.jobs[running_id].outcome[0] == "hang"
+    running_id = detached.stdout.strip()  # the job's name, as the plan shows it
+    (running,) = [job for job in fake_ma.jobs.values() if job.body["metadata"]["name"] == running_id]
+    assert running.outcome[0] == "hang"
     text_status = run(["status", running_id])
     assert text_status.returncode == 0 and "pid None" not in text_status.stdout
     assert f"id:        {running_id}" in text_status.stdout
@@ -141,7 +143,7 @@ def test_submit_follow_resubmit_fail_stop(
     stopped = run(["stop", running_id])
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.strip() == f"job {running_id} STOPPED"
-    assert fake_ma.jobs[running_id].phase()[0] == "Terminated"
+    assert running.phase()[0] == "Terminated"
     assert fake_ma.count("POST", "/actions") == 1
     assert run(["stop", running_id]).returncode == 0  # idempotent: no second terminate
     assert fake_ma.count("POST", "/actions") == 1

@@ -125,7 +125,7 @@ def test_job_index(tmp_path: Path) -> None:
     index.record("u1", "modelarts", name="job-a")
     index.record("u2", "modelarts")
     assert index.backend_of("u1") == "modelarts" and index.entries()["u1"]["name"] == "job-a"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["job-index.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job-index.json", "job-index.json.lock"]
     Path(index.path).write_text("{not json")
     assert index.entries() == {}
     Path(index.path).write_text(json.dumps({"jobs": {"a": {"backend": 3}, "b": {"backend": "local"}}}))

@@ -51,7 +51,8 @@ def test_modelarts_sweep_uploads_once_and_creates_each_trial_once(
     assert {t["state"] for t in answer["trials"]} == {"SUCCEEDED"} and len(answer["trials"]) == 3
     # N creates and no duplicate: the dropped answer was found again by its client token
     assert len(fake_ma.jobs) == 3
-    assert sorted(t["job_id"] for t in answer["trials"]) == sorted(fake_ma.jobs)
+    names = sorted(job.body["metadata"]["name"] for job in fake_ma.jobs.values())
+    assert sorted(t["job_id"] for t in answer["trials"]) == names  # one id: the name each plan showed
     commands = sorted(job.body["algorithm"]["command"] for job in fake_ma.jobs.values())
     assert [c.split()[-1] for c in commands] == ["--lr=0.001", "--lr=0.01", "--lr=0.1"]
     assert {job.body["algorithm"]["code_dir"] for job in fake_ma.jobs.values()} == {

@@ -118,15 +118,21 @@ def test_a_restarted_job_succeeds_and_its_new_pods_are_followed(kube: FakeKube, 
     assert "Restarting" in kube.cluster.phases  # Restarting -> RUNNING itself: test_volcano_manifest.py
 
 
-def test_stop_deletes_the_job_and_waits_for_its_pods(kube: FakeKube, kubeconfig: Path) -> None:
+def test_stop_terminates_the_job_keeps_its_record_and_delete_removes_it(kube: FakeKube, kubeconfig: Path) -> None:
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("run")))
     wait_for(lambda: handle.status().state is JobState.RUNNING, WAIT, "the job to run")
     stopped = handle.stop()
-    assert stopped.state is JobState.STOPPED and stopped.is_terminal
+    assert (stopped.state, stopped.exit_code, stopped.raw_state) == (JobState.STOPPED, 143, "Terminated")
     namespace, name = handle.id.split("/")
     assert backend.api.list_pods(namespace, name) == []
-    assert ("DELETE", f"/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs/{name}") in kube.cluster.requests
+    (command,) = kube.cluster.commands
+    assert (command["action"], command["target"]["name"]) == ("TerminateJob", name)
+    assert not [r for r in kube.cluster.requests if r[0] == "DELETE"]  # the record stays
+    assert (handle.status().state, handle.status().exit_code) == (JobState.STOPPED, 143)
+    assert handle.stop().state is JobState.STOPPED and len(kube.cluster.commands) == 1  # idempotent
+    assert [s.id for s in backend.list()] == [handle.id]
+    assert backend.delete(handle.id) == handle.id
     with pytest.raises(JobNotFound, match="no job with id"):
         handle.status()
 
@@ -234,7 +240,9 @@ def test_cli_stop_a_running_job(kube_env: Dict[str, str], tmp_path: Path) -> Non
     job_id = ma_submit(["--backend", "volcano", "--detach", str(job)], kube_env).stdout.strip()
     stopped = ma_submit(["stop", "--backend", "volcano", job_id], kube_env)
     assert stopped.returncode == 0 and f"job {job_id} STOPPED" in stopped.stdout, stopped.stderr
-    gone = ma_submit(["status", "--backend", "volcano", job_id], kube_env)
+    kept = ma_submit(["status", "--backend", "volcano", job_id], kube_env)
+    assert kept.returncode == 0 and "state:     STOPPED" in kept.stdout and "exit code: 143" in kept.stdout
+    gone = ma_submit(["status", "--backend", "volcano", "ml/no-such-job"], kube_env)
     assert gone.returncode == 4 and "no job with id" in gone.stderr
 
 
@@ -287,3 +295,56 @@ def test_the_registry_finds_the_backend() -> None:
     assert "volcano" in available_backends()
     backend = get_backend("volcano", environ={"KUBECONFIG": os.devnull})
     assert isinstance(backend, VolcanoBackend)
+
+
+# -- the one retry policy, timeouts, and errors that are not the network -------------------------------------
+
+
+def test_429_and_5xx_are_retried_with_the_one_policy(kube: FakeKube, kubeconfig: Path) -> None:
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    waits: List[float] = []
+    backend = VolcanoBackend(
+        kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=waits.append, policy=RetryPolicy(attempts=4)
+    )
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    kube.cluster.faults["GET job"] = ["429", "500", "503"]
+    kube.cluster.faults["pods"] = ["503"]
+    assert handle.status().id == handle.id
+    assert waits[0] == 1.0  # the 429's Retry-After is honoured
+    assert len(waits) == 4 and kube.cluster.faults == {"GET job": [], "pods": []}
+    kube.cluster.faults["GET job"] = ["500"] * 4
+    with pytest.raises(BackendError, match=r"reading Volcano job .* failed after 4 attempts.*etcdserver"):
+        handle.status()
+
+
+def test_an_unreachable_api_is_retried_then_one_line(tmp_path: Path) -> None:
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    server = FakeKube(tick=0.3)
+    config = server.kubeconfig(tmp_path / "kubeconfig")
+    server.close()  # nobody listens there any more
+    waits: List[float] = []
+    backend = VolcanoBackend(kubeconfig=str(config), environ={}, sleep=waits.append, policy=RetryPolicy(attempts=3))
+    with pytest.raises(BackendError, match=r"failed after 3 attempts.*cannot reach the Kubernetes API"):
+        backend.status("ml/some-job")
+    assert len(waits) == 2
+
+
+def test_every_call_has_a_timeout() -> None:
+    from malaunch.sdk.backends.volcano import client
+
+    source = Path(client.__file__).read_text()
+    calls = source.count("self._custom.") + source.count("self._core.")
+    assert calls == source.count("_request_timeout=") >= 7
+    assert "except Exception" not in source
+
+
+def test_a_programming_error_is_not_reported_as_an_unreachable_api(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = backend_for(kubeconfig)
+
+    def broken() -> None:
+        raise TypeError("a bug in our code")
+
+    with pytest.raises(TypeError, match="a bug in our code"):
+        backend.api._call("reading something", broken)

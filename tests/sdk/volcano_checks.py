@@ -102,3 +102,27 @@ def pod_template_errors(template: Dict[str, Any]) -> List[str]:
         except (ValueError, TypeError) as exc:
             errors.append(f"template: the kubernetes client refused it: {exc}")
     return errors
+
+
+#: Volcano's bus/v1alpha1 ``Command`` actions (what ``vcctl`` and the controller understand).
+COMMAND_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "TerminateJob", "CompleteJob", "ResumeJob")
+_COMMAND_FIELDS = {"apiVersion", "kind", "metadata", "action", "target", "reason", "message"}
+
+
+def command_errors(command: Dict[str, Any]) -> List[str]:
+    """What the API server and Volcano's controller would refuse in a ``bus.volcano.sh/v1alpha1`` Command:
+    unknown fields, metadata and target checked against the client's ``V1ObjectMeta``/``V1OwnerReference``,
+    and the action."""
+    errors = [f"{key}: not a field of Command" for key in command if key not in _COMMAND_FIELDS]
+    if (command.get("apiVersion"), command.get("kind")) != ("bus.volcano.sh/v1alpha1", "Command"):
+        errors.append(f"apiVersion/kind: {command.get('apiVersion')}/{command.get('kind')} is not a Volcano Command")
+    _walk(command.get("metadata"), "V1ObjectMeta", "metadata", errors)
+    target = command.get("target")
+    _walk(target, "V1OwnerReference", "target", errors)
+    if isinstance(target, dict):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not target.get(key):
+                errors.append(f"target.{key}: is required")
+    if command.get("action") not in COMMAND_ACTIONS:
+        errors.append(f"action: {command.get('action')!r} is not one of {', '.join(COMMAND_ACTIONS)}")
+    return errors

@@ -12,8 +12,12 @@ Example::
 ``plan`` is pure: it maps the spec to the create body and the planned upload (:mod:`.request`). ``execute``
 checks before it sends anything big: the code files locally, the credentials (one cheap signed call) and the
 OBS bucket (one HEAD); then it uploads what changed (:mod:`.upload`), creates (:mod:`.api`) and records the
-job in the local job index, so later calls without ``--backend`` find it. The job id handed back is the
-platform's job id (``metadata.id``). Logs are read by byte offset (:mod:`.tasklog`): through the whole log's
+job in the local job index, so later calls without ``--backend`` find it.
+
+One id: the job's id is the id the plan shows, which is the job's name on the platform
+(``<name>-<YYYYmmdd-HHMMSS>-<token>``). Every verb takes it, or the platform's own id (``metadata.id``, a
+UUID); the platform id of a name comes from the job index, else from a search by name (any machine finds it).
+``JobStatus.id`` and ``list`` give the name. Logs are read by byte offset (:mod:`.tasklog`): through the whole log's
 temporary link when the platform gives one, else from the log preview, saying when it skipped bytes. The API
 client reads the credentials again from their source when they are refused, so a long ``wait`` outlives
 temporary credentials that are renewed in the profile file.
@@ -29,7 +33,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import requests
 
-from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotRunning, SpecError
+from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound, JobNotRunning, SpecError
 from ...failures import TAIL_LINES
 from ...plan import SubmitPlan
 from ...spec import JobSpec
@@ -44,6 +48,7 @@ from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, l
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
 from .logread import TaskLogReader
 from .obs import check_bucket, make_s3_client, parse_obs_url
+from .options import PLATFORM_ID
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 from .upload import CodeUploader
@@ -78,6 +83,7 @@ class ModelArtsBackend(Backend):
         self.poll = poll
         self.status_interval = status_interval
         self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+        self._platform_ids: Dict[str, str] = {}  # job name (our id) -> the platform's id
         self._tails: Dict[str, Tuple[str, ...]] = {}  # failed job -> its failing task's log tail
         self.stop_timeout = stop_timeout
         self.progress = progress
@@ -185,18 +191,46 @@ class ModelArtsBackend(Backend):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
         self._upload(plan.spec, request)
         job = self.api.create_job(request.body)
-        job_id = str((job.get("metadata") or {}).get("id") or "")
-        if not job_id:
+        platform_id = str((job.get("metadata") or {}).get("id") or "")
+        if not platform_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")
+        self._platform_ids[plan.job_id] = platform_id
         try:
-            self.index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+            self.index.record(plan.job_id, self.name, platform_id=platform_id, created_at=plan.created_at)
         except OSError as exc:
             if self.progress is not None:
                 self.progress.write(
-                    f"note: job {job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
+                    f"note: job {plan.job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
                     "give --backend modelarts when you manage it\n"
                 )
-        return self.handle(job_id)
+        return self.handle(plan.job_id)
+
+    # -- ids ---------------------------------------------------------------------------------------------------
+    def _platform_id(self, job_id: str) -> str:
+        """The platform's id of job ``job_id`` (our id, the job name; or the platform id itself)."""
+        if PLATFORM_ID.match(job_id):
+            return job_id
+        known = self._platform_ids.get(job_id)
+        if known is None:
+            entry = self.index.entries().get(job_id) or {}
+            recorded = entry.get("platform_id")
+            known = str(recorded) if isinstance(recorded, str) and PLATFORM_ID.match(recorded) else None
+        if known is None:
+            for item in self.api.search_jobs(job_id):
+                metadata = item.get("metadata") or {}
+                if metadata.get("name") == job_id and metadata.get("id"):
+                    known = str(metadata["id"])
+                    break
+        if known is None:
+            raise JobNotFound(job_id, self.name, "check the id with 'ma-submit list --backend modelarts'")
+        self._platform_ids[job_id] = known
+        return known
+
+    def resolve_id(self, job_id: str) -> str:
+        """Our id of ``job_id``: the job name, also when the platform's id was given."""
+        if not PLATFORM_ID.match(job_id):
+            return job_id
+        return self._fetch_status(job_id).id
 
     # -- management ----------------------------------------------------------------------------------------
     def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:
@@ -214,12 +248,15 @@ class ModelArtsBackend(Backend):
         return self._tails[job_id]
 
     def _fetch_status(self, job_id: str) -> JobStatus:
-        job = self.api.get_job(job_id)
-        status = status_from_job(job, self.api.job_url(job_id))
+        platform_id = self._platform_id(job_id)
+        job = self.api.get_job(platform_id)
+        status = status_from_job(job, self.api.job_url(platform_id))
         if status.state is JobState.FAILED:
-            status = status_from_job(job, self.api.job_url(job_id), self._failure_tail(job_id, job))
+            status = status_from_job(job, self.api.job_url(platform_id), self._failure_tail(platform_id, job))
+        if PLATFORM_ID.match(job_id) and status.id:
+            self._platform_ids[status.id] = platform_id
         if status.state is JobState.PENDING:
-            status = dataclasses.replace(status, pending_reason=pending_reason(job, self._latest_events(job_id)))
+            status = dataclasses.replace(status, pending_reason=pending_reason(job, self._latest_events(platform_id)))
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
@@ -238,6 +275,7 @@ class ModelArtsBackend(Backend):
         return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
+        job_id = self._platform_id(job_id)
         reader = TaskLogReader(self.api, self.session, self.policy)
         while True:
             job = reader.client.get_job(job_id)
@@ -259,7 +297,7 @@ class ModelArtsBackend(Backend):
         status = self._fetch_status(job_id)
         if status.is_terminal:
             return status
-        self.api.terminate(job_id)
+        self.api.terminate(self._platform_id(job_id))
         deadline = time.monotonic() + self.stop_timeout
         while True:
             status = self._fetch_status(job_id)
@@ -281,10 +319,10 @@ class ModelArtsBackend(Backend):
 
     def events(self, job_id: str) -> List[JobEvent]:
         """The platform's training-job events, every page, oldest first."""
-        return job_events(self.api, job_id, page=self.events_page)
+        return job_events(self.api, self._platform_id(job_id), page=self.events_page)
 
     def _running_job(self, job_id: str, what: str) -> Dict[str, Any]:
-        job = self.api.get_job(job_id)
+        job = self.api.get_job(self._platform_id(job_id))
         status = status_from_job(job)
         if status.state is not JobState.RUNNING:
             hint = f"see 'ma-submit events {job_id}'"
@@ -295,7 +333,9 @@ class ModelArtsBackend(Backend):
     def usage(self, job_id: str) -> UsageReport:
         """Each task's newest metric values (the platform averages them per minute)."""
         job = self._running_job(job_id, "top")
-        rows = [usage_row(task, i, task_metrics(self.api, job_id, task)) for i, task in enumerate(self._tasks(job))]
+        platform_id = self._platform_id(job_id)
+        tasks = self._tasks(job)
+        rows = [usage_row(task, i, task_metrics(self.api, platform_id, task)) for i, task in enumerate(tasks)]
         return UsageReport(job_id, tuple(rows), source="the ModelArts job metrics API (per-minute averages)")
 
     def exec(
@@ -309,10 +349,12 @@ class ModelArtsBackend(Backend):
         raise ExecElsewhere(job_id, argv, note)
 
     def list(self) -> List[JobStatus]:
-        return [
+        """Every job of the project (all pages of the search), newest first; ids are the job names."""
+        found = [
             status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
             for job in self.api.search_jobs()
         ]
+        return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
 
 def create_backend(**options: Any) -> ModelArtsBackend:

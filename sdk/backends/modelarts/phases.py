@@ -99,6 +99,9 @@ def failing_task(job: Mapping[str, Any]) -> Optional[str]:
 def status_from_job(job: Mapping[str, Any], location: str = "", log_tail: Sequence[str] = ()) -> JobStatus:
     """A :class:`JobStatus` from a job's details (``GET /training-jobs/{id}``); pure.
 
+    Its ``id`` is the job's name (malaunch's id of the job, see :mod:`.backend`); the platform's id when the
+    job has no name.
+
     ``log_tail``: the last lines of :func:`failing_task`'s log, for a failed job's ``failure_class``.
     """
     metadata = job.get("metadata") or {}
@@ -125,7 +128,7 @@ def status_from_job(job: Mapping[str, Any], location: str = "", log_tail: Sequen
     duration = _ms(status.get("duration"))
     ended = started + duration if started is not None and duration is not None and state.is_terminal else None
     return JobStatus(
-        id=str(metadata.get("id", "")),
+        id=str(metadata.get("name") or metadata.get("id", "")),
         backend="modelarts",
         state=state,
         exit_code=exit_code,

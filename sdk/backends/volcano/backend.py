@@ -8,13 +8,16 @@ Example::
     handle = Job.from_yaml("job.yaml", backend="volcano").submit(backend)
     print(handle.wait().exit_code)
 
-Job ids are ``<namespace>/<name>``; a bare ``<name>`` means the backend's namespace (the ``namespace``
-argument, else the kubeconfig context's). ``plan`` is pure and needs neither the ``kubernetes`` package nor a
-cluster; the client is built on the first call that talks to the cluster. ``stop`` deletes the Volcano Job
-(its pods go with it) and waits until no pod of it is left; a stopped job is then gone, as with ``kubectl``.
-A submitted job is recorded in this machine's job index (:mod:`..job_index`), so ``ma-submit logs -f ID`` and
-the other verbs find it without ``--backend``. A failed job's ``failure_class`` comes from its root-cause pod's
-exit code and log tail (:mod:`malaunch.sdk.failures`).
+Job ids are ``<namespace>/<name>``, the same from ``new_job_id`` (the plan shows it) to ``submit``, ``status``
+and ``list``; a bare ``<name>`` means the backend's namespace (the ``namespace`` argument, else the kubeconfig
+context's). ``plan`` is pure and needs neither the ``kubernetes`` package nor a cluster; the client is built on
+the first call that talks to the cluster, and every call runs under the one retry policy of
+:mod:`.._http`. ``stop`` keeps the record: it asks Volcano to terminate the job (a ``TerminateJob`` Command,
+as ``vcctl`` does), waits until the job is ``Terminated`` and none of its pods runs, and the job stays
+visible as STOPPED (exit code 143, the SIGTERM its pods got) to ``status``, ``wait``, ``logs`` and ``list``
+until ``delete`` (or ``prune``) removes it. A submitted job is recorded in this machine's job index
+(:mod:`..job_index`), so ``ma-submit logs -f ID`` and the other verbs find it without ``--backend``. A failed
+job's ``failure_class`` comes from its root-cause pod's exit code and log tail (:mod:`malaunch.sdk.failures`).
 """
 
 from __future__ import annotations
@@ -31,19 +34,23 @@ from ...failures import TAIL_LINES, failure_from_log
 from ...plan import SubmitPlan
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
+from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
-from .client import KubeApi, KubeTarget, connect, resolve_target
+from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
 from .inside import KubeInside, pending_reason
 from .logs import follow_pod_logs, read_pod_logs
-from .manifest import MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
+from .manifest import JOB_NAME_LABEL, MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
 from .phases import host_index, host_statuses, job_state, parse_time, root_cause
 from .template import load_template
 
-__all__ = ["VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
+__all__ = ["STOPPED_EXIT_CODE", "VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
 
 _STAMP_AND_TOKEN = len("-20260101-000000-abcdef")
+#: The exit code a stopped job reports when its pods are gone (they were ended with SIGTERM).
+STOPPED_EXIT_CODE = 143
+_POD_LABEL = "app.kubernetes.io/managed-by=malaunch"
 
 
 def volcano_job_name(spec_name: str, now: float, token: str) -> str:
@@ -78,6 +85,7 @@ class VolcanoBackend(Backend):
         poll_interval: float = 1.0,
         stop_timeout: float = 300.0,
         sleep: Callable[[float], None] = time.sleep,
+        policy: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         self._kubeconfig = kubeconfig
         self._context = context
@@ -86,6 +94,7 @@ class VolcanoBackend(Backend):
         self._poll = poll_interval
         self._stop_timeout = stop_timeout
         self._sleep = sleep
+        self._policy = policy
         self._api: Optional[KubeApi] = None
         self._tails: Dict[str, Tuple[str, ...]] = {}  # failed pod -> its log tail
         self._index = JobIndex.default(self._environ)
@@ -96,9 +105,23 @@ class VolcanoBackend(Backend):
     def api(self) -> KubeApi:
         """The API client, built on first use."""
         if self._api is None:
-            target: KubeTarget = resolve_target(self._environ, self._kubeconfig, self._context)
-            self._api = connect(target)
+            self._api = connect(self._target(), policy=self._policy, sleep=self._sleep)
         return self._api
+
+    def _target(self) -> KubeTarget:
+        return resolve_target(self._environ, self._kubeconfig, self._context)
+
+    def default_namespace(self) -> Optional[str]:
+        """The namespace of a bare name: the ``namespace`` argument, else the kubeconfig context's (the file is
+        read, no cluster is asked); ``None`` when there is no usable kubeconfig."""
+        if self._namespace:
+            return self._namespace
+        if self._api is not None:
+            return self._api.namespace
+        try:
+            return context_namespace(self._target())
+        except ConfigError:
+            return None
 
     def _where(self, job_id: str) -> Tuple[str, str]:
         return split_job_id(job_id, self._namespace or self.api.namespace)
@@ -106,11 +129,17 @@ class VolcanoBackend(Backend):
     # -- Backend --------------------------------------------------------------------------------------------
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
-        """A fresh Volcano Job name (see :func:`volcano_job_name`)."""
-        return volcano_job_name(spec.name, now, secrets.token_hex(3))
+        """``<namespace>/<name>`` with a fresh Volcano Job name (see :func:`volcano_job_name`): the id ``submit``
+        returns. Only the name when no namespace is known (no ``volcano.namespace`` and no kubeconfig)."""
+        name = volcano_job_name(spec.name, now, secrets.token_hex(3))
+        namespace = spec.volcano.namespace or self.default_namespace()
+        return f"{namespace}/{name}" if namespace else name
 
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
-        """The Volcano Job manifest for ``spec``; reads only the template file (the packaged one by default)."""
+        """The Volcano Job manifest for ``spec``; reads only the template file (the packaged one by default).
+
+        ``job_id`` is ``<namespace>/<name>`` (the plan's and the job's id) or a bare name.
+        """
         namespace, name = split_job_id(job_id, "") if "/" in job_id else (None, job_id)
         text, source = load_template(spec.volcano.template)
         manifest = render_manifest(spec, name, text, source, namespace=namespace)
@@ -118,10 +147,13 @@ class VolcanoBackend(Backend):
         notes: List[str] = []
         if chosen is None:
             notes.append("no volcano.namespace: the job goes to the kubeconfig context's namespace")
+        elif spec.volcano.namespace is None:
+            notes.append(f"no volcano.namespace: the job goes to the kubeconfig context's namespace ({chosen})")
         if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
             notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")
         request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
-        return VolcanoPlan(self.name, name, now, spec, request, tuple(notes))
+        plan_id = f"{chosen}/{name}" if chosen else name
+        return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""
@@ -135,7 +167,7 @@ class VolcanoBackend(Backend):
         return dataclasses.replace(plan, request=dataclasses.replace(request, manifest=manifest))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
-        """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``) at once."""
+        """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``, the plan's id) at once."""
         request = plan.request
         if not isinstance(request, VolcanoRequest):
             raise BackendError(f"the volcano backend cannot execute a {plan.backend} plan; plan it with volcano")
@@ -145,7 +177,7 @@ class VolcanoBackend(Backend):
         self.api.create_job(namespace, manifest)
         job_id = f"{namespace}/{request.name}"
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
-            self._index.record(job_id, self.name, name=plan.job_id, created_at=plan.created_at)
+            self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
         except OSError as exc:
             sys.stderr.write(
                 f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} ({exc.strerror}); "
@@ -153,8 +185,10 @@ class VolcanoBackend(Backend):
             )
         return self.handle(job_id)
 
-    def _status(self, namespace: str, name: str, job: Mapping[str, Any]) -> JobStatus:
-        pods = self.api.list_pods(namespace, name)
+    def _status(
+        self, namespace: str, name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], tails: bool = True
+    ) -> JobStatus:
+        """The job's status from its object and its pods (``tails``: read a failed pod's log for its class)."""
         meta = job.get("metadata") or {}
         state_info = (job.get("status") or {}).get("state") or {}
         phase = str(state_info.get("phase") or "")
@@ -163,13 +197,21 @@ class VolcanoBackend(Backend):
         message = str(state_info.get("message") or state_info.get("reason") or "")
         if state is JobState.FAILED and culprit:
             message = f"pod {culprit} exited with code {code}" + (f"; {message}" if message else "")
-        exit_code = 0 if state is JobState.SUCCEEDED else (code if state.is_terminal else None)
+        exit_code = None
+        if state is JobState.SUCCEEDED:
+            exit_code = 0
+        elif state is JobState.STOPPED:
+            exit_code = STOPPED_EXIT_CODE if code is None else code
+            message = message or "terminated"
+        elif state.is_terminal:
+            exit_code = code if code is not None else 1
         failure = None
-        if state is JobState.FAILED:
+        if state is JobState.FAILED and tails:
             failure = failure_from_log(exit_code or 1, self._failure_tail(namespace, culprit) if culprit else ())
         hosts = host_statuses(pods, namespace)
         starts = [h.started_at for h in hosts if h.started_at is not None]
         ends = [h.ended_at for h in hosts if h.ended_at is not None]
+        ended_at = max(ends) if ends else parse_time(state_info.get("lastTransitionTime"))
         return JobStatus(
             id=f"{namespace}/{name}",
             backend=self.name,
@@ -180,16 +222,16 @@ class VolcanoBackend(Backend):
             name=str((meta.get("labels") or {}).get("malaunch.io/job-name", name)),
             created_at=parse_time(meta.get("creationTimestamp")),
             started_at=min(starts) if starts else None,
-            ended_at=max(ends) if state.is_terminal and ends else None,
+            ended_at=ended_at if state.is_terminal else None,
             hosts=hosts,
             location=f"Volcano job {namespace}/{name} at {self.api.host}",
             failure_class=failure,
-            pending_reason=self._pending_reason(namespace, job, pods) if state is JobState.PENDING else "",
+            pending_reason=self._pending_reason(namespace, job, pods) if tails and state is JobState.PENDING else "",
         )
 
     # -- inside a job (events, usage, exec; see .inside) ---------------------------------------------------
 
-    def _pending_reason(self, namespace: str, job: Mapping[str, Any], pods: List[Dict[str, Any]]) -> str:
+    def _pending_reason(self, namespace: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
         """Why the job waits; a cluster that will not say (no PodGroup API, no permission) leaves it empty."""
         inside = KubeInside(self.api)
         try:
@@ -224,11 +266,12 @@ class VolcanoBackend(Backend):
     def _running(self, job_id: str, what: str) -> Tuple[JobStatus, List[Dict[str, Any]]]:
         namespace, name = self._where(job_id)
         job = self.api.get_job(namespace, name)
-        status = self._status(namespace, name, job)
+        pods = self.api.list_pods(namespace, name)
+        status = self._status(namespace, name, job, pods)
         if status.state is not JobState.RUNNING:
             hint = status.pending_reason or f"see 'ma-submit events {status.id}'"
             raise JobNotRunning(status.id, status.state.value, f"{what} needs a running job; {hint}")
-        return status, self.api.list_pods(namespace, name)
+        return status, pods
 
     def usage(self, job_id: str) -> UsageReport:
         """CPU and memory per pod from metrics.k8s.io (a note when metrics-server is not installed)."""
@@ -270,7 +313,8 @@ class VolcanoBackend(Backend):
     def status(self, job_id: str) -> JobStatus:
         """The job's state from its phase, its hosts from its pods, its exit code from the first failed pod."""
         namespace, name = self._where(job_id)
-        return self._status(namespace, name, self.api.get_job(namespace, name))
+        job = self.api.get_job(namespace, name)
+        return self._status(namespace, name, job, self.api.list_pods(namespace, name))
 
     def _ended(self, namespace: str, name: str) -> bool:
         try:
@@ -296,53 +340,61 @@ class VolcanoBackend(Backend):
         return follow_pod_logs(list_pods, read_log, lambda: self._ended(namespace, name), poll=self._poll)
 
     def stop(self, job_id: str) -> JobStatus:
-        """Delete the job unless it has ended; returns once none of its pods is left."""
+        """Terminate the job unless it has ended, keeping its record; returns once none of its pods runs."""
         namespace, name = self._where(job_id)
-        status = self._status(namespace, name, self.api.get_job(namespace, name))
+        job = self.api.get_job(namespace, name)
+        status = self._status(namespace, name, job, self.api.list_pods(namespace, name))
         if status.is_terminal:
             return status
-        self.api.delete_job(namespace, name)
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        self.api.terminate_job(namespace, name, uid)
         deadline = time.monotonic() + self._stop_timeout
-        while self.api.list_pods(namespace, name):
+        while True:
+            job = self.api.get_job(namespace, name)
+            pods = self.api.list_pods(namespace, name)
+            status = self._status(namespace, name, job, pods)
+            if status.is_terminal and not any(_running(pod) for pod in pods):
+                return status
             if time.monotonic() > deadline:
                 raise BackendError(
-                    f"job {namespace}/{name}: pods still exist {self._stop_timeout:g}s after deleting the job; "
-                    f"check them with 'kubectl get pods -n {namespace} -l volcano.sh/job-name={name}'"
+                    f"job {namespace}/{name} is still {status.raw_state or 'running'} {self._stop_timeout:g}s after "
+                    f"it was told to terminate; check it with 'kubectl get pods -n {namespace} "
+                    f"-l volcano.sh/job-name={name}'"
                 )
             self._sleep(self._poll)
-        return JobStatus(
-            id=status.id,
-            backend=self.name,
-            state=JobState.STOPPED,
-            exit_code=None,
-            message="deleted by ma-submit stop",
-            raw_state=status.raw_state,
-            name=status.name,
-            created_at=status.created_at,
-            started_at=status.started_at,
-            ended_at=time.time(),
-            location=status.location,
-        )
+
+    def delete(self, job_id: str) -> str:
+        """Delete an ended job's Volcano Job (its record goes; ``stop`` a running job first)."""
+        namespace, name = self._where(job_id)
+        status = self.status(job_id)
+        if not status.is_terminal:
+            raise ConfigError(
+                f"job {status.id} is {status.state.value}", status.id, f"stop it first: 'ma-submit stop {status.id}'"
+            )
+        self.api.delete_job(namespace, name)
+        return status.id
 
     def list(self) -> List[JobStatus]:
-        """The malaunch jobs in the backend's namespace, newest first (state from the phase alone)."""
+        """The malaunch jobs in the backend's namespace, newest first, with the state ``status`` gives.
+
+        Two listings (jobs, page after page, and the namespace's malaunch pods), whatever the number of jobs.
+        """
         namespace = self._namespace or self.api.namespace
+        pods: Dict[str, List[Dict[str, Any]]] = {}
+        for pod in self.api.list_namespace_pods(namespace, _POD_LABEL):
+            owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)
+            if isinstance(owner, str):
+                pods.setdefault(owner, []).append(pod)
         out = []
         for job in self.api.list_jobs(namespace):
-            meta = job.get("metadata") or {}
-            phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
-            name = str(meta.get("name", ""))
-            out.append(
-                JobStatus(
-                    id=f"{namespace}/{name}",
-                    backend=self.name,
-                    state=job_state(phase, None),
-                    raw_state=phase,
-                    name=str((meta.get("labels") or {}).get("malaunch.io/job-name", name)),
-                    created_at=parse_time(meta.get("creationTimestamp")),
-                )
-            )
+            name = str((job.get("metadata") or {}).get("name", ""))
+            out.append(self._status(namespace, name, job, pods.get(name, []), tails=False))
         return sorted(out, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod may still run something (not Succeeded or Failed)."""
+    return str((pod.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")
 
 
 def create_backend(**options: Any) -> VolcanoBackend:

@@ -8,6 +8,10 @@ or configuration is one :class:`~malaunch.sdk.errors.ConfigError` line naming wh
 :class:`KubeApi` returns plain JSON-shaped data (``dict``) and maps every API error onto the SDK's tree:
 404 -> :class:`~malaunch.sdk.errors.JobNotFound` where a job is looked up, anything else ->
 :class:`~malaunch.sdk.errors.BackendError` with the status, the API's own message and what to check.
+Every call goes through the one retry policy of :mod:`malaunch.sdk.backends._http` (429, 5xx, connection
+errors and timeouts are retried; ``Retry-After`` is honoured) and has a timeout: :data:`TIMEOUT` (connect,
+read) seconds, and for a followed log :data:`FOLLOW_READ_TIMEOUT` (a followed log may be silent for hours).
+Only the client's own errors are caught: a programming error stays a programming error.
 """
 
 from __future__ import annotations
@@ -15,18 +19,42 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+
+import urllib3
+import yaml
 
 from ...errors import BackendError, ConfigError, JobNotFound, show_value
-from .manifest import GROUP, JOB_NAME_LABEL, PLURAL, TASK_NAME, VERSION
+from .._http import DEFAULT_POLICY, RetryPolicy, Transient, call_with_retry
+from .manifest import API_VERSION, GROUP, JOB_NAME_LABEL, PLURAL, TASK_NAME, VERSION
 
-__all__ = ["INSTALL_HINT", "KubeApi", "KubeTarget", "connect", "resolve_target"]
+__all__ = [
+    "COMMAND_GROUP",
+    "FOLLOW_READ_TIMEOUT",
+    "INSTALL_HINT",
+    "PAGE_SIZE",
+    "TIMEOUT",
+    "KubeApi",
+    "KubeTarget",
+    "connect",
+    "context_namespace",
+    "resolve_target",
+]
 
 INSTALL_HINT = "pip install 'malaunch[volcano]'"
 _SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-_TIMEOUT = 30.0
+#: (connect, read) timeout of every API call, in seconds.
+TIMEOUT: Tuple[float, float] = (10.0, 30.0)
+#: Read timeout of a followed log (it may be silent for hours; a dead connection still ends within a day).
+FOLLOW_READ_TIMEOUT = 86400.0
+#: Jobs asked for per page when listing (the API server pages with ``limit`` and ``continue``).
+PAGE_SIZE = 100
+#: Volcano's bus API: a ``Command`` object asks the controller to act on a job (``vcctl job suspend`` uses it).
+COMMAND_GROUP = "bus.volcano.sh"
 _T = TypeVar("_T")
+_NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)  # connection refused/reset, timeouts, broken streams
 
 
 @dataclass(frozen=True)
@@ -81,55 +109,81 @@ def _import_kubernetes() -> Any:
     return kubernetes
 
 
-def _context_namespace(kubernetes: Any, target: KubeTarget) -> str:
+def context_namespace(target: KubeTarget) -> str:
+    """The namespace of the kubeconfig's chosen context (else ``default``); reads the file, needs no client.
+
+    Raises:
+        ConfigError: the kubeconfig cannot be read or has no such context.
+    """
     if target.in_cluster:
         try:
             with open(os.path.join(_SERVICE_ACCOUNT, "namespace"), encoding="utf-8") as handle:
                 return handle.read().strip() or "default"
         except OSError:
             return "default"
+    path = str(target.kubeconfig)
     try:
-        contexts, active = kubernetes.config.list_kube_config_contexts(config_file=target.kubeconfig)
-    except Exception as exc:  # the client raises ConfigException, yaml and OS errors alike
-        raise ConfigError(f"kubeconfig cannot be read ({exc})", target.kubeconfig, "fix or replace the file") from None
-    chosen = active
-    if target.context is not None:
-        chosen = next((c for c in contexts or [] if c.get("name") == target.context), None)
-        if chosen is None:
-            names = ", ".join(str(c.get("name")) for c in contexts or [])
-            raise ConfigError("kubeconfig has no such context", target.context, f"use one of: {names}")
+        with open(path, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"kubeconfig cannot be read ({reason})", path, "fix or replace the file") from None
+    config = config if isinstance(config, dict) else {}
+    contexts = [c for c in config.get("contexts") or [] if isinstance(c, dict)]
+    wanted = target.context or config.get("current-context")
+    chosen = next((c for c in contexts if c.get("name") == wanted), None)
+    if chosen is None and target.context is not None:
+        names = ", ".join(str(c.get("name")) for c in contexts)
+        raise ConfigError("kubeconfig has no such context", target.context, f"use one of: {names}")
     namespace = ((chosen or {}).get("context") or {}).get("namespace")
     return str(namespace) if namespace else "default"
 
 
-def connect(target: KubeTarget) -> KubeApi:
+def connect(
+    target: KubeTarget, *, policy: RetryPolicy = DEFAULT_POLICY, sleep: Callable[[float], None] = time.sleep
+) -> KubeApi:
     """A :class:`KubeApi` for ``target``.
 
     Raises:
         ConfigError: the client is not installed, or the configuration is unusable.
     """
     kubernetes = _import_kubernetes()
-    namespace = _context_namespace(kubernetes, target)
+    namespace = context_namespace(target)
     try:
+        configuration = kubernetes.client.Configuration()
         if target.in_cluster:
-            configuration = kubernetes.client.Configuration()
             kubernetes.config.load_incluster_config(client_configuration=configuration)
-            api_client = kubernetes.client.ApiClient(configuration)
         else:
-            api_client = kubernetes.config.new_client_from_config(
-                config_file=target.kubeconfig, context=target.context, persist_config=False
+            kubernetes.config.load_kube_config(
+                config_file=target.kubeconfig,
+                context=target.context,
+                client_configuration=configuration,
+                persist_config=False,
             )
-    except Exception as exc:  # ConfigException and friends: one line, no traceback
-        where = target.kubeconfig or "in-cluster configuration"
+        configuration.retries = False  # the one retry policy (_http) decides; urllib3's own retries are off
+        configuration.client_go_retries = False
+        api_client = kubernetes.client.ApiClient(configuration)
+    except (kubernetes.config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
+        where = target.kubeconfig or "in-cluster configuration"  # the client's own ways of refusing a config
         raise ConfigError(f"Kubernetes configuration is unusable ({exc})", where, "fix the kubeconfig") from None
-    return KubeApi(kubernetes, api_client, namespace)
+    return KubeApi(kubernetes, api_client, namespace, policy=policy, sleep=sleep)
 
 
 class KubeApi:
     """The API calls the backend makes; every answer is JSON-shaped data, every failure an SDK error."""
 
-    def __init__(self, kubernetes: Any, api_client: Any, namespace: str) -> None:
+    def __init__(
+        self,
+        kubernetes: Any,
+        api_client: Any,
+        namespace: str,
+        *,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._k8s = kubernetes
+        self._policy = policy
+        self._sleep = sleep
         self._client = api_client
         self.namespace = namespace  # the context's namespace: used when a job id names none
         self.host = str(api_client.configuration.host)
@@ -137,19 +191,26 @@ class KubeApi:
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     def _call(self, what: str, call: Callable[[], _T], job: Optional[str] = None) -> _T:
-        try:
-            return call()
-        except self._k8s.client.ApiException as exc:
-            if exc.status == 404 and job is not None:
-                raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
-            raise BackendError(self._describe(what, exc)) from None
-        except Exception as exc:  # urllib3 connection errors, timeouts
-            if isinstance(exc, (JobNotFound, BackendError, ConfigError)):
-                raise
-            raise BackendError(
-                f"{what}: cannot reach the Kubernetes API at {self.host} ({type(exc).__name__}: "
-                f"{show_value(str(exc))}); check the cluster and your kubeconfig context"
-            ) from None
+        """``call()`` under the retry policy; API errors as the SDK's errors (see the module docstring)."""
+
+        def once(_attempt: int) -> _T:
+            try:
+                return call()
+            except self._k8s.client.ApiException as exc:
+                status = int(exc.status or 0)
+                if status == 429 or status >= 500:
+                    headers = exc.headers or {}
+                    raise Transient(self._describe(what, exc), headers.get("Retry-After")) from None
+                if status == 404 and job is not None:
+                    raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
+                raise BackendError(self._describe(what, exc)) from None
+            except _NETWORK_ERRORS as exc:
+                raise Transient(
+                    f"cannot reach the Kubernetes API at {self.host} ({type(exc).__name__}: {show_value(str(exc))})"
+                ) from None
+
+        result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep)  # type: ignore[assignment]
+        return result
 
     def _describe(self, what: str, exc: Any) -> str:
         message = str(exc.reason or "")
@@ -167,7 +228,7 @@ class KubeApi:
         result: Dict[str, Any] = self._call(
             f"creating Volcano job in namespace {namespace}",
             lambda: self._custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, dict(manifest), _request_timeout=_TIMEOUT
+                GROUP, VERSION, namespace, PLURAL, dict(manifest), _request_timeout=TIMEOUT
             ),
         )
         return result
@@ -177,7 +238,7 @@ class KubeApi:
         result: Dict[str, Any] = self._call(
             f"reading Volcano job {namespace}/{name}",
             lambda: self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=_TIMEOUT
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
             ),
             job=f"{namespace}/{name}",
         )
@@ -189,7 +250,7 @@ class KubeApi:
             self._call(
                 f"deleting Volcano job {namespace}/{name}",
                 lambda: self._custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", _request_timeout=_TIMEOUT
+                    GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", _request_timeout=TIMEOUT
                 ),
                 job=f"{namespace}/{name}",
             )
@@ -197,23 +258,66 @@ class KubeApi:
             return
 
     def list_jobs(self, namespace: str) -> List[Dict[str, Any]]:
-        """The Volcano Jobs malaunch created in ``namespace``."""
-        result: Dict[str, Any] = self._call(
+        """Every Volcano Job malaunch created in ``namespace``, page after page (``limit`` + ``continue``)."""
+        items: List[Dict[str, Any]] = []
+        token: Optional[str] = None
+        while True:
+            page = self._list_page(namespace, token)
+            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return items
+
+    def _list_page(self, namespace: str, token: Optional[str]) -> Dict[str, Any]:
+        extra: Dict[str, Any] = {"_continue": token} if token else {}
+        page: Dict[str, Any] = self._call(
             f"listing Volcano jobs in namespace {namespace}",
             lambda: self._custom.list_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, label_selector="app.kubernetes.io/managed-by=malaunch",
-                _request_timeout=_TIMEOUT,
+                limit=PAGE_SIZE, _request_timeout=TIMEOUT, **extra,
             ),
         )  # fmt: skip
-        return list(result.get("items") or [])
+        return page
+
+    def terminate_job(self, namespace: str, name: str, uid: str) -> None:
+        """Ask Volcano to terminate the job: a ``TerminateJob`` Command (its pods go; the job stays, Terminated)."""
+        command = {
+            "apiVersion": f"{COMMAND_GROUP}/{VERSION}",
+            "kind": "Command",
+            "metadata": {
+                "generateName": f"{name}-terminatejob-",
+                "namespace": namespace,
+                "ownerReferences": [
+                    {"apiVersion": API_VERSION, "kind": "Job", "name": name, "uid": uid, "controller": True,
+                     "blockOwnerDeletion": True},
+                ],
+            },
+            "action": "TerminateJob",
+            "target": {"apiVersion": API_VERSION, "kind": "Job", "name": name, "uid": uid},
+        }  # fmt: skip
+        self._call(
+            f"terminating Volcano job {namespace}/{name}",
+            lambda: self._custom.create_namespaced_custom_object(
+                COMMAND_GROUP, VERSION, namespace, "commands", command, _request_timeout=TIMEOUT
+            ),
+        )
 
     def list_pods(self, namespace: str, name: str) -> List[Dict[str, Any]]:
         """The pods of Volcano Job ``name`` (by Volcano's job-name label)."""
         pods = self._call(
             f"listing the pods of {namespace}/{name}",
             lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=f"{JOB_NAME_LABEL}={name}", _request_timeout=_TIMEOUT
+                namespace, label_selector=f"{JOB_NAME_LABEL}={name}", _request_timeout=TIMEOUT
             ),
+        )
+        data: Dict[str, Any] = self._client.sanitize_for_serialization(pods)
+        return list(data.get("items") or [])
+
+    def list_namespace_pods(self, namespace: str, selector: str) -> List[Dict[str, Any]]:
+        """The pods of ``namespace`` matching the label ``selector`` (every job's pods in one call)."""
+        pods = self._call(
+            f"listing the pods in namespace {namespace}",
+            lambda: self._core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=TIMEOUT),
         )
         data: Dict[str, Any] = self._client.sanitize_for_serialization(pods)
         return list(data.get("items") or [])
@@ -225,13 +329,13 @@ class KubeApi:
             f"reading the log of pod {namespace}/{pod}",
             lambda: self._core.read_namespaced_pod_log(
                 pod, namespace, container=TASK_NAME, follow=follow, _preload_content=False,
-                _request_timeout=None if follow else _TIMEOUT,  # a followed log may be silent for hours
+                _request_timeout=(TIMEOUT[0], FOLLOW_READ_TIMEOUT) if follow else TIMEOUT,
                 **extra,
             ),
         )  # fmt: skip
         try:
             yield from response.stream(1 << 16, decode_content=True)
-        except Exception as exc:  # the connection broke while following
+        except _NETWORK_ERRORS as exc:  # the connection broke while following
             raise BackendError(
                 f"reading the log of pod {namespace}/{pod} broke off ({type(exc).__name__}); run 'ma-submit logs' again"
             ) from None

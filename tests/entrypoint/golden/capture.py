@@ -27,10 +27,10 @@ Normalisation, only where the output is variable by nature (everything else is k
    (``[rank N] ``, ``[torchrun] ``, ``[msrun] ``) the lines are grouped by prefix, keeping each source's own
    order (a stable sort). The shim's own lines (``[ma-entrypoint] ...``, the failure summary) are never moved:
    they come before the first rank starts or after the last one is relayed;
-6. launcher chatter when the launcher is torn down: in runs where a rank fails or the shim is signalled,
-   torchrun's and msrun's own console lines (``[torchrun] ``, ``[msrun] ``) are left out: how far the launcher
-   gets with its messages (``Sending process N closing signal``, ``Distributed job is spawned``) before it is
-   ended is a race by nature. They stay in the successful runs, and in the launcher's log file;
+6. launcher chatter: torchrun's and msrun's own console lines (``[torchrun] ``, ``[msrun] ``) are left out of
+   every run: the shim ends the launcher as soon as it knows every worker's status, success included, so how far
+   the launcher gets with its messages (``Sending process N closing signal``, ``Distributed job is spawned``)
+   before it is ended is a race by nature. They stay in the launcher's log file;
 7. known races on today's main: fields named in a case's ``unstable`` become ``<UNSTABLE>`` (see ``cases._UNSTABLE``
    for each and why; each is a finding to fix, after which its entry goes).
 Run the capture twice and diff the folders to check that a change to a case keeps it deterministic.
@@ -159,17 +159,10 @@ def _prefix_rank(source: str) -> Tuple[int, int]:
     return (0, 0)
 
 
-def _torn_down(case: Case) -> bool:
-    """Rule 6 applies: a rank fails or the shim is signalled, so the launcher is ended mid-way."""
-    return case.kind == "sigterm" or (case.kind == "run" and case.args[1] in ("exit", "kill", "flaky"))
-
-
-def _console(text: str, torn_down: bool) -> List[str]:
+def _console(text: str) -> List[str]:
     for pattern, replacement in _TEXT_RULES:
         text = pattern.sub(replacement, text)
-    lines = text.split("\n")
-    if torn_down:
-        lines = [line for line in lines if not _LAUNCHER.match(line)]
+    lines = [line for line in text.split("\n") if not _LAUNCHER.match(line)]
     return _group_sources(lines)
 
 
@@ -243,8 +236,8 @@ def _capture_in(case: Case, work: Path) -> str:
         "args": list(case.args),
         "env": dict(case.env),
         "exit_code": code,
-        "stdout": _console(stdout, _torn_down(case)),
-        "stderr": _console(stderr, _torn_down(case)),
+        "stdout": _console(stdout),
+        "stderr": _console(stderr),
         "report": _unstable(_report(work, stdout, stderr), case.unstable) if case.kind in RUNS else None,
     }
     return _paths(json.dumps(record, indent=1, ensure_ascii=False), work, port) + "\n"

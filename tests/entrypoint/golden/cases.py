@@ -148,6 +148,9 @@ _UNSTABLE: Dict[Tuple[str, str], Tuple[str, ...]] = {
     # torchrun's failure summary and the shim's own watch both see the SIGKILLed worker; which one is recorded
     # as the root cause's source depends on which is read first.
     ("torchrun", "kill"): ("root_cause.source",),
+    # the same for a worker that exits with an error: seen by the watch (pidfd) or first by torchrun's summary
+    ("torchrun", "exit"): ("root_cause.source",),
+    ("torchrun", "flaky"): ("root_cause.source",),
 }
 
 
