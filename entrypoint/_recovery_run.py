@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import proctree
+from .atomicfile import write_atomic
 from .errors import LaunchError
 from .ms_recovery import relaunch_spec
 from .plan import LaunchPlan, ProcessSpec
@@ -49,11 +50,7 @@ _KILL_MARGIN = 10.0
 
 
 def write_json(path: str, data: Mapping[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path}.{os.getpid()}.tmp"
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.replace(partial, path)
+    write_atomic(path, json.dumps(data))
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:

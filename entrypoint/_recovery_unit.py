@@ -15,7 +15,7 @@ from typing import List
 from . import proctree
 from ._recovery_run import read_json, result_json, write_json
 from .errors import EntrypointError, exit_code_for
-from .ms_recovery import plan_from_json
+from .plan import LaunchPlan
 from .supervisor import run_plan
 
 __all__ = ["unit_main"]
@@ -27,9 +27,13 @@ def unit_main(argv: List[str]) -> int:
     if data is None:
         sys.stderr.write(f"malaunch.entrypoint._recovery_unit: cannot read the unit file {argv[:1]!r}\n")
         return 3
-    result_file = str(data["result_file"])
     try:
-        result = run_plan(plan_from_json(data["plan"]), os.environ)
+        result_file, plan = str(data["result_file"]), LaunchPlan.from_json(data["plan"])
+    except (KeyError, TypeError, ValueError) as error:
+        sys.stderr.write(f"malaunch.entrypoint._recovery_unit: damaged unit file {argv[0]!r}: {error}\n")
+        return 3
+    try:
+        result = run_plan(plan, os.environ)
     except EntrypointError as error:
         sys.stderr.write(f"ma-entrypoint: error: {error}\n")
         return exit_code_for(error)

@@ -201,11 +201,9 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 def write_plan_file(path: str, text: str) -> None:
     """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
+    from .atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
+
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
+        write_atomic(path, text)
     except OSError as error:
         raise LaunchError(f"cannot write {path!r}: {error.strerror}; {LOG_HINT}") from None

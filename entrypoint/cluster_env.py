@@ -2,7 +2,9 @@
 
 Nothing here touches ``os.environ``, the network or the disk. Every variable is validated at once and a bad
 value raises :class:`~malaunch.entrypoint.errors.ConfigError` naming the variable, its value and what is
-expected. ``docs/entrypoint.md`` documents each variable; keep the two in step.
+expected. Names, kinds, bounds, defaults and aliases come from the contract table
+(:mod:`~malaunch.entrypoint.contract`), and every value is parsed by its helpers; ``docs/entrypoint.md``'s table
+is checked against that table.
 
 Numbers are ASCII only: a whole number is ``-?[0-9]+`` (at most 9 digits) and seconds are ``[0-9]+(.[0-9]+)?``;
 ``1_0``, ``+3``, Arabic-Indic or full-width digits are refused although ``int()`` takes them.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Tuple
 
+from .contract import VARIABLES, int_bounds, parse_bool, parse_choice, parse_int, parse_seconds, parse_words
+from .contract import raw_value as _get
 from .errors import ConfigError
 
 __all__ = [
@@ -29,22 +33,36 @@ __all__ = [
     "require_master",
 ]
 
+
+def _default(name: str) -> int:
+    default = VARIABLES[name].default
+    assert isinstance(default, int)
+    return default
+
+
+def _maximum(name: str) -> int:
+    maximum = int_bounds(name)[1]
+    assert maximum is not None
+    return maximum
+
+
+def _seconds_default(name: str) -> float:
+    default = VARIABLES[name].default
+    assert isinstance(default, float)
+    return default
+
+
 #: Accepted values of ``MA_RUN_METHOD``; unset or empty means the platform default.
-RUN_METHODS = ("ranktable", "torchrun", "msrun")
-DEFAULT_TORCHRUN_MASTER_PORT = 18888
-DEFAULT_MSRUN_MASTER_PORT = 8118
-DEFAULT_RANKTABLE_MASTER_PORT = 29500
-DEFAULT_MSRUN_CLUSTER_TIME_OUT = 600
-DEFAULT_GRACE_PERIOD = 30.0
-DEFAULT_RANK_TABLE_TIMEOUT = 600.0
-DEFAULT_MASTER_WAIT = 300.0
+RUN_METHODS = VARIABLES["MA_RUN_METHOD"].choices
+DEFAULT_TORCHRUN_MASTER_PORT = _default("MA_TORCHRUN_MASTER_PORT")
+DEFAULT_MSRUN_MASTER_PORT = _default("MA_MSRUN_MASTER_PORT")
+DEFAULT_RANKTABLE_MASTER_PORT = _default("MALAUNCH_MASTER_PORT")
+DEFAULT_GRACE_PERIOD = _seconds_default("MALAUNCH_GRACE_PERIOD")
 #: Upper bound of ``MA_NUM_GPUS`` (devices per host; Ascend servers have 8 or 16): the SDK's bound of
 #: ``resources.devices_per_host``, so that every job the SDK accepts starts.
-MAX_NUM_GPUS = 1024
+MAX_NUM_GPUS = _maximum("MA_NUM_GPUS")
 #: Upper bound of ``MA_NUM_HOSTS`` (a 32,768-rank job is 2,048 hosts of 16 devices).
-MAX_NUM_HOSTS = 16384
-_MAX_DIGITS = 9
-_ASCII_DIGITS = frozenset("0123456789")
+MAX_NUM_HOSTS = _maximum("MA_NUM_HOSTS")
 
 
 class ClusterEnv:
@@ -166,91 +184,12 @@ class ClusterEnv:
         return max(self.devices_per_host, 1)
 
 
-def _get(environ: Mapping[str, str], name: str) -> Optional[str]:
-    value = environ.get(name)
-    if value is None or value.strip() == "":
-        return None
-    return value.strip()
-
-
-def _digits(text: str) -> bool:
-    return 0 < len(text) <= _MAX_DIGITS and _ASCII_DIGITS.issuperset(text)
-
-
-def _int(
-    environ: Mapping[str, str], name: str, default: int, minimum: int, maximum: Optional[int] = None
-) -> int:
-    raw = _get(environ, name)
-    if raw is None:
-        return default
-    bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-    unsigned = raw[1:] if raw.startswith("-") else raw
-    if not _digits(unsigned):
-        raise ConfigError(name, raw, f"expected a whole number {bound}, in ASCII digits (0-9)")
-    value = int(raw, 10)
-    if value < minimum or (maximum is not None and value > maximum):
-        raise ConfigError(name, raw, f"expected a whole number {bound}")
-    return value
-
-
-def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = _get(environ, name)
-    if raw is None:
-        return default
-    whole, _, fraction = raw.partition(".")
-    if not _digits(whole) or ("." in raw and not (fraction and _ASCII_DIGITS.issuperset(fraction))):
-        raise ConfigError(name, raw, "expected a finite number of seconds >= 0 in ASCII digits, e.g. 30 or 2.5")
-    return float(raw)
-
-
-def _port(environ: Mapping[str, str], name: str, default: int) -> int:
-    return _int(environ, name, default, 1, 65535)
-
-
-def _split(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
-    raw = _get(environ, name)
-    if raw is None:
-        return ()
-    try:
-        import shlex  # only when extra launcher flags are given
-
-        return tuple(shlex.split(raw))
-    except ValueError as exc:
-        raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None
-
-
-def _bool(environ: Mapping[str, str], name: str) -> bool:
-    raw = _get(environ, name)
-    if raw is None:
-        return False
-    lowered = raw.lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(name, raw, "expected True or False")
-
-
-def _method(environ: Mapping[str, str]) -> str:
-    raw = _get(environ, "MA_RUN_METHOD")
-    if raw is None:
-        return ""
-    method = raw.lower()
-    if method not in RUN_METHODS:
-        raise ConfigError(
-            "MA_RUN_METHOD",
-            raw,
-            f"expected one of {', '.join(RUN_METHODS)}, or unset for the platform default",
-        )
-    return method
-
-
 def _node_rank(environ: Mapping[str, str], num_hosts: int) -> int:
     primary = _get(environ, "VC_TASK_INDEX")
     alias = _get(environ, "MA_TASK_INDEX")
     name = "VC_TASK_INDEX" if primary is not None or alias is None else "MA_TASK_INDEX"
-    rank = _int(environ, name, 0, 0)
-    if primary is not None and alias is not None and _int(environ, "MA_TASK_INDEX", 0, 0) != rank:
+    rank = parse_int(environ, name)
+    if primary is not None and alias is not None and parse_int(environ, "MA_TASK_INDEX") != rank:
         raise ConfigError("MA_TASK_INDEX", alias, f"expected the same value as VC_TASK_INDEX={primary}")
     if rank >= num_hosts:
         raise ConfigError(
@@ -309,9 +248,9 @@ def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
     Raises:
         ConfigError: the first invalid variable, with its value and what is expected.
     """
-    method = _method(environ)
-    num_hosts = _int(environ, "MA_NUM_HOSTS", 1, 1, MAX_NUM_HOSTS)
-    devices = _int(environ, "MA_NUM_GPUS", 0, 0, MAX_NUM_GPUS)
+    method = parse_choice(environ, "MA_RUN_METHOD")
+    num_hosts = parse_int(environ, "MA_NUM_HOSTS")
+    devices = parse_int(environ, "MA_NUM_GPUS")
     node_rank = _node_rank(environ, num_hosts)
     hosts = _worker_hosts(environ, num_hosts)
     master = _master_addr(environ, hosts, num_hosts)
@@ -324,21 +263,21 @@ def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
         master_addr=master,
         job_id=_get(environ, "MA_VJ_NAME") or "malaunch-job",
         rank_table_file=_get(environ, "RANK_TABLE_FILE"),
-        torchrun_master_port=_port(environ, "MA_TORCHRUN_MASTER_PORT", DEFAULT_TORCHRUN_MASTER_PORT),
-        torchrun_extra=_split(environ, "MA_EXTRA_TORCHRUN_PARAMS"),
-        msrun_master_port=_port(environ, "MA_MSRUN_MASTER_PORT", DEFAULT_MSRUN_MASTER_PORT),
-        msrun_extra=_split(environ, "MA_EXTRA_MSRUN_PARAMS"),
-        msrun_cluster_time_out=_int(environ, "MSRUN_CLUSTER_TIME_OUT", DEFAULT_MSRUN_CLUSTER_TIME_OUT, -1),
-        msrun_rank_table=_bool(environ, "MS_RANKTABLE_ENABLE"),
-        ranktable_master_port=_port(environ, "MALAUNCH_MASTER_PORT", DEFAULT_RANKTABLE_MASTER_PORT),
+        torchrun_master_port=parse_int(environ, "MA_TORCHRUN_MASTER_PORT"),
+        torchrun_extra=parse_words(environ, "MA_EXTRA_TORCHRUN_PARAMS"),
+        msrun_master_port=parse_int(environ, "MA_MSRUN_MASTER_PORT"),
+        msrun_extra=parse_words(environ, "MA_EXTRA_MSRUN_PARAMS"),
+        msrun_cluster_time_out=parse_int(environ, "MSRUN_CLUSTER_TIME_OUT"),
+        msrun_rank_table=parse_bool(environ, "MS_RANKTABLE_ENABLE"),
+        ranktable_master_port=parse_int(environ, "MALAUNCH_MASTER_PORT"),
         current_host_ip=_get(environ, "MA_CURRENT_HOST_IP"),
         current_instance_name=_get(environ, "MA_CURRENT_INSTANCE_NAME"),
         device_workdir=_get(environ, "MALAUNCH_DEVICE_WORKDIR"),
         script_interpreter=_get(environ, "MA_SCRIPT_INTERPRETER"),
-        grace_period=_seconds(environ, "MALAUNCH_GRACE_PERIOD", DEFAULT_GRACE_PERIOD),
+        grace_period=parse_seconds(environ, "MALAUNCH_GRACE_PERIOD"),
         log_dir=_get(environ, "MALAUNCH_LOG_DIR"),
         platform_log_dir=_get(environ, "MA_LOG_DIR"),
         report_file=_get(environ, "MALAUNCH_REPORT_FILE"),
-        rank_table_timeout=_seconds(environ, "MALAUNCH_RANK_TABLE_TIMEOUT", DEFAULT_RANK_TABLE_TIMEOUT),
-        master_wait=_seconds(environ, "MALAUNCH_MASTER_WAIT", DEFAULT_MASTER_WAIT),
+        rank_table_timeout=parse_seconds(environ, "MALAUNCH_RANK_TABLE_TIMEOUT"),
+        master_wait=parse_seconds(environ, "MALAUNCH_MASTER_WAIT"),
     )

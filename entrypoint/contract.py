@@ -5,7 +5,8 @@ its aliases, which way it goes (``input``: the shim reads it; ``output``: the sh
 starts; ``both``), who may set it (``platform``, ``sdk``, ``user`` through the job's ``env``/options, ``shim``) and
 the job-file field the SDK fills it from (``sdk_field``; ``""`` for a variable the backend sets itself).
 ``docs/entrypoint.md``'s tables and this one are checked against each other by
-``tests/entrypoint/test_contract.py``; the SDK imports bounds from here (``msrun_cluster_time_out``).
+``tests/entrypoint/test_contract.py``. Every variable the shim reads is parsed here; the SDK imports names
+(:class:`Name`, ``spec.RESERVED_ENV``, its launcher rows) and bounds from here instead of spelling them.
 
 The parse helpers read a variable the way :mod:`~malaunch.entrypoint.cluster_env` does (same rules, same
 :class:`~malaunch.entrypoint.errors.ConfigError` messages): the value is stripped and an empty value counts as
@@ -25,14 +26,18 @@ from .errors import ConfigError
 __all__ = [
     "ALIASES",
     "KINDS",
+    "Name",
     "ROLES",
     "SETTERS",
     "VARIABLES",
     "Variable",
     "int_bounds",
     "parse_bool",
+    "parse_choice",
+    "parse_codes",
     "parse_int",
     "parse_seconds",
+    "parse_words",
     "raw_value",
 ]
 
@@ -203,6 +208,39 @@ _ROWS = (
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
 )
 
+class Name:
+    """The names the SDK's backends write, as attributes (``Name.MA_NUM_HOSTS``): they import them rather than
+    spell them, so a misspelt name fails mypy and import-time use instead of setting a variable nobody reads.
+    Each is a row of the table (tests/entrypoint/test_contract_strict.py)."""
+
+    MALAUNCH_GRACE_PERIOD = "MALAUNCH_GRACE_PERIOD"
+    MALAUNCH_JOB_ID = "MALAUNCH_JOB_ID"
+    MALAUNCH_LOG_DIR = "MALAUNCH_LOG_DIR"
+    MALAUNCH_MASTER_PORT = "MALAUNCH_MASTER_PORT"
+    MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
+    MALAUNCH_RESTART_ON = "MALAUNCH_RESTART_ON"
+    MA_CURRENT_HOST_IP = "MA_CURRENT_HOST_IP"
+    MA_CURRENT_INSTANCE_NAME = "MA_CURRENT_INSTANCE_NAME"
+    MA_EXTRA_MSRUN_PARAMS = "MA_EXTRA_MSRUN_PARAMS"
+    MA_EXTRA_TORCHRUN_PARAMS = "MA_EXTRA_TORCHRUN_PARAMS"
+    MA_JOB_DIR = "MA_JOB_DIR"
+    MA_LOG_DIR = "MA_LOG_DIR"
+    MA_MAX_RESTARTS = "MA_MAX_RESTARTS"
+    MA_MSRUN_MASTER_PORT = "MA_MSRUN_MASTER_PORT"
+    MA_NUM_GPUS = "MA_NUM_GPUS"
+    MA_NUM_HOSTS = "MA_NUM_HOSTS"
+    MA_RUN_METHOD = "MA_RUN_METHOD"
+    MA_TASK_NAME = "MA_TASK_NAME"
+    MA_TORCHRUN_MASTER_PORT = "MA_TORCHRUN_MASTER_PORT"
+    MA_VJ_NAME = "MA_VJ_NAME"
+    MSRUN_CLUSTER_TIME_OUT = "MSRUN_CLUSTER_TIME_OUT"
+    MS_RANKTABLE_ENABLE = "MS_RANKTABLE_ENABLE"
+    RANK_TABLE_FILE = "RANK_TABLE_FILE"
+    VC_TASK_INDEX = "VC_TASK_INDEX"
+    VC_WORKER_HOSTS = "VC_WORKER_HOSTS"
+    VC_WORKER_NUM = "VC_WORKER_NUM"
+
+
 #: Variable name -> row, in table order. Aliases are not keys: :data:`ALIASES` maps each to its row's name.
 VARIABLES: Mapping[str, Variable] = types.MappingProxyType({row.name: row for row in _ROWS})
 #: Alias -> the name of the row it belongs to (``MA_TASK_INDEX`` -> ``VC_TASK_INDEX``).
@@ -222,7 +260,7 @@ def _digits(text: str) -> bool:
 
 
 def _row(name: str, kinds: Tuple[str, ...]) -> Variable:
-    row = VARIABLES[name]
+    row = VARIABLES[ALIASES.get(name, name)]  # an alias is read with its row's kind, bounds and default
     if row.kind not in kinds:
         raise TypeError(f"{name} is a {row.kind} variable, not {' or '.join(kinds)}")
     return row
@@ -264,7 +302,7 @@ def parse_seconds(environ: Mapping[str, str], name: str) -> float:
     """A number of seconds (``digits[.digits]``) within its row's bounds; its default when unset.
 
     Raises:
-        ConfigError: not a plain ASCII decimal, or above the row's maximum.
+        ConfigError: not a plain ASCII decimal (``1e3``, ``inf``, full-width digits), or above the row's maximum.
     """
     row = _row(name, ("seconds",))
     raw = raw_value(environ, name)
@@ -295,3 +333,63 @@ def parse_bool(environ: Mapping[str, str], name: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ConfigError(name, raw, "expected True or False")
+
+
+def parse_choice(environ: Mapping[str, str], name: str) -> str:
+    """One of the row's ``choices`` (case-insensitive, returned in lower case); ``""`` when unset.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    row = _row(name, ("choice",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return ""
+    word = raw.lower()
+    if word not in row.choices:
+        raise ConfigError(name, raw, f"expected one of {', '.join(row.choices)}, or unset for the platform default")
+    return word
+
+
+def parse_words(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
+    """A ``words`` variable split the way a shell would (quotes kept together); ``()`` when unset.
+
+    Raises:
+        ConfigError: unbalanced quotes.
+    """
+    _row(name, ("words",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return ()
+    import shlex  # only when extra launcher flags are given: not on every start's path
+
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ConfigError(name, raw, f"expected shell-style words ({exc}); check the quotes") from None
+
+
+def parse_codes(environ: Mapping[str, str], name: str) -> Union[str, Tuple[int, ...]]:
+    """A ``codes`` variable: one of the row's ``choices`` (lower case) or exit codes 1-255 in ASCII digits.
+
+    Raises:
+        ConfigError: neither a choice nor comma-separated exit codes, or a code out of 1-255.
+    """
+    row = _row(name, ("codes",))
+    raw = raw_value(environ, name)
+    if raw is None:
+        return str(row.default)
+    word = raw.lower()
+    if word in row.choices:
+        return word
+    codes = []
+    for part in word.split(","):
+        text = part.strip()
+        if not _digits(text[1:] if text.startswith("-") else text):
+            choices = ", ".join(row.choices)
+            raise ConfigError(name, environ[name], f"expected {choices} or comma-separated exit codes (1,137)")
+        code = int(text, 10)
+        if not 1 <= code <= 255:
+            raise ConfigError(name, environ[name], "expected exit codes between 1 and 255")
+        codes.append(code)
+    return tuple(codes)

@@ -26,6 +26,8 @@ usually with 1. Each pattern is the stable part of a real message; ``docs/recove
 import re
 from typing import Any, Dict, NamedTuple, Optional, Pattern, Sequence, Tuple
 
+from .signals import signal_in_any_code
+
 __all__ = [
     "CLASSES",
     "COLLECTIVE_TIMEOUT",
@@ -168,16 +170,6 @@ def _search(patterns: Sequence[Pattern[str]], tail: Sequence[str]) -> Optional[s
     return None
 
 
-def _signal_of(exit_code: int, signal: Optional[int]) -> Optional[int]:
-    if signal is not None:
-        return signal
-    if exit_code < 0:
-        return -exit_code
-    if 128 < exit_code < 128 + 65:
-        return exit_code - 128
-    return None
-
-
 def classify_failure(
     exit_code: int,
     tail: Sequence[str] = (),
@@ -205,7 +197,7 @@ def classify_failure(
     found = _search(_RENDEZVOUS, lines)
     if found is not None:
         return _make(RENDEZVOUS_TIMEOUT, found)
-    sig = _signal_of(exit_code, signal)
+    sig = signal_in_any_code(exit_code, signal)
     if sig is not None:
         if origin == "shim" and sig in (1, 2, 15):  # the shim's own 129/130/143: it was stopped
             return _make(STOPPED, f"the shim exited with {exit_code} after signal {sig}")

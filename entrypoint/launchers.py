@@ -21,6 +21,7 @@ import os.path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .cluster_env import ClusterEnv, require_master
+from .contract import VARIABLES
 from .errors import ConfigError
 from .plan import LaunchPlan, ProcessSpec
 from .rank_table import RankTable
@@ -40,7 +41,7 @@ __all__ = [
 TORCHRUN_MODULE = "torch.distributed.run"
 MSRUN_MODULE = "mindspore.parallel.cluster.run"
 #: Where ModelArts puts the rank table when ``RANK_TABLE_FILE`` is unset.
-DEFAULT_RANK_TABLE_PATH = "/user/config/jobstart_hccl.json"
+DEFAULT_RANK_TABLE_PATH = str(VARIABLES["RANK_TABLE_FILE"].default)
 #: ``--tail_worker_log`` names ranks whose logs msrun copies to its console; no rank is ever -2, so msrun
 #: tails nothing and the supervisor follows ``worker_N.log`` itself, each line with its rank prefix.
 MSRUN_TAIL_NONE = "-2"
@@ -316,4 +317,4 @@ def plan_launch(cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
         return _plan_ranktable(cluster, inputs, log_dir)
     if method == "single":
         return _plan_single(cluster, inputs, log_dir)
-    raise ConfigError("MA_RUN_METHOD", method, "expected ranktable, torchrun or msrun")
+    raise ConfigError("MA_RUN_METHOD", method, f"expected {', '.join(VARIABLES['MA_RUN_METHOD'].choices)}")

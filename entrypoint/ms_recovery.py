@@ -20,11 +20,10 @@ the old one out).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping
 
 from .cluster_env import ClusterEnv
-from .contract import parse_bool
-from .errors import ConfigError
+from .contract import VARIABLES, parse_bool, parse_seconds, raw_value
 from .launchers import LaunchInputs, boot_command, plan_launch
 from .plan import LaunchPlan, ProcessSpec
 
@@ -32,14 +31,13 @@ __all__ = [
     "DEFAULT_RECOVERY_DELAY",
     "SCHEDULER_NAME",
     "is_recovery_plan",
-    "plan_from_json",
     "plan_with_recovery",
     "recovery_delay",
     "recovery_wanted",
     "relaunch_spec",
 ]
 
-DEFAULT_RECOVERY_DELAY = 30.0
+DEFAULT_RECOVERY_DELAY = float(VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default or 0.0)
 SCHEDULER_NAME = "ms-scheduler"
 
 
@@ -56,18 +54,10 @@ def recovery_delay(environ: Mapping[str, str]) -> float:
     """``MALAUNCH_MS_RECOVERY_DELAY``: seconds between a process's failure and its relaunch.
 
     Raises:
-        ConfigError: not a number of seconds between 0 and 3600.
+        ConfigError: not seconds between 0 and 3600 in ASCII digits (the contract's rule: no ``1e3``, no
+            full-width digits).
     """
-    raw = (environ.get("MALAUNCH_MS_RECOVERY_DELAY") or "").strip()
-    if not raw:
-        return DEFAULT_RECOVERY_DELAY
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError("MALAUNCH_MS_RECOVERY_DELAY", raw, "expected a number of seconds, e.g. 30") from None
-    if not 0 <= value <= 3600:
-        raise ConfigError("MALAUNCH_MS_RECOVERY_DELAY", raw, "expected seconds between 0 and 3600")
-    return value
+    return parse_seconds(environ, "MALAUNCH_MS_RECOVERY_DELAY")
 
 
 def is_recovery_plan(plan: LaunchPlan) -> bool:
@@ -85,7 +75,7 @@ def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, environ: Mappi
     per_host = cluster.procs_per_host
     total = cluster.num_hosts * per_host
     log_dir = plan.log_dir
-    recovery_path = (environ.get("MS_RECOVERY_PATH") or "").strip() or os.path.join(log_dir, "ms_recovery")
+    recovery_path = raw_value(environ, "MS_RECOVERY_PATH") or os.path.join(log_dir, "ms_recovery")
     path = f"{inputs.python_dir}{os.pathsep}{inputs.path_env}" if inputs.path_env else inputs.python_dir
     common = {
         "MS_SCHED_HOST": inputs.master_ip,
@@ -142,38 +132,3 @@ def relaunch_spec(spec: ProcessSpec, relaunch: int) -> ProcessSpec:
     if env.get("MS_ROLE") == "MS_SCHED":
         env["MS_NODE_ID"] = "sched"
     return spec._replace(env=env, log_file=f"{stem}.relaunch-{relaunch}{ext or '.log'}")
-
-
-def plan_from_json(data: Mapping[str, Any]) -> LaunchPlan:
-    """Inverse of :meth:`LaunchPlan.to_json` (a recovery unit reads its one-process plan from a file)."""
-
-    def _optional_int(value: Any) -> Optional[int]:
-        return None if value is None else int(value)
-
-    processes = tuple(
-        ProcessSpec(
-            name=str(item["name"]),
-            argv=tuple(str(arg) for arg in item["argv"]),
-            env={str(k): str(v) for k, v in item["env"].items()},
-            cwd=None if item.get("cwd") is None else str(item["cwd"]),
-            log_file=str(item["log_file"]),
-            rank=_optional_int(item.get("rank")),
-            local_rank=_optional_int(item.get("local_rank")),
-        )
-        for item in data["processes"]
-    )
-    return LaunchPlan(
-        method=str(data["method"]),
-        node_rank=int(data["node_rank"]),
-        num_hosts=int(data["num_hosts"]),
-        host=str(data["host"]),
-        processes=processes,
-        log_source=str(data["log_source"]),
-        log_dir=str(data["log_dir"]),
-        rank_logs={int(k): str(v) for k, v in data["rank_logs"].items()},
-        grace_period=float(data["grace_period"]),
-        report_file=str(data["report_file"]),
-        notes=tuple(str(n) for n in data.get("notes", ())),
-        files={str(k): str(v) for k, v in data.get("files", {}).items()},
-        watch_workers=bool(data.get("watch_workers", False)),
-    )

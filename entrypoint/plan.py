@@ -56,6 +56,24 @@ class ProcessSpec(NamedTuple):
             "env_defaults": dict(sorted(self.env_defaults.items())),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ProcessSpec":
+        """Inverse of :meth:`to_json`: every field, each checked for its type.
+
+        Raises:
+            ValueError: a field is missing or of the wrong type.
+        """
+        return cls(
+            name=_text(data, "name"),
+            argv=tuple(_texts(data, "argv")),
+            env=_text_map(data, "env"),
+            cwd=_optional_text(data, "cwd"),
+            log_file=_text(data, "log_file"),
+            rank=_optional_int(data, "rank"),
+            local_rank=_optional_int(data, "local_rank"),
+            env_defaults=_text_map(data, "env_defaults"),
+        )
+
 
 class _PlanFields(NamedTuple):
     """The fields of :class:`LaunchPlan` (a named tuple cannot check its values itself; the subclass does)."""
@@ -130,8 +148,88 @@ class LaunchPlan(_PlanFields):
             "restart_on": list(self.restart_on) if isinstance(self.restart_on, tuple) else self.restart_on,
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "LaunchPlan":
+        """Inverse of :meth:`to_json`: ``LaunchPlan.from_json(plan.to_json()) == plan`` for every plan, every
+        field kept (a recovery unit reads its one-process plan from a file this way).
+
+        Raises:
+            ValueError: a field is missing or of the wrong type, or the method or log source is unknown.
+        """
+        processes = data.get("processes")
+        rank_logs = _text_map(data, "rank_logs")
+        restart_on = data.get("restart_on")
+        if isinstance(restart_on, list):
+            restart_on = tuple(_whole(code, "restart_on") for code in restart_on)
+        elif restart_on is not None and not isinstance(restart_on, str):
+            raise ValueError(f"plan field restart_on: expected a word, exit codes or null, got {restart_on!r}")
+        grace = data.get("grace_period")
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)):
+            raise ValueError(f"plan field grace_period: expected a number, got {grace!r}")
+        watch = data.get("watch_workers")
+        if not isinstance(watch, bool):
+            raise ValueError(f"plan field watch_workers: expected true or false, got {watch!r}")
+        if not isinstance(processes, list) or not all(isinstance(item, dict) for item in processes):
+            raise ValueError("plan field processes: expected a list of objects")
+        return cls(
+            method=_text(data, "method"),
+            node_rank=_whole(data.get("node_rank"), "node_rank"),
+            num_hosts=_whole(data.get("num_hosts"), "num_hosts"),
+            host=_text(data, "host"),
+            processes=tuple(ProcessSpec.from_json(item) for item in processes),
+            log_source=_text(data, "log_source"),
+            log_dir=_text(data, "log_dir"),
+            rank_logs={_whole(rank, "rank_logs", digits=True): path for rank, path in rank_logs.items()},
+            grace_period=float(grace),
+            report_file=_text(data, "report_file"),
+            notes=tuple(_texts(data, "notes")),
+            files=_text_map(data, "files"),
+            watch_workers=watch,
+            restart_on=restart_on,
+        )
+
     def render(self) -> str:
         """Pretty JSON text of :meth:`to_json`."""
         import json  # only --dry-run prints a plan
 
         return json.dumps(self.to_json(), indent=2)
+
+
+# ---- reading a plan's JSON back (types checked: the file may have been damaged)
+
+
+def _text(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"plan field {key}: expected text, got {value!r}")
+    return value
+
+
+def _optional_text(data: Mapping[str, Any], key: str) -> Optional[str]:
+    return None if data.get(key) is None else _text(data, key)
+
+
+def _texts(data: Mapping[str, Any], key: str) -> Tuple[str, ...]:
+    value = data.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"plan field {key}: expected a list of text, got {value!r}")
+    return tuple(value)
+
+
+def _text_map(data: Mapping[str, Any], key: str) -> Dict[str, str]:
+    value = data.get(key)
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"plan field {key}: expected an object of text, got {value!r}")
+    return dict(value)
+
+
+def _whole(value: Any, key: str, *, digits: bool = False) -> int:
+    if digits and isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"plan field {key}: expected a whole number, got {value!r}")
+    return value
+
+
+def _optional_int(data: Mapping[str, Any], key: str) -> Optional[int]:
+    return None if data.get(key) is None else _whole(data.get(key), key)

@@ -9,12 +9,12 @@ atomically without ever crashing the shim.
 """
 
 
-import contextlib
 import json
-import os
 import re
 import signal
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
+
+from .signals import signal_in_shell_code, signal_name
 
 if TYPE_CHECKING:
     from .plan import LaunchPlan
@@ -178,25 +178,9 @@ _CODE_HINTS = {
 }
 
 
-def signal_name(number: int) -> str:
-    """``SIGKILL`` for 9; ``signal 77`` for numbers without a name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _signal_of(code: int, sig: Optional[int]) -> Optional[int]:
-    if sig is not None:
-        return sig
-    if 128 < code < 128 + 65:  # the shell's 128+N convention
-        return code - 128
-    return None
-
-
 def describe_exit(code: int, signal: Optional[int]) -> str:
     """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
-    sig = _signal_of(code, signal)
+    sig = signal_in_shell_code(code, signal)
     if sig is not None:
         hint = _SIGNAL_HINTS.get(sig)
         return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
@@ -294,18 +278,10 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temp: Optional[str] = None
+    from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
+
     try:
-        os.makedirs(directory, exist_ok=True)
-        temp = os.path.join(directory, f".report-{os.getpid()}-{os.urandom(4).hex()}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-        temp = None
+        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
         return None
     except (OSError, TypeError, ValueError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
@@ -313,7 +289,3 @@ def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
             f"cannot write the run report to {path!r}: {reason}; "
             "point MALAUNCH_REPORT_FILE (or --report-file) at a writable path"
         )
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)

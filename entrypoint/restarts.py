@@ -32,8 +32,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from .contract import parse_int
-from .errors import ConfigError
+from .contract import VARIABLES, parse_codes, parse_int, parse_seconds
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
 from .report import Failure, LauncherAttempt, RunResult, describe_exit
@@ -58,8 +57,8 @@ __all__ = [
     "should_restart",
 ]
 
-RESTART_ON_CHOICES = ("retryable", "always", "never")
-DEFAULT_BACKOFF = 1.0
+RESTART_ON_CHOICES = VARIABLES["MALAUNCH_RESTART_ON"].choices
+DEFAULT_BACKOFF = float(VARIABLES["MALAUNCH_RESTART_BACKOFF"].default or 0.0)
 MAX_BACKOFF = 30.0
 _BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 
@@ -79,26 +78,6 @@ class RestartPolicy(NamedTuple):
         return {"max_restarts": self.max_restarts, "restart_on": on, "backoff": self.backoff}
 
 
-def _restart_on(raw: Optional[str]) -> Union[str, Tuple[int, ...]]:
-    if raw is None or not raw.strip():
-        return "retryable"
-    word = raw.strip().lower()
-    if word in RESTART_ON_CHOICES:
-        return word
-    codes: List[int] = []
-    for part in word.split(","):
-        try:
-            code = int(part.strip(), 10)
-        except ValueError:
-            raise ConfigError(
-                "MALAUNCH_RESTART_ON", raw, "expected retryable, always, never or comma-separated exit codes (1,137)"
-            ) from None
-        if not 1 <= code <= 255:
-            raise ConfigError("MALAUNCH_RESTART_ON", raw, "expected exit codes between 1 and 255")
-        codes.append(code)
-    return tuple(codes)
-
-
 def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
     """The restart policy from the environment. Pure.
 
@@ -106,14 +85,8 @@ def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
         ConfigError: a variable has an invalid value.
     """
     max_restarts = parse_int(environ, "MA_MAX_RESTARTS")  # the contract's rules: ASCII digits, 0-1000
-    raw_backoff = (environ.get("MALAUNCH_RESTART_BACKOFF") or "").strip()
-    try:
-        backoff = float(raw_backoff) if raw_backoff else DEFAULT_BACKOFF
-    except ValueError:
-        raise ConfigError("MALAUNCH_RESTART_BACKOFF", raw_backoff, "expected a number of seconds, e.g. 1") from None
-    if not 0 <= backoff <= 3600:
-        raise ConfigError("MALAUNCH_RESTART_BACKOFF", raw_backoff, "expected seconds between 0 and 3600")
-    return RestartPolicy(max_restarts, _restart_on(environ.get("MALAUNCH_RESTART_ON")), backoff)
+    restart_on = parse_codes(environ, "MALAUNCH_RESTART_ON")
+    return RestartPolicy(max_restarts, restart_on, parse_seconds(environ, "MALAUNCH_RESTART_BACKOFF"))
 
 
 def backoff_for(policy: RestartPolicy, restart: int) -> float:

@@ -29,7 +29,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from malaunch.entrypoint.contract import int_bounds
+from malaunch.entrypoint.contract import VARIABLES, int_bounds
 
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
@@ -51,51 +51,33 @@ __all__ = [
     "key_text",
 ]
 
-#: ``run_method`` values; each becomes ``MA_RUN_METHOD`` in the containers.
-RUN_METHODS = ("ranktable", "torchrun", "msrun")
+#: ``run_method`` values; each becomes ``MA_RUN_METHOD`` in the containers (the contract table's choices).
+RUN_METHODS: Tuple[str, ...] = VARIABLES["MA_RUN_METHOD"].choices
 #: The platform's default when ``MA_RUN_METHOD`` is unset is the rank-table fan-out.
 DEFAULT_RUN_METHOD = "ranktable"
 #: Backend names a job file may use (see :mod:`malaunch.sdk.backends` for which are available).
 BACKEND_NAMES = ("local", "modelarts", "volcano")
 DEFAULT_BACKEND = "local"
 #: ``launcher.restart_on`` words; a list of exit codes is the other form.
-RESTART_ON_WORDS = ("retryable", "always", "never")
+RESTART_ON_WORDS: Tuple[str, ...] = VARIABLES["MALAUNCH_RESTART_ON"].choices
 
-#: Variables the backend sets from the spec; a job's ``env`` may not set them. Value: the field to use instead.
+#: Variables the backend sets from the spec; a job's ``env`` may not set them. Value: the field to use instead
+#: (``""``: the backend sets it itself). The rows of the shim's contract table with an ``sdk_field``, and their aliases.
 RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
     {
-        "MA_NUM_HOSTS": "resources.hosts",
-        "VC_WORKER_NUM": "resources.hosts",
-        "MA_NUM_GPUS": "resources.devices_per_host",
-        "MA_RUN_METHOD": "run_method",
-        "MA_TORCHRUN_MASTER_PORT": "launcher.master_port",
-        "MALAUNCH_MASTER_PORT": "launcher.master_port",
-        "MA_EXTRA_TORCHRUN_PARAMS": "launcher.torchrun_extra_params",
-        "MA_MSRUN_MASTER_PORT": "launcher.msrun_master_port",
-        "MA_EXTRA_MSRUN_PARAMS": "launcher.msrun_extra_params",
-        "MSRUN_CLUSTER_TIME_OUT": "launcher.msrun_cluster_time_out",
-        "MS_RANKTABLE_ENABLE": "launcher.msrun_rank_table",
-        "MALAUNCH_GRACE_PERIOD": "launcher.grace_period",
-        "MA_MAX_RESTARTS": "launcher.max_restarts",
-        "MALAUNCH_RESTART_ON": "launcher.restart_on",
-        "VC_TASK_INDEX": "",
-        "MA_TASK_INDEX": "",
-        "VC_WORKER_HOSTS": "",
-        "MA_VJ_NAME": "",
-        "MA_TASK_NAME": "",
-        "RANK_TABLE_FILE": "",
-        "MA_JOB_DIR": "",
-        "MA_CURRENT_HOST_IP": "",
-        "MA_CURRENT_INSTANCE_NAME": "",
-        "MA_LOG_DIR": "",
-        "MALAUNCH_LOG_DIR": "",
-        "MALAUNCH_REPORT_FILE": "",
-        "MALAUNCH_JOB_ID": "",
+        name: row.sdk_field
+        for row in VARIABLES.values()
+        if row.sdk_field is not None
+        for name in (row.name, *row.aliases)
     }
 )
 
 #: ``launcher.msrun_cluster_time_out``: the shim's bounds of MSRUN_CLUSTER_TIME_OUT (-1: wait forever).
 _CLUSTER_TIME_OUT_BOUNDS = int_bounds("MSRUN_CLUSTER_TIME_OUT")
+#: The shim's bounds of the variables these fields become (ports, devices per host, restarts).
+_PORT_BOUNDS = int_bounds("MA_TORCHRUN_MASTER_PORT")
+_DEVICES_BOUNDS = int_bounds("MA_NUM_GPUS")
+_MAX_RESTARTS_BOUNDS = int_bounds("MA_MAX_RESTARTS")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -150,7 +132,7 @@ def _check_words(path: str, value: object) -> None:
 
 def _check_port(path: str, value: object) -> None:
     if value is not None:
-        _check_int(path, value, 1, 65535)
+        _check_int(path, value, *_PORT_BOUNDS)
 
 
 def _one_of(path: str, value: object, choices: Tuple[str, ...]) -> None:
@@ -177,7 +159,7 @@ class Resources:
 
 def _check_resources(res: Resources, prefix: str) -> None:
     _check_int(f"{prefix}.hosts", res.hosts, 1, 4096)
-    _check_int(f"{prefix}.devices_per_host", res.devices_per_host, 0, 1024)
+    _check_int(f"{prefix}.devices_per_host", res.devices_per_host, *_DEVICES_BOUNDS)
     _check_text(f"{prefix}.flavor", res.flavor, optional=True)
     _check_text(f"{prefix}.pool", res.pool, optional=True)
 
@@ -224,7 +206,7 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
             raise _fail(f"{prefix}.grace_period", "must be a number of seconds", grace)
         if not math.isfinite(grace) or grace < 0:
             raise _fail(f"{prefix}.grace_period", "must be a finite number of seconds >= 0", grace)
-    _check_int(f"{prefix}.max_restarts", opts.max_restarts, 0, 1000)
+    _check_int(f"{prefix}.max_restarts", opts.max_restarts, *_MAX_RESTARTS_BOUNDS)
     _check_restart_on(f"{prefix}.restart_on", opts.restart_on)
 
 

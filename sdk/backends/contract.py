@@ -30,6 +30,8 @@ import types
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
+from malaunch.entrypoint.contract import VARIABLES, Name
+
 from ..spec import JobSpec, LauncherOptions
 
 __all__ = ["LAUNCHER_VARIABLES", "LauncherVariable", "launcher_env"]
@@ -50,17 +52,27 @@ class LauncherVariable:
     from_env: bool = True
 
 
+def _row(
+    name: str, methods: Tuple[str, ...] = (), open_for: Tuple[str, ...] = (), from_env: bool = True
+) -> LauncherVariable:
+    """A row for ``name``; its field is the one the shim's contract table names (``launcher.<field>``)."""
+    field = VARIABLES[name].sdk_field or ""
+    if not field.startswith("launcher."):
+        raise ValueError(f"{name} is not a launcher variable in the contract table (sdk_field {field!r})")
+    return LauncherVariable(name, field[len("launcher."):], methods, open_for, from_env)
+
+
 _ROWS = (
-    LauncherVariable("MA_TORCHRUN_MASTER_PORT", "master_port", ("torchrun",), ("torchrun",)),
-    LauncherVariable("MALAUNCH_MASTER_PORT", "master_port", ("ranktable",), ("ranktable",)),
-    LauncherVariable("MA_EXTRA_TORCHRUN_PARAMS", "torchrun_extra_params"),
-    LauncherVariable("MA_MSRUN_MASTER_PORT", "msrun_master_port", (), ("msrun",)),
-    LauncherVariable("MA_EXTRA_MSRUN_PARAMS", "msrun_extra_params"),
-    LauncherVariable("MSRUN_CLUSTER_TIME_OUT", "msrun_cluster_time_out"),
-    LauncherVariable("MS_RANKTABLE_ENABLE", "msrun_rank_table", ("msrun",)),
-    LauncherVariable("MALAUNCH_GRACE_PERIOD", "grace_period"),
-    LauncherVariable("MA_MAX_RESTARTS", "max_restarts", from_env=False),
-    LauncherVariable("MALAUNCH_RESTART_ON", "restart_on", from_env=False),
+    _row(Name.MA_TORCHRUN_MASTER_PORT, ("torchrun",), ("torchrun",)),
+    _row(Name.MALAUNCH_MASTER_PORT, ("ranktable",), ("ranktable",)),
+    _row(Name.MA_EXTRA_TORCHRUN_PARAMS),
+    _row(Name.MA_MSRUN_MASTER_PORT, (), ("msrun",)),
+    _row(Name.MA_EXTRA_MSRUN_PARAMS),
+    _row(Name.MSRUN_CLUSTER_TIME_OUT),
+    _row(Name.MS_RANKTABLE_ENABLE, ("msrun",)),
+    _row(Name.MALAUNCH_GRACE_PERIOD),
+    _row(Name.MA_MAX_RESTARTS, from_env=False),
+    _row(Name.MALAUNCH_RESTART_ON, from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.

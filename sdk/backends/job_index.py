@@ -16,8 +16,9 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from typing import Any, Dict, Iterator, Mapping, Optional
+
+from malaunch.entrypoint.atomicfile import write_atomic
 
 __all__ = ["INDEX_FILE", "LOCK_SUFFIX", "MAX_ENTRIES", "JobIndex"]
 
@@ -84,15 +85,5 @@ class JobIndex:
             self._write(jobs)
 
     def _write(self, jobs: Dict[str, Dict[str, Any]]) -> None:
-        folder = os.path.dirname(self.path)
-        fd, tmp = tempfile.mkstemp(prefix=".job-index.", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": 1, "jobs": jobs}, handle, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        text = json.dumps({"version": 1, "jobs": jobs}, indent=1)
+        write_atomic(self.path, text, mode=0o600, durable=True, prefix=".job-index.")

@@ -99,14 +99,8 @@ def make_plan(
 
 
 def plan_from_json(data: Mapping[str, Any]) -> LaunchPlan:
-    """Inverse of ``LaunchPlan.to_json`` (the driver script uses it)."""
-    fields = dict(data)
-    fields["processes"] = tuple(
-        ProcessSpec(**{**proc, "argv": tuple(proc["argv"])}) for proc in data["processes"]
-    )
-    fields["rank_logs"] = {int(rank): path for rank, path in data["rank_logs"].items()}
-    fields["notes"] = tuple(data.get("notes", ()))
-    return LaunchPlan(**fields)
+    """Inverse of ``LaunchPlan.to_json`` (the driver script uses it): the plan's own reader."""
+    return LaunchPlan.from_json(data)
 
 
 def run(plan: LaunchPlan, env: Optional[Mapping[str, str]] = None) -> Tuple[RunResult, bytes, bytes]:

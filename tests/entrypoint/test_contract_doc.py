@@ -35,5 +35,6 @@ def test_every_variable_the_shim_reads_is_documented() -> None:
 def test_every_variable_the_local_backend_sets_is_documented() -> None:
     source = (ROOT / "sdk" / "backends" / "local" / "plan.py").read_text()
     written = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH|RANK)_[A-Z0-9_]+)"(?::|\] =) ', source))
+    written |= set(re.findall(r'\bName\.((?:MA|VC|MS|MSRUN|MALAUNCH|RANK)_[A-Z0-9_]+)(?::|\] =) ', source))
     assert "MA_NUM_HOSTS" in written
     assert written - _table_variables() == set()

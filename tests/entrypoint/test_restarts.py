@@ -17,7 +17,7 @@ from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
 from malaunch.entrypoint.failure_class import classify_failure
 from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
-from malaunch.entrypoint.ms_recovery import plan_from_json, plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.ms_recovery import plan_with_recovery, relaunch_spec
 from malaunch.entrypoint.plan import LaunchPlan
 from malaunch.entrypoint.report import Failure, RunResult
 from malaunch.entrypoint.restarts import (
@@ -173,7 +173,7 @@ def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> No
     again = relaunch_spec(worker, 1)
     assert again.env == worker.env and again.log_file.endswith("worker_1.relaunch-1.log")
     assert relaunch_spec(sched, 1).env["MS_NODE_ID"] == "sched"
-    assert plan_from_json(master.to_json()) == master
+    assert LaunchPlan.from_json(master.to_json()) == master
     assert plan_attempt(master, 1, RestartPolicy(2)) is master  # recovery relaunches processes, not attempts
 
 

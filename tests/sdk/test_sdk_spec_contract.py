@@ -68,9 +68,15 @@ def test_launcher_variables_are_the_tables_launcher_fields() -> None:
 @pytest.mark.parametrize("module", ["sdk/backends/local/plan.py", "sdk/backends/volcano/manifest.py"])
 def test_topology_variables_the_backends_write_are_in_the_table(module: str) -> None:
     source = (ROOT / module).read_text()
-    written = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH)_[A-Z0-9_]+)"', source))
-    assert "MA_NUM_HOSTS" in written
-    assert written - set(contract.VARIABLES) == set()
+    names = set(re.findall(r"\bName\.([A-Z][A-Z0-9_]+)", source))
+    assert "from malaunch.entrypoint.contract import Name" in source
+    assert "MA_NUM_HOSTS" in names
+    assert names - set(contract.VARIABLES) == set()
+    assert all(getattr(contract.Name, name) == name for name in names)
+    keys = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH)_[A-Z0-9_]+)"\s*:', source))
+    assert keys == set(), f"{module} spells variable names the contract exports"
+    quoted = set(re.findall(r'"((?:MA|VC|MS|MSRUN|MALAUNCH)_[A-Z0-9_]+)"', source))
+    assert quoted - set(contract.VARIABLES) == set()
 
 
 def test_the_job_schema_has_the_shims_bound() -> None:

@@ -11,12 +11,12 @@ import contextlib
 import json
 import os
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from malaunch.entrypoint import proctree
+from malaunch.entrypoint.atomicfile import write_atomic
 
 __all__ = [
     "JOB_ID_VARIABLE",
@@ -71,30 +71,9 @@ class JobPaths:
 
 def write_json_atomic(path: str, data: Any, slack: int = 0) -> None:
     """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash).
-    ``slack``: blanks after the JSON (room to rewrite the file in place later)."""
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n" + " " * slack)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    ``slack``: blanks after the JSON (room to rewrite the file in place later). The shim's one atomic write."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n" + " " * slack
+    write_atomic(path, text, mode=0o600, durable=True)
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Tuple
 
 from malaunch.entrypoint.cluster_env import DEFAULT_GRACE_PERIOD
+from malaunch.entrypoint.contract import Name
 
 from ...errors import ConfigError
 from ...plan import AUTO
@@ -246,15 +247,15 @@ def plan_local(
     files: Dict[str, str] = {}
     dirs: List[str] = []
     common: Dict[str, str] = {
-        "MA_NUM_HOSTS": str(res.hosts),
-        "VC_WORKER_NUM": str(res.hosts),
-        "MA_NUM_GPUS": str(res.devices_per_host),
-        "VC_WORKER_HOSTS": ",".join(addresses),
-        "MA_VJ_NAME": job_id,
-        "MA_TASK_NAME": "worker",
-        "MA_RUN_METHOD": spec.run_method,
-        "MA_JOB_DIR": ma_job_dir,
-        "MALAUNCH_JOB_ID": job_id,
+        Name.MA_NUM_HOSTS: str(res.hosts),
+        Name.VC_WORKER_NUM: str(res.hosts),
+        Name.MA_NUM_GPUS: str(res.devices_per_host),
+        Name.VC_WORKER_HOSTS: ",".join(addresses),
+        Name.MA_VJ_NAME: job_id,
+        Name.MA_TASK_NAME: "worker",
+        Name.MA_RUN_METHOD: spec.run_method,
+        Name.MA_JOB_DIR: ma_job_dir,
+        Name.MALAUNCH_JOB_ID: job_id,
     }
     launcher_env = contract.launcher_env(spec, open_port=AUTO)
     auto = [name for name, value in launcher_env.items() if value == AUTO]
@@ -263,7 +264,7 @@ def plan_local(
     if spec.run_method == "ranktable" or (spec.run_method == "msrun" and spec.launcher.msrun_rank_table):
         table_path = os.path.join(job_dir, "rank_table", RANK_TABLE_NAME)
         files[table_path] = json.dumps(build_rank_table(addresses, res.devices_per_host), indent=2) + "\n"
-        common["RANK_TABLE_FILE"] = table_path
+        common[Name.RANK_TABLE_FILE] = table_path
     elif spec.launcher.msrun_rank_table:
         notes.append(f"launcher.msrun_rank_table is ignored for run_method {spec.run_method}")
     if spec.launcher.master_port is not None and spec.run_method == "msrun":
@@ -288,12 +289,12 @@ def plan_local(
         env = dict(common)
         env.update(
             {
-                "VC_TASK_INDEX": str(index),
-                "MA_CURRENT_HOST_IP": address,
-                "MA_CURRENT_INSTANCE_NAME": f"{job_id}-worker-{index}",
-                "MA_LOG_DIR": log_dir,
-                "MALAUNCH_LOG_DIR": log_dir,
-                "MALAUNCH_REPORT_FILE": report,
+                Name.VC_TASK_INDEX: str(index),
+                Name.MA_CURRENT_HOST_IP: address,
+                Name.MA_CURRENT_INSTANCE_NAME: f"{job_id}-worker-{index}",
+                Name.MA_LOG_DIR: log_dir,
+                Name.MALAUNCH_LOG_DIR: log_dir,
+                Name.MALAUNCH_REPORT_FILE: report,
             }
         )
         env.update(spec.env)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
+from malaunch.entrypoint.contract import Name
 
 from ...errors import ConfigError
 from ...plan import SubmitPlan
@@ -82,18 +83,18 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
     """
     res, opts = spec.resources, spec.volcano
     values: Dict[str, str] = {
-        "MA_NUM_HOSTS": str(res.hosts),
-        "MA_NUM_GPUS": str(res.devices_per_host),
-        "MA_RUN_METHOD": spec.run_method,
-        "MA_VJ_NAME": job_name,
-        "MA_TASK_NAME": TASK_NAME,
-        "MA_JOB_DIR": posixpath.dirname(opts.code_path.rstrip("/")) or "/",
-        "MALAUNCH_JOB_ID": job_name,
+        Name.MA_NUM_HOSTS: str(res.hosts),
+        Name.MA_NUM_GPUS: str(res.devices_per_host),
+        Name.MA_RUN_METHOD: spec.run_method,
+        Name.MA_VJ_NAME: job_name,
+        Name.MA_TASK_NAME: TASK_NAME,
+        Name.MA_JOB_DIR: posixpath.dirname(opts.code_path.rstrip("/")) or "/",
+        Name.MALAUNCH_JOB_ID: job_name,
     }
     values.update(launcher_env(spec))
     env: List[Dict[str, Any]] = [{"name": key, "value": values[key]} for key in sorted(values)]
-    env.append(_field_env("MA_CURRENT_HOST_IP", "status.podIP"))
-    env.append(_field_env("MA_CURRENT_INSTANCE_NAME", "metadata.name"))
+    env.append(_field_env(Name.MA_CURRENT_HOST_IP, "status.podIP"))
+    env.append(_field_env(Name.MA_CURRENT_INSTANCE_NAME, "metadata.name"))
     env.extend({"name": key, "value": value} for key, value in sorted(spec.env.items()))
     return env
 
