@@ -39,6 +39,7 @@ __all__ = [
     "pids_with_env",
     "read_environ",
     "read_info",
+    "read_usage",
     "reap_zombie_children",
     "restore_subreaper",
     "set_name",
@@ -128,6 +129,20 @@ def read_info(pid: int) -> Optional[ProcInfo]:
     try:
         return ProcInfo(pid, int(fields[1]), int(fields[2]), fields[0].decode("ascii", "replace"), int(fields[19]))
     except ValueError:
+        return None
+
+
+def read_usage(pid: int) -> Optional[tuple[int, int]]:
+    """``(CPU clock ticks used so far, resident bytes)`` of ``pid`` from ``/proc/<pid>/stat``; None when gone."""
+    raw = _read(f"/proc/{pid}/stat", 4096)
+    if not raw:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 22:
+        return None
+    try:
+        return int(fields[11]) + int(fields[12]), int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
         return None
 
 

@@ -7,6 +7,7 @@ Public names (``__all__`` is explicit and tested)::
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
     load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
     Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
+    JobEvent, UsageReport, HostUsage, ExecResult   inside a job: handle.events(), .usage(), .exec()
     SubmitPlan, JobState, JobStatus, HostStatus    plans and states
     MalaunchError, ConfigError, SpecError, ...     errors (malaunch.sdk.errors)
 """
@@ -14,11 +15,14 @@ Public names (``__all__`` is explicit and tested)::
 from __future__ import annotations
 
 from .backends import Backend, JobHandle, available_backends, get_backend
+from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .errors import (
     BackendError,
     BackendNotAvailable,
     ConfigError,
+    ExecElsewhere,
     JobNotFound,
+    JobNotRunning,
     MalaunchError,
     SpecError,
     SweepNotFound,
@@ -37,11 +41,16 @@ __all__ = [
     "BackendNotAvailable",
     "ConfigError",
     "DataSpec",
+    "ExecElsewhere",
+    "ExecResult",
     "HostState",
     "HostStatus",
+    "HostUsage",
     "Job",
+    "JobEvent",
     "JobHandle",
     "JobNotFound",
+    "JobNotRunning",
     "JobSpec",
     "JobState",
     "JobStatus",
@@ -53,6 +62,7 @@ __all__ = [
     "Sweep",
     "SweepHandle",
     "SweepNotFound",
+    "UsageReport",
     "WaitTimeout",
     "attach",
     "attach_sweep",

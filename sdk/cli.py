@@ -1,11 +1,13 @@
-"""``ma-submit``: submit a job file and follow it, or manage jobs (status, logs, stop, wait, list, delete, prune).
+"""``ma-submit``: submit a job file and follow it, manage jobs (status, logs, stop, wait, list, delete, prune) and
+look inside them (events, top, exec: :mod:`malaunch.sdk.cli_inside`).
 
 A first argument that is not a verb is a job file (``ma-submit job.yaml`` = ``ma-submit submit job.yaml``); a job
 file named like a verb is given as ``./status``; a word close to a verb that is no file gets a did-you-mean.
 Words after ``--`` are the script's own arguments (``ma-submit job.yaml -- --epochs 2``). Exit codes are
 decided only in :meth:`MaSubmitGroup.main`:
 
-- the followed job's own exit code (``submit`` without ``--detach``, ``wait``); 0 for everything else that worked;
+- the followed job's own exit code (``submit`` without ``--detach``, ``wait``), the command's for ``exec``; 0 for
+  everything else that worked;
 - 2: invalid job file, option or usage; 3: backend failure; 4: unknown job id; 124: ``wait --timeout`` ran out;
 - 130: following was interrupted (the job keeps running).
 
@@ -25,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import click
 
 from .backends import JobHandle
+from .cli_inside import INSIDE_COMMANDS
 from .cli_jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
 from .cli_sweep import sweep_group
 from .errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
@@ -36,7 +39,7 @@ from .status import exit_code_of
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
-VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep")
+VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec")
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -126,6 +129,7 @@ def cli() -> None:
     ma-submit status|logs [-f]|stop|wait|delete JOB_ID     (a unique prefix of the id is enough)
     ma-submit list | prune [--older-than 7d]
     ma-submit sweep JOB.yaml [--param lr=1e-3,3e-4]... | sweep status|wait|stop|logs SWEEP_ID
+    ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     """
 
 
@@ -214,7 +218,7 @@ def submit_cmd(
     return _follow(handle, output)
 
 
-for _command in MANAGEMENT_COMMANDS:
+for _command in (*MANAGEMENT_COMMANDS, *INSIDE_COMMANDS):
     cli.add_command(_command)
 cli.add_command(sweep_group)
 

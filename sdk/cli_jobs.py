@@ -114,6 +114,8 @@ def render_status(status: JobStatus) -> str:
     ]
     if status.message:
         lines.append(f"message:   {status.message}")
+    if status.pending_reason:
+        lines.append(f"waiting:   {status.pending_reason}")
     for host in status.hosts:
         running = "" if host.pid is None else f"pid {host.pid}"
         detail = running if host.exit_code is None else f"exit code {host.exit_code}"

@@ -5,9 +5,11 @@
     MalaunchError                    any failure the SDK reports itself (the CLI prints one line, no traceback)
     ├── ConfigError                  an input is invalid: a job file, an option, a setting        exit 2
     │   ├── SpecError                a job spec field is invalid; ``field`` is its path         exit 2
-    │   └── BackendNotAvailable      a known backend whose module is not installed              exit 2
+    │   ├── BackendNotAvailable      a known backend whose module is not installed              exit 2
+    │   └── JobNotRunning            top/exec on a job that has not started or has ended        exit 2
     ├── BackendError                 the backend could not do what was asked (I/O, processes)   exit 3
-    │   └── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
+    │   ├── JobStateUnknown          the job's state cannot be read (damaged); waiting stops    exit 3
+    │   └── ExecElsewhere            no exec API: ``command`` (e.g. ssh) runs it instead        exit 3
     ├── JobNotFound                  no job with that id on that backend                        exit 4
     │   └── SweepNotFound            no sweep with that id under MALAUNCH_HOME                  exit 4
     └── WaitTimeout                  ``wait(timeout=...)`` ran out before the job ended         exit 124
@@ -19,7 +21,8 @@ Every message says what failed, the offending value, and what to do, e.g.
 
 from __future__ import annotations
 
-from typing import Optional
+import shlex
+from typing import Optional, Sequence
 
 __all__ = [
     "EXIT_BACKEND",
@@ -29,7 +32,9 @@ __all__ = [
     "BackendError",
     "BackendNotAvailable",
     "ConfigError",
+    "ExecElsewhere",
     "JobNotFound",
+    "JobNotRunning",
     "JobStateUnknown",
     "MalaunchError",
     "SpecError",
@@ -123,8 +128,28 @@ class BackendNotAvailable(ConfigError):
         )
 
 
+class JobNotRunning(ConfigError):
+    """``top``/``exec`` asked of a job with nothing running: it is still waiting, or it has ended."""
+
+    def __init__(self, job_id: str, state: str, hint: str) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.what, self.value, self.hint = f"job {job_id} is {state}", state, hint
+        MalaunchError.__init__(self, f"job {job_id} is {state}, nothing of it runs; {hint}")
+
+
 class BackendError(MalaunchError):
     """The backend failed to act (could not write the job directory, start a process, ...)."""
+
+
+class ExecElsewhere(BackendError):
+    """The platform has no exec API; ``command`` (an argv, e.g. ``ssh ...``) opens a shell in the host instead."""
+
+    def __init__(self, job_id: str, command: Sequence[str], note: str) -> None:
+        self.job_id = job_id
+        self.command = tuple(command)
+        self.note = note
+        super().__init__(f"job {job_id}: {note}; run: {shlex.join(self.command)}")
 
 
 class JobStateUnknown(BackendError):

@@ -105,6 +105,7 @@ def follow_job(
     start = last_output = last_beat = last_poll = clock()
     hosts: Dict[int, HostStatus] = {}
     state: Tuple[str, ...] = ()
+    reason = ""
     eof = False
     watch = UnknownWatch(clock=clock)
     while True:
@@ -126,6 +127,10 @@ def follow_job(
             state = (status.state.value,)
             if not status.is_terminal:
                 yield FollowEvent("progress", f"job {status.id} is {status.state.value}", status)
+        if status.pending_reason != reason and not status.is_terminal:
+            reason = status.pending_reason
+            if reason:  # said when it changes, not on every poll
+                yield FollowEvent("progress", f"job {status.id} waits: {reason}", status)
         for text in _host_changes(hosts, status):
             yield FollowEvent("progress", text, status)
         hosts = {h.index: h for h in status.hosts}

@@ -59,7 +59,7 @@ _LAUNCHER = (
 )  # fmt: skip
 _DATA = ("name", "path")
 _VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
-_MODELARTS = ("obs_dir", "engine_name", "engine_version")
+_MODELARTS = ("obs_dir", "engine_name", "engine_version", "ssh")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {

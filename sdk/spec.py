@@ -314,13 +314,19 @@ class ModelArtsOptions:
     obs_dir: Optional[str] = None
     engine_name: Optional[str] = None
     engine_version: Optional[str] = None
+    # The job file's ``ssh: {key_pair_names: [...]}``: the job gets the platform's SSH endpoint (ma-submit exec).
+    ssh_key_pair_names: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_modelarts(self, "modelarts")
 
     def to_dict(self) -> Dict[str, Any]:
         """YAML-shaped data."""
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        names = data.pop("ssh_key_pair_names")
+        if names:
+            data["ssh"] = {"key_pair_names": list(names)}
+        return data
 
 
 def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
@@ -329,6 +335,8 @@ def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
         raise _fail(f"{prefix}.obs_dir", "must be an OBS folder URL like obs://bucket/prefix/", opts.obs_dir)
     _check_text(f"{prefix}.engine_name", opts.engine_name, optional=True)
     _check_text(f"{prefix}.engine_version", opts.engine_version, optional=True)
+    for position, name in enumerate(opts.ssh_key_pair_names):
+        _check_text(f"{prefix}.ssh.key_pair_names[{position}]", name, optional=False)
     if (opts.engine_name is None) != (opts.engine_version is None):
         given = "engine_name" if opts.engine_name is not None else "engine_version"
         raise _fail(f"{prefix}.{given}", "needs both engine_name and engine_version", getattr(opts, given))

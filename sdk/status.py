@@ -101,6 +101,8 @@ class JobStatus:
     location: str = ""  # where the job lives: a job directory, a console URL
     # A failed job's class (malaunch.sdk.failures): {"class", "retryable", "reason", "description"}
     failure_class: Optional[Mapping[str, Any]] = None
+    # Why the job (or one of its hosts) still waits, in one line, from what the platform reports; "" otherwise.
+    pending_reason: str = ""
 
     @property
     def is_terminal(self) -> bool:
@@ -122,6 +124,7 @@ class JobStatus:
             "location": self.location,
             "hosts": [host.to_json() for host in self.hosts],
             "failure_class": dict(self.failure_class) if self.failure_class is not None else None,
+            "pending_reason": self.pending_reason,
         }
 
 

@@ -37,6 +37,25 @@ Sweeps (:mod:`malaunch.sdk.sweep`) submit many plans of one job through two more
     once: with ``upload=True`` it is done now; either way the plan returned does not do it again. Default: the
     plan unchanged (the local backend snapshots the code per job; Volcano's code is in the image).
 
+Seeing inside a job (results in :mod:`malaunch.sdk.backends.inside`; defaults here raise
+:class:`~malaunch.sdk.errors.BackendError`, "not supported"):
+
+12. ``events(job_id) -> list[JobEvent]``: the platform's own events of the job, oldest first. An ended job
+    keeps its events (as long as the platform keeps them). An unknown id raises ``JobNotFound``; refused
+    credentials a ``ConfigError``; a missing permission a ``BackendError`` naming it.
+13. ``usage(job_id) -> UsageReport``: what each running host uses now. A job with nothing running (still
+    pending, or ended) raises :class:`~malaunch.sdk.errors.JobNotRunning`; an unknown id ``JobNotFound``. A
+    platform that serves no figures is not an error: the report has no hosts and a ``note`` saying why.
+14. ``exec(job_id, command, *, host=0, tty=False, capture=True, stdin=None) -> ExecResult``: runs the argv
+    ``command`` inside host ``host`` of a running job and passes its exit code through. ``capture=True``
+    collects its output (``stdin`` bytes are its input); ``capture=False`` connects it to this process's own
+    stdin/stdout/stderr (``tty``: a terminal, where the backend supports one). Not running:
+    ``JobNotRunning``; no such host: ``ConfigError``; unknown id: ``JobNotFound``; a platform without an exec
+    API raises :class:`~malaunch.sdk.errors.ExecElsewhere` with the command that gets there instead (ssh),
+    or a ``ConfigError`` saying how to enable it. What ``exec`` starts is the job's: ``stop`` ends it too.
+15. A PENDING job's ``JobStatus.pending_reason`` says why it waits, in one line, from what the platform
+    reports (empty when nothing waits).
+
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
 
@@ -52,12 +71,13 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..plan import SubmitPlan
 from ..spec import JobSpec
 from ..status import JobState, JobStatus
+from .inside import ExecResult, JobEvent, UsageReport, follow_events
 
 __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
 
@@ -186,6 +206,27 @@ class Backend(abc.ABC):
         """Prepare the code every trial of a sweep shares once (rule 11); default: nothing to share."""
         return plan
 
+    def events(self, job_id: str) -> List[JobEvent]:
+        """The platform's events of the job, oldest first (contract 12)."""
+        raise BackendError(f"the {self.name} backend cannot list events ({job_id}); see the platform's console")
+
+    def usage(self, job_id: str) -> UsageReport:
+        """What each running host of the job uses now (contract 13)."""
+        raise BackendError(f"the {self.name} backend cannot report usage ({job_id}); see the platform's console")
+
+    def exec(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        *,
+        host: int = 0,
+        tty: bool = False,
+        capture: bool = True,
+        stdin: Optional[bytes] = None,
+    ) -> ExecResult:
+        """Run ``command`` inside host ``host`` of the running job (contract 14)."""
+        raise BackendError(f"the {self.name} backend cannot run commands in job {job_id}")
+
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""
         return make_job_id(spec.name, now, secrets.token_hex(3))
@@ -255,3 +296,28 @@ class JobHandle:
     def stop(self) -> JobStatus:
         """Stop the job; idempotent; returns when nothing of it is left running."""
         return self.backend.stop(self.id)
+
+    def events(self, follow: bool = False, *, poll: float = 2.0) -> Iterator[JobEvent]:
+        """The job's events, oldest first; with ``follow`` new ones too, until the job has ended."""
+        if not follow:
+            return iter(self.backend.events(self.id))
+        watch = UnknownWatch()
+
+        def ended() -> bool:
+            status = self.status()
+            if watch.gave_up(status):
+                raise JobStateUnknown(self.id, status.message)
+            return status.is_terminal
+
+        return follow_events(lambda: self.backend.events(self.id), ended, poll=poll)
+
+    def usage(self) -> UsageReport:
+        """What each running host uses now."""
+        return self.backend.usage(self.id)
+
+    def exec(
+        self, command: Sequence[str], *, host: int = 0, stdin: Optional[bytes] = None, capture: bool = True,
+        tty: bool = False,
+    ) -> ExecResult:  # fmt: skip
+        """Run ``command`` (an argv list) inside host ``host``; its output is captured unless ``capture=False``."""
+        return self.backend.exec(self.id, list(command), host=host, tty=tty, capture=capture, stdin=stdin)

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
 from fake_containers import Containers
+from fake_modelarts_inside import answer, endpoints_of, route_of
 from huaweicloudsdkcore.auth.credentials import BasicCredentials
 from huaweicloudsdkcore.sdk_request import SdkRequest
 from huaweicloudsdkcore.signer.signer import Signer
@@ -84,7 +85,7 @@ class FakeJob:
         age = now - self.created
         if age < PHASE_SECONDS:
             return "Creating", 0.0
-        if age < 2 * PHASE_SECONDS:
+        if age < 2 * PHASE_SECONDS or self.outcome[0] == "queue":  # "queue": waits for resources for good
             return "Pending", 0.0
         running = age - 2 * PHASE_SECONDS
         if self.outcome[0] in ("hang", "silent") or running < self.run_seconds:
@@ -114,7 +115,7 @@ class FakeJob:
         phase, _ = self.phase()
         status: Dict[str, Any] = {
             "phase": phase,
-            "secondary_phase": phase,
+            "secondary_phase": "Queuing" if phase == "Pending" and self.outcome[0] == "queue" else phase,
             "duration": 1000,
             "start_time": 1700000000000,
         }
@@ -131,8 +132,12 @@ class FakeJob:
         if not self.report_exit_codes:
             status.pop("task_statuses", None)
         metadata = dict(self.body["metadata"], id=self.id, create_time=self.created_ms)
-        return {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
+        data = {"kind": "job", "metadata": metadata, "status": status, "algorithm": self.body["algorithm"],
                 "spec": self.body["spec"]}  # fmt: skip
+        endpoints = endpoints_of(self)  # fake_modelarts_inside: the SSH endpoint the job was created with
+        if endpoints:
+            data["endpoints"] = endpoints
+        return data
 
 
 class FakeModelArts:
@@ -240,6 +245,7 @@ class FakeModelArts:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_fake: FakeModelArts
+    query = ""
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
@@ -306,6 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
             fake.calls.append((self.command, path, 401))
             self._answer(401, {"error_code": "APIGW.0307", "error_msg": "The token must be updated."})
             return
+        self.query = query
         status, data, extra, drop = self._route(path, raw)
         fake.calls.append((self.command, path, status))
         if drop:
@@ -328,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "GET" and path.startswith(jobs + "/") and path.endswith("/logs/url"):
             route, model = "log_url", ""
         elif method == "GET" and path.startswith(jobs + "/"):
-            route, model = ("log" if path.endswith("/logs/preview") else "get"), ""
+            route, model = (route_of(path) or ("log" if path.endswith("/logs/preview") else "get")), ""
         else:
             return 404, {"error_code": "ModelArts.0404", "error_msg": f"no route {method} {path}"}, {}, False
         if model:
@@ -372,6 +379,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if job.containers is not None:
                     job.containers.terminate()
             return 202, job.to_json()
+        if route in ("events", "metrics"):
+            return answer(fake, job, route, rest, self.query)
         if route == "log":
             raw = job.log(rest.split("/")[2]).encode()
             shown = raw[-fake.preview_limit :] if len(raw) > fake.preview_limit else raw

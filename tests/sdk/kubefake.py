@@ -38,6 +38,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+from kubefake_inside import record_events, serve_exec
+from kubefake_inside import route as inside_route
 from volcano_checks import command_errors, crd_errors, pod_template_errors
 
 TOKEN = "fake-token-123"
@@ -65,6 +67,7 @@ class FakePod:
         self.state: Dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
         self.lines: List[bytes] = []
         self.closed = False  # the container has ended: a followed log ends here
+        self.conditions: List[Dict[str, Any]] = []  # set by kubefake_inside.record_events
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class FakePod:
             "status": {
                 "phase": self.phase,
                 "podIP": f"10.0.0.{self.index + 10}",
+                "conditions": self.conditions,
                 "containerStatuses": [
                     {"name": "worker", "image": "img", "imageID": "", "ready": "running" in self.state,
                      "restartCount": 0, "state": self.state},
@@ -147,6 +151,9 @@ class FakeJob:
             return
         self.step += 1
         step, pods = self.step, self.pods
+        if self.scenario == "unschedulable":  # the gang never fits: Pending for good (kubefake_inside)
+            self.phase = "Pending"
+            return
         if step == 1:
             self.phase = "Pending"
         elif step == 2:
@@ -212,6 +219,9 @@ class FakeCluster:
         self.phases: List[str] = []  # every phase any job went through, in order
         self.commands: List[Dict[str, Any]] = []
         self.faults: Dict[str, List[str]] = {}  # route -> answers to give before serving it
+        self.exec_requests: List[Dict[str, Any]] = []  # what each exec asked for (kubefake_inside)
+        self.forbid: set[str] = set()  # "exec", "events": answered 403 (kubefake_inside)
+        self.metrics_server = False  # whether metrics.k8s.io is served
         self._count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._control, name="fake-volcano", daemon=True)
@@ -222,6 +232,7 @@ class FakeCluster:
             with self.lock:
                 for job in list(self.jobs.values()):
                     job.advance()
+                    record_events(job)
                     if not self.phases or self.phases[-1] != job.phase:
                         self.phases.append(job.phase)
                 for job in list(self.gone):
@@ -340,6 +351,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if serve_exec(self, cluster, url.path):  # streams for a while: never under the lock
+            return
         jobs, pods, log = _JOBS.match(url.path), _PODS.match(url.path), _LOG.match(url.path)
         commands = _COMMANDS.match(url.path)
         route = "log" if log else "pods" if pods else "command" if commands else f"{self.command} job"
@@ -387,6 +400,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
             elif log and self.command == "GET":
                 self._log(log.group(1), log.group(2), query)
+            elif inside_route(self, cluster, url.path, query):  # PodGroups, Queues, events, metrics
+                pass
             else:
                 cluster.problems.append(f"unexpected request {self.command} {self.path}")
                 self._send(404, _status(404, "NotFound", "no such path on the fake server"))

@@ -8,10 +8,11 @@ import pkgutil
 import malaunch.sdk
 
 EXPECTED = [
-    "Backend", "BackendError", "BackendNotAvailable", "ConfigError", "DataSpec", "HostState", "HostStatus", "Job",
-    "JobHandle", "JobNotFound", "JobSpec", "JobState", "JobStatus", "LauncherOptions", "MalaunchError", "Resources",
-    "SpecError", "SubmitPlan", "Sweep", "SweepHandle", "SweepNotFound", "WaitTimeout", "attach", "attach_sweep",
-    "available_backends", "get_backend", "load_job_file", "spec_from_mapping",
+    "Backend", "BackendError", "BackendNotAvailable", "ConfigError", "DataSpec", "ExecElsewhere", "ExecResult",
+    "HostState", "HostStatus", "HostUsage", "Job", "JobEvent", "JobHandle", "JobNotFound", "JobNotRunning", "JobSpec",
+    "JobState", "JobStatus", "LauncherOptions", "MalaunchError", "Resources", "SpecError", "SubmitPlan", "Sweep",
+    "SweepHandle", "SweepNotFound", "UsageReport", "WaitTimeout", "attach", "attach_sweep", "available_backends",
+    "get_backend", "load_job_file", "spec_from_mapping",
 ]  # fmt: skip
 
 

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...failures import failure_from_report
@@ -34,9 +34,11 @@ from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
+from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
 from .consolelog import merged_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
+from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
     JobPaths,
     is_job_process,
@@ -294,7 +296,8 @@ class LocalBackend(Backend):
             status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
-        return status
+        reason = pending_reason(status)
+        return dataclasses.replace(status, pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
         """The runner records the end, then exits: give it a moment, so an ended job has nothing left running."""
@@ -365,6 +368,21 @@ class LocalBackend(Backend):
     def list(self) -> List[JobStatus]:
         found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+
+    def events(self, job_id: str) -> List[JobEvent]:
+        return local_events(self._paths(job_id))
+
+    def usage(self, job_id: str) -> UsageReport:
+        return local_usage(self.status(job_id))
+
+    def exec(
+        self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
+        stdin: Optional[bytes] = None,
+    ) -> ExecResult:  # fmt: skip
+        """In the host's namespace, folder and variables; ``tty``: the terminal is this process's own."""
+        paths = self._paths(job_id)
+        return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
+                          python=self.python, capture=capture, stdin=stdin)  # fmt: skip
 
     def delete(self, job_id: str) -> str:
         paths = self._paths(job_id)

@@ -29,11 +29,11 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 import requests
 
-from ...errors import BackendError, ConfigError, JobNotFound, SpecError
+from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound, JobNotRunning, SpecError
 from ...failures import TAIL_LINES
 from ...plan import SubmitPlan
 from ...spec import JobSpec
@@ -41,9 +41,11 @@ from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
 from ..codefiles import CodeFile, select_code_files
+from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
+from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
 from .logread import TaskLogReader
 from .obs import check_bucket, make_s3_client, parse_obs_url
 from .options import PLATFORM_ID
@@ -86,6 +88,7 @@ class ModelArtsBackend(Backend):
         self.stop_timeout = stop_timeout
         self.progress = progress
         self.index = JobIndex.default(self.environ)
+        self.events_page = PAGE  # events asked per page (the API allows at most 100)
         self._s3 = s3_client
         self._credentials: Optional[Credentials] = None
         self._credentials_error: Optional[ConfigError] = None
@@ -252,6 +255,8 @@ class ModelArtsBackend(Backend):
             status = status_from_job(job, self.api.job_url(platform_id), self._failure_tail(platform_id, job))
         if PLATFORM_ID.match(job_id) and status.id:
             self._platform_ids[status.id] = platform_id
+        if status.state is JobState.PENDING:
+            status = dataclasses.replace(status, pending_reason=pending_reason(job, self._latest_events(platform_id)))
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
@@ -304,6 +309,44 @@ class ModelArtsBackend(Backend):
                     f"check it with 'ma-submit status {job_id}'"
                 )
             self.sleep(self.poll)
+
+    # -- inside a job (see .inside) -------------------------------------------------------------------------
+    def _latest_events(self, job_id: str) -> List[JobEvent]:
+        try:
+            return job_events(self.api, job_id, page=self.events_page)[-5:]
+        except BackendError:
+            return []  # the phase alone still says why
+
+    def events(self, job_id: str) -> List[JobEvent]:
+        """The platform's training-job events, every page, oldest first."""
+        return job_events(self.api, self._platform_id(job_id), page=self.events_page)
+
+    def _running_job(self, job_id: str, what: str) -> Dict[str, Any]:
+        job = self.api.get_job(self._platform_id(job_id))
+        status = status_from_job(job)
+        if status.state is not JobState.RUNNING:
+            hint = f"see 'ma-submit events {job_id}'"
+            raise JobNotRunning(job_id, f"{status.state.value} ({status.raw_state})", f"{what} needs a running job; "
+                                f"{hint}")  # fmt: skip
+        return job
+
+    def usage(self, job_id: str) -> UsageReport:
+        """Each task's newest metric values (the platform averages them per minute)."""
+        job = self._running_job(job_id, "top")
+        platform_id = self._platform_id(job_id)
+        tasks = self._tasks(job)
+        rows = [usage_row(task, i, task_metrics(self.api, platform_id, task)) for i, task in enumerate(tasks)]
+        return UsageReport(job_id, tuple(rows), source="the ModelArts job metrics API (per-minute averages)")
+
+    def exec(
+        self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
+        stdin: Optional[bytes] = None,
+    ) -> ExecResult:  # fmt: skip
+        """No exec API: raises ``ExecElsewhere`` with the ssh command for the host (``modelarts.ssh`` in the job
+        file), or a ``ConfigError`` saying how to enable it."""
+        job = self._running_job(job_id, "exec")
+        argv, note = ssh_command(job, job_id, host, command)
+        raise ExecElsewhere(job_id, argv, note)
 
     def list(self) -> List[JobStatus]:
         """Every job of the project (all pages of the search), newest first; ids are the job names."""

@@ -208,7 +208,7 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
     resource: Dict[str, Any] = {"flavor_id": spec.resources.flavor, "node_count": spec.resources.hosts}
     if spec.resources.pool is not None:
         resource["pool_id"] = spec.resources.pool
-    return {
+    body: Dict[str, Any] = {
         "kind": "job",
         "metadata": {"name": job_id, "description": token_description(job_id)},
         "algorithm": algorithm,
@@ -217,6 +217,9 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
             "log_export_path": {"obs_url": obs_join(_obs_dir(spec), job_id, "logs/")},
         },
     }
+    if spec.modelarts is not None and spec.modelarts.ssh_key_pair_names:  # the platform's SSH endpoint per task
+        body["endpoints"] = {"ssh": {"key_pair_names": list(spec.modelarts.ssh_key_pair_names)}}
+    return body
 
 
 @dataclass(frozen=True)

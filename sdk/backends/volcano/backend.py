@@ -29,18 +29,20 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import BackendError, ConfigError, JobNotFound
+from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
 from ...plan import SubmitPlan
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
+from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
+from .inside import KubeInside, pending_reason
 from .logs import follow_pod_logs, read_pod_logs
 from .manifest import JOB_NAME_LABEL, MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
-from .phases import host_statuses, job_state, parse_time, root_cause
+from .phases import host_index, host_statuses, job_state, parse_time, root_cause
 from .template import load_template
 
 __all__ = ["STOPPED_EXIT_CODE", "VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
@@ -224,7 +226,78 @@ class VolcanoBackend(Backend):
             hosts=hosts,
             location=f"Volcano job {namespace}/{name} at {self.api.host}",
             failure_class=failure,
+            pending_reason=self._pending_reason(namespace, job, pods) if tails and state is JobState.PENDING else "",
         )
+
+    # -- inside a job (events, usage, exec; see .inside) ---------------------------------------------------
+
+    def _pending_reason(self, namespace: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
+        """Why the job waits; a cluster that will not say (no PodGroup API, no permission) leaves it empty."""
+        inside = KubeInside(self.api)
+        try:
+            group = inside.podgroup(namespace, job)
+            names = [str((job.get("metadata") or {}).get("name"))]
+            names += [str((p.get("metadata") or {}).get("name")) for p in pods]
+            if group is not None:
+                names.append(str((group.get("metadata") or {}).get("name")))
+            events = inside.events(namespace, names, {})
+        except BackendError:
+            return ""
+        queue_name = ((group or {}).get("spec") or {}).get("queue") or (job.get("spec") or {}).get("queue")
+        queue = inside.queue(str(queue_name)) if queue_name else None
+        return pending_reason(job, group, pods, events, queue)
+
+    def events(self, job_id: str) -> List[JobEvent]:
+        """The Kubernetes events of the Job, its PodGroup and its pods, oldest first."""
+        namespace, name = self._where(job_id)
+        job = self.api.get_job(namespace, name)
+        pods = self.api.list_pods(namespace, name)
+        inside = KubeInside(self.api)
+        hosts = {str((p.get("metadata") or {}).get("name")): host_index(p) for p in pods}
+        names = [name, *hosts]
+        try:
+            group = inside.podgroup(namespace, job)
+        except BackendError:
+            group = None  # no PodGroup API or no permission: the other objects' events still tell the story
+        if group is not None:
+            names.append(str((group.get("metadata") or {}).get("name")))
+        return inside.events(namespace, names, {k: v for k, v in hosts.items() if v is not None})
+
+    def _running(self, job_id: str, what: str) -> Tuple[JobStatus, List[Dict[str, Any]]]:
+        namespace, name = self._where(job_id)
+        job = self.api.get_job(namespace, name)
+        pods = self.api.list_pods(namespace, name)
+        status = self._status(namespace, name, job, pods)
+        if status.state is not JobState.RUNNING:
+            hint = status.pending_reason or f"see 'ma-submit events {status.id}'"
+            raise JobNotRunning(status.id, status.state.value, f"{what} needs a running job; {hint}")
+        return status, pods
+
+    def usage(self, job_id: str) -> UsageReport:
+        """CPU and memory per pod from metrics.k8s.io (a note when metrics-server is not installed)."""
+        status, pods = self._running(job_id, "top")
+        namespace, name = self._where(status.id)
+        return KubeInside(self.api).usage(status.id, namespace, name, pods)
+
+    def exec(
+        self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
+        stdin: Optional[bytes] = None,
+    ) -> ExecResult:  # fmt: skip
+        """The exec API on host ``host``'s pod (by task index); the command's exit code passed through."""
+        if not command:
+            raise ConfigError("exec needs a command", [], "give it after '--': ma-submit exec ID -- hostname")
+        status, pods = self._running(job_id, "exec")
+        by_index = {host_index(p): p for p in pods}
+        pod = by_index.get(host)
+        if pod is None:
+            raise ConfigError(f"job {status.id} has no pod for host {host}", host,
+                              f"use one of {sorted(i for i in by_index if i is not None)}")  # fmt: skip
+        if (pod.get("status") or {}).get("phase") != "Running":
+            raise JobNotRunning(f"{status.id} host {host}", str((pod.get("status") or {}).get("phase")),
+                                "pick a running host with --host")  # fmt: skip
+        namespace, _ = self._where(status.id)
+        pod_name = str((pod.get("metadata") or {}).get("name"))
+        return KubeInside(self.api).exec(namespace, pod_name, command, tty=tty, capture=capture, stdin=stdin)
 
     def _failure_tail(self, namespace: str, pod: str) -> Tuple[str, ...]:
         """The last lines of a failed pod's log (read once per pod; none when it cannot be read)."""

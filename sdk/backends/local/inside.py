@@ -1,0 +1,255 @@
+"""Inside a local job: why it waits, its events, what its hosts use, and commands run inside a host.
+
+Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.proctree`):
+
+- :func:`pending_reason`: the runner not started yet, a host not started yet, or a host whose shim is still
+  preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name).
+- :func:`local_events`: from recorded facts only: ``state.json`` (submitted, runner started, each host's start
+  and exit with its code), each host's ``attempt.json`` (a restart in progress) and ``report.json`` (every
+  restarted attempt, the shim's root-cause line), and the job's end.
+- :func:`local_usage`: each running host's process tree (its shim, proven the job's, and its descendants):
+  CPU cores over a short sample, resident memory, process count.
+- :func:`local_exec`: the command in the host's environment: its network namespace (when hosts have one), its
+  working folder and its contract variables, carrying the job's token so that ``stop`` ends it too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.entrypoint import peers, proctree
+
+from ...errors import ConfigError, JobNotRunning, JobStateUnknown
+from ...status import HostState, JobState, JobStatus
+from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
+from .hostnet import network_from_json
+from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
+from .plan import LocalRequest, host_environment
+from .state import _report_detail, read_state
+
+__all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
+
+_SHIM = b"[ma-entrypoint] "
+_ANNOUNCE = b"[ma-entrypoint] method="
+_WAITING = b"[ma-entrypoint] waiting for "
+_HEAD = 256 << 10  # the shim's start-up lines come first in a host's console
+_FIRST = 16 << 10
+_SIGTERM_CODE = 143
+
+
+def _console_head(path: str) -> bytes:
+    """The start of a host's console: its first 16 KiB when the launch is announced there, else up to 256 KiB."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_FIRST)
+            return head if _ANNOUNCE in head else head + handle.read(_HEAD - _FIRST)
+    except OSError:
+        return b""
+
+
+def _preparing(console: str) -> Optional[str]:
+    """What a host's shim still waits for before its launch, or None once it has announced its launch."""
+    head = _console_head(console)
+    if _ANNOUNCE in head:
+        return None
+    waiting = [line for line in head.splitlines() if line.startswith(_WAITING)]
+    if waiting:
+        return waiting[-1][len(_SHIM) :].decode("utf-8", "replace")
+    return "preparing its launch (reading the environment)"
+
+
+def pending_reason(status: JobStatus) -> str:
+    """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits."""
+    if status.is_terminal or status.state is JobState.UNKNOWN:
+        return ""
+    if status.state is JobState.PENDING:
+        return "the job runner has not started the hosts yet"
+    reasons = []
+    for host in status.hosts:
+        if host.state is HostState.PENDING:
+            reasons.append(f"host {host.index} ({host.address}) has not started yet")
+        elif host.state is HostState.RUNNING and host.log_file:
+            what = _preparing(host.log_file)
+            if what is not None:
+                reasons.append(f"host {host.index} ({host.address}) is {what}")
+    return "; ".join(reasons)
+
+
+# -- events --------------------------------------------------------------------------------------------
+def _mtime(path: str) -> Optional[float]:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
+    report = read_json(path)
+    when = _mtime(path)
+    if report is None or when is None:
+        return []
+    out: List[JobEvent] = []
+    source = f"host {index}"
+    at = started
+    for attempt in report.get("attempts") or []:
+        if not isinstance(attempt, Mapping):
+            continue
+        duration = attempt.get("duration")
+        at += float(duration) if isinstance(duration, (int, float)) else 0.0
+        if attempt.get("restarted"):
+            cause = _report_detail({"root_cause": attempt.get("root_cause")})
+            why = f"; {cause}" if cause else ""
+            out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
+                                f"exit code {attempt.get('exit_code')} ({attempt.get('failure_class')}){why}; "
+                                "the shim started the next attempt", "Warning", index))  # fmt: skip
+    if isinstance(report.get("root_cause"), Mapping):  # the shim's root-cause line
+        out.append(JobEvent(when, source, "RootCause", _report_detail(report), "Error", index))
+    return out
+
+
+def local_events(paths: JobPaths) -> List[JobEvent]:
+    """The job's recorded events, oldest first (see the module docstring)."""
+    reading = read_state(paths.state_file)
+    data = reading.data
+    if data is None:
+        raise JobStateUnknown(paths.job_id, reading.problem)
+    out: List[JobEvent] = []
+    if data["created_at"] is not None:
+        out.append(JobEvent(data["created_at"], "job", "Submitted", f"job {paths.job_id} ({data['name']})"))
+    if data["started_at"] is not None:
+        out.append(JobEvent(data["started_at"], "job", "RunnerStarted", f"the job runner started, pid "
+                            f"{data['runner_pid']}"))  # fmt: skip
+    request = (read_json(paths.plan_file) or {}).get("request") or {}
+    log_dirs = {h.get("index"): (h.get("env") or {}).get("MALAUNCH_LOG_DIR") for h in request.get("hosts") or []}
+    for host in data["hosts"]:
+        index, source = host["index"], f"host {host['index']}"
+        if host["started_at"] is not None:
+            out.append(JobEvent(host["started_at"], source, "Started", f"{host['address']}, shim pid {host['pid']}",
+                                host=index))  # fmt: skip
+            out.extend(_report_events(index, paths.report_file(index), host["started_at"]))
+        log_dir = log_dirs.get(index)
+        announced = peers.read_attempt(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        when = _mtime(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        if announced is not None and when is not None and announced["attempt"] > 0 and host["state"] != "EXITED":
+            out.append(JobEvent(when, source, "Attempt", f"attempt {announced['attempt']} is {announced['state']}",
+                                "Warning", index))  # fmt: skip
+        if host["state"] == "EXITED" and host["ended_at"] is not None:
+            code = host["exit_code"]
+            level = "Info" if code in (0, _SIGTERM_CODE) else "Error"
+            detail = f"; {host['detail']}" if host["detail"] else ""
+            out.append(JobEvent(host["ended_at"], source, "Exited", f"exit code {code}{detail}", level, index))
+    if JobState(data["state"]).is_terminal and data["ended_at"] is not None:
+        level = "Info" if data["state"] != "FAILED" else "Error"
+        text = f"exit code {data['exit_code']}" + (f": {data['message']}" if data["message"] else "")
+        out.append(JobEvent(data["ended_at"], "job", data["state"].capitalize(), text, level))
+    return sorted(out, key=lambda event: event.time)
+
+
+# -- usage -----------------------------------------------------------------------------------------------
+def _running(status: JobStatus, what: str) -> None:
+    if status.state is not JobState.RUNNING:
+        hint = (
+            f"see 'ma-submit status {status.id}'"
+            if status.state is JobState.PENDING
+            else f"its record is in 'ma-submit events {status.id}'"
+        )
+        raise JobNotRunning(status.id, status.state.value, f"{what} needs a running job; {hint}")
+
+
+def _trees(status: JobStatus) -> Dict[int, List[int]]:
+    """Host index -> the pids of its process tree (its shim first), for hosts whose shim is proven the job's."""
+    table = proctree.snapshot()
+    trees: Dict[int, List[int]] = {}
+    for host in status.hosts:
+        if host.state is HostState.RUNNING and host.pid is not None and is_job_process(host.pid, status.id):
+            below = [info.pid for info in proctree.descendants(host.pid, table) if not info.zombie]
+            trees[host.index] = [host.pid, *below]
+    return trees
+
+
+def _sample(pids: Sequence[int]) -> Dict[int, Tuple[int, int]]:
+    found = {}
+    for pid in pids:
+        usage = proctree.read_usage(pid)
+        if usage is not None:
+            found[pid] = usage
+    return found
+
+
+def local_usage(status: JobStatus, *, interval: float = 0.5) -> UsageReport:
+    """CPU, memory and processes of each running host's tree, CPU measured over ``interval`` seconds."""
+    _running(status, "top")
+    trees = _trees(status)
+    first = {index: _sample(pids) for index, pids in trees.items()}
+    start = time.monotonic()
+    time.sleep(interval)
+    took = max(time.monotonic() - start, 1e-3)
+    hz = os.sysconf("SC_CLK_TCK")
+    rows = []
+    for host in status.hosts:
+        if host.index not in trees:
+            rows.append(HostUsage(host.index, host.address, note=f"{host.state.value.lower()}: no processes"))
+            continue
+        second = _sample(trees[host.index])
+        ticks = sum(used - first[host.index][pid][0] for pid, (used, _) in second.items() if pid in first[host.index])
+        memory = sum(rss for _, rss in second.values())
+        rows.append(
+            HostUsage(host.index, host.address, cpu_cores=round(ticks / hz / took, 2), memory_bytes=memory,
+                      processes=len(second))
+        )  # fmt: skip
+    return UsageReport(status.id, tuple(rows), source="/proc of each host's process tree")
+
+
+# -- exec ------------------------------------------------------------------------------------------------
+def local_exec(
+    paths: JobPaths,
+    status: JobStatus,
+    command: Sequence[str],
+    *,
+    host: int,
+    environ: Mapping[str, str],
+    python: str,
+    capture: bool,
+    stdin: Optional[bytes],
+) -> ExecResult:
+    """Run ``command`` as a child inside host ``host`` (see the module docstring); waits for its end."""
+    _running(status, "exec")
+    if not command:
+        raise ConfigError("exec needs a command", list(command), "give it after '--': ma-submit exec ID -- hostname")
+    hosts = {h.index: h for h in status.hosts}
+    if host not in hosts:
+        raise ConfigError(f"job {status.id} has no host {host}", host, f"use 0 to {len(hosts) - 1}")
+    if hosts[host].state is not HostState.RUNNING:
+        raise JobNotRunning(f"{status.id} host {host}", hosts[host].state.value, "pick a running host with --host")
+    plan = read_json(paths.plan_file) or {}
+    try:
+        request = LocalRequest.from_json(plan["request"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise JobStateUnknown(status.id, f"plan.json cannot be read ({exc!r})") from None
+    spec = request.hosts[host]
+    env = host_environment(environ, spec.env, python)
+    env[JOB_ID_VARIABLE] = status.id  # proven membership: stop and the runner's end find it by this token
+    argv = list(network_from_json(dict(request.network)).wrap(host, list(command)))
+    try:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=spec.cwd,
+            stdin=subprocess.PIPE if capture else (None if stdin is None else subprocess.DEVNULL),
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture else None,
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot run {command[0]!r} in host {host} ({exc.strerror})", command[0],
+                          "check the command's name and that it exists on this machine") from None  # fmt: skip
+    if capture:
+        out, err = proc.communicate(stdin or b"")
+        return ExecResult(_code(proc.returncode), out, err)
+    return ExecResult(_code(proc.wait()))
+
+
+def _code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode

@@ -1,0 +1,142 @@
+"""Inside a Volcano job against the Kubernetes API on 127.0.0.1 (``kubefake`` + ``kubefake_inside``), through the
+official client: the pending reason from the PodGroup, pods, events and queue; events merged by time; pod
+metrics and their absence; exec through the client's websocket ``stream()`` with stdin, stdout, stderr, a
+terminal and the exit code; and missing permissions as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+from kubefake import FakeKube
+from malaunch.sdk import BackendError, JobNotFound, JobState, spec_from_mapping
+from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.errors import JobNotRunning
+from sdkutil import ma_submit, wait_for
+
+WAIT = 120.0
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    server = FakeKube(tick=0.3)
+    yield server
+    server.close()
+    assert server.cluster.problems == [], "the API server saw requests it would refuse"
+
+
+@pytest.fixture
+def kubeconfig(kube: FakeKube, tmp_path: Path) -> Path:
+    return kube.kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def kube_env(cli_env: Dict[str, str], kubeconfig: Path, tmp_path: Path) -> Dict[str, str]:
+    return {**cli_env, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
+
+
+def backend_for(kubeconfig: Path) -> VolcanoBackend:
+    return VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+
+
+def job_data(scenario: str, hosts: int = 2, queue: str = "default") -> Dict[str, Any]:
+    return {
+        "name": f"in-{scenario}", "run_method": "torchrun", "code_dir": ".", "boot_file": "train.py",
+        "image": "reg.example/malaunch:0.1.0", "backend": "volcano",
+        "resources": {"hosts": hosts, "devices_per_host": 1},
+        "env": {"MALAUNCH_TEST_SCENARIO": scenario}, "volcano": {"queue": queue},
+    }  # fmt: skip
+
+
+def test_a_pending_job_says_why_from_podgroup_pods_events_and_queue(
+    kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]
+) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("unschedulable", queue="closed-q")))
+    wait_for(lambda: "Insufficient" in handle.status().pending_reason, WAIT, "the PodGroup's condition")
+    status = handle.status()
+    assert status.state is JobState.PENDING
+    reason = status.pending_reason
+    assert reason.startswith("queue closed-q is closed: it takes no new jobs; PodGroup ")
+    assert "is unschedulable: 2/2 tasks in gang unschedulable" in reason and "3 Insufficient nvidia.com/gpu" in reason
+    assert reason.count("3 Insufficient nvidia.com/gpu") == 1  # a pod saying what its PodGroup said is left out
+    text = ma_submit(["status", "--backend", "volcano", handle.id], kube_env)
+    assert f"waiting:   {reason}" in text.stdout.splitlines()
+    data = json.loads(ma_submit(["status", "--backend", "volcano", "--output", "json", handle.id], kube_env).stdout)
+    assert data["pending_reason"] == reason
+    events = handle.events()
+    failed = [e for e in events if e.reason == "FailedScheduling"]
+    assert len(failed) == 2 and {e.level for e in failed} == {"Warning"}
+    with pytest.raises(JobNotRunning, match="is PENDING, nothing of it runs; top needs a running job; queue closed"):
+        handle.usage()
+    refused = ma_submit(["exec", "--backend", "volcano", handle.id, "--", "true"], kube_env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "is PENDING" in refused.stderr
+    backend.stop(handle.id)
+
+
+def test_events_of_a_failed_job_merged_by_time(kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("fail7")))
+    assert handle.wait(timeout=WAIT, poll_interval=0.1).state is JobState.FAILED
+    events = list(handle.events())
+    name = handle.id.split("/")[1]
+    seen = [(e.source, e.reason) for e in events]
+    for pod in (f"pod/{name}-worker-0", f"pod/{name}-worker-1"):
+        assert seen.index((pod, "Scheduled")) < seen.index((pod, "Started"))
+    (failed,) = [e for e in events if e.reason == "Failed"]
+    assert (failed.source, failed.host, failed.level) == (f"pod/{name}-worker-1", 1, "Warning")
+    assert failed.message == "container worker exited with code 7"
+    assert ("job/" + name, "Aborted") in seen and [e.time for e in events] == sorted(e.time for e in events)
+    printed = ma_submit(["events", "--backend", "volcano", handle.id], kube_env)
+    assert printed.returncode == 0 and "WARNING: container worker exited with code 7" in printed.stdout
+    followed = ma_submit(["events", "--backend", "volcano", "-f", "--output", "json", handle.id], kube_env)
+    assert [json.loads(line)["reason"] for line in followed.stdout.splitlines()] == [e.reason for e in events]
+    with pytest.raises(JobNotFound):
+        backend.events("ml/no-such-job")
+
+
+def test_top_with_and_without_metrics_server(kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("run")))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, WAIT, "running")
+    missing = handle.usage()
+    assert missing.hosts == () and missing.note.startswith("metrics-server is not installed in this cluster")
+    text = ma_submit(["top", "--backend", "volcano", handle.id], kube_env)
+    assert text.returncode == 0 and text.stdout.startswith("metrics-server is not installed"), text.stderr
+    kube.cluster.metrics_server = True
+    report = handle.usage()
+    assert [(h.host, h.cpu_cores, h.memory_bytes) for h in report.hosts] == [(0, 0.25, 512 << 20), (1, 0.5, 1 << 30)]
+    table = ma_submit(["top", "--backend", "volcano", handle.id], kube_env).stdout.splitlines()
+    assert table[1].split()[:6] == ["0", f"{handle.id.split('/')[1]}-worker-0", "0.25", "cores", "512.0", "MiB"]
+    backend.stop(handle.id)
+
+
+def test_exec_through_the_websocket_stream(kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]) -> None:
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("run")))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, WAIT, "running")
+    script = 'echo "on $HOSTNAME index $VC_TASK_INDEX"; echo oops >&2; read line; echo "got $line"; exit 3'
+    result = handle.exec(["sh", "-c", script], host=1, stdin=b"hello\n")
+    name = handle.id.split("/")[1]
+    assert result.exit_code == 3
+    assert result.stdout.decode().splitlines() == [f"on {name}-worker-1 index 1", "got hello"]
+    assert result.stderr == b"oops\n"
+    assert handle.exec(["true"]).exit_code == 0
+    terminal = handle.exec(["sh", "-c", "test -t 1 && echo terminal"], tty=True)
+    assert (terminal.exit_code, terminal.stdout.strip()) == (0, b"terminal")
+    first = kube.cluster.exec_requests[0]
+    assert first == {"pod": f"{name}-worker-1", "command": ["sh", "-c", script], "stdin": True, "stdout": True,
+                     "stderr": True, "tty": False}  # fmt: skip
+    cli = ma_submit(["exec", "--backend", "volcano", handle.id, "--host", "0", "--", "sh", "-c", "echo $HOSTNAME; "
+                     "exit 4"], kube_env)  # fmt: skip
+    assert (cli.returncode, cli.stdout) == (4, f"{name}-worker-0\n"), cli.stderr
+    nohost = ma_submit(["exec", "--backend", "volcano", handle.id, "--host", "5", "--", "true"], kube_env)
+    assert nohost.returncode == 2 and "has no pod for host 5" in nohost.stderr
+    kube.cluster.forbid = {"exec", "events"}
+    with pytest.raises(BackendError, match="you lack permission to exec into pods here"):
+        handle.exec(["true"])
+    denied = ma_submit(["events", "--backend", "volcano", handle.id], kube_env)
+    assert denied.returncode == 3 and denied.stderr.count("\n") == 1 and "answered 403" in denied.stderr
+    backend.stop(handle.id)
