@@ -42,6 +42,7 @@ class ProcessSpec(NamedTuple):
     local_rank: Optional[int] = None
     # Variables set only when the inherited environment lacks them (the user's own value wins).
     env_defaults: Mapping[str, str] = _EMPTY
+    script_at: Optional[int] = None  # a launcher's argv: where the command it starts per worker begins
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready form, as printed by ``--dry-run``."""
