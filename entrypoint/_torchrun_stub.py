@@ -33,6 +33,6 @@ def stub_argv(argv: Tuple[str, ...], script_at: int, attempt: int, max_restarts:
     if not any(flag in _NO_PYTHON for flag in flags):  # torchrun's own: [sys.executable, -u, (-m), SCRIPT, ...]
         module = ("-m",) if any(flag in _MODULE for flag in flags) else ()
         command = (interpreter, "-u", *module, *command)
-    flags = tuple(flag for flag in flags if flag not in _MODULE)
+    flags = tuple(flag for flag in flags if flag not in _MODULE + _NO_PYTHON)  # ours comes once, below
     stub = (interpreter, "-I", "-S", "-c", STUB, str(attempt), str(max_restarts))
     return (*argv[:3], *flags, "--no_python", *stub, *command)
