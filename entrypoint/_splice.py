@@ -153,6 +153,7 @@ class SpliceSink(Sink):
             if self._owned is None and self._read_fd is None and not self._cut and not self._ring:
                 self._owned = self._fd = os.dup(fd)
                 self._read_fd = os.dup(fd)
+                self.readable = True  # the tail is read back from it too
                 self._splicing = stat.S_ISREG(os.fstat(fd).st_mode)
                 self._end = 0
             else:

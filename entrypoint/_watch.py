@@ -23,6 +23,7 @@ import time
 from typing import Callable, Dict, Mapping, Optional, Set
 
 from . import proctree
+from ._torchrun_stub import LAUNCHER_COUNT
 
 __all__ = ["WorkerDeath", "WorkerWatch"]
 
@@ -77,6 +78,13 @@ class _Worker:
 def _int_value(environ: bytes, name: str) -> Optional[int]:
     raw = proctree.env_value(environ, name)
     return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+
+def _launcher_attempt(environ: bytes) -> Optional[int]:
+    """torchrun's own restart count: kept by the attempt stub (before its exec the worker shows torchrun's)."""
+    if proctree.env_value(environ, LAUNCHER_COUNT) is not None:
+        return _int_value(environ, LAUNCHER_COUNT)
+    return _int_value(environ, "TORCHELASTIC_RESTART_COUNT")
 
 
 def _rank_of(environ: bytes) -> Optional[int]:
@@ -178,7 +186,7 @@ class WorkerWatch:
                 continue  # not (yet) a worker: forked but not exec'd shows the launcher's environment
             raw_path = proctree.env_value(environ, "TORCHELASTIC_ERROR_FILE") if environ else None
             path = os.fsdecode(raw_path) if raw_path else None
-            attempt = _int_value(environ, "TORCHELASTIC_RESTART_COUNT") if environ else None
+            attempt = _launcher_attempt(environ) if environ else None
             self._workers[pid] = _Worker(self._launchers[info.ppid], rank, pid, fd, attempt, path)
             self.pid_ranks[pid] = rank
             self.attempt_ranks.setdefault(attempt, set()).add(rank)

@@ -205,6 +205,8 @@ _ROWS = (
     Variable("TORCHELASTIC_RESTART_COUNT", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: the attempt"),
     Variable("TORCHELASTIC_MAX_RESTARTS", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: MA_MAX_RESTARTS"),
     Variable("MALAUNCH_ATTEMPT", "int", "output", _SH, "with MA_MAX_RESTARTS > 0: the attempt (torchrun too)"),
+    Variable("MALAUNCH_TORCHRUN_RESTART_COUNT", "int", "output", _SH,
+             "torchrun, MA_MAX_RESTARTS > 0: torchrun's own count (0)"),
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
 )
 

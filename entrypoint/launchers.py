@@ -189,10 +189,12 @@ def _plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> L
     if not inputs.boot_file.endswith(".py"):
         presets.append("--no_python")
     argv = [inputs.interpreter, "-m", TORCHRUN_MODULE, *merge_flags(presets, cluster.torchrun_extra)]
+    script_at = len(argv)
     argv += [inputs.boot_file, *inputs.boot_args]
     proc = ProcessSpec(
         name="torchrun",
         argv=tuple(argv),
+        script_at=script_at,
         env={
             # torchrun's own @record copies the root-cause worker's error file here (with its exit code), when it
             # gets to write its summary (the supervisor usually ends torchrun before: see its contract).

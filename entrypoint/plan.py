@@ -42,6 +42,7 @@ class ProcessSpec(NamedTuple):
     local_rank: Optional[int] = None
     # Variables set only when the inherited environment lacks them (the user's own value wins).
     env_defaults: Mapping[str, str] = _EMPTY
+    script_at: Optional[int] = None  # a launcher's argv: where the command it starts per worker begins
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready form, as printed by ``--dry-run``."""
@@ -54,6 +55,7 @@ class ProcessSpec(NamedTuple):
             "rank": self.rank,
             "local_rank": self.local_rank,
             "env_defaults": dict(sorted(self.env_defaults.items())),
+            **({} if self.script_at is None else {"script_at": self.script_at}),
         }
 
     @classmethod
@@ -72,6 +74,7 @@ class ProcessSpec(NamedTuple):
             rank=_optional_int(data, "rank"),
             local_rank=_optional_int(data, "local_rank"),
             env_defaults=_text_map(data, "env_defaults"),
+            script_at=_optional_int(data, "script_at") if "script_at" in data else None,
         )
 
 

@@ -7,8 +7,8 @@ The loop wraps :func:`~malaunch.entrypoint.supervisor.run_plan`; everything it d
 - :func:`plan_attempt` turns the plan into attempt *K*'s plan: logs under ``<log dir>/attempt-K/``,
   ``TORCHELASTIC_RESTART_COUNT=K`` and ``TORCHELASTIC_MAX_RESTARTS=N`` in every process's environment. torchrun
   is driven the same way: each attempt is a torchrun of its own with ``--max_restarts=0``, so torchrun can never
-  restart what ``restart_on`` refuses, however late the shim sees a death (torchrun sets its workers'
-  ``TORCHELASTIC_RESTART_COUNT`` itself: 0). Only a ``--max_restarts`` the user put in
+  restart what ``restart_on`` refuses, however late the shim sees a death; its workers still see the real
+  counters (:mod:`._torchrun_stub`). Only a ``--max_restarts`` the user put in
   ``MA_EXTRA_TORCHRUN_PARAMS`` lets torchrun restart by itself: then the loop runs it once and the supervisor
   applies ``restart_on`` to every torchrun attempt as well as it can (:mod:`._attempt_gate`);
 - :func:`should_restart` applies ``restart_on`` to an attempt's :class:`Classification`.
@@ -32,6 +32,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
+from ._torchrun_stub import attempt_argv
 from .contract import VARIABLES, parse_codes, parse_int, parse_seconds
 from .ms_recovery import is_recovery_plan
 from .plan import LaunchPlan, ProcessSpec
@@ -154,7 +155,7 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
         return plan
     if _torchrun_restarts_itself(plan):
         return _torchrun_attempt(plan, policy)
-    counters = {  # torchrun gives its workers its own TORCHELASTIC_* (0): MALAUNCH_ATTEMPT reaches them
+    counters = {  # under torchrun, ._torchrun_stub puts them back into each worker's environment
         "TORCHELASTIC_RESTART_COUNT": str(attempt),
         "TORCHELASTIC_MAX_RESTARTS": str(policy.max_restarts),
         "MALAUNCH_ATTEMPT": str(attempt),
@@ -163,7 +164,7 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     attempt_dir = os.path.join(root, f"attempt-{attempt}")
     processes = tuple(
         spec._replace(
-            argv=_no_launcher_restarts(plan, tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv)),
+            argv=_attempt_argv(plan, _reroot_argv(spec, root, attempt_dir), attempt, policy.max_restarts),
             env={**_reroot_env(plan, spec.env, root, attempt_dir), **counters},
             log_file=_reroot(spec.log_file, root, attempt_dir),
         )
@@ -172,6 +173,14 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
     rank_logs = {rank: _reroot(path, root, attempt_dir) for rank, path in plan.rank_logs.items()}
     note = f"attempt {attempt} of at most {policy.max_restarts + 1}: logs in {attempt_dir}"
     return plan._replace(processes=processes, rank_logs=rank_logs, log_dir=attempt_dir, notes=(*plan.notes, note))
+
+
+def _attempt_argv(plan: LaunchPlan, spec: ProcessSpec, attempt: int, most: int) -> Tuple[str, ...]:
+    return attempt_argv(spec.argv, spec.script_at, attempt, most) if plan.method == "torchrun" else spec.argv
+
+
+def _reroot_argv(spec: ProcessSpec, root: str, attempt_dir: str) -> ProcessSpec:
+    return spec._replace(argv=tuple(_reroot_arg(token, root, attempt_dir) for token in spec.argv))
 
 
 def _reroot_env(plan: LaunchPlan, env: Mapping[str, str], root: str, attempt_dir: str) -> Dict[str, str]:
@@ -185,14 +194,6 @@ def _torchrun_restarts_itself(plan: LaunchPlan) -> bool:
     """The user gave torchrun ``--max_restarts`` (``MA_EXTRA_TORCHRUN_PARAMS``): the plan does not watch its
     workers' failures (:mod:`.launchers`), torchrun restarts them."""
     return plan.method == "torchrun" and not plan.watch_workers
-
-
-def _no_launcher_restarts(plan: LaunchPlan, argv: Tuple[str, ...]) -> Tuple[str, ...]:
-    """torchrun's command with ``--max_restarts=0`` right after the module name: the shim's loop makes every
-    attempt, torchrun none on its own."""
-    if plan.method != "torchrun" or len(argv) < 3 or argv[1] != "-m":
-        return argv
-    return (*argv[:3], "--max_restarts=0", *argv[3:])
 
 
 def _torchrun_attempt(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:

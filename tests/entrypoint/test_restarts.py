@@ -12,6 +12,7 @@ from typing import Any, List, Mapping
 import pytest
 from malaunch.entrypoint import peers, proctree
 from malaunch.entrypoint._attempt_gate import AttemptGate
+from malaunch.entrypoint._torchrun_stub import STUB, stub_argv
 from malaunch.entrypoint._watch import WorkerDeath
 from malaunch.entrypoint.cluster_env import parse_cluster_env
 from malaunch.entrypoint.errors import ConfigError
@@ -135,6 +136,43 @@ def test_torchrun_gets_no_restarts_of_its_own_the_shim_makes_every_attempt() -> 
     assert attempt.watch_workers and attempt.restart_on is None and attempt.log_dir == "/logs/attempt-1"
     assert attempt.rank_logs[1] == "/logs/attempt-1/rank-1.log"
     assert _attempts_of(attempt, RestartPolicy(3)) == 4
+
+
+def test_torchrun_workers_start_through_the_attempt_stub_with_the_real_counters() -> None:
+    plan = plan_launch(parse_cluster_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}), inputs())
+    argv = plan_attempt(plan, 2, RestartPolicy(3)).processes[0].argv
+    at = argv.index("-c")
+    assert argv[at - 4 : at + 4] == ("--no_python", "/venv/bin/python", "-I", "-S", "-c", STUB, "2", "3")
+    assert argv[at + 4 :] == ("/venv/bin/python", "-u", *plan.processes[0].argv[plan.processes[0].script_at :])
+    assert "--no_python" not in plan.processes[0].argv  # only when the shim drives the attempts
+
+
+@pytest.mark.parametrize(
+    ("flags", "command"),
+    [
+        ((), ("/py", "-u", "train.py", "a")),
+        (("--no_python",), ("train.py", "a")),  # a non-Python boot file: run as it is
+        (("--no-python",), ("train.py", "a")),
+        (("-m",), ("/py", "-u", "-m", "train.py", "a")),  # torchrun's --module
+    ],
+)
+def test_the_stub_execs_what_torchrun_would_have_run(flags: Any, command: Any) -> None:
+    argv = ("/py", "-m", "torch.distributed.run", "--nnodes=1", *flags, "train.py", "a")
+    got = stub_argv(argv, 4 + len(flags), 0, 1)
+    assert got == ("/py", "-m", "torch.distributed.run", "--nnodes=1", "--no_python",
+                   "/py", "-I", "-S", "-c", STUB, "0", "1", *command)  # fmt: skip
+
+
+def test_the_stub_sets_the_counters_keeps_torchruns_and_execs_in_place(tmp_path: Path) -> None:
+    import sys
+
+    probe = "import os,sys;print(os.getpid(),*(os.environ.get(k) for k in sys.argv[1:]))"
+    names = ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "MALAUNCH_TORCHRUN_RESTART_COUNT")
+    env = {**os.environ, "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", STUB, "4", "5", sys.executable, "-c", probe, *names],
+                            env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    out, _ = proc.communicate(timeout=60)
+    assert out.split() == [str(proc.pid), "4", "5", "0"]  # same pid: exec'd, no extra process
 
 
 @pytest.mark.parametrize("on", ["always", "never", (1, 137), "retryable"])
