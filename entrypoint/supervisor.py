@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "run_plan"]
 
+#: torch elastic's agent logs this as a worker of its group fails (``... failed (exitcode: -9) local_rank: 1``).
+_AGENT_FAILED = b"failed (exitcode:"
+
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
 _WATCHDOG_GRACE_CAP = 2.0
 _LAUNCHER_SETTLE = 5.0  # a launcher whose workers are gone gets this long to write its summary and exit
@@ -140,6 +143,10 @@ class _Run:
         return Death(seq=len(self.facts), **fields)
 
     def _launcher_lines(self, index: int, lines: bytes) -> None:
+        if self.plan.watch_workers and _AGENT_FAILED in lines:
+            # the launcher's agent saw a worker fail (one the watch may have missed): what it prints from here on
+            # is teardown chatter, its log file only; quiet now, before these very lines reach the console
+            self.output.quiet()
         for pid, code in parse_msrun_failures(lines):
             self.events.put(LauncherLine(index, pid, code, time.monotonic()))
 
