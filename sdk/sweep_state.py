@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from .backends.local.jobdir import write_json_atomic
-from .errors import BackendError, ConfigError, SweepNotFound
+from .backends.local.jobdir import one_by_prefix, write_json_atomic
+from .errors import BackendError, SweepNotFound
 
 __all__ = [
     "RECORD_VERSION",
@@ -94,14 +94,9 @@ def resolve_sweep_id(home: str, prefix: str) -> str:
     """``prefix`` itself or the one sweep id starting with it."""
     if _SWEEP_ID.match(prefix) and os.path.isdir(SweepPaths(home, prefix).folder):
         return prefix
-    matches = [n for n in list_sweep_ids(home) if n.startswith(prefix)] if _SWEEP_ID.match(prefix) else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise ConfigError(
-            f"sweep id prefix {prefix!r} matches {len(matches)} sweeps ({shown})", prefix, "give more of the id"
-        )
+    found = one_by_prefix(prefix, list_sweep_ids(home), "sweep") if _SWEEP_ID.match(prefix) else None
+    if found is not None:
+        return found
     raise SweepNotFound(prefix, home)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
+from kubefake import FakeKube
 from malaunch.sdk.backends.local.jobdir import job_processes
 from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, s3  # noqa: F401 - ModelArts fixtures (moto, fake API)
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids
@@ -45,3 +46,18 @@ def cleanup_jobs(home: Path) -> Iterator[None]:
             failures.append(job_id)
         assert_nothing_running(job_id)
     assert not failures, f"jobs were still running at the end of the test: {failures}"
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    """The loopback Kubernetes API with Volcano; the test fails if it saw a request the real one would refuse."""
+    server = FakeKube(tick=0.3)
+    yield server
+    server.close()
+    assert server.cluster.problems == [], "the API server saw requests it would refuse"
+
+
+@pytest.fixture
+def kubeconfig(kube: FakeKube, tmp_path: Path) -> Path:
+    """A kubeconfig file for :func:`kube`."""
+    return kube.kubeconfig(tmp_path / "kubeconfig")

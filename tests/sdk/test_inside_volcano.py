@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 from kubefake import FakeKube
@@ -17,19 +17,6 @@ from malaunch.sdk.errors import JobNotRunning
 from sdkutil import ma_submit, wait_for
 
 WAIT = 120.0
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    server = FakeKube(tick=0.3)
-    yield server
-    server.close()
-    assert server.cluster.problems == [], "the API server saw requests it would refuse"
-
-
-@pytest.fixture
-def kubeconfig(kube: FakeKube, tmp_path: Path) -> Path:
-    return kube.kubeconfig(tmp_path / "kubeconfig")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict
 
 import pytest
 import yaml
@@ -55,14 +55,6 @@ def test_parallel_writers_lose_no_entry(tmp_path: Path) -> None:
     assert len(entries) == 200
     assert {f"w{i}-{n}" for i in range(10) for n in range(20)} == set(entries)
     assert not [name for name in os.listdir(tmp_path / "index") if name.startswith(".job-index.")]  # no temp left
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    server = FakeKube(tick=0.3)
-    yield server
-    server.close()
-    assert server.cluster.problems == []
 
 
 def test_ten_parallel_detached_submits_leave_ten_entries(

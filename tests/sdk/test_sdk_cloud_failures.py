@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 import yaml
@@ -117,14 +117,6 @@ def test_modelarts_detach_hints_work_as_printed(fake_ma: FakeModelArts, ma_env: 
 
 
 # -- Volcano ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    server = FakeKube(tick=0.3)
-    yield server
-    server.close()
-    assert server.cluster.problems == [], "the API server saw requests it would refuse"
 
 
 def vc_data(scenario: str) -> Dict[str, Any]:

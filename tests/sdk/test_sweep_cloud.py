@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 import yaml
@@ -75,14 +75,6 @@ def test_modelarts_sweep_uploads_once_and_creates_each_trial_once(
     assert fake_ma.signature_failures == [] and fake_ma.body_errors == []
     status = ma_submit(["sweep", "status", answer["id"]], ma_env)
     assert status.returncode == 0 and "3 SUCCEEDED" in status.stdout
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    server = FakeKube(tick=0.3)
-    yield server
-    server.close()
-    assert server.cluster.problems == [], "the API server saw requests it would refuse"
 
 
 def test_volcano_sweep_makes_one_labelled_job_per_trial(kube: FakeKube, tmp_path: Path, home: Path) -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 import yaml
@@ -21,19 +21,6 @@ from sdkutil import ma_submit, wait_for
 from volcano_checks import crd_errors
 
 WAIT = 120.0
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    server = FakeKube(tick=0.3)
-    yield server
-    server.close()
-    assert server.cluster.problems == [], "the API server saw requests it would refuse"
-
-
-@pytest.fixture
-def kubeconfig(kube: FakeKube, tmp_path: Path) -> Path:
-    return kube.kubeconfig(tmp_path / "kubeconfig")
 
 
 def backend_for(kubeconfig: Path) -> VolcanoBackend:

@@ -44,6 +44,7 @@ from .jobdir import (
     is_job_process,
     job_processes,
     kill_processes,
+    one_by_prefix,
     pid_alive,
     read_json,
     signal_job_process,
@@ -260,14 +261,9 @@ class LocalBackend(Backend):
         """``job_id`` itself, or the one job whose id starts with it."""
         if _JOB_ID.match(job_id) and os.path.isdir(JobPaths(self.home, job_id).job_dir):
             return job_id
-        matches = [name for name in self._job_names() if name.startswith(job_id)] if _JOB_ID.match(job_id) else []
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-            raise ConfigError(
-                f"job id prefix {job_id!r} matches {len(matches)} jobs ({shown})", job_id, "give more of the id"
-            )
+        found = one_by_prefix(job_id, self._job_names(), "job") if _JOB_ID.match(job_id) else None
+        if found is not None:
+            return found
         raise JobNotFound(job_id, self.name, f"see 'ma-submit list' (MALAUNCH_HOME={self.home})")
 
     def _paths(self, job_id: str) -> JobPaths:

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from malaunch.entrypoint import proctree
 from malaunch.entrypoint.atomicfile import write_atomic
@@ -24,6 +24,7 @@ __all__ = [
     "is_job_process",
     "job_processes",
     "kill_processes",
+    "one_by_prefix",
     "pid_alive",
     "read_json",
     "signal_job_process",
@@ -31,6 +32,19 @@ __all__ = [
 ]
 
 JOB_ID_VARIABLE = "MALAUNCH_JOB_ID"
+
+
+def one_by_prefix(prefix: str, names: Sequence[str], kind: str) -> Optional[str]:
+    """The one of ``names`` that starts with ``prefix`` (None: none does); several: a ConfigError listing them."""
+    from ...errors import ConfigError
+
+    matches = [name for name in names if name.startswith(prefix)]
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise ConfigError(
+            f"{kind} id prefix {prefix!r} matches {len(matches)} {kind}s ({shown})", prefix, "give more of the id"
+        )
+    return matches[0] if matches else None
 
 
 @dataclass(frozen=True)
