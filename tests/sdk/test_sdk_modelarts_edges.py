@@ -5,6 +5,7 @@ among many jobs of the same name prefix), expired and renewed temporary credenti
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import stat
 from pathlib import Path
@@ -54,6 +55,20 @@ def test_list_pages_through_every_job(fake_ma: FakeModelArts, tmp_path: Path) ->
     assert [status.id for status in listed] == names  # all of them, newest first; the id is the job name
     assert fake_ma.count("POST", "/training-job-searches") == 3  # 50 + 50 + 20
     assert fake_ma.body_errors == []
+
+
+def test_list_says_how_many_jobs_it_left_out(
+    fake_ma: FakeModelArts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from malaunch.sdk.backends.modelarts import api
+
+    monkeypatch.setattr(api, "MAX_PAGES", 2)  # the real cap is 200 pages of 50; 120 jobs stand in for 10,020
+    for index in range(120):
+        fake_ma.add_job(f"other-{index:03d}")
+    said = io.StringIO()
+    backend = ModelArtsBackend(environ=api_env(fake_ma, tmp_path), policy=FAST, progress=said)
+    assert len(backend.list()) == 100
+    assert "20 older job(s) were left out" in said.getvalue(), said.getvalue()
 
 
 def test_idempotent_create_finds_its_job_among_many_of_the_same_prefix(fake_ma: FakeModelArts) -> None:

@@ -81,6 +81,7 @@ class ModelArtsClient:
         self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
         self.refresh = refresh
+        self.left_out = 0  # jobs the last iter_jobs could not reach (past MAX_PAGES pages)
 
     @property
     def jobs_path(self) -> str:
@@ -206,6 +207,7 @@ class ModelArtsClient:
     def iter_jobs(self, name: Optional[str] = None) -> Iterator[Dict[str, Any]]:
         """Every job of the project (or every job whose name contains ``name``), newest first, page by page."""
         seen: Set[str] = set()
+        self.left_out = 0
         for page in range(MAX_PAGES):
             data = self.search_page(page, name)
             items = [dict(item) for item in data.get("items") or [] if isinstance(item, Mapping)]
@@ -222,6 +224,8 @@ class ModelArtsClient:
                 return
             if isinstance(total, int) and (page + 1) * SEARCH_PAGE >= total:
                 return
+        total = data.get("total")  # MAX_PAGES pages read and more were there: how many were left out
+        self.left_out = max(0, total - len(seen)) if isinstance(total, int) else 1
 
     def search_jobs(self, name: Optional[str] = None) -> List[Dict[str, Any]]:
         """All jobs of the project (optionally those whose name contains ``name``), newest first."""

@@ -43,7 +43,7 @@ from ..base import Backend, JobHandle
 from ..codefiles import CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
-from .api import ModelArtsClient
+from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
 from .logread import TaskLogReader
@@ -354,6 +354,12 @@ class ModelArtsBackend(Backend):
             status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
             for job in self.api.search_jobs()
         ]
+        if self.api.left_out and self.progress is not None:
+            self.progress.write(
+                f"note: listed the newest {len(found)} jobs of the project; {self.api.left_out} older job(s) were "
+                "left out (the search pages through at most "
+                f"{MAX_PAGES * SEARCH_PAGE} jobs); find one by its name with 'ma-submit status NAME'\n"
+            )
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
 
