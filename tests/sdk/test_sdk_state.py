@@ -237,6 +237,8 @@ def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
         _runner_exits(backend, handle.id)
         assert_nothing_running(handle.id)
     finally:
+        if job_id is not None and job_processes(job_id):  # a failed assertion must not leave the job waiting
+            backend.stop(job_id)
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
@@ -302,12 +304,14 @@ def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_s
     """The issue's case: the only rank prints its last line and exits 0 while the jobs folder's disk is full."""
     small = tmp_path / "small"
     _mount_tmpfs(small, "2m")
+    backend = LocalBackend(home=str(small))
+    job_id = None
     try:
         code = tmp_path / "wait"
         go = tmp_path / "go"
         write_job(code, WAITER, name="waiter", env={"GO_FILE": str(go)})
-        backend = LocalBackend(home=str(small))
         handle = Job.from_yaml(str(code / "job.yaml")).submit(backend=backend)
+        job_id = handle.id
         wait_for(lambda: any("ready" in line for line in backend.logs(handle.id)), what="the rank to start")
         _fill(small / "pad")
         time.sleep(3)  # the runner checks the disk every second and tries to record that it is full
@@ -322,6 +326,8 @@ def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_s
         assert "could not be written" in status.message and str(small) in status.message, status.message
         assert_nothing_running(handle.id)
     finally:
+        if job_id is not None and job_processes(job_id):  # a failed assertion must not leave the job waiting
+            backend.stop(job_id)
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
