@@ -224,11 +224,13 @@ FILLER = """
 def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
     small = tmp_path / "small"
     _mount_tmpfs(small, "2m")
+    backend = LocalBackend(home=str(small))
+    job_id = None
     try:
         code = tmp_path / "fill"
         write_job(code, FILLER, name="filler")
-        backend = LocalBackend(home=str(small))
         handle = Job.from_yaml(str(code / "job.yaml")).submit(backend=backend)
+        job_id = handle.id
         status = handle.wait(timeout=180)
         assert status.is_terminal, status
         assert "full" in status.message and str(small) in status.message, status.message
