@@ -1,6 +1,7 @@
 """A real DDP job (pytorch/examples ``multigpu_torchrun.py``'s structure) where rank 1 ``sys.exit(7)``: its
 peer fails a moment later in gloo ("Connection closed by peer"). On a machine made busy by CPU hogs the shim
-often sees both deaths together; the root cause must be rank 1 with exit 7 in every run (issue 16.1)."""
+often sees both deaths together; the root cause must be rank 1 in every run, with its exit 7 (or the SIGABRT that
+torch's teardown at interpreter exit sometimes turns it into, which its log then shows) (issue 16.1)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,16 @@ def test_rank_exiting_7_is_the_root_cause_not_its_gloo_peer(tmp_path: Path, meth
     env = _env(method, tmp_path)
     with CpuHog(2):
         done = shim([str(SCRIPTS / "multigpu_torchrun.py"), "3", "1"], env, tmp_path)
-    assert done.returncode == 7, done.stderr[-3000:]
     cause = json.loads((tmp_path / "logs" / "report.json").read_text())["root_cause"]
-    assert (cause["rank"], cause["exit_code"]) == (1, 7), cause
+    assert cause["rank"] == 1, (cause, done.stderr[-3000:])
     assert "[rank 1] failing on purpose at epoch 1" in cause["tail"], cause["tail"]
+    # sys.exit(7) runs the interpreter's shutdown, where torch may tear down the process group whose peer is
+    # gone and abort (seen here about 1 run in 6): then rank 1 really died by SIGABRT, and its log says so
+    if cause["exit_code"] == 134:
+        assert cause["tail"][-1] == "terminate called without an active exception", cause["tail"]
+    else:
+        assert cause["exit_code"] == 7, cause
+    assert done.returncode == cause["exit_code"], done.stderr[-3000:]
     assert cause["why"] in ("the only failure", "the earliest failure seen") or cause["why"].startswith(
         "rank 0 failed after a peer: "
     ), cause["why"]
