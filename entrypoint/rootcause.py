@@ -45,6 +45,7 @@ import signal
 from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = [
+    "PEER_WINDOW",
     "SAME_LOOK",
     "SOURCES",
     "Death",
@@ -63,6 +64,11 @@ _DEATH_FIELDS = ("source", "index", "rank", "pid", "code", "at", "seq", "message
 #: Deaths observed closer together than this (seconds) cannot be told apart in time: the shim's waiters and
 #: the watch may wake in either order after a stall, and torchrun itself reaps at a 0.1 s interval.
 SAME_LOOK = 0.1
+#: A death whose log says a peer failed comes after that peer's failure, but the peer's process may take longer
+#: to die (Python's exit, a process group torn down): a death without such words up to this many seconds after it
+#: is not ordered behind it. The supervisor holds the teardown's stop signal as long (within the grace period),
+#: so that peer dies by itself and is seen.
+PEER_WINDOW = 1.0
 
 
 class Death:
@@ -195,6 +201,8 @@ def _order(fact: Death) -> Tuple[float, int, int]:
 def _unordered(first: Death, other: Death) -> bool:
     if first.at is None or other.at is None:
         return True
+    if first.evidence and not other.evidence and 0 <= other.at - first.at <= PEER_WINDOW:
+        return True  # a death saying a peer failed comes after that failure, not after the peer's process died
     return abs(other.at - first.at) <= SAME_LOOK
 
 

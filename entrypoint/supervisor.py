@@ -54,7 +54,7 @@ from .failure_class import peer_failure
 from .peers import PEER_RESTART_SIGNAL, peer_restart_failure
 from .plan import LaunchPlan
 from .report import Failure, RunResult, parse_msrun_failures, parse_torchrun_failures
-from .rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
+from .rootcause import PEER_WINDOW, Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 
 if TYPE_CHECKING:
     from ._errorfiles import ErrorRecord
@@ -129,6 +129,7 @@ class _Run:
         self.ending_at: Optional[float] = None
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
+        self.hold_until: Optional[float] = None  # the stop held after a failure that names a peer's
         self.ended_launchers: Set[int] = set()  # plan indices of the launchers the shim killed during the ending
         self.signalled: Set[proctree.ProcKey] = set()
         self.started_wall = time.time()
@@ -266,15 +267,31 @@ class _Run:
             else:
                 self.kill_now()  # a second signal: no more grace
         if failed:
-            self.begin_ending()
+            worker = isinstance(event, (WorkerDeath, ProcExit)) and self.facts and self.facts[-1].rank is not None
+            self.begin_ending(self.facts[-1] if worker else None)
 
-    def begin_ending(self) -> None:
+    def begin_ending(self, failure: Optional[Death] = None) -> None:
+        """The job ends: stop every process now, unless the failure that ends it says a peer failed (its log
+        tail) and others still run: then their stop waits up to :data:`PEER_WINDOW` s (or the next failure), so
+        the peer that really failed can finish dying by itself, not by the teardown's signal."""
         if self.ending_at is None:
             self.ending_at = time.monotonic()
             self.output.quiet()
-            self.stop_workers(self.stop_sig)
-            if self._statuses_known():
-                self.end_launchers()  # at once: its teardown (tens of ms to die) overlaps the workers'
+            if failure is not None and self._says_peer_failed(failure):
+                self.hold_until = self.ending_at + min(PEER_WINDOW, self.plan.grace_period)
+                return
+            self._stop_all()
+        elif self.hold_until is not None:  # a second failure, or a stop signal, during the hold
+            self._stop_all()
+
+    def _says_peer_failed(self, failure: Death) -> bool:
+        return peer_failure(self.output.log_of(failure.index, failure.rank).tail()) is not None
+
+    def _stop_all(self) -> None:
+        self.hold_until = None
+        self.stop_workers(self.stop_sig)
+        if self._statuses_known():
+            self.end_launchers()  # at once: its teardown (tens of ms to die) overlaps the workers'
 
     def stop_workers(self, sig: int) -> None:
         """``sig`` to every process of the job not signalled yet, except the launchers themselves."""
@@ -313,6 +330,10 @@ class _Run:
                 proctree.reap_zombie_children(self._own_pids())
             if self.ending_at is None:
                 continue
+            if self.hold_until is not None:
+                if now < self.hold_until and self.killed_at is None:
+                    continue
+                self._stop_all()
             if self.killed_at is None and now >= self.ending_at + self.plan.grace_period:
                 self.killed_at = now
             left = self.tree.find(launchers=not self.launchers)

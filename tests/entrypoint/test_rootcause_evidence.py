@@ -6,7 +6,7 @@ from typing import Optional
 
 import pytest
 from malaunch.entrypoint.failure_class import peer_failure
-from malaunch.entrypoint.rootcause import SAME_LOOK, Death, RootCause, find_root_cause, teardown_signals
+from malaunch.entrypoint.rootcause import PEER_WINDOW, SAME_LOOK, Death, RootCause, find_root_cause, teardown_signals
 
 TERM = teardown_signals(launcher_kills=False, escalated=False)
 GLOO = (
@@ -39,10 +39,24 @@ def test_same_look_a_peer_failure_never_outranks_a_plain_failure(first: int) -> 
 
 
 def test_deaths_seen_in_order_keep_that_order() -> None:
-    peer = fact("watch", 0, 1, at=5.0, seq=0, evidence="Connection closed by peer")
-    later = fact("watch", 1, 7, at=5.0 + SAME_LOOK + 0.05, seq=1)
-    cause = decide(peer, later)
+    plain = fact("watch", 0, 7, at=5.0, seq=0)
+    later = fact("watch", 1, 1, at=5.0 + SAME_LOOK + 0.05, seq=1)
+    cause = decide(plain, later)
     assert cause.death.rank == 0 and cause.why == "the earliest failure seen"
+    peer = fact("watch", 0, 1, at=5.0, seq=0, evidence="Connection closed by peer")
+    much_later = fact("watch", 1, 7, at=5.0 + PEER_WINDOW + 0.05, seq=1)
+    cause = decide(peer, much_later)
+    assert cause.death.rank == 0 and cause.why == "the earliest failure seen"
+
+
+def test_a_peer_failure_does_not_outrank_the_failure_whose_process_died_after_it() -> None:
+    # the real DDP case: rank 1 sys.exit(7)s, its socket closes at once, rank 0 aborts on "Connection closed by
+    # peer", and rank 1's own process is still winding down (Python's exit, torch's teardown) for a while
+    peer = fact("watch", 0, -6, at=5.0, seq=0, evidence="Connection closed by peer")
+    real = fact("watch", 1, 7, at=5.0 + PEER_WINDOW - 0.1, seq=1)
+    cause = decide(peer, real)
+    assert (cause.death.rank, cause.death.code) == (1, 7)
+    assert cause.why == "rank 0 failed after a peer: 'Connection closed by peer'"
 
 
 def test_a_native_abort_without_peer_message_stays_the_root_cause() -> None:

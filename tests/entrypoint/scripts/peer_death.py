@@ -20,6 +20,8 @@ GLOO = (
     "[127.0.0.1]:29771. This is typically caused by a remote worker crashing"
 )
 
+if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler runs the script too: it is no rank
+    sys.exit(0)
 folder, case, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rank = int(os.environ.get("MS_NODE_ID") or os.environ.get("RANK_ID") or os.environ.get("RANK") or "0")
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort without a core file
