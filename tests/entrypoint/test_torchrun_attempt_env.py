@@ -69,7 +69,9 @@ def test_python_workers_see_the_attempt_and_the_job_succeeds_on_attempt_1(tmp_pa
     assert code == 0
     for rank in (0, 1):
         starts = _starts(tmp_path, rank)
-        assert [(s["count"], s["max"], s["attempt"]) for s in starts] == [(0, "3", "0"), (1, "3", "1")], starts
+        seen = [(s["count"], s["max"], s["attempt"]) for s in starts]
+        # rank 1 of attempt 0 may be stopped by the ending (rank 0 exits 4 at once) before it writes its line
+        assert seen == [(0, "3", "0"), (1, "3", "1")] or (rank == 1 and seen == [(1, "3", "1")]), starts
         for start in starts:
             assert start["parent_is_torchrun"] and start["grandparent"] == shim_pid, start  # torchrun's own child
             assert start["argv"] == [str(tmp_path), "two words"]

@@ -13,6 +13,7 @@ from fake_modelarts import FakeModelArts
 from malaunch.sdk import load_job_file
 from malaunch.sdk.backends import backend_for_id, options_hook
 from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts import options as modelarts_options
 from malaunch.sdk.backends.volcano import options as volcano_options
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit
@@ -30,7 +31,8 @@ def test_each_backend_says_which_ids_are_its() -> None:
 
 def test_the_loader_asks_the_backend_for_its_section(tmp_path: Path) -> None:
     assert options_hook("volcano") is volcano_options.prepare_options
-    assert options_hook("launcher") is None and options_hook("modelarts") is None
+    assert options_hook("modelarts") is modelarts_options.prepare_options  # its ssh key pairs (issue 19)
+    assert options_hook("launcher") is None
     (tmp_path / "t.yaml").write_text("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\n")
     job = tmp_path / "job.yaml"
     job.write_text(
