@@ -500,6 +500,8 @@ class _Run:
             if self.cgroup is not None:
                 for proc in self.procs:
                     self.cgroup.add(proc.pid)
+                for key in self.tree.find():  # what a rank forked before its move (a daemon) joins it too
+                    self.cgroup.add(key.pid)
             watchdog.announce_groups(proc.pid for proc in self.procs)
             self.start_threads()
             if error is not None:
