@@ -18,13 +18,14 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
-from .errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
+from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
 
-    from .plan import LaunchPlan
-    from .restarts import RestartOutcome
+    from .plan.launch_plan import LaunchPlan
+    from .report.report import RunResult
+    from .run.attempts import RestartOutcome
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -191,8 +192,8 @@ def _announce(plan: LaunchPlan) -> None:
 
 
 def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
-    from .report import format_failure, report_json, write_report
-    from .restarts import restart_report
+    from .report.report import format_failure, report_json, write_report
+    from .run.attempts import restart_report
 
     result = outcome.result
     problem = write_report(plan.report_file, {**report_json(result, plan), **restart_report(outcome)})
@@ -224,31 +225,29 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         options = _parse_options(flags)
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
-        from .cluster_env import parse_cluster_env
-        from .ms_recovery import is_recovery_plan, plan_with_recovery, recovery_delay
-        from .prepare import gather_inputs
-        from .restarts import parse_restart_policy, plan_attempt, run_with_restarts
+        from .contract.cluster_env import parse_cluster_env
+        from .launchers import gather_inputs, launcher_for, read_policy
+        from .run.attempts import run_with_restarts
 
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                             "master's address)"):
             cluster = parse_cluster_env(_overlay(env, options))
-            policy, delay = parse_restart_policy(env), recovery_delay(env)
+            policy = read_policy(env)
             inputs = gather_inputs(
                 cluster, boot_file, boot_args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
             )
-            plan = plan_with_recovery(cluster, inputs, env)
+            launcher = launcher_for(cluster, env)
+            plan = launcher.plan(cluster, inputs)
         if options.dry_run:
-            sys.stdout.write(plan_attempt(plan, 0, policy).render() + "\n")
+            sys.stdout.write(launcher.plan_attempt(plan, 0, policy).render() + "\n")
             return 0
         _announce(plan)
-        from .supervisor import run_plan
+        from .run.supervisor import run_plan
 
-        if is_recovery_plan(plan):
-            from ._recovery_run import run_recovery
+        def run(attempt: LaunchPlan, base_env: Mapping[str, str]) -> RunResult:
+            return run_plan(attempt, base_env, launcher)
 
-            outcome = run_recovery(plan, env, policy, delay, _say)
-        else:
-            outcome = run_with_restarts(plan, env, policy, run_plan, _say)
+        outcome = run_with_restarts(plan, env, policy, run, _say, launcher)
     except EntrypointError as error:
         _error(str(error))
         return exit_code_for(error)

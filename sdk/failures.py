@@ -1,6 +1,6 @@
 """Failure classes for a failed job, as every backend reports them (``ma-submit status --output json``).
 
-The classes themselves live in one place, the shim's :mod:`malaunch.entrypoint.failure_class`; this module is
+The classes themselves live in one place, the shim's :mod:`malaunch.entrypoint.report.failure_class`; this module is
 what the backends call:
 
 - :func:`classify_job_failure` with the job's exit code and the last lines of its log (ModelArts and Volcano
@@ -23,7 +23,7 @@ import re
 from collections import deque
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
+from malaunch.entrypoint.report.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
 
 __all__ = [
     "CLASSES",

@@ -93,8 +93,8 @@ def _rotated(kinds: Sequence[str], rep: int) -> List[str]:
 
 
 _IMPORT_PROBE = (  # what the shim imports before its first fork
-    "import time\nbegan = time.perf_counter()\nimport malaunch.entrypoint.main, malaunch.entrypoint.prepare, "
-    "malaunch.entrypoint.launchers, malaunch.entrypoint.supervisor\nprint(time.perf_counter() - began)"
+    "import time\nbegan = time.perf_counter()\nimport malaunch.entrypoint.main, malaunch.entrypoint.plan.prepare, "
+    "malaunch.entrypoint.launchers.planning, malaunch.entrypoint.run.supervisor\nprint(time.perf_counter() - began)"
 )
 
 

@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, Mapping, Optional
 
-from malaunch.entrypoint.atomicfile import write_atomic
+from malaunch.entrypoint.report.atomicfile import write_atomic
 
 __all__ = ["INDEX_FILE", "LOCK_SUFFIX", "MAX_ENTRIES", "JobIndex"]
 

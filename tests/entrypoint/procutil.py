@@ -15,9 +15,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint import proctree
-from malaunch.entrypoint.plan import LaunchPlan, ProcessSpec
-from malaunch.entrypoint.supervisor import RunResult, run_plan
+from malaunch.entrypoint.launchers import run_plan
+from malaunch.entrypoint.plan.launch_plan import LaunchPlan, ProcessSpec
+from malaunch.entrypoint.report.report import RunResult
+from malaunch.entrypoint.run import proctree
 
 __all__ = [
     "BIN",

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from malaunch.entrypoint import proctree
+from malaunch.entrypoint.run import proctree
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MARK = "MALAUNCH_TEST_MARK"

@@ -1,4 +1,4 @@
-"""The one atomic write (entrypoint/atomicfile.py), used by the shim and the SDK alike (issue 18)."""
+"""The one atomic write (entrypoint/report/atomicfile.py), used by the shim and the SDK alike (issue 18)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from malaunch.entrypoint.atomicfile import write_atomic
+from malaunch.entrypoint.report.atomicfile import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,4 +80,4 @@ def test_it_is_the_only_atomic_write_in_the_shim_and_the_sdk() -> None:
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if re.search(r"\bos\.(replace|rename)\(|\.rename\(", line):
                     renames.append(f"{path.relative_to(ROOT)}:{number}")
-    assert [entry.split(":")[0] for entry in renames] == ["entrypoint/atomicfile.py"], renames
+    assert [entry.split(":")[0] for entry in renames] == ["entrypoint/report/atomicfile.py"], renames

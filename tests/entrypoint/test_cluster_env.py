@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from malaunch.entrypoint.cluster_env import parse_cluster_env, require_master
-from malaunch.entrypoint.errors import ConfigError
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env, require_master
+from malaunch.entrypoint.contract.errors import ConfigError
 
 
 def test_defaults_for_an_empty_environment() -> None:

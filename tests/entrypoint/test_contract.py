@@ -1,4 +1,4 @@
-"""The environment-contract table (entrypoint/contract.py): complete, equal to the docs, and the three drifts fixed.
+"""The environment-contract table (entrypoint/contract/__init__.py): complete, equal to the docs, drifts fixed.
 
 Drifts of issue 18 that fail on main before the table: ``MA_MAX_RESTARTS`` took full-width digits, ``1_0`` and
 ``+3`` (``int()``) where cluster_env refuses them; an invalid ``MS_ENABLE_RECOVERY`` was read as false under msrun;
@@ -17,10 +17,10 @@ from typing import Dict, List, Set
 import malaunch.entrypoint
 import pytest
 from malaunch.entrypoint import contract
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.errors import ConfigError
-from malaunch.entrypoint.ms_recovery import recovery_wanted
-from malaunch.entrypoint.restarts import parse_restart_policy
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.errors import ConfigError
+from malaunch.entrypoint.launchers.msrun_recovery import recovery_wanted
+from malaunch.entrypoint.run.policy import parse_restart_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "entrypoint.md").read_text()
@@ -141,14 +141,14 @@ def test_rows_are_well_formed() -> None:
 
 def _module_constants() -> Set[str]:
     names: Set[str] = set()
-    for info in pkgutil.iter_modules(malaunch.entrypoint.__path__, prefix="malaunch.entrypoint."):
+    for info in pkgutil.walk_packages(malaunch.entrypoint.__path__, prefix="malaunch.entrypoint."):
         names |= set(vars(importlib.import_module(info.name)))
     return names
 
 
 def test_every_variable_named_in_the_shim_is_in_the_table() -> None:
     literals: Set[str] = set()
-    for path in (ROOT / "entrypoint").glob("*.py"):
+    for path in (ROOT / "entrypoint").rglob("*.py"):
         literals |= set(re.findall(r"""["']([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)["']""", path.read_text()))
     # an argument, MS_ROLE values, os names
     not_variables = {"BOOT_FILE", "MS_SCHED", "MS_WORKER", "O_CLOEXEC", "SC_PAGE_SIZE"}

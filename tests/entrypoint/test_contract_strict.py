@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Dict
 
 import pytest
-from malaunch.entrypoint import cluster_env, contract, main
-from malaunch.entrypoint.errors import ConfigError
-from malaunch.entrypoint.ms_recovery import DEFAULT_RECOVERY_DELAY, recovery_delay
-from malaunch.entrypoint.restarts import DEFAULT_BACKOFF, RESTART_ON_CHOICES, parse_restart_policy
+from malaunch.entrypoint import contract, main
+from malaunch.entrypoint.contract import cluster_env
+from malaunch.entrypoint.contract.errors import ConfigError
+from malaunch.entrypoint.launchers.msrun_recovery import DEFAULT_RECOVERY_DELAY, recovery_delay
+from malaunch.entrypoint.run.policy import DEFAULT_BACKOFF, RESTART_ON_CHOICES, parse_restart_policy
 
 NOT_ASCII_SECONDS = ["1e3", "1E1", "1_0", ".5", "2.", "\uff11\uff10", "\u0661", "inf", "nan", "+1", "-1", "0x10"]
 SECONDS_MESSAGE = "expected a finite number of seconds >= 0 in ASCII digits, e.g. 30 or 2.5"

@@ -25,7 +25,7 @@ def test_every_exported_name_exists() -> None:
 
 
 def test_every_module_has_a_docstring_and_all() -> None:
-    for info in pkgutil.iter_modules(malaunch.entrypoint.__path__, prefix="malaunch.entrypoint."):
+    for info in pkgutil.walk_packages(malaunch.entrypoint.__path__, prefix="malaunch.entrypoint."):
         module = importlib.import_module(info.name)
         assert module.__doc__, f"{info.name} has no docstring"
         if not info.name.endswith("__main__"):

@@ -9,8 +9,8 @@ from typing import Dict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.errors import ConfigError
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.main import main
 
 VARIABLES = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from malaunch.entrypoint.failure_class import (
+from malaunch.entrypoint.report.failure_class import (
     CLASSES,
     COLLECTIVE_TIMEOUT,
     LAUNCHER_MISUSE,

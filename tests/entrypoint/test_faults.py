@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from malaunch.entrypoint.plan import LaunchPlan
-from malaunch.entrypoint.report import format_failure
+from malaunch.entrypoint.plan.launch_plan import LaunchPlan
+from malaunch.entrypoint.report.report import format_failure
 from procutil import (
     BIN,
     PY,

@@ -7,9 +7,11 @@ from typing import Any, Dict, Optional
 
 import pytest
 import shimutil
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.launchers import LaunchInputs, merge_flags, plan_launch
-from malaunch.entrypoint.rank_table import parse_rank_table
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.launchers import plan_launch
+from malaunch.entrypoint.plan.build import merge_flags
+from malaunch.entrypoint.plan.inputs import LaunchInputs
+from malaunch.entrypoint.plan.rank_table import parse_rank_table
 
 PY = "/opt/py/bin/python"
 
@@ -177,7 +179,7 @@ def test_plan_objects_are_frozen() -> None:
 def test_v0_table_is_converted_to_v10_for_the_ranks() -> None:
     import pathlib
 
-    from malaunch.entrypoint.rank_table_v1 import to_v1_text
+    from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
 
     source = pathlib.Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
     table = parse_rank_table(json.loads(source.read_text()), str(source))

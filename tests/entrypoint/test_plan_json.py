@@ -13,7 +13,7 @@ from typing import Any, Dict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from malaunch.entrypoint.plan import LOG_SOURCES, METHODS, LaunchPlan, ProcessSpec
+from malaunch.entrypoint.plan.launch_plan import LOG_SOURCES, METHODS, LaunchPlan, ProcessSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "expected"
 _text = st.text(max_size=12)

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.errors import ConfigError, WaitTimeout
-from malaunch.entrypoint.prepare import gather_inputs, python_dir_for, wait_for_address
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.errors import ConfigError, WaitTimeout
+from malaunch.entrypoint.launchers import gather_inputs
+from malaunch.entrypoint.plan.prepare import python_dir_for, wait_for_address
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""Tests for malaunch.entrypoint.rank_table: formats, files, waiting, server selection, validation."""
+"""Tests for malaunch.entrypoint.plan.rank_table: formats, files, waiting, server selection, validation."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
-from malaunch.entrypoint.errors import ConfigError, RankTableError, WaitTimeout, exit_code_for
-from malaunch.entrypoint.rank_table import (
+from malaunch.entrypoint.contract.errors import ConfigError, RankTableError, WaitTimeout, exit_code_for
+from malaunch.entrypoint.plan.rank_table import (
     RANK_TABLE_DIR_FILE,
     RankTable,
     RankTableNotReady,

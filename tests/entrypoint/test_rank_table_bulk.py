@@ -16,11 +16,11 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from malaunch.entrypoint import _rank_table_bulk as bulk
-from malaunch.entrypoint import _rank_table_parse
-from malaunch.entrypoint.errors import RankTableError
-from malaunch.entrypoint.rank_table import RankTable, parse_rank_table
-from malaunch.entrypoint.rank_table_v1 import to_v1_text
+from malaunch.entrypoint.contract.errors import RankTableError
+from malaunch.entrypoint.plan import _rank_table_bulk as bulk
+from malaunch.entrypoint.plan import _rank_table_parse
+from malaunch.entrypoint.plan.rank_table import RankTable, parse_rank_table
+from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
 from shimutil import v10_table
 
 

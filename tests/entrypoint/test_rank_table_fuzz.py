@@ -1,4 +1,4 @@
-"""Property tests for malaunch.entrypoint.rank_table: garbage in gives RankTableError/RankTableNotReady only.
+"""Property tests for malaunch.entrypoint.plan.rank_table: garbage in gives RankTableError/RankTableNotReady only.
 
 Three sources of input: arbitrary JSON-like values (biased towards rank-table keys), valid sample tables with
 random mutations, and arbitrary bytes in a file. Tables that do parse are checked against the invariants the
@@ -16,8 +16,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from malaunch.entrypoint.errors import RankTableError
-from malaunch.entrypoint.rank_table import RankTable, RankTableNotReady, parse_rank_table, read_rank_table
+from malaunch.entrypoint.contract.errors import RankTableError
+from malaunch.entrypoint.plan.rank_table import RankTable, RankTableNotReady, parse_rank_table, read_rank_table
 
 DATA = Path(__file__).parent / "data" / "ranktables"
 SAMPLES = {path.name: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}

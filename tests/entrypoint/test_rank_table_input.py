@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from malaunch.entrypoint.errors import RankTableError, exit_code_for
-from malaunch.entrypoint.rank_table import (
+from malaunch.entrypoint.contract.errors import RankTableError, exit_code_for
+from malaunch.entrypoint.plan.rank_table import (
     MAX_RANK_TABLE_BYTES,
     RankTableNotReady,
     read_rank_table,
     select_server,
 )
-from malaunch.entrypoint.rank_table_v1 import to_v1_text
+from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
 
 DATA = Path(__file__).parent / "data" / "ranktables"
 SAMPLES = sorted(path.name for path in DATA.glob("*.json"))
@@ -68,7 +68,7 @@ def test_numbered_pods_are_ordered_by_the_number_after_the_last_dash() -> None:
     pods = data["group_list"][0]["instance_list"]
     pods[0]["pod_name"], pods[1]["pod_name"] = "job-x-10", "job-y-9"
     table_path = DATA.parent / "unused"  # parse only; no file needed
-    from malaunch.entrypoint.rank_table import parse_rank_table
+    from malaunch.entrypoint.plan.rank_table import parse_rank_table
 
     table = parse_rank_table(data, str(table_path))
     assert [s.pod_name for s in table.servers] == ["job-y-9", "job-x-10"] and table.notes == ()
@@ -172,7 +172,7 @@ def test_a_fifo_is_never_opened_even_with_a_writer_waiting(tmp_path: Path) -> No
 
 
 def test_a_large_table_parses_in_bulk_like_item_by_item() -> None:
-    from malaunch.entrypoint.rank_table import parse_rank_table
+    from malaunch.entrypoint.plan.rank_table import parse_rank_table
     from shimutil import v10_table
 
     data = v10_table(256, 8)

@@ -8,9 +8,15 @@ import stat
 from pathlib import Path
 
 import pytest
-from malaunch.entrypoint.plan import LaunchPlan, ProcessSpec
-from malaunch.entrypoint.report import describe_exit, format_failure, report_json, write_report
-from malaunch.entrypoint.supervisor import Failure, RunResult
+from malaunch.entrypoint.plan.launch_plan import LaunchPlan, ProcessSpec
+from malaunch.entrypoint.report.report import (
+    Failure,
+    RunResult,
+    describe_exit,
+    format_failure,
+    report_json,
+    write_report,
+)
 from procutil import assert_nothing_left, make_plan, new_mark, run, worker_spec
 
 

@@ -10,26 +10,24 @@ from pathlib import Path
 from typing import Any, List, Mapping
 
 import pytest
-from malaunch.entrypoint import peers, proctree
-from malaunch.entrypoint._attempt_gate import AttemptGate
-from malaunch.entrypoint._torchrun_stub import STUB, stub_argv
-from malaunch.entrypoint._watch import WorkerDeath
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.errors import ConfigError
-from malaunch.entrypoint.failure_class import classify_failure
-from malaunch.entrypoint.launchers import LaunchInputs, plan_launch
-from malaunch.entrypoint.ms_recovery import plan_with_recovery, relaunch_spec
-from malaunch.entrypoint.plan import LaunchPlan
-from malaunch.entrypoint.report import Failure, RunResult
-from malaunch.entrypoint.restarts import (
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.errors import ConfigError
+from malaunch.entrypoint.launchers import launcher_of, plan_attempt, plan_launch
+from malaunch.entrypoint.launchers.msrun_recovery import plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.launchers.torchrun_gate import AttemptGate
+from malaunch.entrypoint.launchers.torchrun_stub import STUB, stub_argv
+from malaunch.entrypoint.plan.inputs import LaunchInputs
+from malaunch.entrypoint.plan.launch_plan import LaunchPlan
+from malaunch.entrypoint.report.failure_class import classify_failure
+from malaunch.entrypoint.report.report import Failure, RunResult
+from malaunch.entrypoint.run import peers, proctree
+from malaunch.entrypoint.run._watch import WorkerDeath
+from malaunch.entrypoint.run.attempts import restart_report, run_with_restarts
+from malaunch.entrypoint.run.policy import (
     RestartPolicy,
-    _attempts_of,
     backoff_for,
     classify_result,
     parse_restart_policy,
-    plan_attempt,
-    restart_report,
-    run_with_restarts,
     should_restart,
 )
 from procutil import make_plan, new_mark, worker_spec
@@ -135,7 +133,7 @@ def test_torchrun_gets_no_restarts_of_its_own_the_shim_makes_every_attempt() -> 
     assert spec.env["TORCHELASTIC_ERROR_FILE"] == "/logs/attempt-1/torchrun-error.json"
     assert attempt.watch_workers and attempt.restart_on is None and attempt.log_dir == "/logs/attempt-1"
     assert attempt.rank_logs[1] == "/logs/attempt-1/rank-1.log"
-    assert _attempts_of(attempt, RestartPolicy(3)) == 4
+    assert launcher_of(attempt).attempt_limit(attempt, RestartPolicy(3)) == 4
 
 
 def test_torchrun_workers_start_through_the_attempt_stub_with_the_real_counters() -> None:
@@ -191,7 +189,7 @@ def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
     argv = attempt.processes[0].argv
     assert argv.index("--max_restarts=3") < argv.index("--max-restarts=1")  # argparse: the last one counts
     assert attempt.restart_on == "retryable" and not attempt.watch_workers
-    assert _attempts_of(attempt, RestartPolicy(3)) == 1
+    assert launcher_of(attempt).attempt_limit(attempt, RestartPolicy(3)) == 1
 
 
 def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> None:

@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Optional
 
 import pytest
-from malaunch.entrypoint.failure_class import peer_failure
-from malaunch.entrypoint.rootcause import PEER_WINDOW, SAME_LOOK, Death, RootCause, find_root_cause, teardown_signals
+from malaunch.entrypoint.report.failure_class import peer_failure
+from malaunch.entrypoint.report.rootcause import (
+    PEER_WINDOW,
+    SAME_LOOK,
+    Death,
+    RootCause,
+    find_root_cause,
+    teardown_signals,
+)
 
 TERM = teardown_signals(launcher_kills=False, escalated=False)
 GLOO = (

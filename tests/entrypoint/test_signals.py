@@ -1,4 +1,4 @@
-"""One home for signals in exit statuses (entrypoint/signals.py): two conventions, each with its own name."""
+"""One home for signals in exit statuses (entrypoint/contract/signals.py): two conventions, each with its own name."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from malaunch.entrypoint.failure_class import classify_failure
-from malaunch.entrypoint.report import describe_exit
-from malaunch.entrypoint.signals import signal_in_any_code, signal_in_shell_code, signal_name
+from malaunch.entrypoint.contract.signals import signal_in_any_code, signal_in_shell_code, signal_name
+from malaunch.entrypoint.report.failure_class import classify_failure
+from malaunch.entrypoint.report.report import describe_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_report_and_the_classifier_read_the_same_signal() -> None:
 
 def test_no_other_module_reads_signals_out_of_codes_itself() -> None:
     own = []
-    for path in sorted((ROOT / "entrypoint").glob("*.py")):
+    for path in sorted((ROOT / "entrypoint").rglob("*.py")):
         text = path.read_text()
         if re.search(r"def _?signal_of\b|code - 128\b|exit_code - 128\b", text) and path.name != "signals.py":
             own.append(path.name)

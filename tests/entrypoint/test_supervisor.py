@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from malaunch.entrypoint.errors import LaunchError
-from malaunch.entrypoint.plan import ProcessSpec
-from malaunch.entrypoint.report import format_failure
-from malaunch.entrypoint.supervisor import TOKEN_VAR
+from malaunch.entrypoint.contract.errors import LaunchError
+from malaunch.entrypoint.plan.launch_plan import ProcessSpec
+from malaunch.entrypoint.report.report import format_failure
+from malaunch.entrypoint.run._reaper import TOKEN_VAR
 from procutil import (
     BIN,
     PY,

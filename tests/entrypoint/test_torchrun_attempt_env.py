@@ -2,7 +2,7 @@
 
 With ``MA_MAX_RESTARTS > 0`` every attempt is a torchrun of its own with ``--max_restarts=0``, which would
 write ``TORCHELASTIC_RESTART_COUNT=0`` and ``TORCHELASTIC_MAX_RESTARTS=0`` into its workers. The attempt stub
-(``entrypoint/_torchrun_stub.py``) puts the real values back and ``exec``s the worker: same pid, still
+(``entrypoint/launchers/torchrun_stub.py``) puts the real values back and ``exec``s the worker: same pid, still
 torchrun's direct child. Real torchrun, real processes."""
 
 from __future__ import annotations

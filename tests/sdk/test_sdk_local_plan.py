@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from malaunch.entrypoint.cluster_env import parse_cluster_env
-from malaunch.entrypoint.rank_table import parse_rank_table, select_server
+from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.plan.rank_table import parse_rank_table, select_server
 from malaunch.sdk import ConfigError, Job, JobSpec, SubmitPlan
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.hostnet import NetnsNetwork

@@ -1,6 +1,6 @@
 """Inside a local job: why it waits, its events, what its hosts use, and commands run inside a host.
 
-Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.proctree`):
+Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.run.proctree`):
 
 - :func:`pending_reason`: the runner not started yet, a host not started yet, or a host whose shim is still
   preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name).
@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint import peers, proctree
+from malaunch.entrypoint.run import peers, proctree
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from malaunch.entrypoint import proctree
-from malaunch.entrypoint.atomicfile import write_atomic
+from malaunch.entrypoint.report.atomicfile import write_atomic
+from malaunch.entrypoint.run import proctree
 
 __all__ = [
     "JOB_ID_VARIABLE",

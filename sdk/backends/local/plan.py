@@ -21,8 +21,8 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Tuple
 
-from malaunch.entrypoint.cluster_env import DEFAULT_GRACE_PERIOD
 from malaunch.entrypoint.contract import Name
+from malaunch.entrypoint.contract.cluster_env import DEFAULT_GRACE_PERIOD
 
 from ...errors import ConfigError
 from ...plan import AUTO

@@ -9,7 +9,7 @@ harming the job. Contract:
 3. When a host's shim fails, the others get SIGTERM (their shims tear their ranks down); the job's exit code
    is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. When a host's
    shim restarts its group, every host still in an earlier attempt gets the peer-restart signal, so the hosts
-   restart together (:mod:`malaunch.entrypoint.peers`).
+   restart together (:mod:`malaunch.entrypoint.run.peers`).
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from malaunch.entrypoint import peers, proctree
+from malaunch.entrypoint.run import peers, selfproc
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
@@ -48,7 +48,7 @@ _DISK_CHECK = 1.0
 
 
 def _become_subreaper() -> None:
-    proctree.set_subreaper()  # None when unsupported: leftovers are still found through their environment
+    selfproc.set_subreaper()  # None when unsupported: leftovers are still found through their environment
 
 
 def _exit_code(wait_status: int) -> int:
@@ -81,7 +81,7 @@ class Runner:
     # -- restarts in step ------------------------------------------------------------------------------
     def keep_attempts_in_step(self) -> None:
         """A host whose group restarts ends the attempt of every host still running an earlier one, so that
-        all of them meet in the next attempt (see :mod:`malaunch.entrypoint.peers`)."""
+        all of them meet in the next attempt (see :mod:`malaunch.entrypoint.run.peers`)."""
         if len(self.request.hosts) < 2:
             return
         seen = {}

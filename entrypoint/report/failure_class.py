@@ -1,0 +1,217 @@
+"""Exit-code classes: what kind of failure ended a run, and whether starting it again can help.
+
+One pure, standard-library-only home for the classification, used by the shim (its report, its restart loop)
+and by the SDK (``ma-submit status``, every backend). :func:`classify_failure` looks at an exit code, the
+signal, where the code came from and the last lines of the failing rank's log:
+
+=====================  =========  ==========================================================================
+class                  retryable  when
+=====================  =========  ==========================================================================
+``collective_timeout``  yes       the log tail has an NCCL watchdog, gloo send/recv or HCCL notify timeout
+``rendezvous_timeout``  yes       the log tail has a rendezvous, store or connection failure (torch
+                                  ``DistStoreError``/``DistNetworkError``, gloo "connection closed by peer",
+                                  HCCL ``EI0006``, MindSpore node time-outs), the shim gave up waiting (3),
+                                  or a peer host's restart ended this host's attempt (3)
+``signal``              yes       killed by a signal the shim did not send (137: SIGKILL, likely OOM)
+``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
+``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
+``stopped``             no        the shim itself was stopped (SIGTERM/SIGINT/SIGHUP from outside)
+=====================  =========  ==========================================================================
+
+Log patterns win over the exit code: the NCCL watchdog ends a rank with SIGABRT (134), a rendezvous failure
+usually with 1. Each pattern is the stable part of a real message; ``docs/recovery.md`` lists examples.
+"""
+
+
+import re
+from typing import Any, Dict, NamedTuple, Optional, Pattern, Sequence, Tuple
+
+from ..contract.signals import signal_in_any_code
+
+__all__ = [
+    "CLASSES",
+    "COLLECTIVE_TIMEOUT",
+    "LAUNCHER_MISUSE",
+    "RENDEZVOUS_TIMEOUT",
+    "RETRYABLE",
+    "SIGNAL",
+    "STOPPED",
+    "USER_ERROR",
+    "Classification",
+    "classify_exit",
+    "classify_failure",
+    "peer_failure",
+]
+
+COLLECTIVE_TIMEOUT = "collective_timeout"
+RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
+SIGNAL = "signal"
+LAUNCHER_MISUSE = "launcher_misuse"
+USER_ERROR = "user_error"
+STOPPED = "stopped"
+
+#: Every class, most specific first.
+CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
+#: The classes a restart can help with (``launcher.restart_on: retryable``, the default).
+RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, SIGNAL))
+
+_DESCRIPTIONS = {
+    COLLECTIVE_TIMEOUT: "a collective operation timed out (a peer rank died, hung or is too slow)",
+    RENDEZVOUS_TIMEOUT: "rendezvous or network failure (a peer or the master could not be reached in time)",
+    SIGNAL: "killed by a signal the shim did not send (137/SIGKILL: likely out of memory, or node trouble)",
+    LAUNCHER_MISUSE: "the launcher or the shim rejected its input: fix the job, a restart cannot help",
+    USER_ERROR: "the script exited with an error of its own: fix the script, a restart cannot help",
+    STOPPED: "the job was stopped from outside",
+}
+
+_COLLECTIVE: Tuple[Pattern[str], ...] = tuple(
+    re.compile(text)
+    for text in (
+        r"Watchdog caught collective operation timeout",  # NCCL (ProcessGroupNCCL watchdog)
+        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo tcp transport
+        r"\bEI0002\b",  # HCCL: "The wait execution of the Notify register times out."
+        r"Notify register times out",
+        r"HCCL[^\n]*(?:timeout|timed out|time out)",
+        r"(?:Reduce|Broadcast) wait (?:receiving|sending)",  # MindSpore CPU collectives when a peer is gone
+    )
+)
+_RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
+    re.compile(text)
+    for text in (
+        r"DistStoreError",  # torch: "Timed out after N seconds waiting for clients. 1/2 clients joined."
+        r"DistNetworkError",  # torch: "The client socket has timed out after ...ms while trying to connect"
+        r"Rendezvous(?:Timeout|Connection|Closed)Error",  # torchelastic rendezvous
+        r"The client socket has timed out",
+        r"waiting for clients\. \d+/\d+ clients joined",
+        r"Connection (?:closed|reset) by peer",  # gloo pair.cc when a peer rank dies mid-collective
+        r"\bEI0006\b",  # HCCL: getting a socket timed out
+        r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
+        r"Timed out node list is",  # MindSpore: "The total number of timed out node is N. Timed out node ..."
+        r"gave up waiting for",  # the shim's own bounded waits (rank table, master name)
+        r"a peer host restarted the job",  # the shim's attempt ended by another host's restart (peers.py)
+    )
+)
+_MISUSE: Tuple[Pattern[str], ...] = tuple(
+    re.compile(text)
+    for text in (
+        r"^ma-entrypoint: error:",
+        r"^(?:torchrun|msrun|run\.py): error:",  # argparse of the launchers
+    )
+)
+
+
+# A rank whose log says one of these failed *because of a peer* (the peer died, hung or closed the connection):
+# the root-cause ordering (:mod:`.rootcause`) never lets such a death outrank one it cannot be ordered with.
+_PEER: Tuple[Pattern[str], ...] = tuple(
+    re.compile(text)
+    for text in (
+        r"Connection closed by peer",  # gloo pair.cc: "... This is typically caused by a remote worker crashing"
+        r"Connection reset by peer",  # gloo, c10d TCPStore
+        r"typically caused by a remote worker crashing",
+        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo, a peer gone silent
+        r"DistNetworkError",  # c10d: the store's socket broke (its host rank died)
+        r"DistStoreError",  # c10d: peers never came
+        r"Watchdog caught collective operation timeout",  # NCCL
+        r"(?:NCCL|HCCL)? ?communicator was aborted",  # NCCL/HCCL ProcessGroup abort
+        r"ncclRemoteError|remote process exited or there was a network error",  # NCCL
+        r"\bEI000[26]\b",  # HCCL: notify wait timed out / socket timed out
+        r"Notify register times out",  # HCCL
+        r"HCCL[^\n]*(?:timeout|timed out|time out)",
+        r"(?:Reduce|Broadcast|AllGather|AllReduce) wait (?:receiving|sending)",  # MindSpore CPU collectives
+        r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
+        r"Timed out node list is",  # MindSpore
+        r"terminate called without an active exception",  # torch tearing down a process group whose peer is gone
+    )
+)
+
+
+def peer_failure(tail: Sequence[str]) -> Optional[str]:
+    """The peer or collective failure ``tail`` (log lines, an error file's message) names: the matched words,
+    newest line first; None when it names none (a native crash, ``terminate called after throwing ...``)."""
+    for line in reversed(tail):
+        for pattern in _PEER:
+            found = pattern.search(line)
+            if found is not None:
+                return found.group(0).strip()
+    return None
+
+
+class Classification(NamedTuple):
+    """The class of one failure: ``kind`` (one of :data:`CLASSES`), whether a restart can help, and why."""
+
+    kind: str
+    retryable: bool
+    reason: str  # the log line that decided it, or the rule that did (shortened)
+
+    @property
+    def description(self) -> str:
+        """What the class means, in one sentence."""
+        return _DESCRIPTIONS[self.kind]
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready form, as the shim's report and ``ma-submit status --output json`` show it."""
+        return {
+            "class": self.kind,
+            "retryable": self.retryable,
+            "reason": self.reason,
+            "description": self.description,
+        }
+
+
+def _make(kind: str, reason: str) -> Classification:
+    return Classification(kind, kind in RETRYABLE, reason if len(reason) <= 200 else reason[:197] + "...")
+
+
+def _search(patterns: Sequence[Pattern[str]], tail: Sequence[str]) -> Optional[str]:
+    for line in reversed(tail):  # the newest evidence first
+        for pattern in patterns:
+            if pattern.search(line):
+                return line.strip()
+    return None
+
+
+def classify_failure(
+    exit_code: int,
+    tail: Sequence[str] = (),
+    *,
+    signal: Optional[int] = None,
+    origin: str = "rank",
+    stopped: bool = False,
+) -> Classification:
+    """Classify one failure. Pure.
+
+    Args:
+        exit_code: the failing process's code: shell style (137) or a ``Popen`` return code (-9).
+        tail: the last lines of its log (more lines, better evidence; order oldest first).
+        signal: the signal that killed it, when known.
+        origin: ``"rank"`` (a training process), ``"launcher"`` (torchrun/msrun itself) or ``"shim"`` (the
+            shim's own exit code, e.g. as a backend sees it with no report).
+        stopped: the shim itself was stopped by a signal from outside.
+    """
+    if stopped:
+        return _make(STOPPED, "the shim received a stop signal")
+    lines = list(tail)
+    found = _search(_COLLECTIVE, lines)
+    if found is not None:
+        return _make(COLLECTIVE_TIMEOUT, found)
+    found = _search(_RENDEZVOUS, lines)
+    if found is not None:
+        return _make(RENDEZVOUS_TIMEOUT, found)
+    sig = signal_in_any_code(exit_code, signal)
+    if sig is not None:
+        if origin == "shim" and sig in (1, 2, 15):  # the shim's own 129/130/143: it was stopped
+            return _make(STOPPED, f"the shim exited with {exit_code} after signal {sig}")
+        return _make(SIGNAL, f"killed by signal {sig} (exit code {128 + sig})")
+    found = _search(_MISUSE, lines) if origin != "rank" else None  # a rank's own argparse error is the user's
+    if found is not None:
+        return _make(LAUNCHER_MISUSE, found)
+    if exit_code in (126, 127):
+        return _make(LAUNCHER_MISUSE, f"exit code {exit_code}: the command cannot be found or executed")
+    if origin in ("shim", "launcher") and exit_code in (2, 3):
+        return _make(LAUNCHER_MISUSE, f"the {origin} exited with {exit_code}: its input was rejected")
+    return _make(USER_ERROR, f"exit code {exit_code}")
+
+
+def classify_exit(exit_code: int, log_tail: Sequence[str] = (), *, origin: str = "shim") -> Classification:
+    """Classify a failed job from what a backend sees: the job's (shim's) exit code and its log's last lines."""
+    return classify_failure(exit_code, log_tail, origin=origin)

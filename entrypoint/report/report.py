@@ -1,0 +1,206 @@
+"""How a run ended (:class:`RunResult`, its root-cause :class:`Failure`), as launchers report it and as we do.
+
+The supervisor fills in a ``RunResult`` (the launchers' own failure reports are read by their launcher modules).
+:func:`describe_exit` explains an exit code (137 -> likely OOM), :func:`format_failure` is the block the shim
+prints after a failure (who failed, where, how, its log path and its last lines: never torchrun's bare
+``error_file: <N/A>``), :func:`report_json` is the machine-readable report and :func:`write_report` writes it
+atomically without ever crashing the shim.
+"""
+
+
+import json
+import signal
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
+
+from ..contract.signals import signal_in_shell_code, signal_name
+
+if TYPE_CHECKING:
+    from ..plan.launch_plan import LaunchPlan
+
+__all__ = [
+    "REPORT_VERSION",
+    "Failure",
+    "LauncherAttempt",
+    "RunResult",
+    "describe_exit",
+    "format_failure",
+    "report_json",
+    "signal_name",
+    "write_report",
+]
+
+REPORT_VERSION = 1
+
+
+class Failure(NamedTuple):
+    """The root cause of a failed run: the first process (or rank) that failed."""
+
+    name: str
+    rank: Optional[int]
+    local_rank: Optional[int]
+    host: str
+    pid: Optional[int]
+    exit_code: int  # shell-style: the code, or 128+N for death by signal N
+    signal: Optional[int]  # N when killed by a signal
+    log_file: str
+    tail: Tuple[str, ...]  # the last lines of that rank's output
+    message: Optional[str] = None  # the exception its TORCHELASTIC_ERROR_FILE recorded, if any
+    source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause)
+    why: Optional[str] = None  # the rule (and the evidence) that made it the root cause (see rootcause)
+
+
+class LauncherAttempt(NamedTuple):
+    """One attempt a launcher made inside one run: torchrun restarting its workers itself (``--max_restarts``),
+    or one process relaunched alone (MindSpore recovery)."""
+
+    attempt: int  # its TORCHELASTIC_RESTART_COUNT
+    root_cause: Optional[Failure]  # None: no worker of this attempt failed
+    duration: float  # from the end of the previous attempt (or the start) to this one's last worker death
+    log_dir: str  # torchrun's folder for this attempt (``.../attempt_<n>``), else the plan's log directory
+    restarted: bool = False  # the launcher started it again (the one not restarted ended the run)
+
+
+class RunResult(NamedTuple):
+    """How a run ended. ``exit_code`` is what the shim exits with."""
+
+    exit_code: int  # 0 on success; the root cause's own code; 128+S if the shim got signal S
+    root_cause: Optional[Failure]
+    shim_signal: Optional[int]
+    duration: float
+    # every attempt the launcher made inside this run, oldest first (the one not restarted is this result)
+    launcher_attempts: Tuple[LauncherAttempt, ...] = ()
+
+
+_SIGNAL_HINTS: Dict[int, str] = {
+    signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
+    signal.SIGSEGV: "segmentation fault, a crash in native code (a C/C++ extension or a driver)",
+    signal.SIGABRT: "aborted by native code (a failed assertion or an uncaught C++ exception)",
+    signal.SIGTERM: "terminated from outside (job stopped or preempted) or by the teardown of the job",
+    signal.SIGINT: "interrupted (Ctrl-C or SIGINT from outside)",
+    signal.SIGHUP: "hang-up: its terminal or session went away",
+    signal.SIGBUS: "bus error, often /dev/shm too small for data-loader workers",
+    signal.SIGFPE: "arithmetic error in native code",
+    signal.SIGILL: "illegal instruction: a binary built for another CPU",
+    signal.SIGPIPE: "broken pipe: it wrote to a pipe or socket nobody reads",
+}
+
+_CODE_HINTS = {
+    0: "success",
+    1: "generic error: the traceback is usually in the last lines of the log",
+    2: "usage error: bad command-line arguments",
+    126: "the command was found but cannot be executed (permissions?)",
+    127: "command not found (check PATH)",
+}
+
+
+def describe_exit(code: int, signal: Optional[int]) -> str:
+    """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
+    sig = signal_in_shell_code(code, signal)
+    if sig is not None:
+        hint = _SIGNAL_HINTS.get(sig)
+        return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
+    return _CODE_HINTS.get(code, f"exited with code {code}; see the last lines of the log")
+
+
+def _who(failure: Failure) -> str:
+    if failure.rank is None:
+        return f"process {failure.name}"
+    local = f" (local rank {failure.local_rank})" if failure.local_rank is not None else ""
+    return f"rank {failure.rank}{local}"
+
+
+def format_failure(result: RunResult) -> str:
+    """A multi-line human report of how the run ended."""
+    failure = result.root_cause
+    took = f"{result.duration:.1f}s"
+    if failure is None:
+        if result.shim_signal is not None:
+            name = signal_name(result.shim_signal)
+            return (
+                f"The job was stopped after {took}: the shim received {name} and terminated every process "
+                f"(exit code {result.exit_code})."
+            )
+        if result.exit_code == 0:
+            return f"The job succeeded after {took}."
+        return f"The job failed after {took} with exit code {result.exit_code}."
+    pid = f", pid {failure.pid}" if failure.pid is not None else ""
+    lines: List[str] = [
+        f"The job failed after {took}. Root cause: {_who(failure)} on host {failure.host}{pid}",
+        f"  exit code : {failure.exit_code} ({describe_exit(failure.exit_code, failure.signal)})",
+    ]
+    if failure.signal is not None:
+        lines.append(f"  signal    : {failure.signal} ({signal_name(failure.signal)})")
+    if failure.message:
+        lines.append(f"  error     : {failure.message}")
+    if failure.why and "after a peer" in failure.why:
+        lines.append(f"  why       : {failure.why}")
+    lines.append(f"  log file  : {failure.log_file}")
+    if failure.tail:
+        lines.append(f"  last {len(failure.tail)} lines of its output:")
+        lines.extend(f"    | {line}" for line in failure.tail)
+    else:
+        lines.append("  (it wrote no output)")
+    if result.shim_signal is not None:
+        lines.append(f"  (the shim also received {signal_name(result.shim_signal)} while stopping the job)")
+    return "\n".join(lines)
+
+
+def _failure_json(failure: Failure) -> Dict[str, Any]:
+    return {
+        "name": failure.name,
+        "rank": failure.rank,
+        "local_rank": failure.local_rank,
+        "host": failure.host,
+        "pid": failure.pid,
+        "exit_code": failure.exit_code,
+        "signal": failure.signal,
+        "signal_name": signal_name(failure.signal) if failure.signal is not None else None,
+        "hint": describe_exit(failure.exit_code, failure.signal),
+        "log_file": failure.log_file,
+        "message": failure.message,
+        "source": failure.source,
+        "why": failure.why,
+        "tail": list(failure.tail),
+    }
+
+
+def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
+    """The JSON run report: status, exit code, root cause (with its tail) and where the logs are."""
+    if result.root_cause is not None:
+        status = "failed"
+    elif result.shim_signal is not None:
+        status = "stopped"
+    else:
+        status = "succeeded" if result.exit_code == 0 else "failed"
+    return {
+        "version": REPORT_VERSION,
+        "status": status,
+        "exit_code": result.exit_code,
+        "hint": describe_exit(result.exit_code, None) if result.exit_code else None,
+        "duration": round(result.duration, 3),
+        "shim_signal": result.shim_signal,
+        "shim_signal_name": signal_name(result.shim_signal) if result.shim_signal is not None else None,
+        "root_cause": _failure_json(result.root_cause) if result.root_cause is not None else None,
+        "method": plan.method,
+        "host": plan.host,
+        "node_rank": plan.node_rank,
+        "num_hosts": plan.num_hosts,
+        "log_dir": plan.log_dir,
+        "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
+        "processes": [proc.name for proc in plan.processes],
+    }
+
+
+def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
+    """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
+    from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
+
+    try:
+        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
+        return None
+    except (OSError, TypeError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return (
+            f"cannot write the run report to {path!r}: {reason}; "
+            "point MALAUNCH_REPORT_FILE (or --report-file) at a writable path"
+        )

@@ -1,0 +1,38 @@
+"""The events a run's loop absorbs, one class each (slotted classes, not dataclasses: defining a dataclass costs
+start-up time). A worker's death seen by the watch is :class:`._watch.WorkerDeath`."""
+
+from typing import Union
+
+from ._watch import WorkerDeath
+
+__all__ = ["Event", "LauncherLine", "ProcExit", "ShimSignal", "WorkerDeath"]
+
+
+class ProcExit:
+    """A process the shim started ended (its Popen return code)."""
+
+    __slots__ = ("at", "code", "index")
+
+    def __init__(self, index: int, code: int, at: float) -> None:
+        self.index, self.code, self.at = index, code, at
+
+
+class LauncherLine:
+    """A launcher said which of its workers failed (msrun: "Worker process <pid> exit with exception...")."""
+
+    __slots__ = ("at", "code", "index", "pid")
+
+    def __init__(self, index: int, pid: int, code: int, at: float) -> None:
+        self.index, self.pid, self.code, self.at = index, pid, code, at
+
+
+class ShimSignal:
+    """The shim itself received a signal."""
+
+    __slots__ = ("signum",)
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath]

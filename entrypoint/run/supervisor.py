@@ -1,0 +1,295 @@
+"""Execute a :class:`~..plan.launch_plan.LaunchPlan` with its :class:`~.launcher.Launcher`: start all, forward
+output, end the job, say why.
+
+:class:`Supervisor` has the shape of torch elastic's ``PContext``: :meth:`~Supervisor.start`, then
+:meth:`~Supervisor.poll` until it says the run is over, then :meth:`~Supervisor.close`. It never asks which method
+runs; the launcher's hooks say what differs. Its parts, one job each: :class:`~.processes.ProcessGroup` (the
+processes), :class:`~.output.Output` (logs and console), :class:`~.ending.Ending` (who gets which signal when),
+:class:`~.verdict.RunFacts` (the facts and the root cause), :class:`~.guards.JobGuards` (subreaper, cgroup,
+watchdog, signal handlers), and the typed events of :mod:`.events`.
+
+Contract of :func:`run_plan`:
+
+1. The log directory and every log file are created before anything starts; if that fails, ``LaunchError``.
+2. All processes start at once, each in a session of its own, with ``{**base_env, **spec.env}`` (plus the
+   ``spec.env_defaults`` the environment lacks) and ``MALAUNCH_SHIM_TOKEN``; a program that cannot be started
+   tears down the others and raises ``LaunchError``.
+3. Output follows ``plan.log_source`` (:mod:`.output`); the console never slows a rank down.
+4. Facts are recorded as they come (:mod:`.verdict`): each process's exit, each launcher worker's death
+   (:mod:`._watch`), the failures a launcher's lines name, and at the end what the launcher wrote down. The first
+   failure starts the *ending* (:mod:`.ending`); a process the launcher relaunches
+   (:meth:`~.launcher.Launcher.relaunch`) is started again after its delay instead, the others running on. The
+   root cause is then decided from the facts by a pure function.
+5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
+   skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
+   whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3). A
+   launcher that restarts its workers itself has them judged by its gate (:meth:`~.launcher.Launcher.gate`);
+   ``RunResult.launcher_attempts`` has every attempt it made.
+6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
+7. On return every output is drained, no process of the job is left (token carriers, and everything that was
+   reparented to the shim as subreaper: daemons included), and every child has been reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+import sys
+import time
+from typing import BinaryIO, Mapping, Optional, Set
+
+from ..contract.errors import LaunchError
+from ..plan.launch_plan import LaunchPlan
+from ..report.report import Failure, RunResult
+from ..report.rootcause import Death
+from . import proctree
+from ._pump import tune_malloc
+from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
+from .ending import Ending
+from .events import Event, LauncherLine, ProcExit, ShimSignal, WorkerDeath
+from .guards import JobGuards
+from .launcher import Launcher
+from .output import Output, prepare_folders
+from .peers import PEER_RESTART_SIGNAL
+from .processes import ProcessGroup
+from .relaunch import Relauncher
+from .verdict import RunFacts
+from .workers import Workers
+
+__all__ = ["TOKEN_VAR", "Failure", "RunResult", "Supervisor", "run_plan"]
+
+_TICK = 0.02
+_ANNOUNCE_EVERY = 0.5
+
+
+class Supervisor:
+    """One run of a plan: start / poll / close, method-agnostic (the launcher's hooks say what differs)."""
+
+    def __init__(
+        self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO, err: BinaryIO
+    ) -> None:
+        self.plan, self.launcher = plan, launcher
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self.output = Output(plan, out, err, launcher)
+        self.workers = Workers(plan, launcher, self.output, self.events.put)
+        self.output.on_launcher_lines = self.workers.lines
+        self.tree = JobTree(new_token(), ())
+        self.group = ProcessGroup(base_env, self.tree.token, self.events.put)
+        self.facts = RunFacts(plan, launcher, self.group, self.output)
+        self.ending = Ending(self.tree, self.group, plan.grace_period, launcher.starts_workers,
+                             self._statuses_known, self._summary_written)  # fmt: skip
+        self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env))
+        self.shim_signal: Optional[int] = None
+        self.peer_restart = False  # a peer host restarted the job (PEER_RESTART_SIGNAL): this attempt ends
+        self.relauncher = Relauncher(launcher, self.group, self.output, self.facts, self.tree, self.guards)
+        self.error: Optional[LaunchError] = None
+        self.started_wall = time.time()
+        self._finished = False
+        self._announce_at = time.monotonic() + _ANNOUNCE_EVERY  # no /proc scan while the ranks start up
+        self._tick_at = 0.0
+
+    # -- start --------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every process, then what can wait: guards, exit waiters, output threads, the worker watch."""
+        self.started_wall = time.time()
+        self.guards.before_start()
+        for spec in self.plan.processes:
+            self.error = self.group.start(spec)
+            if self.error is not None:
+                break
+        if self.launcher.starts_workers:
+            self.tree.launchers = self.group.pids()
+        self.guards.after_start(self.group.pids())
+        tune_malloc()  # after the ranks started: it loads ctypes, which costs start-up time
+        for index in range(len(self.group.procs)):
+            self.group.watch_exit(index)
+        self.output.attach(self.group.procs, lambda: None)
+        self.workers.start(self.tree.token, [proc.pid for proc in self.group.procs])
+        if self.error is not None:
+            self.begin_ending()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.events.put(ShimSignal(signum))  # SimpleQueue.put is reentrant: safe in a signal handler
+
+    # -- events ---------------------------------------------------------------------------------------------------
+    def absorb(self, event: Event) -> None:
+        """Record the fact an event carries; a failure (or a signal) starts the ending."""
+        if isinstance(event, ShimSignal):
+            self._signalled(event.signum)
+            return
+        failed, fact = False, None
+        if isinstance(event, ProcExit):
+            self.group.returncodes[event.index] = event.code
+            if event.index in self.ending.ended_launchers:
+                return  # the shim killed it during the ending: its exit says nothing about the job
+            spec = self.group.specs[event.index]
+            fact = self.facts.record(source="exit", index=event.index, rank=spec.rank,
+                                     pid=self.group.procs[event.index].pid, code=event.code, at=event.at)  # fmt: skip
+            failed = event.code != 0 and not (
+                self.ending.at is None and self.relauncher.consider(fact, self.shim_signal is not None)
+            )
+        elif isinstance(event, WorkerDeath):
+            if self.plan.watch_workers or event.attempt is not None:  # else: of which launcher attempt?
+                fact = self.facts.record(source="watch", index=event.index, rank=event.rank, pid=event.pid,
+                                         code=event.code, at=event.at, attempt=event.attempt)  # fmt: skip
+            if self.plan.watch_workers:
+                failed = event.code is not None and event.code != 0
+            else:  # the launcher restarts failed workers itself unless its gate says no
+                failed = self.workers.gate.judge(event) is not None
+        elif isinstance(event, LauncherLine):
+            self.facts.record(source="summary", index=event.index, rank=self.workers.rank_of(event.pid),
+                              pid=event.pid, code=event.code, at=event.at)  # fmt: skip
+            failed = True
+        if failed:
+            self.begin_ending(fact if fact is not None and fact.rank is not None else None)
+
+    def _signalled(self, signum: int) -> None:
+        if signum == PEER_RESTART_SIGNAL:
+            if self.shim_signal is None and not self.peer_restart:
+                self.peer_restart = True
+                self.begin_ending()
+        elif self.shim_signal is None:
+            self.shim_signal = signum
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                self.ending.stop_sig = signal.Signals(signum)
+            self.begin_ending()
+        else:
+            self.ending.kill_now()  # a second signal: no more grace
+
+    def begin_ending(self, failure: Optional[Death] = None) -> None:
+        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log says a peer failed holds the stop."""
+        first = self.ending.at is None
+        if first:
+            self.output.quiet()
+            self.relauncher.pending.clear()
+        self.ending.begin(hold=first and failure is not None and self.facts.says_peer_failed(failure))
+
+    # -- poll -------------------------------------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """Absorb what happened and drive the ending one step; False once every process has exited."""
+        if not self.group.running() and not self.relauncher.pending:
+            return False
+        with contextlib.suppress(queue.Empty):
+            event = self.events.get(timeout=_TICK if self.ending.at is not None or self.relauncher.pending else 0.5)
+            self.absorb(event)
+            if isinstance(event, WorkerDeath) and self.ending.at is not None and not self.ending.ended_launchers:
+                self._tick_at = 0.0  # the last worker's death lets the launcher go: look now, not at the next tick
+        now = time.monotonic()
+        if now < self._tick_at:
+            return True
+        self._tick_at = now + _TICK
+        if now >= self._announce_at:
+            self._announce_at = now + _ANNOUNCE_EVERY
+            self.guards.watchdog.announce(self.tree.find())
+            proctree.reap_zombie_children(self._own_pids())
+        self.relauncher.start_due(now, self._start_failed)
+        self.ending.tick(now)
+        return True
+
+    def _start_failed(self, error: LaunchError) -> None:
+        self.error = error
+        self.begin_ending()
+
+    def _statuses_known(self) -> bool:
+        return self.facts.statuses_known(self.workers.watch)
+
+    def _summary_written(self) -> bool:
+        return self.launcher.summary_written(self.output.sinks[0].text())
+
+    def _own_pids(self) -> Set[int]:
+        return self.group.pids() | self.tree.foreign
+
+    def _pause(self, seconds: float) -> bool:
+        """The ending's pause between looks: events still count (a second signal to the shim ends the grace)."""
+        with contextlib.suppress(queue.Empty):
+            self.absorb(self.events.get(timeout=seconds))
+        return self.ending.killed_at is not None
+
+    # -- close ------------------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """End whatever of the job is left (daemons included), drain every output, stop the watch."""
+        if self._finished:
+            return
+        self._finished = True
+        self.workers.gate.release()
+        left = kill_everything(self.tree, self.group.live_groups(), self.ending.grace_left(), self._pause)
+        left += self.group.reap(5.0)
+        left += self.guards.kill_cgroup()
+        if left:
+            self.output.warn(f"processes {sorted(set(left))} survived SIGKILL (stuck in the kernel?)")
+        self.workers.stop()
+        self.output.drain(self.group.procs)
+        self.group.join(1.0)
+
+    def result(self, started: float) -> RunResult:
+        """The run's result, once every process has ended and every event was absorbed."""
+        while True:
+            try:
+                self.absorb(self.events.get_nowait())
+            except queue.Empty:
+                break
+        self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
+        stopped = self.shim_signal is not None or self.peer_restart
+        failure = self.facts.root_cause(self.ending.killed_at is not None, stopped, self.workers.pid_ranks())
+        return self.facts.result(failure, self.shim_signal, self.peer_restart, started, self.workers.gate,
+                                 self.relauncher.relaunched)  # fmt: skip
+
+    def run(self, handle_signals: bool, started: float) -> RunResult:
+        """start, poll to the end, close; the result."""
+        if handle_signals:
+            self.guards.handle_signals(self._on_signal)
+        try:
+            self.start()
+            if self.error is not None:
+                self.close()
+                raise self.error
+            while self.poll():
+                pass
+            self.close()
+            if self.error is not None:
+                raise self.error
+            return self.result(started)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self.output.close()
+            proctree.reap_zombie_children(self._own_pids())
+            self.guards.release()
+
+
+def run_plan(
+    plan: LaunchPlan,
+    base_env: Mapping[str, str],
+    launcher: Launcher,
+    *,
+    console_out: Optional[BinaryIO] = None,
+    console_err: Optional[BinaryIO] = None,
+    handle_signals: bool = True,
+) -> RunResult:
+    """Run every process of ``plan`` to the end with ``launcher``'s hooks and say how it ended.
+
+    Args:
+        plan: what to start (executed exactly as ``--dry-run`` prints it).
+        base_env: the environment every process inherits (``spec.env`` is laid over it).
+        launcher: the plan's launcher (:func:`malaunch.entrypoint.launchers.launcher_of`).
+        console_out: where prefixed stdout lines go (default: this process's stdout).
+        console_err: where prefixed stderr lines go (default: this process's stderr).
+        handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
+
+    Raises:
+        LaunchError: the log directory or a log file cannot be written, or a program cannot be started
+            (the processes already started are torn down first).
+    """
+    started = time.monotonic()
+    out = console_out if console_out is not None else sys.stdout.buffer
+    err = console_err if console_err is not None else sys.stderr.buffer
+    supervisor = Supervisor(plan, launcher, base_env, out, err)
+    try:
+        prepare_folders(plan)
+        supervisor.output.open()
+    except BaseException:
+        supervisor.output.close()
+        raise
+    return supervisor.run(handle_signals, started)

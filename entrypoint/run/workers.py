@@ -1,0 +1,66 @@
+"""A launcher's workers as the run sees them: the watch over them, the gate over its own restarts, and what the
+launcher's own output lines say. Present only when the plan's processes are launchers
+(``Launcher.starts_workers``); every method of :class:`Workers` is then a no-op or empty without them."""
+
+import time
+from typing import Callable, Dict, List, Optional
+
+from ..plan.launch_plan import LaunchPlan
+from ._reaper import TOKEN_VAR
+from ._watch import WorkerDeath, WorkerWatch
+from .events import Event, LauncherLine
+from .launcher import Gate, Launcher, NoGate
+from .output import Output
+
+__all__ = ["Workers"]
+
+
+class Workers:
+    """The watch and the gate of one run's launchers, and the events they post."""
+
+    def __init__(self, plan: LaunchPlan, launcher: Launcher, output: Output, post: Callable[[Event], None]) -> None:
+        self.plan, self.launcher, self.output, self.post = plan, launcher, output, post
+        self.watch: Optional[WorkerWatch] = None
+        self.gate: Gate = NoGate()
+
+    def start(self, token: str, pids: List[int]) -> None:
+        """Watch the workers of the launchers ``pids`` (plan order); also tells msrun's pids' ranks."""
+        if not self.launcher.starts_workers:
+            return
+        launchers = {pid: index for index, pid in enumerate(pids)}
+        self.gate = self.launcher.gate(self.plan, dict(enumerate(pids)))
+        self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables)
+        self.watch.start()
+
+    def _died(self, death: WorkerDeath) -> None:
+        """Watch thread: after a worker's failure whatever the launcher prints is teardown chatter (a worker that
+        exits 0 ends nothing: msrun may still be saying it spawned the job)."""
+        if self.plan.watch_workers and death.code != 0:
+            self.output.quiet()
+        self.gate.hold(death)  # before the event: the launcher must not restart before the loop has judged it
+        self.post(death)
+
+    def lines(self, index: int, lines: bytes) -> None:
+        """Output thread: the launcher process ``index`` printed ``lines``."""
+        says = self.launcher.read_lines(self.plan, lines)
+        if says.quiet:
+            self.output.quiet()
+        for pid, code in says.failures:
+            self.post(LauncherLine(index, pid, code, time.monotonic()))
+
+    def rank_of(self, pid: int) -> Optional[int]:
+        """The rank of a worker the watch saw."""
+        return self.watch.pid_ranks.get(pid) if self.watch is not None else None
+
+    def pid_ranks(self) -> Optional[Dict[int, int]]:
+        """Every worker the watch saw (pid -> rank); None without a watch."""
+        return dict(self.watch.pid_ranks) if self.watch is not None else None
+
+    def error_files(self) -> Dict[str, int]:
+        """Every worker error file the watch saw (path -> rank)."""
+        return dict(self.watch.error_files) if self.watch is not None else {}
+
+    def stop(self) -> None:
+        """Stop watching."""
+        if self.watch is not None:
+            self.watch.stop()

@@ -1,0 +1,98 @@
+"""The shim's folders show its flow, and imports only point down (issue 18).
+
+Layers, lowest first: ``contract/`` (the environment-contract table, errors, the cluster environment) ->
+``plan/`` (rank tables, inputs, the ``LaunchPlan``) -> ``report/`` (facts, root cause, classes, report.json) ->
+``run/`` (supervisor, output, process tree, the attempt loop, the ``Launcher`` interface) -> ``launchers/`` (one
+module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A module may import from its own
+layer or any layer below, never from one above: checked on every import, including those inside functions and
+``TYPE_CHECKING`` blocks.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
+PACKAGE = "malaunch.entrypoint"
+LAYERS = ("contract", "plan", "report", "run", "launchers")
+TOP = len(LAYERS)
+
+
+def _layer(parts: Tuple[str, ...]) -> int:
+    """The layer of a module given by its parts under the package (``("run", "supervisor")``)."""
+    return LAYERS.index(parts[0]) if parts and parts[0] in LAYERS else TOP
+
+
+def _target(module: Tuple[str, ...], is_package: bool, node: ast.ImportFrom) -> Optional[Tuple[str, ...]]:
+    """The parts under the package an import names (None: outside the package)."""
+    if node.level == 0:
+        name = node.module or ""
+        if name != PACKAGE and not name.startswith(PACKAGE + "."):
+            return None
+        return tuple(name.split(".")[2:])
+    here = module if is_package else module[:-1]
+    base = here[: len(here) - (node.level - 1)]
+    return (*base, *(node.module.split(".") if node.module else ()))
+
+
+def _edges() -> List[Tuple[str, str, int, int]]:
+    """(module, imported, layer of module, layer of imported) for every import inside the package."""
+    found = []
+    for path in sorted(SHIM.rglob("*.py")):
+        rel = path.relative_to(SHIM).with_suffix("")
+        parts = tuple(rel.parts)
+        is_package = parts[-1] == "__init__"
+        module = parts[:-1] if is_package else parts
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: List[Tuple[str, ...]] = []
+            if isinstance(node, ast.ImportFrom):
+                target = _target(module, is_package, node)
+                if target is not None:
+                    # "from . import x" / "from ..run import proctree": the names may be modules of that package
+                    targets = [target] if target else [(alias.name,) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [tuple(a.name.split(".")[2:]) for a in node.names if a.name.startswith(PACKAGE + ".")]
+            for target in targets:
+                found.append((path.relative_to(SHIM).as_posix(), ".".join(target), _layer(module), _layer(target)))
+    return found
+
+
+def test_imports_only_point_down() -> None:
+    upward = [f"{module} imports {target}" for module, target, here, there in _edges() if there > here]
+    assert upward == [], "a lower layer imports a higher one: pass a hook (run/launcher.py) instead"
+
+
+def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
+    folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(LAYERS)
+    loose = sorted(p.name for p in SHIM.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "main.py"]
+
+
+def test_the_check_sees_the_imports() -> None:
+    edges = _edges()
+    layers: Dict[str, int] = {module: here for module, _, here, _ in edges}
+    assert layers["run/supervisor.py"] == LAYERS.index("run")
+    assert layers["main.py"] == TOP
+    assert ("launchers/torchrun.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
+    assert ("plan/launch_plan.py", "contract") in {(m, t) for m, t, _, _ in edges}
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "level", "expected"),
+    [
+        (("run", "supervisor"), "from ..report.rootcause import Death", 2, ("report", "rootcause")),
+        (("run", "supervisor"), "from .ending import Ending", 1, ("run", "ending")),
+        (("launchers",), "from .torchrun import T", 1, ("launchers", "torchrun")),
+        (("main",), "from .run.attempts import x", 1, ("run", "attempts")),
+    ],
+)
+def test_relative_imports_resolve(module: Tuple[str, ...], line: str, level: int, expected: Tuple[str, ...]) -> None:
+    node = ast.parse(line).body[0]
+    assert isinstance(node, ast.ImportFrom) and node.level == level
+    is_package = module == ("launchers",)
+    assert _target(module, is_package, node) == expected
