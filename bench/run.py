@@ -67,9 +67,9 @@ def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
     return base
 
 
-def _runners(s: Dict[str, int]) -> Dict[str, Callable[[], CaseResult]]:
+def _runners(s: Dict[str, int], baseline: Optional[str] = None) -> Dict[str, Callable[[], CaseResult]]:
     return {
-        "startup": lambda: run_startup(s["reps"]),
+        "startup": lambda: run_startup(s["reps"], baseline),
         "teardown": lambda: run_teardown(s["reps"], s["msrun_reps"]),
         "log-throughput": lambda: run_log_throughput(s["log_reps"], s["log_bytes"]),
         "ranktable-scale": lambda: run_scale(s["scale_reps"]),
@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-write", action="store_true", help="do not rewrite docs/performance.md and .svg")
     parser.add_argument("--reps", type=int, help="runs per timing (overrides the defaults; bare msrun stays <= 3)")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="start-up also runs this tree's shim and commit REF's side by side (e.g. the commit before a refactor)",
+    )
     return parser
 
 
@@ -140,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     load_at_start = os.getloadavg()
     say("load average at the start (1/5/15 min): " + ", ".join(f"{x:.2f}" for x in load_at_start))
     began = time.monotonic()
-    runners = _runners(settings)
+    runners = _runners(settings, args.baseline)
     results: List[CaseResult] = []
     for case in chosen:
         say(f"{case}: starting ({_describe(case, settings)})")

@@ -7,7 +7,9 @@ Kinds:
 - ``shim-torchrun`` / ``shim-msrun``: the shim with ``MA_RUN_METHOD=torchrun|msrun`` and ``MA_NUM_GPUS=N``;
 - ``torchrun``: ``python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node=N`` (bare);
 - ``msrun``: ``python -m mindspore.parallel.cluster.run --worker_num=N --local_worker_num=N --join=True``
-  (bare, ``--cluster_time_out`` left at its default).
+  (bare, ``--cluster_time_out`` left at its default);
+- ``shim-ranktable@this`` / ``shim-ranktable@baseline``: ``shim-ranktable`` mounted from a link farm of this tree
+  or of an earlier commit (:mod:`.baseline`, ``bench/run.py --baseline REF``).
 
 Every launcher gets a free port (bound to port 0 a moment before), and its logs go under the scratch folder.
 """
@@ -18,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
+from .baseline import FARMS
 from .procs import PYTHON, bench_env, free_port
 
 __all__ = ["SUBJECTS", "command", "v10_rank_table"]
@@ -35,6 +38,8 @@ SUBJECTS: Mapping[str, str] = {
     "shim-msrun": "shim (msrun)",
     "torchrun": "torchrun --standalone",
     "msrun": "msrun",
+    "shim-ranktable@this": "shim (ranktable), this tree",
+    "shim-ranktable@baseline": "shim (ranktable), baseline commit",
 }
 
 
@@ -74,6 +79,10 @@ def command(
     """argv and full environment that start ``script`` on ``n`` ranks with launcher ``kind`` (see module doc)."""
     env_extra = dict(extra_env)
     shim = [PYTHON, "-m", "malaunch.entrypoint", str(script), *script_args]
+    if kind.startswith("shim-ranktable@"):  # mounted from a link farm (--baseline): this tree or the baseline's
+        argv, env = command("shim-ranktable", n, script, script_args, scratch, mark, extra_env)
+        env["PYTHONPATH"] = str(FARMS[kind.split("@", 1)[1]])
+        return argv, env
     if kind == "shim-ranktable":
         table = scratch / "rank_table.json"
         table.write_text(json.dumps(v10_rank_table(1, n)))

@@ -42,6 +42,7 @@ SCRIPT = WORKERS / "start_worker.py"
 FLOOR = WORKERS / "popen_floor.py"
 GAP = 0.025  # the shim within this much of the floor
 DEADLINE = 180.0
+BASELINE_GAP = 0.005  # issue 18: start-up stays within 5 ms of the commit before the redesign
 
 
 def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float]:
@@ -94,7 +95,8 @@ def _rotated(kinds: Sequence[str], rep: int) -> List[str]:
 
 _IMPORT_PROBE = (  # what the shim imports before its first fork
     "import time\nbegan = time.perf_counter()\nimport malaunch.entrypoint.main, malaunch.entrypoint.plan.prepare, "
-    "malaunch.entrypoint.launchers.planning, malaunch.entrypoint.run.supervisor\nprint(time.perf_counter() - began)"
+    "malaunch.entrypoint.launchers.fanout, malaunch.entrypoint.run.attempts, malaunch.entrypoint.run.supervisor\n"
+    "print(time.perf_counter() - began)"
 )
 
 
@@ -171,18 +173,38 @@ def _targets(
     return targets
 
 
-def run_startup(reps: int) -> CaseResult:
-    """Measure every launcher ``reps`` times for each N; returns the series and the two start-up targets."""
+def _baseline_targets(series: Dict[Tuple[int, str], Series], baseline: str) -> List[Target]:
+    targets = []
+    for n in TARGET_SIZES:
+        this, base = (series[(n, f"shim-ranktable@{k}")].median for k in ("this", "baseline"))
+        claim = f"start-up N={n}: this tree within {_ms(BASELINE_GAP)} of commit {baseline}"
+        if this is None or base is None:
+            targets.append(Target(claim, "not measured", None))
+            continue
+        measured = f"{(this - base) * 1000:+.1f} ms ({fmt_value(this, 's')} vs {fmt_value(base, 's')})"
+        targets.append(Target(claim, measured, this - base <= BASELINE_GAP))
+    return targets
+
+
+def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
+    """Measure every launcher ``reps`` times for each N; returns the series and the start-up targets. With
+    ``baseline`` (a commit), this tree's shim and that commit's run side by side too (:mod:`.baseline`)."""
+    kinds = KINDS
+    if baseline is not None:
+        from .baseline import prepare_farms
+
+        baseline = prepare_farms(baseline)
+        kinds = (*KINDS, "shim-ranktable@this", "shim-ranktable@baseline")
     series: Dict[Tuple[int, str], Series] = {
         (n, kind): Series(f"startup/{n}/{kind}", "start-up", SUBJECTS[kind], f"N={n}", "s")
         for n in SIZES
-        for kind in KINDS
+        for kind in kinds
     }
     firsts: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}
     imports: List[float] = []
     for rep in range(reps):
         for n in SIZES:
-            for kind in _rotated(KINDS, rep):
+            for kind in _rotated(kinds, rep):
                 item = series[(n, kind)]
                 if item.error:
                     continue
@@ -202,7 +224,10 @@ def run_startup(reps: int) -> CaseResult:
     for key, values in firsts.items():
         if values:
             series[key].note = f"first rank running after {fmt_value(statistics.median(values), 's')} (median)"
-    result = CaseResult("start-up", list(series.values()), _targets(series, firsts, imports))
+    targets = _targets(series, firsts, imports)
+    if baseline is not None:
+        targets += _baseline_targets(series, baseline)
+    result = CaseResult("start-up", list(series.values()), targets)
     result.notes.append(
         "start-up = launcher start (just before Popen) -> the last of the N ranks has taken its first timestamp; "
         "the worker imports only os and time; msrun's scheduler process is not counted as a rank. The floor is "

@@ -132,7 +132,7 @@ class AttemptGate(Gate):
                 _signal(pid, signal.SIGCONT)
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
-        """What a worker of ``attempt`` wrote itself (see :func:`._errorfiles.worker_output_tail`)."""
+        """What a worker of ``attempt`` wrote itself (see :func:`.torchrun_errors.worker_output_tail`)."""
         from .torchrun_errors import worker_output_tail
 
         return worker_output_tail(self.error_files.get((attempt, rank), "")) if rank is not None else ()

@@ -5,7 +5,7 @@ renamed over the target. The temporary file is removed when anything fails, and 
 caller, who knows what to say about it. ``durable=True`` also flushes the file and its folder to disk, so the
 new file survives a crash of the machine (state the SDK reads back later); the shim's own files need not.
 
-Used by the shim (run report, attempt files, rank-table copies, recovery units' results) and by the SDK (local
+Used by the shim (run report, attempt files, rank-table copies) and by the SDK (local
 job state, plans, sweep records, the job index): the SDK may import the entrypoint, never the other way round.
 Standard library only and cheap to import (no :mod:`tempfile`): the shim writes before its first rank starts.
 """

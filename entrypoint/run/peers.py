@@ -1,6 +1,6 @@
 """Group restarts across hosts: every host's shim says which attempt it runs; a peer's restart ends the others'.
 
-Each host's shim restarts its own group (:mod:`.restarts`). A rank on another host that is not inside a
+Each host's shim restarts its own group (:mod:`.attempts`). A rank on another host that is not inside a
 collective when its peer dies notices only at its next collective, or at its timeout (gloo/HCCL: 30 min by
 default), and the hosts' attempt counters drift apart. So the attempts are kept in step:
 

@@ -96,3 +96,24 @@ def test_relative_imports_resolve(module: Tuple[str, ...], line: str, level: int
     assert isinstance(node, ast.ImportFrom) and node.level == level
     is_package = module == ("launchers",)
     assert _target(module, is_package, node) == expected
+
+
+def test_every_module_of_the_shim_needs_only_the_standard_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib\n"
+        "before = set(sys.modules)\n"
+        "import malaunch.entrypoint as shim\n"
+        "names = [i.name for i in pkgutil.walk_packages(shim.__path__, prefix='malaunch.entrypoint.')]\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "std = set(sys.stdlib_module_names) | {'malaunch'}\n"
+        "print(len(names), ','.join(sorted(m for m in new if m not in std and not m.startswith('_'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    count, foreign = done.stdout.split(" ", 1)
+    assert int(count) > 40 and foreign.strip() == ""

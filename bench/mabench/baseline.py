@@ -1,0 +1,50 @@
+"""This tree's shim against an earlier commit's, side by side in one run (``bench/run.py --baseline REF``).
+
+Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``), the
+same interpreter, the same bytecode state: the only difference is the shim's code. The earlier commit is checked
+out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with ``git worktree remove``).
+"""
+
+from __future__ import annotations
+
+import compileall
+import subprocess
+from pathlib import Path
+from typing import Dict
+
+from .procs import BENCH_DIR, REPO, BenchError
+
+__all__ = ["FARMS", "prepare_farms"]
+
+#: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
+FARMS: Dict[str, Path] = {}
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise BenchError(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout.strip()
+
+
+def _farm(name: str, tree: Path) -> Path:
+    farm = BENCH_DIR / "results" / f"farm-{name}"
+    link = farm / "malaunch" / "entrypoint"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(tree / "entrypoint")
+    compileall.compile_dir(str(tree / "entrypoint"), quiet=1)
+    return farm
+
+
+def prepare_farms(ref: str) -> str:
+    """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
+    sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    short = sha[:8]
+    tree = BENCH_DIR / "results" / f"baseline-{short}"
+    if not (tree / "entrypoint").is_dir():
+        _git("worktree", "add", "--detach", str(tree), sha)
+    FARMS["baseline"] = _farm(f"baseline-{short}", tree)
+    FARMS["this"] = _farm("this", REPO)
+    return short
