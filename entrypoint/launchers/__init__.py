@@ -99,7 +99,7 @@ def _recovery(environ: Mapping[str, str]) -> "Launcher":
     return MsrunRecoveryLauncher(parse_restart_policy(environ), recovery_delay(environ), environ)
 
 
-def launcher_of(plan: "LaunchPlan", environ: Mapping[str, str] = {}) -> "Launcher":
+def launcher_of(plan: "LaunchPlan", environ: Optional[Mapping[str, str]] = None) -> "Launcher":
     """The launcher a plan belongs to (``environ``: where MindSpore recovery's policy is read).
 
     Raises:
@@ -110,7 +110,7 @@ def launcher_of(plan: "LaunchPlan", environ: Mapping[str, str] = {}) -> "Launche
         if launcher.owns(plan):
             return launcher
         if plan.method == "msrun":
-            return _recovery(environ)
+            return _recovery(environ or {})
     raise ValueError(f"no launcher runs method {plan.method!r} with log source {plan.log_source!r}")
 
 

@@ -16,9 +16,11 @@ start through the stub (:mod:`.torchrun_stub`) with the real counters. Only a ``
 (:mod:`.torchrun_gate`) applies ``restart_on`` to every torchrun attempt.
 """
 
+from __future__ import annotations
+
 import math
 import os.path
-from typing import Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
 from ..contract.cluster_env import ClusterEnv, require_master
 from ..plan.build import flag_value, make_plan, merge_flags, node_ranks
@@ -28,6 +30,11 @@ from ..report.rootcause import Death
 from ..run.launcher import Gate, Launcher, LauncherSays
 from ..run.policy import RestartPolicy
 from .torchrun_stub import LAUNCHER_COUNT, attempt_argv
+
+if TYPE_CHECKING:
+    from ..run._console import Console
+    from ..run._pump import FileFollower, Sink
+    from ..run._splice import SpliceSink
 
 __all__ = ["TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunLauncher", "plan_torchrun"]
 
@@ -134,7 +141,14 @@ class TorchrunLauncher(Launcher):
     def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
         return 1 if _restarts_itself(plan) else policy.max_restarts + 1
 
-    def attempt_follower(self, plan, rank_sinks, launcher_sink, out, err):  # type: ignore[no-untyped-def]
+    def attempt_follower(
+        self,
+        plan: LaunchPlan,
+        rank_sinks: Mapping[int, SpliceSink],
+        launcher_sink: Sink,
+        out: Console,
+        err: Console,
+    ) -> FileFollower:
         from .torchrun_errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
         from .torchrun_logs import TorchrunLogs
 

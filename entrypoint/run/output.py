@@ -76,8 +76,8 @@ class Output:
         self.err.message(f"[ma-entrypoint] warning: {text}")
 
     def say(self, text: str) -> None:
-        """One line (or lines) from the shim on its stderr console."""
-        self.err.message("\n".join(f"[ma-entrypoint] {line}" for line in text.split("\n")))
+        """A message from the shim on its stderr console (as ``main`` says its own)."""
+        self.err.message(f"[ma-entrypoint] {text}", keep=True)
 
     def open(self) -> None:
         """Create every log file the shim writes (before anything starts). Raises LaunchError."""
