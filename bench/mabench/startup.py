@@ -43,6 +43,7 @@ FLOOR = WORKERS / "popen_floor.py"
 GAP = 0.025  # the shim within this much of the floor
 DEADLINE = 180.0
 BASELINE_GAP = 0.005  # issue 18: start-up stays within 5 ms of the commit before the redesign
+BASELINE_PAIRS = 6  # runs of each tree's shim per repetition and N (a noisy machine needs many; they are cheap)
 
 
 def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float]:
@@ -176,7 +177,8 @@ def _targets(
 def _baseline_targets(
     series: Dict[Tuple[int, str], Series], firsts: Dict[Tuple[int, str], List[float]], baseline: str
 ) -> List[Target]:
-    """This tree's start-up before the first rank runs against the baseline commit's (medians of one run)."""
+    """This tree's start-up before the first rank runs against the baseline commit's (medians of one run, each
+    tree's shim run :data:`BASELINE_PAIRS` times per repetition, in alternating order)."""
     targets = []
     for n in TARGET_SIZES:
         keys = [(n, f"shim-ranktable@{k}") for k in ("this", "baseline")]
@@ -199,12 +201,12 @@ def _baseline_targets(
 def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
     """Measure every launcher ``reps`` times for each N; returns the series and the start-up targets. With
     ``baseline`` (a commit), this tree's shim and that commit's run side by side too (:mod:`.baseline`)."""
-    kinds = KINDS
+    kinds, pair = KINDS, ("shim-ranktable@this", "shim-ranktable@baseline")
     if baseline is not None:
         from .baseline import prepare_farms
 
         baseline = prepare_farms(baseline)
-        kinds = (*KINDS, "shim-ranktable@this", "shim-ranktable@baseline")
+        kinds = (*KINDS, *pair)
     series: Dict[Tuple[int, str], Series] = {
         (n, kind): Series(f"startup/{n}/{kind}", "start-up", SUBJECTS[kind], f"N={n}", "s")
         for n in SIZES
@@ -214,7 +216,9 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
     imports: List[float] = []
     for rep in range(reps):
         for n in SIZES:
-            for kind in _rotated(kinds, rep):
+            # the two trees' shims cost ~0.1 s a run: they run BASELINE_PAIRS times a repetition, alternating
+            order = [*_rotated(KINDS, rep), *([*pair, *pair[::-1]] * (BASELINE_PAIRS // 2) if baseline else [])]
+            for kind in order:
                 item = series[(n, kind)]
                 if item.error:
                     continue
