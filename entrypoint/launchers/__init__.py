@@ -16,6 +16,9 @@ environment) and :func:`launcher_of` (from a plan). The facades below (:func:`pl
 module is imported only when its method runs.
 """
 
+
+from __future__ import annotations
+
 import importlib
 from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Sequence
 
@@ -54,14 +57,14 @@ def _load(method: str) -> Any:
     return getattr(importlib.import_module(f".{home}", __name__), name)
 
 
-def resolve_method(cluster: "ClusterEnv") -> str:
+def resolve_method(cluster: ClusterEnv) -> str:
     """The launch method: ``MA_RUN_METHOD``, or the platform default (rank table if one is given, else single)."""
     if cluster.method:
         return cluster.method
     return "ranktable" if cluster.rank_table_file else "single"
 
 
-def method_launcher(cluster: "ClusterEnv") -> "Launcher":
+def method_launcher(cluster: ClusterEnv) -> Launcher:
     """The launcher of the cluster's method (MindSpore recovery aside: it needs the same inputs as msrun).
 
     Raises:
@@ -77,7 +80,7 @@ def method_launcher(cluster: "ClusterEnv") -> "Launcher":
     return launcher
 
 
-def launcher_for(cluster: "ClusterEnv", environ: Mapping[str, str]) -> "Launcher":
+def launcher_for(cluster: ClusterEnv, environ: Mapping[str, str]) -> Launcher:
     """The launcher that plans and runs this host's job: the method's, or MindSpore recovery's.
 
     Raises:
@@ -92,14 +95,14 @@ def launcher_for(cluster: "ClusterEnv", environ: Mapping[str, str]) -> "Launcher
     return launcher
 
 
-def _recovery(environ: Mapping[str, str]) -> "Launcher":
+def _recovery(environ: Mapping[str, str]) -> Launcher:
     from ..run.policy import parse_restart_policy
     from .msrun_recovery import MsrunRecoveryLauncher, recovery_delay
 
     return MsrunRecoveryLauncher(parse_restart_policy(environ), recovery_delay(environ), environ)
 
 
-def launcher_of(plan: "LaunchPlan", environ: Optional[Mapping[str, str]] = None) -> "Launcher":
+def launcher_of(plan: LaunchPlan, environ: Optional[Mapping[str, str]] = None) -> Launcher:
     """The launcher a plan belongs to (``environ``: where MindSpore recovery's policy is read).
 
     Raises:
@@ -114,7 +117,7 @@ def launcher_of(plan: "LaunchPlan", environ: Optional[Mapping[str, str]] = None)
     raise ValueError(f"no launcher runs method {plan.method!r} with log source {plan.log_source!r}")
 
 
-def read_policy(environ: Mapping[str, str]) -> "RestartPolicy":
+def read_policy(environ: Mapping[str, str]) -> RestartPolicy:
     """The restart policy, with every other attempt variable checked too (``MALAUNCH_MS_RECOVERY_DELAY`` is
     refused when invalid whatever the method, as the shim always did).
 
@@ -129,7 +132,7 @@ def read_policy(environ: Mapping[str, str]) -> "RestartPolicy":
     return policy
 
 
-def plan_launch(cluster: "ClusterEnv", inputs: "LaunchInputs") -> "LaunchPlan":
+def plan_launch(cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
     """The method's plan for this host (without MindSpore recovery). Pure.
 
     Raises:
@@ -138,22 +141,22 @@ def plan_launch(cluster: "ClusterEnv", inputs: "LaunchInputs") -> "LaunchPlan":
     return method_launcher(cluster).plan(cluster, inputs)
 
 
-def plan_attempt(plan: "LaunchPlan", attempt: int, policy: "RestartPolicy") -> "LaunchPlan":
+def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
     """Attempt ``attempt``'s plan (0-based), as the plan's launcher makes it. Pure."""
     return launcher_of(plan).plan_attempt(plan, attempt, policy)
 
 
 def gather_inputs(
-    cluster: "ClusterEnv",
+    cluster: ClusterEnv,
     boot_file: str,
     boot_args: Sequence[str],
     environ: Mapping[str, str],
     *,
     cwd: str,
-    progress: Optional["Progress"] = None,
-    resolve: Optional["Resolver"] = None,
+    progress: Optional[Progress] = None,
+    resolve: Optional[Resolver] = None,
     dry_run: bool = False,
-) -> "LaunchInputs":
+) -> LaunchInputs:
     """What the method's launcher needs gathered before it plans (:func:`..plan.prepare.gather`)."""
     from ..plan.prepare import gather
 
@@ -164,13 +167,13 @@ def gather_inputs(
 
 
 def run_plan(
-    plan: "LaunchPlan",
+    plan: LaunchPlan,
     base_env: Mapping[str, str],
     *,
     console_out: Optional[BinaryIO] = None,
     console_err: Optional[BinaryIO] = None,
     handle_signals: bool = True,
-) -> "RunResult":
+) -> RunResult:
     """Run ``plan`` once with its launcher (:func:`..run.supervisor.run_plan`)."""
     from ..run.supervisor import run_plan as supervise
 

@@ -6,6 +6,9 @@ Each process gets the Ascend and torch rank variables (``RANK_TABLE_FILE``, ``RA
 to v1.0 in the log folder first. The processes are the ranks: their pipes are their output, their exits the facts.
 """
 
+
+from __future__ import annotations
+
 import os.path
 from typing import Dict, List
 

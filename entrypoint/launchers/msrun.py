@@ -12,6 +12,9 @@ exception. Error code: <rc>" is a fact; msrun SIGKILLs the peers of a failed wor
 collateral).
 """
 
+
+from __future__ import annotations
+
 import os.path
 import re
 from typing import List, Tuple

@@ -19,6 +19,9 @@ scheduler refuses a reused node id until it has timed the old one out) while the
 failure ends the job as usual. Each relaunched failure is an attempt of its own in the report.
 """
 
+
+from __future__ import annotations
+
 import os
 from typing import Dict, List, Mapping, Optional, Tuple
 

@@ -1,5 +1,8 @@
 """A single run (no ``MA_RUN_METHOD``, no rank table): the boot file once, as one process (``boot``)."""
 
+
+from __future__ import annotations
+
 import os.path
 
 from ..contract.cluster_env import ClusterEnv

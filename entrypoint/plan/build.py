@@ -1,6 +1,9 @@
 """The pieces every launcher's plan is made of: the boot command, flag merging, log folder, host, and the
 :class:`~.launch_plan.LaunchPlan` itself from a launcher's processes. Pure: no environment, clock or disk."""
 
+
+from __future__ import annotations
+
 import os.path
 from typing import Dict, List, Optional, Sequence, Tuple
 

@@ -6,6 +6,9 @@ Logs go under ``<log dir>/attempt-K/`` (paths in ``--flag=PATH`` arguments too, 
 (``Launcher.attempt_argv``).
 """
 
+
+from __future__ import annotations
+
 import os
 from typing import Callable, Dict, Mapping, Tuple
 

@@ -48,7 +48,7 @@ class Attempt:
     __slots__ = ("classification", "index", "log_dir", "restarted", "result")
 
     def __init__(
-        self, index: int, result: RunResult, classification: Optional["Classification"], restarted: bool, log_dir: str
+        self, index: int, result: RunResult, classification: "Optional[Classification]", restarted: bool, log_dir: str
     ) -> None:
         self.index, self.result, self.classification = index, result, classification
         self.restarted, self.log_dir = restarted, log_dir
@@ -67,7 +67,7 @@ class RestartOutcome(NamedTuple):
     stopped_in_backoff: Optional[int] = None  # the signal that ended a back-off
 
     @property
-    def classification(self) -> Optional["Classification"]:
+    def classification(self) -> "Optional[Classification]":
         """The class of the final failure (None on success)."""
         if self.result.exit_code == 0 and self.result.shim_signal is None:
             return None

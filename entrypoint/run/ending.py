@@ -10,6 +10,9 @@ statuses are all known (``statuses_known``); otherwise it is left to say what it
 fact (:attr:`Ending.ended_launchers`).
 """
 
+
+from __future__ import annotations
+
 import os
 import signal
 import time

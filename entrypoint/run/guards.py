@@ -8,6 +8,9 @@ move into a new cgroup takes ~10 ms). No rank can have started, forked and left 
 token does not find anyway.
 """
 
+
+from __future__ import annotations
+
 import os
 import signal
 import threading

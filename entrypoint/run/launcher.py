@@ -17,10 +17,12 @@ Hooks, by who calls them:
 
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ..plan.launch_plan import ProcessSpec
+
 if TYPE_CHECKING:
     from ..contract.cluster_env import ClusterEnv
     from ..plan.inputs import LaunchInputs, Needs
-    from ..plan.launch_plan import LaunchPlan, ProcessSpec
+    from ..plan.launch_plan import LaunchPlan
     from ..report.failure_class import Classification
     from ..report.report import Failure, LauncherAttempt
     from ..report.rootcause import Death
@@ -44,7 +46,7 @@ class Relaunch(NamedTuple):
     """One process of the plan started again alone after ``delay`` seconds (the others keep running); ``spec``
     None: it is not started again, the job ends."""
 
-    spec: Optional["ProcessSpec"]
+    spec: Optional[ProcessSpec]
     delay: float
     says: Tuple[str, ...] = ()  # the lines the shim prints about it
 
@@ -59,7 +61,7 @@ class Gate:
     def hold(self, death: "WorkerDeath") -> None:
         """Watch thread: a worker died (stop the launcher while it is judged)."""
 
-    def judge(self, death: "WorkerDeath") -> Optional["Classification"]:
+    def judge(self, death: "WorkerDeath") -> "Optional[Classification]":
         """Event loop: the class of ``death`` when it ends the job, else None."""
         return None
 
@@ -68,11 +70,11 @@ class Gate:
 
     def history(
         self,
-        facts: Sequence["Death"],
-        final: Optional["Failure"],
+        facts: "Sequence[Death]",
+        final: "Optional[Failure]",
         started: float,
-        failure_of: Callable[["Death"], "Failure"],
-    ) -> Tuple["LauncherAttempt", ...]:
+        failure_of: "Callable[[Death], Failure]",
+    ) -> "Tuple[LauncherAttempt, ...]":
         """Every attempt the launcher made itself (empty: it made none)."""
         return ()
 
@@ -137,11 +139,11 @@ class Launcher:
     def attempt_follower(
         self,
         plan: "LaunchPlan",
-        rank_sinks: Mapping[int, "SpliceSink"],
+        rank_sinks: "Mapping[int, SpliceSink]",
         launcher_sink: "Sink",
         out: "Console",
         err: "Console",
-    ) -> Optional["FileFollower"]:
+    ) -> "Optional[FileFollower]":
         """For ``log_source == "attempt_files"``: the follower that copies the workers' files into the rank logs."""
         return None
 
@@ -156,7 +158,7 @@ class Launcher:
 
     def final_facts(
         self, plan: "LaunchPlan", text: str, error_files: Dict[str, int], started_wall: float
-    ) -> List["Death"]:
+    ) -> "List[Death]":
         """What the launcher wrote down, read once every process ended (its summary, error files)."""
         return []
 
@@ -164,7 +166,7 @@ class Launcher:
         """The judge of the launcher's own restarts (``launchers``: plan index -> pid)."""
         return NoGate()
 
-    def relaunch(self, spec: "ProcessSpec", failure: "Failure", relaunches: int, stopping: bool) -> Optional[Relaunch]:
+    def relaunch(self, spec: ProcessSpec, failure: "Failure", relaunches: int, stopping: bool) -> "Optional[Relaunch]":
         """A process failed: start it again alone (a :class:`Relaunch`), or None (or no spec) to end the job.
         ``relaunches``: how many were made so far; ``stopping``: the shim was told to stop."""
         return None

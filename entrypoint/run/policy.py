@@ -74,7 +74,7 @@ def describe_failure(result: RunResult, lines: int = 5) -> str:
     return "\n".join([text, *(f"    | {line}" for line in failure.tail[-lines:])])
 
 
-def classify_result(result: RunResult, launcher_names: Collection[str] = ()) -> Optional["Classification"]:
+def classify_result(result: RunResult, launcher_names: Collection[str] = ()) -> "Optional[Classification]":
     """The class of a run's failure; None when it succeeded. ``launcher_names``: the plan's processes that are
     launchers (they do not run the user's script: a failure of theirs is the launcher's)."""
     if result.exit_code == 0 and result.shim_signal is None:

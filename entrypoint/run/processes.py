@@ -5,6 +5,9 @@ only where the environment lacks them) and the job's token; a waiter thread per 
 :class:`~.events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
 """
 
+
+from __future__ import annotations
+
 import subprocess
 import threading
 import time
@@ -62,7 +65,7 @@ class ProcessGroup:
         waiter.start()
         self.waiters.append(waiter)
 
-    def _wait(self, index: int, proc: "subprocess.Popen[bytes]") -> None:
+    def _wait(self, index: int, proc: subprocess.Popen[bytes]) -> None:
         code = proc.wait()
         self.post(ProcExit(index, code, time.monotonic()))
 

@@ -8,6 +8,9 @@ relaunched process's facts decide nothing any more, what it left in its process 
 failure is kept as an attempt of its own (``RunResult.launcher_attempts``).
 """
 
+
+from __future__ import annotations
+
 import os.path
 import signal
 import time

@@ -7,11 +7,13 @@ launcher attempt, with the evidence each failed rank's log tail or error file gi
 failure never outranks one that does not). A relaunched process's facts decide nothing (:attr:`dropped`).
 """
 
+
+from __future__ import annotations
+
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..plan.launch_plan import LaunchPlan
-from ..report.failure_class import peer_failure
 from ..report.report import Failure, LauncherAttempt, RunResult
 from ..report.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 from ._watch import WorkerWatch
@@ -35,6 +37,14 @@ class RunFacts:
         self.plan, self.launcher, self.group, self.output = plan, launcher, group, output
         self.facts: List[Death] = []
         self.dropped: Set[int] = set()  # processes relaunched: their facts decide nothing any more
+
+    @staticmethod
+    def load_patterns() -> None:
+        """Load the failure patterns (:mod:`..report.failure_class`) once the ranks started: they cost start-up
+        time, and the ending reads a failed rank's log with them before it stops the others."""
+        from ..report import failure_class
+
+        del failure_class
 
     def record(self, **fields: Any) -> Death:
         """Record one fact (in order: ``seq`` is the last tie-breaker)."""
@@ -65,6 +75,8 @@ class RunFacts:
 
     def says_peer_failed(self, death: Death) -> bool:
         """The log tail of ``death``'s rank names a peer's (or a collective's) failure."""
+        from ..report.failure_class import peer_failure  # loaded by load_patterns() once the ranks started
+
         return peer_failure(self.output.log_of(death.index, death.rank).tail()) is not None
 
     def failure_of(self, death: Death) -> Failure:
@@ -91,6 +103,8 @@ class RunFacts:
 
     def _with_evidence(self, facts: List[Death]) -> List[Death]:
         """Each failed rank's facts with the peer failure its log tail or error file names."""
+        from ..report.failure_class import peer_failure
+
         found: Dict[int, Optional[str]] = {}
         for fact in facts:
             if fact.rank is not None and fact.rank not in found and (fact.code or fact.message):

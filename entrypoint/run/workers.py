@@ -2,6 +2,9 @@
 launcher's own output lines say. Present only when the plan's processes are launchers
 (``Launcher.starts_workers``); every method of :class:`Workers` is then a no-op or empty without them."""
 
+
+from __future__ import annotations
+
 import time
 from typing import Callable, Dict, List, Optional
 
