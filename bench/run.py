@@ -14,6 +14,9 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``obs-upload``: the ModelArts code upload (first and unchanged re-upload) against a plain 10-thread boto3
   upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000).
 
+``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
+before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
+
 Run it with the project venv (``bash scripts/setup.sh`` first): ``.venv/bin/python bench/run.py``. A full run
 takes about 10-15 minutes, ``--quick`` about 3.
 """
@@ -138,6 +141,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(args_list)
     if args.reps is not None and args.reps < 1:
         build_parser().error(f"--reps must be at least 1, got {args.reps}")
+    if args.baseline is not None:
+        from mabench.baseline import resolve_commit
+        from mabench.procs import BenchError
+
+        try:
+            resolve_commit(args.baseline)
+        except BenchError as exc:
+            build_parser().error(str(exc))
     settings = _settings(args.quick, args.reps)
     _compile_package()
     chosen = [case for case in CASES if not args.only or case in args.only]

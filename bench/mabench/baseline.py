@@ -14,7 +14,7 @@ from typing import Dict
 
 from .procs import BENCH_DIR, REPO, BenchError
 
-__all__ = ["FARMS", "prepare_farms"]
+__all__ = ["FARMS", "prepare_farms", "resolve_commit"]
 
 #: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
 FARMS: Dict[str, Path] = {}
@@ -38,9 +38,23 @@ def _farm(name: str, tree: Path) -> Path:
     return farm
 
 
+def resolve_commit(ref: str) -> str:
+    """The full commit ``ref`` names.
+
+    Raises:
+        BenchError: it names no commit of this repository (one line: the value and what to give instead).
+    """
+    try:
+        return _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except BenchError:
+        raise BenchError(
+            f"--baseline {ref!r} is not a commit of this repository; give a commit, tag or branch, e.g. HEAD~1"
+        ) from None
+
+
 def prepare_farms(ref: str) -> str:
     """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
-    sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    sha = resolve_commit(ref)
     short = sha[:8]
     tree = BENCH_DIR / "results" / f"baseline-{short}"
     if not (tree / "entrypoint").is_dir():

@@ -38,3 +38,19 @@ def test_ranktable_scale_case_prints_a_table_row(tmp_path: Path) -> None:
     after = (REPO / "docs" / "performance.md").read_bytes() if (REPO / "docs" / "performance.md").exists() else None
     assert before == after, "--no-write must leave docs/performance.md alone"
     assert_nothing_left(mark, variable=MARK_VAR)
+
+
+def test_a_baseline_that_names_no_commit_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--only", "startup", "--baseline", "no-such-ref-x1"],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "bench/run.py: error: --baseline 'no-such-ref-x1' is not a commit of this repository; give a commit, tag "
+        "or branch, e.g. HEAD~1"
+    )
+    assert "Traceback" not in done.stderr and done.stdout == ""
