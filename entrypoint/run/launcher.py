@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._watch import WorkerDeath
     from .policy import RestartPolicy
 
-__all__ = ["Gate", "Launcher", "LauncherSays", "NoGate", "Relaunch"]
+__all__ = ["Gate", "Launcher", "LauncherSays", "Relaunch"]
 
 
 class LauncherSays(NamedTuple):
@@ -52,7 +52,8 @@ class Relaunch(NamedTuple):
 
 
 class Gate:
-    """Judges the failures of a launcher that restarts its workers itself (the interface and the null gate).
+    """Judges the failures of a launcher that restarts its workers itself (the interface; this base judges
+    nothing: the gate of every launcher that does not restart by itself).
 
     ``hold`` is called by the watch thread as a worker dies, ``judge`` by the event loop for the same death: a
     class returned ends the job, None lets the launcher go on. ``history`` gives every attempt the launcher made.
@@ -78,8 +79,6 @@ class Gate:
         """Every attempt the launcher made itself (empty: it made none)."""
         return ()
 
-
-NoGate = Gate
 
 
 class Launcher:
@@ -164,7 +163,7 @@ class Launcher:
 
     def gate(self, plan: "LaunchPlan", launchers: Dict[int, int]) -> Gate:
         """The judge of the launcher's own restarts (``launchers``: plan index -> pid)."""
-        return NoGate()
+        return Gate()
 
     def relaunch(self, spec: ProcessSpec, failure: "Failure", relaunches: int, stopping: bool) -> "Optional[Relaunch]":
         """A process failed: start it again alone (a :class:`Relaunch`), or None (or no spec) to end the job.

@@ -10,6 +10,7 @@ failure never outranks one that does not). A relaunched process's facts decide n
 
 from __future__ import annotations
 
+import os.path
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -159,6 +160,4 @@ def _relaunch_history(
         return ()
     if failure is None:
         return tuple(relaunched)
-    import os.path
-
     return (*relaunched, LauncherAttempt(len(relaunched), failure, 0.0, os.path.dirname(failure.log_file)))

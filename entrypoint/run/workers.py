@@ -12,7 +12,7 @@ from ..plan.launch_plan import LaunchPlan
 from ._reaper import TOKEN_VAR
 from ._watch import WorkerDeath, WorkerWatch
 from .events import Event, LauncherLine
-from .launcher import Gate, Launcher, NoGate
+from .launcher import Gate, Launcher
 from .output import Output
 
 __all__ = ["Workers"]
@@ -24,7 +24,7 @@ class Workers:
     def __init__(self, plan: LaunchPlan, launcher: Launcher, output: Output, post: Callable[[Event], None]) -> None:
         self.plan, self.launcher, self.output, self.post = plan, launcher, output, post
         self.watch: Optional[WorkerWatch] = None
-        self.gate: Gate = NoGate()
+        self.gate = Gate()
 
     def start(self, token: str, pids: List[int]) -> None:
         """Watch the workers of the launchers ``pids`` (plan order); also tells msrun's pids' ranks."""
