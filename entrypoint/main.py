@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
 
     from .plan.launch_plan import LaunchPlan
     from .report.report import RunResult
+    from .run._cgroup import CgroupEntry
     from .run.attempts import RestartOutcome
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
@@ -220,11 +221,16 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     if problem is not None:
         _error(problem)
         return EXIT_CONFIG
+    entry: Optional[CgroupEntry] = None
     try:
         flags, boot_file, boot_args = split_argv(args)
         options = _parse_options(flags)
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
+        if not options.dry_run:  # the ranks are born in the job's cgroup; the kernel's wait overlaps the start-up
+            from .run.guards import enter_cgroup_early
+
+            entry = enter_cgroup_early()
         from .contract.cluster_env import parse_cluster_env
         from .launchers import gather_inputs, launcher_for, read_policy
         from .run.attempts import run_with_restarts
@@ -245,7 +251,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str]) -> RunResult:
-            return run_plan(attempt, base_env, launcher)
+            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None)
 
         outcome = run_with_restarts(plan, env, policy, run, _say, launcher)
     except EntrypointError as error:
@@ -254,6 +260,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
         _error("stopped by SIGINT; nothing was started")
         return 128 + signal.SIGINT
+    finally:
+        if entry is not None:
+            entry.abandon()  # nothing when the first run took it
     return _finish(plan, outcome)
 
 

@@ -7,6 +7,14 @@ start is born inside. A process can leave its session, its parent and its enviro
 where the kernel has it, else SIGKILL to each member, proven by membership) and the cgroup is removed; the
 watchdog does the same if the shim dies.
 
+The ranks are born inside where the kernel allows it: :class:`CgroupEntry` makes the cgroup while the shim is
+still starting up (once its plan is known) and moves the shim itself in on a thread of its own. The kernel's
+first move into a new cgroup waits for an RCU grace period (~8 ms) that the thread sleeps through while the shim
+finishes starting; the shim waits for it before its first ``Popen`` and moves itself back out right after its
+last, before it starts the watchdog. So no rank can fork a daemon before it is inside: a shim SIGKILLed in its
+first milliseconds still leaves nothing the watchdog cannot find. Where the move fails, the ranks are moved in
+right after they started, as before (a rank that forks in that window can leave a process outside).
+
 When the cgroup cannot be created (read-only ``/sys/fs/cgroup``, no permission, no cgroup filesystem) nothing
 changes: the shim still finds the job's processes by their token and as its descendants (it is the subreaper).
 """
@@ -16,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from typing import List, Optional
 
 from . import proctree
 
-__all__ = ["JobCgroup", "kill_members", "members"]
+__all__ = ["CgroupEntry", "JobCgroup", "kill_members", "members"]
 
 _ROOT = "/sys/fs/cgroup"
 _V1_CONTROLLERS = ("pids", "freezer")
@@ -72,7 +81,10 @@ def _in_cgroup(pid: int, relative: str) -> bool:
 
 
 def kill_members(path: str, patience: float = 10.0) -> List[int]:
-    """SIGKILL every member of the cgroup at ``path`` until none is left; remove it. Returns survivors."""
+    """SIGKILL every member of the cgroup at ``path`` until none is left; remove it. Returns survivors.
+
+    The caller must not be a member (``cgroup.kill`` would end it too): the shim leaves before it kills.
+    """
     relative = "/" + os.path.basename(path)
     kill_file = os.path.join(path, "cgroup.kill")
     deadline = time.monotonic() + patience
@@ -126,6 +138,20 @@ class JobCgroup:
         except OSError:
             return False
 
+    def leave(self) -> bool:
+        """Move this process back to the cgroup this one was made in (its own); False when the kernel refuses."""
+        try:
+            with open(os.path.join(os.path.dirname(self.path), "cgroup.procs"), "w", encoding="ascii") as handle:
+                handle.write(str(os.getpid()))
+            return True
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        """Remove the cgroup when it is empty (best effort)."""
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)
+
     def members(self) -> List[int]:
         """Pids in the cgroup now."""
         return _members(self.path)
@@ -133,3 +159,50 @@ class JobCgroup:
     def kill(self) -> List[int]:
         """End every member and remove the cgroup; returns the pids that survived."""
         return kill_members(self.path)
+
+
+class CgroupEntry:
+    """A job cgroup made early, with this process moving itself in on a thread (see the module docstring).
+
+    :meth:`take` hands it to the run that starts the ranks (once); :meth:`abandon` undoes it when no run took it.
+    """
+
+    def __init__(self, cgroup: JobCgroup) -> None:
+        self.cgroup = cgroup
+        self._inside = False
+        self._taken = False
+        self._thread = threading.Thread(target=self._enter, name="malaunch-cgroup-entry", daemon=True)
+
+    @classmethod
+    def begin(cls, name: str) -> Optional[CgroupEntry]:
+        """Make ``name`` below this process's cgroup and start moving in; None when no cgroup can be made."""
+        cgroup = JobCgroup.create(name)
+        if cgroup is None:
+            return None
+        entry = cls(cgroup)
+        entry._thread.start()
+        return entry
+
+    def _enter(self) -> None:
+        self._inside = self.cgroup.add(os.getpid())
+
+    def take(self) -> Optional[CgroupEntry]:
+        """This entry the first time (the first run owns it from then on), None after."""
+        if self._taken:
+            return None
+        self._taken = True
+        return self
+
+    def wait(self) -> bool:
+        """Block until the move is done; True when this process is inside."""
+        self._thread.join()
+        return self._inside
+
+    def abandon(self) -> None:
+        """No run took the cgroup (an error before the start): leave it and remove it."""
+        if self._taken:
+            return
+        self._taken = True
+        if self.wait():
+            self.cgroup.leave()
+        self.cgroup.remove()

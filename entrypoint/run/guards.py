@@ -2,10 +2,10 @@
 the shim's own signal handlers (installed for the run, restored after).
 
 Order matters for start-up time: the ranks start first (:meth:`JobGuards.before_start` only notes the shim's
-own children and makes the cgroup); :meth:`JobGuards.after_start` then sets the subreaper (it loads ctypes),
-starts the watchdog (an interpreter of its own) and moves the processes into the cgroup (the kernel's first
-move into a new cgroup takes ~10 ms). No rank can have started, forked and left an orphan in between that the
-token does not find anyway.
+own children and makes the cgroup, or waits for the shim's move into the one made early, see
+:class:`._cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves the shim back out of the cgroup,
+starts the watchdog (an interpreter of its own, born outside), sets the subreaper (it loads ctypes) and moves
+into the cgroup what was not born inside (the kernel's first move into a new cgroup takes ~8 ms).
 """
 
 
@@ -17,22 +17,31 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
-from ._cgroup import JobCgroup
-from ._reaper import JobTree, Watchdog, start_watchdog
+from ._cgroup import CgroupEntry, JobCgroup
+from ._reaper import JobTree, Watchdog, new_token, start_watchdog
 from .peers import PEER_RESTART_SIGNAL
 
-__all__ = ["HANDLED_SIGNALS", "JobGuards"]
+__all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
 _WATCHDOG_GRACE_CAP = 2.0
 
 
+def enter_cgroup_early() -> Optional[CgroupEntry]:
+    """Make a job cgroup now and start moving the shim into it (the run that starts the ranks takes it)."""
+    return CgroupEntry.begin(f"malaunch-{new_token()}")
+
+
 class JobGuards:
     """The subreaper, cgroup, watchdog and signal handlers of one run."""
 
-    def __init__(self, tree: JobTree, grace: float, base_env: Dict[str, str]) -> None:
+    def __init__(
+        self, tree: JobTree, grace: float, base_env: Dict[str, str], entry: Optional[CgroupEntry] = None
+    ) -> None:
         self.tree, self.grace, self.base_env = tree, grace, base_env
         self.cgroup: Optional[JobCgroup] = None
+        self._entry = entry
+        self._inside = False  # the shim itself is in the job's cgroup (from the entry until after_start)
         self.watchdog = Watchdog(None, None)
         self._subreaper: Optional[int] = None
         self._previous: Dict[int, Any] = {}
@@ -43,17 +52,24 @@ class JobGuards:
             self._previous = {sig: signal.signal(sig, handler) for sig in HANDLED_SIGNALS}
 
     def before_start(self) -> None:
-        """Note the shim's children from before the run (never part of it) and make the job's cgroup."""
+        """Note the shim's children from before the run (never part of it) and make the job's cgroup (or wait
+        until the shim is inside the one made early: what it starts next is born inside)."""
         self.tree.foreign.update(_children_before())
-        self.cgroup = JobCgroup.create(f"malaunch-{self.tree.token}")
+        if self._entry is not None:
+            self.cgroup = self._entry.cgroup
+            self._inside = self._entry.wait()
+        else:
+            self.cgroup = JobCgroup.create(f"malaunch-{self.tree.token}")
         if self.cgroup is not None:
             self.tree.cgroup = self.cgroup.path
 
     def after_start(self, pids: Iterable[int]) -> None:
-        """Right after the first processes started: subreaper, watchdog, cgroup moves, announcements."""
+        """Right after the first processes started: the shim leaves the cgroup; watchdog, subreaper, cgroup moves
+        (of what was not born inside), announcements."""
         pids = list(pids)
-        self._subreaper = selfproc.set_subreaper()
+        self._leave()
         self._start_watchdog()
+        self._subreaper = selfproc.set_subreaper()
         if self.cgroup is not None:
             for pid in pids:
                 self.cgroup.add(pid)
@@ -76,12 +92,23 @@ class JobGuards:
         if self.cgroup is not None:
             self.watchdog.announce_cgroup(self.cgroup.path)
 
+    def _leave(self) -> None:
+        """The shim leaves the job's cgroup (its processes stay); where the kernel refuses, the cgroup is given up
+        (the shim must never be among what a cgroup kill ends) and the token and descendants find the job."""
+        if not self._inside:
+            return
+        self._inside = False
+        if self.cgroup is not None and not self.cgroup.leave():
+            self.cgroup, self.tree.cgroup = None, None
+
     def kill_cgroup(self) -> list[int]:
         """SIGKILL whatever is left in the job's cgroup; the pids that survived."""
+        self._leave()
         return self.cgroup.kill() if self.cgroup is not None else []
 
     def release(self) -> None:
         """The run is over: the watchdog ends, the handlers and the subreaper flag are restored."""
+        self._leave()
         self.watchdog.finish()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -44,6 +44,7 @@ from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, RunResult
 from ..report.rootcause import Death
 from . import proctree
+from ._cgroup import CgroupEntry
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .ending import Ending
@@ -66,9 +67,8 @@ _ANNOUNCE_EVERY = 0.5
 class Supervisor:
     """One run of a plan: start / poll / close, method-agnostic (the launcher's hooks say what differs)."""
 
-    def __init__(
-        self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO, err: BinaryIO
-    ) -> None:
+    def __init__(self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO,
+                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None) -> None:  # fmt: skip
         self.plan, self.launcher = plan, launcher
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.output = Output(plan, out, err, launcher)
@@ -79,7 +79,7 @@ class Supervisor:
         self.facts = RunFacts(plan, launcher, self.group, self.output)
         self.ending = Ending(self.tree, self.group, plan.grace_period, launcher.starts_workers,
                              self._statuses_known, self._summary_written)  # fmt: skip
-        self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env))
+        self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env), cgroup)
         self.shim_signal: Optional[int] = None
         self.peer_restart = False  # a peer host restarted the job (PEER_RESTART_SIGNAL): this attempt ends
         self.relauncher = Relauncher(launcher, self.group, self.output, self.facts, self.tree, self.guards)
@@ -268,6 +268,7 @@ def run_plan(
     console_out: Optional[BinaryIO] = None,
     console_err: Optional[BinaryIO] = None,
     handle_signals: bool = True,
+    cgroup: Optional[CgroupEntry] = None,
 ) -> RunResult:
     """Run every process of ``plan`` to the end with ``launcher``'s hooks and say how it ended.
 
@@ -278,6 +279,7 @@ def run_plan(
         console_out: where prefixed stdout lines go (default: this process's stdout).
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
+        cgroup: the job's cgroup made early (:func:`.guards.enter_cgroup_early`), else one is made at the start.
 
     Raises:
         LaunchError: the log directory or a log file cannot be written, or a program cannot be started
@@ -286,7 +288,7 @@ def run_plan(
     started = time.monotonic()
     out = console_out if console_out is not None else sys.stdout.buffer
     err = console_err if console_err is not None else sys.stderr.buffer
-    supervisor = Supervisor(plan, launcher, base_env, out, err)
+    supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup)
     try:
         prepare_folders(plan)
         supervisor.output.open()

@@ -243,10 +243,13 @@ def test_torchrun_output_is_live(tmp_path: Path) -> None:
 
 
 @pytest.mark.process
-def test_a_daemon_is_ended_by_the_watchdog_when_the_shim_is_sigkilled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["--daemon", "--daemon-first"])
+def test_a_daemon_is_ended_by_the_watchdog_when_the_shim_is_sigkilled(tmp_path: Path, when: str) -> None:
+    """``--daemon-first`` forks before the rank imports anything, possibly before the shim moved the ranks into
+    the job's cgroup; only ranks born inside keep such a daemon findable (and in the cgroup when it appears)."""
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
     env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
-    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--daemon", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, when, str(tmp_path),
                              "--sleep", "120"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     try:

@@ -1,0 +1,92 @@
+"""The job's cgroup made early: ranks born inside it, the shim and its watchdog outside, nothing left behind.
+
+These run where the shim can make a cgroup (CI and this project's machines can: the daemon test in
+test_shim_correctness.py asserts it too).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import List, Optional, Set
+
+import pytest
+from malaunch.entrypoint.main import main
+from malaunch.entrypoint.run import proctree
+from shimutil import MARK, SCRIPTS, assert_nothing_left, marked_env, write_v10_table
+
+JOB = str(SCRIPTS / "rank_job.py")
+_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
+
+
+def _job_cgroup_of(pid: int) -> Optional[str]:
+    """The ``malaunch-...`` cgroup path (relative to its hierarchy) that ``pid`` is in, if any."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        path = line.split(":", 2)[2]
+        if "/malaunch-" in path:
+            return path
+    return None
+
+
+def _dirs_of(relative: str) -> List[Path]:
+    """Where a cgroup path relative to its hierarchy exists on this host's mounts."""
+    return [Path(mount + relative) for mount in _MOUNTS if Path(mount + relative).is_dir()]
+
+
+def _leftovers(pid: int) -> List[Path]:
+    """Job cgroups named after the process ``pid`` (the shim's token starts with its pid) that still exist."""
+    found: Set[Path] = set()
+    for mount in _MOUNTS:
+        found.update(Path(mount).glob(f"malaunch-{pid}-*"))
+        found.update(Path(mount).glob(f"*/malaunch-{pid}-*"))
+    return sorted(found)
+
+
+@pytest.mark.process
+def test_ranks_are_born_in_the_job_cgroup_and_the_shim_and_its_watchdog_stay_outside(tmp_path: Path) -> None:
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1", "--sleep", "120"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        while b"line 0" not in proc.stdout.readline():  # the shim reads output only once its guards are up
+            assert proc.poll() is None
+        children = [info.pid for info in proctree.descendants(proc.pid) if info.ppid == proc.pid]
+        watchdogs = [pid for pid in children if Path(f"/proc/{pid}/comm").read_text().strip() == "malaunch-wdog"]
+        ranks = [pid for pid in children if pid not in watchdogs]
+        assert len(ranks) == 2 and len(watchdogs) == 1, (ranks, watchdogs)
+        cgroups = {_job_cgroup_of(pid) for pid in ranks}
+        assert len(cgroups) == 1 and None not in cgroups, cgroups
+        job_cgroup = cgroups.pop()
+        assert job_cgroup is not None and _dirs_of(job_cgroup)
+        assert _job_cgroup_of(proc.pid) is None  # the shim left before it started anything else
+        assert _job_cgroup_of(watchdogs[0]) is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    assert_nothing_left(env[MARK])
+    assert not _dirs_of(job_cgroup) and not _leftovers(proc.pid)
+
+
+def test_a_start_that_fails_after_the_cgroup_was_made_leaves_no_cgroup_and_this_process_where_it_was(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = Path("/proc/self/cgroup").read_text()
+    # options parsed, not a dry run: the cgroup is made; then the environment is refused
+    code = main(["train.py"], {"MA_NUM_HOSTS": "two"})
+    assert code == 2 and "MA_NUM_HOSTS" in capsys.readouterr().err
+    assert Path("/proc/self/cgroup").read_text() == before
+    deadline = time.monotonic() + 5  # the entry's thread has ended (abandon() joined it)
+    while any(thread.name == "malaunch-cgroup-entry" for thread in threading.enumerate()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not _leftovers(os.getpid())
