@@ -87,6 +87,7 @@ class MsrunLauncher(Launcher):
 
     method = METHOD
     starts_workers = True
+    workers_lead_groups = True  # msrun 2.10 starts each worker with preexec_fn=os.setsid
     kills_peers = True
 
     def needs(self, cluster: ClusterEnv) -> Needs:

@@ -99,7 +99,9 @@ def _rank_of(environ: bytes) -> Optional[int]:
 
 class WorkerWatch:
     """Finds and watches the workers of the launchers ``launchers`` (pid -> plan index) in a thread; a worker's
-    launcher attempt is read from the first of ``attempt_variables`` its environment has."""
+    launcher attempt is read from the first of ``attempt_variables`` its environment has. With
+    ``leaders_only`` a child of a launcher is a worker only when it leads its process group (see
+    :attr:`.launcher.Launcher.workers_lead_groups`)."""
 
     def __init__(
         self,
@@ -108,9 +110,11 @@ class WorkerWatch:
         launchers: Mapping[int, int],
         post: Callable[[WorkerDeath], None],
         attempt_variables: Sequence[str] = (),
+        leaders_only: bool = False,
     ):
         self._token = (token_var, token)
         self._attempt_variables = tuple(attempt_variables)
+        self._leaders_only = leaders_only
         self._launchers = dict(launchers)
         self._post = post
         self._workers: Dict[int, _Worker] = {}
@@ -188,7 +192,8 @@ class WorkerWatch:
             environ = proctree.read_environ(pid)
             rank = _rank_of(environ) if environ and proctree.env_has(environ, *self._token) else None
             again = proctree.read_info(pid)
-            if rank is None or again is None or again.start != info.start:
+            helper = again is not None and self._leaders_only and again.pgid != pid  # or a worker before setsid
+            if rank is None or again is None or again.start != info.start or helper:
                 if environ and proctree.env_value(environ, "MS_ROLE") == b"MS_SCHED":
                     self._others.add(pid)
                 if fd is not None:

@@ -90,6 +90,10 @@ class Launcher:
     starts_workers = False
     #: Environment variables of a worker that give its launcher's own attempt, the first one present wins.
     attempt_variables: Tuple[str, ...] = ()
+    #: Each worker leads a process group of its own (msrun starts every worker with ``setsid``): a child of the
+    #: launcher that does not is one of its helpers (msrun's ``tail`` and ``grep`` inherit a worker's
+    #: ``MS_NODE_ID``), never a worker, whatever its environment says.
+    workers_lead_groups = False
     #: The launcher SIGKILLs a failed worker's peers itself (their SIGKILL is collateral, not a failure).
     kills_peers = False
     #: A failed process may be started again alone (:meth:`relaunch` decides).

@@ -32,7 +32,8 @@ class Workers:
             return
         launchers = {pid: index for index, pid in enumerate(pids)}
         self.gate = self.launcher.gate(self.plan, dict(enumerate(pids)))
-        self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables)
+        self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables,
+                                 self.launcher.workers_lead_groups)  # fmt: skip
         self.watch.start()
 
     def _died(self, death: WorkerDeath) -> None:
