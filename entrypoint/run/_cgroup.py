@@ -30,7 +30,7 @@ from typing import List, Optional
 
 from . import proctree
 
-__all__ = ["CgroupEntry", "JobCgroup", "kill_members", "members"]
+__all__ = ["CgroupEntry", "JobCgroup", "kill_members", "members", "remove"]
 
 _ROOT = "/sys/fs/cgroup"
 _V1_CONTROLLERS = ("pids", "freezer")
@@ -80,6 +80,23 @@ def _in_cgroup(pid: int, relative: str) -> bool:
         return False
 
 
+def remove(path: str, patience: float = 0.0) -> bool:
+    """Remove the (empty) cgroup at ``path``; True once it is gone. A member that exited but is not reaped yet
+    (a zombie: no longer in ``cgroup.procs``) keeps the cgroup busy until its parent reaps it: retried for
+    ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+        time.sleep(0.02)
+
+
 def kill_members(path: str, patience: float = 10.0) -> List[int]:
     """SIGKILL every member of the cgroup at ``path`` until none is left; remove it. Returns survivors.
 
@@ -91,8 +108,7 @@ def kill_members(path: str, patience: float = 10.0) -> List[int]:
     while True:
         members = _members(path)
         if not members:
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
+            remove(path)
             return []
         if time.monotonic() > deadline:
             return members
@@ -147,10 +163,9 @@ class JobCgroup:
         except OSError:
             return False
 
-    def remove(self) -> None:
-        """Remove the cgroup when it is empty (best effort)."""
-        with contextlib.suppress(OSError):
-            os.rmdir(self.path)
+    def remove(self) -> bool:
+        """Remove the cgroup when it is empty; True once it is gone."""
+        return remove(self.path)
 
     def members(self) -> List[int]:
         """Pids in the cgroup now."""

@@ -99,7 +99,7 @@ def _end_the_job(
     import signal
 
     from . import proctree
-    from ._cgroup import kill_members, members
+    from ._cgroup import kill_members, members, remove
 
     with contextlib.suppress(OSError):
         os.close(read_fd)
@@ -133,6 +133,7 @@ def _end_the_job(
     proctree.kill_loop(find, grace, on_kill=kill_cgroups)
     for path in cgroups:
         kill_members(path)
+        remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
@@ -25,6 +26,7 @@ __all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
 _WATCHDOG_GRACE_CAP = 2.0
+_REMOVE_PATIENCE = 2.0
 
 
 def enter_cgroup_early() -> Optional[CgroupEntry]:
@@ -101,14 +103,28 @@ class JobGuards:
         if self.cgroup is not None and not self.cgroup.leave():
             self.cgroup, self.tree.cgroup = None, None
 
+    def _remove_cgroup(self, reap: Callable[[], object]) -> None:
+        """Remove the job's cgroup. A process killed at the end may still be exiting, then a zombie of the shim
+        (the subreaper) that keeps the cgroup busy though it is no member any more: reaped until the cgroup can
+        go, for at most ``_REMOVE_PATIENCE`` s (never while a member is left: that one survived SIGKILL)."""
+        if self.cgroup is None:
+            return
+        deadline = time.monotonic() + _REMOVE_PATIENCE
+        reap()
+        while not self.cgroup.remove() and not self.cgroup.members() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            reap()
+
     def kill_cgroup(self) -> list[int]:
         """SIGKILL whatever is left in the job's cgroup; the pids that survived."""
         self._leave()
         return self.cgroup.kill() if self.cgroup is not None else []
 
-    def release(self) -> None:
-        """The run is over: the watchdog ends, the handlers and the subreaper flag are restored."""
+    def release(self, reap: Callable[[], object]) -> None:
+        """The run is over: the cgroup is removed, the watchdog ends, the handlers and the subreaper flag are
+        restored. ``reap`` reaps the shim's zombie children that nobody else waits for."""
         self._leave()
+        self._remove_cgroup(reap)
         self.watchdog.finish()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -256,8 +256,7 @@ class Supervisor:
             raise
         finally:
             self.output.close()
-            proctree.reap_zombie_children(self._own_pids())
-            self.guards.release()
+            self.guards.release(lambda: proctree.reap_zombie_children(self._own_pids()))
 
 
 def run_plan(

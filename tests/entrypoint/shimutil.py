@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 from malaunch.entrypoint.run import proctree
 
@@ -152,3 +152,15 @@ class CpuHog:
         for proc in self.procs:
             proc.kill()
             proc.wait()
+
+
+CGROUP_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
+
+
+def job_cgroups() -> Set[Path]:
+    """Every job cgroup (``malaunch-*``, at most one level below a mount) on this host now."""
+    found: Set[Path] = set()
+    for mount in CGROUP_MOUNTS:
+        found.update(Path(mount).glob("malaunch-*"))
+        found.update(Path(mount).glob("*/malaunch-*"))
+    return found

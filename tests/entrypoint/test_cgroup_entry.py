@@ -13,15 +13,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import List, Optional, Set
+from typing import List, Optional
 
 import pytest
 from malaunch.entrypoint.main import main
 from malaunch.entrypoint.run import proctree
-from shimutil import MARK, SCRIPTS, assert_nothing_left, marked_env, write_v10_table
+from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")
-_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
 
 
 def _job_cgroup_of(pid: int) -> Optional[str]:
@@ -35,16 +34,12 @@ def _job_cgroup_of(pid: int) -> Optional[str]:
 
 def _dirs_of(relative: str) -> List[Path]:
     """Where a cgroup path relative to its hierarchy exists on this host's mounts."""
-    return [Path(mount + relative) for mount in _MOUNTS if Path(mount + relative).is_dir()]
+    return [Path(mount + relative) for mount in CGROUP_MOUNTS if Path(mount + relative).is_dir()]
 
 
 def _leftovers(pid: int) -> List[Path]:
     """Job cgroups named after the process ``pid`` (the shim's token starts with its pid) that still exist."""
-    found: Set[Path] = set()
-    for mount in _MOUNTS:
-        found.update(Path(mount).glob(f"malaunch-{pid}-*"))
-        found.update(Path(mount).glob(f"*/malaunch-{pid}-*"))
-    return sorted(found)
+    return sorted(path for path in job_cgroups() if path.name.startswith(f"malaunch-{pid}-"))
 
 
 @pytest.mark.process

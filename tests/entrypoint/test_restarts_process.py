@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from shimutil import SCRIPTS, assert_nothing_left, free_port, marked_env, shim, start_shim, write_v10_table
+from shimutil import (
+    SCRIPTS,
+    assert_nothing_left,
+    free_port,
+    job_cgroups,
+    marked_env,
+    shim,
+    start_shim,
+    write_v10_table,
+)
 
 pytestmark = pytest.mark.process
 
@@ -286,8 +295,11 @@ def test_msrun_group_restart_with_real_msrun(tmp_path: Path) -> None:
          "MA_MSRUN_MASTER_PORT": str(free_port()), "MSRUN_CLUSTER_TIME_OUT": "120",
          "MALAUNCH_LOG_DIR": str(tmp_path / "logs")}
     )  # fmt: skip
+    before = job_cgroups()
     done = shim([str(SCRIPTS / "ms_flaky.py")], env, tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    # each attempt's cgroup is gone, though msrun's last workers were its zombies when msrun exited
+    assert job_cgroups() <= before
     assert "rank 1 attempt 0 of max 1 up" in done.stdout and "rank 1 attempt 1 sum 2" in done.stdout
     logs = tmp_path / "logs"
     assert "rank 1 dies" in (logs / "attempt-0" / "msrun" / "worker_1.log").read_text(errors="replace")
