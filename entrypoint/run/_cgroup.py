@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from . import proctree
 
@@ -80,10 +80,11 @@ def _in_cgroup(pid: int, relative: str) -> bool:
         return False
 
 
-def remove(path: str, patience: float = 0.0) -> bool:
+def remove(path: str, patience: float = 0.0, between: Optional[Callable[[], object]] = None) -> bool:
     """Remove the (empty) cgroup at ``path``; True once it is gone. A member that exited but is not reaped yet
     (a zombie: no longer in ``cgroup.procs``) keeps the cgroup busy until its parent reaps it: retried for
-    ``patience`` seconds."""
+    ``patience`` seconds, calling ``between`` (e.g. reaping the caller's zombie children) before each retry;
+    never while a member is left (that one survived SIGKILL)."""
     deadline = time.monotonic() + patience
     while True:
         try:
@@ -92,9 +93,11 @@ def remove(path: str, patience: float = 0.0) -> bool:
         except FileNotFoundError:
             return True
         except OSError:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or _members(path):
                 return False
-        time.sleep(0.02)
+        time.sleep(0.01)
+        if between is not None:
+            between()
 
 
 def kill_members(path: str, patience: float = 10.0) -> List[int]:
@@ -163,9 +166,9 @@ class JobCgroup:
         except OSError:
             return False
 
-    def remove(self) -> bool:
-        """Remove the cgroup when it is empty; True once it is gone."""
-        return remove(self.path)
+    def remove(self, patience: float = 0.0, between: Optional[Callable[[], object]] = None) -> bool:
+        """Remove the cgroup when it is empty; True once it is gone (see :func:`remove`)."""
+        return remove(self.path, patience, between)
 
     def members(self) -> List[int]:
         """Pids in the cgroup now."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
@@ -107,13 +106,9 @@ class JobGuards:
         """Remove the job's cgroup. A process killed at the end may still be exiting, then a zombie of the shim
         (the subreaper) that keeps the cgroup busy though it is no member any more: reaped until the cgroup can
         go, for at most ``_REMOVE_PATIENCE`` s (never while a member is left: that one survived SIGKILL)."""
-        if self.cgroup is None:
-            return
-        deadline = time.monotonic() + _REMOVE_PATIENCE
         reap()
-        while not self.cgroup.remove() and not self.cgroup.members() and time.monotonic() < deadline:
-            time.sleep(0.01)
-            reap()
+        if self.cgroup is not None:
+            self.cgroup.remove(_REMOVE_PATIENCE, reap)
 
     def kill_cgroup(self) -> list[int]:
         """SIGKILL whatever is left in the job's cgroup; the pids that survived."""
