@@ -175,6 +175,15 @@ _ROWS = (
              "<log dir>/ms_recovery), given to every process"),
     Variable("MALAUNCH_MS_RECOVERY_DELAY", "seconds", "input", _U, "seconds between a failure and its relaunch",
              default=30.0, minimum=0, maximum=3600),
+    # ---- inputs: the hosts' coordinator (multi-host)
+    Variable("MALAUNCH_COORDINATOR_PORT", "port", "input", _S, "the master host's shim serves the job's coordinator "
+             "on this port; the others join it", default=29510, minimum=1, maximum=65535),
+    Variable("MALAUNCH_JOB_SECRET", "text", "input", _S, "the job's secret: every coordinator message carries an "
+             "HMAC made with it (never printed, never given to the ranks); unset: the job's name"),
+    Variable("MALAUNCH_HEARTBEAT_TIMEOUT", "seconds", "input", ("sdk", "user"), "a host silent this long is lost",
+             default=20.0, minimum=1, maximum=3600),
+    Variable("MALAUNCH_HOST_WAIT", "seconds", "input", ("sdk", "user"), "how long the others wait for a lost host "
+             "to come back before they exit 75", default=120.0, minimum=0, maximum=86400),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -215,8 +224,12 @@ class Name:
     spell them, so a misspelt name fails mypy and import-time use instead of setting a variable nobody reads.
     Each is a row of the table (tests/entrypoint/test_contract_strict.py)."""
 
+    MALAUNCH_COORDINATOR_PORT = "MALAUNCH_COORDINATOR_PORT"
     MALAUNCH_GRACE_PERIOD = "MALAUNCH_GRACE_PERIOD"
+    MALAUNCH_HEARTBEAT_TIMEOUT = "MALAUNCH_HEARTBEAT_TIMEOUT"
+    MALAUNCH_HOST_WAIT = "MALAUNCH_HOST_WAIT"
     MALAUNCH_JOB_ID = "MALAUNCH_JOB_ID"
+    MALAUNCH_JOB_SECRET = "MALAUNCH_JOB_SECRET"
     MALAUNCH_LOG_DIR = "MALAUNCH_LOG_DIR"
     MALAUNCH_MASTER_PORT = "MALAUNCH_MASTER_PORT"
     MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
