@@ -106,7 +106,8 @@ def _cases() -> Tuple[Case, ...]:
     for template in _TEMPLATES:
         job = f"<REPO>/templates/{template}/job.yaml"
         for backend in _BACKENDS:
-            cases.append(Case(f"dry-{template}-{backend}", ("--backend", backend, "--dry-run", "--output", "json", job)))
+            args = ("--backend", backend, "--dry-run", "--output", "json", job)
+            cases.append(Case(f"dry-{template}-{backend}", args))
         cases.append(Case(f"dry-text-{template}", ("--dry-run", job)))
     sweep = ("sweep", "--dry-run", "--output", "json", "<REPO>/templates/torchrun-ddp/job.yaml", "--param", "lr=1,3")
     for backend in _BACKENDS:
