@@ -29,11 +29,11 @@ from .errors import (
     WaitTimeout,
 )
 from .job import Job, attach
-from .loader import load_job_file, spec_from_mapping
 from .plan import SubmitPlan
-from .spec import DataSpec, JobSpec, LauncherOptions, Resources
+from .spec.loader import load_job_file, spec_from_mapping
+from .spec.model import DataSpec, JobSpec, LauncherOptions, Resources
 from .status import HostState, HostStatus, JobState, JobStatus
-from .sweep import Sweep, SweepHandle, attach_sweep
+from .sweep.api import Sweep, SweepHandle, attach_sweep
 
 __all__ = [
     "Backend",

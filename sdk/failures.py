@@ -23,7 +23,7 @@ import re
 from collections import deque
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.report.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
+from malaunch.entrypoint.public import CLASSES, RETRYABLE, Classification, classify_exit
 
 __all__ = [
     "CLASSES",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Protocol, Tuple
 
 from .redact import mask_data
-from .spec import JobSpec
+from .spec.model import JobSpec
 
 __all__ = ["AUTO", "PlanRequest", "SubmitPlan"]
 

@@ -30,9 +30,9 @@ import types
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
-from malaunch.entrypoint.contract import VARIABLES, Name
+from malaunch.entrypoint.public import VARIABLES, Name
 
-from ..spec import JobSpec, LauncherOptions
+from ..spec.model import JobSpec, LauncherOptions
 
 __all__ = ["LAUNCHER_VARIABLES", "LauncherVariable", "launcher_env"]
 
@@ -59,7 +59,7 @@ def _row(
     field = VARIABLES[name].sdk_field or ""
     if not field.startswith("launcher."):
         raise ValueError(f"{name} is not a launcher variable in the contract table (sdk_field {field!r})")
-    return LauncherVariable(name, field[len("launcher."):], methods, open_for, from_env)
+    return LauncherVariable(name, field[len("launcher.") :], methods, open_for, from_env)
 
 
 _ROWS = (

@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.run import peers, proctree
+from malaunch.entrypoint.public import attempt_file, descendants, read_attempt, read_usage, snapshot
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
@@ -131,8 +131,8 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
                                 host=index))  # fmt: skip
             out.extend(_report_events(index, paths.report_file(index), host["started_at"]))
         log_dir = log_dirs.get(index)
-        announced = peers.read_attempt(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
-        when = _mtime(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        announced = read_attempt(attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        when = _mtime(attempt_file(log_dir)) if isinstance(log_dir, str) else None
         if announced is not None and when is not None and announced["attempt"] > 0 and host["state"] != "EXITED":
             out.append(JobEvent(when, source, "Attempt", f"attempt {announced['attempt']} is {announced['state']}",
                                 "Warning", index))  # fmt: skip
@@ -161,11 +161,11 @@ def _running(status: JobStatus, what: str) -> None:
 
 def _trees(status: JobStatus) -> Dict[int, List[int]]:
     """Host index -> the pids of its process tree (its shim first), for hosts whose shim is proven the job's."""
-    table = proctree.snapshot()
+    table = snapshot()
     trees: Dict[int, List[int]] = {}
     for host in status.hosts:
         if host.state is HostState.RUNNING and host.pid is not None and is_job_process(host.pid, status.id):
-            below = [info.pid for info in proctree.descendants(host.pid, table) if not info.zombie]
+            below = [info.pid for info in descendants(host.pid, table) if not info.zombie]
             trees[host.index] = [host.pid, *below]
     return trees
 
@@ -173,7 +173,7 @@ def _trees(status: JobStatus) -> Dict[int, List[int]]:
 def _sample(pids: Sequence[int]) -> Dict[int, Tuple[int, int]]:
     found = {}
     for pid in pids:
-        usage = proctree.read_usage(pid)
+        usage = read_usage(pid)
         if usage is not None:
             found[pid] = usage
     return found

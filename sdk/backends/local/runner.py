@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from malaunch.entrypoint.run import peers, selfproc
+from malaunch.entrypoint.public import PEER_RESTART_SIGNAL, attempt_file, frontier, read_attempt, set_subreaper
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
@@ -48,7 +48,7 @@ _DISK_CHECK = 1.0
 
 
 def _become_subreaper() -> None:
-    selfproc.set_subreaper()  # None when unsupported: leftovers are still found through their environment
+    set_subreaper()  # None when unsupported: leftovers are still found through their environment
 
 
 def _exit_code(wait_status: int) -> int:
@@ -88,15 +88,15 @@ class Runner:
         for host in self.request.hosts:
             log_dir = host.env.get("MALAUNCH_LOG_DIR")
             if log_dir:
-                seen[host.index] = peers.read_attempt(peers.attempt_file(log_dir))
-        fronts = [front for front in map(peers.frontier, seen.values()) if front is not None]
+                seen[host.index] = read_attempt(attempt_file(log_dir))
+        fronts = [front for front in map(frontier, seen.values()) if front is not None]
         newest = max(fronts, default=None)
         for index, announcement in seen.items():
             if newest is None or announcement is None or announcement["state"] != "running":
                 continue
             if announcement["attempt"] < newest and self.peer_restarts.get(index, -1) < newest:
                 self.peer_restarts[index] = newest
-                signal_job_process(announcement["pid"], self.request.job_id, peers.PEER_RESTART_SIGNAL)
+                signal_job_process(announcement["pid"], self.request.job_id, PEER_RESTART_SIGNAL)
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:

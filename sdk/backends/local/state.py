@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...errors import show_value
+from ...home import write_json_atomic
 from ...status import HostState, HostStatus, JobState, JobStatus
-from .jobdir import JobPaths, write_json_atomic
+from .jobdir import JobPaths
 
 __all__ = [
     "RESERVE_BYTES",

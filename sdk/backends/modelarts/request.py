@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import SpecError
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ..contract import launcher_env
 
 __all__ = [

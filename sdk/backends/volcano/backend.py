@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
 from ...plan import SubmitPlan
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id

@@ -28,13 +28,22 @@ import types
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
-from malaunch.entrypoint.contract import int_bounds
+from malaunch.entrypoint.public import int_bounds
 
-from .backends import options_hook
-from .backends.contract import LAUNCHER_VARIABLES
-from .errors import SpecError, show_value
-from .redact import MASK, is_secret_name
-from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
+from ..backends import options_hook
+from ..backends.contract import LAUNCHER_VARIABLES
+from ..errors import SpecError, show_value
+from ..redact import MASK, is_secret_name
+from .model import (
+    RUN_METHODS,
+    DataSpec,
+    JobSpec,
+    LauncherOptions,
+    ModelArtsOptions,
+    Resources,
+    VolcanoOptions,
+    key_text,
+)
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 

@@ -1,37 +1,39 @@
 """The management verbs of ``ma-submit``: status, logs, stop, wait, list, delete, prune (parse, call, print).
 
-Every verb takes ``--backend`` and goes through :func:`~malaunch.sdk.backends.get_backend`, so it works the
-same on every backend; a job id may be a unique prefix (``Backend.resolve_id``). Printing lives here and in
-:mod:`malaunch.sdk.cli`; exit codes are decided in ``MaSubmitGroup.main``.
+Every verb takes ``--backend``; without it a JOB_ID finds its backend the one way the SDK has,
+:func:`~malaunch.sdk.backends.backend_for` (the job index, the id's format, else local), so every verb works the
+same on every backend; a job id may be a unique prefix. The helpers the other verb groups share are public here
+(:func:`backend_option`, :func:`resolved`, :func:`note`, :func:`echo_json`). Printing lives here and in the other
+verb groups; exit codes are decided in ``MaSubmitGroup.main``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from typing import Any, List, Optional, Tuple
 
 import click
 
-from .backends import Backend, backend_for_id, get_backend
-from .backends.job_index import JobIndex
-from .follow import describe_end
-from .logview import LogQuery, view_logs
-from .spec import BACKEND_NAMES
-from .status import JobState, JobStatus, exit_code_of
+from ..backends import BACKEND_NAMES, DEFAULT_BACKEND, Backend, backend_for, get_backend
+from ..follow import describe_end
+from ..logview import LogQuery, view_logs
+from ..status import JobState, JobStatus, exit_code_of
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "MANAGEMENT_COMMANDS",
     "OUTPUT",
+    "backend_named",
+    "backend_option",
     "echo_json",
     "format_age",
     "note",
     "parse_duration",
     "render_list",
     "render_status",
+    "resolved",
 ]
 
 EXIT_INTERRUPTED = 130
@@ -80,7 +82,8 @@ class _Duration(click.ParamType[float]):
             self.fail(str(exc), param, ctx)
 
 
-def _backend_option(function: Any) -> Any:
+def backend_option(function: Any) -> Any:
+    """The ``--backend`` option of the verbs that take a JOB_ID (or none)."""
     return click.option(
         "--backend",
         type=click.Choice(BACKEND_NAMES),
@@ -90,17 +93,14 @@ def _backend_option(function: Any) -> Any:
     )(function)
 
 
-def _backend_for(backend: Optional[str], job_id: Optional[str]) -> Backend:
-    """The backend named, else the one this machine's job index recorded for ``job_id``, else the one whose id
-    format ``job_id`` has (each backend says, e.g. volcano's ``<namespace>/<name>``), else ``local``."""
-    if backend is None and job_id is not None:
-        backend = JobIndex.default(os.environ).backend_of(job_id) or backend_for_id(job_id)
-    return get_backend(backend or "local")
+def resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
+    """The backend of ``job_id`` and its whole id (:func:`malaunch.sdk.backends.backend_for`)."""
+    return backend_for(job_id, backend)
 
 
-def _resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
-    impl = _backend_for(backend, job_id)
-    return impl, impl.resolve_id(job_id)
+def backend_named(backend: Optional[str]) -> Backend:
+    """The backend named, else the default one (the verbs without a JOB_ID: list, prune)."""
+    return get_backend(backend or DEFAULT_BACKEND)
 
 
 def render_status(status: JobStatus) -> str:
@@ -145,12 +145,12 @@ def render_list(statuses: List[JobStatus], now: float) -> str:
 
 
 @click.command("status")
-@_backend_option
+@backend_option
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
 @click.argument("job_id")
 def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
     """Show the state of JOB_ID (and of each of its hosts)."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     status = impl.status(ident)
     if output == "json":
         echo_json(status.to_json())
@@ -160,7 +160,7 @@ def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
 
 
 @click.command("logs")
-@_backend_option
+@backend_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines (then new ones with -f).")
 @click.option("--host", "hosts", type=click.IntRange(min=0), multiple=True, help="Only this host (repeatable).")
@@ -169,7 +169,7 @@ def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
 def logs_cmd(backend: Optional[str], follow: bool, tail: Optional[int], hosts: Tuple[int, ...], ranks: Tuple[int, ...],
              job_id: str) -> int:  # fmt: skip
     """Print the output of JOB_ID merged by time, each line prefixed with its host."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
     try:
         for line in view_logs(lambda follow_: impl.logs(ident, follow=follow_), query, follow):
@@ -180,23 +180,23 @@ def logs_cmd(backend: Optional[str], follow: bool, tail: Optional[int], hosts: T
 
 
 @click.command("stop")
-@_backend_option
+@backend_option
 @click.argument("job_id")
 def stop_cmd(backend: Optional[str], job_id: str) -> int:
     """Stop JOB_ID; returns when nothing of it is left running (stopping an ended job is a no-op)."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     status = impl.stop(ident)
     click.echo(f"job {status.id} {status.state.value}")
     return 0
 
 
 @click.command("wait")
-@_backend_option
+@backend_option
 @click.option("--timeout", type=click.FloatRange(min=0), help="Give up after this many seconds (exit 124).")
 @click.argument("job_id")
 def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
     """Wait for JOB_ID to end and exit with its exit code."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     try:
         status = impl.handle(ident).wait(timeout=timeout)
     except KeyboardInterrupt:
@@ -206,11 +206,11 @@ def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> i
 
 
 @click.command("list")
-@_backend_option
+@backend_option
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
 def list_cmd(backend: Optional[str], output: str) -> int:
     """List the jobs of a backend, newest first (jobs whose state cannot be read are noted on stderr)."""
-    statuses = _backend_for(backend, None).list()
+    statuses = backend_named(backend).list()
     if output == "json":
         echo_json([
             {"id": s.id, "state": s.state.value, "exit_code": s.exit_code, "name": s.name, "message": s.message,
@@ -230,25 +230,25 @@ def list_cmd(backend: Optional[str], output: str) -> int:
 
 
 @click.command("delete")
-@_backend_option
+@backend_option
 @click.argument("job_ids", nargs=-1, required=True, metavar="JOB_ID...")
 def delete_cmd(backend: Optional[str], job_ids: Tuple[str, ...]) -> int:
     """Delete ended jobs and their files (a running job must be stopped first)."""
-    impl = _backend_for(backend, None)
+    impl = backend_named(backend)
     for job_id in job_ids:
         click.echo(f"deleted {impl.delete(impl.resolve_id(job_id))}")
     return 0
 
 
 @click.command("prune")
-@_backend_option
+@backend_option
 @click.option(
     "--older-than", type=_Duration(), default="7d", show_default=True, help="Only jobs that ended longer ago "
     "(90s, 30m, 12h, 7d, 2w; 0 = every ended job).",
 )  # fmt: skip
 def prune_cmd(backend: Optional[str], older_than: float) -> int:
     """Delete every ended job that ended longer ago than --older-than; running jobs are never touched."""
-    result = _backend_for(backend, None).prune(older_than)
+    result = backend_named(backend).prune(older_than)
     for job_id in result.deleted:
         click.echo(f"deleted {job_id}")
     for job_id, reason in result.kept:

@@ -16,12 +16,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from .cli_jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
-from .sweep import Sweep, SweepHandle, attach_sweep, list_sweeps
-from .sweep_results import TrialResult
-from .sweep_run import is_done
-from .sweep_spec import format_value, parse_param_option
-from .sweep_state import TRIAL_WAITING
+from ..sweep.api import Sweep, SweepHandle, attach_sweep, list_sweeps
+from ..sweep.results import TrialResult
+from ..sweep.run import is_done
+from ..sweep.spec import format_value, parse_param_option
+from ..sweep.state import TRIAL_WAITING
+from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
 
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
 

@@ -3,7 +3,7 @@
 The record is what makes a sweep outlive the process that submitted it: ``ma-submit sweep status|wait|stop``
 from another shell, and the detached driver that starts the remaining trials, all read it. Rules:
 
-1. Written atomically (temporary file + rename + fsync, :func:`~malaunch.sdk.backends.local.jobdir.write_json_atomic`):
+1. Written atomically (temporary file + rename + fsync, :func:`~malaunch.sdk.home.write_json_atomic`):
    a reader sees the old record or the new one, never half of one.
 2. Changed only under the sweep's lock (``flock`` on ``<dir>/lock``), so the driver and a ``stop`` from another
    shell never submit a trial twice or lose a change.
@@ -14,22 +14,20 @@ from another shell, and the detached driver that starts the remaining trials, al
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping
 
-from .backends.local.jobdir import one_by_prefix, write_json_atomic
-from .errors import BackendError, SweepNotFound
+from ..errors import BackendError, SweepNotFound
+from ..home import file_lock, one_by_prefix, write_json_atomic
 
 __all__ = [
     "RECORD_VERSION",
     "TRIAL_SKIPPED",
     "TRIAL_WAITING",
     "SweepPaths",
-    "home_from",
     "list_sweep_ids",
     "read_record",
     "resolve_sweep_id",
@@ -44,12 +42,6 @@ TRIAL_WAITING = "WAITING"
 TRIAL_SKIPPED = "SKIPPED"
 _SWEEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _NEEDED: Dict[str, Any] = {"id": str, "backend": str, "trials": list, "created_at": (int, float), "max_parallel": int}
-
-
-def home_from(environ: Mapping[str, str], home: Optional[str] = None) -> str:
-    """``home``, else ``$MALAUNCH_HOME``, else ``~/.malaunch`` (absolute)."""
-    raw = home or environ.get("MALAUNCH_HOME") or os.path.join("~", ".malaunch")
-    return os.path.abspath(os.path.expanduser(raw))
 
 
 @dataclass(frozen=True)
@@ -145,14 +137,11 @@ def save_record(paths: SweepPaths, record: Mapping[str, Any]) -> None:
 @contextlib.contextmanager
 def sweep_lock(paths: SweepPaths) -> Iterator[None]:
     """Hold the sweep's lock (rule 2); blocks while another process holds it."""
-    try:
-        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileNotFoundError:
-        raise SweepNotFound(paths.sweep_id, paths.home) from None
-    except OSError as exc:
-        raise BackendError(f"sweep {paths.sweep_id}: cannot open its lock {paths.lock} ({exc.strerror})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(file_lock(paths.lock, 0o644))
+        except FileNotFoundError:
+            raise SweepNotFound(paths.sweep_id, paths.home) from None
+        except OSError as exc:
+            raise BackendError(f"sweep {paths.sweep_id}: cannot open its lock {paths.lock} ({exc.strerror})") from None
         yield
-    finally:
-        os.close(fd)

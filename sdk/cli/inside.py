@@ -13,9 +13,9 @@ from typing import List, Optional, Tuple
 
 import click
 
-from .backends.inside import HostUsage, UsageReport
-from .cli_jobs import EXIT_INTERRUPTED, OUTPUT, _backend_option, _resolved, echo_json, note
-from .errors import ExecElsewhere, JobNotRunning
+from ..backends.inside import HostUsage, UsageReport
+from ..errors import ExecElsewhere, JobNotRunning
+from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
 
 __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
@@ -60,14 +60,14 @@ def render_usage(report: UsageReport) -> str:
 
 
 @click.command("events")
-@_backend_option
+@backend_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events until the job ends.")
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: one JSON list (with -f: one "
               "JSON object per line).")  # fmt: skip
 @click.argument("job_id")
 def events_cmd(backend: Optional[str], follow: bool, output: str, job_id: str) -> int:
     """Print what the platform did to JOB_ID, oldest first (scheduling, starts, exits, restarts, root cause)."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     handle = impl.handle(ident)
     if output == "json" and not follow:
         echo_json([event.to_json() for event in handle.events()])
@@ -85,7 +85,7 @@ def events_cmd(backend: Optional[str], follow: bool, output: str, job_id: str) -
 
 
 @click.command("top")
-@_backend_option
+@backend_option
 @click.option("--watch", is_flag=True, help="Refresh until the job ends (Ctrl-C stops watching).")
 @click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, metavar="SECONDS",
               help="Seconds between refreshes with --watch.")  # fmt: skip
@@ -93,7 +93,7 @@ def events_cmd(backend: Optional[str], follow: bool, output: str, job_id: str) -
 @click.argument("job_id")
 def top_cmd(backend: Optional[str], watch: bool, interval: float, output: str, job_id: str) -> int:
     """Show what each host of JOB_ID uses: CPU, memory, accelerators where the platform reports them."""
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     shown = 0
     try:
         while True:
@@ -120,7 +120,7 @@ def top_cmd(backend: Optional[str], watch: bool, interval: float, output: str, j
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
-@_backend_option
+@backend_option
 @click.option("--host", type=click.IntRange(min=0), default=0, show_default=True, help="Which host (task index).")
 @click.option("-i", "--stdin", "interactive", is_flag=True, help="Pass this terminal's input to the command.")
 @click.option("-t", "--tty", is_flag=True, help="Give the command a terminal (where the backend supports one).")
@@ -135,7 +135,7 @@ def exec_cmd(backend: Optional[str], host: int, interactive: bool, tty: bool, jo
     ModelArts has no exec API: for a job with modelarts.ssh.key_pair_names this prints the ssh command for the
     host (with COMMAND appended, if given).
     """
-    impl, ident = _resolved(backend, job_id)
+    impl, ident = resolved(backend, job_id)
     words = list(command[1:] if command[:1] == ("--",) else command)
     try:
         result = impl.exec(ident, words, host=host, tty=tty and sys.stdin.isatty(), capture=False,

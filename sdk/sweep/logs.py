@@ -12,9 +12,9 @@ import queue
 import threading
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
-from .backends import Backend
-from .errors import MalaunchError
-from .sweep_run import is_done
+from ..backends import Backend
+from ..errors import MalaunchError
+from .run import is_done
 
 __all__ = ["sweep_lines"]
 

@@ -20,12 +20,12 @@ import threading
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from .backends import Backend, get_backend
-from .errors import MalaunchError
-from .failures import TAIL_LINES
-from .loader import spec_from_mapping
-from .status import JobState, JobStatus
-from .sweep_state import TRIAL_SKIPPED, TRIAL_WAITING, SweepPaths, read_record, save_record, sweep_lock
+from ..backends import Backend, open_backend
+from ..errors import MalaunchError
+from ..failures import TAIL_LINES
+from ..spec.loader import spec_from_mapping
+from ..status import JobState, JobStatus
+from .state import TRIAL_SKIPPED, TRIAL_WAITING, SweepPaths, read_record, save_record, sweep_lock
 
 __all__ = [
     "DRIVER_VARIABLE",
@@ -53,11 +53,9 @@ UNKNOWN_GIVE_UP = 30.0
 
 
 def backend_for_record(record: Mapping[str, Any]) -> Backend:
-    """The backend a sweep's trials run on, made the way ``ma-submit`` makes it (local: the sweep's home)."""
-    name = str(record["backend"])
-    if name == "local":
-        return get_backend(name, home=str(record.get("home") or "")) if record.get("home") else get_backend(name)
-    return get_backend(name)
+    """The backend a sweep's trials run on, made the way ``ma-submit`` makes it (with the sweep's home)."""
+    home = record.get("home")
+    return open_backend(str(record["backend"]), str(home) if home else None)
 
 
 def _root_host(status: JobStatus) -> int:
@@ -255,7 +253,7 @@ def start_driver(paths: SweepPaths, environ: Mapping[str, str]) -> subprocess.Po
     env[DRIVER_VARIABLE] = paths.sweep_id
     with open(paths.driver_log, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "malaunch.sdk.sweep_run", paths.home, paths.sweep_id],
+            [sys.executable, "-m", "malaunch.sdk.sweep.run", paths.home, paths.sweep_id],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -29,14 +29,13 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from malaunch.entrypoint.contract import VARIABLES, int_bounds
+from malaunch.entrypoint.public import VARIABLES, int_bounds
 
-from .errors import SpecError, show_value
-from .redact import MASK, is_secret_name
+from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND
+from ..errors import SpecError, show_value
+from ..redact import MASK, is_secret_name
 
 __all__ = [
-    "BACKEND_NAMES",
-    "DEFAULT_BACKEND",
     "DEFAULT_RUN_METHOD",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
@@ -55,9 +54,6 @@ __all__ = [
 RUN_METHODS: Tuple[str, ...] = VARIABLES["MA_RUN_METHOD"].choices
 #: The platform's default when ``MA_RUN_METHOD`` is unset is the rank-table fan-out.
 DEFAULT_RUN_METHOD = "ranktable"
-#: Backend names a job file may use (see :mod:`malaunch.sdk.backends` for which are available).
-BACKEND_NAMES = ("local", "modelarts", "volcano")
-DEFAULT_BACKEND = "local"
 #: ``launcher.restart_on`` words; a list of exit codes is the other form.
 RESTART_ON_WORDS: Tuple[str, ...] = VARIABLES["MALAUNCH_RESTART_ON"].choices
 

@@ -26,15 +26,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from .backends import JobHandle
-from .cli_inside import INSIDE_COMMANDS
-from .cli_jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
-from .cli_sweep import sweep_group
-from .errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
-from .follow import follow_job
-from .job import Job
-from .spec import BACKEND_NAMES, RUN_METHODS
-from .status import exit_code_of
+from ..backends import BACKEND_NAMES, JobHandle, runs_here
+from ..errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
+from ..follow import follow_job
+from ..job import Job
+from ..spec.model import RUN_METHODS
+from ..status import exit_code_of
+from .inside import INSIDE_COMMANDS
+from .jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
+from .sweep import sweep_group
 
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
@@ -213,7 +213,7 @@ def submit_cmd(
     note(
         f"submitted job {handle.id} ({spec.backend}: {spec.resources.hosts} host(s) x "
         f"{spec.resources.devices_per_host} device(s), {spec.run_method}); "
-        f"{'job dir ' if spec.backend == 'local' else ''}{status.location}"
+        f"{'job dir ' if runs_here(spec.backend) else ''}{status.location}"
     )
     return _follow(handle, output)
 

@@ -29,17 +29,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .backends import Backend, get_backend, make_job_id
-from .errors import ConfigError, MalaunchError, SpecError, WaitTimeout
-from .job import Job
-from .loader import read_job_data, spec_from_mapping
-from .plan import SubmitPlan
-from .spec import JobSpec
-from .status import JobState
-from .sweep_logs import sweep_lines
-from .sweep_results import TrialResult, rank_results, rows_of
-from .sweep_run import backend_for_record, is_done, start_driver, step, stop_sweep
-from .sweep_spec import (
+from ..backends import Backend, get_backend, make_job_id, runs_here
+from ..errors import ConfigError, MalaunchError, SpecError, WaitTimeout
+from ..home import home_dir
+from ..job import Job
+from ..plan import SubmitPlan
+from ..spec.loader import read_job_data, spec_from_mapping
+from ..spec.model import JobSpec
+from ..status import JobState
+from .logs import sweep_lines
+from .results import TrialResult, rank_results, rows_of
+from .run import backend_for_record, is_done, start_driver, step, stop_sweep
+from .spec import (
     Metric,
     Param,
     SweepSpec,
@@ -51,11 +52,10 @@ from .sweep_spec import (
     param_from_value,
     sweep_from_mapping,
 )
-from .sweep_state import (
+from .state import (
     RECORD_VERSION,
     TRIAL_WAITING,
     SweepPaths,
-    home_from,
     list_sweep_ids,
     read_record,
     resolve_sweep_id,
@@ -77,7 +77,7 @@ __all__ = [
 def default_parallel(backend: str, spec: JobSpec, trials: int, cpus: Optional[int] = None) -> int:
     """Local: as many trials as the CPUs hold (one CPU per process a trial starts); cloud: every trial at once
     (the platform queues what does not fit)."""
-    if backend != "local":
+    if not runs_here(backend):
         return max(trials, 1)
     per_trial = spec.resources.hosts * max(spec.resources.devices_per_host, 1)
     count = os.cpu_count() if cpus is None else cpus
@@ -225,7 +225,7 @@ class Sweep:
         ``driver`` the remaining trials start only while ``wait`` or ``step`` is called.
         """
         impl = self._backend(backend)
-        where = home or getattr(impl, "home", None) or home_from(os.environ)
+        where = home_dir(os.environ, home or impl.home)
         now = time.time()
         ident = self.new_id(now)
         trials = self.trials(ident)
@@ -363,13 +363,13 @@ class SweepHandle:
 
 def attach_sweep(sweep_id: str, *, home: Optional[str] = None, backend: Optional[Backend] = None) -> SweepHandle:
     """A handle for a sweep submitted earlier (a unique prefix of its id is enough)."""
-    where = home_from(os.environ, home)
+    where = home_dir(os.environ, home)
     return SweepHandle(SweepPaths(where, resolve_sweep_id(where, sweep_id)), backend)
 
 
 def list_sweeps(home: Optional[str] = None) -> List[Dict[str, Any]]:
     """The sweeps under ``home``, newest first: their records (a damaged one as ``{"id", "error"}``)."""
-    where = home_from(os.environ, home)
+    where = home_dir(os.environ, home)
     found: List[Dict[str, Any]] = []
     for ident in list_sweep_ids(where):
         try:

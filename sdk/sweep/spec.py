@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .errors import SpecError
-from .spec import JobSpec
+from ..errors import SpecError
+from ..spec.model import JobSpec
 
 __all__ = [
     "GOALS",

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .sweep_spec import format_value
+from .spec import format_value
 
 __all__ = ["TrialResult", "rank_results", "rows_of"]
 

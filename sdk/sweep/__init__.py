@@ -1,0 +1,31 @@
+"""Sweeps: one job as many trials (a grid, or seeded random samples) on any backend, ranked by an objective.
+
+The flow, one module each: :mod:`.spec` (the ``sweep:`` section and ``--param`` -> trials, pure) ->
+:mod:`.api` (``Sweep``, ``SweepHandle``: plan, record, submit) -> :mod:`.run` (the driver: one step starts
+trials as slots free, reads objectives, stops) over :mod:`.state` (the record on disk, under the SDK's home) ->
+:mod:`.results` (the ranked table) and :mod:`.logs` (every trial's output).
+"""
+
+from __future__ import annotations
+
+from .api import (
+    Sweep,
+    SweepHandle,
+    SweepPlan,
+    TrialResult,
+    attach_sweep,
+    default_parallel,
+    list_sweeps,
+    rank_results,
+)
+
+__all__ = [
+    "Sweep",
+    "SweepHandle",
+    "SweepPlan",
+    "TrialResult",
+    "attach_sweep",
+    "default_parallel",
+    "list_sweeps",
+    "rank_results",
+]
