@@ -70,8 +70,9 @@ RESERVED_ENV: Mapping[str, str] = types.MappingProxyType(
 
 #: ``launcher.msrun_cluster_time_out``: the shim's bounds of MSRUN_CLUSTER_TIME_OUT (-1: wait forever).
 _CLUSTER_TIME_OUT_BOUNDS = int_bounds("MSRUN_CLUSTER_TIME_OUT")
-#: The shim's bounds of the variables these fields become (ports, devices per host, restarts).
+#: The shim's bounds of the variables these fields become (ports, hosts, devices per host, restarts).
 _PORT_BOUNDS = int_bounds("MA_TORCHRUN_MASTER_PORT")
+_HOSTS_BOUNDS = int_bounds("MA_NUM_HOSTS")
 _DEVICES_BOUNDS = int_bounds("MA_NUM_GPUS")
 _MAX_RESTARTS_BOUNDS = int_bounds("MA_MAX_RESTARTS")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
@@ -154,7 +155,7 @@ class Resources:
 
 
 def _check_resources(res: Resources, prefix: str) -> None:
-    _check_int(f"{prefix}.hosts", res.hosts, 1, 4096)
+    _check_int(f"{prefix}.hosts", res.hosts, *_HOSTS_BOUNDS)
     _check_int(f"{prefix}.devices_per_host", res.devices_per_host, *_DEVICES_BOUNDS)
     _check_text(f"{prefix}.flavor", res.flavor, optional=True)
     _check_text(f"{prefix}.pool", res.pool, optional=True)
