@@ -234,9 +234,9 @@ def list_cmd(backend: Optional[str], output: str) -> int:
 @click.argument("job_ids", nargs=-1, required=True, metavar="JOB_ID...")
 def delete_cmd(backend: Optional[str], job_ids: Tuple[str, ...]) -> int:
     """Delete ended jobs and their files (a running job must be stopped first)."""
-    impl = backend_named(backend)
     for job_id in job_ids:
-        click.echo(f"deleted {impl.delete(impl.resolve_id(job_id))}")
+        impl, ident = resolved(backend, job_id)
+        click.echo(f"deleted {impl.delete(ident)}")
     return 0
 
 
