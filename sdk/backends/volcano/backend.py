@@ -27,7 +27,7 @@ import os
 import secrets
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
@@ -86,8 +86,10 @@ class VolcanoBackend(Backend):
         stop_timeout: float = 300.0,
         sleep: Callable[[float], None] = time.sleep,
         policy: RetryPolicy = DEFAULT_POLICY,
+        progress: Optional[TextIO] = sys.stderr,
     ) -> None:
         self._kubeconfig = kubeconfig
+        self.progress = progress  # where notes go (None: nowhere); the backend never writes to stderr itself
         self._context = context
         self._namespace = namespace
         self._environ = environ if environ is not None else os.environ
@@ -179,10 +181,11 @@ class VolcanoBackend(Backend):
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
             self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
         except OSError as exc:
-            sys.stderr.write(
-                f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} ({exc.strerror}); "
-                "give --backend volcano when you manage it\n"
-            )
+            if self.progress is not None:
+                self.progress.write(
+                    f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} "
+                    f"({exc.strerror}); give --backend volcano when you manage it\n"
+                )
         return self.handle(job_id)
 
     def _status(
