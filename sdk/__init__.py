@@ -5,7 +5,7 @@ Public names (``__all__`` is explicit and tested)::
     Job, attach                                    the Python API (malaunch.sdk.job)
     Sweep, SweepHandle, attach_sweep               sweeps: one job, many trials (malaunch.sdk.sweep)
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
-    load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
+    load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.spec.loader)
     Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
     JobEvent, UsageReport, HostUsage, ExecResult   inside a job: handle.events(), .usage(), .exec()
     SubmitPlan, JobState, JobStatus, HostStatus    plans and states

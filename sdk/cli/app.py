@@ -1,5 +1,5 @@
 """``ma-submit``: submit a job file and follow it, manage jobs (status, logs, stop, wait, list, delete, prune) and
-look inside them (events, top, exec: :mod:`malaunch.sdk.cli_inside`).
+look inside them (events, top, exec: :mod:`malaunch.sdk.cli.inside`).
 
 A first argument that is not a verb is a job file (``ma-submit job.yaml`` = ``ma-submit submit job.yaml``); a job
 file named like a verb is given as ``./status``; a word close to a verb that is no file gets a did-you-mean.
@@ -14,7 +14,7 @@ decided only in :meth:`MaSubmitGroup.main`:
 Errors are one line on stderr, ``ma-submit: error: <what>, <value>; <what to do>``, never a traceback; under
 ``--output json`` they are also printed on stdout as ``{"error": ..., "field": ..., "exit_code": ...}``. This
 module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and the backends
-(management verbs: :mod:`malaunch.sdk.cli_jobs`).
+(management verbs: :mod:`malaunch.sdk.cli.jobs`).
 """
 
 from __future__ import annotations

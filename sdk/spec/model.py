@@ -1,7 +1,7 @@
 """The job spec: frozen dataclasses whose fields are exactly the keys of a job file.
 
 A :class:`JobSpec` validates itself on construction (``__post_init__``), so a spec built in Python and one
-loaded from YAML (:mod:`malaunch.sdk.loader`) obey the same rules and raise the same
+loaded from YAML (:mod:`malaunch.sdk.spec.loader`) obey the same rules and raise the same
 :class:`~malaunch.sdk.errors.SpecError`, whose ``field`` is the path of the offending value
 (``resources.hosts``, ``inputs[1].name``, ``env.MA_NUM_HOSTS``). Validation is pure: it never looks at the
 disk; whether ``code_dir`` and ``boot_file`` exist is checked by the backend when it submits.
@@ -341,7 +341,7 @@ def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A whole job. Construct it directly, with :func:`malaunch.sdk.loader.spec_from_mapping` or from YAML."""
+    """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML."""
 
     name: str
     code_dir: str

@@ -12,10 +12,10 @@ Example::
     for row in handle.results():                          # best first
         print(row.index, row.params, row.state, row.metric)
 
-spec -> plan -> execute as for a job: :func:`~malaunch.sdk.sweep_spec.expand` makes the trials' specs (pure),
+spec -> plan -> execute as for a job: :func:`~malaunch.sdk.sweep.spec.expand` makes the trials' specs (pure),
 :meth:`Sweep.plan` every trial's :class:`~malaunch.sdk.plan.SubmitPlan` (pure given the ids and the time), and
-:meth:`Sweep.submit` writes the sweep's record (:mod:`malaunch.sdk.sweep_state`), submits the first
-``max_parallel`` trials and leaves a detached driver to start the rest (:mod:`malaunch.sdk.sweep_run`). Each
+:meth:`Sweep.submit` writes the sweep's record (:mod:`malaunch.sdk.sweep.state`), submits the first
+``max_parallel`` trials and leaves a detached driver to start the rest (:mod:`malaunch.sdk.sweep.run`). Each
 trial is a normal job with its own id, status, logs and exit code.
 """
 
@@ -347,7 +347,7 @@ class SweepHandle:
 
     def logs(self, trial: Optional[int] = None, *, follow: bool = False) -> Iterator[str]:
         """Every submitted trial's output, ``[trial N] `` before each line (only trial ``trial`` if given); with
-        ``follow`` until the sweep is done (:mod:`malaunch.sdk.sweep_logs`)."""
+        ``follow`` until the sweep is done (:mod:`malaunch.sdk.sweep.logs`)."""
         return sweep_lines(self.backend, self.step if follow else self.record, trial=trial, follow=follow)
 
     def exit_code(self) -> int:

@@ -3,7 +3,7 @@
 :func:`step` is the whole scheduler. Under the sweep's lock it (1) refreshes every submitted trial that has not
 ended from its backend (reading the objective once a trial ends), (2) with ``stop_on_failure`` stops the sweep
 at the first failed trial, (3) submits waiting trials while fewer than ``max_parallel`` run, and (4) saves the
-record. It is idempotent and safe from any process: the detached driver (``python -m malaunch.sdk.sweep_run
+record. It is idempotent and safe from any process: the detached driver (``python -m malaunch.sdk.sweep.run
 HOME SWEEP_ID``) calls it until the sweep is done, and ``wait``/following call it too, so a sweep goes on even
 when its driver was killed. A trial that cannot be submitted is recorded as failed with the reason; the others
 go on (the first trial of a sweep raises instead, so that a wrong setting is one error, not N failed trials).
@@ -268,7 +268,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """The driver: step until the sweep is done (or stopped and nothing of it runs)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        sys.stderr.write("usage: python -m malaunch.sdk.sweep_run HOME SWEEP_ID\n")
+        sys.stderr.write("usage: python -m malaunch.sdk.sweep.run HOME SWEEP_ID\n")
         return 2
     paths = SweepPaths(args[0], args[1])
     try:
