@@ -19,7 +19,8 @@ import pytest
 import yaml
 from fake_modelarts import FakeModelArts
 from kubefake import FakeKube
-from malaunch.sdk import spec_from_mapping
+from malaunch.sdk import BackendError, spec_from_mapping
+from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from modelarts_env import BUCKET
 from sdkutil import ma_submit, wait_for, write_job
@@ -162,6 +163,17 @@ def test_volcano_garbage_collector_takes_the_secret_with_the_job(kube: FakeKube,
     namespace, name = handle.id.split("/")
     assert len(kube.cluster.secrets) == 1
     backend.api.delete_job(namespace, name)  # as kubectl delete would: the owner goes, the collector follows
+    assert kube.cluster.secrets == {}
+
+
+def test_volcano_job_without_its_secret_is_deleted_again(kube: FakeKube, kubeconfig: Path) -> None:
+    policy = RetryPolicy(attempts=2, initial=0.01, maximum=0.01, jitter=0.0)
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, policy=policy)
+    kube.cluster.faults["POST secret"] = ["503", "503"]
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec_from_mapping(volcano_job()))
+    assert "Secret" in str(caught.value) and not re.search(r"[0-9a-f]{64}", str(caught.value))
+    assert len(kube.cluster.created) == 1 and kube.cluster.jobs == {}  # created, then deleted: no pod waits for it
     assert kube.cluster.secrets == {}
 
 
