@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         get_backend,
         job_owner,
         open_backend,
+        option_sections,
         options_hook,
         runs_here,
     )
@@ -46,6 +47,7 @@ __all__ = [
     "job_owner",
     "make_job_id",
     "open_backend",
+    "option_sections",
     "options_hook",
     "runs_here",
 ]

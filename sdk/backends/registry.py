@@ -7,8 +7,9 @@ known but whose module is not installed raises :class:`~malaunch.sdk.errors.Back
 What the loader, the CLI and sweeps need to know about a backend without loading it lives beside the backend, in
 ``<backend>/options.py`` (the backend's *facts* module, light to import):
 
-- ``SECTION`` and ``prepare_options(fields, path, resolve)``: the job-file section the backend reads and how
-  (:func:`options_hook`);
+- ``OPTIONS``, ``KEYS``, ``OPTIONAL`` and ``prepare_options(fields, path, resolve)``: the job-file section the
+  backend reads (named as the backend), its dataclass and keys, and how its mapping becomes that dataclass's
+  fields; the loader reads every section through :func:`option_sections` (and :func:`options_hook`);
 - ``owns_id(job_id)``: whether an id has the backend's own format (:func:`backend_for_id`);
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
   ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
@@ -21,9 +22,11 @@ default; then the backend turns a unique prefix into the whole id (:meth:`Backen
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -43,6 +46,7 @@ __all__ = [
     "get_backend",
     "job_owner",
     "open_backend",
+    "option_sections",
     "options_hook",
     "runs_here",
 ]
@@ -81,6 +85,30 @@ def options_hook(section: str) -> Optional[OptionsHook]:
         return None
     hook = getattr(_facts(section), "prepare_options", None)
     return hook if callable(hook) else None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (a dataclass of
+    :mod:`malaunch.sdk.spec.model`, the type of the ``JobSpec`` field of that name) with the keys ``keys``;
+    ``optional``: the field is None when the job file has no such section (else the dataclass's defaults)."""
+
+    name: str
+    options: type
+    keys: Tuple[str, ...]
+    optional: bool
+
+
+def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
+    """Every backend's own job-file section, those named in ``order`` first, in that order."""
+    found = []
+    for name in BACKEND_MODULES:
+        facts = _facts(name)
+        options = getattr(facts, "OPTIONS", None)
+        if facts is not None and isinstance(options, type) and dataclasses.is_dataclass(options):
+            found.append(Section(name, options, tuple(facts.KEYS), bool(getattr(facts, "OPTIONAL", False))))
+    rank = {name: position for position, name in enumerate(order)}
+    return tuple(sorted(found, key=lambda section: rank.get(section.name, len(rank))))
 
 
 def runs_here(name: str) -> bool:

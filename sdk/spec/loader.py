@@ -30,20 +30,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 from malaunch.entrypoint.public import int_bounds
 
-from ..backends import options_hook
+from ..backends import option_sections, options_hook
 from ..backends.contract import LAUNCHER_VARIABLES
 from ..errors import SpecError, show_value
 from ..redact import MASK, is_secret_name
-from .model import (
-    RUN_METHODS,
-    DataSpec,
-    JobSpec,
-    LauncherOptions,
-    ModelArtsOptions,
-    Resources,
-    VolcanoOptions,
-    key_text,
-)
+from .model import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
@@ -57,9 +48,11 @@ LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
+#: The backends' own sections (``volcano:``, ``modelarts:``), each declared by its backend, in JobSpec's order.
+_SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", "volcano", "modelarts", "sweep",
+    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -68,8 +61,6 @@ _LAUNCHER = (
     "host_wait",
 )  # fmt: skip
 _DATA = ("name", "path")
-_VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
-_MODELARTS = ("obs_dir", "engine_name", "engine_version", "ssh", "job_retry_num", "job_unconditional_retry")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -77,8 +68,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "resources": _RESOURCES,
     "launcher": _LAUNCHER,
     "data": _DATA,
-    "volcano": _VOLCANO,
-    "modelarts": _MODELARTS,
+    **{section.name: section.keys for section in _SECTIONS},
     "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
 }
 
@@ -247,10 +237,13 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             fields[kind] = _data_list(fields[kind], kind, base_dir)
     fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
     fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
-    fields["volcano"] = _section(fields.get("volcano"), "volcano", VolcanoOptions, _VOLCANO, base_dir)
-    if fields.get("modelarts") is not None:
-        fields["modelarts"] = _section(fields["modelarts"], "modelarts", ModelArtsOptions, _MODELARTS)
-    for key in ("run_method", "backend", "image", "modelarts"):
+    for section in _SECTIONS:  # each backend's own section, read by the backend's hook
+        value = fields.get(section.name)
+        if value is not None or not section.optional:
+            fields[section.name] = _section(value, section.name, section.options, section.keys, base_dir)
+        elif section.name in fields:
+            del fields[section.name]
+    for key in ("run_method", "backend", "image"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):

@@ -39,7 +39,7 @@ from ..spec.model import JobSpec
 from ..status import JobState
 from .logs import sweep_lines
 from .results import TrialResult, rank_results, rows_of
-from .run import backend_for_record, is_done, start_driver, step, stop_sweep
+from .run import SWEEP_ID_LABEL, TRIAL_LABEL, backend_for_record, is_done, start_driver, step, stop_sweep
 from .spec import (
     Metric,
     Param,
@@ -210,7 +210,7 @@ class Sweep:
         for trial in trials:
             assert trial.spec is not None
             plan = impl.plan(trial.spec, job_id=impl.new_job_id(trial.spec, when), now=when)
-            plans.append(impl.label(plan, {"malaunch.io/sweep-id": ident, "malaunch.io/trial-index": str(trial.index)}))
+            plans.append(impl.label(plan, {SWEEP_ID_LABEL: ident, TRIAL_LABEL: str(trial.index)}))
         if plans:
             impl.check(plans[0])
         parallel = self.sweep.max_parallel or default_parallel(impl.name, self.spec, len(trials))

@@ -81,6 +81,22 @@ def test_no_backend_folder_is_imported_outside_the_backends() -> None:
     assert found == [], "only the registry and the backends' own folders know a backend's modules"
 
 
+def test_the_loader_reads_each_backend_section_as_the_backend_declares_it() -> None:
+    from malaunch.sdk.backends import option_sections
+    from malaunch.sdk.spec.loader import JOB_FIELDS
+
+    named = sorted(
+        f"{line} {text!r}" for line, text in _strings(ast.parse((SDK / "spec" / "loader.py").read_text()))
+        if text in BACKEND_NAMES
+    )  # fmt: skip
+    assert named == [], "the loader takes the backends' sections from the registry"
+    sections = option_sections()
+    assert {section.name for section in sections} == {"volcano", "modelarts"}
+    for section in sections:
+        assert JOB_FIELDS[section.name] == section.keys
+        assert section.name in JOB_FIELDS[""]
+
+
 def test_the_registry_is_the_one_list_of_backends() -> None:
     spelled = Counter(
         name
