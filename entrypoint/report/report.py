@@ -122,7 +122,8 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  why       : {failure.why}")
     lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
-        lines.append(f"  last {len(failure.tail)} lines of its output:")
+        count = len(failure.tail)
+        lines.append(f"  last {count} line{'' if count == 1 else 's'} of its output:")
         lines.extend(f"    | {line}" for line in failure.tail)
     else:
         lines.append("  (it wrote no output)")
