@@ -180,10 +180,11 @@ class CpuHog:
 CGROUP_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
 
 
-def job_cgroups() -> Set[Path]:
-    """Every job cgroup (``malaunch-*``, at most one level below a mount) on this host now."""
+def job_cgroups(owner: int) -> Set[Path]:
+    """The job cgroups (``malaunch-<token>...``, at most one level below a mount) that the shim with pid ``owner``
+    made (its token starts with its pid) and that exist now. Only a test's own: other jobs may run on the host."""
     found: Set[Path] = set()
     for mount in CGROUP_MOUNTS:
-        found.update(Path(mount).glob("malaunch-*"))
-        found.update(Path(mount).glob("*/malaunch-*"))
+        found.update(Path(mount).glob(f"malaunch-{owner}-*"))
+        found.update(Path(mount).glob(f"*/malaunch-{owner}-*"))
     return found

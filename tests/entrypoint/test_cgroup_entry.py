@@ -39,7 +39,7 @@ def _dirs_of(relative: str) -> List[Path]:
 
 def _leftovers(pid: int) -> List[Path]:
     """Job cgroups named after the process ``pid`` (the shim's token starts with its pid) that still exist."""
-    return sorted(path for path in job_cgroups() if path.name.startswith(f"malaunch-{pid}-"))
+    return sorted(job_cgroups(pid))
 
 
 @pytest.mark.process
