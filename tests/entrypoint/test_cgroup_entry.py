@@ -133,25 +133,7 @@ def test_the_sweep_removes_only_empty_cgroups_whose_owner_is_gone() -> None:
 def test_a_cgroup_left_by_a_shim_killed_before_its_watchdog_started_is_removed_by_the_next_shim(
     tmp_path: Path,
 ) -> None:
-    # the rank table is not complete yet: the shim made its cgroup, moved in, and waits; no watchdog runs
-    write_v10_table(tmp_path / "pending.json", servers=1, devices=2, status="initializing")
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "pending.json"), "MALAUNCH_RANK_TABLE_TIMEOUT": "120"})
-    killed = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              start_new_session=True)  # fmt: skip
-    try:
-        assert killed.stderr is not None
-        while b"rank table" not in killed.stderr.readline():  # it says it waits once it is past the cgroup
-            assert killed.poll() is None
-        deadline = time.monotonic() + 30
-        while _job_cgroup_of(killed.pid) is None:  # the move in is done
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-    finally:
-        killed.kill()
-        killed.wait()
-    left = _leftovers(killed.pid)
-    assert left and not any(_cgroup.members(str(path)) for path in left)  # an empty stray, owner gone
+    left = _killed_while_waiting(tmp_path)
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
     env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
     done = subprocess.run([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
@@ -174,3 +156,49 @@ def test_a_run_that_fails_before_its_start_leaves_no_cgroup(tmp_path: Path) -> N
     assert proc.returncode == 3 and "cannot create log directory" in err, err
     assert not _leftovers(proc.pid)
     assert_nothing_left(env[MARK])
+
+
+def _killed_while_waiting(tmp_path: Path) -> List[Path]:
+    """Start a shim that waits for a rank table that is not complete (its cgroup made and entered, no watchdog
+    yet), SIGKILL it; the empty cgroups it left (owner gone)."""
+    write_v10_table(tmp_path / "pending.json", servers=1, devices=2, status="initializing")
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "pending.json"), "MALAUNCH_RANK_TABLE_TIMEOUT": "120"})
+    killed = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)  # fmt: skip
+    try:
+        assert killed.stderr is not None
+        while b"rank table" not in killed.stderr.readline():  # it says it waits once it is past the cgroup
+            assert killed.poll() is None
+        deadline = time.monotonic() + 30
+        while _job_cgroup_of(killed.pid) is None:  # the move in is done
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        killed.kill()
+        killed.wait()
+    left = _leftovers(killed.pid)
+    assert left and not any(_cgroup.members(str(path)) for path in left)
+    return left
+
+
+@pytest.mark.process
+def test_the_watchdog_that_ends_a_job_removes_the_cgroup_a_dead_shim_left(tmp_path: Path) -> None:
+    left = _killed_while_waiting(tmp_path)
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1", "--sleep", "120"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        while b"line 0" not in proc.stdout.readline():  # its watchdog runs
+            assert proc.poll() is None
+    finally:
+        proc.kill()  # its watchdog ends the job, then sweeps
+        proc.wait()
+    assert_nothing_left(env[MARK])
+    deadline = time.monotonic() + 30
+    while [path for path in left if path.exists()] or _leftovers(proc.pid):
+        assert time.monotonic() < deadline, ([p for p in left if p.exists()], _leftovers(proc.pid))
+        time.sleep(0.1)
