@@ -106,9 +106,9 @@ def stray_owner(name: str) -> Optional[proctree.ProcKey]:
     return owner
 
 
-def sweep_strays(keep: str = "") -> List[str]:
-    """Remove the empty job cgroups beside this process's own whose owner is proven gone (:func:`stray_owner`),
-    except ``keep``; returns the paths removed. Only ``rmdir``: a cgroup with a member stays."""
+def sweep_strays() -> List[str]:
+    """Remove the empty job cgroups beside this process's own whose owner is proven gone (:func:`stray_owner`);
+    returns the paths removed. Only ``rmdir``: a cgroup with a member stays."""
     removed = []
     for parent in _own_cgroup_dirs():
         try:
@@ -117,7 +117,7 @@ def sweep_strays(keep: str = "") -> List[str]:
             continue
         for name in names:
             path = os.path.join(parent, name)
-            if name.startswith("malaunch-") and path != keep and stray_owner(name) is not None and _rmdir(path):
+            if name.startswith("malaunch-") and stray_owner(name) is not None and _rmdir(path):
                 removed.append(path)
     return removed
 
