@@ -9,10 +9,9 @@ atomically without ever crashing the shim.
 
 
 import json
-import signal
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ..contract.signals import signal_in_shell_code, signal_name
+from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
 
 if TYPE_CHECKING:
     from ..plan.launch_plan import LaunchPlan
@@ -71,19 +70,6 @@ class RunResult(NamedTuple):
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
 
 
-_SIGNAL_HINTS: Dict[int, str] = {
-    signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
-    signal.SIGSEGV: "segmentation fault, a crash in native code (a C/C++ extension or a driver)",
-    signal.SIGABRT: "aborted by native code (a failed assertion or an uncaught C++ exception)",
-    signal.SIGTERM: "terminated from outside (job stopped or preempted) or by the teardown of the job",
-    signal.SIGINT: "interrupted (Ctrl-C or SIGINT from outside)",
-    signal.SIGHUP: "hang-up: its terminal or session went away",
-    signal.SIGBUS: "bus error, often /dev/shm too small for data-loader workers",
-    signal.SIGFPE: "arithmetic error in native code",
-    signal.SIGILL: "illegal instruction: a binary built for another CPU",
-    signal.SIGPIPE: "broken pipe: it wrote to a pipe or socket nobody reads",
-}
-
 _CODE_HINTS = {
     0: "success",
     1: "generic error: the traceback is usually in the last lines of the log",
@@ -97,7 +83,7 @@ def describe_exit(code: int, signal: Optional[int]) -> str:
     """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
     sig = signal_in_shell_code(code, signal)
     if sig is not None:
-        hint = _SIGNAL_HINTS.get(sig)
+        hint = signal_hint(sig)
         return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
     return _CODE_HINTS.get(code, f"exited with code {code}; see the last lines of the log")
 
@@ -136,7 +122,8 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  why       : {failure.why}")
     lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
-        lines.append(f"  last {len(failure.tail)} lines of its output:")
+        count = len(failure.tail)
+        lines.append(f"  last {count} line{'' if count == 1 else 's'} of its output:")
         lines.extend(f"    | {line}" for line in failure.tail)
     else:
         lines.append("  (it wrote no output)")
