@@ -14,7 +14,8 @@ recorded in ``problems``. A controller thread walks each job through Volcano's p
   (``failure class: collective_timeout``);
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
-- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks) or
+- ``run``: Running and printing until the job is deleted (the job, with a ``deletionTimestamp``, goes after two
+  ticks, then its pods after two more) or
   terminated by a ``TerminateJob`` Command (``bus.volcano.sh``): Terminating (the containers get SIGTERM and
   exit 143), then Terminated, with the pods deleted and the job kept.
 
@@ -111,6 +112,7 @@ class FakeJob:
         self.pod_labels = dict(task["template"].get("metadata", {}).get("labels") or {})
         self.pods = [FakePod(self, i) for i in range(int(task["replicas"]))]
         self.deleted_at: Optional[int] = None
+        self.deleting: Optional[int] = None  # ticks since DELETE: the object stays (deletionTimestamp) a while
         self.terminate_requested = False  # a TerminateJob Command arrived
         self.terminating = 0  # steps of the termination done
 
@@ -119,6 +121,8 @@ class FakeJob:
         data["metadata"].update({"uid": self.uid, "creationTimestamp": self.created, "namespace": self.namespace})
         if self.phase:
             data["status"] = {"state": {"phase": self.phase, "lastTransitionTime": _now()}}
+        if self.deleting is not None:
+            data["metadata"]["deletionTimestamp"] = _now()
         return data
 
     def _print(self, pod: FakePod, text: str) -> None:
@@ -230,7 +234,12 @@ class FakeCluster:
     def _control(self) -> None:
         while not self._stop.wait(self.tick):
             with self.lock:
-                for job in list(self.jobs.values()):
+                for key, job in list(self.jobs.items()):
+                    if job.deleting is not None:  # the garbage collector takes two ticks to remove it
+                        job.deleting += 1
+                        if job.deleting >= 2:
+                            self.gone.append(self.jobs.pop(key))
+                        continue
                     job.advance()
                     record_events(job)
                     if not self.phases or self.phases[-1] != job.phase:
@@ -377,11 +386,12 @@ class _Handler(BaseHTTPRequestHandler):
                     cluster.problems.append(f"job list with label selector {wanted!r}")
                 self._send(*cluster.page(jobs.group(1), query))
             elif jobs and self.command == "DELETE" and jobs.group(2):
-                job = cluster.jobs.pop((jobs.group(1), jobs.group(2)), None)
+                job = cluster.jobs.get((jobs.group(1), jobs.group(2)))
                 if job is None:
                     self._send(404, _status(404, "NotFound", "not found"))
                 else:
-                    cluster.gone.append(job)
+                    if job.deleting is None:
+                        job.deleting = 0
                     self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
             elif pods and self.command == "GET":
                 selector = query.get("labelSelector", "")
