@@ -12,7 +12,9 @@
   ``RetryPolicy.connect_budget`` seconds (about 10): a wrong or dead endpoint fails fast, a slow answer
   (read timeout, ``RetryPolicy.read_timeout``) is waited for;
 - when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says in one whole sentence what was
-  asked, why it failed, how many attempts over how long, and what to do.
+  asked, why it failed in words and where (``the connection was refused`` at ``host:port``, never a cut-off
+  exception repr), how many attempts over the time really spent (waits slept, not waits planned), and what
+  to do.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
