@@ -178,3 +178,22 @@ def test_the_modelarts_docs_say_that_jobs_cannot_be_deleted_there(ma_env: Dict[s
     said = answer.replace("demo-20261126-120000-abcdef", "JOB_ID")
     assert f"`{said}` (exit code 3)" in docs, said
     assert "ma-submit prune --backend modelarts" in docs and "ma-submit stop" in docs
+
+
+def test_the_upload_line_of_small_code_says_its_size(tmp_path: Path, ma_env: Dict[str, str], s3: object) -> None:
+    from modelarts_env import BUCKET
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print('training')\n")  # 18 bytes
+    (tmp_path / "code" / "util.py").write_text("X = 1\n" * 200)  # 1200 bytes
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: small\nbackend: modelarts\ncode_dir: code\nboot_file: train.py\n"
+        "image: swr.cn-north-4.myhuaweicloud.com/team/malaunch-torch:1.0\n"
+        f"resources: {{flavor: modelarts.vm.cpu.8u}}\nmodelarts: {{obs_dir: 'obs://{BUCKET}/jobs/'}}\n"
+    )
+    result = ma_submit(["--detach", str(job)], ma_env)
+    assert result.returncode == 0, result.stderr
+    uploaded = [line for line in result.stderr.splitlines() if "file(s) uploaded" in line]
+    assert len(uploaded) == 1 and "2 file(s) uploaded (1.2 KiB)" in uploaded[0], result.stderr
+    assert "MiB" not in uploaded[0]
