@@ -174,7 +174,9 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 
 @cli.command("submit")
 @click.option(
-    "--run-method", type=click.Choice(RUN_METHODS, case_sensitive=False), help="Override run_method (MA_RUN_METHOD)."
+    "--run-method",
+    type=click.Choice(RUN_METHODS, case_sensitive=False),
+    help="Override run_method (MA_RUN_METHOD), in any case.",
 )
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
 @click.option("--name", help="Override the job's name.")
