@@ -82,3 +82,29 @@ def test_a_trial_created_just_before_the_driver_was_killed_is_tracked_and_stoppe
     after = record_of(home)["trials"]
     assert [t["state"] for t in after] == ["STOPPED", "SKIPPED"], after  # type: ignore[union-attr]
     assert os.listdir(home / "jobs") == [job_id]  # no second job for the first trial
+
+
+KILLED_BEFORE_CREATE = KILLED_SUBMITTER.replace(
+    "handle = super().execute(plan)\n            os.kill(os.getpid(), signal.SIGKILL)",
+    "os.kill(os.getpid(), signal.SIGKILL)\n            handle = super().execute(plan)",
+)
+
+
+def test_a_trial_whose_job_was_never_created_is_not_left_pending(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path, cleanup_jobs: None
+) -> None:
+    assert KILLED_BEFORE_CREATE != KILLED_SUBMITTER
+    job = write_job(tmp_path / "job", "print('hi')\n", name="tiny", args=["{x}"])
+    killed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(KILLED_BEFORE_CREATE), str(job), str(home)],
+        env=cli_env, cwd=str(REPO), capture_output=True, text=True, timeout=CLI_TIMEOUT,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert job_ids(home) == []  # killed before the job was made
+    record = record_of(home)
+    assert record["trials"][0]["job_id"] is not None  # type: ignore[index]  # the intent was recorded
+    stopped = ma_submit(["sweep", "stop", str(record["id"])], cli_env)
+    assert stopped.returncode == 0, stopped.stderr
+    after = record_of(home)["trials"]
+    assert [(t["state"], t["job_id"]) for t in after] == [("SKIPPED", None), ("SKIPPED", None)], after  # type: ignore
+    assert job_ids(home) == []
