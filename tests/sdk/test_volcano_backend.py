@@ -120,6 +120,7 @@ def test_stop_terminates_the_job_keeps_its_record_and_delete_removes_it(kube: Fa
     assert (handle.status().state, handle.status().exit_code) == (JobState.STOPPED, 143)
     assert handle.stop().state is JobState.STOPPED and len(kube.cluster.commands) == 1  # idempotent
     assert [s.id for s in backend.list()] == [handle.id]
+    kube.cluster.delete_ticks = 2  # a deleted job stays visible a while, as on a real cluster
     assert backend.delete(handle.id) == handle.id
     with pytest.raises(JobNotFound, match="no job with id"):
         handle.status()
@@ -342,6 +343,7 @@ def test_a_programming_error_is_not_reported_as_an_unreachable_api(kube: FakeKub
 def test_delete_returns_when_the_job_is_gone_and_forgets_it(
     kube: FakeKube, cli_env: Dict[str, str], tmp_path: Path
 ) -> None:
+    kube.cluster.delete_ticks = 3  # a deleted job stays visible a while, as on a real cluster
     env = {**cli_env, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
     folder = tmp_path / "job"
     folder.mkdir()
