@@ -295,7 +295,7 @@ class LocalBackend(Backend):
             status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
-        reason = pending_reason(status)
+        reason = pending_reason(status, paths)
         return dataclasses.replace(status, pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
@@ -378,10 +378,10 @@ class LocalBackend(Backend):
         self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
         stdin: Optional[bytes] = None,
     ) -> ExecResult:  # fmt: skip
-        """In the host's namespace, folder and variables; ``tty``: the terminal is this process's own."""
+        """In the host's namespace, folder and variables; ``tty``: on a terminal of its own (a pseudo-terminal)."""
         paths = self._paths(job_id)
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
-                          python=self.python, capture=capture, stdin=stdin)  # fmt: skip
+                          python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip
 
     def delete(self, job_id: str) -> str:
         paths = self._paths(job_id)
