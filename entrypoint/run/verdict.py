@@ -149,7 +149,8 @@ class RunFacts:
         else:
             code = 0
         history = gate.history(self.facts, failure, started, self.failure_of) or _relaunch_history(relaunched, failure)
-        return RunResult(code, failure, shim_signal, time.monotonic() - started, history)
+        lost = self.output.lost_output()
+        return RunResult(code, failure, shim_signal, time.monotonic() - started, history, lost)
 
 
 def _relaunch_history(
