@@ -43,6 +43,7 @@ class Ending:
         self.tree, self.group, self.grace, self.launchers = tree, group, grace, launchers
         self.statuses_known, self.summary_written = statuses_known, summary_written
         self.at: Optional[float] = None  # when it started
+        self.stopped_at: Optional[float] = None  # when the stop signal first went out (after any hold)
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
         self.hold_until: Optional[float] = None  # the stop held after a failure that names a peer's
@@ -66,6 +67,8 @@ class Ending:
         """The stop signal to every process not signalled yet; the launchers go at once when their workers'
         statuses are known (its teardown, tens of ms to die, overlaps the workers')."""
         self.hold_until = None
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
         self.stop_workers(self.stop_sig)
         if self.statuses_known():
             self.end_launchers()

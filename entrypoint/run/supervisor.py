@@ -232,7 +232,9 @@ class Supervisor:
                 break
         self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
         stopped = self.shim_signal is not None or self.peer_restart
-        failure = self.facts.root_cause(self.ending.killed_at is not None, stopped, self.workers.pid_ranks())
+        failure = self.facts.root_cause(
+            self.ending.killed_at is not None, stopped, self.workers.pid_ranks(), self.ending.stopped_at
+        )
         return self.facts.result(failure, self.shim_signal, self.peer_restart, started, self.workers.gate,
                                  self.relauncher.relaunched)  # fmt: skip
 

@@ -115,9 +115,14 @@ class RunFacts:
         return [f.replace(evidence=found.get(f.rank)) if f.rank is not None else f for f in facts]
 
     def root_cause(
-        self, escalated: bool, stopped: bool, pid_ranks: Optional[Dict[int, int]]
+        self,
+        escalated: bool,
+        stopped: bool,
+        pid_ranks: Optional[Dict[int, int]],
+        teardown_at: Optional[float] = None,
     ) -> Optional[Failure]:
-        """The root cause the facts of the latest attempt name (None: nothing failed, or only collaterally)."""
+        """The root cause the facts of the latest attempt name (None: nothing failed, or only collaterally);
+        ``teardown_at``: when the stop signal went out (see :func:`~..report.rootcause.find_root_cause`)."""
         kills = self.launcher.kills_peers
         collateral = teardown_signals(kills, escalated)
         attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
@@ -127,7 +132,7 @@ class RunFacts:
         if pid_ranks is not None:  # msrun names a worker by pid: the watch may have missed a short-lived one
             facts = name_ranks(facts, pid_ranks, sorted(self.plan.rank_logs))
         cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped,
-                                launcher_kills=kills and not escalated)  # fmt: skip
+                                launcher_kills=kills and not escalated, teardown_at=teardown_at)  # fmt: skip
         return self.failure_of(cause.death)._replace(why=cause.why) if cause is not None else None
 
     def result(
