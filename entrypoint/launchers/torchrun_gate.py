@@ -131,6 +131,12 @@ class AttemptGate(Gate):
             for pid in self.launchers.values():
                 _signal(pid, signal.SIGCONT)
 
+    def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
+        """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""
+        from .torchrun_errors import worker_output_tail
+
+        return worker_output_tail(death.error_file)
+
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
         """What a worker of ``attempt`` wrote itself (see :func:`.torchrun_errors.worker_output_tail`)."""
         from .torchrun_errors import worker_output_tail

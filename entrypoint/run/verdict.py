@@ -74,11 +74,13 @@ class RunFacts:
             return False
         return all(fact.code is not None for fact in self.facts if fact.source == "watch")
 
-    def says_peer_failed(self, death: Death) -> bool:
-        """The log tail of ``death``'s rank names a peer's (or a collective's) failure."""
+    def says_peer_failed(self, death: Death, own: Sequence[str] = ()) -> bool:
+        """The log tail of ``death``'s rank (or ``own``: what the worker wrote itself) names a peer's (or a
+        collective's) failure."""
         from ..report.failure_class import peer_failure  # loaded by load_patterns() once the ranks started
 
-        return peer_failure(self.output.log_of(death.index, death.rank).tail()) is not None
+        lines = [*self.output.log_of(death.index, death.rank).tail(), *own]
+        return peer_failure(lines) is not None
 
     def failure_of(self, death: Death) -> Failure:
         """The :class:`Failure` a fact names: who, where, how, its log and its last lines."""
