@@ -49,7 +49,8 @@ class Ending:
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
         self.hold_until: Optional[float] = None  # the stop held after a failure that names a peer's
-        self.paused = False  # the launchers are stopped (SIGSTOP) during the hold
+        self.paused = False  # the launchers are (or may be, by their gate) stopped during the hold
+        self.resume = False  # the hold is over: a launcher its gate paused on a later death is resumed each look
         self.settle_at: Optional[float] = None
         self.ended_launchers: Set[int] = set()  # indices of the launchers the shim killed during the ending
         self.signalled: Set[proctree.ProcKey] = set()
@@ -62,7 +63,7 @@ class Ending:
             self.at = time.monotonic()
             if hold:
                 self.hold_until = self.at + min(PEER_WINDOW, self.grace)
-                if pause_launchers and self.launchers:
+                if pause_launchers and self.launchers:  # (the gate may have paused them already, as it saw it)
                     self.paused = True
                     self._signal_launchers(signal.SIGSTOP)
                 return
@@ -86,6 +87,7 @@ class Ending:
         if self.paused:
             self.paused = False
             self._signal_launchers(signal.SIGCONT)
+        self.resume = True
         if self.stopped_at is None:
             self.stopped_at = time.monotonic()
         self.stop_workers(self.stop_sig)
@@ -115,6 +117,8 @@ class Ending:
             if now < self.hold_until and self.killed_at is None:
                 return
             self.stop_all()
+        elif self.resume and self.launchers and not self.ended_launchers:
+            self._signal_launchers(signal.SIGCONT)  # harmless to a running one
         if self.killed_at is None and now >= self.at + self.grace:
             self.killed_at = now
         left = self.tree.find(launchers=not self.launchers)
