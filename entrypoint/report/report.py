@@ -4,11 +4,14 @@ The supervisor fills in a ``RunResult`` (the launchers' own failure reports are 
 :func:`describe_exit` explains an exit code (137 -> likely OOM), :func:`format_failure` is the block the shim
 prints after a failure (who failed, where, how, its log path and its last lines: never torchrun's bare
 ``error_file: <N/A>``), :func:`report_json` is the machine-readable report and :func:`write_report` writes it
-atomically without ever crashing the shim.
+atomically without ever crashing the shim. Its room is set aside before the run (:func:`reserve_room`), so a
+run that fills the disk still gets its report, which says from which byte each log file lost output.
 """
 
 
+import contextlib
 import json
+import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
@@ -19,16 +22,20 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORT_VERSION",
     "Failure",
+    "REPORT_RESERVE",
     "LauncherAttempt",
+    "LostOutput",
     "RunResult",
     "describe_exit",
     "format_failure",
     "report_json",
+    "reserve_room",
     "signal_name",
     "write_report",
 ]
 
 REPORT_VERSION = 1
+REPORT_RESERVE = 16 << 10  # room kept beside the report file during the run: a report with a long tail fits
 
 
 class Failure(NamedTuple):
@@ -59,6 +66,14 @@ class LauncherAttempt(NamedTuple):
     restarted: bool = False  # the launcher started it again (the one not restarted ended the run)
 
 
+class LostOutput(NamedTuple):
+    """A log file that could not be written to the end: it holds the output up to ``from_byte``."""
+
+    log_file: str
+    from_byte: int
+    reason: str  # the error, e.g. "No space left on device"
+
+
 class RunResult(NamedTuple):
     """How a run ended. ``exit_code`` is what the shim exits with."""
 
@@ -68,6 +83,7 @@ class RunResult(NamedTuple):
     duration: float
     # every attempt the launcher made inside this run, oldest first (the one not restarted is this result)
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
+    lost_output: Tuple[LostOutput, ...] = ()  # log files that failed part-way (a full disk)
 
 
 _CODE_HINTS = {
@@ -175,13 +191,33 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
         "log_dir": plan.log_dir,
         "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
         "processes": [proc.name for proc in plan.processes],
+        "lost_output": [lost._asdict() for lost in result.lost_output],
     }
+
+
+def _reserve_path(path: str) -> str:
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.reserve")
+
+
+def reserve_room(path: str) -> None:
+    """Set aside :data:`REPORT_RESERVE` bytes beside the report file ``path``, whole or not at all, given up when
+    the report is written (:func:`write_report`): a run that fills the disk still gets its report."""
+    reserve = _reserve_path(path)
+    try:
+        with open(reserve, "wb") as handle:
+            handle.write(bytes(REPORT_RESERVE))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(reserve)
 
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
     from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
 
+    with contextlib.suppress(OSError):
+        os.unlink(_reserve_path(path))  # its room is the report's now
     try:
         write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
         return None

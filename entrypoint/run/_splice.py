@@ -205,6 +205,9 @@ class SpliceSink(Sink):
             self._lost[old.stream] += old.end - old.start
         self._changed.notify()
 
+    def _size(self) -> int:
+        return self._end + self._written  # spliced (or copied), then written after a fallback
+
     # -- the tail ---------------------------------------------------------------------------------------------
     def _file_tail(self) -> bytes:
         """The last ``ring_bytes`` spliced into the file (lock held); empty if the file cannot be read."""
