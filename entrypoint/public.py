@@ -6,7 +6,8 @@ here is re-exported from its one home in the shim:
 
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
   number variable's bounds), ``DEFAULT_GRACE_PERIOD``;
-- failure classes: ``CLASSES``, ``RETRYABLE``, ``Classification``, ``classify_exit``;
+- failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
+  ``signal_in_any_code`` (the signal an exit code stands for);
 - files: ``write_atomic`` (a temporary file renamed over the target);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts between emulated hosts: the attempt file the shim announces each restart in (``attempt_file``,
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 from .contract import VARIABLES, Name, int_bounds
 from .contract.cluster_env import DEFAULT_GRACE_PERIOD
+from .contract.signals import signal_in_any_code
 from .report.atomicfile import write_atomic
-from .report.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
+from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
 from .run.peers import PEER_RESTART_SIGNAL, attempt_file, frontier, read_attempt
 from .run.proctree import (
     ProcKey,
@@ -39,6 +41,7 @@ __all__ = [
     "DEFAULT_GRACE_PERIOD",
     "PEER_RESTART_SIGNAL",
     "RETRYABLE",
+    "SIGNAL",
     "VARIABLES",
     "Classification",
     "Name",
@@ -56,6 +59,7 @@ __all__ = [
     "read_info",
     "read_usage",
     "set_subreaper",
+    "signal_in_any_code",
     "signal_proven",
     "snapshot",
     "write_atomic",

@@ -27,6 +27,7 @@ from .errors import JobNotFound
 from .plan import SubmitPlan
 from .spec.loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
 from .spec.model import JobSpec
+from .sweep.spec import check_trial_variables
 
 __all__ = ["Job", "attach"]
 
@@ -88,6 +89,7 @@ class Job:
             elif target:
                 data.pop(target)
             data["env"][key] = value
+        check_trial_variables(env or {})
         data["args"] = [*data["args"], *extra_args]
         return Job(spec_from_mapping(data))
 

@@ -37,7 +37,7 @@ import queue
 import signal
 import sys
 import time
-from typing import BinaryIO, Mapping, Optional, Set
+from typing import BinaryIO, Mapping, Optional, Sequence, Set, Tuple
 
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
@@ -120,6 +120,7 @@ class Supervisor:
             self._signalled(event.signum)
             return
         failed, fact = False, None
+        own: Tuple[str, ...] = ()
         if isinstance(event, ProcExit):
             self.group.returncodes[event.index] = event.code
             if event.index in self.ending.ended_launchers:
@@ -138,12 +139,13 @@ class Supervisor:
                 failed = event.code is not None and event.code != 0
             else:  # the launcher restarts failed workers itself unless its gate says no
                 failed = self.workers.gate.judge(event) is not None
+            own = self.workers.gate.own_output(event) if failed and self.ending.at is None else ()
         elif isinstance(event, LauncherLine):
             self.facts.record(source="summary", index=event.index, rank=self.workers.rank_of(event.pid),
                               pid=event.pid, code=event.code, at=event.at)  # fmt: skip
             failed = True
         if failed:
-            self.begin_ending(fact if fact is not None and fact.rank is not None else None)
+            self.begin_ending(fact if fact is not None and fact.rank is not None else None, own)
 
     def _signalled(self, signum: int) -> None:
         if signum == PEER_RESTART_SIGNAL:
@@ -158,13 +160,16 @@ class Supervisor:
         else:
             self.ending.kill_now()  # a second signal: no more grace
 
-    def begin_ending(self, failure: Optional[Death] = None) -> None:
-        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log says a peer failed holds the stop."""
+    def begin_ending(self, failure: Optional[Death] = None, own: Sequence[str] = ()) -> None:
+        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log (or ``own`` output) says a peer failed
+        holds the stop."""
         first = self.ending.at is None
         if first:
             self.output.quiet()
             self.relauncher.pending.clear()
-        self.ending.begin(hold=first and failure is not None and self.facts.says_peer_failed(failure))
+        hold = first and failure is not None and self.facts.says_peer_failed(failure, own)
+        pause = self.plan.restart_on is None and not self.launcher.kills_peers  # torchrun: no gate of its own
+        self.ending.begin(hold=hold, pause_launchers=pause)
 
     # -- poll -------------------------------------------------------------------------------------------------------
     def poll(self) -> bool:
@@ -232,7 +237,9 @@ class Supervisor:
                 break
         self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
         stopped = self.shim_signal is not None or self.peer_restart
-        failure = self.facts.root_cause(self.ending.killed_at is not None, stopped, self.workers.pid_ranks())
+        failure = self.facts.root_cause(
+            self.ending.killed_at is not None, stopped, self.workers.pid_ranks(), self.ending.stopped_at
+        )
         return self.facts.result(failure, self.shim_signal, self.peer_restart, started, self.workers.gate,
                                  self.relauncher.relaunched)  # fmt: skip
 
