@@ -31,7 +31,7 @@ from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .plan import LocalRequest, host_environment, with_secret
-from .state import _report_detail, read_state
+from .state import read_state, report_detail
 from .terminal import run_on_terminal
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
@@ -149,13 +149,13 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
         duration = attempt.get("duration")
         at += float(duration) if isinstance(duration, (int, float)) else 0.0
         if attempt.get("restarted"):
-            cause = _report_detail({"root_cause": attempt.get("root_cause")})
+            cause = report_detail({"root_cause": attempt.get("root_cause")})
             why = f"; {cause}" if cause else ""
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
                                 f"exit code {attempt.get('exit_code')} ({attempt.get('failure_class')}){why}; "
                                 "the shim started the next attempt", "Warning", index))  # fmt: skip
     if isinstance(report.get("root_cause"), Mapping):  # the shim's root-cause line
-        out.append(JobEvent(when, source, "RootCause", _report_detail(report), "Error", index))
+        out.append(JobEvent(when, source, "RootCause", report_detail(report), "Error", index))
     return out
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "new_state",
     "read_host_report",
     "read_state",
+    "report_detail",
     "validate_state",
 ]
 
@@ -331,7 +332,7 @@ def _lost_output(report: Mapping[str, Any]) -> str:
     return "; ".join(said)
 
 
-def _report_detail(report: Mapping[str, Any]) -> str:
+def report_detail(report: Mapping[str, Any]) -> str:
     lost = _lost_output(report)
     said = _cause_detail(report)
     return f"{said}; {lost}" if said and lost else said or lost
@@ -360,7 +361,7 @@ def read_host_report(path: str) -> Optional[HostReport]:
     code, status = data.get("exit_code"), data.get("status")
     if isinstance(code, bool) or not isinstance(code, int) or not isinstance(status, str):
         return None
-    return HostReport(code, status, _report_detail(data), written_at, _lost_output(data))
+    return HostReport(code, status, report_detail(data), written_at, _lost_output(data))
 
 
 def _host_status(host: Mapping[str, Any]) -> HostStatus:
