@@ -7,9 +7,9 @@ harming the job. Contract:
 2. Sets up the host network, starts every host's shim in its own session with its output appended to
    ``hosts/<i>/console.log``, and reaps them (it is a child subreaper, so orphaned ranks come back to it).
 3. When a host's shim fails, the others get SIGTERM (their shims tear their ranks down); the job's exit code
-   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. When a host's
-   shim restarts its group, every host still in an earlier attempt gets the peer-restart signal, so the hosts
-   restart together (:mod:`malaunch.entrypoint.run.peers`).
+   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. The runner never
+   coordinates the hosts: their shims do that themselves, as in a cluster (the job's coordinator,
+   :mod:`malaunch.entrypoint.run.hosts`); the runner only plays the platform.
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from malaunch.entrypoint.run import peers, selfproc
+from malaunch.entrypoint.run import selfproc
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
@@ -76,27 +76,6 @@ class Runner:
         self.writer = StateWriter(paths)
         self.index = ConsoleIndex([host.console_log for host in request.hosts])
         self.disk_checked = 0.0
-        self.peer_restarts: Dict[int, int] = {}  # host index -> the attempt it was last told to move to
-
-    # -- restarts in step ------------------------------------------------------------------------------
-    def keep_attempts_in_step(self) -> None:
-        """A host whose group restarts ends the attempt of every host still running an earlier one, so that
-        all of them meet in the next attempt (see :mod:`malaunch.entrypoint.run.peers`)."""
-        if len(self.request.hosts) < 2:
-            return
-        seen = {}
-        for host in self.request.hosts:
-            log_dir = host.env.get("MALAUNCH_LOG_DIR")
-            if log_dir:
-                seen[host.index] = peers.read_attempt(peers.attempt_file(log_dir))
-        fronts = [front for front in map(peers.frontier, seen.values()) if front is not None]
-        newest = max(fronts, default=None)
-        for index, announcement in seen.items():
-            if newest is None or announcement is None or announcement["state"] != "running":
-                continue
-            if announcement["attempt"] < newest and self.peer_restarts.get(index, -1) < newest:
-                self.peer_restarts[index] = newest
-                signal_job_process(announcement["pid"], self.request.job_id, peers.PEER_RESTART_SIGNAL)
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -228,7 +207,6 @@ class Runner:
                 self.save()
             if self.reap():
                 self.save()
-            self.keep_attempts_in_step()
             self.watch_outputs()
             if (
                 self.teardown_at is not None
