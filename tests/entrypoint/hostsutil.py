@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from malaunch.entrypoint.run import proctree
+from malaunch.sdk.backends.local.hostnet import NetnsNetwork
 from shimutil import SCRIPTS, free_port, marked_env
 
 __all__ = ["Hosts"]
@@ -25,11 +26,17 @@ class Hosts:
     """A job of ``count`` emulated hosts; every shim is this test's own child (its own session)."""
 
     def __init__(self, tmp: Path, count: int, extra: Mapping[str, str], script: str = "hosts_job.py",
-                 args: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 args: tuple[str, ...] = (), netns: bool = False) -> None:  # fmt: skip
         self.tmp, self.count, self.script, self.args = tmp, count, script, args
         self.port = free_port()
         self.secret = os.urandom(16).hex()
-        base = {"MA_NUM_HOSTS": str(count), "VC_WORKER_HOSTS": ",".join(f"127.0.0.{i + 1}" for i in range(count)),
+        self.network: Optional[NetnsNetwork] = None
+        self.addresses = tuple(f"127.0.0.{i + 1}" for i in range(count))
+        if netns:  # a namespace per host (root): msrun needs hosts that do not share addresses
+            self.network = NetnsNetwork(f"hc{os.urandom(3).hex()}", count)
+            self.network.setup()
+            self.addresses = self.network.addresses()
+        base = {"MA_NUM_HOSTS": str(count), "VC_WORKER_HOSTS": ",".join(self.addresses),
                 "MA_VJ_NAME": "coord-job", "MALAUNCH_COORDINATOR_PORT": str(self.port),
                 "MALAUNCH_JOB_SECRET": self.secret, "MALAUNCH_GRACE_PERIOD": "3", "MALAUNCH_HEARTBEAT_TIMEOUT": "3",
                 "MALAUNCH_HOST_WAIT": "4", "MALAUNCH_RESTART_BACKOFF": "0.5", "HOSTS_JOB_DIR": str(tmp)}  # fmt: skip
@@ -41,10 +48,13 @@ class Hosts:
     def start(self, index: int) -> subprocess.Popen[bytes]:
         run = self.starts.get(index, 0)
         self.starts[index] = run + 1
-        env = {**self.env, "VC_TASK_INDEX": str(index), "MALAUNCH_LOG_DIR": str(self.tmp / f"h{index}")}
+        env = {**self.env, "VC_TASK_INDEX": str(index), "MALAUNCH_LOG_DIR": str(self.tmp / f"h{index}"),
+               "MA_CURRENT_HOST_IP": self.addresses[index]}
         with open(self.tmp / f"host{index}.{run}.out", "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", str(SCRIPTS / self.script),
-                                     *self.args], env=env, cwd=str(self.tmp), stdout=out, stderr=subprocess.STDOUT,
+            argv: Sequence[str] = [sys.executable, "-m", "malaunch.entrypoint", str(SCRIPTS / self.script), *self.args]
+            if self.network is not None:
+                argv = self.network.wrap(index, argv)
+            proc = subprocess.Popen(list(argv), env=env, cwd=str(self.tmp), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         self.procs[index] = proc
         return proc
@@ -95,7 +105,11 @@ class Hosts:
                 proc.wait(10)
         from shimutil import assert_nothing_left
 
-        assert_nothing_left(self.mark, within=20.0)
+        try:
+            assert_nothing_left(self.mark, within=20.0)
+        finally:
+            if self.network is not None:
+                self.network.teardown()
 
 
 def lines(text: str, needle: str) -> List[str]:

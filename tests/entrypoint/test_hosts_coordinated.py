@@ -184,3 +184,36 @@ def test_strangers_on_the_coordinator_port_are_refused_and_the_job_is_unharmed(
     assert lines(console, "refused a connection from 127.0.0.1: a line over 4096 bytes")
     assert lines(console, "refused a connection from 127.0.0.1: more than 68 connections")
     assert len(lines(console, "bad_mac")) == 1 and job.secret not in console
+
+
+def _method_env(method: str, tmp: Path) -> dict[str, str]:
+    from shimutil import free_port, write_v10_table
+
+    port = str(free_port())
+    if method == "ranktable":
+        write_v10_table(tmp / "table.json", servers=2, devices=1)
+        table = str(tmp / "table.json")
+        return {"MA_RUN_METHOD": "ranktable", "RANK_TABLE_FILE": table, "MALAUNCH_MASTER_PORT": port}
+    if method == "torchrun":
+        return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": port}
+    return {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "1", "MA_MSRUN_MASTER_PORT": port,
+            "MSRUN_CLUSTER_TIME_OUT": "120", "HOSTS_METHOD": "msrun"}  # fmt: skip
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    "method", ["ranktable", pytest.param("torchrun", marks=pytest.mark.torch), pytest.param("msrun", marks=[pytest.mark.mindspore, pytest.mark.netns])]
+)
+def test_every_method_restarts_on_every_host_when_a_rank_dies_outside_any_collective(
+    hosts: list[Hosts], tmp_path: Path, method: str
+) -> None:
+    job = Hosts(tmp_path, 2, {**RESTARTS, **_method_env(method, tmp_path), "MALAUNCH_GRACE_PERIOD": "5"},
+                script="hosts_methods.py", netns=method == "msrun")  # fmt: skip
+    hosts.append(job)
+    job.start_all()
+    assert [job.wait(0, timeout=300), job.wait(1, timeout=300)] == [0, 0], job.console(0)[-3000:] + job.console(1)
+    for index in (0, 1):
+        report = job.report(index)
+        assert [a["attempt"] for a in report["attempts"]] == [0, 1]
+        assert job_causes(report)[0]["host"] == 1 and job_causes(report)[0]["kind"] == "signal"
+    assert "sum 2" in job.console(0) + "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log"))
