@@ -202,7 +202,12 @@ def _method_env(method: str, tmp: Path) -> dict[str, str]:
 
 @pytest.mark.process
 @pytest.mark.parametrize(
-    "method", ["ranktable", pytest.param("torchrun", marks=pytest.mark.torch), pytest.param("msrun", marks=[pytest.mark.mindspore, pytest.mark.netns])]
+    "method",
+    [
+        "ranktable",
+        pytest.param("torchrun", marks=pytest.mark.torch),
+        pytest.param("msrun", marks=[pytest.mark.mindspore, pytest.mark.netns]),
+    ],
 )
 def test_every_method_restarts_on_every_host_when_a_rank_dies_outside_any_collective(
     hosts: list[Hosts], tmp_path: Path, method: str
