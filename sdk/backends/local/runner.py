@@ -10,6 +10,10 @@ harming the job. Contract:
    is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. The runner never
    coordinates the hosts: their shims do that themselves, as in a cluster (the job's coordinator,
    :mod:`malaunch.entrypoint.run.hosts`); the runner only plays the platform.
+   A host's shim killed by a signal from outside (the pod died) in a multi-host job that may restart
+   (``launcher.max_restarts``) is started again after :data:`REPLACE_AFTER` seconds, at most ``max_restarts``
+   times per job, as a platform replaces a pod: its shim joins the job's coordinator again and the hosts go on
+   together. Without restarts, or past them, the host's death fails the job as above.
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
@@ -39,10 +43,12 @@ from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_j
 from .plan import HostCommand, LocalRequest, host_environment
 from .state import StateWriter, disk_space_note, read_host_report, read_state
 
-__all__ = ["STOP_EXIT_CODE", "main"]
+__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
 _KILL_MARGIN = 10.0
+#: Seconds before a killed host's shim is started again (a platform replacing a pod takes a moment too).
+REPLACE_AFTER = 1.0
 _TICK = 0.05
 _DISK_CHECK = 1.0
 
@@ -73,6 +79,8 @@ class Runner:
         self.stop_signal = 0
         self.teardown_at: Optional[float] = None  # monotonic time the hosts were told to stop
         self.killed = False
+        self.replacing: Dict[int, float] = {}  # host index -> when its new shim starts
+        self.replaced = 0
         self.writer = StateWriter(paths)
         self.index = ConsoleIndex([host.console_log for host in request.hosts])
         self.disk_checked = 0.0
@@ -158,6 +166,13 @@ class Runner:
             if index is None:
                 continue  # an orphaned rank re-parented to us
             code = _exit_code(status)
+            if os.WIFSIGNALED(status) and self._may_replace(index):
+                self.replaced += 1
+                self.replacing[index] = time.monotonic() + REPLACE_AFTER
+                self.host(index).update(state="PENDING", pid=None, detail=f"its shim was killed (exit {code}): "
+                                        f"started again, replacement {self.replaced} of {self._budget()}")  # fmt: skip
+                changed = True
+                continue
             report = read_host_report(self.request.hosts[index].report_file)
             detail = ""
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
@@ -166,6 +181,25 @@ class Runner:
             changed = True
             if code != 0 and not self.stopped:
                 self.fail(index, code, f"host {index} exited with code {code}" + (f" ({detail})" if detail else ""))
+
+    def _budget(self) -> int:
+        text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")
+        return int(text) if text.isdigit() else 0
+
+    def _may_replace(self, index: int) -> bool:
+        """A host killed from outside is replaced (multi-host jobs with restarts left, nothing ending)."""
+        del index
+        return (len(self.request.hosts) > 1 and self.teardown_at is None and not self.stop_requested
+                and self.replaced < self._budget())  # fmt: skip
+
+    def replace_due(self) -> None:
+        now = time.monotonic()
+        for index, when in list(self.replacing.items()):
+            if now >= when and self.teardown_at is None and not self.stop_requested:
+                del self.replacing[index]
+                self.pids = {pid: i for pid, i in self.pids.items() if i != index}
+                if self.start_host(self.request.hosts[index]):
+                    self.save()
 
     def record_stop(self) -> None:
         self.stopped = True
@@ -200,7 +234,8 @@ class Runner:
             self.record_stop()
         self.save()
         grace = self.request.grace_period
-        while self.running():
+        while self.running() or (self.replacing and self.teardown_at is None):
+            self.replace_due()
             if self.stop_requested and not self.stopped:
                 self.record_stop()
                 self.begin_teardown()
