@@ -116,6 +116,8 @@ def render_status(status: JobStatus) -> str:
         lines.append(f"message:   {status.message}")
     if status.pending_reason:
         lines.append(f"waiting:   {status.pending_reason}")
+    if status.platform_restarts is not None:
+        lines.append(f"restarts:  {status.platform_restarts} by the platform (the whole job)")
     for host in status.hosts:
         running = "" if host.pid is None else f"pid {host.pid}"
         detail = running if host.exit_code is None else f"exit code {host.exit_code}"

@@ -55,11 +55,12 @@ _TOP = (
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
     "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
-    "msrun_rank_table", "grace_period", "max_restarts", "restart_on",
+    "msrun_rank_table", "grace_period", "max_restarts", "restart_on", "coordinator_port", "heartbeat_timeout",
+    "host_wait",
 )  # fmt: skip
 _DATA = ("name", "path")
 _VOLCANO = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
-_MODELARTS = ("obs_dir", "engine_name", "engine_version", "ssh")
+_MODELARTS = ("obs_dir", "engine_name", "engine_version", "ssh", "job_retry_num", "job_unconditional_retry")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {

@@ -9,23 +9,35 @@ Contract:
 3. ``Backend.execute(plan)`` submits that very plan. Values only known at execution time (a free port) are
    shown as :data:`AUTO` in the plan and listed in the request; the backend records the final values with
    the job (the local backend writes ``plan.json`` into the job directory).
-4. ``request`` is backend specific (the local backend's per-host commands and environments, a cloud
+4. The job's secret (``MALAUNCH_JOB_SECRET``, which the hosts' shims sign their messages with) is made by
+   ``execute`` (:func:`new_job_secret`), never by ``plan``: the plan holds :data:`SECRET` in its place, so a dry
+   run, ``plan.json`` and every printed plan show the placeholder, never the value.
+5. ``request`` is backend specific (the local backend's per-host commands and environments, a cloud
    backend's API body); it only has to satisfy :class:`PlanRequest`.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any, Dict, Protocol, Tuple
 
 from .redact import mask_data
 from .spec import JobSpec
 
-__all__ = ["AUTO", "PlanRequest", "SubmitPlan"]
+__all__ = ["AUTO", "SECRET", "PlanRequest", "SubmitPlan", "new_job_secret"]
 
 #: Placeholder for a value chosen when the plan is executed (e.g. a free port).
 AUTO = "<auto>"
+#: Placeholder for the job's secret in a plan; ``execute`` puts the value of :func:`new_job_secret` in its place.
+SECRET = "<secret>"
+
+
+def new_job_secret() -> str:
+    """A fresh per-job secret (64 hex digits); made at submit, handed to every host, never printed or stored
+    where others can read it."""
+    return secrets.token_hex(32)
 
 
 class PlanRequest(Protocol):

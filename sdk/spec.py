@@ -12,11 +12,13 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``code_dir``), ``args``, ``image``, ``env``, ``inputs``, ``outputs``, ``backend``;
 - ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
-  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``;
+  ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
+  ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator);
 - ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
   ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
   ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
-- ``modelarts``: ``obs_dir``, ``engine_name``, ``engine_version`` (only the ModelArts backend reads them).
+- ``modelarts``: ``obs_dir``, ``engine_name``, ``engine_version``, ``ssh``, ``job_retry_num``,
+  ``job_unconditional_retry`` (only the ModelArts backend reads them).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "BACKEND_NAMES",
     "DEFAULT_BACKEND",
     "DEFAULT_RUN_METHOD",
+    "MODELARTS_JOB_RETRY_BOUNDS",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
     "RUN_METHODS",
@@ -78,12 +81,28 @@ _CLUSTER_TIME_OUT_BOUNDS = int_bounds("MSRUN_CLUSTER_TIME_OUT")
 _PORT_BOUNDS = int_bounds("MA_TORCHRUN_MASTER_PORT")
 _DEVICES_BOUNDS = int_bounds("MA_NUM_GPUS")
 _MAX_RESTARTS_BOUNDS = int_bounds("MA_MAX_RESTARTS")
+_COORDINATOR_PORT_BOUNDS = int_bounds("MALAUNCH_COORDINATOR_PORT")
+
+
+def _seconds_bounds(name: str) -> Tuple[float, float]:
+    """The shim's bounds of a seconds variable (both ends are set for the coordinator's)."""
+    row = VARIABLES[name]
+    if row.minimum is None or row.maximum is None:
+        raise TypeError(f"{name} has no bounds in the contract table")
+    return float(row.minimum), float(row.maximum)
+
+
+#: ``launcher.heartbeat_timeout`` / ``launcher.host_wait``: the shim's bounds, in seconds.
+_HEARTBEAT_BOUNDS = _seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
+_HOST_WAIT_BOUNDS = _seconds_bounds("MALAUNCH_HOST_WAIT")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 _RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+#: ``modelarts.job_retry_num``: the platform's bounds of ``fault-tolerance/job-retry-num``.
+MODELARTS_JOB_RETRY_BOUNDS = (1, 128)
 #: ``volcano.on_pod_failure`` / ``on_pod_eviction`` values: restart the whole job (RestartJob) or abort it.
 VOLCANO_POD_ACTIONS = ("restart", "abort")
 
@@ -177,6 +196,9 @@ class LauncherOptions:
     grace_period: Optional[float] = None
     max_restarts: int = 0  # group restarts after a failure (MA_MAX_RESTARTS)
     restart_on: Union[str, Tuple[int, ...]] = "retryable"  # retryable | always | never | exit codes
+    coordinator_port: Optional[int] = None  # the hosts' coordinator (MALAUNCH_COORDINATOR_PORT)
+    heartbeat_timeout: Optional[float] = None  # a host silent this long is lost (MALAUNCH_HEARTBEAT_TIMEOUT)
+    host_wait: Optional[float] = None  # how long the others wait for a lost host (MALAUNCH_HOST_WAIT)
 
     def __post_init__(self) -> None:
         _check_launcher(self, "launcher")
@@ -208,6 +230,21 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
             raise _fail(f"{prefix}.grace_period", "must be a finite number of seconds >= 0", grace)
     _check_int(f"{prefix}.max_restarts", opts.max_restarts, *_MAX_RESTARTS_BOUNDS)
     _check_restart_on(f"{prefix}.restart_on", opts.restart_on)
+    if opts.coordinator_port is not None:
+        _check_int(f"{prefix}.coordinator_port", opts.coordinator_port, *_COORDINATOR_PORT_BOUNDS)
+    _check_seconds(f"{prefix}.heartbeat_timeout", opts.heartbeat_timeout, _HEARTBEAT_BOUNDS)
+    _check_seconds(f"{prefix}.host_wait", opts.host_wait, _HOST_WAIT_BOUNDS)
+
+
+def _check_seconds(path: str, value: object, bounds: Tuple[float, float]) -> None:
+    """``None`` (the shim's default) or a number of seconds within ``bounds``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, "must be a number of seconds", value)
+    low, high = bounds
+    if not math.isfinite(value) or not low <= value <= high:
+        raise _fail(path, f"must be a number of seconds from {low:g} to {high:g}", value)
 
 
 def _check_restart_on(path: str, value: object) -> None:
@@ -316,6 +353,10 @@ class ModelArtsOptions:
     engine_version: Optional[str] = None
     # The job file's ``ssh: {key_pair_names: [...]}``: the job gets the platform's SSH endpoint (ma-submit exec).
     ssh_key_pair_names: Tuple[str, ...] = ()
+    # The platform's own job restarts (the level above malaunch's, docs/recovery.md#escalation): as many as
+    # ``job_retry_num`` (1-128) after a fault; ``job_unconditional_retry``: whatever the cause.
+    job_retry_num: Optional[int] = None
+    job_unconditional_retry: bool = False
 
     def __post_init__(self) -> None:
         _check_modelarts(self, "modelarts")
@@ -337,6 +378,13 @@ def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
     _check_text(f"{prefix}.engine_version", opts.engine_version, optional=True)
     for position, name in enumerate(opts.ssh_key_pair_names):
         _check_text(f"{prefix}.ssh.key_pair_names[{position}]", name, optional=False)
+    if opts.job_retry_num is not None:
+        _check_int(f"{prefix}.job_retry_num", opts.job_retry_num, *MODELARTS_JOB_RETRY_BOUNDS)
+    if not isinstance(opts.job_unconditional_retry, bool):
+        raise _fail(f"{prefix}.job_unconditional_retry", "must be true or false", opts.job_unconditional_retry)
+    if opts.job_unconditional_retry and opts.job_retry_num is None:
+        raise _fail(f"{prefix}.job_unconditional_retry", "needs modelarts.job_retry_num (how many restarts)",
+                    opts.job_unconditional_retry, "set job_retry_num too, e.g. job_retry_num: 3")  # fmt: skip
     if (opts.engine_name is None) != (opts.engine_version is None):
         given = "engine_name" if opts.engine_name is not None else "engine_version"
         raise _fail(f"{prefix}.{given}", "needs both engine_name and engine_version", getattr(opts, given))
@@ -447,6 +495,7 @@ def _check_env(env: object) -> None:
         if key in RESERVED_ENV:
             instead = RESERVED_ENV[key]
             hint = f"set {instead} instead" if instead else "remove it"
-            raise _fail(f"env.{key}", "is set by the backend, not by env", value, hint)
+            shown = MASK if is_secret_name(key) else value
+            raise _fail(f"env.{key}", "is set by the backend, not by env", shown, hint)
         if not isinstance(value, str) or "\x00" in value:
             raise _fail(f"env.{key}", "must be a string", MASK if is_secret_name(key) else value)

@@ -103,6 +103,9 @@ class JobStatus:
     failure_class: Optional[Mapping[str, Any]] = None
     # Why the job (or one of its hosts) still waits, in one line, from what the platform reports; "" otherwise.
     pending_reason: str = ""
+    # How many times the platform restarted the whole job (Volcano's retryCount, ModelArts' running records);
+    # None when the backend's API does not tell.
+    platform_restarts: Optional[int] = None
 
     @property
     def is_terminal(self) -> bool:
@@ -125,6 +128,7 @@ class JobStatus:
             "hosts": [host.to_json() for host in self.hosts],
             "failure_class": dict(self.failure_class) if self.failure_class is not None else None,
             "pending_reason": self.pending_reason,
+            "platform_restarts": self.platform_restarts,
         }
 
 

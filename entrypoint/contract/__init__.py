@@ -177,13 +177,15 @@ _ROWS = (
              default=30.0, minimum=0, maximum=3600),
     # ---- inputs: the hosts' coordinator (multi-host)
     Variable("MALAUNCH_COORDINATOR_PORT", "port", "input", _S, "the master host's shim serves the job's coordinator "
-             "on this port; the others join it", default=29510, minimum=1, maximum=65535),
+             "on this port; the others join it", default=29510, minimum=1, maximum=65535,
+             sdk_field="launcher.coordinator_port"),
     Variable("MALAUNCH_JOB_SECRET", "text", "input", _S, "the job's secret: every coordinator message carries an "
-             "HMAC made with it (never printed, never given to the ranks); unset: the job's name"),
+             "HMAC made with it (never printed, never given to the ranks); unset: the job's name", sdk_field=""),
     Variable("MALAUNCH_HEARTBEAT_TIMEOUT", "seconds", "input", ("sdk", "user"), "a host silent this long is lost",
-             default=20.0, minimum=1, maximum=3600),
+             default=20.0, minimum=1, maximum=3600, sdk_field="launcher.heartbeat_timeout"),
     Variable("MALAUNCH_HOST_WAIT", "seconds", "input", ("sdk", "user"), "how long the others wait for a lost host "
-             "to come back before they exit 75", default=120.0, minimum=0, maximum=86400),
+             "to come back before they exit 75", default=120.0, minimum=0, maximum=86400,
+             sdk_field="launcher.host_wait"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),

@@ -20,7 +20,9 @@ Rules that hold on every backend:
 3. A port the job file leaves open: with ``open_port=None`` (ModelArts, Volcano) the variable stays unset and
    the platform (or the shim's default) decides; the local backend passes its ``AUTO`` placeholder, filled with
    a free port at submit time. The ports opened that way are the method's own: ``master_port`` for torchrun and
-   ranktable, ``msrun_master_port`` for msrun.
+   ranktable, ``msrun_master_port`` for msrun; ``coordinator_port`` (the hosts' coordinator) for every method.
+4. malaunch's own variables (restarts, the hosts' coordinator) are not the platform's: a job file's ``env:``
+   may not set them (``from_env=False``); their fields are the way.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from malaunch.entrypoint.contract import VARIABLES, Name
 
-from ..spec import JobSpec, LauncherOptions
+from ..spec import RUN_METHODS, JobSpec, LauncherOptions
 
 __all__ = ["LAUNCHER_VARIABLES", "LauncherVariable", "launcher_env"]
 
@@ -73,10 +75,16 @@ _ROWS = (
     _row(Name.MALAUNCH_GRACE_PERIOD),
     _row(Name.MA_MAX_RESTARTS, from_env=False),
     _row(Name.MALAUNCH_RESTART_ON, from_env=False),
+    _row(Name.MALAUNCH_COORDINATOR_PORT, (), RUN_METHODS, from_env=False),
+    _row(Name.MALAUNCH_HEARTBEAT_TIMEOUT, from_env=False),
+    _row(Name.MALAUNCH_HOST_WAIT, from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.
 LAUNCHER_VARIABLES: Mapping[str, LauncherVariable] = types.MappingProxyType({row.name: row for row in _ROWS})
+
+
+_SECONDS_FIELDS = ("grace_period", "heartbeat_timeout", "host_wait")
 
 
 def _text(opts: LauncherOptions, field: str) -> Optional[str]:
@@ -86,7 +94,7 @@ def _text(opts: LauncherOptions, field: str) -> Optional[str]:
         return shlex.join(value) if value else None
     if field == "msrun_rank_table":
         return "True" if value else None
-    if field == "grace_period":
+    if field in _SECONDS_FIELDS:
         return None if value is None else f"{value:g}"
     if field == "max_restarts":
         return str(value) if value else None

@@ -1,11 +1,13 @@
 """A small Kubernetes API server on 127.0.0.1 for the Volcano backend's tests (no cluster, no mocks).
 
 It serves the paths the official client uses for the backend: create/get/list/delete Volcano Jobs
-(``/apis/batch.volcano.sh/v1alpha1/namespaces/<ns>/jobs``), list pods by the ``volcano.sh/job-name`` label and
-read (and follow, chunked) a pod's log. It checks what it receives: the bearer token, every created manifest
-against the real CRD schema (strictly) and the pod template against the client's models, the label selector
-and the container name; anything else is answered as the API server would (401, 404, 409, 422, 400) and
-recorded in ``problems``. A controller thread walks each job through Volcano's phases, one step per ``tick``:
+(``/apis/batch.volcano.sh/v1alpha1/namespaces/<ns>/jobs``), create and delete the job's Secret (checked
+against the client's ``V1Secret``, owned by an existing job, garbage-collected with it), list pods by the
+``volcano.sh/job-name`` label and read (and follow, chunked) a pod's log. It checks what it receives: the
+bearer token, every created manifest against the real CRD schema (strictly) and the pod template against the
+client's models, the label selector and the container name; anything else is answered as the API server
+would (401, 404, 409, 422, 400) and recorded in ``problems``. A controller thread walks each job through
+Volcano's phases, one step per ``tick``:
 
 - ``succeed``: Pending -> pods start and print -> Completing -> Completed (every container exits 0);
 - ``fail7``: host 1's container exits 7; the exit-code policy aborts the job: the others end with 143,
@@ -40,12 +42,13 @@ from urllib.parse import parse_qs, urlparse
 import yaml
 from kubefake_inside import record_events, serve_exec
 from kubefake_inside import route as inside_route
-from volcano_checks import command_errors, crd_errors, pod_template_errors
+from volcano_checks import command_errors, crd_errors, pod_template_errors, secret_errors
 
 TOKEN = "fake-token-123"
 _JOBS = re.compile(r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+_SECRETS = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
 _COMMANDS = re.compile(r"^/apis/bus\.volcano\.sh/v1alpha1/namespaces/([^/]+)/commands$")
 PAGE_CAP = 30
 _MANAGED = "app.kubernetes.io/managed-by=malaunch"
@@ -113,12 +116,15 @@ class FakeJob:
         self.deleted_at: Optional[int] = None
         self.terminate_requested = False  # a TerminateJob Command arrived
         self.terminating = 0  # steps of the termination done
+        self.retry_count = 0  # RestartJob restarts done (status.retryCount)
 
     def to_json(self) -> Dict[str, Any]:
         data = json.loads(json.dumps(self.manifest))
         data["metadata"].update({"uid": self.uid, "creationTimestamp": self.created, "namespace": self.namespace})
         if self.phase:
             data["status"] = {"state": {"phase": self.phase, "lastTransitionTime": _now()}}
+            if self.retry_count:  # Volcano leaves a zero count out
+                data["status"]["retryCount"] = self.retry_count
         return data
 
     def _print(self, pod: FakePod, text: str) -> None:
@@ -166,6 +172,7 @@ class FakeJob:
             self._print(pods[0], "[rank 0] transient failure")
             self._end(pods[0], 1)
             self.phase = "Restarting"
+            self.retry_count += 1
         elif self.scenario == "restart" and step == 4:
             for pod in pods:
                 pod.closed = True
@@ -218,6 +225,7 @@ class FakeCluster:
         self.created: List[Dict[str, Any]] = []
         self.phases: List[str] = []  # every phase any job went through, in order
         self.commands: List[Dict[str, Any]] = []
+        self.secrets: Dict[Tuple[str, str], Dict[str, Any]] = {}  # (namespace, name) -> the Secret as created
         self.faults: Dict[str, List[str]] = {}  # route -> answers to give before serving it
         self.exec_requests: List[Dict[str, Any]] = []  # what each exec asked for (kubefake_inside)
         self.forbid: set[str] = set()  # "exec", "events": answered 403 (kubefake_inside)
@@ -275,6 +283,30 @@ class FakeCluster:
         self.jobs[key] = job
         self.created.append(body)
         return 201, job.to_json()
+
+    def create_secret(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+        """A Secret, checked against the client's ``V1Secret``; its owner must be an existing job (name, uid)."""
+        errors = secret_errors(body)
+        owners = (body.get("metadata") or {}).get("ownerReferences") or []
+        for owner in owners:
+            job = self.jobs.get((namespace, str(owner.get("name"))))
+            if job is None or owner.get("uid") != job.uid:
+                errors.append(f"Secret owner {owner.get('name')!r} ({owner.get('uid')!r}) is no job in {namespace}")
+        if errors:
+            self.problems.extend(errors)
+            return 422, _status(422, "Invalid", "; ".join(errors))
+        key = (namespace, str(body["metadata"]["name"]))
+        if key in self.secrets:
+            return 409, _status(409, "AlreadyExists", f'secrets "{key[1]}" already exists')
+        self.secrets[key] = body
+        return 201, body
+
+    def collect_garbage(self, job: FakeJob) -> None:
+        """Delete the Secrets a deleted job owned, as Kubernetes' garbage collector does."""
+        for key, secret in list(self.secrets.items()):
+            owners = secret["metadata"].get("ownerReferences") or []
+            if key[0] == job.namespace and any(owner.get("uid") == job.uid for owner in owners):
+                del self.secrets[key]
 
     def command(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
         """A Volcano bus Command: only TerminateJob of an existing job, by name and uid, is understood."""
@@ -354,8 +386,9 @@ class _Handler(BaseHTTPRequestHandler):
         if serve_exec(self, cluster, url.path):  # streams for a while: never under the lock
             return
         jobs, pods, log = _JOBS.match(url.path), _PODS.match(url.path), _LOG.match(url.path)
-        commands = _COMMANDS.match(url.path)
+        commands, secrets = _COMMANDS.match(url.path), _SECRETS.match(url.path)
         route = "log" if log else "pods" if pods else "command" if commands else f"{self.command} job"
+        route = f"{self.command} secret" if secrets else route
         fault = cluster.fault(route)
         if fault == "429":
             self._send(429, _status(429, "TooManyRequests", "too many requests"), {"Retry-After": "1"})
@@ -366,6 +399,12 @@ class _Handler(BaseHTTPRequestHandler):
         with cluster.lock:
             if commands and self.command == "POST":
                 self._send(*cluster.command(commands.group(1), json.loads(raw)))
+            elif secrets and self.command == "POST" and not secrets.group(2):
+                self._send(*cluster.create_secret(secrets.group(1), json.loads(raw)))
+            elif secrets and self.command == "DELETE" and secrets.group(2):
+                found = cluster.secrets.pop((secrets.group(1), secrets.group(2)), None)
+                answer = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+                self._send(*((200, answer) if found else (404, _status(404, "NotFound", "not found"))))
             elif jobs and self.command == "POST" and not jobs.group(2):
                 self._send(*cluster.create(jobs.group(1), json.loads(raw)))
             elif jobs and self.command == "GET" and jobs.group(2):
@@ -382,6 +421,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(404, _status(404, "NotFound", "not found"))
                 else:
                     cluster.gone.append(job)
+                    cluster.collect_garbage(job)
                     self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
             elif pods and self.command == "GET":
                 selector = query.get("labelSelector", "")

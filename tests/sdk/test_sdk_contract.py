@@ -59,9 +59,10 @@ def test_full_launcher_section_for_each_method() -> None:
 def test_unset_fields_set_nothing_and_open_ports_follow_the_caller() -> None:
     for method in ("torchrun", "ranktable", "msrun"):
         assert launcher_env(make(method)) == {}
-    assert launcher_env(make("torchrun"), open_port=AUTO) == {"MA_TORCHRUN_MASTER_PORT": AUTO}
-    assert launcher_env(make("ranktable"), open_port=AUTO) == {"MALAUNCH_MASTER_PORT": AUTO}
-    assert launcher_env(make("msrun"), open_port=AUTO) == {"MA_MSRUN_MASTER_PORT": AUTO}
+    coordinator = {"MALAUNCH_COORDINATOR_PORT": AUTO}  # every method's: the hosts' coordinator
+    assert launcher_env(make("torchrun"), open_port=AUTO) == {"MA_TORCHRUN_MASTER_PORT": AUTO, **coordinator}
+    assert launcher_env(make("ranktable"), open_port=AUTO) == {"MALAUNCH_MASTER_PORT": AUTO, **coordinator}
+    assert launcher_env(make("msrun"), open_port=AUTO) == {"MA_MSRUN_MASTER_PORT": AUTO, **coordinator}
     # restart_on qualifies max_restarts: alone it sends nothing
     assert launcher_env(make("torchrun", restart_on="never")) == {}
     assert launcher_env(make("torchrun", max_restarts=1)) == {
@@ -77,8 +78,8 @@ def test_every_backend_writes_the_same_variables(method: str) -> None:
     request, _notes = plan_local(
         spec, job_id="j-1", home="/h", python="/usr/bin/python3", network=LoopbackNetwork("j-1", 2)
     )
-    for host in request.hosts:
-        assert {k: v for k, v in host.env.items() if k in LAUNCHER_VARIABLES} == expected
+    for host in request.hosts:  # a port the job file leaves open is the local backend's to fill
+        assert {k: v for k, v in host.env.items() if k in LAUNCHER_VARIABLES} == launcher_env(spec, open_port=AUTO)
     body = build_create_body(spec, "j-1")
     environments = body["algorithm"]["environments"]
     assert {k: v for k, v in environments.items() if k in LAUNCHER_VARIABLES} == expected
@@ -92,7 +93,7 @@ def test_modelarts_and_volcano_leave_open_ports_unset_local_fills_them() -> None
     assert "MA_TORCHRUN_MASTER_PORT" not in body["algorithm"]["environments"]
     assert "MA_TORCHRUN_MASTER_PORT" not in {item["name"] for item in contract_env(spec, "j-1")}
     request, _ = plan_local(spec, job_id="j-1", home="/h", python="/usr/bin/python3", network=LoopbackNetwork("j-1", 2))
-    assert request.auto_ports == ("MA_TORCHRUN_MASTER_PORT",)
+    assert request.auto_ports == ("MA_TORCHRUN_MASTER_PORT", "MALAUNCH_COORDINATOR_PORT")
 
 
 @pytest.mark.parametrize("method", ["torchrun", "ranktable", "msrun"])

@@ -85,7 +85,7 @@ def test_each_host_env_parses_as_the_platform_contract() -> None:
 def test_ranktable_plan_writes_a_v1_table_every_host_finds_itself_in() -> None:
     spec = spec_of(resources={"hosts": 2, "devices_per_host": 4}, launcher={"master_port": 29999})
     request = request_of(plan_of(spec))
-    assert request.auto_ports == ()
+    assert request.auto_ports == ("MALAUNCH_COORDINATOR_PORT",)  # the hosts' coordinator: a free port per job
     ((path, text),) = request.files.items()
     table = parse_rank_table(json.loads(text), path)
     assert table.format == "1.0" and table.rank_size == 8
@@ -121,7 +121,8 @@ def test_msrun_knobs_and_rank_table_mode() -> None:
     )
     request = request_of(plan_of(spec))
     env = request.hosts[0].env
-    assert env["MA_MSRUN_MASTER_PORT"] == AUTO and request.auto_ports == ("MA_MSRUN_MASTER_PORT",)
+    assert env["MA_MSRUN_MASTER_PORT"] == AUTO
+    assert request.auto_ports == ("MA_MSRUN_MASTER_PORT", "MALAUNCH_COORDINATOR_PORT")
     cluster = parse_cluster_env(request.with_ports({"MA_MSRUN_MASTER_PORT": 8200}).hosts[0].env)
     assert cluster.msrun_master_port == 8200
     assert cluster.msrun_rank_table is True and cluster.rank_table_file is not None
@@ -137,7 +138,9 @@ def test_torchrun_extra_params_and_auto_port_in_dry_run_text() -> None:
     assert "MA_TORCHRUN_MASTER_PORT=<auto>" in text
     assert "MA_EXTRA_TORCHRUN_PARAMS=--rdzv_conf=timeout=7200" in text
     assert "dry run: nothing was started" in text
-    assert json.loads(plan.render_json())["request"]["auto_ports"] == ["MA_TORCHRUN_MASTER_PORT"]
+    assert json.loads(plan.render_json())["request"]["auto_ports"] == [
+        "MA_TORCHRUN_MASTER_PORT", "MALAUNCH_COORDINATOR_PORT"
+    ]  # fmt: skip
 
 
 def test_inputs_and_outputs_become_arguments() -> None:

@@ -67,6 +67,7 @@ def test_golden_custom_image_body() -> None:
                 "MA_EXTRA_TORCHRUN_PARAMS": "--rdzv_conf=timeout=7200",
                 "MALAUNCH_GRACE_PERIOD": "5",
                 "MALAUNCH_JOB_ID": JOB_ID,
+                "MALAUNCH_JOB_SECRET": "<secret>",  # the plan's placeholder; execute sends the job's secret
                 "NCCL_DEBUG": "INFO",
             },
         },
@@ -101,6 +102,7 @@ def test_golden_preset_engine_body() -> None:
         "MS_RANKTABLE_ENABLE": "True",
         "MSRUN_CLUSTER_TIME_OUT": "900",
         "MALAUNCH_JOB_ID": JOB_ID,
+        "MALAUNCH_JOB_SECRET": "<secret>",
         "NCCL_DEBUG": "INFO",
     }
     assert model_errors(body, "Job") == []
@@ -153,11 +155,11 @@ def test_what_cannot_map_is_a_clear_spec_error(changes: Dict[str, Any], field: s
 
 
 def test_at_most_100_environments() -> None:
-    env = {f"V{i}": "x" for i in range(96)}
+    env = {f"V{i}": "x" for i in range(95)}
     with pytest.raises(SpecError) as caught:
         build_create_body(spec(env=env), JOB_ID)
     assert caught.value.field == "env" and "at most 100" in str(caught.value)
-    build_create_body(spec(env={f"V{i}": "x" for i in range(95)}), JOB_ID)  # 95 + 5 set by malaunch = 100
+    build_create_body(spec(env={f"V{i}": "x" for i in range(94)}), JOB_ID)  # 94 + 6 set by malaunch = 100
 
 
 def test_args_to_parameters() -> None:
@@ -195,4 +197,5 @@ def test_modelarts_section_is_validated(section: Dict[str, Any], field: str) -> 
 def test_modelarts_section_round_trips() -> None:
     one = spec()
     assert spec_from_mapping(one.to_dict()) == one
-    assert one.to_dict()["modelarts"] == {"obs_dir": "obs://bucket/runs", "engine_name": None, "engine_version": None}
+    assert one.to_dict()["modelarts"] == {"obs_dir": "obs://bucket/runs", "engine_name": None, "engine_version": None,
+                                          "job_retry_num": None, "job_unconditional_retry": False}  # fmt: skip

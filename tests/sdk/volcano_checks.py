@@ -66,7 +66,8 @@ def _walk(data: Any, type_name: str, path: str, errors: List[str]) -> None:
         for key, item in data.items():
             _walk(item, inner, f"{path}.{key}", errors)
         return
-    simple = {"str": str, "int": int, "bool": bool, "float": (int, float), "datetime": str, "date": str}
+    # bytes (a Secret's data): base64 text on the wire
+    simple = {"str": str, "int": int, "bool": bool, "float": (int, float), "datetime": str, "date": str, "bytes": str}
     if type_name in simple:
         ok = isinstance(data, simple[type_name]) and not (type_name == "int" and isinstance(data, bool))
         if not ok:
@@ -101,6 +102,25 @@ def pod_template_errors(template: Dict[str, Any]) -> List[str]:
             client._ApiClient__deserialize(json.loads(json.dumps(template)), "V1PodTemplateSpec")
         except (ValueError, TypeError) as exc:
             errors.append(f"template: the kubernetes client refused it: {exc}")
+    return errors
+
+
+def secret_errors(secret: Dict[str, Any]) -> List[str]:
+    """What the API server would refuse in a ``v1`` Secret: unknown fields and wrong types under ``V1Secret``,
+    then the client's own model step; a Secret of the job must name its owner (``ownerReferences``)."""
+    import kubernetes.client
+
+    errors: List[str] = []
+    if (secret.get("apiVersion"), secret.get("kind")) != ("v1", "Secret"):
+        errors.append(f"apiVersion/kind: {secret.get('apiVersion')}/{secret.get('kind')} is not a v1 Secret")
+    _walk(secret, "V1Secret", "secret", errors)
+    if not errors:
+        try:
+            kubernetes.client.ApiClient()._ApiClient__deserialize(json.loads(json.dumps(secret)), "V1Secret")
+        except (ValueError, TypeError) as exc:
+            errors.append(f"secret: the kubernetes client refused it: {exc}")
+    if not (secret.get("metadata") or {}).get("ownerReferences"):
+        errors.append("secret.metadata.ownerReferences: the job's Secret has no owner (it would outlive the job)")
     return errors
 
 

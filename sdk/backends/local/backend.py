@@ -27,9 +27,11 @@ import sys
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.entrypoint.contract import Name
+
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...failures import failure_from_report
-from ...plan import SubmitPlan
+from ...plan import SubmitPlan, new_job_secret
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
@@ -207,7 +209,7 @@ class LocalBackend(Backend):
             raise BackendError(f"cannot create {paths.job_dir} ({exc.strerror}); set MALAUNCH_HOME") from None
         try:
             self._prepare(plan, request, paths, files)
-            self._start_runner(paths)
+            self._start_runner(paths, new_job_secret())
         except BaseException as exc:
             shutil.rmtree(paths.job_dir, ignore_errors=True)
             if isinstance(exc, OSError):
@@ -231,9 +233,10 @@ class LocalBackend(Backend):
         data["request"] = request.to_json()
         write_json_atomic(paths.plan_file, data)
 
-    def _start_runner(self, paths: JobPaths) -> None:
+    def _start_runner(self, paths: JobPaths, secret: str) -> None:
         env = dict(self.environ)
         env["MALAUNCH_JOB_ID"] = paths.job_id
+        env[Name.MALAUNCH_JOB_SECRET] = secret  # the hosts' secret: in the runner's environment only, never in a file
         with open(paths.runner_log, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", RUNNER_MODULE, paths.job_dir],

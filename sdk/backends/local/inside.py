@@ -28,7 +28,7 @@ from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
-from .plan import LocalRequest, host_environment
+from .plan import LocalRequest, host_environment, with_secret
 from .state import _report_detail, read_state
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
@@ -231,7 +231,7 @@ def local_exec(
     except (KeyError, TypeError, ValueError) as exc:
         raise JobStateUnknown(status.id, f"plan.json cannot be read ({exc!r})") from None
     spec = request.hosts[host]
-    env = host_environment(environ, spec.env, python)
+    env = with_secret(host_environment(environ, spec.env, python), None)  # exec is no shim: no job secret
     env[JOB_ID_VARIABLE] = status.id  # proven membership: stop and the runner's end find it by this token
     argv = list(network_from_json(dict(request.network)).wrap(host, list(command)))
     try:

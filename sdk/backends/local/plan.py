@@ -19,13 +19,13 @@ import json
 import os
 import shlex
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from malaunch.entrypoint.contract import Name
 from malaunch.entrypoint.contract.cluster_env import DEFAULT_GRACE_PERIOD
 
 from ...errors import ConfigError
-from ...plan import AUTO
+from ...plan import AUTO, SECRET
 from ...redact import mask_env
 from ...spec import JobSpec
 from .. import contract
@@ -39,6 +39,7 @@ __all__ = [
     "build_rank_table",
     "host_environment",
     "plan_local",
+    "with_secret",
 ]
 
 MAX_LOCAL_HOSTS = 64
@@ -200,6 +201,22 @@ def host_environment(inherited: Mapping[str, str], host_env: Mapping[str, str], 
     return env
 
 
+def with_secret(env: Mapping[str, str], secret: Optional[str]) -> Dict[str, str]:
+    """A host's environment with the job's ``secret`` in place of the plan's placeholder.
+
+    The secret never goes to disk: ``execute`` hands it to the job runner in the runner's own environment
+    (readable by the job's owner only) and the runner puts it here when it starts a host. Without one (a runner
+    started by hand) the variable is left out, and the shims fall back to the job's name.
+    """
+    out = dict(env)
+    if out.get(Name.MALAUNCH_JOB_SECRET) == SECRET:
+        if secret:
+            out[Name.MALAUNCH_JOB_SECRET] = secret
+        else:
+            del out[Name.MALAUNCH_JOB_SECRET]
+    return out
+
+
 def _check_local(spec: JobSpec, devices: int) -> None:
     hosts = spec.resources.hosts
     if hosts > MAX_LOCAL_HOSTS:
@@ -256,6 +273,7 @@ def plan_local(
         Name.MA_RUN_METHOD: spec.run_method,
         Name.MA_JOB_DIR: ma_job_dir,
         Name.MALAUNCH_JOB_ID: job_id,
+        Name.MALAUNCH_JOB_SECRET: SECRET,  # the placeholder; the runner gives each host the value (with_secret)
     }
     launcher_env = contract.launcher_env(spec, open_port=AUTO)
     auto = [name for name, value in launcher_env.items() if value == AUTO]

@@ -35,12 +35,13 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from malaunch.entrypoint.contract import Name
 from malaunch.entrypoint.run import selfproc
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
-from .plan import HostCommand, LocalRequest, host_environment
+from .plan import HostCommand, LocalRequest, host_environment, with_secret
 from .state import StateWriter, disk_space_note, read_host_report, read_state
 
 __all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
@@ -118,6 +119,7 @@ class Runner:
     def start_host(self, host: HostCommand) -> bool:
         record = self.host(host.index)
         env = host_environment(os.environ, host.env, sys.executable)
+        env = with_secret(env, os.environ.get(Name.MALAUNCH_JOB_SECRET))  # LocalBackend.execute gave it to us
         try:
             os.makedirs(os.path.dirname(host.console_log), exist_ok=True)
             with open(host.console_log, "ab") as log:

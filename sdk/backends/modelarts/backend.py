@@ -35,7 +35,7 @@ import requests
 
 from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound, JobNotRunning, SpecError
 from ...failures import TAIL_LINES
-from ...plan import SubmitPlan
+from ...plan import SubmitPlan, new_job_secret
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
@@ -190,7 +190,7 @@ class ModelArtsBackend(Backend):
         if not isinstance(request, CreateRequest):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
         self._upload(plan.spec, request)
-        job = self.api.create_job(request.body)
+        job = self.api.create_job(request.with_secret(new_job_secret()).body)
         platform_id = str((job.get("metadata") or {}).get("id") or "")
         if not platform_id:
             raise BackendError(f"ModelArts created job {plan.job_id} but sent no metadata.id; find it in the console")

@@ -30,6 +30,8 @@ def prepare_options(
     [...]}`` (the platform's SSH endpoint, ``ma-submit exec``) becomes ``ssh_key_pair_names``."""
     del resolve  # no paths in this section
     out = dict(fields)
+    if "job_unconditional_retry" in out and out["job_unconditional_retry"] is None:
+        del out["job_unconditional_retry"]  # null: the default (false)
     ssh = out.pop("ssh", None)
     if ssh is None:
         return out

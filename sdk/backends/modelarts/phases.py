@@ -17,7 +17,9 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 from ...failures import failure_from_log
 from ...status import HostState, HostStatus, JobState, JobStatus
 
-__all__ = ["PHASES", "SECONDARY_PHASES", "failing_task", "job_state", "status_from_job", "task_index"]
+__all__ = [
+    "PHASES", "SECONDARY_PHASES", "failing_task", "job_state", "platform_restarts", "status_from_job", "task_index",
+]  # fmt: skip
 
 PHASES: Mapping[str, JobState] = {
     "Creating": JobState.PENDING,
@@ -141,4 +143,14 @@ def status_from_job(job: Mapping[str, Any], location: str = "", log_tail: Sequen
         hosts=_hosts(status, state),
         location=location,
         failure_class=failure_from_log(exit_code, log_tail) if state is JobState.FAILED and exit_code else None,
+        platform_restarts=platform_restarts(status),
     )
+
+
+def platform_restarts(status: Mapping[str, Any]) -> Optional[int]:
+    """How many times the platform started the job again: its ``running_records`` after the first (one per
+    run: a restart or a rescheduling), or ``None`` when the details carry no records to count."""
+    records = status.get("running_records")
+    if not isinstance(records, list) or not records:
+        return None
+    return len(records) - 1

@@ -12,8 +12,12 @@ What maps where (``docs/modelarts.md`` has the table):
 - a custom ``image``: ``algorithm.command`` is the shim, ``ma-entrypoint <boot file in the container> <args>``;
 - ``inputs``/``outputs`` with ``obs://`` paths are OBS channels passed as ``--<name>=<local dir>``; an output
   without a path goes to ``<obs_dir>/<job id>/outputs/<name>/``;
-- ``environments``: ``MA_RUN_METHOD``, the launcher knobs in the platform's names, ``MALAUNCH_JOB_ID``, then
-  ``env`` (at most 100 in all);
+- ``environments``: ``MA_RUN_METHOD``, the launcher knobs in the platform's names, ``MALAUNCH_JOB_ID``,
+  ``MALAUNCH_JOB_SECRET`` (the plan's :data:`~malaunch.sdk.plan.SECRET` placeholder; ``execute`` puts the job's
+  secret in its place, :meth:`CreateRequest.with_secret`), then ``env`` (at most 100 in all);
+- ``metadata.annotations``: the platform's fault tolerance when the job file asks for it
+  (``modelarts.job_retry_num`` -> ``fault-tolerance/job-retry-num``, ``modelarts.job_unconditional_retry`` ->
+  ``fault-tolerance/job-unconditional-retry``);
 - ``spec.resource``: ``flavor_id`` = ``resources.flavor`` (required), ``node_count`` = ``resources.hosts``,
   ``pool_id`` = ``resources.pool``; ``spec.log_export_path`` = ``<obs_dir>/<job id>/logs/``.
 """
@@ -24,10 +28,13 @@ import hashlib
 import json
 import posixpath
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.entrypoint.contract import Name
+
 from ...errors import SpecError
+from ...plan import SECRET
 from ...spec import JobSpec
 from ..contract import launcher_env
 
@@ -41,6 +48,7 @@ __all__ = [
     "client_token",
     "code_url",
     "environments",
+    "fault_tolerance_annotations",
     "find_token",
     "obs_join",
     "token_description",
@@ -128,6 +136,7 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
         env["MA_RUN_METHOD"] = spec.run_method
     env.update(launcher_env(spec))  # ports left open stay unset: the platform assigns them
     env["MALAUNCH_JOB_ID"] = job_id
+    env[Name.MALAUNCH_JOB_SECRET] = SECRET  # the real one only in the body execute sends
     env.update(sorted(spec.env.items()))
     if len(env) > MAX_ENVIRONMENTS:
         raise SpecError(
@@ -137,6 +146,17 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
             f"remove {len(env) - MAX_ENVIRONMENTS} of them",
         )
     return env
+
+
+def fault_tolerance_annotations(spec: JobSpec) -> Dict[str, str]:
+    """``metadata.annotations`` asking for the platform's job restarts; empty when the job file does not."""
+    opts = spec.modelarts
+    if opts is None or opts.job_retry_num is None:
+        return {}
+    annotations = {"fault-tolerance/job-retry-num": str(opts.job_retry_num)}
+    if opts.job_unconditional_retry:
+        annotations["fault-tolerance/job-unconditional-retry"] = "true"
+    return annotations
 
 
 def _channel(name: str, url: str) -> Dict[str, Any]:
@@ -217,6 +237,9 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
             "log_export_path": {"obs_url": obs_join(_obs_dir(spec), job_id, "logs/")},
         },
     }
+    annotations = fault_tolerance_annotations(spec)
+    if annotations:
+        body["metadata"]["annotations"] = annotations
     if spec.modelarts is not None and spec.modelarts.ssh_key_pair_names:  # the platform's SSH endpoint per task
         body["endpoints"] = {"ssh": {"key_pair_names": list(spec.modelarts.ssh_key_pair_names)}}
     return body
@@ -253,6 +276,14 @@ class CreateRequest:
             uploads = (PlannedUpload(spec.code_dir, code_url(spec)),)
         url = f"{endpoint}/v2/{project_id}/training-jobs"
         return cls("POST", url, body, uploads, client_token(job_id))
+
+    def with_secret(self, secret: str) -> CreateRequest:
+        """The request to send: the job's ``secret`` in place of the plan's placeholder (never printed)."""
+        body = json.loads(json.dumps(self.body))
+        env = body["algorithm"]["environments"]
+        if env.get(Name.MALAUNCH_JOB_SECRET) == SECRET:
+            env[Name.MALAUNCH_JOB_SECRET] = secret
+        return replace(self, body=body)
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready data: method, url, body, uploads, client_token."""

@@ -22,6 +22,7 @@ job's ``failure_class`` comes from its root-cause pod's exit code and log tail (
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -31,7 +32,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
-from ...plan import SubmitPlan
+from ...plan import SubmitPlan, new_job_secret
 from ...spec import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
@@ -41,8 +42,16 @@ from ..job_index import JobIndex
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
 from .inside import KubeInside, pending_reason
 from .logs import follow_pod_logs, read_pod_logs
-from .manifest import JOB_NAME_LABEL, MAX_JOB_NAME, VolcanoPlan, VolcanoRequest, render_manifest
-from .phases import host_index, host_statuses, job_state, parse_time, root_cause
+from .manifest import (
+    JOB_NAME_LABEL,
+    MAX_JOB_NAME,
+    VolcanoPlan,
+    VolcanoRequest,
+    render_manifest,
+    secret_manifest,
+    secret_name,
+)
+from .phases import host_index, host_statuses, job_state, parse_time, retry_count, root_cause
 from .template import load_template
 
 __all__ = ["STOPPED_EXIT_CODE", "VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
@@ -174,7 +183,8 @@ class VolcanoBackend(Backend):
         namespace = request.namespace or self._namespace or self.api.namespace
         manifest: Dict[str, Any] = dict(request.manifest)
         manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
-        self.api.create_job(namespace, manifest)
+        created = self.api.create_job(namespace, manifest)
+        self._create_secret(namespace, request.name, created)
         job_id = f"{namespace}/{request.name}"
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
             self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
@@ -184,6 +194,19 @@ class VolcanoBackend(Backend):
                 "give --backend volcano when you manage it\n"
             )
         return self.handle(job_id)
+
+    def _create_secret(self, namespace: str, name: str, created: Mapping[str, Any]) -> None:
+        """The job's Secret, owned by the job just created; without it the job is deleted again (its pods
+        could not start)."""
+        uid = str((created.get("metadata") or {}).get("uid") or "")
+        try:
+            if not uid:
+                raise BackendError(f"the Kubernetes API created job {namespace}/{name} but sent no uid")
+            self.api.create_secret(namespace, secret_manifest(namespace, name, uid, new_job_secret()))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the Secret's error is the one to show
+                self.api.delete_job(namespace, name)
+            raise
 
     def _status(
         self, namespace: str, name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], tails: bool = True
@@ -227,6 +250,7 @@ class VolcanoBackend(Backend):
             location=f"Volcano job {namespace}/{name} at {self.api.host}",
             failure_class=failure,
             pending_reason=self._pending_reason(namespace, job, pods) if tails and state is JobState.PENDING else "",
+            platform_restarts=retry_count(job),
         )
 
     # -- inside a job (events, usage, exec; see .inside) ---------------------------------------------------
@@ -372,6 +396,7 @@ class VolcanoBackend(Backend):
                 f"job {status.id} is {status.state.value}", status.id, f"stop it first: 'ma-submit stop {status.id}'"
             )
         self.api.delete_job(namespace, name)
+        self.api.delete_secret(namespace, secret_name(name))  # owned by the job: a cluster's collector also does it
         return status.id
 
     def list(self) -> List[JobStatus]:

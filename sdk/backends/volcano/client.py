@@ -233,6 +233,24 @@ class KubeApi:
         )
         return result
 
+    def create_secret(self, namespace: str, manifest: Mapping[str, Any]) -> None:
+        """Create a Secret (the job's; its value is never part of an error message)."""
+        self._call(
+            f"creating the job's Secret in namespace {namespace}",
+            lambda: self._core.create_namespaced_secret(namespace, dict(manifest), _request_timeout=TIMEOUT),
+        )
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret; a missing one is fine (the garbage collector may have been first)."""
+        try:
+            self._call(
+                f"deleting Secret {namespace}/{name}",
+                lambda: self._core.delete_namespaced_secret(name, namespace, _request_timeout=TIMEOUT),
+                job=f"{namespace}/{name}",
+            )
+        except JobNotFound:
+            return
+
     def get_job(self, namespace: str, name: str) -> Dict[str, Any]:
         """The Volcano Job; raises ``JobNotFound``."""
         result: Dict[str, Any] = self._call(

@@ -4,12 +4,16 @@ One task ``worker`` with ``replicas`` = ``minAvailable`` = hosts (the gang start
 the ``env`` plugin gives each pod ``VC_TASK_INDEX``, the ``svc`` plugin (with not-ready addresses published,
 so the master's name resolves while its peers are still starting) gives ``VC_WORKER_HOSTS`` and the host
 names ``<job>-worker-<i>.<job>``. The container runs ``ma-entrypoint BOOT ARGS`` with the rest of the
-environment contract (``docs/entrypoint.md``) set from the spec. ``render_manifest`` is a pure function of
-the spec, the job name and the template text; :class:`VolcanoRequest` carries the result.
+environment contract (``docs/entrypoint.md``) set from the spec. The job's secret (``MALAUNCH_JOB_SECRET``)
+is no value in the manifest: the container reads it from the Secret ``<job>-secret`` (``secretKeyRef``), which
+the backend creates at submit, owned by the job (:func:`secret_manifest`), so it goes when the job goes.
+``render_manifest`` is a pure function of the spec, the job name and the template text; :class:`VolcanoRequest`
+carries the result.
 """
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import re
 from dataclasses import dataclass
@@ -39,6 +43,8 @@ __all__ = [
     "contract_env",
     "pod_policies",
     "render_manifest",
+    "secret_manifest",
+    "secret_name",
     "template_values",
 ]
 
@@ -71,6 +77,30 @@ def check_job_name(name: str) -> None:
         )
 
 
+def secret_name(job_name: str) -> str:
+    """The name of the job's Secret (holding ``MALAUNCH_JOB_SECRET``)."""
+    return f"{job_name}-secret"
+
+
+def secret_manifest(namespace: str, job_name: str, job_uid: str, secret: str) -> Dict[str, Any]:
+    """The Secret holding the job's ``secret``, owned by the Volcano Job (``ownerReferences``): Kubernetes'
+    garbage collector deletes it with the job. Made at submit, never printed."""
+    owner = {"apiVersion": API_VERSION, "kind": "Job", "name": job_name, "uid": job_uid,
+             "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_name(job_name),
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "malaunch", JOB_NAME_LABEL: job_name},
+            "ownerReferences": [owner],
+        },
+        "type": "Opaque",
+        "data": {Name.MALAUNCH_JOB_SECRET: base64.b64encode(secret.encode()).decode()},
+    }
+
+
 def _field_env(name: str, path: str) -> Dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -79,7 +109,8 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
     """The container's ``env``: the contract variables the plugins do not set, then the job's own ``env``.
 
     ``VC_TASK_INDEX`` (env plugin), ``VC_WORKER_HOSTS`` and ``VC_WORKER_NUM`` (svc plugin) come from Volcano.
-    Ports the job file leaves open keep the shim's defaults (the platform's), so they are not set here.
+    Ports the job file leaves open keep the shim's defaults (the platform's), so they are not set here; the job's
+    secret comes from its Secret (:func:`secret_manifest`).
     """
     res, opts = spec.resources, spec.volcano
     values: Dict[str, str] = {
@@ -95,6 +126,8 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
     env: List[Dict[str, Any]] = [{"name": key, "value": values[key]} for key in sorted(values)]
     env.append(_field_env(Name.MA_CURRENT_HOST_IP, "status.podIP"))
     env.append(_field_env(Name.MA_CURRENT_INSTANCE_NAME, "metadata.name"))
+    reference = {"name": secret_name(job_name), "key": Name.MALAUNCH_JOB_SECRET}
+    env.append({"name": Name.MALAUNCH_JOB_SECRET, "valueFrom": {"secretKeyRef": reference}})
     env.extend({"name": key, "value": value} for key, value in sorted(spec.env.items()))
     return env
 

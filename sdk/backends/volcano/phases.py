@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ...status import HostState, HostStatus, JobState
 from .manifest import TASK_NAME
 
-__all__ = ["PHASES", "host_index", "host_statuses", "job_state", "parse_time", "root_cause"]
+__all__ = ["PHASES", "host_index", "host_statuses", "job_state", "parse_time", "retry_count", "root_cause"]
 
 #: Volcano Job phase -> JobState (see the module docstring).
 PHASES: Mapping[str, JobState] = {
@@ -62,6 +62,16 @@ def job_state(phase: str, exit_code: Optional[int]) -> JobState:
     if state is JobState.STOPPED and exit_code is not None and exit_code not in (0, _SIGTERM_CODE):
         return JobState.FAILED  # a policy aborted it after a pod failed (143 alone is how any stop ends pods)
     return state
+
+
+def retry_count(job: Mapping[str, Any]) -> Optional[int]:
+    """How many times Volcano restarted the whole job (``status.retryCount``, counted by its RestartJob policy);
+    0 when the job has a status without it (Volcano leaves zero out), ``None`` before it has a status."""
+    status = job.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    count = status.get("retryCount", 0)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
 
 def parse_time(value: object) -> Optional[float]:
