@@ -245,8 +245,6 @@ class Supervisor:
         """start, poll to the end, close; the result."""
         if handle_signals:
             self.guards.handle_signals(self._on_signal)
-        if self.link is not None:
-            self.link.attach(self.events.put)
         try:
             self.start()
             if self.error is not None:
@@ -262,8 +260,6 @@ class Supervisor:
             self.close()
             raise
         finally:
-            if self.link is not None:
-                self.link.attach(None)
             self.output.close()
             self.guards.release(lambda: proctree.reap_zombie_children(self._own_pids()))
 
@@ -305,4 +301,10 @@ def run_plan(
     except BaseException:
         supervisor.output.close()
         raise
-    return supervisor.run(handle_signals, started)
+    if link is None:
+        return supervisor.run(handle_signals, started)
+    link.attach(supervisor.events.put)  # the coordinator's "end" reaches this run from now on
+    try:
+        return supervisor.run(handle_signals, started)
+    finally:
+        link.attach(None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Optional
 
-from ...contract import parse_int, parse_seconds, raw_value
+from ...contract import parse_bool, parse_int, parse_seconds, raw_value
 
 __all__ = ["HostsConfig", "hosts_config"]
 
@@ -47,15 +47,17 @@ class HostsConfig(NamedTuple):
 
 def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: str, master: Optional[str],
                  job_name: str, join_wait: float) -> Optional[HostsConfig]:  # fmt: skip
-    """This host's coordinator settings; None for a one-host job or one whose master is unknown. Pure.
+    """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
+    opted out (``MALAUNCH_COORDINATOR=False``). Pure.
 
     Raises:
         ConfigError: a coordinator variable has an invalid value.
     """
+    wanted = parse_bool(environ, "MALAUNCH_COORDINATOR")
     port = parse_int(environ, "MALAUNCH_COORDINATOR_PORT")
     timeout = parse_seconds(environ, "MALAUNCH_HEARTBEAT_TIMEOUT")
     host_wait = parse_seconds(environ, "MALAUNCH_HOST_WAIT")
-    if num_hosts < 2 or not master:
+    if num_hosts < 2 or not master or not wanted:
         return None
     secret = raw_value(environ, "MALAUNCH_JOB_SECRET")
     return HostsConfig(host, num_hosts, addr, master, port, secret or job_name, secret is not None, timeout,
