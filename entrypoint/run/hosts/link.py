@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import secrets
+import select
 import socket
 import threading
 import time
@@ -46,6 +47,9 @@ class Gone(NamedTuple):
 
 
 Command = Union[Start, Finish, Gone]
+
+
+_SEND_WAIT = 5.0  # a send blocks at most this long (a coordinator that stopped reading)
 
 
 class _Lost(Exception):
@@ -178,7 +182,7 @@ class HostLink:
         sock, channel = self._sock, self._channel
         assert sock is not None and channel is not None
         heard = beat = time.monotonic()
-        sock.settimeout(min(self.interval, 0.5))
+        sock.settimeout(_SEND_WAIT)
         while not self._closing.is_set():
             now = time.monotonic()
             if now - heard > self.timeout:
@@ -193,12 +197,14 @@ class HostLink:
                 except wire.WireError as error:
                     return f"it sent a line this host refuses ({error.kind})"
                 heard = time.monotonic()
-            try:
+            try:  # wake for the next beat whatever arrives; sends keep the socket's own (longer) timeout
+                if not select.select([sock], [], [], max(0.01, min(beat - time.monotonic(), 0.5)))[0]:
+                    continue
                 chunk = sock.recv(65536)
             except TimeoutError:
                 continue
-            except OSError as error:
-                return f"its connection broke ({error.strerror or error})"
+            except (OSError, ValueError) as error:
+                return f"its connection broke ({getattr(error, 'strerror', None) or error})"
             if not chunk:
                 return "its connection closed"
             buffer += chunk

@@ -59,6 +59,7 @@ class Coordinator:
         self.refused: Dict[str, int] = {}  # kind -> count
         self._stop = threading.Event()
         self._beat_at = 0.0
+        self._tick_at = 0.0
         self.thread = threading.Thread(target=self._loop, name="malaunch-coordinator", daemon=True)
 
     def start(self) -> Coordinator:
@@ -92,6 +93,9 @@ class Coordinator:
             self._tick(time.monotonic())
 
     def _tick(self, now: float) -> None:
+        if now < self._tick_at:  # at most every _TICK seconds, however often a line wakes the loop
+            return
+        self._tick_at = now + _TICK
         for conn in list(self.conns.values()):
             if conn.host is None and now - conn.born > HELLO_WITHIN:
                 self._refuse(conn, "slow", f"no hello within {HELLO_WITHIN:g} s")
