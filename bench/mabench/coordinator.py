@@ -155,7 +155,7 @@ def _session(hosts: int, timeout: float, fault: str, window: float) -> Dict[str,
         if not named:
             raise BenchError(f"N={hosts}: the others were told {told['lines']}, not of host {hosts - 1}")
         return {"join": joined, "cpu": 100.0 * (cpu1 - cpu0) / (wall1 - wall0), "rss": rss,
-                "members_cpu": 100.0 * (members1 - members0) / (wall1 - wall0), "threads": ours["threads"],
+                "members_cpu": 100.0 * (members1 - members0) / (wall1 - wall0),
                 "told": told["told_last"] - killed, "first": told["told_first"] - killed, "line": named[0]}  # fmt: skip
     finally:
         for child in children:
@@ -199,6 +199,7 @@ def run_coordinator(sizes: Sequence[int] = SIZES, reps: int = 1, window: float =
     everything: Dict[int, Dict[str, Series]] = {}
     notes_members: List[str] = []
     for hosts in sizes:
+        load: List[str] = []
         series = everything[hosts] = _series(hosts)
         firsts: Dict[str, List[float]] = {"closed": [], "silent": []}
         for rep in range(reps):
@@ -216,11 +217,13 @@ def run_coordinator(sizes: Sequence[int] = SIZES, reps: int = 1, window: float =
                 series["join"].samples.append(got["join"])
                 if fault == "closed":
                     series["rss"].samples.append(round(got["rss"], 1))
-                notes_members.append(f"N={hosts}, timeout {timeout:g} s: the members' process used "
-                                     f"{got['members_cpu']:.1f} % of a core ({got['threads']} threads)")  # fmt: skip
+                load.append(f"{got['members_cpu']:.1f} % at timeout {timeout:g} s")
                 say(f"coordinator N={hosts} timeout {timeout:g} s run {rep + 1}/{reps}: joined in "
                     f"{fmt_value(got['join'], 's')}, CPU {got['cpu']:.2f} %, RSS {got['rss']:.1f} MB, {fault} -> "
                     f"first told {fmt_value(got['first'], 's')}, all told {fmt_value(got['told'], 's')}")  # fmt: skip
+        if load:
+            notes_members.append(f"N={hosts}: the members' process ({hosts - 1} HostLink threads) used "
+                                 f"{', '.join(load)} of a core")  # fmt: skip
         for fault, stamps in firsts.items():
             if stamps:
                 series[fault].note = f"the first other host told after {fmt_value(statistics.median(stamps), 's')}"

@@ -235,21 +235,21 @@ _END = "<!-- end of section {case} -->"
 _MEANS: Dict[str, List[str]] = {"coordinator": [
     "**CPU share** is what the master host's shim spends serving the job's coordinator while nothing happens but "
     "heartbeats: one line each way per host per interval, each proved by an HMAC and checked. It grows with the "
-    "hosts and with the heartbeat rate (the short timeout beats five times as often), and stays a small part of "
-    "one core at the documented default.",
+    "hosts and with the heartbeat rate (the short timeout beats five times as often).",
     "**Memory** is the coordinator's whole process (an interpreter with the shim's modules); what a host adds is "
     "its connection, its channel and a few buffers: the growth from the smallest job to the largest, divided by "
     "the hosts added, is the coordinator's cost per host (O(hosts): the book keeps one entry per host).",
     "**SIGKILLed -> all told**: the kernel closes the dead shim's socket; the coordinator reads the end of it at "
-    "once, ends the attempt and writes one ``end`` line to every other host. The figure is that fan-out plus each "
+    "once, ends the attempt and writes one `end` line to every other host. The figure is that fan-out plus each "
     "link's thread waking up to read it; it does not depend on the heartbeat timeout.",
     "**SIGSTOPped -> all told**: a frozen host's socket stays open and says nothing; the coordinator loses it "
     "once nothing has come from it for the heartbeat timeout (checked every 50 ms), counted from the last line it "
     "heard. A host's link sends its heartbeat one to two intervals apart (it sends when its read returns, and a "
     "read waits up to one interval), so counted from the freeze the figure falls between the timeout less two "
     "intervals and the timeout, plus the same fan-out. At the default timeout (20 s) it is 18 s longer.",
-    "Every process shares the same 2 loaded cores: the members' threads compete with the coordinator for them, "
-    "so the times are upper bounds of what a coordinator with a core of its own would show.",
+    "The three processes share this machine's cores (nproc above) with whatever else runs on it, the members' "
+    "threads with the coordinator too: the times are upper bounds of what a coordinator with a core of its own "
+    "would show.",
 ]}
 
 
