@@ -199,7 +199,7 @@ def run_coordinator(sizes: Sequence[int] = SIZES, reps: int = 1, window: float =
     everything: Dict[int, Dict[str, Series]] = {}
     notes_members: List[str] = []
     for hosts in sizes:
-        load: List[str] = []
+        load: Dict[float, List[float]] = {DEFAULT_TIMEOUT: [], SHORT_TIMEOUT: []}
         series = everything[hosts] = _series(hosts)
         firsts: Dict[str, List[float]] = {"closed": [], "silent": []}
         for rep in range(reps):
@@ -217,16 +217,18 @@ def run_coordinator(sizes: Sequence[int] = SIZES, reps: int = 1, window: float =
                 series["join"].samples.append(got["join"])
                 if fault == "closed":
                     series["rss"].samples.append(round(got["rss"], 1))
-                load.append(f"{got['members_cpu']:.1f} % at timeout {timeout:g} s")
+                load[timeout].append(got["members_cpu"])
                 say(f"coordinator N={hosts} timeout {timeout:g} s run {rep + 1}/{reps}: joined in "
                     f"{fmt_value(got['join'], 's')}, CPU {got['cpu']:.2f} %, RSS {got['rss']:.1f} MB, {fault} -> "
                     f"first told {fmt_value(got['first'], 's')}, all told {fmt_value(got['told'], 's')}")  # fmt: skip
-        if load:
+        shares = [f"{statistics.median(got):.1f} % at timeout {timeout:g} s" for timeout, got in load.items() if got]
+        if shares:
             notes_members.append(f"N={hosts}: the members' process ({hosts - 1} HostLink threads) used "
-                                 f"{', '.join(load)} of a core")  # fmt: skip
+                                 f"{', '.join(shares)} of a core (median)")  # fmt: skip
         for fault, stamps in firsts.items():
             if stamps:
                 series[fault].note = f"the first other host told after {fmt_value(statistics.median(stamps), 's')}"
+                notes_members.append(f"N={hosts}, {fault}: {series[fault].note} (median)")
     return _result(sizes, everything, window, notes_members)
 
 
@@ -257,8 +259,27 @@ def _result(sizes: Sequence[int], everything: Dict[int, Dict[str, Series]], wind
         per_host = (high - low) * 1024.0 / (big - small)
         notes.append(f"coordinator memory: {low:.1f} MB at N={small}, {high:.1f} MB at N={big}: "
                      f"{per_host:.1f} KB a host")  # fmt: skip
+    notes += _per_unit(everything, small, big)
     notes += notes_members
     return CaseResult("coordinator", series, targets, notes)
+
+
+def _per_unit(everything: Dict[int, Dict[str, Series]], small: int, big: int) -> List[str]:
+    """What one more heartbeat line and one more host cost, from the smallest job to the largest."""
+    if big <= small:
+        return []
+    out = []
+    for name, timeout in (("cpu-default", DEFAULT_TIMEOUT), ("cpu-short", SHORT_TIMEOUT)):
+        low, high = everything[small][name].median, everything[big][name].median
+        if low is not None and high is not None:
+            lines = 2 * (big - small) / (timeout / 5.0)  # one line in and one out per host per interval
+            out.append(f"coordinator CPU per heartbeat line (in or out) at timeout {timeout:g} s, N={small} -> "
+                       f"N={big}: {(high - low) / 100.0 / lines * 1e6:.1f} us")  # fmt: skip
+    low, high = everything[small]["closed"].median, everything[big]["closed"].median
+    if low is not None and high is not None:
+        out.append(f"telling one more host of a death, N={small} -> N={big}: {(high - low) / (big - small) * 1e6:.0f} "
+                   "us (the coordinator's sealed line and that host's link waking to read it)")  # fmt: skip
+    return out
 
 
 def window_seconds(quick: bool) -> float:
