@@ -4,7 +4,10 @@ Three processes a session, all on 127.0.0.1, all marked (:func:`~mabench.procs.k
 
 - the coordinator alone (``workers/coord_serve.py``: :class:`~malaunch.entrypoint.run.hosts.server.Coordinator`
   and its :class:`JobState`), so that its CPU time (``/proc/PID/stat``) and memory (``VmRSS``) are its own;
-- hosts 0 to N - 2 (``workers/coord_members.py``): one real ``HostLink`` thread each, as a shim runs it;
+- hosts 0 to N - 2 (``workers/coord_members.py``): one real ``HostLink`` thread each, as a shim runs it (not a
+  lighter stand-in: 1,023 of them cost their process about a tenth of a core at the default interval and a
+  quarter at the short one on a loaded 2-core machine, which leaves the coordinator its share; the case notes
+  say what they used in each run);
 - the victim, host N - 1, the same script alone in its process, so it can die as a shim dies.
 
 A session waits until every host started attempt 0 (``join``: members launched -> the last ``start`` received),
@@ -223,7 +226,8 @@ def run_coordinator(sizes: Sequence[int] = SIZES, reps: int = 1, window: float =
                     f"first told {fmt_value(got['first'], 's')}, all told {fmt_value(got['told'], 's')}")  # fmt: skip
         shares = [f"{statistics.median(got):.1f} % at timeout {timeout:g} s" for timeout, got in load.items() if got]
         if shares:
-            notes_members.append(f"N={hosts}: the members' process ({hosts - 1} HostLink threads) used "
+            threads = f"{hosts - 1} HostLink thread{'s' if hosts > 2 else ''}"
+            notes_members.append(f"N={hosts}: the members' process ({threads}) used "
                                  f"{', '.join(shares)} of a core (median)")  # fmt: skip
         for fault, stamps in firsts.items():
             if stamps:
