@@ -295,7 +295,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return 128 + signal.SIGINT
     finally:
         if entry is not None:
-            entry.abandon()  # nothing when the first run took it
+            entry.abandon()  # a run that started removed it; else this process leaves it and removes it
     return _finish(plan, outcome)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
@@ -152,6 +152,16 @@ def _follow(handle: JobHandle, output: str) -> int:
     return exit_code_of(handle.status())  # pragma: no cover - follow_job always ends with an "end" event
 
 
+def _named_option(error: SpecError, options: Mapping[str, str]) -> SpecError:
+    """``error`` naming the command-line option that set its field (``--hosts``), not the job file;
+    ``options``: field -> option, for the options given."""
+    option = options.get(error.field)
+    if option is None:
+        return error
+    hint = "remove it" if option.startswith("--env") and error.hint.startswith("remove") else f"give another {option}"
+    return SpecError(option, error.problem, error.value, hint)
+
+
 def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
     env: Dict[str, str] = {}
     for pair in pairs:
@@ -163,7 +173,11 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 
 
 @cli.command("submit")
-@click.option("--run-method", type=click.Choice(RUN_METHODS), help="Override run_method (MA_RUN_METHOD).")
+@click.option(
+    "--run-method",
+    type=click.Choice(RUN_METHODS, case_sensitive=False),
+    help="Override run_method (MA_RUN_METHOD), in any case.",
+)
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
 @click.option("--name", help="Override the job's name.")
 @click.option("--hosts", type=click.IntRange(min=1), help="Override resources.hosts.")
@@ -191,10 +205,18 @@ def submit_cmd(
 
     Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
     """
-    job = Job.from_yaml(job_file, run_method=run_method, backend=backend).with_overrides(
-        name=name, hosts=hosts, devices_per_host=devices_per_host, env=_parse_env(env_pairs), extra_args=script_args
-    )
-    plan = job.plan(check=True)
+    env = _parse_env(env_pairs)
+    given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
+    given["resources.devices_per_host"] = devices_per_host
+    options = {k: "--" + k.rsplit(".", 1)[-1].replace("_", "-") for k, value in given.items() if value is not None}
+    options.update({f"env.{key}": f"--env {key}" for key in env})
+    try:
+        job = Job.from_yaml(job_file, run_method=run_method, backend=backend).with_overrides(
+            name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
+        )
+        plan = job.plan(check=True)
+    except SpecError as error:
+        raise _named_option(error, options) from None
     if dry_run:
         click.echo(plan.render_json() if output == "json" else plan.render())
         return 0

@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 
 import click
 
+from .backends.codefiles import size_text
 from .backends.inside import HostUsage, UsageReport
 from .cli_jobs import EXIT_INTERRUPTED, OUTPUT, _backend_option, _resolved, echo_json, note
 from .errors import ExecElsewhere, JobNotRunning
@@ -21,12 +22,7 @@ __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
 
 def _size(count: Optional[int]) -> str:
-    if count is None:
-        return "-"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
+    return "-" if count is None else size_text(count)
 
 
 def _cpu(row: HostUsage) -> str:

@@ -118,13 +118,19 @@ def render_status(status: JobStatus) -> str:
         lines.append(f"waiting:   {status.pending_reason}")
     if status.platform_restarts is not None:
         lines.append(f"restarts:  {status.platform_restarts} by the platform (the whole job)")
+    rows: List[Tuple[str, str, str, str]] = []
     for host in status.hosts:
         running = "" if host.pid is None else f"pid {host.pid}"
         detail = running if host.exit_code is None else f"exit code {host.exit_code}"
         if host.detail:
             detail = f"{detail}; {host.detail}" if detail else host.detail
-        lines.append(f"host {host.index}:    {host.address:<15} {host.state.value:<8} {detail}")
-    return "\n".join(lines)
+        rows.append((f"host {host.index}:", host.address, host.state.value, detail))
+    if rows:  # one column each for the label, the address and the state, whatever their lengths
+        widths = [max(len("exit code:"), *(len(row[0]) for row in rows))]
+        widths += [max(len(row[i]) for row in rows) for i in (1, 2)]
+        for row in rows:
+            lines.append(" ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " " + row[3])
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _duration_of(status: JobStatus, now: float) -> Optional[float]:

@@ -23,7 +23,8 @@ import re
 from collections import deque
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.report.failure_class import CLASSES, RETRYABLE, Classification, classify_exit
+from malaunch.entrypoint.contract.signals import signal_in_any_code
+from malaunch.entrypoint.report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
 
 __all__ = [
     "CLASSES",
@@ -83,4 +84,5 @@ def failure_from_log(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str,
     kind = shim_verdict(tail)
     if kind is None:
         return classify_job_failure(exit_code, tail)
-    return Classification(kind, kind in RETRYABLE, f"the shim's verdict (exit code {exit_code})").to_json()
+    seen = signal_in_any_code(exit_code, None) if kind == SIGNAL else None  # the rank's own code, as a signal
+    return Classification(kind, kind in RETRYABLE, f"the shim's verdict (exit code {exit_code})", seen).to_json()

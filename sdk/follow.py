@@ -15,11 +15,11 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterator, Optional
 
 from .backends.base import JobHandle, UnknownWatch
 from .errors import JobStateUnknown
-from .status import HostState, HostStatus, JobStatus
+from .status import HostState, HostStatus, JobState, JobStatus
 
 __all__ = ["FollowEvent", "describe_end", "follow_job"]
 
@@ -92,6 +92,20 @@ def _pump(handle: JobHandle, out: queue.Queue[object]) -> None:
     out.put(_EOF)
 
 
+#: How long the first output line waits for the job's record to say it runs (the line proves it does).
+_START_RECORD_WAIT = 2.0
+
+
+def _started(handle: JobHandle, clock: Callable[[], float]) -> JobStatus:
+    """The status once it is no longer PENDING: a host's output can come before the record of its start."""
+    deadline = clock() + _START_RECORD_WAIT
+    status = handle.status()
+    while status.state is JobState.PENDING and clock() < deadline:
+        time.sleep(0.05)
+        status = handle.status()
+    return status
+
+
 def follow_job(
     handle: JobHandle,
     *,
@@ -103,9 +117,7 @@ def follow_job(
     lines: queue.Queue[object] = queue.Queue()
     threading.Thread(target=_pump, args=(handle, lines), name=f"logs-{handle.id}", daemon=True).start()
     start = last_output = last_beat = last_poll = clock()
-    hosts: Dict[int, HostStatus] = {}
-    state: Tuple[str, ...] = ()
-    reason = ""
+    seen = _Seen()
     eof = False
     watch = UnknownWatch(clock=clock)
     while True:
@@ -114,6 +126,9 @@ def follow_job(
             item = lines.get(timeout=poll)
         if isinstance(item, str):
             last_output = clock()
+            if not seen.state:  # the first output: the job's and its hosts' start are said before it
+                yield from seen.progress(_started(handle, clock))
+                last_poll = clock()
             yield FollowEvent("log", item)
             if clock() - last_poll < poll:
                 continue
@@ -123,17 +138,7 @@ def follow_job(
             eof = True
         last_poll = clock()
         status = handle.status()
-        if (status.state.value,) != state:
-            state = (status.state.value,)
-            if not status.is_terminal:
-                yield FollowEvent("progress", f"job {status.id} is {status.state.value}", status)
-        if status.pending_reason != reason and not status.is_terminal:
-            reason = status.pending_reason
-            if reason:  # said when it changes, not on every poll
-                yield FollowEvent("progress", f"job {status.id} waits: {reason}", status)
-        for text in _host_changes(hosts, status):
-            yield FollowEvent("progress", text, status)
-        hosts = {h.index: h for h in status.hosts}
+        yield from seen.progress(status)
         if watch.gave_up(status):
             raise JobStateUnknown(status.id, status.message)
         if status.is_terminal and eof:
@@ -143,3 +148,26 @@ def follow_job(
         if now - last_output >= heartbeat and now - last_beat >= heartbeat:
             last_beat = now
             yield FollowEvent("progress", _heartbeat(status, now - start, now - last_output), status)
+
+
+class _Seen:
+    """What following has said so far (the state, the pending reason, the hosts): each change is said once."""
+
+    def __init__(self) -> None:
+        self.state = ""
+        self.reason = ""
+        self.hosts: Dict[int, HostStatus] = {}
+
+    def progress(self, status: JobStatus) -> Iterator[FollowEvent]:
+        """The progress events of ``status`` that were not said yet."""
+        if status.state.value != self.state:
+            self.state = status.state.value
+            if not status.is_terminal:
+                yield FollowEvent("progress", f"job {status.id} is {status.state.value}", status)
+        if status.pending_reason != self.reason and not status.is_terminal:
+            self.reason = status.pending_reason
+            if self.reason:  # said when it changes, not on every poll
+                yield FollowEvent("progress", f"job {status.id} waits: {self.reason}", status)
+        for text in _host_changes(self.hosts, status):
+            yield FollowEvent("progress", text, status)
+        self.hosts = {h.index: h for h in status.hosts}

@@ -26,6 +26,7 @@ from .backends import Backend, JobHandle, get_backend
 from .loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
 from .plan import SubmitPlan
 from .spec import JobSpec
+from .sweep_spec import check_trial_variables
 
 __all__ = ["Job", "attach"]
 
@@ -87,6 +88,7 @@ class Job:
             elif target:
                 data.pop(target)
             data["env"][key] = value
+        check_trial_variables(env or {})
         data["args"] = [*data["args"], *extra_args]
         return Job(spec_from_mapping(data))
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import shlex
 import types
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -35,6 +36,7 @@ from .backends.contract import LAUNCHER_VARIABLES
 from .errors import SpecError, show_value
 from .redact import MASK, is_secret_name
 from .spec import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, ModelArtsOptions, Resources, VolcanoOptions, key_text
+from .sweep_spec import check_trial_variables
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
@@ -343,17 +345,40 @@ def _parse_yaml(text: str) -> object:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "the file"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(where, f"is not valid YAML ({problem})", text[:40], "fix the YAML syntax") from None
+        if mark is None:
+            raise SpecError("the file", f"is not valid YAML ({problem})", None, "fix the YAML syntax") from None
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if start is not None and context and mark.line >= len(text.splitlines()):  # at the end: say where it began
+            problem, mark = f"{problem} {context}", start
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        bad = _bad_line(text, mark.line)
+        raise SpecError(where, f"is not valid YAML ({problem})", bad, "fix the YAML syntax") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise SpecError("(top level)", f"could not be read as YAML ({exc})", text[:40]) from None
+        raise SpecError("(top level)", f"could not be read as YAML ({exc})", None) from None
+
+
+_KEY_VALUE = re.compile(r"(\s*(?:-\s*)?[\"']?([A-Za-z0-9_.-]+)[\"']?\s*:)(.*)")
+
+
+def _bad_line(text: str, index: int) -> Optional[str]:
+    """Line ``index`` (from 0) of ``text`` (the last line past the end), a secret's value masked; None if empty."""
+    lines = text.splitlines()
+    if not lines or index < 0:
+        return None
+    line = lines[min(index, len(lines) - 1)]
+    match = _KEY_VALUE.match(line)
+    if match and match.group(3).strip() and is_secret_name(match.group(2)):
+        return f"{match.group(1)} {MASK}"
+    return line
 
 
 def load_job_text(text: str, base_dir: Optional[str] = None, source: Optional[str] = None) -> JobSpec:
     """Parse job-file YAML ``text``; ``source`` names the file in error messages."""
     try:
-        return spec_from_mapping(_parse_yaml(text), base_dir)
+        spec = spec_from_mapping(_parse_yaml(text), base_dir)
+        check_trial_variables(spec.env)  # a sweep's own; a trial's spec is read back with spec_from_mapping
+        return spec
     except SpecError as error:
         raise error.with_source(source) if source else error from None
 
@@ -361,10 +386,17 @@ def load_job_text(text: str, base_dir: Optional[str] = None, source: Optional[st
 def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            text = handle.read()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
         raise SpecError("job file", f"cannot be read ({reason})", path, "check the path") from None
+    except UnicodeDecodeError as exc:
+        problem = f"is not a text (YAML) file (byte {exc.start} is not UTF-8)"
+        raise SpecError("job file", problem, path, "give the path of the job's YAML file") from None
+    if "\x00" in text:
+        problem = f"is not a text (YAML) file (a NUL byte at offset {text.index(chr(0))})"
+        raise SpecError("job file", problem, path, "give the path of the job's YAML file") from None
+    return text
 
 
 def read_job_data(path: str) -> Tuple[object, str]:

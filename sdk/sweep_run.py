@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .backends import Backend, get_backend
-from .errors import MalaunchError
+from .errors import JobNotFound, MalaunchError
 from .failures import TAIL_LINES
 from .loader import spec_from_mapping
 from .status import JobState, JobStatus
@@ -106,9 +106,16 @@ def _read_metric(backend: Backend, job_id: str, status: JobStatus, regex: str) -
 def _refresh(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any]) -> None:
     try:
         status = backend.status(str(trial["job_id"]))
+    except JobNotFound as error:
+        if trial.get("submitting"):  # its submitter died before the platform created it (we hold the lock)
+            _forget_intent(trial)
+        else:
+            trial["message"] = str(error)
+        return
     except MalaunchError as error:
         trial["message"] = str(error)
         return
+    trial.pop("submitting", None)
     trial.update(
         state=status.state.value,
         exit_code=status.exit_code,
@@ -146,14 +153,30 @@ def _running(record: Mapping[str, Any]) -> List[Dict[str, Any]]:
     ]
 
 
-def _submit(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any], now: float) -> None:
+def _submit(backend: Backend, paths: SweepPaths, record: Dict[str, Any], trial: Dict[str, Any], now: float) -> None:
     spec = spec_from_mapping(trial["spec"])
     plan = backend.plan(spec, job_id=backend.new_job_id(spec, now), now=now)
     plan = backend.label(plan, {SWEEP_ID_LABEL: str(record["id"]), TRIAL_LABEL: str(trial["index"])})
     plan = backend.share_code(plan, upload=not record.get("code_shared"))
     record["code_shared"] = True
-    handle = backend.execute(plan)
+    # The intent first: a driver killed between the platform's create and the next save leaves a trial
+    # that names its job (so 'sweep status' shows it and 'sweep stop' stops it), not an untracked job.
+    trial.update(job_id=plan.job_id, state=JobState.PENDING.value, submitted_at=now, message="", submitting=True)
+    save_record(paths, record)
+    try:
+        handle = backend.execute(plan)
+    except BaseException:
+        _forget_intent(trial)
+        raise
+    trial.pop("submitting", None)
     trial.update(job_id=handle.id, state=JobState.PENDING.value, submitted_at=now, message="")
+
+
+def _forget_intent(trial: Dict[str, Any]) -> None:
+    """A trial whose job was never created is waiting again."""
+    for key in ("submitting", "submitted_at"):
+        trial.pop(key, None)
+    trial.update(job_id=None, state=TRIAL_WAITING, message="")
 
 
 def _skip_waiting(record: Dict[str, Any], reason: str) -> None:
@@ -207,7 +230,7 @@ def step(backend: Backend, paths: SweepPaths, *, clock: Any = time.time) -> Dict
         free = int(record["max_parallel"]) - len(_running(record))
         for trial in waiting[: max(free, 0)]:
             try:
-                _submit(backend, record, trial, clock())
+                _submit(backend, paths, record, trial, clock())
             except MalaunchError as error:
                 if not any(t.get("job_id") for t in record["trials"]):
                     record["stopped"] = f"trial {trial['index']} could not be submitted: {error}"
@@ -223,6 +246,13 @@ def step(backend: Backend, paths: SweepPaths, *, clock: Any = time.time) -> Dict
 def _stop_trial(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any]) -> None:
     try:
         status = backend.stop(str(trial["job_id"]))
+    except JobNotFound as error:
+        if trial.get("submitting"):  # never created: it will not be now
+            trial.pop("submitting", None)
+            trial.update(job_id=None, state=TRIAL_SKIPPED, message=str(record.get("stopped") or "stopped"))
+        else:
+            trial["message"] = f"could not be stopped: {error}"
+        return
     except MalaunchError as error:
         trial["message"] = f"could not be stopped: {error}"
         return
@@ -236,9 +266,18 @@ def _stop_trial(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any])
 
 
 def stop_sweep(backend: Backend, paths: SweepPaths, reason: str = "stopped by the user") -> Dict[str, Any]:
-    """Stop the sweep: no trial starts any more, every running trial is stopped (idempotent)."""
+    """Stop the sweep: no trial starts any more, every running trial is stopped (idempotent). A sweep that has
+    ended (every trial ended or skipped, checked with the backend) is left as it is: nothing is said stopped."""
     with sweep_lock(paths):
         record = read_record(paths)
+        if is_done(record):
+            return record
+        running = _running(record)
+        for trial in running:
+            _refresh(backend, record, trial)
+        if is_done(record):  # it ended since the driver last looked: its states are saved, nothing else
+            save_record(paths, record)
+            return record
         if not record.get("stopped"):
             record["stopped"] = reason
         _skip_waiting(record, str(record["stopped"]))

@@ -44,6 +44,7 @@ __all__ = [
     "Param",
     "SweepSpec",
     "Trial",
+    "check_trial_variables",
     "describe_param",
     "expand",
     "format_value",
@@ -326,12 +327,13 @@ def _fill(text: str, values: Mapping[str, Value], path: str, used: set[str]) -> 
     return _PLACEHOLDER.sub(one, text)
 
 
-def _check_env(spec: JobSpec) -> None:
-    for key in spec.env:
+def check_trial_variables(env: Mapping[str, str]) -> None:
+    """Refuse the variables a sweep sets for each trial (``MALAUNCH_TRIAL_INDEX``, ``MALAUNCH_SWEEP_ID``,
+    ``MALAUNCH_PARAM_*``) in a job's own ``env``: a job file's, or the command line's."""
+    for key in env:
         if key in (TRIAL_INDEX_VARIABLE, SWEEP_ID_VARIABLE) or key.startswith(PARAM_PREFIX):
-            raise SpecError(
-                f"env.{key}", "is set for each trial by the sweep, not by env", spec.env[key], "remove it from env"
-            )
+            problem = "is set for each trial by the sweep, not by env"
+            raise SpecError(f"env.{key}", problem, env[key], "remove it from env")
 
 
 def expand(job: JobSpec, sweep: SweepSpec, sweep_id: str = "") -> List[Trial]:
@@ -341,7 +343,7 @@ def expand(job: JobSpec, sweep: SweepSpec, sweep_id: str = "") -> List[Trial]:
         SpecError: a placeholder naming no parameter, a parameter no placeholder uses, a reserved variable in
             ``env``, or a trial whose spec is invalid (with the trial's values in the message).
     """
-    _check_env(job)
+    check_trial_variables(job.env)
     names = [p.name for p in sweep.params]
     seen_upper: Dict[str, str] = {}
     for name in names:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import subprocess
 import tempfile
-from typing import MutableMapping
+from pathlib import Path
+from typing import Callable, Iterator, List, MutableMapping
 
 import pytest
 from homeguard import changes, snapshot
@@ -55,3 +57,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(f"ERROR: tests touched the real home {REAL_HOME}: {shown}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[Callable[[Path, str], Path]]:
+    """``tmpfs(path, size)`` mounts a tmpfs of ``size`` (``"2m"``) at ``path`` (a disk that fills up) and returns
+    ``path``. Everything mounted is unmounted when the test ends, however it ends (a failed assertion before the
+    test's own clean-up, an error in the fixture chain), so no mount is left for pytest's ``rm_rf`` to trip on."""
+    mounted: List[Path] = []
+
+    def mount(path: Path, size: str) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("a full disk is emulated with a small tmpfs, which needs root; run the tests as root")
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); the disk-full test needs one")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)  # busy (a process still in it): detach
+        assert not os.path.ismount(path), f"{path} is still mounted after the test"

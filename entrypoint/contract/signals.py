@@ -14,11 +14,24 @@ before looking at the code. Standard library only.
 from __future__ import annotations
 
 import signal as _signal
-from typing import Optional
+from typing import Dict, Optional
 
-__all__ = ["signal_in_any_code", "signal_in_shell_code", "signal_name"]
+__all__ = ["signal_hint", "signal_in_any_code", "signal_in_shell_code", "signal_name"]
 
 _MAX_SIGNAL = 64
+
+_HINTS: Dict[int, str] = {
+    _signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
+    _signal.SIGSEGV: "segmentation fault, a crash in native code (a C/C++ extension or a driver)",
+    _signal.SIGABRT: "aborted by native code (a failed assertion or an uncaught C++ exception)",
+    _signal.SIGTERM: "terminated from outside (job stopped or preempted) or by the teardown of the job",
+    _signal.SIGINT: "interrupted (Ctrl-C or SIGINT from outside)",
+    _signal.SIGHUP: "hang-up: its terminal or session went away",
+    _signal.SIGBUS: "bus error, often /dev/shm too small for data-loader workers",
+    _signal.SIGFPE: "arithmetic error in native code",
+    _signal.SIGILL: "illegal instruction: a binary built for another CPU",
+    _signal.SIGPIPE: "broken pipe: it wrote to a pipe or socket nobody reads",
+}
 
 
 def signal_name(number: int) -> str:
@@ -27,6 +40,12 @@ def signal_name(number: int) -> str:
         return _signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def signal_hint(number: int) -> Optional[str]:
+    """What a process killed by signal ``number`` usually went through (9: likely out of memory); None when
+    there is nothing to say beyond the name."""
+    return _HINTS.get(number)
 
 
 def signal_in_shell_code(code: int, signal: Optional[int]) -> Optional[int]:

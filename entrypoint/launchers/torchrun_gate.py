@@ -72,6 +72,8 @@ class AttemptGate(Gate):
         self.ended: Optional[Classification] = None  # the class of the failure that ended the job
         self.error_files: Dict[Tuple[Optional[int], int], str] = {}  # (attempt, rank) -> error file
         self.last_death: Dict[int, float] = {}  # attempt -> monotonic time its last worker died
+        self.failure_seen = False  # without restart_on: a failed worker was seen (only the first may pause)
+        self.peer_paused = False  # without restart_on: torchrun was paused after a death that names a peer
 
     @property
     def active(self) -> bool:
@@ -79,8 +81,19 @@ class AttemptGate(Gate):
         return self.policy is not None
 
     def hold(self, death: WorkerDeath) -> None:
-        """Watch thread: stop the launcher while a failure its attempt has not seen yet is judged."""
-        if self.policy is None or not _judged_kind(death) or self.ended is not None:
+        """Watch thread: stop the launcher while a failure its attempt has not seen yet is judged. Without a
+        ``restart_on``: stop it when the first failure's own output names a peer failure, before torchrun's next
+        monitor tick stops the other workers (the ending resumes it: :class:`..run.ending.Ending`)."""
+        if self.policy is None:
+            if _judged_kind(death) and not self.failure_seen:
+                self.failure_seen = True
+                from ..report.failure_class import peer_failure
+
+                if peer_failure(self.own_output(death)) is not None:
+                    self.peer_paused = True
+                    _signal(self.launchers[death.index], signal.SIGSTOP)
+            return
+        if not _judged_kind(death) or self.ended is not None:
             return
         with self.lock:
             if death.attempt in self.judged:
@@ -127,9 +140,15 @@ class AttemptGate(Gate):
 
     def release(self) -> None:
         """Resume every launcher (before the teardown signals them)."""
-        if self.policy is not None:
+        if self.policy is not None or self.peer_paused:
             for pid in self.launchers.values():
                 _signal(pid, signal.SIGCONT)
+
+    def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
+        """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""
+        from .torchrun_errors import worker_output_tail
+
+        return worker_output_tail(death.error_file)
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
         """What a worker of ``attempt`` wrote itself (see :func:`.torchrun_errors.worker_output_tail`)."""

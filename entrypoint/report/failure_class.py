@@ -14,7 +14,7 @@ class                  retryable  when
                                   or another host's failure ended this host's attempt (3)
 ``host_lost``           yes       another host of the job was lost (its shim vanished or stopped answering the
                                   job's coordinator), or did not come back in time (the shim's exit 75)
-``signal``              yes       killed by a signal the shim did not send (137: SIGKILL, likely OOM)
+``signal``              yes       killed by a signal the shim did not send (named: 137 SIGKILL, 134 SIGABRT...)
 ``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
 ``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
 ``stopped``             no        the shim itself was stopped (SIGTERM/SIGINT/SIGHUP from outside)
@@ -28,7 +28,7 @@ usually with 1. Each pattern is the stable part of a real message; ``docs/recove
 import re
 from typing import Any, Dict, NamedTuple, Optional, Pattern, Sequence, Tuple
 
-from ..contract.signals import signal_in_any_code
+from ..contract.signals import signal_hint, signal_in_any_code, signal_name
 
 __all__ = [
     "CLASSES",
@@ -64,7 +64,7 @@ _DESCRIPTIONS = {
     RENDEZVOUS_TIMEOUT: "rendezvous or network failure (a peer or the master could not be reached in time)",
     HOST_LOST: "a host of the job was lost (its shim vanished or stopped answering): the job restarts with it or "
     "exits 75 for the platform's restart",
-    SIGNAL: "killed by a signal the shim did not send (137/SIGKILL: likely out of memory, or node trouble)",
+    SIGNAL: "killed by a signal the shim did not send",
     LAUNCHER_MISUSE: "the launcher or the shim rejected its input: fix the job, a restart cannot help",
     USER_ERROR: "the script exited with an error of its own: fix the script, a restart cannot help",
     STOPPED: "the job was stopped from outside",
@@ -149,11 +149,16 @@ class Classification(NamedTuple):
     kind: str
     retryable: bool
     reason: str  # the log line that decided it, or the rule that did (shortened)
+    signal: Optional[int] = None  # the signal that was seen (class ``signal``), when known
 
     @property
     def description(self) -> str:
-        """What the class means, in one sentence."""
-        return _DESCRIPTIONS[self.kind]
+        """What the class means, in one sentence; for ``signal``, the signal that was seen and what it hints at."""
+        if self.kind != SIGNAL or self.signal is None:
+            return _DESCRIPTIONS[self.kind]
+        hint = signal_hint(self.signal)
+        seen = f"killed by {signal_name(self.signal)} ({128 + self.signal}), a signal the shim did not send"
+        return f"{seen}: {hint}" if hint else seen
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready form, as the shim's report and ``ma-submit status --output json`` show it."""
@@ -165,8 +170,9 @@ class Classification(NamedTuple):
         }
 
 
-def _make(kind: str, reason: str) -> Classification:
-    return Classification(kind, kind in RETRYABLE, reason if len(reason) <= 200 else reason[:197] + "...")
+def _make(kind: str, reason: str, signal: Optional[int] = None) -> Classification:
+    shortened = reason if len(reason) <= 200 else reason[:197] + "..."
+    return Classification(kind, kind in RETRYABLE, shortened, signal)
 
 
 def _search(patterns: Sequence[Pattern[str]], tail: Sequence[str]) -> Optional[str]:
@@ -213,7 +219,7 @@ def classify_failure(
     if sig is not None:
         if origin == "shim" and sig in (1, 2, 15):  # the shim's own 129/130/143: it was stopped
             return _make(STOPPED, f"the shim exited with {exit_code} after signal {sig}")
-        return _make(SIGNAL, f"killed by signal {sig} (exit code {128 + sig})")
+        return _make(SIGNAL, f"killed by signal {sig} (exit code {128 + sig})", sig)
     found = _search(_MISUSE, lines) if origin != "rank" else None  # a rank's own argparse error is the user's
     if found is not None:
         return _make(LAUNCHER_MISUSE, found)

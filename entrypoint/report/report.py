@@ -4,15 +4,17 @@ The supervisor fills in a ``RunResult`` (the launchers' own failure reports are 
 :func:`describe_exit` explains an exit code (137 -> likely OOM), :func:`format_failure` is the block the shim
 prints after a failure (who failed, where, how, its log path and its last lines: never torchrun's bare
 ``error_file: <N/A>``), :func:`report_json` is the machine-readable report and :func:`write_report` writes it
-atomically without ever crashing the shim.
+atomically without ever crashing the shim. Its room is set aside before the run (:func:`reserve_room`), so a
+run that fills the disk still gets its report, which says from which byte each log file lost output.
 """
 
 
+import contextlib
 import json
-import signal
+import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ..contract.signals import signal_in_shell_code, signal_name
+from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
 
 if TYPE_CHECKING:
     from ..plan.launch_plan import LaunchPlan
@@ -20,16 +22,20 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORT_VERSION",
     "Failure",
+    "REPORT_RESERVE",
     "LauncherAttempt",
+    "LostOutput",
     "RunResult",
     "describe_exit",
     "format_failure",
     "report_json",
+    "reserve_room",
     "signal_name",
     "write_report",
 ]
 
 REPORT_VERSION = 1
+REPORT_RESERVE = 16 << 10  # room kept beside the report file during the run: a report with a long tail fits
 
 
 class Failure(NamedTuple):
@@ -60,6 +66,14 @@ class LauncherAttempt(NamedTuple):
     restarted: bool = False  # the launcher started it again (the one not restarted ended the run)
 
 
+class LostOutput(NamedTuple):
+    """A log file that could not be written to the end: it holds the output up to ``from_byte``."""
+
+    log_file: str
+    from_byte: int
+    reason: str  # the error, e.g. "No space left on device"
+
+
 class RunResult(NamedTuple):
     """How a run ended. ``exit_code`` is what the shim exits with."""
 
@@ -69,20 +83,8 @@ class RunResult(NamedTuple):
     duration: float
     # every attempt the launcher made inside this run, oldest first (the one not restarted is this result)
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
+    lost_output: Tuple[LostOutput, ...] = ()  # log files that failed part-way (a full disk)
 
-
-_SIGNAL_HINTS: Dict[int, str] = {
-    signal.SIGKILL: "likely out of memory (OOM killer) or killed from outside",
-    signal.SIGSEGV: "segmentation fault, a crash in native code (a C/C++ extension or a driver)",
-    signal.SIGABRT: "aborted by native code (a failed assertion or an uncaught C++ exception)",
-    signal.SIGTERM: "terminated from outside (job stopped or preempted) or by the teardown of the job",
-    signal.SIGINT: "interrupted (Ctrl-C or SIGINT from outside)",
-    signal.SIGHUP: "hang-up: its terminal or session went away",
-    signal.SIGBUS: "bus error, often /dev/shm too small for data-loader workers",
-    signal.SIGFPE: "arithmetic error in native code",
-    signal.SIGILL: "illegal instruction: a binary built for another CPU",
-    signal.SIGPIPE: "broken pipe: it wrote to a pipe or socket nobody reads",
-}
 
 _CODE_HINTS = {
     0: "success",
@@ -97,7 +99,7 @@ def describe_exit(code: int, signal: Optional[int]) -> str:
     """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
     sig = signal_in_shell_code(code, signal)
     if sig is not None:
-        hint = _SIGNAL_HINTS.get(sig)
+        hint = signal_hint(sig)
         return f"killed by {signal_name(sig)}: {hint}" if hint else f"killed by {signal_name(sig)}"
     return _CODE_HINTS.get(code, f"exited with code {code}; see the last lines of the log")
 
@@ -136,7 +138,8 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  why       : {failure.why}")
     lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
-        lines.append(f"  last {len(failure.tail)} lines of its output:")
+        count = len(failure.tail)
+        lines.append(f"  last {count} line{'' if count == 1 else 's'} of its output:")
         lines.extend(f"    | {line}" for line in failure.tail)
     else:
         lines.append("  (it wrote no output)")
@@ -188,13 +191,33 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
         "log_dir": plan.log_dir,
         "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
         "processes": [proc.name for proc in plan.processes],
+        "lost_output": [lost._asdict() for lost in result.lost_output],
     }
+
+
+def _reserve_path(path: str) -> str:
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.reserve")
+
+
+def reserve_room(path: str) -> None:
+    """Set aside :data:`REPORT_RESERVE` bytes beside the report file ``path``, whole or not at all, given up when
+    the report is written (:func:`write_report`): a run that fills the disk still gets its report."""
+    reserve = _reserve_path(path)
+    try:
+        with open(reserve, "wb") as handle:
+            handle.write(bytes(REPORT_RESERVE))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(reserve)
 
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
     from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
 
+    with contextlib.suppress(OSError):
+        os.unlink(_reserve_path(path))  # its room is the report's now
     try:
         write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
         return None

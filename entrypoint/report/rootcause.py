@@ -35,9 +35,13 @@ The supervisor records what it learns as :class:`Death` facts, each from one sou
    was held up) or when either has no time (known only from a launcher's summary or an error file). A death
    whose ``evidence`` (set from its log tail or error file: a peer or collective failure,
    :func:`~.failure_class.peer_failure`) says it failed *because of a peer* never outranks an unordered death
-   without such evidence. Deaths seen in order keep that order, and a death without peer evidence (a native
-   crash, ``terminate called after throwing``) is never demoted for its signal: this is no "exit codes before
-   signals" rule. :attr:`RootCause.why` says which rule decided, naming the evidence.
+   without such evidence. Evidence also beats order within a window: a death without such evidence up to
+   :data:`PEER_WINDOW` s *after* a death with it, and before the teardown's stop signal went out
+   (``teardown_at``: until then it died by itself), is not ordered behind it either: the peer's socket
+   closed as it began to exit, and its own process took that long to end. Other deaths seen in order keep that
+   order, and a death without peer evidence (a native crash, ``terminate called after throwing``) is never
+   demoted for its signal: this is no "exit codes before signals" rule. :attr:`RootCause.why` says which rule
+   decided, naming the evidence.
 """
 
 
@@ -65,10 +69,11 @@ _DEATH_FIELDS = ("source", "index", "rank", "pid", "code", "at", "seq", "message
 #: the watch may wake in either order after a stall, and torchrun itself reaps at a 0.1 s interval.
 SAME_LOOK = 0.1
 #: A death whose log says a peer failed comes after that peer's failure, but the peer's process may take longer
-#: to die (Python's exit, a process group torn down): a death without such words up to this many seconds after it
-#: is not ordered behind it. The supervisor holds the teardown's stop signal as long (within the grace period),
-#: so that peer dies by itself and is seen.
-PEER_WINDOW = 1.0
+#: to die (Python's exit with torch's teardown, a process group torn down; seconds on a busy machine): a death
+#: without such words up to this many seconds after it, and before the teardown's stop signal went out, is not
+#: ordered behind it. The supervisor holds the teardown's stop signal as long (within the grace period; a second
+#: failure ends the hold), so that peer dies by itself and is seen.
+PEER_WINDOW = 5.0
 
 
 class Death:
@@ -198,10 +203,11 @@ def _order(fact: Death) -> Tuple[float, int, int]:
     return (fact.at if fact.at is not None else _TIME_UNKNOWN, _SOURCE_RANK[fact.source], fact.seq)
 
 
-def _unordered(first: Death, other: Death) -> bool:
+def _unordered(first: Death, other: Death, teardown_at: Optional[float]) -> bool:
     if first.at is None or other.at is None:
         return True
-    if first.evidence and not other.evidence and 0 <= other.at - first.at <= PEER_WINDOW:
+    by_itself = teardown_at is None or other.at <= teardown_at + SAME_LOOK  # before the stop signal reached it
+    if first.evidence and not other.evidence and 0 <= other.at - first.at <= PEER_WINDOW and by_itself:
         return True  # a death saying a peer failed comes after that failure, not after the peer's process died
     return abs(other.at - first.at) <= SAME_LOOK
 
@@ -210,12 +216,12 @@ def _who(fact: Death) -> str:
     return f"rank {fact.rank}" if fact.rank is not None else f"process {fact.index}"
 
 
-def _pick(candidates: Sequence[Death]) -> Tuple[Death, str]:
+def _pick(candidates: Sequence[Death], teardown_at: Optional[float]) -> Tuple[Death, str]:
     """The earliest candidate, unless it failed after a peer and a candidate it cannot be ordered with did not;
     and why."""
     ordered = sorted(candidates, key=_order)
     first = ordered[0]
-    unordered = [f for f in ordered[1:] if _unordered(first, f)]
+    unordered = [f for f in ordered[1:] if _unordered(first, f, teardown_at)]
     plain = [f for f in unordered if not f.evidence]
     chosen = plain[0] if first.evidence and plain else first
     after_peer = [f for f in [first, *unordered] if f is not chosen and f.evidence]
@@ -244,9 +250,17 @@ def _is_collateral(
 
 
 def find_root_cause(
-    facts: Sequence[Death], collateral_signals: FrozenSet[int], *, stopped: bool = False, launcher_kills: bool = False
+    facts: Sequence[Death],
+    collateral_signals: FrozenSet[int],
+    *,
+    stopped: bool = False,
+    launcher_kills: bool = False,
+    teardown_at: Optional[float] = None,
 ) -> Optional[RootCause]:
     """The root cause among ``facts`` (see the module docstring), or None when nothing failed.
+
+    ``teardown_at``: when the shim's teardown sent its stop signal (monotonic, as the facts' times; None: never,
+    or unknown): a death later than that did not die by itself, and the window of rule 6 ends there.
 
     ``stopped``: the job was stopped from outside (the shim got a signal); then deaths by teardown signals
     alone name no root cause. ``launcher_kills``: SIGKILL is in ``collateral_signals`` because the launcher
@@ -261,6 +275,6 @@ def find_root_cause(
     primary = [f for f in pool if not _is_collateral(f, collateral_signals, launcher_kills, named)]
     if stopped and not primary:
         return None
-    chosen, why = _pick(primary or pool)
+    chosen, why = _pick(primary or pool, teardown_at)
     collateral = tuple(f for f in pool if f is not chosen and f not in primary)
     return RootCause(chosen, collateral, why)

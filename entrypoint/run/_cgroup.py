@@ -17,6 +17,13 @@ right after they started, as before (a rank that forks in that window can leave 
 
 When the cgroup cannot be created (read-only ``/sys/fs/cgroup``, no permission, no cgroup filesystem) nothing
 changes: the shim still finds the job's processes by their token and as its descendants (it is the subreaper).
+
+The cgroup's name records its owner: ``malaunch-<token>-<start>-<pidns>`` (the token starts with the shim's pid;
+``start`` is the shim's start time in clock ticks after boot, ``pidns`` the inode of its pid namespace). A shim
+SIGKILLed before its watchdog runs leaves its cgroup behind; :func:`sweep_strays` (run by every shim when its run
+ends, and by a watchdog that ended a job) removes every empty ``malaunch-*`` cgroup beside its own whose owner is
+proven gone: same pid namespace, and no process with that pid and start time. It never signals anything and
+never touches a cgroup whose name does not prove its owner (made by an older shim, or in another pid namespace).
 """
 
 from __future__ import annotations
@@ -30,7 +37,16 @@ from typing import Callable, List, Optional
 
 from . import proctree
 
-__all__ = ["CgroupEntry", "JobCgroup", "kill_members", "members", "remove"]
+__all__ = [
+    "CgroupEntry",
+    "JobCgroup",
+    "cgroup_name",
+    "kill_members",
+    "members",
+    "remove",
+    "stray_owner",
+    "sweep_strays",
+]
 
 _ROOT = "/sys/fs/cgroup"
 _V1_CONTROLLERS = ("pids", "freezer")
@@ -57,6 +73,61 @@ def _own_cgroup_dirs() -> List[str]:
             if name in controllers.split(","):
                 found.append(os.path.join(_ROOT, name, path))
     return found
+
+
+def _pid_namespace() -> Optional[int]:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def cgroup_name(token: str) -> str:
+    """The name of a job cgroup this process owns: ``malaunch-<token>-<start>-<pidns>`` (the module docstring);
+    plain ``malaunch-<token>`` when this process's start time or pid namespace cannot be read (never swept)."""
+    me, namespace = proctree.read_info(os.getpid()), _pid_namespace()
+    if me is None or namespace is None:
+        return f"malaunch-{token}"
+    return f"malaunch-{token}-{me.start}-{namespace}"
+
+
+def stray_owner(name: str) -> Optional[proctree.ProcKey]:
+    """The owner recorded in the job cgroup name ``name`` when it is proven gone (see :func:`sweep_strays`);
+    None when it may be alive or the name does not prove who owns it."""
+    parts = name.split("-")
+    if len(parts) != 5 or parts[0] != "malaunch" or not all(parts[i].isdigit() for i in (1, 3, 4)):
+        return None
+    owner = proctree.ProcKey(int(parts[1]), int(parts[3]))
+    if int(parts[4]) != _pid_namespace():
+        return None  # its pid means another process here
+    info = proctree.read_info(owner.pid)
+    if info is not None and info.start == owner.start and not info.zombie:
+        return None  # alive
+    return owner
+
+
+def sweep_strays() -> List[str]:
+    """Remove the empty job cgroups beside this process's own whose owner is proven gone (:func:`stray_owner`);
+    returns the paths removed. Only ``rmdir``: a cgroup with a member stays."""
+    removed = []
+    for parent in _own_cgroup_dirs():
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            if name.startswith("malaunch-") and stray_owner(name) is not None and _rmdir(path):
+                removed.append(path)
+    return removed
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+        return True
+    except OSError:  # busy (a member, or one still exiting), or gone already: not this sweep's to count
+        return False
 
 
 def members(path: str) -> List[int]:
@@ -217,10 +288,11 @@ class CgroupEntry:
         return self._inside
 
     def abandon(self) -> None:
-        """No run took the cgroup (an error before the start): leave it and remove it."""
-        if self._taken:
-            return
+        """The shim is done with the cgroup: where no run took it, or the run that took it failed before its
+        start (its log folder or files could not be made), this process is still inside: it leaves and removes
+        the cgroup. A run that started removed it already (then this only finds it gone)."""
         self._taken = True
-        if self.wait():
+        self.wait()
+        if _in_cgroup(os.getpid(), "/" + os.path.basename(self.cgroup.path)):
             self.cgroup.leave()
         self.cgroup.remove()

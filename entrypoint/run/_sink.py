@@ -15,12 +15,6 @@ Bytes = Union[bytes, memoryview]
 Warn = Callable[[str], None]
 
 
-def _write_all(fd: int, data: Bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 class Sink:
     """One log destination (a file it opens, owns and closes; or none when the launcher writes the file) plus
     the tail kept in memory."""
@@ -49,6 +43,9 @@ class Sink:
                 self._owned = os.open(path, os.O_WRONLY | flags, 0o644)
             self._fd = self._owned
         self._warn = warn
+        self._written = 0  # bytes in the file
+        self.lost_at: Optional[int] = None  # the file failed: the byte of output from which it holds nothing
+        self.lost_reason = ""
         self._ring = bytearray()
         self._ring_bytes = ring_bytes
         self._cut = False
@@ -63,8 +60,12 @@ class Sink:
         """:meth:`write` with the lock held."""
         self._keep(data)
         if self._fd is not None:
+            view = memoryview(data)
             try:
-                _write_all(self._fd, data)
+                while view:
+                    written = os.write(self._fd, view)
+                    self._written += written
+                    view = view[written:]
             except OSError as error:
                 self._fail(error)
 
@@ -79,12 +80,19 @@ class Sink:
             del self._ring[: len(self._ring) - self._ring_bytes]
             self._cut = True
 
+    def _size(self) -> int:
+        """The bytes of output the file holds (lock held)."""
+        return self._written
+
     def _fail(self, error: OSError) -> None:
-        """The file cannot be written: say so once and stop writing it (lock held; close() still releases it)."""
+        """The file cannot be written: say once from which byte its output is lost, and stop writing it (lock
+        held; close() still releases it). What the file took stays in it."""
         self._fd = None
+        self.lost_at = self._size()
+        self.lost_reason = error.strerror or str(error)
         self._warn(
-            f"cannot write log file {self.path}: {error.strerror}; "
-            "this output continues on the console only (free space or fix the log directory)"
+            f"cannot write log file {self.path}: {self.lost_reason}; it holds the output up to byte {self.lost_at}, "
+            "the rest continues on the console only (free space or fix the log directory)"
         )
 
     def close(self) -> None:

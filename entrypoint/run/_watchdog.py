@@ -13,7 +13,8 @@ its environment and with a command line of its own (``pkill -f ma-entrypoint`` d
 
 End of file without ``done`` means the shim is gone: every announced group, every announced process that is
 still the same process (pid and start time), and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get
-SIGTERM, then SIGKILL after ``GRACE`` seconds.
+SIGTERM, then SIGKILL after ``GRACE`` seconds. Then the cgroups are removed, and with them every empty job cgroup
+whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died before its watchdog ran left it).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def _end_the_job(
     import signal
 
     from . import proctree
-    from ._cgroup import kill_members, members, remove
+    from ._cgroup import kill_members, members, remove, sweep_strays
 
     with contextlib.suppress(OSError):
         os.close(read_fd)
@@ -134,6 +135,7 @@ def _end_the_job(
     for path in cgroups:
         kill_members(path)
         remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
+    sweep_strays()  # the shim is dead now: a cgroup of its that is still here (or another dead shim's) goes
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ The first failure starts the ending: the stop signal (SIGTERM, or the signal the
 process of the job except the launchers; ``grace`` seconds later everything left gets SIGKILL. An ending that
 starts with a failure whose log says a peer failed holds the stop up to :data:`..report.rootcause.PEER_WINDOW`
 (never beyond the grace; a second failure or a signal ends the hold), so the peer that really failed dies by
-itself. A launcher (torchrun, msrun) gets SIGKILL (by pid) right as the stop goes out when its workers' exit
-statuses are all known (``statuses_known``); otherwise it is left to say what it knows and killed once it has
-(``summary_written``), or :data:`LAUNCHER_SETTLE` s after its last worker is gone. A killed launcher's exit is no
-fact (:attr:`Ending.ended_launchers`).
+itself; a launcher that would stop its other workers itself on seeing a death (torchrun) is paused (SIGSTOP) as
+long, unless its gate judges its restarts (``restart_on``). msrun is not paused: its SIGKILL of the peers after
+its line is collateral anyway. A launcher (torchrun, msrun) gets SIGKILL (by pid) right as the stop goes out
+when its workers' exit statuses are all known (``statuses_known``); otherwise it is left to say what it knows
+and killed once it has (``summary_written``), or :data:`LAUNCHER_SETTLE` s after its last worker is gone. A
+killed launcher's exit is no fact (:attr:`Ending.ended_launchers`).
 """
 
 
@@ -43,29 +45,51 @@ class Ending:
         self.tree, self.group, self.grace, self.launchers = tree, group, grace, launchers
         self.statuses_known, self.summary_written = statuses_known, summary_written
         self.at: Optional[float] = None  # when it started
+        self.stopped_at: Optional[float] = None  # when the stop signal first went out (after any hold)
         self.stop_sig = signal.SIGTERM
         self.killed_at: Optional[float] = None
         self.hold_until: Optional[float] = None  # the stop held after a failure that names a peer's
+        self.paused = False  # the launchers are (or may be, by their gate) stopped during the hold
+        self.resume = False  # the hold is over: a launcher its gate paused on a later death is resumed each look
         self.settle_at: Optional[float] = None
         self.ended_launchers: Set[int] = set()  # indices of the launchers the shim killed during the ending
         self.signalled: Set[proctree.ProcKey] = set()
 
-    def begin(self, hold: bool = False) -> None:
+    def begin(self, hold: bool = False, pause_launchers: bool = False) -> None:
         """The job ends: stop every process now, or with ``hold`` (the failure says a peer failed) up to
-        :data:`PEER_WINDOW` s later; a second call during the hold stops everything now."""
+        :data:`PEER_WINDOW` s later, the launchers paused meanwhile with ``pause_launchers`` (so that they do not
+        stop the other workers themselves); a second call during the hold stops everything now."""
         if self.at is None:
             self.at = time.monotonic()
             if hold:
                 self.hold_until = self.at + min(PEER_WINDOW, self.grace)
+                if pause_launchers and self.launchers:  # (the gate may have paused them already, as it saw it)
+                    self.paused = True
+                    self._signal_launchers(signal.SIGSTOP)
                 return
             self.stop_all()
         elif self.hold_until is not None:
             self.stop_all()
 
+    def _signal_launchers(self, sig: int) -> None:
+        """``sig`` to each launcher still provably our unreaped child."""
+        for index, proc in enumerate(self.group.procs):
+            if index in self.group.returncodes:
+                continue
+            info = proctree.read_info(proc.pid)
+            if info is not None and info.ppid == os.getpid() and not info.zombie and proc.returncode is None:
+                proctree.signal_proven(proctree.ProcKey(proc.pid, info.start), sig)
+
     def stop_all(self) -> None:
         """The stop signal to every process not signalled yet; the launchers go at once when their workers'
         statuses are known (its teardown, tens of ms to die, overlaps the workers')."""
         self.hold_until = None
+        if self.paused:
+            self.paused = False
+            self._signal_launchers(signal.SIGCONT)
+        self.resume = True
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
         self.stop_workers(self.stop_sig)
         if self.statuses_known():
             self.end_launchers()
@@ -93,6 +117,8 @@ class Ending:
             if now < self.hold_until and self.killed_at is None:
                 return
             self.stop_all()
+        elif self.resume and self.launchers and not self.ended_launchers:
+            self._signal_launchers(signal.SIGCONT)  # harmless to a running one
         if self.killed_at is None and now >= self.at + self.grace:
             self.killed_at = now
         left = self.tree.find(launchers=not self.launchers)

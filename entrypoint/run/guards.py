@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
-from ._cgroup import CgroupEntry, JobCgroup
+from ._cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
 from ._reaper import JobTree, Watchdog, new_token, start_watchdog
 
 __all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
@@ -29,7 +29,7 @@ _REMOVE_PATIENCE = 2.0
 
 def enter_cgroup_early() -> Optional[CgroupEntry]:
     """Make a job cgroup now and start moving the shim into it (the run that starts the ranks takes it)."""
-    return CgroupEntry.begin(f"malaunch-{new_token()}")
+    return CgroupEntry.begin(cgroup_name(new_token()))
 
 
 class JobGuards:
@@ -59,7 +59,7 @@ class JobGuards:
             self.cgroup = self._entry.cgroup
             self._inside = self._entry.wait()
         else:
-            self.cgroup = JobCgroup.create(f"malaunch-{self.tree.token}")
+            self.cgroup = JobCgroup.create(cgroup_name(self.tree.token))
         if self.cgroup is not None:
             self.tree.cgroup = self.cgroup.path
 
@@ -119,6 +119,7 @@ class JobGuards:
         restored. ``reap`` reaps the shim's zombie children that nobody else waits for."""
         self._leave()
         self._remove_cgroup(reap)
+        sweep_strays()  # what shims that died before their watchdog ran left behind
         self.watchdog.finish()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

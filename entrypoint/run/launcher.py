@@ -69,6 +69,10 @@ class Gate:
     def release(self) -> None:
         """Before the final teardown: let every held launcher go."""
 
+    def own_output(self, death: "WorkerDeath") -> Tuple[str, ...]:
+        """The last lines the dead worker wrote itself, complete at its death (empty: not known here)."""
+        return ()
+
     def history(
         self,
         facts: "Sequence[Death]",

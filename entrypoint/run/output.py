@@ -30,6 +30,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
+from ..report.report import LostOutput, reserve_room
 from ._console import CONSOLE_DRAIN, Console
 from ._pump import FileFollower, LineStream, Sink, follow, pump
 from ._readback import MirrorFeed
@@ -220,6 +221,14 @@ class Output:
             )
         self.err.close(_CONSOLE_PATIENCE, cut("stderr"))
 
+    def lost_output(self) -> Tuple[LostOutput, ...]:
+        """The log files that failed part-way, with the byte from which each holds nothing."""
+        return tuple(
+            LostOutput(sink.path, sink.lost_at, sink.lost_reason)
+            for sink in [*self.sinks, *self.rank_sinks.values()]
+            if sink.lost_at is not None
+        )
+
     def log_of(self, index: int, rank: Optional[int]) -> Sink:
         """The sink with the best log of a rank (its own), else of process ``index``."""
         sink = self.rank_sinks.get(rank) if rank is not None else None
@@ -256,6 +265,7 @@ def prepare_folders(plan: LaunchPlan) -> None:
         raise LaunchError(f"cannot create log directory {plan.log_dir!r}: {error.strerror}; {LOG_HINT}") from None
     if not os.access(plan.log_dir, os.W_OK | os.X_OK):
         raise LaunchError(f"log directory {plan.log_dir!r} is not writable; {LOG_HINT}")
+    reserve_room(plan.report_file)  # before the logs take the disk: the report must fit at the end
     for path, text in sorted(plan.files.items()):
         write_plan_file(path, text)
     for spec in plan.processes:

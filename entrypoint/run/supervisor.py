@@ -38,7 +38,7 @@ import queue
 import signal
 import sys
 import time
-from typing import BinaryIO, Mapping, Optional, Set
+from typing import BinaryIO, Mapping, Optional, Sequence, Set, Tuple
 
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
@@ -68,8 +68,7 @@ class Supervisor:
     """One run of a plan: start / poll / close, method-agnostic (the launcher's hooks say what differs)."""
 
     def __init__(self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO,
-                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None,
-                 link: Optional[AttemptLink] = None) -> None:  # fmt: skip
+                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None, link: Optional[AttemptLink] = None) -> None:
         self.plan, self.launcher = plan, launcher
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.output = Output(plan, out, err, launcher)
@@ -118,15 +117,11 @@ class Supervisor:
     # -- events ---------------------------------------------------------------------------------------------------
     def absorb(self, event: Event) -> None:
         """Record the fact an event carries; a failure (or a signal) starts the ending."""
-        if isinstance(event, ShimSignal):
-            self._signalled(event.signum)
-            return
-        if isinstance(event, HostsEnd):
-            if self.shim_signal is None and self.hosts_end is None and self.ending.at is None:
-                self.hosts_end = event.line
-                self.begin_ending()
+        if isinstance(event, (ShimSignal, HostsEnd)):
+            self._signalled(event)
             return
         failed, fact = False, None
+        own: Tuple[str, ...] = ()
         if isinstance(event, ProcExit):
             self.group.returncodes[event.index] = event.code
             if event.index in self.ending.ended_launchers:
@@ -145,14 +140,21 @@ class Supervisor:
                 failed = event.code is not None and event.code != 0
             else:  # the launcher restarts failed workers itself unless its gate says no
                 failed = self.workers.gate.judge(event) is not None
+            own = self.workers.gate.own_output(event) if failed and self.ending.at is None else ()
         elif isinstance(event, LauncherLine):
             self.facts.record(source="summary", index=event.index, rank=self.workers.rank_of(event.pid),
                               pid=event.pid, code=event.code, at=event.at)  # fmt: skip
             failed = True
         if failed:
-            self.begin_ending(fact if fact is not None and fact.rank is not None else None)
+            self.begin_ending(fact if fact is not None and fact.rank is not None else None, own)
 
-    def _signalled(self, signum: int) -> None:
+    def _signalled(self, event: ShimSignal | HostsEnd) -> None:
+        if isinstance(event, HostsEnd):  # the coordinator ends this run: another host failed or was lost
+            if self.shim_signal is None and self.hosts_end is None and self.ending.at is None:
+                self.hosts_end = event.line
+                self.begin_ending()
+            return
+        signum = event.signum
         if self.shim_signal is None:
             self.shim_signal = signum
             if signum in (signal.SIGTERM, signal.SIGINT):
@@ -161,15 +163,17 @@ class Supervisor:
         else:
             self.ending.kill_now()  # a second signal: no more grace
 
-    def begin_ending(self, failure: Optional[Death] = None) -> None:
-        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log says a peer failed holds the stop."""
+    def begin_ending(self, failure: Optional[Death] = None, own: Sequence[str] = ()) -> None:
+        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log (or ``own``) names a peer's holds it."""
         first = self.ending.at is None
         if first:
             self.output.quiet()
             self.relauncher.pending.clear()
             if self.link is not None and self.hosts_end is None and self.shim_signal is None:
                 self.link.failing()
-        self.ending.begin(hold=first and failure is not None and self.facts.says_peer_failed(failure))
+        hold = first and failure is not None and self.facts.says_peer_failed(failure, own)
+        # torchrun without a gate of its own is paused while the stop is held
+        self.ending.begin(hold=hold, pause_launchers=self.plan.restart_on is None and not self.launcher.kills_peers)
 
     # -- poll -------------------------------------------------------------------------------------------------------
     def poll(self) -> bool:
@@ -230,14 +234,12 @@ class Supervisor:
 
     def result(self, started: float) -> RunResult:
         """The run's result, once every process has ended and every event was absorbed."""
-        while True:
-            try:
-                self.absorb(self.events.get_nowait())
-            except queue.Empty:
-                break
+        while not self.events.empty():  # one consumer: this thread
+            self.absorb(self.events.get_nowait())
         self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
         stopped = self.shim_signal is not None or self.hosts_end is not None
-        failure = self.facts.root_cause(self.ending.killed_at is not None, stopped, self.workers.pid_ranks())
+        killed = self.ending.killed_at is not None
+        failure = self.facts.root_cause(killed, stopped, self.workers.pid_ranks(), self.ending.stopped_at)
         return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
                                  self.relauncher.relaunched)  # fmt: skip
 

@@ -74,11 +74,13 @@ class RunFacts:
             return False
         return all(fact.code is not None for fact in self.facts if fact.source == "watch")
 
-    def says_peer_failed(self, death: Death) -> bool:
-        """The log tail of ``death``'s rank names a peer's (or a collective's) failure."""
+    def says_peer_failed(self, death: Death, own: Sequence[str] = ()) -> bool:
+        """The log tail of ``death``'s rank (or ``own``: what the worker wrote itself) names a peer's (or a
+        collective's) failure."""
         from ..report.failure_class import peer_failure  # loaded by load_patterns() once the ranks started
 
-        return peer_failure(self.output.log_of(death.index, death.rank).tail()) is not None
+        lines = [*self.output.log_of(death.index, death.rank).tail(), *own]
+        return peer_failure(lines) is not None
 
     def failure_of(self, death: Death) -> Failure:
         """The :class:`Failure` a fact names: who, where, how, its log and its last lines."""
@@ -115,9 +117,14 @@ class RunFacts:
         return [f.replace(evidence=found.get(f.rank)) if f.rank is not None else f for f in facts]
 
     def root_cause(
-        self, escalated: bool, stopped: bool, pid_ranks: Optional[Dict[int, int]]
+        self,
+        escalated: bool,
+        stopped: bool,
+        pid_ranks: Optional[Dict[int, int]],
+        teardown_at: Optional[float] = None,
     ) -> Optional[Failure]:
-        """The root cause the facts of the latest attempt name (None: nothing failed, or only collaterally)."""
+        """The root cause the facts of the latest attempt name (None: nothing failed, or only collaterally);
+        ``teardown_at``: when the stop signal went out (see :func:`~..report.rootcause.find_root_cause`)."""
         kills = self.launcher.kills_peers
         collateral = teardown_signals(kills, escalated)
         attempts = sorted({fact.attempt for fact in self.facts if fact.attempt is not None})
@@ -127,7 +134,7 @@ class RunFacts:
         if pid_ranks is not None:  # msrun names a worker by pid: the watch may have missed a short-lived one
             facts = name_ranks(facts, pid_ranks, sorted(self.plan.rank_logs))
         cause = find_root_cause(self._with_evidence(facts), collateral, stopped=stopped,
-                                launcher_kills=kills and not escalated)  # fmt: skip
+                                launcher_kills=kills and not escalated, teardown_at=teardown_at)  # fmt: skip
         return self.failure_of(cause.death)._replace(why=cause.why) if cause is not None else None
 
     def result(
@@ -149,7 +156,8 @@ class RunFacts:
         else:
             code = 0
         history = gate.history(self.facts, failure, started, self.failure_of) or _relaunch_history(relaunched, failure)
-        return RunResult(code, failure, shim_signal, time.monotonic() - started, history)
+        lost = self.output.lost_output()
+        return RunResult(code, failure, shim_signal, time.monotonic() - started, history, lost)
 
 
 def peer_ended_failure(host: str, log_file: str, line: str) -> Failure:

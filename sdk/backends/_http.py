@@ -12,7 +12,9 @@
   ``RetryPolicy.connect_budget`` seconds (about 10): a wrong or dead endpoint fails fast, a slow answer
   (read timeout, ``RetryPolicy.read_timeout``) is waited for;
 - when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says in one whole sentence what was
-  asked, why it failed, how many attempts over how long, and what to do.
+  asked, why it failed in words and where (``the connection was refused`` at ``host:port``, never a cut-off
+  exception repr), how many attempts over the time really spent (waits slept, not waits planned), and what
+  to do.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
@@ -23,11 +25,13 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple, TypeVar, Union
 
 import requests
 import tenacity
+import urllib3
 
 from ..errors import BackendError
 
@@ -36,6 +40,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableStatus",
     "Transient",
+    "address_of",
     "call_with_retry",
     "connection_reason",
     "retry_after_seconds",
@@ -71,13 +76,15 @@ class Transient(Exception):
     """A failure worth retrying, from a client that does not return ``requests`` responses.
 
     ``problem`` says what happened (shown when the attempts run out); ``retry_after`` is the answer's
-    ``Retry-After`` header, if any.
+    ``Retry-After`` header, if any; ``unreachable``: the endpoint could not be reached at all (refused,
+    unresolvable, no connection), so the connect budget applies as for ``requests``' connection errors.
     """
 
-    def __init__(self, problem: str, retry_after: Optional[str] = None) -> None:
+    def __init__(self, problem: str, retry_after: Optional[str] = None, unreachable: bool = False) -> None:
         super().__init__(problem)
         self.problem = problem
         self.retry_after = retry_after
+        self.unreachable = unreachable
 
 
 class RetryableStatus(Exception):
@@ -121,11 +128,15 @@ _REASONS = (
 
 
 def connection_reason(error: BaseException, connect_timeout: Optional[float] = None) -> str:
-    """Why a request could not be sent or answered, as a short whole phrase (never a cut-off message)."""
-    if isinstance(error, requests.exceptions.ConnectTimeout):
+    """Why a request could not be sent or answered, as a short whole phrase (never a cut-off message); also for
+    the ``urllib3`` errors under other clients."""
+    connect_timeout_error = isinstance(error, urllib3.exceptions.ConnectTimeoutError) and not isinstance(
+        error, urllib3.exceptions.NewConnectionError  # a subclass of it, for a refused or unresolvable host too
+    )
+    if isinstance(error, requests.exceptions.ConnectTimeout) or connect_timeout_error:
         within = f" within {connect_timeout:g}s" if connect_timeout is not None else ""
         return f"no answer to connect{within} (the host is down or a firewall drops the traffic)"
-    if isinstance(error, requests.exceptions.ReadTimeout):
+    if isinstance(error, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
         return "the server accepted the connection but did not answer in time"
     text = str(error).lower()
     for fragment, reason in _REASONS:
@@ -146,7 +157,29 @@ def _problem(error: BaseException, policy: RetryPolicy) -> str:
 
 
 def _unreachable(error: Optional[BaseException]) -> bool:
+    if isinstance(error, Transient):
+        return error.unreachable
     return isinstance(error, requests.ConnectionError) and not isinstance(error, requests.exceptions.ReadTimeout)
+
+
+def _address(error: BaseException) -> str:
+    """`` at host:port`` of the request that failed, when the error names it."""
+    url = getattr(getattr(error, "request", None), "url", None)
+    if not isinstance(url, str):
+        return ""
+    return address_of(url)
+
+
+def address_of(url: str) -> str:
+    """`` at host:port`` of ``url`` (the scheme's port when none is written); empty when it names no host."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return ""
+    if not host:
+        return ""
+    return f" at [{host}]:{port}" if ":" in host else f" at {host}:{port}"
 
 
 def call_with_retry(
@@ -167,7 +200,7 @@ def call_with_retry(
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
     """
 
-    slept = 0.0
+    slept = 0.0  # the waits really taken (a last wait planned but not taken is not time spent)
     planned: Dict[int, float] = {}
 
     def next_wait(state: tenacity.RetryCallState) -> float:
@@ -187,11 +220,10 @@ def call_with_retry(
             planned[state.attempt_number] = step
         return planned[state.attempt_number]
 
-    def wait(state: tenacity.RetryCallState) -> float:
+    def nap(seconds: float) -> None:
         nonlocal slept
-        step = next_wait(state)
-        slept += step
-        return step
+        sleep(seconds)
+        slept += seconds
 
     def spent() -> float:
         return max(clock() - start, slept)  # a sleep that is not real (tests) still counts
@@ -218,9 +250,9 @@ def call_with_retry(
     start = clock()
     retrying = tenacity.Retrying(
         stop=stop,
-        wait=wait,
+        wait=next_wait,
         retry=tenacity.retry_if_exception_type(_RETRIED),
-        sleep=sleep,
+        sleep=nap,
         reraise=False,
     )
     try:
@@ -228,10 +260,15 @@ def call_with_retry(
     except tenacity.RetryError as exc:
         last = exc.last_attempt.exception()
         tries = f"{attempt} attempt{'s' if attempt != 1 else ''} over {spent():.1f}s"
+        if isinstance(last, Transient) and last.unreachable:
+            raise BackendError(
+                f"{what} failed: {last.problem} ({tries}); check the endpoint setting and your network, then try again"
+            ) from None
         if _unreachable(last):
             assert last is not None
+            reason = connection_reason(last, policy.connect_timeout)
             raise BackendError(
-                f"{what} failed: cannot reach the endpoint, {connection_reason(last, policy.connect_timeout)} "
+                f"{what} failed: cannot reach the endpoint{_address(last)}, {reason} "
                 f"({tries}); check the endpoint setting and your network, then try again"
             ) from None
         problem = _problem(last, policy) if last is not None else "no answer"

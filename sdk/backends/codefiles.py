@@ -16,7 +16,9 @@ from typing import List, Sequence, Tuple
 from ..errors import BackendError
 from .ignorefile import IgnoreRules
 
-__all__ = ["DEFAULT_EXCLUDES", "IGNORE_FILE", "CodeFile", "exclude_patterns", "file_sha256", "select_code_files"]
+__all__ = [
+    "DEFAULT_EXCLUDES", "IGNORE_FILE", "CodeFile", "exclude_patterns", "file_sha256", "select_code_files", "size_text",
+]  # fmt: skip
 
 DEFAULT_EXCLUDES: Tuple[str, ...] = (
     ".git/", "__pycache__/", "*.pyc", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/",
@@ -89,3 +91,11 @@ def select_code_files(root: str, *, hashes: bool = True, patterns: Sequence[str]
                 raise BackendError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
             found.append(CodeFile(rel, path, size, digest))
     return sorted(found, key=lambda item: item.relpath)
+
+
+def size_text(count: int) -> str:
+    """A byte count for people: ``512 B``, ``3.4 KiB``, ``1.2 MiB``, ``2.0 GiB`` (never ``0.0 MiB``)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"

@@ -5,9 +5,10 @@ The index is one JSON file, ``$MALAUNCH_HOME/job-index.json`` (default ``~/.mala
 (temporary file + rename) and read defensively: a missing or damaged file is an empty index, never an
 error. It keeps the newest :data:`MAX_ENTRIES` jobs.
 
-:meth:`JobIndex.record` reads, changes and writes the file while it holds an exclusive ``fcntl`` lock on
-``job-index.json.lock`` beside it, so submits running at the same time (``ma-submit --detach`` in a loop) each
-add their job and none is lost. Readers take no lock: the rename makes every read see a whole file.
+:meth:`JobIndex.record` (and :meth:`JobIndex.forget`, for a deleted job) reads, changes and writes the file
+while it holds an exclusive ``fcntl`` lock on ``job-index.json.lock`` beside it, so submits running at the same
+time (``ma-submit --detach`` in a loop) each add their job and none is lost. Readers take no lock: the rename
+makes every read see a whole file.
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ class JobIndex:
             if len(jobs) > MAX_ENTRIES:
                 jobs = dict(list(jobs.items())[-MAX_ENTRIES:])
             self._write(jobs)
+
+    def forget(self, job_id: str) -> None:
+        """Remove ``job_id`` (a deleted job) under the lock; an id the index does not hold changes nothing."""
+        with self._locked():
+            jobs = self.entries()
+            if jobs.pop(job_id, None) is not None:
+                self._write(jobs)
 
     def _write(self, jobs: Dict[str, Dict[str, Any]]) -> None:
         text = json.dumps({"version": 1, "jobs": jobs}, indent=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -10,12 +11,30 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from malaunch.entrypoint.run import proctree
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MARK = "MALAUNCH_TEST_MARK"
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_the_test() -> Callable[[], None]:
+    """A ``preexec_fn`` that gives the child ``PR_SET_PDEATHSIG`` = SIGKILL: should this test process die (pytest
+    killed mid-test), the kernel kills the child, stopped (SIGSTOP) or not, and a shim's watchdog then ends its
+    job. The child exits at once if the test process is already gone. Use it only from the main thread (the
+    signal comes when the thread that started the child ends)."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return preexec
 
 
 def marked_env(extra: Mapping[str, str]) -> Dict[str, str]:
@@ -63,6 +82,7 @@ def shim(
         text=True,
         timeout=timeout,
         stdin=stdin,
+        preexec_fn=die_with_the_test(),
     )
 
 
@@ -76,6 +96,7 @@ def start_shim(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subpro
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=die_with_the_test(),
     )
 
 
@@ -146,7 +167,9 @@ class CpuHog:
     def __enter__(self) -> CpuHog:
         argv = [sys.executable, "-c", "while True: pass"]
         for _ in range(self.count):
-            self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_the_test())
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -158,10 +181,11 @@ class CpuHog:
 CGROUP_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
 
 
-def job_cgroups() -> Set[Path]:
-    """Every job cgroup (``malaunch-*``, at most one level below a mount) on this host now."""
+def job_cgroups(owner: int) -> Set[Path]:
+    """The job cgroups (``malaunch-<token>...``, at most one level below a mount) that the shim with pid ``owner``
+    made (its token starts with its pid) and that exist now. Only a test's own: other jobs may run on the host."""
     found: Set[Path] = set()
     for mount in CGROUP_MOUNTS:
-        found.update(Path(mount).glob("malaunch-*"))
-        found.update(Path(mount).glob("*/malaunch-*"))
+        found.update(Path(mount).glob(f"malaunch-{owner}-*"))
+        found.update(Path(mount).glob(f"*/malaunch-{owner}-*"))
     return found

@@ -17,7 +17,7 @@ from typing import List, Optional
 
 import pytest
 from malaunch.entrypoint.main import main
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run import _cgroup, proctree
 from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")
@@ -39,7 +39,7 @@ def _dirs_of(relative: str) -> List[Path]:
 
 def _leftovers(pid: int) -> List[Path]:
     """Job cgroups named after the process ``pid`` (the shim's token starts with its pid) that still exist."""
-    return sorted(path for path in job_cgroups() if path.name.startswith(f"malaunch-{pid}-"))
+    return sorted(job_cgroups(pid))
 
 
 @pytest.mark.process
@@ -85,3 +85,120 @@ def test_a_start_that_fails_after_the_cgroup_was_made_leaves_no_cgroup_and_this_
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert not _leftovers(os.getpid())
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has just exited and been reaped (no process has it now)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_cgroup_name_proves_its_owner_gone_only_when_it_is() -> None:
+    me = proctree.read_info(os.getpid())
+    assert me is not None
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    assert _cgroup.cgroup_name(f"{os.getpid()}-ab12") == f"malaunch-{os.getpid()}-ab12-{me.start}-{namespace}"
+    assert _cgroup.stray_owner(_cgroup.cgroup_name(f"{os.getpid()}-ab12")) is None  # this live process
+    dead = _dead_pid()
+    assert _cgroup.stray_owner(f"malaunch-{dead}-ab12-{me.start}-{namespace}") == (dead, me.start)
+    # the same pid with another start time is another process: the owner is gone
+    assert _cgroup.stray_owner(f"malaunch-{os.getpid()}-ab12-{me.start + 1}-{namespace}") is not None
+    assert _cgroup.stray_owner(f"malaunch-{dead}-ab12-{me.start}-{namespace + 1}") is None  # another pid namespace
+    assert _cgroup.stray_owner(f"malaunch-{dead}-ab12") is None  # an older shim's name proves nothing
+    assert _cgroup.stray_owner(f"malaunch-{dead}-ab12-x-{namespace}") is None
+
+
+def test_the_sweep_removes_only_empty_cgroups_whose_owner_is_gone() -> None:
+    me = proctree.read_info(os.getpid())
+    assert me is not None
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    live = _cgroup.JobCgroup.create(_cgroup.cgroup_name(f"{os.getpid()}-{os.urandom(4).hex()}"))
+    assert live is not None  # this project's machines let the tests make cgroups (see the module docstring)
+    dead = _dead_pid()
+    stray = _cgroup.JobCgroup.create(f"malaunch-{dead}-{os.urandom(4).hex()}-{me.start}-{namespace}")
+    unproven = _cgroup.JobCgroup.create(f"malaunch-{dead}-{os.urandom(4).hex()}")
+    assert stray is not None and unproven is not None
+    try:
+        removed = _cgroup.sweep_strays()
+        assert stray.path in removed and not os.path.exists(stray.path)
+        assert os.path.isdir(live.path) and live.path not in removed  # its owner (this process) lives
+        assert os.path.isdir(unproven.path)  # no start time in its name: not proven gone
+    finally:
+        for cgroup in (live, stray, unproven):
+            cgroup.remove()
+
+
+@pytest.mark.process
+def test_a_cgroup_left_by_a_shim_killed_before_its_watchdog_started_is_removed_by_the_next_shim(
+    tmp_path: Path,
+) -> None:
+    left = _killed_while_waiting(tmp_path)
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
+    done = subprocess.run([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
+                          cwd=tmp_path, capture_output=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not [path for path in left if path.exists()]
+    assert_nothing_left(env[MARK])
+
+
+@pytest.mark.process
+def test_a_run_that_fails_before_its_start_leaves_no_cgroup(tmp_path: Path) -> None:
+    # the run took the cgroup made early (the shim inside it), then its log folder could not be made
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    (tmp_path / "a-file").write_text("")
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"),
+                      "MALAUNCH_LOG_DIR": str(tmp_path / "a-file" / "logs")})  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and "cannot create log directory" in err, err
+    assert not _leftovers(proc.pid)
+    assert_nothing_left(env[MARK])
+
+
+def _killed_while_waiting(tmp_path: Path) -> List[Path]:
+    """Start a shim that waits for a rank table that is not complete (its cgroup made and entered, no watchdog
+    yet), SIGKILL it; the empty cgroups it left (owner gone)."""
+    write_v10_table(tmp_path / "pending.json", servers=1, devices=2, status="initializing")
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "pending.json"), "MALAUNCH_RANK_TABLE_TIMEOUT": "120"})
+    killed = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)  # fmt: skip
+    try:
+        assert killed.stderr is not None
+        while b"rank table" not in killed.stderr.readline():  # it says it waits once it is past the cgroup
+            assert killed.poll() is None
+        deadline = time.monotonic() + 30
+        while _job_cgroup_of(killed.pid) is None:  # the move in is done
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        killed.kill()
+        killed.wait()
+    left = _leftovers(killed.pid)
+    assert left and not any(_cgroup.members(str(path)) for path in left)
+    return left
+
+
+@pytest.mark.process
+def test_the_watchdog_that_ends_a_job_removes_the_cgroup_a_dead_shim_left(tmp_path: Path) -> None:
+    left = _killed_while_waiting(tmp_path)
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1", "--sleep", "120"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        while b"line 0" not in proc.stdout.readline():  # its watchdog runs
+            assert proc.poll() is None
+    finally:
+        proc.kill()  # its watchdog ends the job, then sweeps
+        proc.wait()
+    assert_nothing_left(env[MARK])
+    deadline = time.monotonic() + 30
+    while [path for path in left if path.exists()] or _leftovers(proc.pid):
+        assert time.monotonic() < deadline, ([p for p in left if p.exists()], _leftovers(proc.pid))
+        time.sleep(0.1)

@@ -13,6 +13,7 @@ from malaunch.entrypoint.report.failure_class import (
     SIGNAL,
     STOPPED,
     USER_ERROR,
+    Classification,
     classify_exit,
     classify_failure,
 )
@@ -68,6 +69,31 @@ def test_rank_failures(code: int, line: str, kind: str) -> None:
     assert got.kind == kind
     assert got.retryable is (kind in RETRYABLE)
     assert got.description
+
+
+@pytest.mark.parametrize(
+    ("code", "sig", "named", "hint"),
+    [
+        (134, None, "SIGABRT (134)", "aborted by native code"),
+        (-6, None, "SIGABRT (134)", "aborted by native code"),
+        (139, None, "SIGSEGV (139)", "segmentation fault"),
+        (137, 9, "SIGKILL (137)", "likely out of memory"),
+        (128 + 40, None, "signal 40 (168)", None),
+    ],
+)
+def test_the_signal_class_names_the_signal_that_was_seen(code: int, sig: object, named: str, hint: object) -> None:
+    got = classify_failure(code, ["step 3"], signal=sig)  # type: ignore[arg-type]
+    assert got.kind == SIGNAL
+    assert got.description.startswith(f"killed by {named}, a signal the shim did not send")
+    if hint is not None:
+        assert str(hint) in got.description
+    if code != 137:
+        assert "137" not in got.description and "SIGKILL" not in got.description
+    assert got.to_json()["description"] == got.description
+
+
+def test_the_signal_class_without_a_signal_claims_none() -> None:
+    assert Classification(SIGNAL, True, "from a report").description == "killed by a signal the shim did not send"
 
 
 def test_retryable_is_exactly_signals_timeouts_and_lost_hosts() -> None:

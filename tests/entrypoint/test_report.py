@@ -49,6 +49,12 @@ def test_describe_exit(code: int, sig: object, expected: str) -> None:
     assert describe_exit(code, sig).startswith(expected)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("tail", "heading"), [(("only line",), "last 1 line of"), (("a", "b"), "last 2 lines of")])
+def test_the_tail_heading_agrees_with_its_count(tail: tuple[str, ...], heading: str) -> None:
+    text = format_failure(RunResult(137, FAILURE._replace(tail=tail), None, 1.0))
+    assert f"  {heading} its output:" in text
+
+
 def test_format_failure_names_everything_a_user_needs() -> None:
     text = format_failure(RunResult(137, FAILURE, None, 12.34))
     assert "rank 3 (local rank 1) on host node-2, pid 4242" in text

@@ -66,6 +66,19 @@ def test_a_peer_failure_does_not_outrank_the_failure_whose_process_died_after_it
     assert cause.why == "rank 0 failed after a peer: 'Connection closed by peer'"
 
 
+def test_evidence_beats_order_for_seconds_until_the_teardown_reaches_the_other_rank() -> None:
+    # issue 29.2: on a busy machine rank 3's sys.exit(7) outlived rank 2's gloo abort by more than a second
+    peer = fact("watch", 2, -6, at=5.0, seq=0, evidence="terminate called without an active exception")
+    real = fact("watch", 3, 7, at=7.5, seq=1)
+    assert PEER_WINDOW >= 3.0
+    cause = find_root_cause((peer, real), TERM, teardown_at=7.6)
+    assert cause is not None and (cause.death.rank, cause.death.code) == (3, 7)
+    assert cause.why == "rank 2 failed after a peer: 'terminate called without an active exception'"
+    # the stop signal went out before rank 3 died: it did not die by itself, whatever code it exited with
+    cause = find_root_cause((peer, real), TERM, teardown_at=6.0)
+    assert cause is not None and cause.death.rank == 2 and cause.why == "the earliest failure seen"
+
+
 def test_a_native_abort_without_peer_message_stays_the_root_cause() -> None:
     # not "exit codes before signals": rank 0 aborts (terminate called after throwing ...), rank 1 exits 1 with
     # the gloo line 20 ms later; seen in the same look, in either order

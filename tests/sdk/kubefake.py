@@ -16,7 +16,8 @@ Volcano's phases, one step per ``tick``:
   (``failure class: collective_timeout``);
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
-- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks) or
+- ``run``: Running and printing until the job is deleted (then its pods go away after two ticks; with
+  ``delete_ticks`` the job itself stays visible, with a ``deletionTimestamp``, that many ticks first) or
   terminated by a ``TerminateJob`` Command (``bus.volcano.sh``): Terminating (the containers get SIGTERM and
   exit 143), then Terminated, with the pods deleted and the job kept.
 
@@ -114,6 +115,7 @@ class FakeJob:
         self.pod_labels = dict(task["template"].get("metadata", {}).get("labels") or {})
         self.pods = [FakePod(self, i) for i in range(int(task["replicas"]))]
         self.deleted_at: Optional[int] = None
+        self.deleting: Optional[int] = None  # ticks since DELETE: the object stays (deletionTimestamp) a while
         self.terminate_requested = False  # a TerminateJob Command arrived
         self.terminating = 0  # steps of the termination done
         self.retry_count = 0  # RestartJob restarts done (status.retryCount)
@@ -125,6 +127,8 @@ class FakeJob:
             data["status"] = {"state": {"phase": self.phase, "lastTransitionTime": _now()}}
             if self.retry_count:  # Volcano leaves a zero count out
                 data["status"]["retryCount"] = self.retry_count
+        if self.deleting is not None:
+            data["metadata"]["deletionTimestamp"] = _now()
         return data
 
     def _print(self, pod: FakePod, text: str) -> None:
@@ -220,6 +224,7 @@ class FakeCluster:
         self.lock = threading.Condition()
         self.jobs: Dict[Tuple[str, str], FakeJob] = {}
         self.gone: List[FakeJob] = []  # deleted jobs whose pods still exist
+        self.delete_ticks = 0  # ticks a deleted job stays visible (as behind a finalizer); 0: gone at once
         self.problems: List[str] = []
         self.requests: List[Tuple[str, str]] = []
         self.created: List[Dict[str, Any]] = []
@@ -238,7 +243,12 @@ class FakeCluster:
     def _control(self) -> None:
         while not self._stop.wait(self.tick):
             with self.lock:
-                for job in list(self.jobs.values()):
+                for key, job in list(self.jobs.items()):
+                    if job.deleting is not None:  # still visible, with its deletionTimestamp, for delete_ticks
+                        job.deleting += 1
+                        if job.deleting >= self.delete_ticks:
+                            self._remove(key)
+                        continue
                     job.advance()
                     record_events(job)
                     if not self.phases or self.phases[-1] != job.phase:
@@ -300,6 +310,18 @@ class FakeCluster:
             return 409, _status(409, "AlreadyExists", f'secrets "{key[1]}" already exists')
         self.secrets[key] = body
         return 201, body
+
+    def delete(self, job: FakeJob) -> None:
+        """DELETE of a job: gone at once, or (``delete_ticks``) marked and removed by the controller later."""
+        if self.delete_ticks <= 0:
+            self._remove((job.namespace, job.name))
+        elif job.deleting is None:
+            job.deleting = 0
+
+    def _remove(self, key: Tuple[str, str]) -> None:
+        job = self.jobs.pop(key)
+        self.gone.append(job)
+        self.collect_garbage(job)
 
     def collect_garbage(self, job: FakeJob) -> None:
         """Delete the Secrets a deleted job owned, as Kubernetes' garbage collector does."""
@@ -416,12 +438,11 @@ class _Handler(BaseHTTPRequestHandler):
                     cluster.problems.append(f"job list with label selector {wanted!r}")
                 self._send(*cluster.page(jobs.group(1), query))
             elif jobs and self.command == "DELETE" and jobs.group(2):
-                job = cluster.jobs.pop((jobs.group(1), jobs.group(2)), None)
+                job = cluster.jobs.get((jobs.group(1), jobs.group(2)))
                 if job is None:
                     self._send(404, _status(404, "NotFound", "not found"))
                 else:
-                    cluster.gone.append(job)
-                    cluster.collect_garbage(job)
+                    cluster.delete(job)
                     self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
             elif pods and self.command == "GET":
                 selector = query.get("labelSelector", "")

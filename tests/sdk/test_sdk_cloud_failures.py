@@ -42,6 +42,14 @@ def test_the_shims_verdict_in_the_log_wins_over_the_exit_code() -> None:
     assert shim_verdict(["[ma-entrypoint] failure class: nonsense (retryable): x"]) is None
 
 
+def test_a_signal_verdict_names_the_signal_of_the_exit_code() -> None:
+    verdict = "[ma-entrypoint] failure class: signal (retryable): killed by SIGSEGV (139), a signal the shim ..."
+    found = failure_from_log(139, [verdict, "[ma-entrypoint] exit code 139; report: /r.json"])
+    assert found["class"] == "signal"
+    assert found["description"].startswith("killed by SIGSEGV (139)")
+    assert "137" not in found["description"]
+
+
 def test_without_a_verdict_the_log_and_exit_code_decide() -> None:
     assert failure_from_log(137)["class"] == "signal"
     timeout = failure_from_log(1, ["[rank 0] Watchdog caught collective operation timeout: WorkNCCL"])

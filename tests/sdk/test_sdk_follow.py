@@ -86,7 +86,10 @@ def test_follow_reports_hosts_heartbeats_and_end() -> None:
     backend = ScriptedBackend(statuses, ["[host 0] hello"])
     events = list(follow_job(backend.handle("j"), heartbeat=10.0, poll=0.001, clock=FakeClock(1.0)))
     texts = [e.text for e in events]
-    assert texts[0] == "[host 0] hello" and events[0].kind == "log"
+    first_log = next(i for i, e in enumerate(events) if e.kind == "log")
+    assert texts[first_log] == "[host 0] hello"  # after the job's and its hosts' start (issue 29)
+    started = ["host 0 (127.0.0.1) started, pid 100", "host 1 (127.0.0.2) started, pid 101"]
+    assert texts[:first_log] == ["job j is RUNNING", *started]
     assert "host 0 (127.0.0.1) started, pid 100" in texts and "host 1 (127.0.0.2) started, pid 101" in texts
     assert "host 0 (127.0.0.1) finished, exit code 0" in texts
     assert any(t.startswith("host 1 (127.0.0.2) failed, exit code 6") for t in texts)

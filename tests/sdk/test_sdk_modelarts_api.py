@@ -64,7 +64,8 @@ def test_connection_refused_is_retried_then_one_message(fake_ma: FakeModelArts) 
     with pytest.raises(BackendError) as caught:
         api.get_job("x")
     text = str(caught.value)
-    assert "cannot reach the endpoint, the connection was refused (nothing listens there) (4 attempts over" in text
+    refused = f"cannot reach the endpoint at 127.0.0.1:{port}, the connection was refused (nothing listens there)"
+    assert f"{refused} (4 attempts over" in text
     assert text.endswith("check the endpoint setting and your network, then try again")
     assert SK not in str(caught.value)
 

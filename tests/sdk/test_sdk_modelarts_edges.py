@@ -168,7 +168,8 @@ def test_a_refused_endpoint_fails_within_the_connect_budget_in_a_whole_sentence(
     attempts = len(sleeps) + 1
     # the waits and the attempts' connect timeouts stay within ~10 s (the default policy; today: 6 attempts, 18 s)
     assert sum(sleeps) + attempts * 0.01 <= DEFAULT_POLICY.connect_budget
-    assert "cannot reach the endpoint, the connection was refused (nothing listens there)" in text
+    assert "cannot reach the endpoint at 127.0.0.1:" in text
+    assert ", the connection was refused (nothing listens there)" in text
     assert text.endswith("check the endpoint setting and your network, then try again") and "..." not in text
 
 
@@ -202,7 +203,7 @@ def test_a_silent_endpoint_is_a_connect_timeout_not_a_read_timeout(blackhole: in
     with pytest.raises(BackendError) as caught:
         api.get_job("x")
     text = str(caught.value)
-    assert "cannot reach the endpoint, no answer to connect within 0.5s" in text, text
+    assert f"cannot reach the endpoint at 127.0.0.1:{blackhole}, no answer to connect within 0.5s" in text, text
     assert "attempts over" in text or "attempt over" in text
     assert len(sleeps) <= 2  # the budget, not the 6 attempts, ended it
 
@@ -212,7 +213,8 @@ def test_ma_submit_names_the_unreachable_endpoint(ma_env: Dict[str, str]) -> Non
     result = ma_submit(["status", "--backend", "modelarts", "some-job"], env)
     assert result.returncode == 3
     (line,) = result.stderr.strip().splitlines()
-    assert "cannot reach the endpoint, the connection was refused" in line and line.endswith("then try again")
+    assert "cannot reach the endpoint at 127.0.0.1:" in line and ", the connection was refused" in line
+    assert line.endswith("then try again")
 
 
 # -- host lines and logs -------------------------------------------------------------------------------------

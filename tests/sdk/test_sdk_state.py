@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 from malaunch.sdk import HostState, Job, JobState
@@ -200,15 +200,6 @@ def _runner_exits(backend: LocalBackend, job_id: str) -> None:
     wait_for(lambda: backend.status(job_id) is not None and not job_processes(job_id), what="the runner to exit")
 
 
-def _mount_tmpfs(path: Path, size: str) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("a full disk is emulated with a small tmpfs, which needs root; run the tests as root")
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}); the disk-full test needs one")
-
-
 FILLER = """
     import sys
     line = "x" * 1023 + "\\n"
@@ -221,9 +212,8 @@ FILLER = """
 """
 
 
-def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
-    small = tmp_path / "small"
-    _mount_tmpfs(small, "2m")
+def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path, tmpfs: Callable[[Path, str], Path]) -> None:
+    small = tmpfs(tmp_path / "small", "2m")
     backend = LocalBackend(home=str(small))
     job_id = None
     try:
@@ -241,7 +231,6 @@ def test_full_disk_mid_job_is_reported_with_its_reason(tmp_path: Path) -> None:
     finally:
         if job_id is not None and job_processes(job_id):  # a failed assertion must not leave the job waiting
             backend.stop(job_id)
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_a_running_job_with_damaged_files_can_be_stopped_by_prefix_and_deleted(
@@ -302,10 +291,11 @@ def _fill(path: Path) -> None:
         os.close(fd)
 
 
-def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_said_once(tmp_path: Path) -> None:
+def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_said_once(
+    tmp_path: Path, tmpfs: Callable[[Path, str], Path]
+) -> None:
     """The issue's case: the only rank prints its last line and exits 0 while the jobs folder's disk is full."""
-    small = tmp_path / "small"
-    _mount_tmpfs(small, "2m")
+    small = tmpfs(tmp_path / "small", "2m")
     backend = LocalBackend(home=str(small))
     job_id = None
     try:
@@ -330,30 +320,62 @@ def test_a_job_that_succeeds_on_a_full_disk_is_reported_succeeded_and_the_disk_s
     finally:
         if job_id is not None and job_processes(job_id):  # a failed assertion must not leave the job waiting
             backend.stop(job_id)
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
-def test_the_end_is_recorded_in_place_when_not_a_byte_is_free(tmp_path: Path) -> None:
+def test_the_end_is_recorded_in_place_when_not_a_byte_is_free(
+    tmp_path: Path, tmpfs: Callable[[Path, str], Path]
+) -> None:
     """No reserve and a disk filled to the last byte: the end still lands in state.json (its slack)."""
-    small = tmp_path / "small"
-    _mount_tmpfs(small, "1m")
-    try:
-        paths = JobPaths(str(small), "full-20260101-000000-abcdef")
-        os.makedirs(paths.job_dir)
-        writer = StateWriter(paths)
-        state = new_state(paths.job_id, "full", 1.0, [{"index": 0, "address": "127.0.0.1", "log_file": "c.log"}])
-        state.update(state="RUNNING", runner_pid=4242)
-        assert writer.save(state)
-        _fill(small / "pad")
-        state.update(state="SUCCEEDED", exit_code=0, ended_at=2.0)
-        state["hosts"][0].update(state="EXITED", exit_code=0)
-        assert not writer.save(state)  # no room for a new file
-        assert writer.save_final(state)  # over the old one, in place
-        reading = read_state(paths.state_file)
-        assert reading.data is not None, reading.problem
-        assert reading.data["state"] == "SUCCEEDED" and reading.data["exit_code"] == 0
-        assert reading.data["hosts"][0]["exit_code"] == 0
-        assert "could not be written completely" in reading.data["disk_full"]
-        assert reading.data["write_error"] is None  # a full disk is said once, as disk_full
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
+    small = tmpfs(tmp_path / "small", "1m")
+    paths = JobPaths(str(small), "full-20260101-000000-abcdef")
+    os.makedirs(paths.job_dir)
+    writer = StateWriter(paths)
+    state = new_state(paths.job_id, "full", 1.0, [{"index": 0, "address": "127.0.0.1", "log_file": "c.log"}])
+    state.update(state="RUNNING", runner_pid=4242)
+    assert writer.save(state)
+    _fill(small / "pad")
+    state.update(state="SUCCEEDED", exit_code=0, ended_at=2.0)
+    state["hosts"][0].update(state="EXITED", exit_code=0)
+    assert not writer.save(state)  # no room for a new file
+    assert writer.save_final(state)  # over the old one, in place
+    reading = read_state(paths.state_file)
+    assert reading.data is not None, reading.problem
+    assert reading.data["state"] == "SUCCEEDED" and reading.data["exit_code"] == 0
+    assert reading.data["hosts"][0]["exit_code"] == 0
+    assert "could not be written completely" in reading.data["disk_full"]
+    assert reading.data["write_error"] is None  # a full disk is said once, as disk_full
+
+
+LEFT_MOUNTED = """
+import os
+from pathlib import Path
+
+
+def test_fails_with_its_disk_mounted(tmp_path, tmpfs):
+    small = tmpfs(tmp_path / "small", "1m")
+    (small / "pad").write_bytes(b"p" * 4096)
+    os.chdir(small)  # busy, as a job's runner with its folder there would be
+    Path(os.environ["MOUNTED_AT"]).write_text(str(small))
+    assert False, "fails before any clean-up of its own"
+"""
+
+
+def test_a_test_that_fails_with_its_tmpfs_mounted_leaves_no_mount(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is emulated with a small tmpfs, which needs root; run the tests as root")
+    (tmp_path / "test_inner.py").write_text(LEFT_MOUNTED)
+    record, base = tmp_path / "mounted-at", tmp_path / "base"
+    tests = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, MOUNTED_AT=str(record), PYTHONPATH=os.pathsep.join([str(tests), str(tests / "sdk")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "-c", os.devnull,
+         "--rootdir", str(tmp_path), "--basetemp", str(base), str(tmp_path / "test_inner.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "1 failed" in done.stdout, done.stdout[-3000:]
+    small = Path(record.read_text())
+    assert small.is_relative_to(base)
+    mounts = Path("/proc/self/mountinfo").read_text().split("\n")
+    assert not [line for line in mounts if f" {small} " in line], "the tmpfs was left mounted"
+    assert "rm_rf" not in done.stdout + done.stderr
+    shutil.rmtree(base)  # what pytest does to an old base folder: no "Device or resource busy"

@@ -110,3 +110,22 @@ def test_volcano_sweep_makes_one_labelled_job_per_trial(kube: FakeKube, tmp_path
     assert [by_index[i].state for i in range(3)] == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
     assert by_index[1].exit_code == 7 and handle.exit_code() == 7
     assert all(row.job_id is not None and row.job_id.startswith("ml/") for row in rows)
+
+
+def test_stopping_an_ended_volcano_sweep_changes_nothing(kube: FakeKube, tmp_path: Path, home: Path) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    backend = VolcanoBackend(kubeconfig=str(config), environ={"MALAUNCH_HOME": str(home)}, poll_interval=0.2)
+    spec = spec_from_mapping(
+        {
+            "name": "vc-ended", "run_method": "torchrun", "code_dir": str(tmp_path), "boot_file": "train.py",
+            "image": "reg.example/malaunch:0.1.0", "backend": "volcano",
+            "resources": {"hosts": 2, "devices_per_host": 1}, "env": {"MALAUNCH_TEST_SCENARIO": "{scenario}"},
+        }
+    )  # fmt: skip
+    handle = Sweep(spec, params={"scenario": ["succeed", "succeed"]}).submit(backend, home=str(home), driver=False)
+    assert [row.state for row in handle.wait(timeout=120)] == ["SUCCEEDED", "SUCCEEDED"]
+    before = handle.record()
+    handle.stop()
+    assert handle.record() == before and before["stopped"] is None  # not "stopped by the user"
+    assert kube.cluster.commands == []  # nothing was asked of the cluster's jobs

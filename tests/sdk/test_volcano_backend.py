@@ -4,6 +4,7 @@ end to end, including a pod that exits 7 making ``ma-submit`` exit 7."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -119,6 +120,7 @@ def test_stop_terminates_the_job_keeps_its_record_and_delete_removes_it(kube: Fa
     assert (handle.status().state, handle.status().exit_code) == (JobState.STOPPED, 143)
     assert handle.stop().state is JobState.STOPPED and len(kube.cluster.commands) == 1  # idempotent
     assert [s.id for s in backend.list()] == [handle.id]
+    kube.cluster.delete_ticks = 2  # a deleted job stays visible a while, as on a real cluster
     assert backend.delete(handle.id) == handle.id
     with pytest.raises(JobNotFound, match="no job with id"):
         handle.status()
@@ -141,7 +143,8 @@ def test_an_unreachable_cluster_is_one_clear_error(tmp_path: Path) -> None:
     server = FakeKube()
     config = server.kubeconfig(tmp_path / "kubeconfig")
     server.close()  # nothing listens there any more
-    with pytest.raises(BackendError, match=r"cannot reach the Kubernetes API at http://127\.0\.0\.1"):
+    refused = r"cannot reach the Kubernetes API at 127\.0\.0\.1:\d+: the connection was refused"
+    with pytest.raises(BackendError, match=refused):
         backend_for(config).status("ml/x")
 
 
@@ -313,7 +316,7 @@ def test_an_unreachable_api_is_retried_then_one_line(tmp_path: Path) -> None:
     server.close()  # nobody listens there any more
     waits: List[float] = []
     backend = VolcanoBackend(kubeconfig=str(config), environ={}, sleep=waits.append, policy=RetryPolicy(attempts=3))
-    with pytest.raises(BackendError, match=r"failed after 3 attempts.*cannot reach the Kubernetes API"):
+    with pytest.raises(BackendError, match=r"failed: cannot reach the Kubernetes API.*\(3 attempts over"):
         backend.status("ml/some-job")
     assert len(waits) == 2
 
@@ -335,3 +338,25 @@ def test_a_programming_error_is_not_reported_as_an_unreachable_api(kube: FakeKub
 
     with pytest.raises(TypeError, match="a bug in our code"):
         backend.api._call("reading something", broken)
+
+
+def test_delete_returns_when_the_job_is_gone_and_forgets_it(
+    kube: FakeKube, cli_env: Dict[str, str], tmp_path: Path
+) -> None:
+    kube.cluster.delete_ticks = 3  # a deleted job stays visible a while, as on a real cluster
+    env = {**cli_env, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('hi')\n")
+    (folder / "job.yaml").write_text(yaml.safe_dump(job_data("run")))
+    submitted = ma_submit(["--detach", str(folder / "job.yaml")], env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    index = Path(env["MALAUNCH_HOME"]) / "job-index.json"
+    assert job_id in json.loads(index.read_text())["jobs"]
+    assert ma_submit(["stop", job_id], env).returncode == 0
+    deleted = ma_submit(["delete", "--backend", "volcano", job_id], env)
+    assert (deleted.returncode, deleted.stdout.strip()) == (0, f"deleted {job_id}"), deleted.stderr
+    gone = ma_submit(["status", "--backend", "volcano", job_id], env)  # at once: the cluster no longer knows it
+    assert gone.returncode == 4 and "no job with id" in gone.stderr, (gone.stdout, gone.stderr)
+    assert job_id not in json.loads(index.read_text())["jobs"]  # forgotten here too

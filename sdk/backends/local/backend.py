@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import re
 import shutil
@@ -38,7 +39,7 @@ from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
-from .consolelog import merged_lines
+from .consolelog import merged_lines, missing_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
@@ -295,7 +296,7 @@ class LocalBackend(Backend):
             status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
-        reason = pending_reason(status)
+        reason = pending_reason(status, paths)
         return dataclasses.replace(status, pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
@@ -317,7 +318,7 @@ class LocalBackend(Backend):
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
-            return merged_lines(files)
+            return itertools.chain(merged_lines(files), _cut_short(paths, count))
         return self._follow(paths, files)
 
     def _follow(self, paths: JobPaths, files: List[Tuple[str, str]]) -> Iterator[str]:
@@ -331,6 +332,7 @@ class LocalBackend(Backend):
         status = self._status_of(paths)
         if not status.is_terminal:
             raise JobStateUnknown(paths.job_id, status.message)
+        yield from _cut_short(paths, len(files))
 
     def stop(self, job_id: str) -> JobStatus:
         paths = self._paths(job_id)
@@ -378,10 +380,10 @@ class LocalBackend(Backend):
         self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
         stdin: Optional[bytes] = None,
     ) -> ExecResult:  # fmt: skip
-        """In the host's namespace, folder and variables; ``tty``: the terminal is this process's own."""
+        """In the host's namespace, folder and variables; ``tty``: on a terminal of its own (a pseudo-terminal)."""
         paths = self._paths(job_id)
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
-                          python=self.python, capture=capture, stdin=stdin)  # fmt: skip
+                          python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip
 
     def delete(self, job_id: str) -> str:
         paths = self._paths(job_id)
@@ -398,6 +400,20 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise BackendError(f"cannot delete {paths.job_dir}: {exc.strerror or exc}; check its permissions") from None
         return paths.job_id
+
+
+def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
+    """After the consoles: what the rank logs kept beyond them, when the job's disk was full (the console copy
+    and the logs share it, and the console may lose the race for the last free bytes)."""
+    reading = read_state(paths.state_file)
+    if reading.data is None or not reading.data.get("disk_full"):
+        return
+    for index in range(count):
+        rank_logs = (read_json(paths.report_file(index)) or {}).get("rank_logs")
+        if isinstance(rank_logs, dict):
+            logs = {int(rank): path for rank, path in rank_logs.items()
+                    if str(rank).isdigit() and isinstance(path, str)}  # fmt: skip
+            yield from missing_lines(f"[host {index}] ", paths.console_log(index), logs)
 
 
 def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

@@ -5,6 +5,10 @@ runs, the runner notes every ~50 ms how far each console has grown, appending ``
 ``hosts/<i>/console.idx``. :func:`merged_lines` gives each line the time of the first note that covers
 its end and merges the hosts by that time (a host's own lines keep their order; lines written after the
 last note, or of a job without an index, come last in host order). A damaged index line is skipped.
+
+The console and the rank logs share the job's disk: when it fills, the console copy is cut short while the rank
+logs may hold more. :func:`missing_lines` gives what a rank's log holds beyond what the console showed, so
+``logs`` (and the foreground ``ma-submit``) show every line the logs kept.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import heapq
+import itertools
 import os
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["ConsoleIndex", "index_path", "merged_lines"]
+__all__ = ["ConsoleIndex", "index_path", "merged_lines", "missing_lines"]
 
 Source = Tuple[str, str]  # (prefix, console log path)
 
@@ -105,3 +110,32 @@ def merged_lines(sources: Sequence[Source], *, limit: Optional[int] = None) -> I
         if limit is not None and count >= limit:
             return
         yield line
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            for raw in handle:
+                yield raw.rstrip(b"\n").rstrip(b"\r")
+    except OSError:
+        return
+
+
+def missing_lines(prefix: str, console_log: str, rank_logs: Mapping[int, str]) -> Iterator[str]:
+    """The lines of each rank log beyond those its console copy in ``console_log`` shows, with ``prefix`` and the
+    rank's own ``[rank N] `` prefix, after one line saying where they come from; nothing when the console shows
+    them all. A rank's console lines are matched to its log line by line: the first that differs (a line cut
+    short by the full disk) is where the console stopped."""
+    for rank, path in sorted(rank_logs.items()):
+        tag = f"[rank {rank}] ".encode()
+        shown = (line[len(tag) :] for line in _lines(console_log) if line.startswith(tag))
+        kept = _lines(path)
+        rest: List[bytes] = []
+        for line in kept:
+            if next(shown, None) != line:
+                rest = [line]
+                break
+        for count, line in enumerate(itertools.chain(rest, kept)):
+            if not count:
+                yield f"{prefix}[ma-submit] the console was cut short; the rest of rank {rank}'s output from {path}:"
+            yield _decode(f"{prefix}[rank {rank}] ", line)

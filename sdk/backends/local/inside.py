@@ -2,8 +2,11 @@
 
 Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.run.proctree`):
 
-- :func:`pending_reason`: the runner not started yet, a host not started yet, or a host whose shim is still
-  preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name).
+- :func:`pending_reason`: the runner not started yet, a host not started yet, a host whose shim is still
+  preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name),
+  or, once every host has launched, "waiting for a port": the master port that torchrun's store or msrun's
+  scheduler opens on host 0 is not listening yet (read from ``/proc/<host 0's shim>/net/tcp``, its network
+  namespace's sockets; nothing is connected to it).
 - :func:`local_events`: from recorded facts only: ``state.json`` (submitted, runner started, each host's start
   and exit with its code), each host's ``attempt.json`` (a restart in progress) and ``report.json`` (every
   restarted attempt, the shim's root-cause line), and the job's end.
@@ -20,6 +23,7 @@ import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.entrypoint.contract import Name
 from malaunch.entrypoint.run import proctree
 from malaunch.entrypoint.run.attempt_status import attempt_file, read_attempt
 
@@ -30,6 +34,7 @@ from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .plan import LocalRequest, host_environment, with_secret
 from .state import _report_detail, read_state
+from .terminal import run_on_terminal
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
 
@@ -62,8 +67,49 @@ def _preparing(console: str) -> Optional[str]:
     return "preparing its launch (reading the environment)"
 
 
-def pending_reason(status: JobStatus) -> str:
-    """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits."""
+#: The port the master host's launcher opens, by run method: torchrun's store, msrun's scheduler.
+_MASTER_PORTS = {"torchrun": ("MA_TORCHRUN_MASTER_PORT", "torchrun's store"),
+                 "msrun": ("MA_MSRUN_MASTER_PORT", "msrun's scheduler")}  # fmt: skip
+_LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
+
+
+def _listening(pid: int, port: int) -> Optional[bool]:
+    """Whether a socket listens on ``port`` in the network namespace of process ``pid``; None when unreadable."""
+    seen = False
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii", errors="replace") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        seen = True
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 3 and fields[3] == _LISTEN and fields[1].rsplit(":", 1)[-1] == f"{port:04X}":
+                return True
+    return False if seen else None
+
+
+def _port_waited(status: JobStatus, paths: JobPaths) -> Optional[str]:
+    """Why the hosts wait for the master's port (torchrun's store, msrun's scheduler) not yet open, or None."""
+    master = next((h for h in status.hosts if h.index == 0), None)
+    if master is None or master.state is not HostState.RUNNING or master.pid is None:
+        return None
+    try:
+        request = LocalRequest.from_json((read_json(paths.plan_file) or {})["request"])
+        env = request.hosts[0].env
+        variable, what = _MASTER_PORTS[str(env.get(Name.MA_RUN_METHOD, "")).lower()]
+        port = int(env[variable])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None  # no port to wait for (the fan-out), or a plan that cannot say
+    if _listening(master.pid, port) is not False:
+        return None
+    return f"waiting for a port: {what} on host 0 ({master.address}) port {port} is not open yet"
+
+
+def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
+    """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits. With the
+    job's ``paths``, also a master port (torchrun's store, msrun's scheduler) that is not open yet."""
     if status.is_terminal or status.state is JobState.UNKNOWN:
         return ""
     if status.state is JobState.PENDING:
@@ -76,6 +122,10 @@ def pending_reason(status: JobStatus) -> str:
             what = _preparing(host.log_file)
             if what is not None:
                 reasons.append(f"host {host.index} ({host.address}) is {what}")
+    if not reasons and paths is not None:  # every host has launched: the launchers meet at the master's port
+        port = _port_waited(status, paths)
+        if port is not None:
+            reasons.append(port)
     return "; ".join(reasons)
 
 
@@ -215,8 +265,10 @@ def local_exec(
     python: str,
     capture: bool,
     stdin: Optional[bytes],
+    tty: bool = False,
 ) -> ExecResult:
-    """Run ``command`` as a child inside host ``host`` (see the module docstring); waits for its end."""
+    """Run ``command`` as a child inside host ``host`` (see the module docstring); waits for its end. With
+    ``tty`` it gets a terminal of its own (:mod:`.terminal`); ``stdin`` None then forwards this one's input."""
     _running(status, "exec")
     if not command:
         raise ConfigError("exec needs a command", list(command), "give it after '--': ma-submit exec ID -- hostname")
@@ -235,6 +287,9 @@ def local_exec(
     env[JOB_ID_VARIABLE] = status.id  # proven membership: stop and the runner's end find it by this token
     argv = list(network_from_json(dict(request.network)).wrap(host, list(command)))
     try:
+        if tty:
+            code, out = run_on_terminal(argv, env=env, cwd=spec.cwd, forward_input=stdin is None, capture=capture)
+            return ExecResult(_code(code), out)
         proc = subprocess.Popen(
             argv,
             env=env,

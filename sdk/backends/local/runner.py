@@ -85,6 +85,7 @@ class Runner:
         self.writer = StateWriter(paths)
         self.index = ConsoleIndex([host.console_log for host in request.hosts])
         self.disk_checked = 0.0
+        self.lost_output: Dict[int, str] = {}  # host index -> the log files its shim could not write to the end
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -179,6 +180,8 @@ class Runner:
             detail = ""
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
                 code, detail = report.exit_code, report.detail
+                if report.lost_output:
+                    self.lost_output[index] = report.lost_output
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
@@ -261,6 +264,9 @@ class Runner:
         note = disk_space_note(self.paths.job_dir)
         if note and not self.state.get("disk_full"):
             self.state["disk_full"] = note
+        if self.lost_output:  # where each log stopped: the shims' reports say it (their room was set aside)
+            lost = "; ".join(f"host {index}: {text}" for index, text in sorted(self.lost_output.items()))
+            self.state["disk_full"] = "; ".join(filter(None, [self.state.get("disk_full"), lost]))
         left = kill_processes(
             lambda: job_processes(self.request.job_id, exclude=(os.getpid(),)),
             grace=2.0,

@@ -49,6 +49,7 @@ RESERVE_BYTES = 256 << 10
 SLACK_BYTES = 4 << 10  # blanks after the JSON of state.json: room to record the end in place on a full disk
 _MAX_BYTES = 16 << 20
 _LOW_SPACE = 64 << 10
+_PAGE = 4 << 10
 _JOB_STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
 _HOST_STATES = ("PENDING", "RUNNING", "EXITED")
 
@@ -219,12 +220,20 @@ class StateWriter:
         self.full: Optional[str] = None
 
     def make_reserve(self) -> None:
-        """Set aside :data:`RESERVE_BYTES` on the job's disk, given up for the record of the end."""
+        """Set aside room on the job's disk, given up for the record of the end: :data:`RESERVE_BYTES`, at most
+        an eighth of the free space, whole or not at all. The logs come first: a reserve that did not fit whole
+        would hold the disk's last free bytes for the whole run and leave none to the job's output."""
+        path = _reserve_path(self.paths)
         try:
-            with open(_reserve_path(self.paths), "wb") as handle:
-                handle.write(b"\0" * RESERVE_BYTES)
+            info = os.statvfs(self.paths.job_dir)
+            size = min(RESERVE_BYTES, info.f_bavail * info.f_frsize // 8) // _PAGE * _PAGE
+            if size <= 0:
+                return
+            with open(path, "wb") as handle:
+                handle.write(b"\0" * size)
         except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def drop_reserve(self) -> None:
         """Give the reserve back once the job has ended."""
@@ -304,9 +313,30 @@ class HostReport:
     status: str
     detail: str
     written_at: float
+    lost_output: str = ""  # the log files it could not write to the end, and from which byte (a full disk)
+
+
+def _lost_output(report: Mapping[str, Any]) -> str:
+    """``<log> holds the output up to byte N (<reason>)`` for each log file the shim could not write to the end."""
+    entries = report.get("lost_output")
+    said: List[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("from_byte"), int):
+            path, reason = entry.get("log_file"), entry.get("reason")
+            said.append(
+                f"{path if isinstance(path, str) else 'a log file'} holds the output up to byte {entry['from_byte']}, "
+                f"the rest was lost ({reason if isinstance(reason, str) else 'write failed'})"
+            )
+    return "; ".join(said)
 
 
 def _report_detail(report: Mapping[str, Any]) -> str:
+    lost = _lost_output(report)
+    said = _cause_detail(report)
+    return f"{said}; {lost}" if said and lost else said or lost
+
+
+def _cause_detail(report: Mapping[str, Any]) -> str:
     cause = report.get("root_cause")
     if isinstance(cause, dict):
         rank = cause.get("rank")
@@ -329,7 +359,7 @@ def read_host_report(path: str) -> Optional[HostReport]:
     code, status = data.get("exit_code"), data.get("status")
     if isinstance(code, bool) or not isinstance(code, int) or not isinstance(status, str):
         return None
-    return HostReport(code, status, _report_detail(data), written_at)
+    return HostReport(code, status, _report_detail(data), written_at, _lost_output(data))
 
 
 def _host_status(host: Mapping[str, Any]) -> HostStatus:

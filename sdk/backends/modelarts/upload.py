@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
-from ..codefiles import CodeFile
+from ..codefiles import CodeFile, size_text
 from .credentials import Credentials
 from .obs import obs_failure, parse_obs_url
 
@@ -63,8 +63,8 @@ class ProgressBar:
             if self._tty and self.stream is not None:
                 width = 30
                 filled = int(width * min(self.done, self.total) / self.total)
-                mib = self.done / 1048576
-                self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {mib:.1f} MiB")
+                done = size_text(self.done)
+                self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}   ")
                 self.stream.flush()
 
     def finish(self, text: str) -> None:
@@ -191,7 +191,7 @@ class CodeUploader:
             self._write_manifest(bucket, key, files)
         sent_bytes = sum(item.size for item in changed)
         bar.finish(
-            f"code: {len(changed)} file(s) uploaded ({sent_bytes / 1048576:.1f} MiB), "
+            f"code: {len(changed)} file(s) uploaded ({size_text(sent_bytes)}), "
             f"{len(unchanged)} unchanged, to {target}"
         )
         return UploadResult(tuple(prefix + item.relpath for item in changed), tuple(unchanged), sent_bytes)

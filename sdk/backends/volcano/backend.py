@@ -388,7 +388,8 @@ class VolcanoBackend(Backend):
             self._sleep(self._poll)
 
     def delete(self, job_id: str) -> str:
-        """Delete an ended job's Volcano Job (its record goes; ``stop`` a running job first)."""
+        """Delete an ended job's Volcano Job (its record goes; ``stop`` a running job first); returns once the
+        cluster no longer knows the job (at most ``stop_timeout``), and forgets it in the job index."""
         namespace, name = self._where(job_id)
         status = self.status(job_id)
         if not status.is_terminal:
@@ -397,6 +398,24 @@ class VolcanoBackend(Backend):
             )
         self.api.delete_job(namespace, name)
         self.api.delete_secret(namespace, secret_name(name))  # owned by the job: a cluster's collector also does it
+        deadline = time.monotonic() + self._stop_timeout
+        while True:
+            try:
+                self.api.get_job(namespace, name)
+            except JobNotFound:
+                break
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"job {status.id} still exists {self._stop_timeout:g}s after it was deleted (a finalizer may hold "
+                    f"it); check it with 'kubectl get jobs.batch.volcano.sh -n {namespace} {name}'"
+                )
+            self._sleep(self._poll)
+        try:
+            self._index.forget(status.id)
+        except OSError as exc:
+            sys.stderr.write(
+                f"ma-submit: note: job {status.id} was deleted but is still in {self._index.path} ({exc.strerror})\n"
+            )
         return status.id
 
     def list(self) -> List[JobStatus]:
@@ -405,13 +424,14 @@ class VolcanoBackend(Backend):
         Two listings (jobs, page after page, and the namespace's malaunch pods), whatever the number of jobs.
         """
         namespace = self._namespace or self.api.namespace
+        jobs = self.api.list_jobs(namespace)  # first: a cluster out of reach is said as "listing Volcano jobs"
         pods: Dict[str, List[Dict[str, Any]]] = {}
         for pod in self.api.list_namespace_pods(namespace, _POD_LABEL):
             owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)
             if isinstance(owner, str):
                 pods.setdefault(owner, []).append(pod)
         out = []
-        for job in self.api.list_jobs(namespace):
+        for job in jobs:
             name = str((job.get("metadata") or {}).get("name", ""))
             out.append(self._status(namespace, name, job, pods.get(name, []), tails=False))
         return sorted(out, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)

@@ -27,7 +27,7 @@ import urllib3
 import yaml
 
 from ...errors import BackendError, ConfigError, JobNotFound, show_value
-from .._http import DEFAULT_POLICY, RetryPolicy, Transient, call_with_retry
+from .._http import DEFAULT_POLICY, RetryPolicy, Transient, address_of, call_with_retry, connection_reason
 from .manifest import API_VERSION, GROUP, JOB_NAME_LABEL, PLURAL, TASK_NAME, VERSION
 
 __all__ = [
@@ -55,6 +55,8 @@ PAGE_SIZE = 100
 COMMAND_GROUP = "bus.volcano.sh"
 _T = TypeVar("_T")
 _NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)  # connection refused/reset, timeouts, broken streams
+#: Of those, the ones where no connection was made at all (refused, unresolvable, no answer to connect).
+_UNREACHABLE = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
 
 
 @dataclass(frozen=True)
@@ -205,12 +207,20 @@ class KubeApi:
                     raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
                 raise BackendError(self._describe(what, exc)) from None
             except _NETWORK_ERRORS as exc:
-                raise Transient(
-                    f"cannot reach the Kubernetes API at {self.host} ({type(exc).__name__}: {show_value(str(exc))})"
-                ) from None
+                raise self._network_failure(exc) from None
 
         result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep)  # type: ignore[assignment]
         return result
+
+    def _network_failure(self, exc: BaseException) -> Transient:
+        """The cause in words and where (``the connection was refused ... at 127.0.0.1:6443``), never a repr."""
+        cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        reason = connection_reason(cause, self._policy.connect_timeout)
+        where = address_of(self.host) or f" at {self.host}"
+        unreachable = isinstance(cause, _UNREACHABLE)
+        if unreachable:
+            return Transient(f"cannot reach the Kubernetes API{where}: {reason}", unreachable=True)
+        return Transient(f"the Kubernetes API{where} failed to answer: {reason}")
 
     def _describe(self, what: str, exc: Any) -> str:
         message = str(exc.reason or "")

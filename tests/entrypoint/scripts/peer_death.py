@@ -7,6 +7,9 @@ connection closes (the kernel closes it as FIRST's process ends), then dies 20 m
   exit       FIRST exits 7; the other prints gloo's "Connection closed by peer" error and aborts (SIGABRT)
   abort      FIRST prints "terminate called after throwing ..." and aborts; the other prints the gloo error, exits 1
   terminate  FIRST exits 5; the other prints "terminate called without an active exception" and aborts
+  slow       FIRST closes the connection at T and exits 7 two seconds later (an interpreter still tearing down);
+             the other prints the gloo error and "terminate called without an active exception" and aborts, so
+             it dies first
 """
 
 import os
@@ -53,6 +56,9 @@ if rank == first:
         print("terminate called after throwing an instance of 'std::runtime_error'", file=sys.stderr, flush=True)
         os.abort()
     print(f"rank {rank} failing on purpose", flush=True)
+    if case == "slow":
+        os.close(link)
+        time.sleep(2.0)
     sys.exit(5 if case == "terminate" else 7)
 while os.read(link, 1):  # EOF: the peer's process ended
     pass
@@ -61,6 +67,8 @@ if case == "terminate":
     print("terminate called without an active exception", file=sys.stderr, flush=True)
     os.abort()
 print(GLOO, file=sys.stderr, flush=True)
-if case == "exit":
+if case == "slow":
+    print("terminate called without an active exception", file=sys.stderr, flush=True)
+if case in ("exit", "slow"):
     os.abort()
 sys.exit(1)
