@@ -35,9 +35,8 @@ def _submit(tmp_path: Path, cli_env: Dict[str, str], plan: str, **launcher: Any)
     marks = tmp_path / "marks"
     marks.mkdir()
     return write_job(tmp_path / "job", SCRIPT, name="hl", resources={"hosts": 2},
-                     launcher={"grace_period": 3, **launcher},
-                     env={"HOSTS_JOB_PLAN": plan, "HOSTS_JOB_DIR": str(marks), "MALAUNCH_HEARTBEAT_TIMEOUT": "3",
-                          "MALAUNCH_HOST_WAIT": "30", "MALAUNCH_RESTART_BACKOFF": "0.5"})  # fmt: skip
+                     launcher={"grace_period": 3, "heartbeat_timeout": 3, "host_wait": 30, **launcher},
+                     env={"HOSTS_JOB_PLAN": plan, "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"})
 
 
 @pytest.mark.process
@@ -46,7 +45,8 @@ def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
-    job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip().split()[-1]
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
     (job_id,) = job_ids(home)
     wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
     wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
@@ -64,7 +64,8 @@ def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_a_frozen_host_fails_the_job_with_host_lost(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep")  # no restarts: the frozen host ends the job
-    ma_submit(["--detach", str(job)], cli_env)
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
     (job_id,) = job_ids(home)
     wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
     wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
