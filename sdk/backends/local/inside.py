@@ -24,7 +24,8 @@ import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.contract import Name
-from malaunch.entrypoint.run import peers, proctree
+from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.attempt_status import attempt_file, read_attempt
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
@@ -181,8 +182,8 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
                                 host=index))  # fmt: skip
             out.extend(_report_events(index, paths.report_file(index), host["started_at"]))
         log_dir = log_dirs.get(index)
-        announced = peers.read_attempt(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
-        when = _mtime(peers.attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        announced = read_attempt(attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        when = _mtime(attempt_file(log_dir)) if isinstance(log_dir, str) else None
         if announced is not None and when is not None and announced["attempt"] > 0 and host["state"] != "EXITED":
             out.append(JobEvent(when, source, "Attempt", f"attempt {announced['attempt']} is {announced['state']}",
                                 "Warning", index))  # fmt: skip
