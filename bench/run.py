@@ -12,13 +12,17 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``ranktable-scale``: parse and plan a 2,048 x 16 (32,768-rank) v1.0 rank table in-process;
 - ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done;
 - ``obs-upload``: the ModelArts code upload (first and unchanged re-upload) against a plain 10-thread boto3
-  upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000).
+  upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000);
+- ``coordinator``: the hosts' coordinator (issue 25) with N = 2, 64, 1,024 emulated hosts speaking its protocol
+  on 127.0.0.1 (``--hosts`` chooses the sizes): its CPU share and memory under heartbeats, and the time from a
+  host's death (SIGKILLed; SIGSTOPped) to every other host told. Its figures have a section of their own in
+  ``docs/performance.md``, which ``--only coordinator`` rewrites alone (about 2 minutes).
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
 
 Run it with the project venv (``bash scripts/setup.sh`` first): ``.venv/bin/python bench/run.py``. A full run
-takes about 10-15 minutes, ``--quick`` about 3.
+takes about 12-17 minutes, ``--quick`` about 5 (the coordinator case about 1.5 of them).
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from mabench.coordinator import parse_sizes, run_coordinator, window_seconds
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
 from mabench.obsupload import run_obs_upload
 from mabench.procs import BENCH_DIR, REPO
-from mabench.report import console_table, write_docs
+from mabench.report import OWN_SECTION, console_table, write_docs, write_section
 from mabench.results import CaseResult, say
 from mabench.scale import run_scale
 from mabench.startup import run_startup
@@ -47,16 +52,16 @@ from mabench.teardown import run_teardown
 
 __all__ = ["CASES", "main"]
 
-CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload")
+CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator")
 
 
 def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
     base = (
         {"reps": 2, "msrun_reps": 1, "log_reps": 2, "log_bytes": 300_000_000, "scale_reps": 3, "local_reps": 1,
-         "obs_reps": 1, "obs_large": 0}
+         "obs_reps": 1, "obs_large": 0, "coord_reps": 1, "quick": 1}
         if quick
         else {"reps": 5, "msrun_reps": 3, "log_reps": 5, "log_bytes": 1_000_000_000, "scale_reps": 7, "local_reps": 3,
-              "obs_reps": 3, "obs_large": 1}
+              "obs_reps": 3, "obs_large": 1, "coord_reps": 1, "quick": 0}
     )  # fmt: skip
     if reps is not None:
         base.update(
@@ -66,11 +71,14 @@ def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
             scale_reps=reps,
             local_reps=reps,
             obs_reps=reps,
+            coord_reps=reps,
         )
     return base
 
 
-def _runners(s: Dict[str, int], baseline: Optional[str] = None) -> Dict[str, Callable[[], CaseResult]]:
+def _runners(
+    s: Dict[str, int], baseline: Optional[str] = None, hosts: Sequence[int] = ()
+) -> Dict[str, Callable[[], CaseResult]]:
     return {
         "startup": lambda: run_startup(s["reps"], baseline),
         "teardown": lambda: run_teardown(s["reps"], s["msrun_reps"]),
@@ -78,10 +86,11 @@ def _runners(s: Dict[str, int], baseline: Optional[str] = None) -> Dict[str, Cal
         "ranktable-scale": lambda: run_scale(s["scale_reps"]),
         "local-backend": lambda: run_local_backend(s["local_reps"]),
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
+        "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
     }
 
 
-def _describe(case: str, s: Dict[str, int]) -> str:
+def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
     return {
         "startup": f"N=4, 8, 16, 32; floor, shim (ranktable), torchrun, msrun; {s['reps']} runs each",
         "teardown": f"N=4; shim x3 methods, torchrun, msrun; {s['reps']} runs each, bare msrun {s['msrun_reps']} "
@@ -92,6 +101,8 @@ def _describe(case: str, s: Dict[str, int]) -> str:
         "local-backend": f"4 hosts x 4 ranks via Job(...).submit(); {s['local_reps']} runs",
         "obs-upload": f"{'2,000 and 20,000' if s['obs_large'] else '2,000'} files (one of 20 MB) on moto's S3 "
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
+        "coordinator": f"N={', '.join(str(n) for n in hosts)} emulated hosts; timeouts 20 s (SIGKILL) and 2 s "
+        f"(SIGSTOP); {s['coord_reps']} run(s) each",
     }[case]
 
 
@@ -109,10 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         choices=CASES,
         metavar="CASE",
-        help="run only this case (repeatable); implies --no-write",
+        help="run only this case (repeatable); docs/performance.md is not rewritten, except the section of a case "
+        f"that has one of its own ({', '.join(OWN_SECTION)}) unless --no-write",
     )
     parser.add_argument("--no-write", action="store_true", help="do not rewrite docs/performance.md and .svg")
     parser.add_argument("--reps", type=int, help="runs per timing (overrides the defaults; bare msrun stays <= 3)")
+    parser.add_argument(
+        "--hosts",
+        metavar="N,N,...",
+        help="the coordinator case's job sizes in hosts (default 2,64,1024; each 2 to 4096)",
+    )
     parser.add_argument(
         "--baseline",
         metavar="REF",
@@ -149,6 +166,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             resolve_commit(args.baseline)
         except BenchError as exc:
             build_parser().error(str(exc))
+    try:
+        hosts = parse_sizes(args.hosts)
+    except ValueError as exc:
+        build_parser().error(str(exc))
     settings = _settings(args.quick, args.reps)
     _compile_package()
     chosen = [case for case in CASES if not args.only or case in args.only]
@@ -156,10 +177,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     load_at_start = os.getloadavg()
     say("load average at the start (1/5/15 min): " + ", ".join(f"{x:.2f}" for x in load_at_start))
     began = time.monotonic()
-    runners = _runners(settings, args.baseline)
+    runners = _runners(settings, args.baseline, hosts)
     results: List[CaseResult] = []
     for case in chosen:
-        say(f"{case}: starting ({_describe(case, settings)})")
+        say(f"{case}: starting ({_describe(case, settings, hosts)})")
         t0 = time.monotonic()
         try:
             result = runners[case]()
@@ -186,7 +207,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ],
     }
     (out_dir / "latest.json").write_text(json.dumps(raw, indent=1))
-    if args.no_write or args.only:
+    own = [r for r in results if r.case in OWN_SECTION and r.series]
+    if args.only and own and not args.no_write:
+        for result in own:
+            path = write_section(result, _command_line(args_list), started, minutes, load_at_start)
+            say(f"rewrote the {result.case} section of {os.path.relpath(path, REPO)}")
+    elif args.no_write or args.only:
         say(f"raw samples: {out_dir / 'latest.json'}; docs/performance.md not rewritten")
     else:
         for path in write_docs(results, _command_line(args_list), started, minutes, load_at_start):

@@ -23,10 +23,13 @@ from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrup
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
 
+    from .contract.cluster_env import ClusterEnv
     from .plan.launch_plan import LaunchPlan
     from .report.report import RunResult
     from .run._cgroup import CgroupEntry
     from .run.attempts import RestartOutcome
+    from .run.events import AttemptLink
+    from .run.hosts import HostsConfig
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -209,6 +212,29 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     return result.exit_code
 
 
+def _hosts(env: Mapping[str, str], cluster: ClusterEnv, plan: LaunchPlan) -> Optional[HostsConfig]:
+    """The coordinator settings of a multi-host job (None: one host, or no master address to reach)."""
+    if cluster.num_hosts < 2:
+        return None
+    from .run.hosts import hosts_config
+
+    names = cluster.worker_hosts
+    addr = names[cluster.node_rank] if cluster.node_rank < len(names) else plan.host
+    hosts = hosts_config(env, cluster.node_rank, cluster.num_hosts, addr, cluster.master_addr, cluster.job_id,
+                         cluster.master_wait)  # fmt: skip
+    if hosts is None and cluster.master_addr is None:
+        _say("no coordinator: the master host's address is unknown (set VC_WORKER_HOSTS); the hosts do not "
+             "restart together and a lost host is noticed only by its peers' collectives")
+    return hosts
+
+
+def _without_secret(env: Mapping[str, str]) -> Mapping[str, str]:
+    """The environment the ranks get: the job's secret is the shims' alone."""
+    if "MALAUNCH_JOB_SECRET" not in env:
+        return env
+    return {name: value for name, value in env.items() if name != "MALAUNCH_JOB_SECRET"}
+
+
 def _error(message: str) -> None:
     _stderr(f"{PROG}: error: {message}\n")
 
@@ -247,13 +273,20 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         if options.dry_run:
             sys.stdout.write(launcher.plan_attempt(plan, 0, policy).render() + "\n")
             return 0
+        hosts = _hosts(env, cluster, plan)
         _announce(plan)
         from .run.supervisor import run_plan
 
-        def run(attempt: LaunchPlan, base_env: Mapping[str, str]) -> RunResult:
-            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None)
+        def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
+            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link)
 
-        outcome = run_with_restarts(plan, env, policy, run, _say, launcher)
+        ranks_env = _without_secret(env)
+        if hosts is None:
+            outcome = run_with_restarts(plan, ranks_env, policy, run, _say, launcher)
+        else:
+            from .run.hosts.jobloop import run_coordinated
+
+            outcome = run_coordinated(plan, ranks_env, policy, run, _say, launcher, hosts)
     except EntrypointError as error:
         _error(str(error))
         return exit_code_for(error)

@@ -10,8 +10,7 @@ here is re-exported from its one home in the shim:
   ``signal_in_any_code`` (the signal an exit code stands for);
 - files: ``write_atomic`` (a temporary file renamed over the target);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
-- restarts between emulated hosts: the attempt file the shim announces each restart in (``attempt_file``,
-  ``read_attempt``, ``frontier``, ``PEER_RESTART_SIGNAL``).
+- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from .contract.cluster_env import DEFAULT_GRACE_PERIOD
 from .contract.signals import signal_in_any_code
 from .report.atomicfile import write_atomic
 from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
-from .run.peers import PEER_RESTART_SIGNAL, attempt_file, frontier, read_attempt
+from .run.attempt_status import attempt_file, read_attempt
 from .run.proctree import (
     ProcKey,
     descendants,
@@ -39,7 +38,6 @@ from .run.selfproc import set_subreaper
 __all__ = [
     "CLASSES",
     "DEFAULT_GRACE_PERIOD",
-    "PEER_RESTART_SIGNAL",
     "RETRYABLE",
     "SIGNAL",
     "VARIABLES",
@@ -50,7 +48,6 @@ __all__ = [
     "classify_exit",
     "descendants",
     "env_has",
-    "frontier",
     "int_bounds",
     "is_alive",
     "pids_with_env",

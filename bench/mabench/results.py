@@ -75,7 +75,8 @@ class CaseResult:
 
 
 def fmt_value(value: Optional[float], unit: str) -> str:
-    """A figure with a readable unit: seconds as ``12.3 ms`` / ``4.56 s``, throughput as ``812 MB/s``."""
+    """A figure with a readable unit: seconds as ``12.3 ms`` / ``4.56 s``, throughput as ``812 MB/s``, a share of
+    one core as ``0.42 %``."""
     if value is None:
         return "-"
     if unit == "s":
@@ -86,6 +87,8 @@ def fmt_value(value: Optional[float], unit: str) -> str:
         return f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
     if unit == "MB/s":
         return f"{value:.0f} MB/s"
+    if unit == "%":
+        return f"{value:.2f} %" if value < 10 else f"{value:.0f} %"
     return f"{value:g} {unit}"
 
 

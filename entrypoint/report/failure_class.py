@@ -11,7 +11,9 @@ class                  retryable  when
 ``rendezvous_timeout``  yes       the log tail has a rendezvous, store or connection failure (torch
                                   ``DistStoreError``/``DistNetworkError``, gloo "connection closed by peer",
                                   HCCL ``EI0006``, MindSpore node time-outs), the shim gave up waiting (3),
-                                  or a peer host's restart ended this host's attempt (3)
+                                  or another host's failure ended this host's attempt (3)
+``host_lost``           yes       another host of the job was lost (its shim vanished or stopped answering the
+                                  job's coordinator), or did not come back in time (the shim's exit 75)
 ``signal``              yes       killed by a signal the shim did not send (named: 137 SIGKILL, 134 SIGABRT...)
 ``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
 ``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
@@ -31,6 +33,7 @@ from ..contract.signals import signal_hint, signal_in_any_code, signal_name
 __all__ = [
     "CLASSES",
     "COLLECTIVE_TIMEOUT",
+    "HOST_LOST",
     "LAUNCHER_MISUSE",
     "RENDEZVOUS_TIMEOUT",
     "RETRYABLE",
@@ -45,19 +48,22 @@ __all__ = [
 
 COLLECTIVE_TIMEOUT = "collective_timeout"
 RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
+HOST_LOST = "host_lost"
 SIGNAL = "signal"
 LAUNCHER_MISUSE = "launcher_misuse"
 USER_ERROR = "user_error"
 STOPPED = "stopped"
 
 #: Every class, most specific first.
-CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
+CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
 #: The classes a restart can help with (``launcher.restart_on: retryable``, the default).
-RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, SIGNAL))
+RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, SIGNAL))
 
 _DESCRIPTIONS = {
     COLLECTIVE_TIMEOUT: "a collective operation timed out (a peer rank died, hung or is too slow)",
     RENDEZVOUS_TIMEOUT: "rendezvous or network failure (a peer or the master could not be reached in time)",
+    HOST_LOST: "a host of the job was lost (its shim vanished or stopped answering): the job restarts with it or "
+    "exits 75 for the platform's restart",
     SIGNAL: "killed by a signal the shim did not send",
     LAUNCHER_MISUSE: "the launcher or the shim rejected its input: fix the job, a restart cannot help",
     USER_ERROR: "the script exited with an error of its own: fix the script, a restart cannot help",
@@ -88,9 +94,10 @@ _RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
         r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
         r"Timed out node list is",  # MindSpore: "The total number of timed out node is N. Timed out node ..."
         r"gave up waiting for",  # the shim's own bounded waits (rank table, master name)
-        r"a peer host restarted the job",  # the shim's attempt ended by another host's restart (peers.py)
+        r"this host's attempt ends with it",  # the coordinator ended this host's attempt: another host failed
     )
 )
+_HOST_LOST = re.compile(r"^ma-entrypoint: host \d+ \([^)]*\) lost: ")  # the shim's line (run/hosts)
 _MISUSE: Tuple[Pattern[str], ...] = tuple(
     re.compile(text)
     for text in (
@@ -197,12 +204,17 @@ def classify_failure(
     if stopped:
         return _make(STOPPED, "the shim received a stop signal")
     lines = list(tail)
+    found = _search((_HOST_LOST,), lines)
+    if found is not None:
+        return _make(HOST_LOST, found)
     found = _search(_COLLECTIVE, lines)
     if found is not None:
         return _make(COLLECTIVE_TIMEOUT, found)
     found = _search(_RENDEZVOUS, lines)
     if found is not None:
         return _make(RENDEZVOUS_TIMEOUT, found)
+    if origin == "shim" and exit_code == 75:  # run/hosts/jobstate.py's EXIT_HOST_LOST
+        return _make(HOST_LOST, "the shim exited with 75: a host was lost and did not come back")
     sig = signal_in_any_code(exit_code, signal)
     if sig is not None:
         if origin == "shim" and sig in (1, 2, 15):  # the shim's own 129/130/143: it was stopped

@@ -13,18 +13,18 @@ Used for the ``pipe`` log source (rank-table fan-out and single runs). Per proce
   on the console. Each stream holds its own partial line, so stdout and stderr never mix within a line.
 
 The reader never holds up splicing, and the console never loses a line it could take: it waits for room in
-the console's backlog, so a slow console only makes the copy late (the lag waits in the file). Spans are skipped unread only while the console is stuck (it accepted
-nothing for :data:`~._console.CONSOLE_STUCK` s; the reader resumes as soon as it takes bytes again), when
-the console is still behind at the drain deadline after the end (:data:`~._console.CONSOLE_DRAIN`), or when
-more than :data:`MAX_SPANS` spans wait (only output that switches between stdout and stderr very often while
-the console lags; adjacent spans of one stream merge). Each time, the console copy of the stream resumes at
-the next whole line, after one line saying how many bytes of which process were skipped and where its log
-file is; the file still gets every byte.
+the console's backlog, so a slow console only makes the copy late (the lag waits in the file). Spans are
+skipped unread only while the console is stuck (it took nothing for :data:`~._console.CONSOLE_STUCK` s; the
+reader resumes once it takes bytes again), when it is still behind at the drain deadline
+(:data:`~._console.CONSOLE_DRAIN`), or when more than :data:`MAX_SPANS` spans wait (stdout and stderr
+switching very often while the console lags). The console copy then resumes at the next whole line, after one
+line saying how many bytes of which process were skipped and where its log is; the file gets every byte.
 
 A log file that is not a regular file (``/dev/null``, a FIFO) is never spliced; when a splice fails, that
 file falls back to the pump of old (the pipe read in Python, each chunk written with ``os.write``: ``EINVAL``
-keeps every byte; ``ENOSPC``, ``EIO``, ``EFBIG`` are reported once, the output goes on to the console). A failed splice leaves its bytes in the pipe, so nothing is lost. The chunks read that way
-travel to the reader as in-memory spans, so the console order is kept.
+keeps every byte; ``ENOSPC``, ``EIO``, ``EFBIG`` are reported once, the output goes on to the console). A
+failed splice leaves its bytes in the pipe, so nothing is lost; the chunks read that way travel to the reader
+as in-memory spans, so the console order is kept.
 
 The failure report's tail (:meth:`~._pump.Sink.text`) is read from the end of the file; after a fallback it
 comes from memory, as for every other sink.

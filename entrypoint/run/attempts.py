@@ -42,16 +42,18 @@ RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
 class Attempt:
     """One start of the group: its number, its result, its failure class and whether it was restarted.
 
-    A slotted class (a named tuple cannot have a field called ``index``); never changed once made.
+    A slotted class (a named tuple cannot have a field called ``index``); on several hosts ``restarted`` and
+    ``cause`` are filled in when the coordinator decides (:mod:`.hosts.jobloop`).
     """
 
-    __slots__ = ("classification", "index", "log_dir", "restarted", "result")
+    __slots__ = ("cause", "classification", "index", "log_dir", "restarted", "result")
 
     def __init__(
         self, index: int, result: RunResult, classification: "Optional[Classification]", restarted: bool, log_dir: str
     ) -> None:
         self.index, self.result, self.classification = index, result, classification
         self.restarted, self.log_dir = restarted, log_dir
+        self.cause: Optional[Dict[str, Any]] = None  # several hosts: the job's root cause, as the coordinator chose
 
     def __repr__(self) -> str:
         return (f"Attempt(index={self.index}, result={self.result!r}, classification={self.classification!r}, "
@@ -65,12 +67,16 @@ class RestartOutcome(NamedTuple):
     attempts: Tuple[Attempt, ...]
     policy: RestartPolicy
     stopped_in_backoff: Optional[int] = None  # the signal that ended a back-off
+    hosts: Optional[Dict[str, Any]] = None  # several hosts: this host's place and the job's verdict
+    job_class: "Optional[Classification]" = None  # several hosts: the class of the job's root cause
 
     @property
     def classification(self) -> "Optional[Classification]":
         """The class of the final failure (None on success)."""
         if self.result.exit_code == 0 and self.result.shim_signal is None:
             return None
+        if self.job_class is not None:
+            return self.job_class
         if self.stopped_in_backoff is not None:
             return classify_result(self.result)
         return self.attempts[-1].classification if self.attempts else None
@@ -96,22 +102,17 @@ class _BackoffStop:
 
 
 class _Announcer:
-    """Announces each attempt for the peers (:mod:`.peers`) when the group may restart; from the first
-    announcement on, this process ignores a peer's restart signal outside ``run_plan`` (which handles it)."""
+    """Announces each attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart."""
 
     def __init__(self, plan: LaunchPlan, active: bool) -> None:
         self.log_dir = plan.log_dir
         self.active = active
-        if self.active and threading.current_thread() is threading.main_thread():
-            from . import peers
-
-            peers.ignore_peer_restarts()  # for good: a late signal must never kill the shim as it ends
 
     def __call__(self, attempt: int, state: str) -> None:
         if self.active:
-            from . import peers
+            from .attempt_status import announce_attempt
 
-            peers.announce_attempt(self.log_dir, attempt, state)
+            announce_attempt(self.log_dir, attempt, state)
 
 
 class _Loop:
@@ -148,6 +149,14 @@ class _Loop:
             kind = classify_result(one, self.names)
             found.append(Attempt(first + number, one, kind, item.restarted, item.log_dir or log_dir))
         return found
+
+    def record(self, index: int, result: RunResult, log_dir: str) -> "Optional[Classification]":
+        """Record attempt ``index`` as run (several hosts: the coordinator decides what follows); its class."""
+        if any(item.restarted for item in result.launcher_attempts):
+            self.attempts.extend(self._launcher_attempts(result, log_dir))
+        else:
+            self.attempts.append(Attempt(index, result, classify_result(result, self.names), False, log_dir))
+        return self.attempts[-1].classification
 
     def say_restart(self, index: int, result: RunResult) -> float:
         """Say why attempt ``index`` is restarted; returns the back-off before the next one."""
@@ -186,7 +195,7 @@ def run_with_restarts(
             result = run(attempt_plan, base_env)
             if not loop.judge(index, result, attempt_plan.log_dir, stop.signum is not None):
                 break
-            announce(index, "backoff")  # the peers still in this attempt end it too (peers.py)
+            announce(index, "backoff")
             signum = stop.wait(loop.say_restart(index, result))
             if signum is not None:
                 say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
@@ -219,7 +228,17 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
 
 
 def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
-    """Report fields the restart loop adds: the final failure's class and every attempt's root cause."""
+    """Report fields the restart loop adds: the final failure's class and every attempt's root cause (several
+    hosts: also ``hosts``, and each attempt's ``job_cause``, the same on every host)."""
+    report = _attempts_report(outcome)
+    if outcome.hosts is not None:
+        report["hosts"] = outcome.hosts
+        for entry, attempt in zip(report["attempts"], outcome.attempts):
+            entry["job_cause"] = attempt.cause
+    return report
+
+
+def _attempts_report(outcome: RestartOutcome) -> Dict[str, Any]:
     final = outcome.classification
     return {
         "failure_class": final.to_json() if final is not None else None,

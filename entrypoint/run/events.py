@@ -4,11 +4,11 @@ start-up time). A worker's death seen by the watch is :class:`._watch.WorkerDeat
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Optional, Protocol, Union
 
 from ._watch import WorkerDeath
 
-__all__ = ["Event", "LauncherLine", "ProcExit", "ShimSignal", "WorkerDeath"]
+__all__ = ["AttemptLink", "Event", "HostsEnd", "LauncherLine", "ProcExit", "ShimSignal", "WorkerDeath"]
 
 
 class ProcExit:
@@ -38,4 +38,23 @@ class ShimSignal:
         self.signum = signum
 
 
-Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath]
+class HostsEnd:
+    """The job's coordinator ends this host's attempt: another host failed or was lost (``line`` says which)."""
+
+    __slots__ = ("line",)
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+
+Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath, HostsEnd]
+
+
+class AttemptLink(Protocol):
+    """What a run tells the other hosts, and how they reach it (:class:`.hosts.link.HostLink` for one attempt)."""
+
+    def attach(self, post: Optional[Callable[[Event], None]]) -> None:
+        """Where the coordinator's ``end`` goes while the run lasts (None once it is over)."""
+
+    def failing(self) -> None:
+        """This host's run is ending after a failure of its own: the other hosts end theirs too."""

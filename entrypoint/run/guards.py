@@ -19,11 +19,10 @@ from typing import Any, Callable, Dict, Iterable, Optional, Set
 from . import proctree, selfproc
 from ._cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
 from ._reaper import JobTree, Watchdog, new_token, start_watchdog
-from .peers import PEER_RESTART_SIGNAL
 
 __all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
 
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, PEER_RESTART_SIGNAL)
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHDOG_GRACE_CAP = 2.0
 _REMOVE_PATIENCE = 2.0
 
@@ -48,7 +47,7 @@ class JobGuards:
         self._previous: Dict[int, Any] = {}
 
     def handle_signals(self, handler: Callable[[int, Any], None]) -> None:
-        """Route the stop signals (and a peer's restart signal) to ``handler`` (main thread only, else not)."""
+        """Route the stop signals to ``handler`` (main thread only, else not)."""
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, handler) for sig in HANDLED_SIGNALS}
 

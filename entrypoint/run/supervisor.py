@@ -21,8 +21,9 @@ Contract of :func:`run_plan`:
    (:meth:`~.launcher.Launcher.relaunch`) is started again after its delay instead, the others running on. The
    root cause is then decided from the facts by a pure function.
 5. SIGTERM, SIGINT and SIGHUP to the shim end the job the same way; the result is 128+signal. A second signal
-   skips the rest of the grace period. SIGUSR1 (a peer host restarted, :mod:`.peers`) ends it as a failure
-   whose root cause, unless a rank failed first, is :func:`~.peers.peer_restart_failure` (exit code 3). A
+   skips the rest of the grace period. In a multi-host job the coordinator (:mod:`.hosts`) is told of this
+   run's first failure, and may end the run itself (another host failed or was lost): its root cause is then,
+   unless a rank of this host failed first, :func:`~.hosts.peer_ended_failure` (exit code 3). A
    launcher that restarts its workers itself has them judged by its gate (:meth:`~.launcher.Launcher.gate`);
    ``RunResult.launcher_attempts`` has every attempt it made.
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
@@ -48,11 +49,10 @@ from ._cgroup import CgroupEntry
 from ._pump import tune_malloc
 from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .ending import Ending
-from .events import Event, LauncherLine, ProcExit, ShimSignal, WorkerDeath
+from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
 from .guards import JobGuards
 from .launcher import Launcher
 from .output import Output, prepare_folders
-from .peers import PEER_RESTART_SIGNAL
 from .processes import ProcessGroup
 from .relaunch import Relauncher
 from .verdict import RunFacts
@@ -68,7 +68,7 @@ class Supervisor:
     """One run of a plan: start / poll / close, method-agnostic (the launcher's hooks say what differs)."""
 
     def __init__(self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO,
-                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None) -> None:  # fmt: skip
+                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None, link: Optional[AttemptLink] = None) -> None:
         self.plan, self.launcher = plan, launcher
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.output = Output(plan, out, err, launcher)
@@ -81,7 +81,8 @@ class Supervisor:
                              self._statuses_known, self._summary_written)  # fmt: skip
         self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env), cgroup)
         self.shim_signal: Optional[int] = None
-        self.peer_restart = False  # a peer host restarted the job (PEER_RESTART_SIGNAL): this attempt ends
+        self.link = link  # the other hosts (multi-host jobs): told when this run fails, they may end it
+        self.hosts_end: Optional[str] = None  # the coordinator ended this run: why (another host failed, lost)
         self.relauncher = Relauncher(launcher, self.group, self.output, self.facts, self.tree, self.guards)
         self.error: Optional[LaunchError] = None
         self.started_wall = time.time()
@@ -116,8 +117,8 @@ class Supervisor:
     # -- events ---------------------------------------------------------------------------------------------------
     def absorb(self, event: Event) -> None:
         """Record the fact an event carries; a failure (or a signal) starts the ending."""
-        if isinstance(event, ShimSignal):
-            self._signalled(event.signum)
+        if isinstance(event, (ShimSignal, HostsEnd)):
+            self._signalled(event)
             return
         failed, fact = False, None
         own: Tuple[str, ...] = ()
@@ -147,12 +148,14 @@ class Supervisor:
         if failed:
             self.begin_ending(fact if fact is not None and fact.rank is not None else None, own)
 
-    def _signalled(self, signum: int) -> None:
-        if signum == PEER_RESTART_SIGNAL:
-            if self.shim_signal is None and not self.peer_restart:
-                self.peer_restart = True
+    def _signalled(self, event: ShimSignal | HostsEnd) -> None:
+        if isinstance(event, HostsEnd):  # the coordinator ends this run: another host failed or was lost
+            if self.shim_signal is None and self.hosts_end is None and self.ending.at is None:
+                self.hosts_end = event.line
                 self.begin_ending()
-        elif self.shim_signal is None:
+            return
+        signum = event.signum
+        if self.shim_signal is None:
             self.shim_signal = signum
             if signum in (signal.SIGTERM, signal.SIGINT):
                 self.ending.stop_sig = signal.Signals(signum)
@@ -161,15 +164,16 @@ class Supervisor:
             self.ending.kill_now()  # a second signal: no more grace
 
     def begin_ending(self, failure: Optional[Death] = None, own: Sequence[str] = ()) -> None:
-        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log (or ``own`` output) says a peer failed
-        holds the stop."""
+        """The job ends (:meth:`.ending.Ending.begin`); a failure whose log (or ``own``) names a peer's holds it."""
         first = self.ending.at is None
         if first:
             self.output.quiet()
             self.relauncher.pending.clear()
+            if self.link is not None and self.hosts_end is None and self.shim_signal is None:
+                self.link.failing()
         hold = first and failure is not None and self.facts.says_peer_failed(failure, own)
-        pause = self.plan.restart_on is None and not self.launcher.kills_peers  # torchrun: no gate of its own
-        self.ending.begin(hold=hold, pause_launchers=pause)
+        # torchrun without a gate of its own is paused while the stop is held
+        self.ending.begin(hold=hold, pause_launchers=self.plan.restart_on is None and not self.launcher.kills_peers)
 
     # -- poll -------------------------------------------------------------------------------------------------------
     def poll(self) -> bool:
@@ -230,17 +234,13 @@ class Supervisor:
 
     def result(self, started: float) -> RunResult:
         """The run's result, once every process has ended and every event was absorbed."""
-        while True:
-            try:
-                self.absorb(self.events.get_nowait())
-            except queue.Empty:
-                break
+        while not self.events.empty():  # one consumer: this thread
+            self.absorb(self.events.get_nowait())
         self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
-        stopped = self.shim_signal is not None or self.peer_restart
-        failure = self.facts.root_cause(
-            self.ending.killed_at is not None, stopped, self.workers.pid_ranks(), self.ending.stopped_at
-        )
-        return self.facts.result(failure, self.shim_signal, self.peer_restart, started, self.workers.gate,
+        stopped = self.shim_signal is not None or self.hosts_end is not None
+        killed = self.ending.killed_at is not None
+        failure = self.facts.root_cause(killed, stopped, self.workers.pid_ranks(), self.ending.stopped_at)
+        return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
                                  self.relauncher.relaunched)  # fmt: skip
 
     def run(self, handle_signals: bool, started: float) -> RunResult:
@@ -275,6 +275,7 @@ def run_plan(
     console_err: Optional[BinaryIO] = None,
     handle_signals: bool = True,
     cgroup: Optional[CgroupEntry] = None,
+    link: Optional[AttemptLink] = None,
 ) -> RunResult:
     """Run every process of ``plan`` to the end with ``launcher``'s hooks and say how it ended.
 
@@ -286,6 +287,7 @@ def run_plan(
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
         cgroup: the job's cgroup made early (:func:`.guards.enter_cgroup_early`), else one is made at the start.
+        link: the other hosts of a multi-host job (:mod:`.hosts`): told when this run fails; they may end it.
 
     Raises:
         LaunchError: the log directory or a log file cannot be written, or a program cannot be started
@@ -294,11 +296,17 @@ def run_plan(
     started = time.monotonic()
     out = console_out if console_out is not None else sys.stdout.buffer
     err = console_err if console_err is not None else sys.stderr.buffer
-    supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup)
+    supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup, link)
     try:
         prepare_folders(plan)
         supervisor.output.open()
     except BaseException:
         supervisor.output.close()
         raise
-    return supervisor.run(handle_signals, started)
+    if link is None:
+        return supervisor.run(handle_signals, started)
+    link.attach(supervisor.events.put)  # the coordinator's "end" reaches this run from now on
+    try:
+        return supervisor.run(handle_signals, started)
+    finally:
+        link.attach(None)

@@ -14,16 +14,16 @@ import os.path
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ..contract.errors import EXIT_LAUNCH
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
 from ..report.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 from ._watch import WorkerWatch
 from .launcher import Gate, Launcher
 from .output import Output
-from .peers import peer_restart_failure
 from .processes import ProcessGroup
 
-__all__ = ["RunFacts", "shell_code"]
+__all__ = ["RunFacts", "peer_ended_failure", "shell_code"]
 
 
 def shell_code(code: int) -> int:
@@ -141,14 +141,14 @@ class RunFacts:
         self,
         failure: Optional[Failure],
         shim_signal: Optional[int],
-        peer_restart: bool,
+        hosts_end: Optional[str],
         started: float,
         gate: Gate,
         relaunched: Sequence[LauncherAttempt],
     ) -> RunResult:
         """The run's result: its exit code decided from the root cause (or the shim's signal)."""
-        if failure is None and peer_restart and shim_signal is None:
-            failure = peer_restart_failure(self.plan.host, self.plan.processes[0].log_file)
+        if failure is None and hosts_end is not None and shim_signal is None:
+            failure = peer_ended_failure(self.plan.host, self.plan.processes[0].log_file, hosts_end)
         if shim_signal is not None:
             code = 128 + shim_signal
         elif failure is not None:
@@ -158,6 +158,12 @@ class RunFacts:
         history = gate.history(self.facts, failure, started, self.failure_of) or _relaunch_history(relaunched, failure)
         lost = self.output.lost_output()
         return RunResult(code, failure, shim_signal, time.monotonic() - started, history, lost)
+
+
+def peer_ended_failure(host: str, log_file: str, line: str) -> Failure:
+    """The root cause of a run the coordinator ended because another host failed or was lost (``line``)."""
+    return Failure(name="another host", rank=None, local_rank=None, host=host, pid=None, exit_code=EXIT_LAUNCH,
+                   signal=None, log_file=log_file, tail=(line,), source="peer")
 
 
 def _relaunch_history(

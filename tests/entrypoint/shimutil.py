@@ -134,12 +134,13 @@ def write_v10_table(path: Path, servers: int, devices: int, status: str = "compl
     path.write_text(json.dumps(v10_table(servers, devices, status=status)))
 
 
-def torchrun_host_env(index: int, *, gpus: int, port: int, job: str, log_dir: Path) -> Dict[str, str]:
-    """Marked environment of emulated host ``index`` of a 2-host torchrun job on loopback."""
+def torchrun_host_env(index: int, *, gpus: int, port: int, job: str, log_dir: Path, coordinator: int) -> Dict[str, str]:
+    """Marked environment of emulated host ``index`` of a 2-host torchrun job on loopback (``coordinator``: the
+    port of the hosts' coordinator, the same for both hosts)."""
     return marked_env(
         {"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "MA_NUM_GPUS": str(gpus), "VC_TASK_INDEX": str(index),
          "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.1", "MA_VJ_NAME": job, "MA_TORCHRUN_MASTER_PORT": str(port),
-         "MALAUNCH_LOG_DIR": str(log_dir)}
+         "MALAUNCH_LOG_DIR": str(log_dir), "MALAUNCH_COORDINATOR_PORT": str(coordinator)}
     )  # fmt: skip
 
 

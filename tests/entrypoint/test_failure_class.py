@@ -6,6 +6,7 @@ import pytest
 from malaunch.entrypoint.report.failure_class import (
     CLASSES,
     COLLECTIVE_TIMEOUT,
+    HOST_LOST,
     LAUNCHER_MISUSE,
     RENDEZVOUS_TIMEOUT,
     RETRYABLE,
@@ -95,9 +96,17 @@ def test_the_signal_class_without_a_signal_claims_none() -> None:
     assert Classification(SIGNAL, True, "from a report").description == "killed by a signal the shim did not send"
 
 
-def test_retryable_is_exactly_signals_and_timeouts() -> None:
-    assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT} == RETRYABLE
+def test_retryable_is_exactly_signals_timeouts_and_lost_hosts() -> None:
+    assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT, HOST_LOST} == RETRYABLE
     assert set(CLASSES) == RETRYABLE | {USER_ERROR, LAUNCHER_MISUSE, STOPPED}
+
+
+def test_a_lost_host_has_a_class_of_its_own() -> None:
+    line = "ma-entrypoint: host 2 (10.0.0.3) lost: no heartbeat for 20 s"
+    got = classify_failure(3, ["ma-entrypoint: something", line])
+    assert (got.kind, got.retryable, got.reason) == (HOST_LOST, True, line)
+    assert classify_failure(75, [], origin="shim").kind == HOST_LOST  # a backend sees only the shim's exit 75
+    assert classify_failure(75, []).kind == USER_ERROR  # a rank's own 75 is the script's
 
 
 def test_the_reason_names_the_matching_line() -> None:

@@ -20,7 +20,7 @@ from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.plan.launch_plan import LaunchPlan
 from malaunch.entrypoint.report.failure_class import classify_failure
 from malaunch.entrypoint.report.report import Failure, RunResult
-from malaunch.entrypoint.run import peers, proctree
+from malaunch.entrypoint.run import attempt_status, proctree
 from malaunch.entrypoint.run._watch import WorkerDeath
 from malaunch.entrypoint.run.attempts import restart_report, run_with_restarts
 from malaunch.entrypoint.run.policy import (
@@ -30,6 +30,7 @@ from malaunch.entrypoint.run.policy import (
     parse_restart_policy,
     should_restart,
 )
+from malaunch.entrypoint.run.verdict import peer_ended_failure
 from procutil import make_plan, new_mark, worker_spec
 
 
@@ -243,26 +244,31 @@ def test_loop_stops_on_a_user_error_and_keeps_every_attempt(tmp_path: Path) -> N
     assert report["attempts"][0]["root_cause"]["exit_code"] == 137
 
 
-def test_attempt_announcements_and_the_frontier(tmp_path: Path) -> None:
-    path = peers.attempt_file(str(tmp_path))
-    assert peers.read_attempt(path) is None and peers.frontier(None) is None
-    peers.announce_attempt(str(tmp_path), 2, "running")
-    assert peers.read_attempt(path) == {"attempt": 2, "state": "running", "pid": os.getpid()}
-    assert peers.frontier(peers.read_attempt(path)) == 2
-    peers.announce_attempt(str(tmp_path), 2, "backoff")  # attempt 3 comes after the back-off
-    assert peers.frontier(peers.read_attempt(path)) == 3
-    peers.announce_attempt(str(tmp_path), 2, "ended")
-    assert peers.frontier(peers.read_attempt(path)) is None
+def test_attempt_announcements(tmp_path: Path) -> None:
+    path = attempt_status.attempt_file(str(tmp_path))
+    assert attempt_status.read_attempt(path) is None
+    attempt_status.announce_attempt(str(tmp_path), 2, "running")
+    assert attempt_status.read_attempt(path) == {"attempt": 2, "state": "running", "pid": os.getpid()}
+    attempt_status.announce_attempt(str(tmp_path), 2, "backoff")  # attempt 3 comes after the back-off
+    assert attempt_status.read_attempt(path) == {"attempt": 2, "state": "backoff", "pid": os.getpid()}
     for bad in ("{", "[]", '{"attempt": "1", "state": "running", "pid": 1}', '{"attempt": 1, "state": "x", "pid": 1}'):
         Path(path).write_text(bad)
-        assert peers.read_attempt(path) is None, bad
+        assert attempt_status.read_attempt(path) is None, bad
 
 
-def test_an_attempt_a_peer_ended_is_retryable() -> None:
-    failure = peers.peer_restart_failure("host-a", "/logs/rank-0.log")
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("ma-entrypoint: host 1 (10.0.0.2) failed: this host's attempt ends with it", "rendezvous_timeout"),
+        ("ma-entrypoint: host 1 (10.0.0.2) lost: no heartbeat for 20 s", "host_lost"),
+    ],
+)
+def test_an_attempt_another_host_ended_is_retryable(line: str, kind: str) -> None:
+    failure = peer_ended_failure("host-a", "/logs/rank-0.log", line)
     result = RunResult(failure.exit_code, failure, None, 1.0)
-    kind = classify_result(result)
-    assert kind is not None and (kind.kind, kind.retryable, result.exit_code) == ("rendezvous_timeout", True, 3)
+    found = classify_result(result)
+    assert found is not None and (found.kind, found.retryable, result.exit_code) == (kind, True, 3)
+
 
 
 def _state(pid: int) -> str:

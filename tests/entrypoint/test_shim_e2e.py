@@ -59,7 +59,7 @@ def test_ranktable_fan_out_four_ranks_from_a_v10_table(tmp_path: Path) -> None:
     env = marked_env(
         {"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1", "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2",
          "RANK_TABLE_FILE": str(table), "MA_CURRENT_HOST_IP": "127.0.0.2",
-         "MALAUNCH_DEVICE_WORKDIR": str(tmp_path / "ws")}
+         "MALAUNCH_DEVICE_WORKDIR": str(tmp_path / "ws"), "MALAUNCH_COORDINATOR": "0"}  # host 1 alone
     )  # fmt: skip
     done = shim([str(SCRIPTS / "dump_env.py"), str(out)], env, tmp_path)
     assert done.returncode == 0, done.stderr
@@ -95,13 +95,14 @@ def test_ranktable_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> No
 @pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> None:
-    port = free_port()
+    port, coordinator = free_port(), free_port()
     out = tmp_path / "out"
     out.mkdir()
     procs = []
     marks = []
     for index in range(2):
-        env = torchrun_host_env(index, gpus=2, port=port, job=f"job-{port}", log_dir=tmp_path / f"host{index}")
+        env = torchrun_host_env(index, gpus=2, port=port, job=f"job-{port}", log_dir=tmp_path / f"host{index}",
+                                coordinator=coordinator)
         marks.append(env[MARK])
         procs.append(start_shim([str(SCRIPTS / "torch_allreduce.py"), "--out", str(out)], env, tmp_path))
     outputs = [p.communicate(timeout=240) for p in procs]
@@ -243,7 +244,7 @@ def test_v0_table_ranks_get_a_converted_v10_file(tmp_path: Path) -> None:
     out.mkdir()
     env = marked_env(
         {"RANK_TABLE_FILE": str(source), "MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1",
-         "VC_WORKER_HOSTS": "h0,h1,h2", "MA_CURRENT_INSTANCE_NAME": "job-pod-2"}
+         "VC_WORKER_HOSTS": "h0,h1,h2", "MA_CURRENT_INSTANCE_NAME": "job-pod-2", "MALAUNCH_COORDINATOR": "0"}
     )  # fmt: skip
     done = shim([str(SCRIPTS / "dump_env.py"), str(out)], env, tmp_path)
     assert done.returncode == 0, done.stderr

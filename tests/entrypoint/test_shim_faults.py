@@ -81,14 +81,15 @@ def test_unwritable_log_directory_exits_3_before_anything_starts(tmp_path: Path)
 @pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_host_that_starts_20s_late_still_joins(tmp_path: Path) -> None:
-    port = free_port()
+    port, coordinator = free_port(), free_port()
     out = tmp_path / "out"
     out.mkdir()
     procs, marks = [], []
     for index in range(2):
         if index == 1:
             time.sleep(20)
-        env = torchrun_host_env(index, gpus=1, port=port, job=f"late-{port}", log_dir=tmp_path / f"host{index}")
+        env = torchrun_host_env(index, gpus=1, port=port, job=f"late-{port}", log_dir=tmp_path / f"host{index}",
+                                coordinator=coordinator)
         marks.append(env[MARK])
         procs.append(start_shim([str(SCRIPTS / "torch_allreduce.py"), "--out", str(out)], env, tmp_path))
     for proc in procs:

@@ -1,10 +1,10 @@
 """Restarts across emulated hosts (local backend, real shims, real gloo), and the failure class in a status.
 
-Each host's shim restarts its own group and announces its attempt; when one host restarts, the runner ends
-the attempt of every host still in the earlier one (the peer-restart signal), so a rank that is not inside a
-collective does not wait for its timeout and both hosts meet again in the next attempt. A rank inside a
-collective usually fails by itself first (gloo: "Connection closed by peer", retryable). When one host runs
-out of restarts, its shim fails and the runner stops the others (as for any failed host).
+The hosts' shims coordinate themselves, as in a cluster (the runner only plays the platform): when one host's
+attempt fails, the job's coordinator ends the attempt of every other host, so a rank that is not inside a
+collective does not wait for its timeout, and every host starts the next attempt together. A rank inside a
+collective usually fails by itself first (gloo: "Connection closed by peer", retryable). When the job's
+restarts are spent, every host exits with the root cause's code.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def test_a_restart_on_one_host_ends_the_attempt_of_a_peer_outside_any_collective
     assert [a["failure_class"] for a in second["attempts"]] == ["signal", None]  # its rank was SIGKILLed
     assert [a["failure_class"] for a in first["attempts"]] == ["rendezvous_timeout", None]
     cause = first["attempts"][0]["root_cause"]
-    assert (cause["name"], cause["exit_code"]) == ("peer-restart", 3)  # ended by host 1's restart
-    assert "a peer host restarted the job" in cause["tail"][-1]
+    assert (cause["name"], cause["exit_code"]) == ("another host", 3)  # ended by the coordinator
+    assert "host 1 (" in cause["tail"][-1] and "failed: this host's attempt ends with it" in cause["tail"][-1]
+    assert first["attempts"][0]["job_cause"]["host"] == 1 == second["attempts"][0]["job_cause"]["host"]
     assert_nothing_running(job_id)
 
 

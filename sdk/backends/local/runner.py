@@ -7,9 +7,13 @@ harming the job. Contract:
 2. Sets up the host network, starts every host's shim in its own session with its output appended to
    ``hosts/<i>/console.log``, and reaps them (it is a child subreaper, so orphaned ranks come back to it).
 3. When a host's shim fails, the others get SIGTERM (their shims tear their ranks down); the job's exit code
-   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. When a host's
-   shim restarts its group, every host still in an earlier attempt gets the peer-restart signal, so the hosts
-   restart together (:mod:`malaunch.entrypoint.run.peers`).
+   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. The runner never
+   coordinates the hosts: their shims do that themselves, as in a cluster (the job's coordinator,
+   :mod:`malaunch.entrypoint.run.hosts`); the runner only plays the platform.
+   A host's shim killed by a signal from outside (the pod died) in a multi-host job that may restart
+   (``launcher.max_restarts``) is started again after :data:`REPLACE_AFTER` seconds, at most ``max_restarts``
+   times per job, as a platform replaces a pod: its shim joins the job's coordinator again and the hosts go on
+   together. Without restarts, or past them, the host's death fails the job as above.
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
@@ -31,7 +35,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from malaunch.entrypoint.public import PEER_RESTART_SIGNAL, Name, attempt_file, frontier, read_attempt, set_subreaper
+from malaunch.entrypoint.public import Name, set_subreaper
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
@@ -39,10 +43,12 @@ from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_j
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
 from .state import StateWriter, disk_space_note, read_host_report, read_state
 
-__all__ = ["STOP_EXIT_CODE", "main"]
+__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
 _KILL_MARGIN = 10.0
+#: Seconds before a killed host's shim is started again (a platform replacing a pod takes a moment too).
+REPLACE_AFTER = 1.0
 _TICK = 0.05
 _DISK_CHECK = 1.0
 
@@ -73,31 +79,12 @@ class Runner:
         self.stop_signal = 0
         self.teardown_at: Optional[float] = None  # monotonic time the hosts were told to stop
         self.killed = False
+        self.replacing: Dict[int, float] = {}  # host index -> when its new shim starts
+        self.replaced = 0
         self.writer = StateWriter(paths)
         self.index = ConsoleIndex([host.console_log for host in request.hosts])
         self.disk_checked = 0.0
-        self.peer_restarts: Dict[int, int] = {}  # host index -> the attempt it was last told to move to
         self.lost_output: Dict[int, str] = {}  # host index -> the log files its shim could not write to the end
-
-    # -- restarts in step ------------------------------------------------------------------------------
-    def keep_attempts_in_step(self) -> None:
-        """A host whose group restarts ends the attempt of every host still running an earlier one, so that
-        all of them meet in the next attempt (see :mod:`malaunch.entrypoint.run.peers`)."""
-        if len(self.request.hosts) < 2:
-            return
-        seen = {}
-        for host in self.request.hosts:
-            log_dir = host.env.get("MALAUNCH_LOG_DIR")
-            if log_dir:
-                seen[host.index] = read_attempt(attempt_file(log_dir))
-        fronts = [front for front in map(frontier, seen.values()) if front is not None]
-        newest = max(fronts, default=None)
-        for index, announcement in seen.items():
-            if newest is None or announcement is None or announcement["state"] != "running":
-                continue
-            if announcement["attempt"] < newest and self.peer_restarts.get(index, -1) < newest:
-                self.peer_restarts[index] = newest
-                signal_job_process(announcement["pid"], self.request.job_id, PEER_RESTART_SIGNAL)
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -181,6 +168,13 @@ class Runner:
             if index is None:
                 continue  # an orphaned rank re-parented to us
             code = _exit_code(status)
+            if os.WIFSIGNALED(status) and self._may_replace(index):
+                self.replaced += 1
+                self.replacing[index] = time.monotonic() + REPLACE_AFTER
+                self.host(index).update(state="PENDING", pid=None, detail=f"its shim was killed (exit {code}): "
+                                        f"started again, replacement {self.replaced} of {self._budget()}")  # fmt: skip
+                changed = True
+                continue
             report = read_host_report(self.request.hosts[index].report_file)
             detail = ""
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
@@ -191,6 +185,25 @@ class Runner:
             changed = True
             if code != 0 and not self.stopped:
                 self.fail(index, code, f"host {index} exited with code {code}" + (f" ({detail})" if detail else ""))
+
+    def _budget(self) -> int:
+        text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")
+        return int(text) if text.isdigit() else 0
+
+    def _may_replace(self, index: int) -> bool:
+        """A host killed from outside is replaced (multi-host jobs with restarts left, nothing ending)."""
+        del index
+        return (len(self.request.hosts) > 1 and self.teardown_at is None and not self.stop_requested
+                and self.replaced < self._budget())  # fmt: skip
+
+    def replace_due(self) -> None:
+        now = time.monotonic()
+        for index, when in list(self.replacing.items()):
+            if now >= when and self.teardown_at is None and not self.stop_requested:
+                del self.replacing[index]
+                self.pids = {pid: i for pid, i in self.pids.items() if i != index}
+                if self.start_host(self.request.hosts[index]):
+                    self.save()
 
     def record_stop(self) -> None:
         self.stopped = True
@@ -225,14 +238,14 @@ class Runner:
             self.record_stop()
         self.save()
         grace = self.request.grace_period
-        while self.running():
+        while self.running() or (self.replacing and self.teardown_at is None):
+            self.replace_due()
             if self.stop_requested and not self.stopped:
                 self.record_stop()
                 self.begin_teardown()
                 self.save()
             if self.reap():
                 self.save()
-            self.keep_attempts_in_step()
             self.watch_outputs()
             if (
                 self.teardown_at is not None

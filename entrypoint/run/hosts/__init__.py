@@ -1,0 +1,64 @@
+"""The hosts of a multi-host job coordinate themselves: the master host's shim serves a coordinator, every
+host's shim (the master's too) joins it for the job's life.
+
+- :mod:`.wire`: lines proved with the job's secret (HMAC), never the secret itself;
+- :mod:`.jobstate`: the coordinator's book, pure: who is here, the job's one attempt number, the root cause
+  of each attempt, restart or finish;
+- :mod:`.server`: the coordinator (one thread, one selector) on ``MALAUNCH_COORDINATOR_PORT``;
+- :mod:`.link`: a host's side (join, heartbeats, commands);
+- :mod:`.jobloop`: the attempt loop of a coordinated host.
+
+:func:`hosts_config` reads what they need from the environment (a pure function of the mapping); a one-host
+job has none (:func:`hosts_config` returns None) and runs exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Optional
+
+from ...contract import parse_bool, parse_int, parse_seconds, raw_value
+
+__all__ = ["HostsConfig", "hosts_config"]
+
+
+class HostsConfig(NamedTuple):
+    """How this host reaches the others (from the environment; the secret is never shown)."""
+
+    host: int  # this host's index (0: the master, which serves the coordinator)
+    num_hosts: int
+    addr: str  # this host's address, as the others' messages name it
+    master: str  # the master host's address or name
+    port: int
+    secret: str  # MALAUNCH_JOB_SECRET, else the job's name
+    secret_given: bool
+    heartbeat_timeout: float
+    host_wait: float
+    join_wait: float
+
+    @property
+    def interval(self) -> float:
+        """Seconds between heartbeats, both ways: a fifth of the timeout, at most 2 s."""
+        return max(0.1, min(2.0, self.heartbeat_timeout / 5.0))
+
+    def __repr__(self) -> str:  # never the secret
+        return (f"HostsConfig(host={self.host}, num_hosts={self.num_hosts}, master={self.master!r}, "
+                f"port={self.port}, secret_given={self.secret_given})")  # fmt: skip
+
+
+def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: str, master: Optional[str],
+                 job_name: str, join_wait: float) -> Optional[HostsConfig]:  # fmt: skip
+    """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
+    opted out (``MALAUNCH_COORDINATOR=False``). Pure.
+
+    Raises:
+        ConfigError: a coordinator variable has an invalid value.
+    """
+    wanted = parse_bool(environ, "MALAUNCH_COORDINATOR")
+    port = parse_int(environ, "MALAUNCH_COORDINATOR_PORT")
+    timeout = parse_seconds(environ, "MALAUNCH_HEARTBEAT_TIMEOUT")
+    host_wait = parse_seconds(environ, "MALAUNCH_HOST_WAIT")
+    if num_hosts < 2 or not master or not wanted:
+        return None
+    secret = raw_value(environ, "MALAUNCH_JOB_SECRET")
+    return HostsConfig(host, num_hosts, addr, master, port, secret or job_name, secret is not None, timeout,
+                       host_wait, join_wait)  # fmt: skip

@@ -1,0 +1,200 @@
+"""The job's state as the coordinator keeps it: who is here, which attempt runs, how it ended. Pure.
+
+:class:`JobState` is fed what the coordinator hears (a host joined or left, a host's attempt is failing or is
+over, time passed) and answers with the messages to send (:class:`Send`). It holds O(hosts) state and never
+blocks. The rules (docs/recovery.md, "Multi-host"):
+
+1. Attempt 0 starts when every host has joined (a host that ran attempts before, under a coordinator that was
+   lost, brings its last attempt: the job goes on after it). Hosts missing after ``join_wait``: the job ends
+   with exit 3.
+2. The first host that says its attempt is failing, or a host that is lost while an attempt runs, ends the
+   attempt on every other host (``end``). The attempt is over when every host still here said how it ended.
+3. The attempt's root cause is chosen from what the hosts said, never from who spoke first alone: a failure of
+   the host's own ranks before a lost host, before a failure whose log says a peer failed, before an attempt
+   ended on the coordinator's word; the earliest within each.
+4. If ``restart_on`` accepts the cause (the failing host judged it; a lost host: :attr:`lost_accepted`) and the
+   job's budget allows (attempt K < ``max_restarts``), every host starts attempt K+1 together after the
+   back-off, once every host is here again: a lost host has ``host_wait`` seconds to come back, else the job
+   ends with :data:`EXIT_HOST_LOST` naming it. Otherwise the job ends with the cause's exit code (``finish``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+
+__all__ = ["EXIT_HOST_LOST", "Cause", "JobState", "Send", "lost_cause"]
+
+#: The shim's exit code when a lost host did not come back (retryable: the platform's job restart takes over).
+EXIT_HOST_LOST = 75
+EXIT_NO_JOIN = 3
+_OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
+
+Cause = Dict[str, Any]  # JSON: host, addr, rank, code, signal, kind, retryable, accept, peer, ended, line, tail
+
+
+class Send(NamedTuple):
+    """A message for one host (``to``), or for every host here (``to`` None)."""
+
+    to: Optional[int]
+    payload: Dict[str, Any]
+
+
+def lost_cause(host: int, addr: str, why: str, accept: bool) -> Cause:
+    """The cause naming a lost host (class ``host_lost``, retryable)."""
+    line = f"ma-entrypoint: host {host} ({addr}) lost: {why}"
+    return {"host": host, "addr": addr, "rank": None, "code": EXIT_HOST_LOST, "signal": None,
+            "kind": "host_lost", "retryable": True, "accept": accept, "peer": False, "ended": False, "line": line,
+            "tail": [line]}  # fmt: skip
+
+
+def _priority(cause: Cause) -> int:
+    if cause.get("kind") == "host_lost":
+        return _LOST
+    if cause.get("ended"):
+        return _ENDED
+    return _PEER if cause.get("peer") else _OWN
+
+
+class JobState:
+    """The coordinator's book of one job (see the module's docstring for the rules)."""
+
+    def __init__(self, num_hosts: int, max_restarts: int, lost_accepted: bool, backoff: Callable[[int], float],
+                 host_wait: float, join_wait: float, now: float) -> None:  # fmt: skip
+        self.num_hosts, self.max_restarts, self.lost_accepted = num_hosts, max_restarts, lost_accepted
+        self.backoff, self.host_wait = backoff, host_wait
+        self.here: Dict[int, Tuple[object, str]] = {}  # host -> (its connection, its address)
+        self.attempt = -1
+        self.seen = -1  # the latest attempt a joining host says it ran
+        self.phase = "joining"  # running, ending, waiting, backoff, done
+        self.pending: Set[int] = set()  # hosts whose account of the attempt is awaited
+        self.causes: List[Tuple[int, int, Cause]] = []
+        self.lost: Dict[int, Cause] = {}  # hosts lost and not back, with their cause
+        self.deadline = now + join_wait  # joining: give up; waiting: the lost host's time; backoff: start
+        self.final: Optional[Tuple[int, Optional[Cause]]] = None
+        self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
+
+    # -- what the coordinator hears ---------------------------------------------------------------------------
+    def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
+        """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none)."""
+        out: List[Send] = []
+        if host in self.here:
+            out += self.leave(host, self.here[host][0], "a new shim joined in its place", now)
+        self.here[host] = (conn, addr)
+        self.lost.pop(host, None)
+        self.seen = max(self.seen, last)
+        out.append(Send(host, {"t": "welcome", "hosts": self.num_hosts, "attempt": self.attempt}))
+        if self.final is not None:
+            out.append(Send(host, self._finish_message()))
+        return out + self.advance(now)
+
+    def leave(self, host: int, conn: object, why: str, now: float) -> List[Send]:
+        """The connection ``conn`` of ``host`` is gone (closed, silent, refused)."""
+        if self.here.get(host, (None,))[0] is not conn:
+            return []  # an older connection of a host that came back
+        addr = self.here.pop(host)[1]
+        cause = lost_cause(host, addr, why, self.lost_accepted)
+        self.lost[host] = cause
+        out: List[Send] = []
+        if self.phase in ("running", "ending") and host in self.pending:
+            self.pending.discard(host)
+            out += self._failed(cause, now)
+        return out + self.advance(now)
+
+    def failing(self, host: int, attempt: int, now: float) -> List[Send]:
+        """Host ``host``'s attempt is ending after a failure of its own (its account comes with :meth:`over`)."""
+        if attempt != self.attempt or self.phase != "running":
+            return []
+        return self._end_others(host, now)
+
+    def over(self, host: int, attempt: int, cause: Optional[Cause], now: float) -> List[Send]:
+        """Host ``host``'s attempt ended: ``cause`` is its root cause (None: its ranks succeeded)."""
+        if attempt != self.attempt or host not in self.pending:
+            return []
+        self.pending.discard(host)
+        out = self._failed(dict(cause, host=host), now) if cause is not None else []
+        return out + self.advance(now)
+
+    # -- time -------------------------------------------------------------------------------------------------
+    def advance(self, now: float) -> List[Send]:
+        """Move on as far as the hosts and the clock allow."""
+        if self.phase == "joining":
+            if len(self.here) == self.num_hosts:
+                return self._start(self.seen + 1, now)
+            if now >= self.deadline:
+                missing = ", ".join(str(h) for h in range(self.num_hosts) if h not in self.here)
+                line = (f"ma-entrypoint: gave up waiting for host(s) {missing} to join the job's coordinator; "
+                        "check that every host started and can reach the master host")  # fmt: skip
+                return self._finish(EXIT_NO_JOIN, {"host": None, "addr": "", "rank": None, "code": EXIT_NO_JOIN,
+                                                   "kind": "rendezvous_timeout", "line": line, "tail": [line]})
+        elif self.phase in ("running", "ending") and not self.pending:
+            return self._decide(now)
+        elif self.phase == "waiting":
+            if len(self.here) == self.num_hosts:
+                self.phase, self.deadline = "backoff", now + self.backoff(self.attempt + 1)
+                return self.advance(now)
+            if now >= self.deadline:
+                return self._finish(EXIT_HOST_LOST, self._gone(now))
+        elif self.phase == "backoff":
+            if len(self.here) < self.num_hosts:
+                self.phase, self.deadline = "waiting", now + self.host_wait
+            elif now >= self.deadline:
+                return self._start(self.attempt + 1, now)
+        return []
+
+    # -- inside -------------------------------------------------------------------------------------------------
+    def _start(self, attempt: int, now: float) -> List[Send]:
+        previous = self.verdicts[-1] if self.verdicts else None
+        if attempt > self.max_restarts and attempt > 0:
+            line = (f"ma-entrypoint: the job's restarts are spent ({self.max_restarts}): it cannot start attempt "
+                    f"{attempt}")  # fmt: skip
+            return self._finish(EXIT_HOST_LOST, dict(previous or {}, code=EXIT_HOST_LOST, line=line, tail=[line]))
+        self.attempt, self.phase = attempt, "running"
+        self.pending = set(self.here)
+        self.causes = []
+        return [Send(None, {"t": "start", "attempt": attempt, "cause": previous})]
+
+    def _failed(self, cause: Cause, now: float) -> List[Send]:
+        self.causes.append((_priority(cause), len(self.causes), cause))
+        return self._end_others(cause.get("host"), now) if self.phase == "running" else []
+
+    def _end_others(self, host: Optional[int], now: float) -> List[Send]:
+        del now
+        self.phase = "ending"
+        addr = self.here.get(host, (None, "?"))[1] if host is not None else "?"
+        if host in self.lost:
+            addr = self.lost[host]["addr"]
+        word = "lost" if host in self.lost else "failed"
+        payload = {"t": "end", "attempt": self.attempt, "host": host, "addr": addr, "why": word}
+        return [Send(other, payload) for other in sorted(self.pending) if other != host]
+
+    def _decide(self, now: float) -> List[Send]:
+        if not self.causes:  # every host's ranks succeeded (a host lost after saying so changes nothing)
+            self.verdicts.append(None)
+            return self._finish(0, None)
+        cause = min(self.causes, key=lambda item: (item[0], item[1]))[2]
+        self.verdicts.append(cause)
+        again = bool(cause.get("accept")) and self.attempt < self.max_restarts
+        if not again:
+            return self._finish(int(cause.get("code") or 1), cause)
+        return self._after_loss(cause, now)
+
+    def _after_loss(self, cause: Cause, now: float) -> List[Send]:
+        if self.lost and not self.lost_accepted:  # the next attempt needs a host the job may not wait for
+            return self._finish(EXIT_HOST_LOST, cause if cause.get("kind") == "host_lost" else self._gone(now))
+        self.phase, self.deadline = "waiting", now + self.host_wait
+        return self.advance(now)
+
+    def _gone(self, now: float) -> Cause:
+        del now
+        host = min(self.lost)
+        cause = dict(self.lost[host])
+        line = f"{cause['line']}; it did not come back within {self.host_wait:g} s"
+        return dict(cause, line=line, tail=[line])
+
+    def _finish(self, code: int, cause: Optional[Cause]) -> List[Send]:
+        self.phase, self.final = "done", (code, cause)
+        return [Send(None, self._finish_message())]
+
+    def _finish_message(self) -> Dict[str, Any]:
+        assert self.final is not None
+        return {"t": "finish", "code": self.final[0], "cause": self.final[1], "attempt": self.attempt}

@@ -1,0 +1,247 @@
+"""A host's link to the job's coordinator: join, heartbeats both ways, commands in, accounts out.
+
+:class:`HostLink` runs one thread. It connects to the coordinator on the master host (retrying until
+``join_wait`` at the start, ``host_wait`` after a loss), proves itself (:mod:`.wire`), sends a heartbeat every
+``interval`` seconds and reads what the coordinator says:
+
+- ``start`` / ``finish`` go to the attempt loop (:meth:`HostLink.next_command`);
+- ``end`` (another host failed or was lost) goes to the running attempt's supervisor, as a
+  :class:`~..events.HostsEnd` event (:meth:`HostLink.attach`).
+
+Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
+master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
+that comes back (the master host replaced) gets this host's last attempt in the hello, so the job goes on
+after it. If none answers within ``host_wait`` the attempt loop gets :class:`Gone` (exit 75).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import secrets
+import select
+import socket
+import threading
+import time
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
+
+from ..events import Event, HostsEnd
+from . import wire
+
+__all__ = ["Finish", "Gone", "HostLink", "Start"]
+
+
+class Start(NamedTuple):
+    attempt: int
+    cause: Optional[Dict[str, Any]]  # the previous attempt's root cause, as the coordinator chose it
+
+
+class Finish(NamedTuple):
+    code: int
+    cause: Optional[Dict[str, Any]]
+    attempt: int
+
+
+class Gone(NamedTuple):
+    why: str  # the coordinator was lost and did not come back
+
+
+Command = Union[Start, Finish, Gone]
+
+
+_SEND_WAIT = 5.0  # a send blocks at most this long (a coordinator that stopped reading)
+
+
+class _Lost(Exception):
+    pass
+
+
+class HostLink:
+    """This host's side of the coordinator (see the module's docstring)."""
+
+    def __init__(self, key: bytes, host: int, addr: str, master: str, port: int, interval: float, timeout: float,
+                 join_wait: float, host_wait: float, say: Callable[[str], None]) -> None:  # fmt: skip
+        self.key, self.host, self.addr, self.master, self.port = key, host, addr, master, port
+        self.interval, self.timeout, self.join_wait, self.host_wait = interval, timeout, join_wait, host_wait
+        self.say = say
+        self.commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self.last_attempt = -1  # the last attempt this host started (the hello says it)
+        self._post: Optional[Callable[[Event], None]] = None
+        self._send_lock = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self._channel: Optional[wire.Channel] = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="malaunch-hostlink", daemon=True)
+        self.incarnation = secrets.token_hex(4)
+
+    def start(self) -> HostLink:
+        self._thread.start()
+        return self
+
+    # -- the attempt loop's side ---------------------------------------------------------------------------------
+    def next_command(self, wait: Callable[[float], bool]) -> Optional[Command]:
+        """The coordinator's next command; None when ``wait`` (a stop signal's wait) said stop first."""
+        while True:
+            try:
+                return self.commands.get(timeout=0.05)
+            except queue.Empty:
+                if wait(0.0):
+                    return None
+
+    def attach(self, post: Optional[Callable[[Event], None]]) -> None:
+        """Where an ``end`` goes while an attempt runs (None: no attempt runs)."""
+        self._post = post
+
+    def failing(self, attempt: int) -> None:
+        """This host's attempt is ending after a failure of its own."""
+        self._send({"t": "failing", "attempt": attempt})
+
+    def over(self, attempt: int, cause: Optional[Dict[str, Any]]) -> None:
+        """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
+        self._send({"t": "over", "attempt": attempt, "cause": cause})
+
+    def close(self) -> None:
+        self._closing.set()
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(2.0)
+
+    # -- the thread ----------------------------------------------------------------------------------------------
+    def _send(self, payload: Dict[str, Any]) -> None:
+        with self._send_lock:
+            sock, channel = self._sock, self._channel
+            if sock is None or channel is None:
+                return  # lost: the coordinator learns this host's state from its next hello
+            with contextlib.suppress(OSError, wire.WireError):  # the reader notices the loss
+                sock.sendall(channel.seal(payload))
+
+    def _run(self) -> None:
+        wait = self.join_wait
+        while not self._closing.is_set():
+            why = self._session(time.monotonic() + wait)
+            if self._closing.is_set():
+                return
+            post = self._post
+            if post is not None:
+                post(HostsEnd(f"ma-entrypoint: host 0 ({self.master}) lost: {why}"))
+            wait = self.host_wait
+            self.say(f"lost the job's coordinator (host 0, {self.master}:{self.port}): {why}; joining it again "
+                     f"for up to {self.host_wait:g} s")  # fmt: skip
+
+    def _session(self, deadline: float) -> str:
+        """Join and serve one connection; returns why it ended. Puts :class:`Gone` when joining fails."""
+        try:
+            buffer = self._join(deadline)
+        except _Lost as lost:
+            self.commands.put(Gone(str(lost)))
+            self._closing.set()
+            return str(lost)
+        try:
+            return self._serve(buffer)
+        finally:
+            with self._send_lock:
+                sock, self._sock, self._channel = self._sock, None, None
+            if sock is not None:
+                sock.close()
+
+    def _join(self, deadline: float) -> bytes:
+        problem = "nothing answered"
+        while not self._closing.is_set():
+            if time.monotonic() >= deadline:
+                raise _Lost(f"no coordinator answered at {self.master}:{self.port} ({problem})")
+            try:
+                return self._handshake()
+            except (OSError, wire.WireError, ValueError) as error:
+                problem = str(error)[:120] or type(error).__name__
+                time.sleep(0.2)
+        raise _Lost("closing")
+
+    def _handshake(self) -> bytes:
+        sock = socket.create_connection((self.master, self.port), timeout=min(5.0, self.timeout))
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            first, rest = _read_line(sock, b"")
+            channel = wire.Channel(self.key, wire.read_challenge(first), "c")
+            hello = {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last_attempt,
+                     "inc": self.incarnation}  # fmt: skip
+            sock.sendall(channel.seal(hello))
+            line, rest = _read_line(sock, rest)
+            welcome = channel.open(line)
+            if welcome.get("t") != "welcome":
+                raise wire.WireError("malformed", f"expected a welcome, got {welcome.get('t')!r}")
+        except BaseException:
+            sock.close()
+            raise
+        with self._send_lock:
+            self._sock, self._channel = sock, channel
+        return rest
+
+    def _serve(self, buffer: bytes) -> str:
+        sock, channel = self._sock, self._channel
+        assert sock is not None and channel is not None
+        heard = beat = time.monotonic()
+        sock.settimeout(_SEND_WAIT)
+        while not self._closing.is_set():
+            now = time.monotonic()
+            if now - heard > self.timeout:
+                return f"no heartbeat for {self.timeout:g} s"
+            if now >= beat:
+                beat = now + self.interval
+                self._send({"t": "hb"})
+            while b"\n" in buffer:
+                line, _, buffer = buffer.partition(b"\n")
+                try:
+                    self._dispatch(channel.open(line + b"\n"))
+                except wire.WireError as error:
+                    return f"it sent a line this host refuses ({error.kind})"
+                heard = time.monotonic()
+            try:  # wake for the next beat whatever arrives; sends keep the socket's own (longer) timeout
+                if not select.select([sock], [], [], max(0.01, min(beat - time.monotonic(), 0.5)))[0]:
+                    continue
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except (OSError, ValueError) as error:
+                return f"its connection broke ({getattr(error, 'strerror', None) or error})"
+            if not chunk:
+                return "its connection closed"
+            buffer += chunk
+            if len(buffer) > 4 * wire.MAX_LINE and b"\n" not in buffer:
+                return "it sent an oversized line"
+        return "closing"
+
+    def _dispatch(self, message: Dict[str, Any]) -> None:
+        kind = message["t"]
+        if kind == "start" and isinstance(message.get("attempt"), int):
+            self.commands.put(Start(message["attempt"], _cause(message.get("cause"))))
+        elif kind == "finish" and isinstance(message.get("code"), int):
+            self.commands.put(Finish(message["code"], _cause(message.get("cause")), int(message.get("attempt") or 0)))
+            self._closing.set()
+        elif kind == "end":
+            post = self._post
+            if post is not None and message.get("attempt") == self.last_attempt:
+                why = "lost" if message.get("why") == "lost" else "failed"
+                post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", why)))
+
+
+def _host_line(host: object, addr: str, why: str) -> str:
+    name = f"host {host}" if isinstance(host, int) else "a host"
+    return f"ma-entrypoint: {name} ({addr}) {why}: this host's attempt ends with it"
+
+
+def _cause(value: object) -> Optional[Dict[str, Any]]:
+    return value if isinstance(value, dict) else None
+
+
+def _read_line(sock: socket.socket, buffer: bytes) -> Tuple[bytes, bytes]:
+    while b"\n" not in buffer:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise wire.WireError("malformed", "the connection closed during the handshake")
+        buffer += chunk
+        if len(buffer) > wire.MAX_LINE:
+            raise wire.WireError("oversized", "handshake line")
+    line, _, rest = buffer.partition(b"\n")
+    return line + b"\n", rest

@@ -1,0 +1,243 @@
+"""The coordinator the master host's shim serves: one thread, one selector, every host's connection.
+
+It speaks :mod:`.wire` and keeps the job's book in :class:`~.jobstate.JobState`. Nothing a client sends can
+crash or stall it: every socket is non-blocking, a line is at most :data:`~.wire.MAX_LINE` bytes, a connection
+that has not proved itself within :data:`HELLO_WITHIN` seconds is closed, so is one whose unsent output grows
+past :data:`_OUT_CAP`, and past :attr:`Coordinator.max_conns` connections new ones are closed at once. What is
+refused is said once per kind (``refused a connection from ADDR: bad_mac``), then only counted.
+
+Heartbeats: every ``interval`` seconds the coordinator sends each host a ``hb``; a host it has heard nothing
+from for ``timeout`` seconds (a frozen or partitioned shim) is lost, as is one whose connection closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import wire
+from .jobstate import JobState, Send
+
+__all__ = ["HELLO_WITHIN", "Coordinator"]
+
+HELLO_WITHIN = 5.0
+_OUT_CAP = 1 << 18
+_TICK = 0.05
+
+
+class _Conn:
+    __slots__ = ("addr", "born", "channel", "host", "inbuf", "last", "outbuf", "sock")
+
+    def __init__(self, sock: socket.socket, addr: str, channel: wire.Channel, now: float) -> None:
+        self.sock, self.addr, self.channel = sock, addr, channel
+        self.born = self.last = now
+        self.host: Optional[int] = None
+        self.inbuf = b""
+        self.outbuf = b""
+
+
+class Coordinator:
+    """Serve the job's coordinator on ``port`` (all addresses) until :meth:`close`."""
+
+    def __init__(self, key: bytes, state: JobState, port: int, interval: float, timeout: float,
+                 say: Callable[[str], None], bind: str = "") -> None:  # fmt: skip
+        self.key, self.state, self.interval, self.timeout, self.say = key, state, interval, timeout, say
+        self.max_conns = 2 * state.num_hosts + 64
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((bind, port))
+        self.listener.listen(min(4096, max(128, 2 * state.num_hosts)))
+        self.listener.setblocking(False)
+        self.port = int(self.listener.getsockname()[1])
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.conns: Dict[int, _Conn] = {}  # fd -> connection
+        self.refused: Dict[str, int] = {}  # kind -> count
+        self._stop = threading.Event()
+        self._beat_at = 0.0
+        self._tick_at = 0.0
+        self.thread = threading.Thread(target=self._loop, name="malaunch-coordinator", daemon=True)
+
+    def start(self) -> Coordinator:
+        self.thread.start()
+        return self
+
+    def close(self, linger: float = 3.0) -> None:
+        """Stop serving once what was sent is flushed (at most ``linger`` seconds), then close everything."""
+        until = time.monotonic() + linger
+        while time.monotonic() < until and any(conn.outbuf for conn in list(self.conns.values())):
+            time.sleep(0.02)
+        self._stop.set()
+        self.thread.join(2.0)
+        for conn in list(self.conns.values()):
+            self._drop(conn)
+        self.selector.close()
+        self.listener.close()
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for key, mask in self.selector.select(_TICK):
+                if key.data is None:
+                    self._accept()
+                    continue
+                conn: _Conn = key.data
+                if mask & selectors.EVENT_READ:
+                    self._read(conn)
+                if mask & selectors.EVENT_WRITE and conn.sock.fileno() in self.conns:
+                    self._flush(conn)
+            self._tick(time.monotonic())
+
+    def _tick(self, now: float) -> None:
+        if now < self._tick_at:  # at most every _TICK seconds, however often a line wakes the loop
+            return
+        self._tick_at = now + _TICK
+        for conn in list(self.conns.values()):
+            if conn.host is None and now - conn.born > HELLO_WITHIN:
+                self._refuse(conn, "slow", f"no hello within {HELLO_WITHIN:g} s")
+            elif conn.host is not None and now - conn.last > self.timeout:
+                self._lose(conn, f"no heartbeat for {self.timeout:g} s")
+        self._apply(self.state.advance(now))
+        if now >= self._beat_at:
+            self._beat_at = now + self.interval
+            for conn in list(self.conns.values()):
+                if conn.host is not None:
+                    self._send(conn, {"t": "hb"})
+
+    def _accept(self) -> None:
+        try:
+            sock, peer = self.listener.accept()
+        except OSError:
+            return
+        addr = str(peer[0])
+        if len(self.conns) >= self.max_conns:
+            self._note("flood", addr, f"more than {self.max_conns} connections")
+            sock.close()
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = wire.challenge()
+        conn = _Conn(sock, addr, wire.Channel(self.key, hello["nonce"], "s"), time.monotonic())
+        self.conns[sock.fileno()] = conn
+        self.selector.register(sock, selectors.EVENT_READ, conn)
+        self._queue(conn, (_json_line(hello)))
+
+    def _read(self, conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._gone(conn, "its connection closed")
+            return
+        conn.inbuf += chunk
+        while conn.sock.fileno() in self.conns:
+            line, newline, rest = conn.inbuf.partition(b"\n")
+            if not newline:
+                if len(conn.inbuf) > wire.MAX_LINE:
+                    self._refuse(conn, "oversized", f"a line over {wire.MAX_LINE} bytes")
+                return
+            conn.inbuf = rest
+            try:
+                message = conn.channel.open(line + b"\n")
+            except wire.WireError as error:
+                self._refuse(conn, error.kind, str(error))
+                return
+            conn.last = time.monotonic()
+            self._handle(conn, message)
+
+    def _handle(self, conn: _Conn, message: Dict[str, Any]) -> None:
+        kind, now = message["t"], time.monotonic()
+        if conn.host is None:
+            host, last = message.get("host"), message.get("last", -1)
+            if kind != "hello" or not isinstance(host, int) or not isinstance(last, int):
+                self._refuse(conn, "malformed", "the first message is not a hello")
+            elif not 0 <= host < self.state.num_hosts:
+                self._refuse(conn, "unknown_host", f"host {host} is not one of the job's {self.state.num_hosts}")
+            else:
+                old = self.state.here.get(host)
+                if old is not None and isinstance(old[0], _Conn) and old[0] is not conn:
+                    self._drop(old[0])  # the book hears of it from join(): a new shim in its place
+                conn.host = host
+                self._apply(self.state.join(host, conn, wire.text(message.get("addr")) or conn.addr, last, now))
+            return
+        attempt = message.get("attempt")
+        if kind == "failing" and isinstance(attempt, int):
+            self._apply(self.state.failing(conn.host, attempt, now))
+        elif kind == "over" and isinstance(attempt, int):
+            cause = message.get("cause")
+            self._apply(self.state.over(conn.host, attempt, cause if isinstance(cause, dict) else None, now))
+
+    # -- sending and dropping -----------------------------------------------------------------------------------
+    def _apply(self, sends: List[Send]) -> None:
+        for send in sends:
+            targets = list(self.state.here) if send.to is None else [send.to]
+            for host in targets:
+                entry: Optional[Tuple[object, str]] = self.state.here.get(host)
+                if entry is not None and isinstance(entry[0], _Conn):
+                    self._send(entry[0], send.payload)
+
+    def _send(self, conn: _Conn, payload: Dict[str, Any]) -> None:
+        try:
+            self._queue(conn, conn.channel.seal(payload))
+        except wire.WireError as error:
+            self.say(f"coordinator: cannot send {payload.get('t')!r} to host {conn.host}: {error}")
+
+    def _queue(self, conn: _Conn, data: bytes) -> None:
+        conn.outbuf += data
+        if len(conn.outbuf) > _OUT_CAP:
+            self._gone(conn, "it stopped reading")
+            return
+        self._flush(conn)
+
+    def _flush(self, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.outbuf) if conn.outbuf else 0
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._gone(conn, "its connection broke")
+            return
+        conn.outbuf = conn.outbuf[sent:]
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbuf else 0)
+        self.selector.modify(conn.sock, events, conn)
+
+    def _gone(self, conn: _Conn, why: str) -> None:
+        if conn.host is not None:
+            self._lose(conn, why)
+        else:
+            self._drop(conn)
+
+    def _lose(self, conn: _Conn, why: str) -> None:
+        host = conn.host
+        self._drop(conn)
+        if host is not None:
+            self._apply(self.state.leave(host, conn, why, time.monotonic()))
+
+    def _refuse(self, conn: _Conn, kind: str, detail: str) -> None:
+        self._note(kind, conn.addr, detail)
+        self._drop(conn)
+
+    def _note(self, kind: str, addr: str, detail: str) -> None:
+        self.refused[kind] = self.refused.get(kind, 0) + 1
+        if self.refused[kind] == 1:
+            self.say(f"coordinator: refused a connection from {addr}: {detail} (said once; later ones are counted)")
+
+    def _drop(self, conn: _Conn) -> None:
+        fd = conn.sock.fileno()
+        if fd >= 0 and self.conns.pop(fd, None) is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn.sock)
+        conn.sock.close()
+
+
+def _json_line(payload: Dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(payload, separators=(",", ":")).encode() + b"\n"

@@ -1,0 +1,165 @@
+"""The coordinator's book (run/hosts/jobstate.py), pure: who is here, the job's attempt, its root cause."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Send
+from malaunch.entrypoint.run.hosts.wire import Channel, WireError, job_key
+
+
+def _book(hosts: int = 2, restarts: int = 3, lost_ok: bool = True) -> JobState:
+    return JobState(hosts, restarts, lost_ok, lambda n: 1.0, host_wait=10.0, join_wait=30.0, now=0.0)
+
+
+def _kinds(sends: List[Send]) -> List[Any]:
+    return [(s.to, s.payload["t"]) for s in sends if s.payload["t"] != "welcome"]
+
+
+def _cause(code: int, kind: str = "signal", accept: bool = True, peer: bool = False) -> Dict[str, Any]:
+    return {"code": code, "kind": kind, "accept": accept, "peer": peer, "ended": False, "line": f"exit {code}"}
+
+
+class _Conn:
+    """A connection as the book sees it: only its identity counts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+CONN = {name: _Conn(name) for name in ("conn0", "conn1", "conn1b")}
+
+
+def _join_all(book: JobState, hosts: int = 2) -> List[Send]:
+    out: List[Send] = []
+    for host in range(hosts):
+        out += book.join(host, CONN[f"conn{host}"], f"10.0.0.{host + 1}", -1, 0.0)
+    return out
+
+
+def test_attempt_zero_starts_when_every_host_joined() -> None:
+    book = _book()
+    assert _kinds(book.join(0, "c0", "a", -1, 0.0)) == []
+    assert _kinds(book.join(1, "c1", "b", -1, 0.0)) == [(None, "start")]
+    assert book.attempt == 0
+
+
+def test_a_host_missing_at_the_start_ends_the_job_with_3() -> None:
+    book = _book()
+    book.join(0, "c0", "a", -1, 0.0)
+    sends = book.advance(31.0)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 3
+    assert "host(s) 1" in sends[0].payload["cause"]["line"]
+
+
+def test_a_failure_ends_the_others_and_restarts_everyone_after_the_backoff() -> None:
+    book = _book()
+    _join_all(book)
+    assert _kinds(book.failing(1, 0, 1.0)) == [(0, "end")]
+    assert _kinds(book.over(1, 0, _cause(137), 2.0)) == []
+    assert _kinds(book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 3.0)) == []
+    assert book.phase == "backoff"
+    sends = book.advance(4.1)
+    assert _kinds(sends) == [(None, "start")] and sends[0].payload["attempt"] == 1
+    assert sends[0].payload["cause"]["host"] == 1 and sends[0].payload["cause"]["code"] == 137
+
+
+def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> None:
+    book = _book(restarts=0)
+    _join_all(book)
+    book.over(0, 0, _cause(134, peer=True), 1.0)  # gloo: Connection closed by peer, seen first
+    sends = book.over(1, 0, _cause(7, "user_error", accept=False), 1.5)
+    assert _kinds(sends) == [(None, "finish")]
+    assert (sends[0].payload["code"], sends[0].payload["cause"]["host"]) == (7, 1)
+
+
+def test_the_budget_is_the_jobs() -> None:
+    book = _book(restarts=1)
+    _join_all(book)
+    book.over(0, 0, _cause(137), 1.0)
+    book.over(1, 0, None, 1.0)
+    book.advance(5.0)
+    assert book.attempt == 1
+    book.over(1, 1, _cause(137), 6.0)
+    sends = book.over(0, 1, None, 6.0)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 137
+
+
+def test_a_lost_host_is_waited_for_and_joins_the_next_attempt() -> None:
+    book = _book()
+    _join_all(book)
+    sends = book.leave(1, CONN["conn1"], "its connection closed", 1.0)
+    assert _kinds(sends) == [(0, "end")]
+    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 2.0)
+    assert book.phase == "waiting"
+    assert _kinds(book.join(1, CONN["conn1b"], "10.0.0.2", -1, 5.0)) == []
+    assert book.phase == "backoff"
+    sends = book.advance(6.5)
+    assert _kinds(sends) == [(None, "start")] and sends[0].payload["cause"]["kind"] == "host_lost"
+
+
+def test_a_lost_host_that_does_not_come_back_ends_the_job_with_75() -> None:
+    book = _book()
+    _join_all(book)
+    book.leave(1, CONN["conn1"], "no heartbeat for 20 s", 1.0)
+    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 2.0)
+    sends = book.advance(12.5)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
+    assert sends[0].payload["cause"]["line"].endswith("did not come back within 10 s")
+
+
+def test_without_restarts_a_lost_host_ends_the_job_at_once() -> None:
+    book = _book(restarts=0, lost_ok=False)
+    _join_all(book)
+    book.leave(1, CONN["conn1"], "its connection closed", 1.0)
+    sends = book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.5)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
+
+
+def test_an_old_connection_of_a_host_that_came_back_changes_nothing() -> None:
+    book = _book()
+    _join_all(book)
+    assert _kinds(book.join(1, CONN["conn1b"], "10.0.0.2", 0, 1.0)) == [(0, "end")]  # a new shim: the old one is lost
+    assert book.leave(1, CONN["conn1"], "its connection closed", 1.5) == []
+
+
+def test_a_host_that_succeeded_and_then_vanished_does_not_fail_the_job() -> None:
+    book = _book()
+    _join_all(book)
+    book.over(1, 0, None, 1.0)
+    book.leave(1, CONN["conn1"], "its connection closed", 1.1)
+    sends = book.over(0, 0, None, 1.2)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 0
+
+
+def test_lines_prove_the_secret_and_cannot_be_replayed_reordered_or_reflected() -> None:
+    key = job_key("s3cret")
+    client, server = Channel(key, "ab" * 8, "c"), Channel(key, "ab" * 8, "s")
+    first, second = client.seal({"t": "hb"}), client.seal({"t": "hb"})
+    assert server.open(first)["seq"] == 0
+    with pytest.raises(WireError) as caught:
+        server.open(first)
+    assert caught.value.kind == "replay"
+    assert server.open(second)["seq"] == 1
+    with pytest.raises(WireError) as caught:
+        Channel(key, "ab" * 8, "c").open(Channel(key, "ab" * 8, "c").seal({"t": "hb"}))  # reflected
+    assert caught.value.kind == "bad_mac"
+    with pytest.raises(WireError) as caught:
+        Channel(job_key("job-name"), "ab" * 8, "s").open(Channel(key, "ab" * 8, "c").seal({"t": "hb"}))
+    assert caught.value.kind == "bad_mac"
+    with pytest.raises(WireError):
+        Channel(key, "cd" * 8, "s").open(Channel(key, "ab" * 8, "c").seal({"t": "hb"}))  # another connection
+    assert b"s3cret" not in first
+
+
+def test_the_config_never_shows_the_secret() -> None:
+    from malaunch.entrypoint.run.hosts import hosts_config
+
+    config = hosts_config({"MALAUNCH_JOB_SECRET": "s3cret-value"}, 1, 2, "10.0.0.2", "10.0.0.1", "job", 300.0)
+    assert config is not None and config.secret == "s3cret-value" and "s3cret" not in repr(config)
+    assert hosts_config({}, 0, 1, "a", "a", "job", 1.0) is None  # one host: no coordinator
+    fallback = hosts_config({}, 0, 2, "a", "a", "my-job", 1.0)
+    assert fallback is not None and (fallback.secret, fallback.secret_given) == ("my-job", False)
+    assert fallback.interval == 2.0 and fallback.port == 29510
+
