@@ -69,6 +69,10 @@ class RunResult(NamedTuple):
     duration: float
     # every attempt the launcher made inside this run, oldest first (the one not restarted is this result)
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
+    # the run was found hung (MALAUNCH_HANG_TIMEOUT): each rank's hang report, and the evidence for its root
+    # cause (0: none, the rank silent longest was named; run/hang_report.py)
+    hang: Tuple[Dict[str, Any], ...] = ()
+    hang_score: int = 0
 
 
 _SIGNAL_HINTS: Dict[int, str] = {
@@ -90,6 +94,7 @@ _CODE_HINTS = {
     2: "usage error: bad command-line arguments",
     126: "the command was found but cannot be executed (permissions?)",
     127: "command not found (check PATH)",
+    124: "timed out: the job hung (no output for MALAUNCH_HANG_TIMEOUT s, see the hang report), or a timeout",
 }
 
 
@@ -188,6 +193,7 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
         "log_dir": plan.log_dir,
         "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
         "processes": [proc.name for proc in plan.processes],
+        **({"hang": list(result.hang)} if result.hang else {}),
     }
 
 
