@@ -167,5 +167,5 @@ def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, h
     for rank in ranks:
         output.say(rank.line())
         output.say(f"  stack: {rank.stack}" if rank.stack else f"  no stack: {rank.note}")
-    output.say(f"hang root cause: {hung.failure.name}: {hung.failure.why}")
+    output.say(f"hang root cause on this host: {hung.failure.name}: {hung.failure.why}")
     return hung

@@ -87,3 +87,37 @@ def test_off_nothing_is_watched(hosts: list[Hosts], tmp_path: Path) -> None:
     for index in (0, 1):
         assert [a["attempt"] for a in job.report(index)["attempts"]] == [0]
         assert "hung" not in job.console(index)
+
+
+def _method(method: str, tmp: Path) -> Dict[str, str]:
+    from shimutil import free_port, write_v10_table
+
+    if method == "ranktable":
+        write_v10_table(tmp / "table.json", servers=2, devices=2)
+        return {"MA_RUN_METHOD": "ranktable", "RANK_TABLE_FILE": str(tmp / "table.json"),
+                "MALAUNCH_MASTER_PORT": str(free_port())}  # fmt: skip
+    return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_TORCHRUN_MASTER_PORT": str(free_port())}
+
+
+@pytest.mark.parametrize(
+    ("method", "action", "state"),
+    [("ranktable", "stop", "stopped"), ("ranktable", "spin", "running"),
+     pytest.param("torchrun", "stop", "stopped", marks=pytest.mark.torch)],
+)  # fmt: skip
+def test_the_report_names_the_rank_that_is_not_where_the_others_are(
+    hosts: list[Hosts], tmp_path: Path, method: str, action: str, state: str
+) -> None:
+    job = _job(hosts, tmp_path, f"0:0=sleep,0:1=sleep,0:1:3={action}", **HANG, **_method(method, tmp_path))
+    job.start_all()
+    assert [job.wait(0, timeout=300), job.wait(1, timeout=300)] == [0, 0], job.console(0) + job.console(1)
+    for index in (0, 1):
+        report = job.report(index)
+        first = report["attempts"][0]
+        assert (first["failure_class"], first["restarted"]) == ("hang", True)
+        cause = job_causes(report)[0]  # the job's root cause, the same on every host
+        assert cause is not None and (cause["host"], cause["rank"], cause["name"]) == (1, 3, "rank 3")
+    assert job.report(1)["attempts"][0]["root_cause"]["name"] == "rank 3"  # host 1's own account
+    ranks = {entry["rank"]: entry for entry in job.report(1)["attempts"][0]["hang"]}
+    assert ranks["rank 3"]["state"] == state and ranks["rank 2"]["state"] == "sleeping"
+    assert ranks["rank 3"]["last_line"] == f"host 1 attempt 0: {action} (rank 3)"
+    assert "rank 3 is not where the others are" in job.console(1)

@@ -1,6 +1,7 @@
 """A rank of the hang tests: what it does depends on its host and the job's attempt.
 
-``HANG_PLAN`` holds ``attempt:host=action`` items (comma-separated); the default action is ``ok``:
+``HANG_PLAN`` holds ``attempt:host=action`` or ``attempt:host:rank=action`` items (comma-separated; a rank's own
+item wins); the default action is ``ok``:
 - ``ok``: say so and exit 0; ``env``: print MALAUNCH_PROGRESS_FILE and whether that file exists, exit 0;
 - ``stop``: stop itself (SIGSTOP); ``spin``: a silent busy loop; ``pipe``: block reading a pipe nobody writes;
   ``sleep``: sleep silently for 600 s;
@@ -18,10 +19,11 @@ import time
 attempt = int(os.environ.get("MALAUNCH_ATTEMPT", "0"))
 host = int(os.environ.get("VC_TASK_INDEX", "0"))
 plan = dict(item.split("=", 1) for item in os.environ.get("HANG_PLAN", "").split(",") if "=" in item)
-action = plan.get(f"{attempt}:{host}", "ok")
+rank = os.environ.get("RANK", "")
+action = plan.get(f"{attempt}:{host}:{rank}", plan.get(f"{attempt}:{host}", "ok"))
 seconds = float(os.environ.get("HANG_SECONDS", "0"))
 open(os.path.join(os.environ["HANG_JOB_DIR"], f"started-h{host}-a{attempt}"), "w").close()
-print(f"host {host} attempt {attempt}: {action}", flush=True)
+print(f"host {host} attempt {attempt}: {action}" + (f" (rank {rank})" if rank else ""), flush=True)
 if action == "env":
     path = os.environ.get("MALAUNCH_PROGRESS_FILE")
     print(f"progress file: {path} exists: {path is not None and os.path.isfile(path)}", flush=True)
