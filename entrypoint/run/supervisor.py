@@ -27,6 +27,10 @@ Contract of :func:`run_plan`:
    launcher that restarts its workers itself has them judged by its gate (:meth:`~.launcher.Launcher.gate`);
    ``RunResult.launcher_attempts`` has every attempt it made.
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
+6b. With ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`) every process gets ``MALAUNCH_PROGRESS_FILE``, and the loop looks
+   at the ranks' signs of life every half second: a silent host ends the run as hung (several hosts: the
+   coordinator decides, and ends every host's run); the hang report (:mod:`.hang_report`, its py-spy dumps
+   bounded to 15 s) is made before the ending starts, while the ranks are still where they hung.
 7. On return every output is drained, no process of the job is left (token carriers, and everything that was
    reparented to the shim as subreaper: daemons included), and every child has been reaped.
 """
@@ -274,7 +278,6 @@ class Supervisor:
         failure = self.hung.failure if self.hung is not None and self.shim_signal is None else failure
         return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
                                  self.relauncher.relaunched, self.hung)  # fmt: skip
-
 
 
 def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunResult:
