@@ -5,7 +5,8 @@
 - 0 when every process succeeded;
 - the root-cause rank's own exit code (128+N for a rank killed by signal N) when a rank failed;
 - 128+S when the shim itself received signal S (SIGTERM -> 143, SIGINT -> 130);
-- 2 for invalid input (environment variable, argument, rank table), 3 when the launch could not proceed.
+- 2 for invalid input (environment variable, argument, rank table), 3 when the launch could not proceed;
+- 124 when the job hung (``MALAUNCH_HANG_TIMEOUT``, :mod:`.run.hang`) and no restart was left.
 
 Options given on the command line override the ``MALAUNCH_*`` variables of the same meaning.
 """
@@ -78,7 +79,7 @@ def build_parser(given: str = "") -> argparse.ArgumentParser:
         ),
         epilog=(
             "exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2 invalid input; "
-            "3 launch error"
+            "3 launch error; 75 a host lost (multi-host); 124 the job hung (MALAUNCH_HANG_TIMEOUT)"
         ),
     )
     parser.add_argument(
@@ -260,11 +261,13 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         from .contract.cluster_env import parse_cluster_env
         from .launchers import gather_inputs, launcher_for, read_policy
         from .run.attempts import run_with_restarts
+        from .run.hang import hang_timeout
 
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                             "master's address)"):
             cluster = parse_cluster_env(_overlay(env, options))
             policy = read_policy(env)
+            hang = hang_timeout(env)
             inputs = gather_inputs(
                 cluster, boot_file, boot_args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
             )
@@ -278,7 +281,8 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
-            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link)
+            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link,
+                            hang_timeout=hang)  # fmt: skip
 
         ranks_env = _without_secret(env)
         if hosts is None:

@@ -153,6 +153,10 @@ _ROWS = (
     Variable("MALAUNCH_HOST_WAIT", "seconds", "input", ("sdk", "user"), "how long the others wait for a lost host "
              "to come back before they exit 75", default=120.0, minimum=0, maximum=86400,
              sdk_field="launcher.host_wait"),
+    # ---- inputs: hangs
+    Variable("MALAUNCH_HANG_TIMEOUT", "seconds", "input", ("sdk", "user"), "an attempt whose ranks (every host's) "
+             "wrote no output and touched no progress file this long is hung: it ends with class hang (0: off)",
+             default=0.0, minimum=0, maximum=86400, sdk_field="launcher.hang_timeout"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -186,6 +190,8 @@ _ROWS = (
     Variable("MALAUNCH_TORCHRUN_RESTART_COUNT", "int", "output", _SH,
              "torchrun, MA_MAX_RESTARTS > 0: torchrun's own count (0)"),
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
+    Variable("MALAUNCH_PROGRESS_FILE", "path", "output", _SH, "with MALAUNCH_HANG_TIMEOUT: a file under the "
+             "attempt's log folder; touching it counts as output"),
 )
 
 class Name:
@@ -195,6 +201,7 @@ class Name:
 
     MALAUNCH_COORDINATOR_PORT = "MALAUNCH_COORDINATOR_PORT"
     MALAUNCH_GRACE_PERIOD = "MALAUNCH_GRACE_PERIOD"
+    MALAUNCH_HANG_TIMEOUT = "MALAUNCH_HANG_TIMEOUT"
     MALAUNCH_HEARTBEAT_TIMEOUT = "MALAUNCH_HEARTBEAT_TIMEOUT"
     MALAUNCH_HOST_WAIT = "MALAUNCH_HOST_WAIT"
     MALAUNCH_JOB_ID = "MALAUNCH_JOB_ID"

@@ -14,6 +14,8 @@ class                  retryable  when
                                   or another host's failure ended this host's attempt (3)
 ``host_lost``           yes       another host of the job was lost (its shim vanished or stopped answering the
                                   job's coordinator), or did not come back in time (the shim's exit 75)
+``hang``                yes       no rank of the job wrote output (nor touched its progress file) for
+                                  ``MALAUNCH_HANG_TIMEOUT``: the shim ended the attempt (its line, exit 124)
 ``signal``              yes       killed by a signal the shim did not send (named: 137 SIGKILL, 134 SIGABRT...)
 ``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
 ``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
@@ -33,6 +35,8 @@ from ..contract.signals import signal_hint, signal_in_any_code, signal_name
 __all__ = [
     "CLASSES",
     "COLLECTIVE_TIMEOUT",
+    "EXIT_HANG",
+    "HANG",
     "HOST_LOST",
     "LAUNCHER_MISUSE",
     "RENDEZVOUS_TIMEOUT",
@@ -49,21 +53,26 @@ __all__ = [
 COLLECTIVE_TIMEOUT = "collective_timeout"
 RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
 HOST_LOST = "host_lost"
+HANG = "hang"
+#: The shim's exit code for an attempt it ended as hung (as GNU ``timeout`` exits when its command timed out).
+EXIT_HANG = 124
 SIGNAL = "signal"
 LAUNCHER_MISUSE = "launcher_misuse"
 USER_ERROR = "user_error"
 STOPPED = "stopped"
 
 #: Every class, most specific first.
-CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
+CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, HANG, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
 #: The classes a restart can help with (``launcher.restart_on: retryable``, the default).
-RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, SIGNAL))
+RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, HANG, SIGNAL))
 
 _DESCRIPTIONS = {
     COLLECTIVE_TIMEOUT: "a collective operation timed out (a peer rank died, hung or is too slow)",
     RENDEZVOUS_TIMEOUT: "rendezvous or network failure (a peer or the master could not be reached in time)",
     HOST_LOST: "a host of the job was lost (its shim vanished or stopped answering): the job restarts with it or "
     "exits 75 for the platform's restart",
+    HANG: "the job hung: no rank wrote output (nor touched its progress file) for the hang timeout, so the shim "
+    "ended the attempt",
     SIGNAL: "killed by a signal the shim did not send",
     LAUNCHER_MISUSE: "the launcher or the shim rejected its input: fix the job, a restart cannot help",
     USER_ERROR: "the script exited with an error of its own: fix the script, a restart cannot help",
@@ -98,6 +107,7 @@ _RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
     )
 )
 _HOST_LOST = re.compile(r"^ma-entrypoint: host \d+ \([^)]*\) lost: ")  # the shim's line (run/hosts)
+_HANG = re.compile(r"^ma-entrypoint: hung: ")  # the shim's line (run/hang)
 _MISUSE: Tuple[Pattern[str], ...] = tuple(
     re.compile(text)
     for text in (
@@ -207,6 +217,9 @@ def classify_failure(
     found = _search((_HOST_LOST,), lines)
     if found is not None:
         return _make(HOST_LOST, found)
+    found = _search((_HANG,), lines)
+    if found is not None:
+        return _make(HANG, found)
     found = _search(_COLLECTIVE, lines)
     if found is not None:
         return _make(COLLECTIVE_TIMEOUT, found)
@@ -215,6 +228,8 @@ def classify_failure(
         return _make(RENDEZVOUS_TIMEOUT, found)
     if origin == "shim" and exit_code == 75:  # run/hosts/jobstate.py's EXIT_HOST_LOST
         return _make(HOST_LOST, "the shim exited with 75: a host was lost and did not come back")
+    if origin == "shim" and exit_code == EXIT_HANG:
+        return _make(HANG, f"the shim exited with {EXIT_HANG}: the job hung")
     sig = signal_in_any_code(exit_code, signal)
     if sig is not None:
         if origin == "shim" and sig in (1, 2, 15):  # the shim's own 129/130/143: it was stopped

@@ -84,6 +84,10 @@ class RunResult(NamedTuple):
     # every attempt the launcher made inside this run, oldest first (the one not restarted is this result)
     launcher_attempts: Tuple[LauncherAttempt, ...] = ()
     lost_output: Tuple[LostOutput, ...] = ()  # log files that failed part-way (a full disk)
+    # the run was found hung (MALAUNCH_HANG_TIMEOUT): each rank's hang report, and the evidence for its root
+    # cause (0: none, the rank silent longest was named; run/hang_report.py)
+    hang: Tuple[Dict[str, Any], ...] = ()
+    hang_score: int = 0
 
 
 _CODE_HINTS = {
@@ -92,6 +96,7 @@ _CODE_HINTS = {
     2: "usage error: bad command-line arguments",
     126: "the command was found but cannot be executed (permissions?)",
     127: "command not found (check PATH)",
+    124: "timed out: the job hung (no output for MALAUNCH_HANG_TIMEOUT s, see the hang report), or a timeout",
 }
 
 
@@ -192,6 +197,7 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
         "rank_logs": {str(rank): path for rank, path in sorted(plan.rank_logs.items())},
         "processes": [proc.name for proc in plan.processes],
         "lost_output": [lost._asdict() for lost in result.lost_output],
+        **({"hang": list(result.hang)} if result.hang else {}),
     }
 
 

@@ -254,6 +254,7 @@ def _attempts_report(outcome: RestartOutcome) -> Dict[str, Any]:
                 "restarted": attempt.restarted,
                 "log_dir": attempt.log_dir,
                 "root_cause": _failure_brief(attempt.result.root_cause),
+                **({"hang": list(attempt.result.hang)} if attempt.result.hang else {}),
             }
             for attempt in outcome.attempts
         ],

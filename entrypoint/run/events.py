@@ -39,12 +39,13 @@ class ShimSignal:
 
 
 class HostsEnd:
-    """The job's coordinator ends this host's attempt: another host failed or was lost (``line`` says which)."""
+    """The job's coordinator ends this host's attempt: another host failed or was lost (``line`` says which), or
+    every host's ranks are silent (``hung``: the attempt ends as hung)."""
 
-    __slots__ = ("line",)
+    __slots__ = ("hung", "line")
 
-    def __init__(self, line: str) -> None:
-        self.line = line
+    def __init__(self, line: str, hung: bool = False) -> None:
+        self.line, self.hung = line, hung
 
 
 Event = Union[ProcExit, LauncherLine, ShimSignal, WorkerDeath, HostsEnd]
@@ -58,3 +59,6 @@ class AttemptLink(Protocol):
 
     def failing(self) -> None:
         """This host's run is ending after a failure of its own: the other hosts end theirs too."""
+
+    def silent(self, silent: bool) -> None:
+        """This host's ranks went silent (True) or spoke again (False): the coordinator decides on a hang."""

@@ -27,6 +27,10 @@ Contract of :func:`run_plan`:
    launcher that restarts its workers itself has them judged by its gate (:meth:`~.launcher.Launcher.gate`);
    ``RunResult.launcher_attempts`` has every attempt it made.
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
+6b. With ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`) every process gets ``MALAUNCH_PROGRESS_FILE``, and the loop looks
+   at the ranks' signs of life every half second: a silent host ends the run as hung (several hosts: the
+   coordinator decides, and ends every host's run); the hang report (:mod:`.hang_report`, its py-spy dumps
+   bounded to 15 s) is made before the ending starts, while the ranks are still where they hung.
 7. On return every output is drained, no process of the job is left (token carriers, and everything that was
    reparented to the shim as subreaper: daemons included), and every child has been reaped.
 """
@@ -34,11 +38,12 @@ Contract of :func:`run_plan`:
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import signal
 import sys
 import time
-from typing import BinaryIO, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, BinaryIO, Mapping, Optional, Sequence, Set, Tuple
 
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
@@ -51,12 +56,25 @@ from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .ending import Ending
 from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
 from .guards import JobGuards
+from .hang import (
+    PROGRESS_NAME,
+    PROGRESS_VAR,
+    Silence,
+    hang_line,
+    hang_verdict,
+    make_progress_file,
+    rank_pids,
+    rank_sinks,
+)
 from .launcher import Launcher
 from .output import Output, prepare_folders
 from .processes import ProcessGroup
 from .relaunch import Relauncher
 from .verdict import RunFacts
 from .workers import Workers
+
+if TYPE_CHECKING:  # loaded only when a run is found hung
+    from .hang_report import Hung
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "Supervisor", "run_plan"]
 
@@ -83,6 +101,8 @@ class Supervisor:
         self.shim_signal: Optional[int] = None
         self.link = link  # the other hosts (multi-host jobs): told when this run fails, they may end it
         self.hosts_end: Optional[str] = None  # the coordinator ended this run: why (another host failed, lost)
+        self.silence: Optional[Silence] = None  # hang detection (MALAUNCH_HANG_TIMEOUT): the ranks' last signs
+        self.hung: Optional[Hung] = None  # the run ended as hung: its root cause and report
         self.relauncher = Relauncher(launcher, self.group, self.output, self.facts, self.tree, self.guards)
         self.error: Optional[LaunchError] = None
         self.started_wall = time.time()
@@ -152,6 +172,8 @@ class Supervisor:
         if isinstance(event, HostsEnd):  # the coordinator ends this run: another host failed or was lost
             if self.shim_signal is None and self.hosts_end is None and self.ending.at is None:
                 self.hosts_end = event.line
+                if event.hung and self.silence is not None:
+                    self._hang(hang_line(self.silence.quiet_for(time.monotonic()), "no rank of any host"))
                 self.begin_ending()
             return
         signum = event.signum
@@ -193,9 +215,24 @@ class Supervisor:
             self._announce_at = now + _ANNOUNCE_EVERY
             self.guards.watchdog.announce(self.tree.find())
             proctree.reap_zombie_children(self._own_pids())
+            if self.silence is not None and self.ending.at is None:
+                self._look(now, self.silence)
         self.relauncher.start_due(now, self._start_failed)
         self.ending.tick(now)
         return True
+
+    def _look(self, now: float, silence: Silence) -> None:
+        """Hang detection: one host ends a silent attempt; in a multi-host job the coordinator decides."""
+        changed = silence.changed(now)
+        if changed is not None and self.link is not None:
+            self.link.silent(changed)
+        elif changed:
+            self._hang(hang_line(silence.quiet_for(now)))
+            self.begin_ending()
+
+    def _hang(self, line: str) -> None:
+        assert self.silence is not None
+        self.hung = hang_verdict(self.silence, rank_pids(self.group, self.workers), self.output, self.plan.host, line)
 
     def _start_failed(self, error: LaunchError) -> None:
         self.error = error
@@ -237,33 +274,35 @@ class Supervisor:
         while not self.events.empty():  # one consumer: this thread
             self.absorb(self.events.get_nowait())
         self.facts.record_final(self.output.sinks[0].text(), self.workers.error_files(), self.started_wall)
-        stopped = self.shim_signal is not None or self.hosts_end is not None
+        stopped = self.shim_signal is not None or self.hosts_end is not None or self.hung is not None
         killed = self.ending.killed_at is not None
         failure = self.facts.root_cause(killed, stopped, self.workers.pid_ranks(), self.ending.stopped_at)
+        failure = self.hung.failure if self.hung is not None and self.shim_signal is None else failure
         return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
-                                 self.relauncher.relaunched)  # fmt: skip
+                                 self.relauncher.relaunched, self.hung)  # fmt: skip
 
-    def run(self, handle_signals: bool, started: float) -> RunResult:
-        """start, poll to the end, close; the result."""
-        if handle_signals:
-            self.guards.handle_signals(self._on_signal)
-        try:
-            self.start()
-            if self.error is not None:
-                self.close()
-                raise self.error
-            while self.poll():
-                pass
-            self.close()
-            if self.error is not None:
-                raise self.error
-            return self.result(started)
-        except BaseException:
-            self.close()
-            raise
-        finally:
-            self.output.close()
-            self.guards.release(lambda: proctree.reap_zombie_children(self._own_pids()))
+
+def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunResult:
+    """start, poll to the end, close; the result."""
+    if handle_signals:
+        supervisor.guards.handle_signals(supervisor._on_signal)
+    try:
+        supervisor.start()
+        if supervisor.error is not None:
+            supervisor.close()
+            raise supervisor.error
+        while supervisor.poll():
+            pass
+        supervisor.close()
+        if supervisor.error is not None:
+            raise supervisor.error
+        return supervisor.result(started)
+    except BaseException:
+        supervisor.close()
+        raise
+    finally:
+        supervisor.output.close()
+        supervisor.guards.release(lambda: proctree.reap_zombie_children(supervisor._own_pids()))
 
 
 def run_plan(
@@ -276,6 +315,7 @@ def run_plan(
     handle_signals: bool = True,
     cgroup: Optional[CgroupEntry] = None,
     link: Optional[AttemptLink] = None,
+    hang_timeout: float = 0.0,
 ) -> RunResult:
     """Run every process of ``plan`` to the end with ``launcher``'s hooks and say how it ended.
 
@@ -288,6 +328,8 @@ def run_plan(
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
         cgroup: the job's cgroup made early (:func:`.guards.enter_cgroup_early`), else one is made at the start.
         link: the other hosts of a multi-host job (:mod:`.hosts`): told when this run fails; they may end it.
+        hang_timeout: ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`; 0: off): every process gets the attempt's
+            ``MALAUNCH_PROGRESS_FILE``.
 
     Raises:
         LaunchError: the log directory or a log file cannot be written, or a program cannot be started
@@ -296,17 +338,25 @@ def run_plan(
     started = time.monotonic()
     out = console_out if console_out is not None else sys.stdout.buffer
     err = console_err if console_err is not None else sys.stderr.buffer
+    progress = os.path.join(plan.log_dir, PROGRESS_NAME) if hang_timeout > 0 else None
+    if progress is not None:
+        base_env = {**base_env, PROGRESS_VAR: progress}
     supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup, link)
     try:
         prepare_folders(plan)
+        if progress is not None:
+            make_progress_file(progress)
         supervisor.output.open()
     except BaseException:
         supervisor.output.close()
         raise
+    if progress is not None:
+        supervisor.silence = Silence(hang_timeout, rank_sinks(supervisor.output), progress, time.monotonic(),
+                                     lambda: rank_pids(supervisor.group, supervisor.workers))  # fmt: skip
     if link is None:
-        return supervisor.run(handle_signals, started)
+        return _run(supervisor, handle_signals, started)
     link.attach(supervisor.events.put)  # the coordinator's "end" reaches this run from now on
     try:
-        return supervisor.run(handle_signals, started)
+        return _run(supervisor, handle_signals, started)
     finally:
         link.attach(None)

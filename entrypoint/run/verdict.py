@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os.path
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..contract.errors import EXIT_LAUNCH
 from ..plan.launch_plan import LaunchPlan
@@ -22,6 +22,9 @@ from ._watch import WorkerWatch
 from .launcher import Gate, Launcher
 from .output import Output
 from .processes import ProcessGroup
+
+if TYPE_CHECKING:  # loaded only when a run is found hung
+    from .hang_report import Hung
 
 __all__ = ["RunFacts", "peer_ended_failure", "shell_code"]
 
@@ -145,6 +148,7 @@ class RunFacts:
         started: float,
         gate: Gate,
         relaunched: Sequence[LauncherAttempt],
+        hung: Optional[Hung] = None,
     ) -> RunResult:
         """The run's result: its exit code decided from the root cause (or the shim's signal)."""
         if failure is None and hosts_end is not None and shim_signal is None:
@@ -157,7 +161,9 @@ class RunFacts:
             code = 0
         history = gate.history(self.facts, failure, started, self.failure_of) or _relaunch_history(relaunched, failure)
         lost = self.output.lost_output()
-        return RunResult(code, failure, shim_signal, time.monotonic() - started, history, lost)
+        hang = tuple(rank.to_json() for rank in hung.ranks) if hung is not None and shim_signal is None else ()
+        return RunResult(code, failure, shim_signal, time.monotonic() - started, history, lost, hang,
+                         hung.score if hung is not None else 0)  # fmt: skip
 
 
 def peer_ended_failure(host: str, log_file: str, line: str) -> Failure:

@@ -78,13 +78,14 @@ _ROWS = (
     _row(Name.MALAUNCH_COORDINATOR_PORT, (), RUN_METHODS, from_env=False),
     _row(Name.MALAUNCH_HEARTBEAT_TIMEOUT, from_env=False),
     _row(Name.MALAUNCH_HOST_WAIT, from_env=False),
+    _row(Name.MALAUNCH_HANG_TIMEOUT, from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.
 LAUNCHER_VARIABLES: Mapping[str, LauncherVariable] = types.MappingProxyType({row.name: row for row in _ROWS})
 
 
-_SECONDS_FIELDS = ("grace_period", "heartbeat_timeout", "host_wait")
+_SECONDS_FIELDS = ("grace_period", "heartbeat_timeout", "host_wait", "hang_timeout")
 
 
 def _text(opts: LauncherOptions, field: str) -> Optional[str]:

@@ -60,7 +60,7 @@ _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
     "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
     "msrun_rank_table", "grace_period", "max_restarts", "restart_on", "coordinator_port", "heartbeat_timeout",
-    "host_wait",
+    "host_wait", "hang_timeout",
 )  # fmt: skip
 _DATA = ("name", "path")
 

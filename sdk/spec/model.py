@@ -13,7 +13,7 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
   ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
-  ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator);
+  ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``;
 - ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
   ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
   ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
@@ -92,6 +92,8 @@ def _seconds_bounds(name: str) -> Tuple[float, float]:
 #: ``launcher.heartbeat_timeout`` / ``launcher.host_wait``: the shim's bounds, in seconds.
 _HEARTBEAT_BOUNDS = _seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
 _HOST_WAIT_BOUNDS = _seconds_bounds("MALAUNCH_HOST_WAIT")
+#: ``launcher.hang_timeout``: the shim's bounds, in seconds (0: off).
+_HANG_BOUNDS = _seconds_bounds("MALAUNCH_HANG_TIMEOUT")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -196,6 +198,7 @@ class LauncherOptions:
     coordinator_port: Optional[int] = None  # the hosts' coordinator (MALAUNCH_COORDINATOR_PORT)
     heartbeat_timeout: Optional[float] = None  # a host silent this long is lost (MALAUNCH_HEARTBEAT_TIMEOUT)
     host_wait: Optional[float] = None  # how long the others wait for a lost host (MALAUNCH_HOST_WAIT)
+    hang_timeout: Optional[float] = None  # ranks silent this long: the attempt is hung (MALAUNCH_HANG_TIMEOUT)
 
     def __post_init__(self) -> None:
         _check_launcher(self, "launcher")
@@ -231,6 +234,7 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
         _check_int(f"{prefix}.coordinator_port", opts.coordinator_port, *_COORDINATOR_PORT_BOUNDS)
     _check_seconds(f"{prefix}.heartbeat_timeout", opts.heartbeat_timeout, _HEARTBEAT_BOUNDS)
     _check_seconds(f"{prefix}.host_wait", opts.host_wait, _HOST_WAIT_BOUNDS)
+    _check_seconds(f"{prefix}.hang_timeout", opts.hang_timeout, _HANG_BOUNDS)
 
 
 def _check_seconds(path: str, value: object, bounds: Tuple[float, float]) -> None:

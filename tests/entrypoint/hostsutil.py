@@ -64,6 +64,13 @@ class Hosts:
             self.start(index)
         return self
 
+    def started(self) -> Hosts:
+        """Start every host and return once each has started attempt 0."""
+        self.start_all()
+        for index in range(self.count):
+            self.wait_started(index, 0)
+        return self
+
     def wait(self, index: int, timeout: float = 90.0) -> int:
         return self.procs[index].wait(timeout)
 

@@ -6,6 +6,8 @@ import pytest
 from malaunch.entrypoint.report.failure_class import (
     CLASSES,
     COLLECTIVE_TIMEOUT,
+    EXIT_HANG,
+    HANG,
     HOST_LOST,
     LAUNCHER_MISUSE,
     RENDEZVOUS_TIMEOUT,
@@ -96,8 +98,8 @@ def test_the_signal_class_without_a_signal_claims_none() -> None:
     assert Classification(SIGNAL, True, "from a report").description == "killed by a signal the shim did not send"
 
 
-def test_retryable_is_exactly_signals_timeouts_and_lost_hosts() -> None:
-    assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT, HOST_LOST} == RETRYABLE
+def test_retryable_is_exactly_signals_timeouts_lost_hosts_and_hangs() -> None:
+    assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT, HOST_LOST, HANG} == RETRYABLE
     assert set(CLASSES) == RETRYABLE | {USER_ERROR, LAUNCHER_MISUSE, STOPPED}
 
 
@@ -137,3 +139,12 @@ def test_stopped_is_never_retryable() -> None:
     got = classify_failure(143, [NCCL], stopped=True)
     assert (got.kind, got.retryable) == (STOPPED, False)
     assert got.to_json()["class"] == STOPPED
+
+
+def test_a_hang_has_a_class_of_its_own_from_the_shims_line_or_its_exit_code() -> None:
+    line = "ma-entrypoint: hung: no rank of this host wrote output or touched MALAUNCH_PROGRESS_FILE for 3 s"
+    got = classify_failure(EXIT_HANG, ["step 5", line])
+    assert (got.kind, got.retryable, got.reason) == (HANG, True, line)
+    assert classify_failure(143, [line]).kind == HANG  # the ranks ended by the teardown do not hide it
+    assert classify_exit(EXIT_HANG).kind == HANG  # a backend that sees only the shim's code
+    assert classify_failure(EXIT_HANG, ["user code"]).kind == USER_ERROR  # a rank's own 124 is the user's

@@ -163,3 +163,50 @@ def test_the_config_never_shows_the_secret() -> None:
     assert fallback is not None and (fallback.secret, fallback.secret_given) == ("my-job", False)
     assert fallback.interval == 2.0 and fallback.port == 29510
 
+
+
+def _hung(score: int) -> Dict[str, Any]:
+    return {**_cause(124, "hang"), "score": score}
+
+
+def test_one_host_silent_while_another_prints_is_not_a_hang() -> None:
+    book = _book()
+    _join_all(book)
+    assert book.silent(0, 0, True, 1.0) == []
+    assert book.phase == "running"
+    assert book.silent(0, 0, False, 2.0) == []  # host 0 spoke again
+    assert book.silent(1, 0, True, 3.0) == []  # now host 1 is silent, host 0 is not
+    assert book.phase == "running"
+
+
+def test_every_host_silent_ends_the_attempt_on_every_host_as_hung() -> None:
+    book = _book()
+    _join_all(book)
+    book.silent(1, 0, True, 1.0)
+    sends = book.silent(0, 0, True, 1.5)
+    assert sorted(_kinds(sends)) == [(0, "end"), (1, "end")]
+    assert {s.payload["why"] for s in sends} == {"hung"} and book.phase == "ending"
+    book.over(0, 0, _hung(0), 2.0)  # host 0's rank waits in a collective: no evidence
+    book.over(1, 0, _hung(4), 2.5)  # host 1's rank is stopped: it is the root cause, though it spoke later
+    assert book.phase == "backoff" and book.verdicts[-1] is not None and book.verdicts[-1]["host"] == 1
+
+
+def test_a_host_done_counts_no_more_and_silence_from_an_old_attempt_is_ignored() -> None:
+    book = _book()
+    _join_all(book)
+    book.over(1, 0, None, 1.0)  # host 1's ranks succeeded
+    assert book.silent(0, 1, True, 1.5) == []  # not the running attempt
+    sends = book.silent(0, 0, True, 2.0)  # host 0 is the only one left, and silent: hung
+    assert _kinds(sends) == [(0, "end")] and sends[0].payload["why"] == "hung"
+
+
+def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
+    book = _book()
+    _join_all(book)
+    book.silent(0, 0, True, 1.0)
+    book.failing(1, 0, 1.1)
+    book.over(1, 0, _cause(137), 1.2)
+    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.3)
+    book.advance(3.0)
+    assert book.attempt == 1 and book.quiet == set()
+    assert book.silent(1, 1, True, 3.5) == []  # host 0 has not said it is silent in attempt 1

@@ -24,6 +24,12 @@ server = socket.socket()
 server.bind((os.environ["MA_CURRENT_HOST_IP"], int(os.environ["MA_TORCHRUN_MASTER_PORT"])))
 server.listen()
 print("port open", flush=True)
+while not os.path.exists(os.environ["OPEN_PORT_FLAG"] + ".done"):
+    time.sleep(0.05)
+with open(os.path.join(os.environ["MALAUNCH_LOG_DIR"], "rank-0.log"), "a") as log:
+    log.write("the ranks ran\\n")  # as the shim's copy of a worker's output would hold
+server.close()  # as torchrun ends its store once its workers are done, before it exits
+print("port closed", flush=True)
 time.sleep(600)
 """
 
@@ -50,5 +56,8 @@ def test_a_master_port_not_open_yet_is_a_pending_reason(tmp_path: Path, home: Pa
         flag.write_text("")
         wait_for(lambda: "port open" in consoles[0].read_text(), 60, "the port to open")
         assert handle.status().pending_reason == ""
+        Path(str(flag) + ".done").write_text("")
+        wait_for(lambda: "port closed" in consoles[0].read_text(), 60, "the port to close")
+        assert handle.status().pending_reason == ""  # closed again after the ranks ran: nothing waits
     finally:
         backend.stop(handle.id)

@@ -78,3 +78,25 @@ def test_a_frozen_host_fails_the_job_with_host_lost(tmp_path: Path, cli_env: Dic
     assert (status["state"], status["exit_code"]) == ("FAILED", 75), status
     assert status["failure_class"]["class"] == "host_lost"
     assert_nothing_running(job_id)
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_the_master_host_killed_is_replaced_and_the_job_goes_on(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
+    (job_id,) = job_ids(home)
+    wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
+    wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
+    _kill_host(home, job_id, 0, signal.SIGKILL)  # the coordinator goes with it
+    ma_submit(["wait", job_id], cli_env)
+    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    assert status["state"] == "SUCCEEDED", status
+    # host 1 lost its coordinator, joined the replaced master's new one and both ran the next attempt
+    assert (tmp_path / "marks" / "started-h0-a1").exists() and (tmp_path / "marks" / "started-h1-a1").exists()
+    console = (home / "jobs" / job_id / "hosts" / "1" / "console.log").read_text()
+    assert "lost the job's coordinator" in console
+    assert_nothing_running(job_id)

@@ -50,6 +50,9 @@ class _AttemptSide:
     def failing(self) -> None:
         self.link.failing(self.attempt)
 
+    def silent(self, silent: bool) -> None:
+        self.link.silent(self.attempt, silent)
+
 
 def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Callable[[str], None]) -> Coordinator:
     """Start the job's coordinator (the master host's shim). Raises :class:`LaunchError` if the port is taken."""
@@ -205,7 +208,7 @@ def _cause(result: RunResult, kind: Any, policy: RestartPolicy, config: HostsCon
         "code": result.exit_code, "signal": failure.signal if failure else None, "kind": kind.kind,
         "retryable": kind.retryable, "accept": accept, "ended": bool(failure and failure.source == "peer"),
         "peer": peer_failure(tail) is not None, "line": tail[-1] if tail else kind.reason[:_LINE], "tail": tail,
-        "log": (failure.log_file if failure else "")[-200:],
+        "log": (failure.log_file if failure else "")[-200:], "score": result.hang_score,
     }  # fmt: skip
 
 

@@ -9,9 +9,14 @@ blocks. The rules (docs/recovery.md, "Multi-host"):
    with exit 3.
 2. The first host that says its attempt is failing, or a host that is lost while an attempt runs, ends the
    attempt on every other host (``end``). The attempt is over when every host still here said how it ended.
+2b. Hang detection (``MALAUNCH_HANG_TIMEOUT``): each host says when its ranks went silent and when they speak
+   again (:meth:`JobState.silent`). Once every host whose account of the attempt is awaited is silent, the
+   attempt is hung: every one of them gets ``end`` with ``why: hung`` and ends its attempt with class ``hang``.
+   One host silent while another's ranks print is not a hang.
 3. The attempt's root cause is chosen from what the hosts said, never from who spoke first alone: a failure of
    the host's own ranks before a lost host, before a failure whose log says a peer failed, before an attempt
-   ended on the coordinator's word; the earliest within each.
+   ended on the coordinator's word; within each, a hung host with stronger evidence (``score``: a rank stopped,
+   a zombie, in disk wait, spinning) first, then the earliest.
 4. If ``restart_on`` accepts the cause (the failing host judged it; a lost host: :attr:`lost_accepted`) and the
    job's budget allows (attempt K < ``max_restarts``), every host starts attempt K+1 together after the
    back-off, once every host is here again: a lost host has ``host_wait`` seconds to come back, else the job
@@ -72,6 +77,7 @@ class JobState:
         self.deadline = now + join_wait  # joining: give up; waiting: the lost host's time; backoff: start
         self.final: Optional[Tuple[int, Optional[Cause]]] = None
         self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
+        self.quiet: Set[int] = set()  # hosts whose ranks are silent in the running attempt (hang detection)
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
     def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
@@ -105,6 +111,18 @@ class JobState:
         if attempt != self.attempt or self.phase != "running":
             return []
         return self._end_others(host, now)
+
+    def silent(self, host: int, attempt: int, silent: bool, now: float) -> List[Send]:
+        """Host ``host``'s ranks went silent (``silent``) or spoke again in attempt ``attempt`` (rule 2b)."""
+        del now
+        if attempt != self.attempt or self.phase != "running":
+            return []
+        (self.quiet.add if silent else self.quiet.discard)(host)
+        if not self.pending or not self.pending <= self.quiet:
+            return []
+        self.phase = "ending"
+        payload = {"t": "end", "attempt": self.attempt, "host": None, "addr": "", "why": "hung"}
+        return [Send(other, payload) for other in sorted(self.pending)]
 
     def over(self, host: int, attempt: int, cause: Optional[Cause], now: float) -> List[Send]:
         """Host ``host``'s attempt ended: ``cause`` is its root cause (None: its ranks succeeded)."""
@@ -150,11 +168,13 @@ class JobState:
             return self._finish(EXIT_HOST_LOST, dict(previous or {}, code=EXIT_HOST_LOST, line=line, tail=[line]))
         self.attempt, self.phase = attempt, "running"
         self.pending = set(self.here)
-        self.causes = []
+        self.causes, self.quiet = [], set()
         return [Send(None, {"t": "start", "attempt": attempt, "cause": previous})]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
-        self.causes.append((_priority(cause), len(self.causes), cause))
+        score = cause.get("score")  # a hung attempt: the host whose ranks show the strongest evidence first
+        self.causes.append((_priority(cause) * 8 - (score if isinstance(score, int) and 0 <= score < 8 else 0),
+                            len(self.causes), cause))  # fmt: skip
         return self._end_others(cause.get("host"), now) if self.phase == "running" else []
 
     def _end_others(self, host: Optional[int], now: float) -> List[Send]:

@@ -5,8 +5,9 @@
 ``interval`` seconds and reads what the coordinator says:
 
 - ``start`` / ``finish`` go to the attempt loop (:meth:`HostLink.next_command`);
-- ``end`` (another host failed or was lost) goes to the running attempt's supervisor, as a
-  :class:`~..events.HostsEnd` event (:meth:`HostLink.attach`).
+- ``end`` (another host failed or was lost, or every host's ranks are silent: hung) goes to the running
+  attempt's supervisor, as a :class:`~..events.HostsEnd` event (:meth:`HostLink.attach`);
+- ``silent`` (hang detection) tells the coordinator when this host's ranks went silent or spoke again.
 
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
@@ -95,6 +96,10 @@ class HostLink:
     def failing(self, attempt: int) -> None:
         """This host's attempt is ending after a failure of its own."""
         self._send({"t": "failing", "attempt": attempt})
+
+    def silent(self, attempt: int, silent: bool) -> None:
+        """This host's ranks went silent (True) or spoke again (False): hang detection is the job's."""
+        self._send({"t": "silent", "attempt": attempt, "silent": silent})
 
     def over(self, attempt: int, cause: Optional[Dict[str, Any]]) -> None:
         """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
@@ -222,7 +227,11 @@ class HostLink:
         elif kind == "end":
             post = self._post
             if post is not None and message.get("attempt") == self.last_attempt:
-                why = "lost" if message.get("why") == "lost" else "failed"
+                why = message.get("why")
+                if why == "hung":
+                    post(HostsEnd("every host's ranks are silent", hung=True))
+                    return
+                why = "lost" if why == "lost" else "failed"
                 post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", why)))
 
 

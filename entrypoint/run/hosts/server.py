@@ -170,6 +170,8 @@ class Coordinator:
         attempt = message.get("attempt")
         if kind == "failing" and isinstance(attempt, int):
             self._apply(self.state.failing(conn.host, attempt, now))
+        elif kind == "silent" and isinstance(attempt, int) and isinstance(message.get("silent"), bool):
+            self._apply(self.state.silent(conn.host, attempt, message["silent"], now))
         elif kind == "over" and isinstance(attempt, int):
             cause = message.get("cause")
             self._apply(self.state.over(conn.host, attempt, cause if isinstance(cause, dict) else None, now))

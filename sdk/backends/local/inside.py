@@ -100,9 +100,24 @@ def _port_waited(status: JobStatus, paths: JobPaths) -> Optional[str]:
         port = int(env[variable])
     except (KeyError, TypeError, ValueError, IndexError):
         return None  # no port to wait for (the fan-out), or a plan that cannot say
-    if _listening(master.pid, port) is not False:
-        return None
+    if _listening(master.pid, port) is not False or _ranks_spoke(env.get(Name.MALAUNCH_LOG_DIR)):
+        return None  # open, or closed again after the ranks ran (their launcher ends its store before it exits)
     return f"waiting for a port: {what} on host 0 ({master.address}) port {port} is not open yet"
+
+
+def _ranks_spoke(log_dir: Optional[str]) -> bool:
+    """Some rank of the master host has written output (its launcher met the others long ago)."""
+    if not log_dir:
+        return False
+    for folder, _, names in os.walk(log_dir):
+        for name in names:
+            if name.startswith("rank-") and name.endswith(".log"):
+                try:
+                    if os.stat(os.path.join(folder, name)).st_size > 0:
+                        return True
+                except OSError:
+                    continue
+    return False
 
 
 def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:

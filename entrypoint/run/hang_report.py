@@ -1,0 +1,169 @@
+"""The hang report: per rank, where it is and what it did while the host was silent; and which rank is the cause.
+
+For each rank of the host (:func:`look_ranks`): its process state from ``/proc`` (running, sleeping, stopped,
+disk wait, zombie; through :mod:`.proctree`, the one ``/proc`` reader), the CPU seconds it used in the silent
+window, the seconds since its last line and that line, and its Python stack from ``py-spy dump --pid`` when
+``py-spy`` is on PATH (each dump bounded in time), else a note saying why there is none.
+
+The root cause is the rank that is not where the others are (:func:`stand_out`, pure), by this evidence, the
+strongest first: stopped (SIGSTOP, a debugger), a zombie, in disk wait, spinning (it used at least
+:data:`SPIN_SHARE` of a CPU in the silent window while printing nothing). With no such evidence, or several
+ranks with the same, the rank silent longest is named, and the report says so. In a multi-host job each host
+sends its evidence (``score``) with its account, and the coordinator prefers the strongest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ..report.failure_class import EXIT_HANG
+from ..report.report import Failure
+from . import proctree
+
+__all__ = ["SPIN_SHARE", "Hung", "RankHang", "judge", "look_ranks", "py_spy_stack", "stand_out", "state_name"]
+
+#: A silent rank that used at least this share of one CPU in the silent window is spinning.
+SPIN_SHARE = 0.1
+#: At most this long for one ``py-spy dump``, and for all of them together.
+STACK_SECONDS = 5.0
+STACKS_SECONDS = 15.0
+_STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "T": "stopped", "t": "stopped (traced)",
+           "Z": "zombie", "X": "dead", "I": "idle"}  # fmt: skip
+_SCORES = {"stopped": 4, "stopped (traced)": 4, "zombie": 3, "dead": 3, "gone": 3, "disk wait": 2}
+_LINE = 200
+
+
+def state_name(code: Optional[str]) -> str:
+    """A ``/proc/<pid>/stat`` state letter in words (None: the process is gone)."""
+    if code is None:
+        return "gone"
+    return _STATES.get(code, code)
+
+
+class RankHang(NamedTuple):
+    """One rank at the moment its host was found hung."""
+
+    rank: str  # "rank N", or the process's name
+    pid: Optional[int]
+    state: str  # running, sleeping, stopped, disk wait, zombie, gone
+    cpu: Optional[float]  # CPU seconds used in the silent window (None: unknown)
+    silent: Optional[float]  # seconds since its last output (None: it wrote nothing)
+    last_line: str
+    stack: Optional[str]  # py-spy's dump
+    note: str  # why there is no stack
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"rank": self.rank, "pid": self.pid, "state": self.state, "cpu_seconds": self.cpu,
+                "seconds_since_output": self.silent, "last_line": self.last_line, "stack": self.stack,
+                "stack_note": self.note}  # fmt: skip
+
+    def line(self) -> str:
+        cpu = f"{self.cpu:.1f} s CPU" if self.cpu is not None else "CPU unknown"
+        last = (f"last output {self.silent:.1f} s ago: {self.last_line!r}" if self.silent is not None
+                else "no output yet")  # fmt: skip
+        return f"hang report: {self.rank} (pid {self.pid}): {self.state}, {cpu} in the silent window, {last}"
+
+
+class Hung(NamedTuple):
+    """A run found hung: its root cause, each rank's report, and the evidence for the cause (``score``)."""
+
+    failure: Failure
+    ranks: Tuple[RankHang, ...]
+    score: int
+
+
+def _label(key: object) -> str:
+    return f"rank {key}" if isinstance(key, int) else str(key)
+
+
+def look_ranks(last: Mapping[object, Optional[float]], cpu_at: Mapping[object, int], pids: Mapping[object, int],
+               lines: Mapping[object, str], now: float) -> List[RankHang]:  # fmt: skip
+    """Each rank as it is now: ``last`` its last output (monotonic), ``cpu_at`` its CPU ticks when the silent
+    window began, ``pids`` its process, ``lines`` its last line."""
+    tick = os.sysconf("SC_CLK_TCK")
+    tool = shutil.which("py-spy")
+    until = time.monotonic() + STACKS_SECONDS
+    found: List[RankHang] = []
+    for key, seen in last.items():
+        pid = pids.get(key)
+        info = proctree.read_info(pid) if pid is not None else None
+        usage = proctree.read_usage(pid) if pid is not None else None
+        cpu = round((usage[0] - cpu_at[key]) / tick, 2) if usage is not None and key in cpu_at else None
+        stack, note = py_spy_stack(tool, pid, until) if info is not None and not info.zombie else (None, "not running")
+        found.append(RankHang(_label(key), pid, state_name(info.state if info else None), cpu,
+                              None if seen is None else round(now - seen, 3), lines.get(key, "")[:_LINE], stack, note))
+    return found
+
+
+def py_spy_stack(tool: Optional[str], pid: Optional[int], until: float) -> Tuple[Optional[str], str]:
+    """``py-spy dump --pid PID`` (bounded: :data:`STACK_SECONDS`, and the report's deadline ``until``)."""
+    if tool is None:
+        return None, "py-spy is not on PATH: install it in the image for Python stacks (pip install py-spy)"
+    left = min(STACK_SECONDS, until - time.monotonic())
+    if pid is None or left <= 0:
+        return None, "no time left for a stack"
+    try:
+        done = subprocess.run([tool, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=left,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None, f"py-spy took longer than {left:.0f} s"
+    except OSError as error:
+        return None, f"py-spy could not run: {error.strerror or error}"
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return None, f"py-spy failed: {why[:_LINE]} (the platform may not allow ptrace: add SYS_PTRACE)"
+    return done.stdout.strip()[:8000], ""
+
+
+def _score(rank: RankHang, window: float) -> int:
+    if rank.state in _SCORES:
+        return _SCORES[rank.state]
+    return 1 if rank.cpu is not None and rank.cpu >= SPIN_SHARE * window else 0
+
+
+def _evidence(rank: RankHang, window: float) -> str:
+    if _score(rank, window) == 1:
+        return f"spinning: it used {rank.cpu:.1f} s of CPU in the {window:.0f} s silent window, printing nothing"
+    return f"it is {rank.state}"
+
+
+def stand_out(ranks: Sequence[RankHang], window: float) -> Tuple[Optional[RankHang], int, str]:
+    """The rank that is not where the others are, its evidence (0: none) and how it was chosen. Pure."""
+    if not ranks:
+        return None, 0, "no rank to look at"
+    scores = [_score(rank, window) for rank in ranks]
+    best = max(scores)
+    top = [rank for rank, score in zip(ranks, scores) if score == best]
+    longest = max(top, key=lambda rank: -1.0 if rank.silent is None else rank.silent)
+    others = [rank for rank, score in zip(ranks, scores) if score < best]
+    if len(ranks) == 1:
+        return longest, best, f"the only rank of this host: {_evidence(longest, window)}"
+    if best and len(top) == 1:
+        rest = f" while the other ranks of this host are {_states(others)}" if others else ""
+        return longest, best, f"{longest.rank} is not where the others are: {_evidence(longest, window)}{rest}"
+    if best:
+        return longest, best, (f"{len(top)} ranks show the same evidence ({_evidence(longest, window)}); the one "
+                               "silent longest is named")  # fmt: skip
+    return longest, 0, ("no rank stands out (none stopped, in disk wait or spinning: all wait); the one silent "
+                        "longest is named")  # fmt: skip
+
+
+def _states(ranks: Sequence[RankHang]) -> str:
+    return ", ".join(sorted({rank.state for rank in ranks}))
+
+
+def judge(ranks: Sequence[RankHang], window: float, host: str, logs: Mapping[str, str], line: str) -> Hung:
+    """The run's verdict once found hung: the root cause is the rank :func:`stand_out` names (``logs``: each
+    rank's log file, by label); its tail ends with the shim's ``line`` (class ``hang``)."""
+    chosen, score, why = stand_out(ranks, window)
+    name = chosen.rank if chosen is not None else "every rank"
+    rank = int(name[5:]) if name.startswith("rank ") and name[5:].isdigit() else None
+    tail = tuple(item for item in (chosen.last_line if chosen else "", f"{name}: {why}", line) if item)
+    failure = Failure(name=name, rank=rank, local_rank=None, host=host, pid=chosen.pid if chosen else None,
+                      exit_code=EXIT_HANG, signal=None, log_file=logs.get(name, ""), tail=tail, source="hang",
+                      why=why)  # fmt: skip
+    return Hung(failure, tuple(ranks), score)

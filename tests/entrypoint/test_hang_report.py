@@ -1,0 +1,80 @@
+"""The hang report (run/hang_report.py): which rank is not where the others are (pure), and py-spy's stack, or a
+clear note when there is none."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Optional
+
+from malaunch.entrypoint.run.hang_report import RankHang, judge, py_spy_stack, stand_out, state_name
+
+
+def _rank(name: str, state: str = "sleeping", cpu: Optional[float] = 0.0, silent: Optional[float] = 5.0) -> RankHang:
+    return RankHang(name, 100, state, cpu, silent, f"{name} step 7", None, "py-spy is not on PATH")
+
+
+def test_state_letters_read_in_words() -> None:
+    assert [state_name(c) for c in ("R", "S", "D", "T", "Z", None)] == [
+        "running", "sleeping", "disk wait", "stopped", "zombie", "gone"]  # fmt: skip
+
+
+def test_a_stopped_rank_stands_out_from_sleeping_ones() -> None:
+    ranks = [_rank("rank 0"), _rank("rank 1", "stopped", silent=4.0), _rank("rank 2")]
+    chosen, score, why = stand_out(ranks, 5.0)
+    assert chosen is not None and chosen.rank == "rank 1" and score > 0
+    assert why == "rank 1 is not where the others are: it is stopped while the other ranks of this host are sleeping"
+
+
+def test_a_rank_spinning_alone_stands_out_and_the_stopped_one_wins_over_it() -> None:
+    spinning = [_rank("rank 0"), _rank("rank 1", "running", cpu=4.5)]
+    chosen, _, why = stand_out(spinning, 5.0)
+    assert chosen is not None and chosen.rank == "rank 1" and "spinning: it used 4.5 s of CPU" in why
+    chosen, _, _ = stand_out([*spinning, _rank("rank 2", "stopped")], 5.0)
+    assert chosen is not None and chosen.rank == "rank 2"
+
+
+def test_with_no_evidence_the_rank_silent_longest_is_named_and_the_report_says_so() -> None:
+    ranks = [_rank("rank 0", silent=3.0), _rank("rank 1", silent=9.0), _rank("rank 2", silent=None)]
+    chosen, score, why = stand_out(ranks, 5.0)
+    assert chosen is not None and chosen.rank == "rank 1" and score == 0
+    assert "no rank stands out" in why and "silent longest" in why
+
+
+def test_the_verdict_names_the_rank_and_its_tail_classifies_as_hang() -> None:
+    from malaunch.entrypoint.report.failure_class import classify_failure
+
+    line = "ma-entrypoint: hung: no rank of this host wrote output or touched MALAUNCH_PROGRESS_FILE for 5 s (x)"
+    hung = judge([_rank("rank 0"), _rank("rank 3", "stopped")], 5.0, "h", {"rank 3": "/logs/rank-3.log"}, line)
+    assert (hung.failure.name, hung.failure.rank, hung.failure.log_file) == ("rank 3", 3, "/logs/rank-3.log")
+    assert hung.failure.exit_code == 124 and hung.failure.tail[-1] == line and hung.score == 4
+    assert classify_failure(124, hung.failure.tail).kind == "hang"
+
+
+def _tool(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "py-spy"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_without_py_spy_a_note_says_how_to_get_stacks() -> None:
+    stack, note = py_spy_stack(None, os.getpid(), time.monotonic() + 5)
+    assert stack is None and "py-spy is not on PATH" in note
+
+
+def test_py_spy_output_is_the_stack_and_its_failure_a_note(tmp_path: Path) -> None:
+    good = _tool(tmp_path, 'echo "Thread $3 (idle): MainThread"; echo "    wait (train.py:12)"')
+    stack, note = py_spy_stack(good, 4242, time.monotonic() + 5)
+    assert stack == "Thread 4242 (idle): MainThread\n    wait (train.py:12)" and note == ""
+    bad = _tool(tmp_path, 'echo "Permission denied (os error 1)" >&2; exit 1')
+    stack, note = py_spy_stack(bad, 4242, time.monotonic() + 5)
+    assert stack is None and "Permission denied" in note and "SYS_PTRACE" in note
+
+
+def test_a_py_spy_that_hangs_is_cut_off(tmp_path: Path) -> None:
+    slow = _tool(tmp_path, "exec sleep 30")
+    stack, note = py_spy_stack(slow, 4242, time.monotonic() + 1.0)
+    assert stack is None and "longer than" in note
