@@ -7,6 +7,7 @@ printed in that node's log."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Dict
@@ -69,9 +70,11 @@ def test_a_failing_rank_exit_code_comes_back(
     result = ma_submit([str(job_file(tmp_path, "fail.py", []))], ma_env)
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     (job,) = running_platform.jobs.values()
-    # host 1 failed with its rank's code; the platform then terminated host 0 (its torchrun waits at the exit barrier)
-    assert job.containers is not None and job.containers.exit_codes() == [143, 3]
-    assert "task worker-1 exited with code 3" in result.stderr
+    # host 1 failed with its rank's code; host 0 ends with the job's code (the hosts' coordinator ended its attempt)
+    # unless the platform terminated it first
+    assert job.containers is not None and job.containers.exit_codes() in ([3, 3], [143, 3])
+    # either task may end first: both carry the job's code, and their shims name the same root cause
+    assert re.search(r"task worker-[01] exited with code 3", result.stderr), result.stderr[-2000:]
     # the class: the real shim's verdict in worker-1's log says the script's own exit 3 is the user's error
     # (the exit code alone would read as the shim rejecting its input)
     status = ma_submit(["status", "--output", "json", job.id], ma_env)

@@ -184,7 +184,8 @@ class Runner:
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
-                self.fail(index, code, f"host {index} exited with code {code}" + (f" ({detail})" if detail else ""))
+                culprit = report.cause_host if report is not None and report.cause_host is not None else index
+                self.fail(culprit, code, f"host {culprit} exited with code {code}" + (f" ({detail})" if detail else ""))
 
     def _budget(self) -> int:
         text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")

@@ -316,6 +316,7 @@ class HostReport:
     detail: str
     written_at: float
     lost_output: str = ""  # the log files it could not write to the end, and from which byte (a full disk)
+    cause_host: Optional[int] = None  # several hosts: the host the job's root cause is on, as the shims agreed
 
 
 def _lost_output(report: Mapping[str, Any]) -> str:
@@ -343,7 +344,8 @@ def _cause_detail(report: Mapping[str, Any]) -> str:
     if isinstance(cause, dict):
         rank = cause.get("rank")
         who = f"rank {rank}" if isinstance(rank, int) else show_value(cause.get("name"))
-        return f"root cause {who} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
+        where = f" on host {str(cause.get('host'))[:80]}" if cause.get("source") == "peer" else ""
+        return f"root cause {who}{where} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
     if isinstance(report.get("shim_signal_name"), str):
         return f"shim stopped by {report['shim_signal_name']}"
     return ""
@@ -361,7 +363,16 @@ def read_host_report(path: str) -> Optional[HostReport]:
     code, status = data.get("exit_code"), data.get("status")
     if isinstance(code, bool) or not isinstance(code, int) or not isinstance(status, str):
         return None
-    return HostReport(code, status, report_detail(data), written_at, _lost_output(data))
+    return HostReport(code, status, report_detail(data), written_at, _lost_output(data), _cause_host(data))
+
+
+def _cause_host(report: Mapping[str, Any]) -> Optional[int]:
+    """The host of the job's root cause, from the last attempt's ``job_cause`` (coordinated jobs only)."""
+    attempts = report.get("attempts")
+    last = attempts[-1] if isinstance(attempts, list) and attempts else None
+    cause = last.get("job_cause") if isinstance(last, dict) else None
+    host = cause.get("host") if isinstance(cause, dict) else None
+    return host if isinstance(host, int) and not isinstance(host, bool) and host >= 0 else None
 
 
 def _host_status(host: Mapping[str, Any]) -> HostStatus:

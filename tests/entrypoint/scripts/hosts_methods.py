@@ -35,6 +35,7 @@ else:
     def total() -> float:
         value = torch.ones(1)
         dist.all_reduce(value)
+        dist.destroy_process_group()  # as a script should: exiting with it alive may abort (SIGABRT) in teardown
         return float(value.item())
 
 print(f"rank {rank} of {size} attempt {attempt} up", flush=True)
