@@ -5,7 +5,7 @@ Public names (``__all__`` is explicit and tested)::
     Job, attach                                    the Python API (malaunch.sdk.job)
     Sweep, SweepHandle, attach_sweep               sweeps: one job, many trials (malaunch.sdk.sweep)
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
-    load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.loader)
+    load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.spec.loader)
     Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
     JobEvent, UsageReport, HostUsage, ExecResult   inside a job: handle.events(), .usage(), .exec()
     SubmitPlan, JobState, JobStatus, HostStatus    plans and states
@@ -29,11 +29,11 @@ from .errors import (
     WaitTimeout,
 )
 from .job import Job, attach
-from .loader import load_job_file, spec_from_mapping
 from .plan import SubmitPlan
-from .spec import DataSpec, JobSpec, LauncherOptions, Resources
+from .spec.loader import load_job_file, spec_from_mapping
+from .spec.model import DataSpec, JobSpec, LauncherOptions, Resources
 from .status import HostState, HostStatus, JobState, JobStatus
-from .sweep import Sweep, SweepHandle, attach_sweep
+from .sweep.api import Sweep, SweepHandle, attach_sweep
 
 __all__ = [
     "Backend",

@@ -23,8 +23,7 @@ import re
 from collections import deque
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.contract.signals import signal_in_any_code
-from malaunch.entrypoint.report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
+from malaunch.entrypoint.public import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit, signal_in_any_code
 
 __all__ = [
     "CLASSES",

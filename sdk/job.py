@@ -22,11 +22,12 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from .backends import Backend, JobHandle, get_backend
-from .loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
+from .backends import Backend, JobHandle, get_backend, job_owner
+from .errors import JobNotFound
 from .plan import SubmitPlan
-from .spec import JobSpec
-from .sweep_spec import check_trial_variables
+from .spec.loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
+from .spec.model import JobSpec
+from .sweep.spec import check_trial_variables
 
 __all__ = ["Job", "attach"]
 
@@ -124,6 +125,15 @@ class Job:
         return impl.submit(self.spec) if plan is None else impl.execute(plan)
 
 
-def attach(job_id: str, backend: str = "local", **options: Any) -> JobHandle:
-    """A handle for a job submitted earlier (possibly by another process)."""
-    return get_backend(backend, **options).handle(job_id)
+def attach(job_id: str, backend: Optional[str] = None, **options: Any) -> JobHandle:
+    """A handle for a job submitted earlier (possibly by another process); ``job_id`` may be a unique prefix.
+
+    Without ``backend`` the job finds its backend as ``ma-submit`` finds it (:func:`~malaunch.sdk.backends.backend_for`:
+    the job index, the id's format, else local). ``options`` create the backend (e.g. ``home=`` for local).
+    """
+    name, ident = job_owner(job_id, backend)
+    impl = get_backend(name, **options)
+    try:
+        return impl.handle(impl.resolve_id(ident))
+    except JobNotFound:
+        return impl.handle(ident)  # nothing is checked until the handle is used

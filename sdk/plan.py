@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Protocol, Tuple
 
 from .redact import mask_data
-from .spec import JobSpec
+from .spec.model import JobSpec
 
 __all__ = ["AUTO", "SECRET", "PlanRequest", "SubmitPlan", "new_job_secret"]
 

@@ -24,7 +24,8 @@ Optional, with defaults here:
 
 7. ``check(plan)`` raises :class:`~malaunch.sdk.errors.SpecError` for what would make ``execute`` refuse the plan
    on this machine (by default: ``code_dir`` and ``boot_file`` must exist); ``--dry-run`` calls it too.
-8. ``resolve_id(prefix)`` turns a unique prefix of a job id into the id (default: the id as given).
+8. ``resolve_id(prefix)`` turns a unique prefix of a job id into the id (default: a whole id as given, else the
+   one id of :meth:`list` it starts).
 9. ``delete(job_id) -> str`` removes an ended job's records and returns its id; ``prune(older_than=...)``
    deletes every ended job older than that, built on ``list`` and ``delete``. The default ``delete`` raises
    :class:`~malaunch.sdk.errors.BackendError` (not supported).
@@ -74,8 +75,9 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
+from ..home import one_by_prefix
 from ..plan import SubmitPlan
-from ..spec import JobSpec
+from ..spec.model import JobSpec
 from ..status import JobState, JobStatus
 from .inside import ExecResult, JobEvent, UsageReport, follow_events
 
@@ -85,6 +87,8 @@ __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWa
 UNKNOWN_PATIENCE = 2.0
 
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
+#: The tail of a whole job id: the time stamp and the token of :func:`make_job_id`.
+_WHOLE_ID = re.compile(r"-\d{8}-\d{6}-[0-9a-f]{6}\Z")
 
 
 def make_job_id(name: str, now: float, token: str) -> str:
@@ -140,6 +144,8 @@ class Backend(abc.ABC):
 
     #: The name used in job files (``backend: local``) and on the command line (``--backend local``).
     name: ClassVar[str] = ""
+    #: Where a backend that runs jobs on this machine keeps them (the SDK's home); None for the others.
+    home: Optional[str] = None
 
     @abc.abstractmethod
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
@@ -175,8 +181,21 @@ class Backend(abc.ABC):
         return ()
 
     def resolve_id(self, job_id: str) -> str:
-        """The full id of ``job_id`` (a unique prefix where the backend supports it)."""
-        return job_id
+        """The full id of ``job_id``, which may be a unique prefix of one of the backend's jobs.
+
+        Default: an id with the whole ``<name>-<YYYYmmdd-HHMMSS>-<token>`` tail of :func:`make_job_id` is taken as
+        given (no request); any other is looked for among :meth:`list`'s ids (the same id first, then the one
+        id it starts), else taken as given, for the next call to say whether the job exists.
+
+        Raises:
+            ConfigError: the prefix matches several jobs.
+        """
+        if _WHOLE_ID.search(job_id):
+            return job_id
+        ids = [status.id for status in self.list()]
+        if job_id in ids:
+            return job_id
+        return one_by_prefix(job_id, ids, "job") or job_id
 
     def delete(self, job_id: str) -> str:
         """Remove an ended job's records; returns its id."""

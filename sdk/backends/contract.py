@@ -5,7 +5,7 @@ Every backend hands the shim the same launcher knobs, in the platform's own vari
 
 - :func:`launcher_env` goes from a spec to the variables (the local backend, the ModelArts create body's
   ``environments`` and the Volcano manifest's container ``env`` all call it);
-- :mod:`malaunch.sdk.loader` goes the other way: a job file that sets one of the platform's own variables in
+- :mod:`malaunch.sdk.spec.loader` goes the other way: a job file that sets one of the platform's own variables in
   ``env:`` (as a ModelArts job does) gets it moved into the field (``loader.LAUNCHER_ENV`` is built from the
   rows with ``from_env``). malaunch's restart variables are not the platform's: in ``env:`` they are refused
   (``spec.RESERVED_ENV``) in favour of ``launcher.max_restarts``/``restart_on``.
@@ -32,9 +32,9 @@ import types
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
-from malaunch.entrypoint.contract import VARIABLES, Name
+from malaunch.entrypoint.public import VARIABLES, Name
 
-from ..spec import RUN_METHODS, JobSpec, LauncherOptions
+from ..spec.model import RUN_METHODS, JobSpec, LauncherOptions
 
 __all__ = ["LAUNCHER_VARIABLES", "LauncherVariable", "launcher_env"]
 
@@ -61,7 +61,7 @@ def _row(
     field = VARIABLES[name].sdk_field or ""
     if not field.startswith("launcher."):
         raise ValueError(f"{name} is not a launcher variable in the contract table (sdk_field {field!r})")
-    return LauncherVariable(name, field[len("launcher."):], methods, open_for, from_env)
+    return LauncherVariable(name, field[len("launcher.") :], methods, open_for, from_env)
 
 
 _ROWS = (

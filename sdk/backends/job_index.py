@@ -6,7 +6,8 @@ The index is one JSON file, ``$MALAUNCH_HOME/job-index.json`` (default ``~/.mala
 error. It keeps the newest :data:`MAX_ENTRIES` jobs.
 
 :meth:`JobIndex.record` (and :meth:`JobIndex.forget`, for a deleted job) reads, changes and writes the file
-while it holds an exclusive ``fcntl`` lock on ``job-index.json.lock`` beside it, so submits running at the same
+while it holds an exclusive lock (:func:`malaunch.sdk.home.file_lock`) on ``job-index.json.lock`` beside it, so
+submits running at the same
 time (``ma-submit --detach`` in a loop) each add their job and none is lost. Readers take no lock: the rename
 makes every read see a whole file.
 """
@@ -14,12 +15,11 @@ makes every read see a whole file.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-from typing import Any, Dict, Iterator, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
-from malaunch.entrypoint.report.atomicfile import write_atomic
+from ..home import file_lock, home_dir, one_by_prefix, write_json_atomic
 
 __all__ = ["INDEX_FILE", "LOCK_SUFFIX", "MAX_ENTRIES", "JobIndex"]
 
@@ -35,10 +35,9 @@ class JobIndex:
         self.path = path
 
     @classmethod
-    def default(cls, environ: Mapping[str, str]) -> JobIndex:
-        """The index under ``$MALAUNCH_HOME`` (default ``~/.malaunch``)."""
-        home = environ.get("MALAUNCH_HOME") or os.path.join("~", ".malaunch")
-        return cls(os.path.join(os.path.abspath(os.path.expanduser(home)), INDEX_FILE))
+    def default(cls, environ: Mapping[str, str], home: Optional[str] = None) -> JobIndex:
+        """The index under ``home``, else ``$MALAUNCH_HOME`` (default ``~/.malaunch``)."""
+        return cls(os.path.join(home_dir(environ, home), INDEX_FILE))
 
     def entries(self) -> Dict[str, Dict[str, Any]]:
         """job id -> ``{"backend": ..., ...}``; empty when the file is missing or damaged."""
@@ -64,16 +63,21 @@ class JobIndex:
             entry = next((e for e in entries.values() if e.get("platform_id") == job_id), None)
         return None if entry is None else str(entry["backend"])
 
+    def by_prefix(self, prefix: str, backend: Optional[str] = None) -> Optional[Tuple[str, str]]:
+        """``(job id, backend)`` of the one recorded job (of ``backend``, when given) whose id starts with
+        ``prefix``; None when none does. Raises ``ConfigError`` when several do."""
+        entries = {key: str(entry["backend"]) for key, entry in self.entries().items()}
+        if backend is not None:
+            entries = {key: name for key, name in entries.items() if name == backend}
+        found = one_by_prefix(prefix, sorted(entries), "job") if prefix else None
+        return None if found is None else (found, entries[found])
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the index's lock file (``<index>.lock``) exclusively; blocks until the other writer is done."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with file_lock(self.path + LOCK_SUFFIX):
             yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def record(self, job_id: str, backend: str, **details: Any) -> None:
         """Add or replace ``job_id`` under the lock (see the module docstring); keeps the newest MAX_ENTRIES."""
@@ -93,5 +97,4 @@ class JobIndex:
                 self._write(jobs)
 
     def _write(self, jobs: Dict[str, Dict[str, Any]]) -> None:
-        text = json.dumps({"version": 1, "jobs": jobs}, indent=1)
-        write_atomic(self.path, text, mode=0o600, durable=True, prefix=".job-index.")
+        write_json_atomic(self.path, {"version": 1, "jobs": jobs}, indent=1, sort_keys=False, prefix=".job-index.")

@@ -6,6 +6,9 @@ Layers, lowest first: ``contract/`` (the environment-contract table, errors, the
 module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A module may import from its own
 layer or any layer below, never from one above: checked on every import, including those inside functions and
 ``TYPE_CHECKING`` blocks.
+
+The SDK uses the shim through one module only, ``public.py`` (top layer): no ``sdk/`` module imports any other
+module of the shim, so the shim's folders can move without the SDK following them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
+SDK = Path(__file__).resolve().parents[2] / "sdk"
 PACKAGE = "malaunch.entrypoint"
+PUBLIC = f"{PACKAGE}.public"
 LAYERS = ("contract", "plan", "report", "run", "launchers")
 TOP = len(LAYERS)
 
@@ -70,7 +75,7 @@ def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
     folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(LAYERS)
     loose = sorted(p.name for p in SHIM.glob("*.py"))
-    assert loose == ["__init__.py", "__main__.py", "main.py"]
+    assert loose == ["__init__.py", "__main__.py", "main.py", "public.py"]
 
 
 def test_the_check_sees_the_imports() -> None:
@@ -117,3 +122,44 @@ def test_every_module_of_the_shim_needs_only_the_standard_library() -> None:
     assert done.returncode == 0, done.stderr
     count, foreign = done.stdout.split(" ", 1)
     assert int(count) > 40 and foreign.strip() == ""
+
+
+def _shim_imports_of(path: Path) -> List[Tuple[int, str]]:
+    """(line, imported module) for every import of a shim module in the SDK file ``path`` (any nesting)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: List[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module != PACKAGE else [f"{PACKAGE}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found.extend((node.lineno, name) for name in names if name == PACKAGE or name.startswith(PACKAGE + "."))
+    return found
+
+
+def _sdk_seam_breaches() -> List[str]:
+    return [
+        f"{path.relative_to(SDK).as_posix()}:{line} imports {name}"
+        for path in sorted(SDK.rglob("*.py"))
+        for line, name in _shim_imports_of(path)
+        if name != PUBLIC
+    ]
+
+
+def test_the_sdk_uses_the_shim_only_through_its_public_module() -> None:
+    assert _sdk_seam_breaches() == [], f"the SDK imports the shim only through {PUBLIC}: add the name there"
+    uses = {name for path in SDK.rglob("*.py") for _, name in _shim_imports_of(path)}
+    assert uses == {PUBLIC}
+
+
+def test_the_seam_check_sees_every_form_of_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from malaunch.entrypoint.public import write_atomic\n"
+        "from malaunch.entrypoint.run import proctree\n"
+        "import malaunch.entrypoint.contract\n"
+        "def f():\n    from malaunch.entrypoint import public, main\n"
+    )
+    assert [name for _, name in _shim_imports_of(sample)] == [
+        PUBLIC, f"{PACKAGE}.run", f"{PACKAGE}.contract", PUBLIC, f"{PACKAGE}.main",
+    ]  # fmt: skip

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import yaml
 from malaunch.sdk.backends.local.jobdir import job_processes
@@ -31,8 +31,10 @@ def write_job(folder: Path, script: str, name: str = "job", **fields: Any) -> Pa
     return job
 
 
-def ma_submit(args: List[str], env: Dict[str, str], timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """Run the real ``ma-submit`` console script."""
+def ma_submit(
+    args: List[str], env: Dict[str, str], timeout: float = CLI_TIMEOUT, cwd: Optional[str] = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``ma-submit`` console script (in the repository, or in ``cwd``)."""
     return subprocess.run(
         [os.path.join(VENV_BIN, "ma-submit"), *args],
         env=env,
@@ -40,7 +42,7 @@ def ma_submit(args: List[str], env: Dict[str, str], timeout: float = CLI_TIMEOUT
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        cwd=str(REPO),
+        cwd=cwd or str(REPO),
     )
 
 

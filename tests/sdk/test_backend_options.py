@@ -45,8 +45,8 @@ def test_the_loader_asks_the_backend_for_its_section(tmp_path: Path) -> None:
 
 
 def test_no_volcano_knowledge_in_the_loader_or_the_cli() -> None:
-    assert "cls is VolcanoOptions" not in (SDK / "loader.py").read_text()
-    for name in ("cli.py", "cli_jobs.py"):
+    assert "cls is VolcanoOptions" not in (SDK / "spec" / "loader.py").read_text()
+    for name in ("cli/app.py", "cli/jobs.py"):
         text = (SDK / name).read_text()
         assert "_VOLCANO_ID" not in text and '"volcano"' not in text, name
 

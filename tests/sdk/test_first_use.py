@@ -12,7 +12,7 @@ from typing import Dict
 import pytest
 from malaunch.sdk import Job
 from malaunch.sdk.backends.local import LocalBackend
-from malaunch.sdk.cli_jobs import render_status
+from malaunch.sdk.cli.jobs import render_status
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
 from sdkutil import CLI_TIMEOUT, REPO, VENV_BIN, ma_submit, wait_for, write_job

@@ -13,7 +13,7 @@ from typing import Any, Dict
 import pytest
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.state import StateWriter, read_state
-from malaunch.sdk.cli_jobs import format_age, parse_duration
+from malaunch.sdk.cli.jobs import format_age, parse_duration
 from malaunch.sdk.logview import LogQuery, line_rank, select_lines
 from malaunch.sdk.redact import MASK, mask_data, mask_env
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job

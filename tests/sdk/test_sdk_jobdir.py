@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from malaunch.sdk.backends.local.hostnet import LoopbackNetwork, NetnsNetwork
-from malaunch.sdk.backends.local.jobdir import job_processes, kill_processes, pid_alive, read_json, write_json_atomic
+from malaunch.sdk.backends.local.jobdir import job_processes, kill_processes, pid_alive, read_json
+from malaunch.sdk.home import write_json_atomic
 
 STUBBORN = (
     "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(600)\n"

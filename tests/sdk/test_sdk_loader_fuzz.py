@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from malaunch.sdk import JobSpec, SpecError
 from malaunch.sdk.cli import cli
-from malaunch.sdk.loader import JOB_FIELDS, load_job_text, spec_from_mapping
+from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_text, spec_from_mapping
 
 KEYS = sorted({key for keys in JOB_FIELDS.values() for key in keys} | {"gpus", "nodes", "", "0"})
 scalars = st.one_of(

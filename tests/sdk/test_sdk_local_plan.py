@@ -17,8 +17,8 @@ from malaunch.sdk import ConfigError, Job, JobSpec, SubmitPlan
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.hostnet import NetnsNetwork
 from malaunch.sdk.backends.local.plan import LocalRequest, build_rank_table, host_environment
-from malaunch.sdk.loader import spec_from_mapping
 from malaunch.sdk.plan import AUTO
+from malaunch.sdk.spec.loader import spec_from_mapping
 
 NOW = 1_800_000_000.0
 JOB_ID = "demo-20270115-080000-abc123"

@@ -16,7 +16,7 @@ from typing import Any, Dict
 import pytest
 from malaunch.sdk import LauncherOptions, SpecError
 from malaunch.sdk.failures import classify_job_failure, failure_from_report
-from malaunch.sdk.loader import spec_from_mapping
+from malaunch.sdk.spec.loader import spec_from_mapping
 from sdkutil import assert_nothing_running, job_ids, ma_submit, write_job
 
 GLOO_JOB = """

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 from malaunch.sdk import SpecError
-from malaunch.sdk.loader import JOB_FIELDS, load_job_file, spec_from_mapping
+from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_file, spec_from_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = REPO / "templates" / "job.schema.json"

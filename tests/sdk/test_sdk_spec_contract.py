@@ -69,7 +69,7 @@ def test_launcher_variables_are_the_tables_launcher_fields() -> None:
 def test_topology_variables_the_backends_write_are_in_the_table(module: str) -> None:
     source = (ROOT / module).read_text()
     names = set(re.findall(r"\bName\.([A-Z][A-Z0-9_]+)", source))
-    assert "from malaunch.entrypoint.contract import Name" in source
+    assert re.search(r"from malaunch\.entrypoint\.public import [^\n]*\bName\b", source)
     assert "MA_NUM_HOSTS" in names
     assert names - set(contract.VARIABLES) == set()
     assert all(getattr(contract.Name, name) == name for name in names)

@@ -15,7 +15,7 @@ from kubefake import FakeKube
 from malaunch.sdk import spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.sweep import Sweep
-from malaunch.sdk.sweep_run import SWEEP_ID_LABEL, TRIAL_LABEL
+from malaunch.sdk.sweep.run import SWEEP_ID_LABEL, TRIAL_LABEL
 from modelarts_env import BUCKET
 from sdkutil import ma_submit
 from volcano_checks import crd_errors

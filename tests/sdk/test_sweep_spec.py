@@ -18,16 +18,16 @@ from malaunch.sdk import SpecError, spec_from_mapping
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.cli import cli
 from malaunch.sdk.errors import BackendError, SweepNotFound
-from malaunch.sdk.loader import JOB_FIELDS, load_job_file
+from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_file
 from malaunch.sdk.sweep import Sweep, TrialResult, default_parallel, rank_results
-from malaunch.sdk.sweep_run import UNKNOWN_GIVE_UP, is_done, metric_from_lines
-from malaunch.sdk.sweep_spec import (
+from malaunch.sdk.sweep.run import UNKNOWN_GIVE_UP, is_done, metric_from_lines
+from malaunch.sdk.sweep.spec import (
     SWEEP_FIELDS,
     expand,
     parse_param_option,
     sweep_from_mapping,
 )
-from malaunch.sdk.sweep_state import SweepPaths, read_record
+from malaunch.sdk.sweep.state import SweepPaths, read_record
 
 REPO = Path(__file__).resolve().parents[2]
 JOB: Dict[str, Any] = {

@@ -18,8 +18,8 @@ from malaunch.sdk.backends.volcano import VolcanoBackend, job_state, render_mani
 from malaunch.sdk.backends.volcano.manifest import MAX_JOB_NAME, pod_policies
 from malaunch.sdk.backends.volcano.phases import PHASES, root_cause
 from malaunch.sdk.backends.volcano.template import fill_template, load_template
-from malaunch.sdk.loader import JOB_FIELDS
 from malaunch.sdk.spec import VolcanoOptions
+from malaunch.sdk.spec.loader import JOB_FIELDS
 from volcano_checks import crd_errors, pod_template_errors
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,12 +28,13 @@ import sys
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.contract import Name
+from malaunch.entrypoint.public import Name
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...failures import failure_from_report
+from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...plan import SubmitPlan, new_job_secret
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
@@ -47,11 +48,9 @@ from .jobdir import (
     is_job_process,
     job_processes,
     kill_processes,
-    one_by_prefix,
     pid_alive,
     read_json,
     signal_job_process,
-    write_json_atomic,
 )
 from .plan import LocalRequest, plan_local
 from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
@@ -124,6 +123,7 @@ class LocalBackend(Backend):
     """Emulates a ModelArts job on this machine: one detached runner, one shim per emulated host."""
 
     name = "local"
+    home: str
 
     def __init__(
         self,
@@ -134,8 +134,7 @@ class LocalBackend(Backend):
         environ: Optional[Mapping[str, str]] = None,
     ) -> None:
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
-        raw = home or self.environ.get("MALAUNCH_HOME") or os.path.join("~", ".malaunch")
-        self.home = os.path.abspath(os.path.expanduser(raw))
+        self.home = home_dir(self.environ, home)
         self.python = python
         if network not in NETWORK_MODES:
             raise ConfigError("unknown local network mode", network, f"use one of: {', '.join(NETWORK_MODES)}")
@@ -249,12 +248,12 @@ class LocalBackend(Backend):
                 start_new_session=True,
             )
         self._runners[paths.job_id] = proc
-        with open(os.path.join(paths.job_dir, "runner.pid"), "w", encoding="utf-8") as handle:
+        with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
             handle.write(f"{proc.pid}\n")
 
     # -- management ----------------------------------------------------------------------------------------
     def _job_names(self) -> List[str]:
-        root = os.path.join(self.home, "jobs")
+        root = JobPaths.jobs_root(self.home)
         try:
             names = os.listdir(root)
         except OSError:
@@ -281,7 +280,7 @@ class LocalBackend(Backend):
         if isinstance(pid, int):
             return pid
         try:
-            with open(os.path.join(paths.job_dir, "runner.pid"), encoding="utf-8") as handle:
+            with open(paths.runner_pid_file, encoding="utf-8") as handle:
                 return int(handle.read().strip())
         except (OSError, ValueError):
             return None
@@ -427,9 +426,7 @@ def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any
         return None
     if not isinstance(host, int):
         return failure_from_report(None, code)
-    host_dir = os.path.join(paths.job_dir, "hosts", str(host))
-    report = read_json(os.path.join(host_dir, "report.json"))
-    return failure_from_report(report, code, os.path.join(host_dir, "console.log"))
+    return failure_from_report(read_json(paths.report_file(host)), code, paths.console_log(host))
 
 
 def create_backend(**options: Any) -> LocalBackend:

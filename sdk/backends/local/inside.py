@@ -23,9 +23,7 @@ import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.contract import Name
-from malaunch.entrypoint.run import proctree
-from malaunch.entrypoint.run.attempt_status import attempt_file, read_attempt
+from malaunch.entrypoint.public import Name, attempt_file, descendants, read_attempt, read_usage, snapshot
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
@@ -33,7 +31,7 @@ from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .plan import LocalRequest, host_environment, with_secret
-from .state import _report_detail, read_state
+from .state import read_state, report_detail
 from .terminal import run_on_terminal
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
@@ -166,13 +164,13 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
         duration = attempt.get("duration")
         at += float(duration) if isinstance(duration, (int, float)) else 0.0
         if attempt.get("restarted"):
-            cause = _report_detail({"root_cause": attempt.get("root_cause")})
+            cause = report_detail({"root_cause": attempt.get("root_cause")})
             why = f"; {cause}" if cause else ""
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
                                 f"exit code {attempt.get('exit_code')} ({attempt.get('failure_class')}){why}; "
                                 "the shim started the next attempt", "Warning", index))  # fmt: skip
     if isinstance(report.get("root_cause"), Mapping):  # the shim's root-cause line
-        out.append(JobEvent(when, source, "RootCause", _report_detail(report), "Error", index))
+        out.append(JobEvent(when, source, "RootCause", report_detail(report), "Error", index))
     return out
 
 
@@ -227,11 +225,11 @@ def _running(status: JobStatus, what: str) -> None:
 
 def _trees(status: JobStatus) -> Dict[int, List[int]]:
     """Host index -> the pids of its process tree (its shim first), for hosts whose shim is proven the job's."""
-    table = proctree.snapshot()
+    table = snapshot()
     trees: Dict[int, List[int]] = {}
     for host in status.hosts:
         if host.state is HostState.RUNNING and host.pid is not None and is_job_process(host.pid, status.id):
-            below = [info.pid for info in proctree.descendants(host.pid, table) if not info.zombie]
+            below = [info.pid for info in descendants(host.pid, table) if not info.zombie]
             trees[host.index] = [host.pid, *below]
     return trees
 
@@ -239,7 +237,7 @@ def _trees(status: JobStatus) -> Dict[int, List[int]]:
 def _sample(pids: Sequence[int]) -> Dict[int, Tuple[int, int]]:
     found = {}
     for pid in pids:
-        usage = proctree.read_usage(pid)
+        usage = read_usage(pid)
         if usage is not None:
             found[pid] = usage
     return found

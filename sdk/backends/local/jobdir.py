@@ -13,10 +13,17 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from malaunch.entrypoint.report.atomicfile import write_atomic
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.public import (
+    ProcKey,
+    env_has,
+    is_alive,
+    pids_with_env,
+    read_environ,
+    read_info,
+    signal_proven,
+)
 
 __all__ = [
     "JOB_ID_VARIABLE",
@@ -24,40 +31,53 @@ __all__ = [
     "is_job_process",
     "job_processes",
     "kill_processes",
-    "one_by_prefix",
     "pid_alive",
     "read_json",
     "signal_job_process",
-    "write_json_atomic",
 ]
 
 JOB_ID_VARIABLE = "MALAUNCH_JOB_ID"
 
 
-def one_by_prefix(prefix: str, names: Sequence[str], kind: str) -> Optional[str]:
-    """The one of ``names`` that starts with ``prefix`` (None: none does); several: a ConfigError listing them."""
-    from ...errors import ConfigError
-
-    matches = [name for name in names if name.startswith(prefix)]
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise ConfigError(
-            f"{kind} id prefix {prefix!r} matches {len(matches)} {kind}s ({shown})", prefix, "give more of the id"
-        )
-    return matches[0] if matches else None
-
-
 @dataclass(frozen=True)
 class JobPaths:
-    """Where one job's files are, under ``<home>/jobs/<job id>``."""
+    """Where one job's files are, under ``<home>/jobs/<job id>``: the one place the job folder's layout is spelled.
+
+    ``plan.json``, ``state.json``, ``runner.pid``, ``runner.log``, ``code/`` (the snapshot), ``rank_table/``,
+    ``outputs/<name>/`` and, per host, ``hosts/<index>/`` with ``console.log``, ``report.json`` and ``logs/``.
+    """
 
     home: str
     job_id: str
 
+    @staticmethod
+    def jobs_root(home: str) -> str:
+        """The folder holding every job's folder."""
+        return os.path.join(home, "jobs")
+
     @property
     def job_dir(self) -> str:
         """The job's folder."""
-        return os.path.join(self.home, "jobs", self.job_id)
+        return os.path.join(self.jobs_root(self.home), self.job_id)
+
+    @property
+    def code_root(self) -> str:
+        """The code snapshot's parent (``MA_JOB_DIR``)."""
+        return os.path.join(self.job_dir, "code")
+
+    @property
+    def rank_table_dir(self) -> str:
+        """Where the generated rank table goes."""
+        return os.path.join(self.job_dir, "rank_table")
+
+    def output_dir(self, name: str) -> str:
+        """The folder of output ``name`` when the job file gives it no path."""
+        return os.path.join(self.job_dir, "outputs", name)
+
+    @property
+    def runner_pid_file(self) -> str:
+        """The detached runner's pid, written when it is started."""
+        return os.path.join(self.job_dir, "runner.pid")
 
     @property
     def plan_file(self) -> str:
@@ -74,20 +94,21 @@ class JobPaths:
         """The runner's own output (normally empty)."""
         return os.path.join(self.job_dir, "runner.log")
 
+    def host_dir(self, index: int) -> str:
+        """Host ``index``'s folder."""
+        return os.path.join(self.job_dir, "hosts", str(index))
+
     def console_log(self, index: int) -> str:
         """Host ``index``'s shim output."""
-        return os.path.join(self.job_dir, "hosts", str(index), "console.log")
+        return os.path.join(self.host_dir(index), "console.log")
 
     def report_file(self, index: int) -> str:
         """Host ``index``'s shim report (``MALAUNCH_REPORT_FILE``)."""
-        return os.path.join(self.job_dir, "hosts", str(index), "report.json")
+        return os.path.join(self.host_dir(index), "report.json")
 
-
-def write_json_atomic(path: str, data: Any, slack: int = 0) -> None:
-    """Write ``data`` as JSON so readers see the old or the new file, never half of one (and it survives a crash).
-    ``slack``: blanks after the JSON (room to rewrite the file in place later). The shim's one atomic write."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n" + " " * slack
-    write_atomic(path, text, mode=0o600, durable=True)
+    def log_dir(self, index: int) -> str:
+        """Host ``index``'s per-rank logs (``MA_LOG_DIR``)."""
+        return os.path.join(self.host_dir(index), "logs")
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -102,7 +123,7 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
 
 def pid_alive(pid: Optional[int]) -> bool:
     """True when ``pid`` exists and is not a zombie (an exited child nobody reaped yet)."""
-    return pid is not None and pid > 0 and proctree.is_alive(pid)
+    return pid is not None and pid > 0 and is_alive(pid)
 
 
 def is_job_process(pid: Optional[int], job_id: str) -> bool:
@@ -112,8 +133,8 @@ def is_job_process(pid: Optional[int], job_id: str) -> bool:
     """
     if pid is None or pid <= 0 or not pid_alive(pid):
         return False
-    environ = proctree.read_environ(pid)
-    return bool(environ) and proctree.env_has(environ or b"", JOB_ID_VARIABLE, job_id)
+    environ = read_environ(pid)
+    return bool(environ) and env_has(environ or b"", JOB_ID_VARIABLE, job_id)
 
 
 def signal_job_process(pid: Optional[int], job_id: str, sig: int) -> bool:
@@ -121,15 +142,15 @@ def signal_job_process(pid: Optional[int], job_id: str, sig: int) -> bool:
     reused pid is never hit; True when sent."""
     if pid is None or pid <= 0:
         return False
-    info = proctree.read_info(pid)
+    info = read_info(pid)
     if info is None:
         return False
-    return proctree.signal_proven(proctree.ProcKey(pid, info.start), sig, lambda p: is_job_process(p, job_id))
+    return signal_proven(ProcKey(pid, info.start), sig, lambda p: is_job_process(p, job_id))
 
 
 def job_processes(job_id: str, exclude: Iterable[int] = ()) -> List[int]:
     """Live processes whose environment has ``MALAUNCH_JOB_ID=<job_id>`` (zombies excluded)."""
-    return sorted(key.pid for key in proctree.pids_with_env(JOB_ID_VARIABLE, job_id, exclude))
+    return sorted(key.pid for key in pids_with_env(JOB_ID_VARIABLE, job_id, exclude))
 
 
 def _signal(pid: int, sig: int, job_id: Optional[str]) -> None:

@@ -21,15 +21,15 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from malaunch.entrypoint.contract import Name
-from malaunch.entrypoint.contract.cluster_env import DEFAULT_GRACE_PERIOD
+from malaunch.entrypoint.public import DEFAULT_GRACE_PERIOD, Name
 
 from ...errors import ConfigError
 from ...plan import AUTO, SECRET
 from ...redact import mask_env
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from .. import contract
 from .hostnet import HostNetwork
+from .jobdir import JobPaths
 
 __all__ = [
     "MAX_LOCAL_HOSTS",
@@ -255,9 +255,10 @@ def plan_local(
     """
     res = spec.resources
     _check_local(spec, res.devices_per_host)
-    job_dir = os.path.join(home, "jobs", job_id)
+    paths = JobPaths(home, job_id)
+    job_dir = paths.job_dir
     code_name = os.path.basename(os.path.normpath(spec.code_dir)) or "code"
-    ma_job_dir = os.path.join(job_dir, "code")
+    ma_job_dir = paths.code_root
     code_dest = os.path.join(ma_job_dir, code_name)
     boot = os.path.join(code_dest, os.path.normpath(spec.boot_file))
     addresses = network.addresses()
@@ -280,7 +281,7 @@ def plan_local(
     common.update(launcher_env)
     notes: List[str] = []
     if spec.run_method == "ranktable" or (spec.run_method == "msrun" and spec.launcher.msrun_rank_table):
-        table_path = os.path.join(job_dir, "rank_table", RANK_TABLE_NAME)
+        table_path = os.path.join(paths.rank_table_dir, RANK_TABLE_NAME)
         files[table_path] = json.dumps(build_rank_table(addresses, res.devices_per_host), indent=2) + "\n"
         common[Name.RANK_TABLE_FILE] = table_path
     elif spec.launcher.msrun_rank_table:
@@ -296,14 +297,13 @@ def plan_local(
     for item in spec.inputs:
         data_args.append(f"--{item.name}={item.path}")
     for item in spec.outputs:
-        path = item.path or os.path.join(job_dir, "outputs", item.name)
+        path = item.path or paths.output_dir(item.name)
         dirs.append(path)
         data_args.append(f"--{item.name}={path}")
     hosts = []
     for index, address in enumerate(addresses):
-        host_dir = os.path.join(job_dir, "hosts", str(index))
-        log_dir = os.path.join(host_dir, "logs")
-        report = os.path.join(host_dir, "report.json")
+        log_dir = paths.log_dir(index)
+        report = paths.report_file(index)
         env = dict(common)
         env.update(
             {
@@ -326,7 +326,7 @@ def plan_local(
                 argv=argv,
                 env=dict(sorted(env.items())),
                 cwd=code_dest,
-                console_log=os.path.join(host_dir, "console.log"),
+                console_log=paths.console_log(index),
                 report_file=report,
             )
         )

@@ -35,8 +35,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from malaunch.entrypoint.contract import Name
-from malaunch.entrypoint.run import selfproc
+from malaunch.entrypoint.public import Name, set_subreaper
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
@@ -55,7 +54,7 @@ _DISK_CHECK = 1.0
 
 
 def _become_subreaper() -> None:
-    selfproc.set_subreaper()  # None when unsupported: leftovers are still found through their environment
+    set_subreaper()  # None when unsupported: leftovers are still found through their environment
 
 
 def _exit_code(wait_status: int) -> int:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...errors import show_value
+from ...home import write_json_atomic
 from ...status import HostState, HostStatus, JobState, JobStatus
-from .jobdir import JobPaths, write_json_atomic
+from .jobdir import JobPaths
 
 __all__ = [
     "RESERVE_BYTES",
@@ -41,6 +42,7 @@ __all__ = [
     "new_state",
     "read_host_report",
     "read_state",
+    "report_detail",
     "validate_state",
 ]
 
@@ -331,7 +333,7 @@ def _lost_output(report: Mapping[str, Any]) -> str:
     return "; ".join(said)
 
 
-def _report_detail(report: Mapping[str, Any]) -> str:
+def report_detail(report: Mapping[str, Any]) -> str:
     lost = _lost_output(report)
     said = _cause_detail(report)
     return f"{said}; {lost}" if said and lost else said or lost
@@ -361,7 +363,7 @@ def read_host_report(path: str) -> Optional[HostReport]:
     code, status = data.get("exit_code"), data.get("status")
     if isinstance(code, bool) or not isinstance(code, int) or not isinstance(status, str):
         return None
-    return HostReport(code, status, _report_detail(data), written_at, _lost_output(data), _cause_host(data))
+    return HostReport(code, status, report_detail(data), written_at, _lost_output(data), _cause_host(data))
 
 
 def _cause_host(report: Mapping[str, Any]) -> Optional[int]:

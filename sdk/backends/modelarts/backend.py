@@ -36,7 +36,7 @@ import requests
 from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound, JobNotRunning, SpecError
 from ...failures import TAIL_LINES
 from ...plan import SubmitPlan, new_job_secret
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
@@ -227,9 +227,9 @@ class ModelArtsBackend(Backend):
         return known
 
     def resolve_id(self, job_id: str) -> str:
-        """Our id of ``job_id``: the job name, also when the platform's id was given."""
+        """Our id of ``job_id``: the job name, also when the platform's id or a unique prefix was given."""
         if not PLATFORM_ID.match(job_id):
-            return job_id
+            return super().resolve_id(job_id)
         return self._fetch_status(job_id).id
 
     # -- management ----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""What the CLI and the loader ask the ModelArts backend without loading it: its id format, its options.
+"""What the CLI and the loader ask the ModelArts backend without loading it: its id format, its ``modelarts:``
+section (dataclass, keys, how it is read).
 
 A ModelArts job's id in malaunch is its name, the id the plan shows (``<name>-<YYYYmmdd-HHMMSS>-<token>``);
 every verb also takes the platform's own id, a UUID. :func:`owns_id` recognises the UUID, so an id copied from
@@ -8,11 +9,18 @@ the ModelArts console finds the backend without ``--backend``.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ...errors import SpecError
+from ...spec.model import ModelArtsOptions
 
-__all__ = ["PLATFORM_ID", "owns_id", "prepare_options"]
+__all__ = ["KEYS", "OPTIONAL", "OPTIONS", "PLATFORM_ID", "owns_id", "prepare_options"]
+
+#: The ``modelarts:`` section's dataclass (``JobSpec.modelarts``), and the keys a job file may give in it.
+OPTIONS = ModelArtsOptions
+KEYS: Tuple[str, ...] = ("obs_dir", "engine_name", "engine_version", "ssh", "job_retry_num", "job_unconditional_retry")
+#: ``JobSpec.modelarts`` is None when the job file has no ``modelarts:`` section.
+OPTIONAL = True
 
 #: The platform's own job ids (``metadata.id``) are UUIDs.
 PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")

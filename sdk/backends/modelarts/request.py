@@ -31,11 +31,11 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.contract import Name
+from malaunch.entrypoint.public import Name
 
 from ...errors import SpecError
 from ...plan import SECRET
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ..contract import launcher_env
 
 __all__ = [

@@ -28,12 +28,12 @@ import os
 import secrets
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
 from ...plan import SubmitPlan, new_job_secret
-from ...spec import JobSpec
+from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
@@ -95,8 +95,10 @@ class VolcanoBackend(Backend):
         stop_timeout: float = 300.0,
         sleep: Callable[[float], None] = time.sleep,
         policy: RetryPolicy = DEFAULT_POLICY,
+        progress: Optional[TextIO] = sys.stderr,
     ) -> None:
         self._kubeconfig = kubeconfig
+        self.progress = progress  # where notes go (None: nowhere); the backend never writes to stderr itself
         self._context = context
         self._namespace = namespace
         self._environ = environ if environ is not None else os.environ
@@ -189,10 +191,11 @@ class VolcanoBackend(Backend):
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
             self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
         except OSError as exc:
-            sys.stderr.write(
-                f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} ({exc.strerror}); "
-                "give --backend volcano when you manage it\n"
-            )
+            if self.progress is not None:
+                self.progress.write(
+                    f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} "
+                    f"({exc.strerror}); give --backend volcano when you manage it\n"
+                )
         return self.handle(job_id)
 
     def _create_secret(self, namespace: str, name: str, created: Mapping[str, Any]) -> None:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
-from malaunch.entrypoint.contract import Name
+from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError
 from ...plan import SubmitPlan
-from ...spec import JobSpec, VolcanoOptions
+from ...spec.model import JobSpec, VolcanoOptions
 from ..contract import launcher_env
 from .template import fill_template, parse_template
 

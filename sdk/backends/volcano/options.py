@@ -3,6 +3,7 @@
 Kept apart from :mod:`.backend` so that asking costs no client import. The section's dataclass,
 :class:`~malaunch.sdk.spec.VolcanoOptions`, stays in :mod:`malaunch.sdk.spec` because ``JobSpec`` holds it.
 
+- :data:`OPTIONS`, :data:`KEYS` and :data:`OPTIONAL` declare the section to the loader (through the registry);
 - :func:`prepare_options` turns the job file's ``volcano:`` mapping into ``VolcanoOptions`` keyword arguments
   (``null`` means the default, exit codes as a tuple, a template path relative to the job file);
 - :func:`owns_id` says whether a job id has this backend's format, ``<namespace>/<name>`` (no other backend's
@@ -11,15 +12,22 @@ Kept apart from :mod:`.backend` so that asking costs no client import. The secti
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ...errors import SpecError
+from ...spec.model import VolcanoOptions
 
-__all__ = ["ID_FORMAT", "SECTION", "owns_id", "prepare_options"]
+__all__ = ["ID_FORMAT", "KEYS", "OPTIONAL", "OPTIONS", "SECTION", "owns_id", "prepare_options"]
 
 #: The job file's section these options come from.
 SECTION = "volcano"
+#: The section's dataclass (``JobSpec.volcano``) and the keys a job file may give in it: its fields.
+OPTIONS = VolcanoOptions
+KEYS: Tuple[str, ...] = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
+#: ``JobSpec.volcano`` always holds options: the defaults when the job file has no ``volcano:`` section.
+OPTIONAL = False
 #: ``<namespace>/<name>``: a Kubernetes namespace, then a Volcano Job name.
 ID_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _DEFAULT_WHEN_NULL = (

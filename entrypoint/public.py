@@ -1,0 +1,63 @@
+"""What the SDK may use of the shim: the one seam between ``malaunch.sdk`` and ``malaunch.entrypoint``.
+
+The SDK imports the shim only through this module (``tests/entrypoint/test_layering.py`` fails on any other
+``sdk/`` import of a shim module), so the shim's folders can move without the SDK following them. Everything
+here is re-exported from its one home in the shim:
+
+- the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
+  number variable's bounds), ``DEFAULT_GRACE_PERIOD``;
+- failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
+  ``signal_in_any_code`` (the signal an exit code stands for);
+- files: ``write_atomic`` (a temporary file renamed over the target);
+- processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
+- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
+"""
+
+from __future__ import annotations
+
+from .contract import VARIABLES, Name, int_bounds
+from .contract.cluster_env import DEFAULT_GRACE_PERIOD
+from .contract.signals import signal_in_any_code
+from .report.atomicfile import write_atomic
+from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
+from .run.attempt_status import attempt_file, read_attempt
+from .run.proctree import (
+    ProcKey,
+    descendants,
+    env_has,
+    is_alive,
+    pids_with_env,
+    read_environ,
+    read_info,
+    read_usage,
+    signal_proven,
+    snapshot,
+)
+from .run.selfproc import set_subreaper
+
+__all__ = [
+    "CLASSES",
+    "DEFAULT_GRACE_PERIOD",
+    "RETRYABLE",
+    "SIGNAL",
+    "VARIABLES",
+    "Classification",
+    "Name",
+    "ProcKey",
+    "attempt_file",
+    "classify_exit",
+    "descendants",
+    "env_has",
+    "int_bounds",
+    "is_alive",
+    "pids_with_env",
+    "read_attempt",
+    "read_environ",
+    "read_info",
+    "read_usage",
+    "set_subreaper",
+    "signal_in_any_code",
+    "signal_proven",
+    "snapshot",
+    "write_atomic",
+]

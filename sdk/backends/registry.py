@@ -1,0 +1,210 @@
+"""The one registry of backends: their names, where each lives, and which backend owns a job id.
+
+Every backend is a folder of this package with a module exporting ``create_backend(**options)``, imported only
+when that backend is asked for, so heavy client libraries never slow down ``ma-submit --help``. A name that is
+known but whose module is not installed raises :class:`~malaunch.sdk.errors.BackendNotAvailable` (exit 2).
+
+What the loader, the CLI and sweeps need to know about a backend without loading it lives beside the backend, in
+``<backend>/options.py`` (the backend's *facts* module, light to import):
+
+- ``OPTIONS``, ``KEYS``, ``OPTIONAL`` and ``prepare_options(fields, path, resolve)``: the job-file section the
+  backend reads (named as the backend), its dataclass and keys, and how its mapping becomes that dataclass's
+  fields; the loader reads every section through :func:`option_sections` (and :func:`options_hook`);
+- ``owns_id(job_id)``: whether an id has the backend's own format (:func:`backend_for_id`);
+- ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
+  ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
+
+:func:`backend_for` is the one way a job id finds its backend, for every verb of ``ma-submit``, for
+:func:`malaunch.sdk.attach` and for sweeps: the backend named, else the one this machine's job index recorded for
+the id (or for the one recorded id it is a unique prefix of), else the one whose id format it has, else the
+default; then the backend turns a unique prefix into the whole id (:meth:`Backend.resolve_id`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
+
+from ..errors import BackendError, BackendNotAvailable, ConfigError
+from .job_index import JobIndex
+
+if TYPE_CHECKING:
+    from .base import Backend
+
+__all__ = [
+    "BACKEND_MODULES",
+    "BACKEND_NAMES",
+    "DEFAULT_BACKEND",
+    "available_backends",
+    "backend_for",
+    "backend_for_id",
+    "get_backend",
+    "job_owner",
+    "open_backend",
+    "option_sections",
+    "options_hook",
+    "runs_here",
+]
+
+OptionsHook = Callable[[Dict[str, Any], str, Callable[[Optional[object]], Optional[object]]], Dict[str, Any]]
+
+#: Backend name -> module exporting ``create_backend``.
+BACKEND_MODULES: Mapping[str, str] = {
+    "local": "malaunch.sdk.backends.local",
+    "modelarts": "malaunch.sdk.backends.modelarts",
+    "volcano": "malaunch.sdk.backends.volcano",
+}
+#: Backend names a job file may use (see :func:`available_backends` for which are installed).
+BACKEND_NAMES: Tuple[str, ...] = tuple(BACKEND_MODULES)
+#: The backend of a job file without ``backend:`` and of a job id nothing else claims.
+DEFAULT_BACKEND = "local"
+
+
+def _module_exists(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _facts(name: str) -> Optional[ModuleType]:
+    """``<backend module>.options``, or None when the backend has none (or is not installed)."""
+    module = f"{BACKEND_MODULES[name]}.options"
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+    return importlib.import_module(module) if found is not None else None
+
+
+def options_hook(section: str) -> Optional[OptionsHook]:
+    """The ``prepare_options`` of the backend whose job-file section is ``section``, or None."""
+    if section not in BACKEND_MODULES:
+        return None
+    hook = getattr(_facts(section), "prepare_options", None)
+    return hook if callable(hook) else None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (a dataclass of
+    :mod:`malaunch.sdk.spec.model`, the type of the ``JobSpec`` field of that name) with the keys ``keys``;
+    ``optional``: the field is None when the job file has no such section (else the dataclass's defaults)."""
+
+    name: str
+    options: type
+    keys: Tuple[str, ...]
+    optional: bool
+
+
+def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
+    """Every backend's own job-file section, those named in ``order`` first, in that order."""
+    found = []
+    for name in BACKEND_MODULES:
+        facts = _facts(name)
+        options = getattr(facts, "OPTIONS", None)
+        if facts is not None and isinstance(options, type) and dataclasses.is_dataclass(options):
+            found.append(Section(name, options, tuple(facts.KEYS), bool(getattr(facts, "OPTIONAL", False))))
+    rank = {name: position for position, name in enumerate(order)}
+    return tuple(sorted(found, key=lambda section: rank.get(section.name, len(rank))))
+
+
+def runs_here(name: str) -> bool:
+    """Whether backend ``name`` runs its jobs on this machine, under the SDK's home (its ``RUNS_ON_THIS_MACHINE``)."""
+    return name in BACKEND_MODULES and bool(getattr(_facts(name), "RUNS_ON_THIS_MACHINE", False))
+
+
+def backend_for_id(job_id: str) -> Optional[str]:
+    """The one backend whose id format ``job_id`` has (its ``options.owns_id``), or None."""
+    owners = []
+    for name in BACKEND_MODULES:
+        owns = getattr(_facts(name), "owns_id", None)
+        if callable(owns) and owns(job_id):
+            owners.append(name)
+    return owners[0] if len(owners) == 1 else None
+
+
+def available_backends() -> Tuple[str, ...]:
+    """Names whose implementation is installed."""
+    return tuple(name for name, module in BACKEND_MODULES.items() if _module_exists(module))
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """The backend called ``name``, created with ``options`` (e.g. ``home=`` for ``local``).
+
+    Raises:
+        ConfigError: an unknown name.
+        BackendNotAvailable: a known name whose module is not installed.
+        BackendError: the backend's module failed to import (a missing dependency).
+    """
+    from .base import Backend
+
+    if name not in BACKEND_MODULES:
+        raise ConfigError(f"unknown backend {name!r}", name, f"use one of: {', '.join(BACKEND_MODULES)}")
+    module_name = BACKEND_MODULES[name]
+    if not _module_exists(module_name):
+        raise BackendNotAvailable(name, ", ".join(available_backends()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendError(
+            f"backend {name!r} cannot be loaded: {exc}; install its dependencies (pip install malaunch[{name}])"
+        ) from None
+    backend = module.create_backend(**options)
+    if not isinstance(backend, Backend):
+        raise BackendError(f"backend module {module_name} returned {type(backend).__name__}, not a Backend")
+    return backend
+
+
+def open_backend(name: str, home: Optional[str] = None) -> Backend:
+    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here."""
+    if home and runs_here(name):
+        return get_backend(name, home=home)
+    return get_backend(name)
+
+
+def job_owner(
+    job_id: str, backend: Optional[str] = None, *, home: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Tuple[str, str]:  # fmt: skip
+    """``(backend name, id)`` of ``job_id`` before its backend is asked: the first half of :func:`backend_for`.
+
+    The backend is ``backend`` when given; else the one this machine's job index (under ``home``, else
+    ``$MALAUNCH_HOME``) recorded for the id, or for the one recorded id it is a prefix of; else the one whose id
+    format it has; else :data:`DEFAULT_BACKEND`. The id is the recorded one a prefix stands for, else as given.
+
+    Raises:
+        ConfigError: the prefix matches several recorded jobs.
+    """
+    index = JobIndex.default(os.environ if environ is None else environ, home)
+    name, ident = backend, job_id
+    recorded = index.backend_of(job_id)
+    if recorded is None:  # perhaps a unique prefix of a recorded id (of the backend named, when one is)
+        found = index.by_prefix(job_id, backend)
+        if found is not None:
+            ident, name = found
+    elif name is None:
+        name = recorded
+    if name is None:
+        name = backend_for_id(job_id)
+    return name or DEFAULT_BACKEND, ident
+
+
+def backend_for(
+    job_id: str, backend: Optional[str] = None, *, home: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None, **options: Any,
+) -> Tuple[Backend, str]:  # fmt: skip
+    """The backend that owns ``job_id`` and the job's whole id (``job_id`` may be a unique prefix).
+
+    The backend is found by :func:`job_owner`, created with ``options`` (default: as :func:`open_backend` makes
+    it, with ``home``), and then resolves the id itself (:meth:`Backend.resolve_id`: a prefix of one of its jobs).
+
+    Raises:
+        ConfigError: the prefix matches several jobs; the backend is unknown.
+        JobNotFound: the backend has no such job (where it can tell without asking for the job itself).
+    """
+    name, ident = job_owner(job_id, backend, home=home, environ=environ)
+    impl = get_backend(name, **options) if options else open_backend(name, home)
+    return impl, impl.resolve_id(ident)
