@@ -102,7 +102,7 @@ def parse_seconds(environ: Mapping[str, str], name: str) -> float:
     """A number of seconds (``digits[.digits]``) within its row's bounds; its default when unset.
 
     Raises:
-        ConfigError: not a plain ASCII decimal (``1e3``, ``inf``, full-width digits), or above the row's maximum.
+        ConfigError: not a plain ASCII decimal (``1e3``, ``inf``, full-width digits), or outside the row's bounds.
     """
     row = _row(name, ("seconds",))
     raw = raw_value(environ, name)
@@ -112,7 +112,8 @@ def parse_seconds(environ: Mapping[str, str], name: str) -> float:
     if not _digits(whole) or ("." in raw and not (fraction and _ASCII_DIGITS.issuperset(fraction))):
         raise ConfigError(name, raw, "expected a finite number of seconds >= 0 in ASCII digits, e.g. 30 or 2.5")
     value = float(raw)
-    if row.maximum is not None and value > row.maximum:
+    too_low = row.minimum is not None and value < row.minimum
+    if too_low or (row.maximum is not None and value > row.maximum):
         raise ConfigError(name, raw, f"expected seconds between {row.minimum} and {row.maximum}")
     return value
 

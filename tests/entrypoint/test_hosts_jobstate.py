@@ -210,3 +210,11 @@ def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
     book.advance(3.0)
     assert book.attempt == 1 and book.quiet == set()
     assert book.silent(1, 1, True, 3.5) == []  # host 0 has not said it is silent in attempt 1
+
+
+def test_a_heartbeat_timeout_below_its_minimum_is_refused() -> None:
+    from malaunch.entrypoint.contract.errors import ConfigError
+    from malaunch.entrypoint.run.hosts import hosts_config
+
+    with pytest.raises(ConfigError, match=r"MALAUNCH_HEARTBEAT_TIMEOUT='0'.*between 1"):
+        hosts_config({"MALAUNCH_HEARTBEAT_TIMEOUT": "0"}, 0, 2, "a", "a", "job", 1.0)  # every host lost at once

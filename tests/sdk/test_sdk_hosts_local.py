@@ -39,17 +39,23 @@ def _submit(tmp_path: Path, cli_env: Dict[str, str], plan: str, **launcher: Any)
                      env={"HOSTS_JOB_PLAN": plan, "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"})
 
 
+def _started(job: Path, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> str:
+    """Submit ``job`` detached; its id once both hosts run attempt 0."""
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
+    (job_id,) = job_ids(home)
+    for mark in ("started-h0-a0", "started-h1-a0"):
+        wait_for((tmp_path / "marks" / mark).exists, 60, mark)
+    return job_id
+
+
 @pytest.mark.process
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
-    submitted = ma_submit(["--detach", str(job)], cli_env)
-    assert submitted.returncode == 0, submitted.stderr
-    (job_id,) = job_ids(home)
-    wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
-    wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
+    job_id = _started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 1, signal.SIGKILL)
     done = ma_submit(["wait", job_id], cli_env)
     status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
@@ -64,11 +70,7 @@ def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_a_frozen_host_fails_the_job_with_host_lost(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep")  # no restarts: the frozen host ends the job
-    submitted = ma_submit(["--detach", str(job)], cli_env)
-    assert submitted.returncode == 0, submitted.stderr
-    (job_id,) = job_ids(home)
-    wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
-    wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
+    job_id = _started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 1, signal.SIGSTOP)
     try:
         ma_submit(["wait", job_id], cli_env)
@@ -86,11 +88,7 @@ def test_the_master_host_killed_is_replaced_and_the_job_goes_on(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
-    submitted = ma_submit(["--detach", str(job)], cli_env)
-    assert submitted.returncode == 0, submitted.stderr
-    (job_id,) = job_ids(home)
-    wait_for(lambda: (tmp_path / "marks" / "started-h1-a0").exists(), 60, "host 1's attempt 0")
-    wait_for(lambda: (tmp_path / "marks" / "started-h0-a0").exists(), 60, "host 0's attempt 0")
+    job_id = _started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 0, signal.SIGKILL)  # the coordinator goes with it
     ma_submit(["wait", job_id], cli_env)
     status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
