@@ -5,7 +5,8 @@
 - :mod:`.base`: the ``Backend`` interface every backend implements and the ``JobHandle`` a job is driven by;
 - what every backend shares: :mod:`.contract` (the launcher variables a spec becomes), :mod:`.inside` (events,
   usage, exec results), :mod:`.job_index` (job id -> backend on this machine), :mod:`.codefiles` and
-  :mod:`.ignorefile` (the code a job takes), :mod:`.logtail`, :mod:`._http` (the one retry policy);
+  :mod:`.ignorefile` (the code a job takes), :mod:`.logtail` and :mod:`.filewatch` (following log files, woken
+  by inotify), :mod:`._http` (the one retry policy);
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
 The names below are imported on first use, so that the spec can ask the registry for the backends' names without

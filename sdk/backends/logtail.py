@@ -1,19 +1,25 @@
 """Read and follow several log files as one stream of prefixed lines (``[host 0] ...``).
 
-``follow_files`` polls: it yields every complete new line as it appears, and once ``ended()`` is true it
-drains what is left (including a last line without a newline) and stops. Files that do not exist yet are
+``follow_files`` yields every complete new line as it appears, and once ``ended()`` is true it drains what is
+left (including a last line without a newline) and stops. It reads the files again when a
+:class:`~.filewatch.ChangeWatch` says they changed (at once, and never while nothing happens), or every
+``poll`` seconds without one. Files that do not exist yet are
 simply empty. Bytes are decoded as UTF-8 with replacement, so a rank printing binary cannot break a reader.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from .filewatch import ChangeWatch
 
 __all__ = ["follow_files", "read_files"]
 
 Source = Tuple[str, str]  # (prefix, path)
 _POLL = 0.1
+_CHECK_EVERY = 0.5  # with a watch: how often ended() is asked while only logs (or nothing) changed
 _CHUNK = 1 << 16
 
 
@@ -47,12 +53,26 @@ def follow_files(
     *,
     poll: float = _POLL,
     sleep: Callable[[float], None] = time.sleep,
+    watch: Optional[ChangeWatch] = None,
+    check_every: float = _CHECK_EVERY,
 ) -> Iterator[str]:
-    """New lines of all files as they are written, until ``ended()`` and everything is read."""
+    """New lines of all files as they are written, until ``ended()`` and everything is read.
+
+    Without ``watch`` the files are read every ``poll`` seconds and ``ended()`` asked each time. With a
+    :class:`~.filewatch.ChangeWatch` of the files (and of whatever else ends the job, e.g. its state file) the
+    files are read as soon as they change, and ``ended()`` is asked when a watched file that is not a log
+    changed, when the watch cannot tell what changed, and at least every ``check_every`` seconds.
+    """
     offsets: Dict[str, int] = {path: 0 for _, path in sources}
     partial: Dict[str, bytes] = {path: b"" for _, path in sources}
+    logs = frozenset(os.path.abspath(path) for _, path in sources)
+    ask = True
+    finished = False
+    next_check = 0.0
     while True:
-        finished = ended()  # read the flag first: output written before the end is then always drained
+        if ask:  # read the flag first: output written before the end is then always drained
+            finished = ended()
+            next_check = time.monotonic() + check_every
         while True:
             got_any = False
             for prefix, path in sources:
@@ -72,4 +92,8 @@ def follow_files(
                 if partial[path]:
                     yield _decode(prefix, partial[path])
             return
-        sleep(poll)
+        if watch is None:
+            sleep(poll)
+            continue
+        changed = watch.wait(max(0.0, next_check - time.monotonic()))
+        ask = changed is None or not changed <= logs or time.monotonic() >= next_check
