@@ -40,6 +40,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mabench.coordinator import parse_sizes, run_coordinator, window_seconds
+from mabench.latency import run_latency
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
 from mabench.obsupload import run_obs_upload
@@ -52,7 +53,8 @@ from mabench.teardown import run_teardown
 
 __all__ = ["CASES", "main"]
 
-CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator")
+CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator",
+         "latency")
 
 
 def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
@@ -87,6 +89,7 @@ def _runners(
         "local-backend": lambda: run_local_backend(s["local_reps"]),
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
+        "latency": lambda: run_latency(s["scale_reps"], s["local_reps"]),
     }
 
 
@@ -103,6 +106,8 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
         "coordinator": f"N={', '.join(str(n) for n in hosts)} emulated hosts; timeouts 20 s (SIGKILL) and 2 s "
         f"(SIGSTOP); {s['coord_reps']} run(s) each",
+        "latency": f"logs -f ({s['local_reps']} job(s)) and the 32,768-rank --dry-run ({s['scale_reps']} runs), "
+        "this tree and main",
     }[case]
 
 
