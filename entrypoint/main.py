@@ -153,11 +153,12 @@ def _interruptible(during: str) -> Iterator[None]:
 
 
 def _parse_options(flags: List[str]) -> Any:
-    """The shim's options (an ``argparse.Namespace``); without any, the defaults, without building a parser."""
-    if not flags:
+    """The shim's options (an ``argparse.Namespace``); without any, or ``--dry-run`` alone, without building a
+    parser (argparse and what it imports cost more than a dry-run's own work on a small table)."""
+    if not flags or flags == ["--dry-run"]:
         import types
 
-        return types.SimpleNamespace(dry_run=False, log_dir=None, report_file=None, grace_period=None)
+        return types.SimpleNamespace(dry_run=bool(flags), log_dir=None, report_file=None, grace_period=None)
     return build_parser(" ".join(flags)).parse_args(flags)  # --help prints and exits 0 here
 
 
@@ -260,7 +261,6 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             entry = enter_cgroup_early()
         from .contract.cluster_env import parse_cluster_env
         from .launchers import gather_inputs, launcher_for, read_policy
-        from .run.attempts import run_with_restarts
         from .run.hang import hang_timeout
 
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
@@ -278,6 +278,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             return 0
         hosts = _hosts(env, cluster, plan)
         _announce(plan)
+        from .run.attempts import run_with_restarts
         from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:

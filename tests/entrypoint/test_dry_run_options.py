@@ -1,0 +1,83 @@
+"""``ma-entrypoint --dry-run`` alone reads its option without argparse and loads nothing the run alone needs.
+
+The 32,768-rank dry-run is timed in bench/ (case ``latency``); here, without timing: the plan printed by
+``--dry-run`` alone is the one printed when options make the shim build its parser, and that process never imports
+argparse (nor shutil, which argparse's help formatter imports) nor the restart loop (``run.attempts``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+TABLE = Path(__file__).parent / "data" / "ranktables" / "v1_0_2x4.json"
+
+#: Runs the shim's console entry point as ``ma-entrypoint`` does, then prints (to stderr) which of the modules
+#: named in argv[1] were imported by then.
+PROBE = (
+    "import sys\n"
+    "watched = sys.argv[1].split(',')\n"
+    "sys.argv = ['ma-entrypoint', *sys.argv[2:]]\n"
+    "from malaunch.entrypoint.main import main\n"
+    "code = main()\n"
+    "sys.stdout.flush()\n"
+    "print('imported:' + ','.join(m for m in watched if m in sys.modules), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+WATCHED = ["argparse", "shutil", "malaunch.entrypoint.run.attempts"]
+
+
+def _env(tmp_path: Path) -> Dict[str, str]:
+    table = json.loads(TABLE.read_text())
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env.update(
+        MA_RUN_METHOD="ranktable",
+        MA_NUM_HOSTS=str(len(table["server_list"])),
+        VC_TASK_INDEX="1",
+        MA_VJ_NAME="dry",
+        MA_TASK_NAME="worker",
+        RANK_TABLE_FILE=str(TABLE),
+        MA_CURRENT_HOST_IP=table["server_list"][1]["server_id"],
+        MALAUNCH_LOG_DIR=str(tmp_path / "logs"),
+    )
+    return env
+
+
+def _dry_run(tmp_path: Path, options: List[str]) -> subprocess.CompletedProcess[str]:
+    boot = tmp_path / "train.py"
+    boot.write_text("print('never run')\n")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, ",".join(WATCHED), *options, str(boot), "--epochs", "2"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.process
+def test_dry_run_alone_prints_the_same_plan_without_argparse(tmp_path: Path) -> None:
+    alone = _dry_run(tmp_path, ["--dry-run"])
+    parsed = _dry_run(tmp_path, ["--dry-run", "--log-dir", str(tmp_path / "logs")])
+    plan = json.loads(alone.stdout)
+    assert plan["method"] == "ranktable" and len(plan["processes"]) == 4
+    assert alone.stdout == parsed.stdout
+    assert alone.stderr.strip().splitlines()[-1] == "imported:"
+    assert "argparse" in parsed.stderr.strip().splitlines()[-1]  # an option with a value still goes to argparse
+
+
+@pytest.mark.process
+def test_a_misspelt_dry_run_is_still_refused_by_the_parser(tmp_path: Path) -> None:
+    boot = tmp_path / "train.py"
+    boot.write_text("print('never run')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "malaunch.entrypoint", "--dry", str(boot)],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "--dry" in done.stderr and "Traceback" not in done.stderr
