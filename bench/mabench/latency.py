@@ -8,7 +8,8 @@ the package's code differs), one after the other within each repetition:
   written; ``ma-submit logs -f JOB`` follows it from another process, and this process stamps each line as it
   reads it from the follower's stdout. ``CLOCK_MONOTONIC`` is one clock for the whole machine, so the difference
   is the lag from the rank's write to the user's terminal: the shim, the console file, the follower, its stdout.
-  Median and 90th percentile over every line of every run; a lost line fails the run.
+  Each run gives the median and the 90th percentile of its lines (the figures are the median over the runs); a
+  lost line fails the run.
 - **idle CPU**: before the rank writes anything (it waits for a go file), the follower's CPU time over
   :data:`IDLE_WINDOW` seconds (``/proc/PID/task/*/schedstat``, nanoseconds), as a share of one core.
 - **dry-run**: the whole ``ma-entrypoint --dry-run`` process on a 2,048 x 16 v1.0 rank table (this host the
@@ -189,7 +190,6 @@ class _Figures:
                                "the same in CPU time (user + system, less load-sensitive)", size, "s")
         self.submit = Series(f"{key}/submit-dryrun", "latency",
                              f"ma-submit --dry-run, Volcano {SERVERS} x {DEVICES} (informational)", size, "s")
-        self.lags: List[float] = []
 
     def series(self) -> List[Series]:
         return [self.median, self.p90, self.idle, self.dry, self.bare, self.over, self.over_cpu, self.submit]
@@ -201,9 +201,8 @@ def _follow_rep(figures: _Figures, farm: Path, scratch: Path) -> None:
     except BenchError as exc:
         figures.median.error = figures.median.error or str(exc).splitlines()[0]
         return
-    figures.lags += lags
-    figures.median.samples = list(figures.lags)
-    figures.p90.samples = [_p90(figures.lags)]
+    figures.median.samples.append(statistics.median(lags))
+    figures.p90.samples.append(_p90(lags))
     figures.idle.samples.append(idle)
     say(f"  {figures.median.size}: follow median {fmt_value(statistics.median(lags), 's')}, p90 "
         f"{fmt_value(_p90(lags), 's')}, idle CPU {idle:.2f} %")  # fmt: skip
@@ -266,10 +265,13 @@ def run_latency(reps: int, follow_reps: int, base_ref: str = BASE_REF) -> CaseRe
     result.targets = _targets(trees["this"])
     result.notes = [
         f"follow: {follow_reps} job(s) per tree, {LINES} lines each at 5-45 ms intervals (seeded); the rank's "
-        "clock read before its write vs this process's read of the follower's stdout (CLOCK_MONOTONIC).",
+        "clock read before its write vs this process's read of the follower's stdout (CLOCK_MONOTONIC); each job's "
+        "median and 90th percentile, the figure their median over the jobs.",
         f"idle CPU: the follower's CPU time over {IDLE_WINDOW:.0f} s before the rank writes its first line.",
         f"dry-run: {reps} repetition(s); in each, per tree, python -c pass then ma-entrypoint --dry-run on a "
         f"{SERVERS} x {DEVICES} v1.0 table then ma-submit --dry-run --backend volcano of {SERVERS} x {DEVICES}.",
+        "The wall times count whatever else this machine runs (see the load average above); the CPU-time row "
+        "(rusage of the reaped process, user + system) is what the dry-run itself costs and varies less.",
         "Both trees run from link farms on PYTHONPATH with the same interpreter and bytecode state "
         "(bench/mabench/baseline.py).",
     ]

@@ -265,7 +265,7 @@ _MEANS: Dict[str, List[str]] = {"coordinator": [
     "**logs -f** is the lag a user sees: the rank's write, the shim copying its pipe into the rank log and the "
     "console file, the follower noticing the console grew and reading it, and its stdout. The follower sleeps "
     "until the kernel says a console or the job's state file changed (inotify); where it cannot use inotify it "
-    "reads the files every 0.1 s, as every follower did before. Runs counts the lines measured.",
+    "reads the files every 0.1 s, as every follower did before.",
     "**idle CPU**: while nothing is written the follower only wakes to ask the job's state (twice a second).",
     "**--dry-run over the bare interpreter** is the dry-run process less `python -c pass` of the same repetition: "
     "the shim's imports, reading and checking the whole table, and printing this host's plan.",
