@@ -61,7 +61,8 @@ def follow_files(
     Without ``watch`` the files are read every ``poll`` seconds and ``ended()`` asked each time. With a
     :class:`~.filewatch.ChangeWatch` of the files (and of whatever else ends the job, e.g. its state file) the
     files are read as soon as they change, and ``ended()`` is asked when a watched file that is not a log
-    changed, when the watch cannot tell what changed, and at least every ``check_every`` seconds.
+    changed, when the watch cannot tell what changed, and at least every ``check_every`` seconds; the files are
+    read then too, so a filesystem whose changes the kernel does not report is still followed, only later.
     """
     offsets: Dict[str, int] = {path: 0 for _, path in sources}
     partial: Dict[str, bytes] = {path: b"" for _, path in sources}

@@ -72,6 +72,20 @@ def test_follow_keeps_every_line_in_order(tmp_path: Path, kernel: bool) -> None:
     assert sleeps == []  # the watch waits; the poll's sleep is not used even when the watch polls
 
 
+def test_a_log_whose_changes_are_never_reported_is_still_read_in_full(tmp_path: Path) -> None:
+    lines = 100
+    log, marker = tmp_path / "a.log", tmp_path / "state.json"
+    with ChangeWatch([str(marker)]) as watch:  # the log's own changes never wake the follower
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(marker), str(log)], env={**os.environ, "LINES": str(lines)}
+        )
+        try:
+            got = list(follow_files([("[a] ", str(log))], marker.exists, watch=watch, check_every=0.02))
+        finally:
+            assert writer.wait(timeout=60) == 0
+    assert got == expected(log, lines)
+
+
 def test_a_change_to_a_watched_file_wakes_the_wait(tmp_path: Path) -> None:
     log, other = tmp_path / "console.log", tmp_path / "console.idx"
     with ChangeWatch([str(log)]) as watch:
