@@ -32,6 +32,7 @@ _IN_ONLYDIR = 0x01000000
 _MASK = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE | _IN_ONLYDIR
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name, NUL-padded)
 _READ_SIZE = 64 << 10
+_MAX_READS = 128  # 8 MiB: more than the kernel queues (16,384 events by default) before it reports an overflow
 
 
 def _inotify_calls() -> Optional[tuple[Callable[[int], int], Callable[[int, bytes, int], int]]]:
@@ -136,15 +137,19 @@ class ChangeWatch:
                 return frozenset()
 
     def _read_events(self) -> Optional[FrozenSet[str]]:
-        """The watched paths named by the queued events (None: events were lost, or a folder went away)."""
+        """The watched paths named by the queued events, all of them (None: events were lost, or a folder went
+        away)."""
         assert self._fd is not None
+        chunks: List[bytes] = []
         try:
-            data = os.read(self._fd, _READ_SIZE)
+            while len(chunks) < _MAX_READS:  # the rest, if any, wakes the next wait
+                chunks.append(os.read(self._fd, _READ_SIZE))
         except BlockingIOError:
-            return frozenset()
+            pass
         except OSError:
             self.close()
             return None
+        data = b"".join(chunks)
         changed: List[str] = []
         unsure = False
         offset = 0

@@ -121,6 +121,41 @@ def test_a_folder_made_later_is_watched_once_it_exists(tmp_path: Path) -> None:
         assert watch.wait(120) == frozenset({str(log)})
 
 
+def test_lost_events_make_the_caller_read_everything(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    with ChangeWatch([str(a), str(b)]) as watch:
+        assert watch.wait(0) is None
+        with a.open("ab", buffering=0) as one, b.open("ab", buffering=0) as two:
+            for _ in range(12_000):  # alternating files: no two events in a row merge, the kernel's queue overflows
+                one.write(b".")
+                two.write(b".")
+        assert watch.wait(120) is None  # the overflow says "anything may have changed"
+        while watch.wait(0):  # what was queued before the overflow
+            pass
+        with a.open("ab") as handle:
+            handle.write(b"after\n")
+        assert watch.wait(120) == frozenset({str(a)})  # and the watch goes on
+        assert watch.kernel
+
+
+def test_a_folder_removed_and_made_again_is_watched_again(tmp_path: Path) -> None:
+    log = tmp_path / "host" / "console.log"
+    log.parent.mkdir()
+    with ChangeWatch([str(log)], poll=0.01) as watch:
+        assert watch.wait(0) is None
+        log.write_bytes(b"one\n")
+        log.unlink()
+        log.parent.rmdir()
+        seen = watch.wait(120)
+        while seen:  # the write may come first; the folder's removal then says "anything may have changed"
+            seen = watch.wait(120)
+        assert seen is None
+        log.parent.mkdir()
+        assert watch.wait(120) is None  # watched again
+        log.write_bytes(b"two\n")
+        assert watch.wait(120) == frozenset({str(log)})
+
+
 def test_without_the_kernel_the_wait_polls(tmp_path: Path) -> None:
     slept: List[float] = []
     with ChangeWatch([str(tmp_path / "x.log")], use_kernel=False, poll=0.25, sleep=slept.append) as watch:
