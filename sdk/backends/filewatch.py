@@ -39,9 +39,8 @@ def _inotify_calls() -> Optional[tuple[Callable[[int], int], Callable[[int, byte
     """``inotify_init1`` and ``inotify_add_watch`` of the C library, or None when there are none."""
     try:
         import ctypes
-        import ctypes.util
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the interpreter's own C library (no search, no subprocess)
         init = libc.inotify_init1
         add = libc.inotify_add_watch
     except (ImportError, OSError, AttributeError):

@@ -3,8 +3,8 @@
 ``follow_files`` yields every complete new line as it appears, and once ``ended()`` is true it drains what is
 left (including a last line without a newline) and stops. It reads the files again when a
 :class:`~.filewatch.ChangeWatch` says they changed (at once, and never while nothing happens), or every
-``poll`` seconds without one. Files that do not exist yet are
-simply empty. Bytes are decoded as UTF-8 with replacement, so a rank printing binary cannot break a reader.
+``poll`` seconds without one. Files that do not exist yet are simply empty. Bytes are decoded as UTF-8 with
+replacement, so a rank printing binary cannot break a reader.
 """
 
 from __future__ import annotations
