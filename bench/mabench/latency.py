@@ -48,6 +48,7 @@ _MA_SUBMIT = os.path.join(os.path.dirname(PYTHON), "ma-submit")
 _LATENCY_BOUND = 0.020  # the issue: a line shown within 20 ms (median) of the rank writing it
 _IDLE_BOUND = 1.0  # % of one core: what "near 0 %" is taken to mean for an idle follower
 _DRY_BOUND = 0.050  # the issue: --dry-run of a 32,768-rank table < 50 ms over a bare interpreter
+_DRY_RUNS_PER_REP = 3  # the dry-run is short and the machine shared: more runs steady its median
 
 _JOB = """name: latency
 run_method: ranktable
@@ -213,9 +214,11 @@ def _p90(values: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
 
 
-def _dry_rep(trees: Dict[str, _Figures], scratch: Path, table_env: Mapping[str, str], big_job: Path) -> None:
+def _dry_rep(trees: Dict[str, _Figures], scratch: Path, table_env: Mapping[str, str], big_job: Optional[Path],
+             order: Sequence[str]) -> None:  # fmt: skip
     boot = str(WORKERS / "start_worker.py")
-    for kind, figures in trees.items():
+    for kind in order:
+        figures = trees[kind]
         env = bench_env(new_mark(), {**table_env, "PYTHONPATH": str(FARMS[kind]),
                                      "MALAUNCH_HOME": str(scratch / f"home-{kind}")})  # fmt: skip
         try:
@@ -228,6 +231,8 @@ def _dry_rep(trees: Dict[str, _Figures], scratch: Path, table_env: Mapping[str, 
         figures.dry.samples.append(dry)
         figures.over.samples.append(dry - bare)
         figures.over_cpu.samples.append(dry_cpu - bare_cpu)
+        if big_job is None:
+            continue
         try:
             figures.submit.samples.append(_timed([PYTHON, _MA_SUBMIT, "--dry-run", "--backend", "volcano",
                                                   str(big_job)], env, scratch)[0])  # fmt: skip
@@ -252,10 +257,12 @@ def run_latency(reps: int, follow_reps: int, base_ref: str = BASE_REF) -> CaseRe
         (code / "train.py").write_text("print('never run')\n")
         big_job = scratch / "big.yaml"
         big_job.write_text(_BIG_JOB.format(code=code, servers=SERVERS, devices=DEVICES))
-        for rep in range(reps):
-            _dry_rep(trees, scratch, table_env, big_job)
+        runs = reps * _DRY_RUNS_PER_REP
+        for rep in range(runs):
+            order = list(trees) if rep % 2 == 0 else list(reversed(trees))
+            _dry_rep(trees, scratch, table_env, big_job if rep < reps else None, order)
             this = trees["this"]
-            say(f"  dry-run rep {rep + 1}/{reps}: this tree {fmt_value(_last(this.dry), 's')} (bare "
+            say(f"  dry-run {rep + 1}/{runs}: this tree {fmt_value(_last(this.dry), 's')} (bare "
                 f"{fmt_value(_last(this.bare), 's')}), {trees['baseline'].dry.size} "
                 f"{fmt_value(_last(trees['baseline'].dry), 's')}")  # fmt: skip
     finally:
@@ -268,8 +275,9 @@ def run_latency(reps: int, follow_reps: int, base_ref: str = BASE_REF) -> CaseRe
         "clock read before its write vs this process's read of the follower's stdout (CLOCK_MONOTONIC); each job's "
         "median and 90th percentile, the figure their median over the jobs.",
         f"idle CPU: the follower's CPU time over {IDLE_WINDOW:.0f} s before the rank writes its first line.",
-        f"dry-run: {reps} repetition(s); in each, per tree, python -c pass then ma-entrypoint --dry-run on a "
-        f"{SERVERS} x {DEVICES} v1.0 table then ma-submit --dry-run --backend volcano of {SERVERS} x {DEVICES}.",
+        f"dry-run: {reps * _DRY_RUNS_PER_REP} repetitions; in each, per tree (the trees taking turns to go first), "
+        f"python -c pass then ma-entrypoint --dry-run on a {SERVERS} x {DEVICES} v1.0 table; in the first {reps}, "
+        f"then ma-submit --dry-run --backend volcano of {SERVERS} x {DEVICES} too.",
         "The wall times count whatever else this machine runs (see the load average above); the CPU-time row "
         "(rusage of the reaped process, user + system) is what the dry-run itself costs and varies less.",
         "Both trees run from link farms on PYTHONPATH with the same interpreter and bytecode state "
