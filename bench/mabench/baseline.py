@@ -1,9 +1,9 @@
 """This tree's shim against an earlier commit's, side by side in one run (``bench/run.py --baseline REF``).
 
 Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``, and
-``sdk`` the same way), the same interpreter, the same bytecode state: the only difference is the package's code.
-The earlier commit is checked out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed
-with ``git worktree remove``).
+``sdk`` -> its ``sdk/``), the same interpreter, the same bytecode state: the only difference is the code. The
+earlier commit is checked out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with
+``git worktree remove``).
 """
 
 from __future__ import annotations
@@ -30,15 +30,13 @@ def _git(*args: str) -> str:
 
 def _farm(name: str, tree: Path) -> Path:
     farm = BENCH_DIR / "results" / f"farm-{name}"
-    for part in ("entrypoint", "sdk"):
-        if not (tree / part).is_dir():
-            continue
-        link = farm / "malaunch" / part
+    for package in ("entrypoint", "sdk"):  # the shim (start-up) and the SDK (the verbs of ma-submit)
+        link = farm / "malaunch" / package
         link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(tree / part)
-        compileall.compile_dir(str(tree / part), quiet=1)
+        link.symlink_to(tree / package)
+        compileall.compile_dir(str(tree / package), quiet=1)
     return farm
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .filewatch import ChangeWatch
+if TYPE_CHECKING:
+    from .filewatch import ChangeWatch
 
 __all__ = ["follow_files", "read_files"]
 

@@ -38,7 +38,6 @@ from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
-from ..filewatch import ChangeWatch
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
@@ -327,6 +326,8 @@ class LocalBackend(Backend):
         def ended() -> bool:
             status = self._status_of(paths)
             return status.is_terminal or watch.gave_up(status)
+
+        from ..filewatch import ChangeWatch  # only a follower needs it
 
         with ChangeWatch([path for _, path in files] + [paths.state_file]) as changes:
             yield from follow_files(files, ended, watch=changes)
