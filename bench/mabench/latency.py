@@ -20,7 +20,6 @@ the package's code differs), one after the other within each repetition:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import resource
@@ -97,7 +96,7 @@ def _submit(env: Mapping[str, str], job: Path, cwd: Path) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def follow_once(farm: Path, scratch: Path) -> Tuple[List[float], float]:
+def _follow_once(farm: Path, scratch: Path) -> Tuple[List[float], float]:
     """One local job followed by ``ma-submit logs -f``: (each line's lag in s, the idle follower's CPU in %)."""
     code = scratch / "code"
     code.mkdir()
@@ -198,7 +197,7 @@ class _Figures:
 
 def _follow_rep(figures: _Figures, farm: Path, scratch: Path) -> None:
     try:
-        lags, idle = follow_once(farm, scratch)
+        lags, idle = _follow_once(farm, scratch)
     except BenchError as exc:
         figures.median.error = figures.median.error or str(exc).splitlines()[0]
         return
@@ -266,8 +265,7 @@ def run_latency(reps: int, follow_reps: int, base_ref: str = BASE_REF) -> CaseRe
                 f"{fmt_value(_last(this.bare), 's')}), {trees['baseline'].dry.size} "
                 f"{fmt_value(_last(trees['baseline'].dry), 's')}")  # fmt: skip
     finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     result = CaseResult("latency", [item for figures in trees.values() for item in figures.series()])
     result.targets = _targets(trees["this"])
     result.notes = [
