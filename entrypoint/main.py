@@ -27,10 +27,10 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
     from .contract.cluster_env import ClusterEnv
     from .plan.launch_plan import LaunchPlan
     from .report.report import RunResult
-    from .run._cgroup import CgroupEntry
     from .run.attempts import RestartOutcome
     from .run.events import AttemptLink
     from .run.hosts import HostsConfig
+    from .run.procs.cgroup import CgroupEntry
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -255,7 +255,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
         if not options.dry_run:  # the ranks are born in the job's cgroup; the kernel's wait overlaps the start-up
-            from .run.guards import enter_cgroup_early
+            from .run.procs.guards import enter_cgroup_early
 
             entry = enter_cgroup_early()
         from .contract.cluster_env import parse_cluster_env

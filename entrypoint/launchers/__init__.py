@@ -88,7 +88,7 @@ def launcher_for(cluster: ClusterEnv, environ: Mapping[str, str]) -> Launcher:
     """
     launcher = method_launcher(cluster)
     if launcher.method == "msrun":
-        from .msrun_recovery import recovery_wanted
+        from .msrun.recovery import recovery_wanted
 
         if recovery_wanted(cluster, environ):
             return _recovery(environ)
@@ -97,7 +97,7 @@ def launcher_for(cluster: ClusterEnv, environ: Mapping[str, str]) -> Launcher:
 
 def _recovery(environ: Mapping[str, str]) -> Launcher:
     from ..run.policy import parse_restart_policy
-    from .msrun_recovery import MsrunRecoveryLauncher, recovery_delay
+    from .msrun.recovery import MsrunRecoveryLauncher, recovery_delay
 
     return MsrunRecoveryLauncher(parse_restart_policy(environ), recovery_delay(environ), environ)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Protocol, Union
 
-from ._watch import WorkerDeath
+from .procs.watch import WorkerDeath
 
 __all__ = ["AttemptLink", "Event", "HostsEnd", "LauncherLine", "ProcExit", "ShimSignal", "WorkerDeath"]
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional
 
 from ..contract import parse_seconds
 from ..contract.errors import LaunchError
-from . import proctree
+from .procs import proctree
 
 if TYPE_CHECKING:
-    from ._sink import Sink
     from .hang_report import Hung
     from .output import Output
-    from .processes import ProcessGroup
+    from .output.sink import Sink
+    from .procs.processes import ProcessGroup
     from .workers import Workers
 
 __all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_timeout", "hang_verdict",

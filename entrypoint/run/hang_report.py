@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 from ..report.failure_class import EXIT_HANG
 from ..report.report import Failure
-from . import proctree
+from .procs import proctree
 
 __all__ = ["SPIN_SHARE", "Hung", "RankHang", "judge", "look_ranks", "py_spy_stack", "stand_out", "state_name"]
 

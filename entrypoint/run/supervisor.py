@@ -49,13 +49,8 @@ from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, RunResult
 from ..report.rootcause import Death
-from . import proctree
-from ._cgroup import CgroupEntry
-from ._pump import tune_malloc
-from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .ending import Ending
 from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
-from .guards import JobGuards
 from .hang import (
     PROGRESS_NAME,
     PROGRESS_VAR,
@@ -68,7 +63,12 @@ from .hang import (
 )
 from .launcher import Launcher
 from .output import Output, prepare_folders
-from .processes import ProcessGroup
+from .output.pump import tune_malloc
+from .procs import proctree
+from .procs.cgroup import CgroupEntry
+from .procs.guards import JobGuards
+from .procs.processes import ProcessGroup
+from .procs.reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .relaunch import Relauncher
 from .verdict import RunFacts
 from .workers import Workers

@@ -19,7 +19,7 @@ import pytest
 from malaunch.entrypoint import contract
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers.msrun_recovery import recovery_wanted
+from malaunch.entrypoint.launchers.msrun.recovery import recovery_wanted
 from malaunch.entrypoint.run.policy import parse_restart_policy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ def test_every_variable_the_shim_reads_is_documented() -> None:
     read = set(re.findall(r'environ, "([A-Z][A-Z0-9_]+)"', source)) | set(
         re.findall(r'_get\(environ, "(\w+)"\)', source)
     )
-    for module in ("run/attempts.py", "launchers/msrun_recovery.py"):
+    for module in ("run/attempts.py", "launchers/msrun/recovery.py"):
         read |= set(re.findall(r'environ\.get\("([A-Z][A-Z0-9_]+)"\)', (ROOT / "entrypoint" / module).read_text()))
     read |= {"MA_TASK_INDEX", "VC_TASK_INDEX"}
     assert len(read) > 20

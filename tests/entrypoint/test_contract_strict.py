@@ -13,7 +13,7 @@ import pytest
 from malaunch.entrypoint import contract, main
 from malaunch.entrypoint.contract import cluster_env
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers.msrun_recovery import DEFAULT_RECOVERY_DELAY, recovery_delay
+from malaunch.entrypoint.launchers.msrun.recovery import DEFAULT_RECOVERY_DELAY, recovery_delay
 from malaunch.entrypoint.run.policy import DEFAULT_BACKOFF, RESTART_ON_CHOICES, parse_restart_policy
 
 NOT_ASCII_SECONDS = ["1e3", "1E1", "1_0", ".5", "2.", "\uff11\uff10", "\u0661", "inf", "nan", "+1", "-1", "0x10"]

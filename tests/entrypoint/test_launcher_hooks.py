@@ -9,7 +9,7 @@ import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.launchers import launcher_for, launcher_of, method_launcher, plan_launch
-from malaunch.entrypoint.launchers.msrun_recovery import MsrunRecoveryLauncher
+from malaunch.entrypoint.launchers.msrun.recovery import MsrunRecoveryLauncher
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.report.report import Failure
 from malaunch.entrypoint.run.launcher import Launcher

@@ -83,7 +83,7 @@ def test_the_check_sees_the_imports() -> None:
     layers: Dict[str, int] = {module: here for module, _, here, _ in edges}
     assert layers["run/supervisor.py"] == LAYERS.index("run")
     assert layers["main.py"] == TOP
-    assert ("launchers/torchrun.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
+    assert ("launchers/torchrun/__init__.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
     assert ("plan/launch_plan.py", "contract") in {(m, t) for m, t, _, _ in edges}
 
 

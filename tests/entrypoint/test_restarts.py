@@ -13,15 +13,14 @@ import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.launchers import launcher_of, plan_attempt, plan_launch
-from malaunch.entrypoint.launchers.msrun_recovery import plan_with_recovery, relaunch_spec
-from malaunch.entrypoint.launchers.torchrun_gate import AttemptGate
-from malaunch.entrypoint.launchers.torchrun_stub import STUB, stub_argv
+from malaunch.entrypoint.launchers.msrun.recovery import plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.launchers.torchrun.gate import AttemptGate
+from malaunch.entrypoint.launchers.torchrun.stub import STUB, stub_argv
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.plan.launch_plan import LaunchPlan
 from malaunch.entrypoint.report.failure_class import classify_failure
 from malaunch.entrypoint.report.report import Failure, RunResult
-from malaunch.entrypoint.run import attempt_status, proctree
-from malaunch.entrypoint.run._watch import WorkerDeath
+from malaunch.entrypoint.run import attempt_status
 from malaunch.entrypoint.run.attempts import restart_report, run_with_restarts
 from malaunch.entrypoint.run.policy import (
     RestartPolicy,
@@ -30,6 +29,8 @@ from malaunch.entrypoint.run.policy import (
     parse_restart_policy,
     should_restart,
 )
+from malaunch.entrypoint.run.procs import proctree
+from malaunch.entrypoint.run.procs.watch import WorkerDeath
 from malaunch.entrypoint.run.verdict import peer_ended_failure
 from procutil import make_plan, new_mark, worker_spec
 

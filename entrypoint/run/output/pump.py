@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Callable, List, Mapping, Optional, Protocol, Tuple, Union
 
-from ._console import Console
-from ._sink import Bytes, Sink, Warn
+from .console import Console
+from .sink import Bytes, Sink, Warn
 
 __all__ = [
     "HOLD_SECONDS",

@@ -32,14 +32,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ..report.report import Failure, LauncherAttempt
-from ..report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
-from ..run.launcher import Gate
+from ...report.report import Failure, LauncherAttempt
+from ...report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+from ...run.launcher import Gate
 
 if TYPE_CHECKING:  # the gate works only under torchrun with restarts: its helpers are imported when it judges
-    from ..report.failure_class import Classification
-    from ..run._watch import WorkerDeath
-    from ..run.policy import RestartPolicy
+    from ...report.failure_class import Classification
+    from ...run.policy import RestartPolicy
+    from ...run.procs.watch import WorkerDeath
 
 __all__ = ["AttemptGate"]
 
@@ -63,7 +63,7 @@ class AttemptGate(Gate):
     def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, int]) -> None:
         self.policy: Optional[RestartPolicy] = None
         if restart_on is not None:
-            from ..run.policy import RestartPolicy
+            from ...run.policy import RestartPolicy
 
             self.policy = RestartPolicy(restart_on=restart_on)
         self.launchers = dict(launchers)
@@ -87,7 +87,7 @@ class AttemptGate(Gate):
         if self.policy is None:
             if _judged_kind(death) and not self.failure_seen:
                 self.failure_seen = True
-                from ..report.failure_class import peer_failure
+                from ...report.failure_class import peer_failure
 
                 if peer_failure(self.own_output(death)) is not None:
                     self.peer_paused = True
@@ -123,9 +123,9 @@ class AttemptGate(Gate):
         if not first:
             _signal(launcher, signal.SIGCONT)
             return None
-        from ..report.failure_class import classify_failure
-        from ..run.policy import should_restart
-        from .torchrun_errors import worker_output_tail
+        from ...report.failure_class import classify_failure
+        from ...run.policy import should_restart
+        from .errors import worker_output_tail
 
         shell = 128 - death.code if death.code < 0 else death.code
         tail = worker_output_tail(death.error_file)
@@ -146,13 +146,13 @@ class AttemptGate(Gate):
 
     def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
         """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""
-        from .torchrun_errors import worker_output_tail
+        from .errors import worker_output_tail
 
         return worker_output_tail(death.error_file)
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
         """What a worker of ``attempt`` wrote itself (see :func:`.torchrun_errors.worker_output_tail`)."""
-        from .torchrun_errors import worker_output_tail
+        from .errors import worker_output_tail
 
         return worker_output_tail(self.error_files.get((attempt, rank), "")) if rank is not None else ()
 

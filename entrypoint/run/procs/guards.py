@@ -17,8 +17,8 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
-from ._cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
-from ._reaper import JobTree, Watchdog, new_token, start_watchdog
+from .cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
+from .reaper import JobTree, Watchdog, new_token, start_watchdog
 
 __all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
 

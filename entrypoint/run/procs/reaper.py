@@ -27,7 +27,7 @@ import time
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from . import proctree
-from ._cgroup import members as _cgroup_members
+from .cgroup import members as _cgroup_members
 from .proctree import ProcKey
 
 __all__ = ["TOKEN_VAR", "JobTree", "Watchdog", "new_token", "start_watchdog"]
@@ -144,7 +144,7 @@ _BOOT = (
     "    package = type(sys)(name)\n"
     "    package.__path__ = path\n"
     "    sys.modules[name] = package\n"
-    "from malaunch.entrypoint.run._watchdog import main\n"
+    "from malaunch.entrypoint.run.procs.watchdog import main\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
 
@@ -152,7 +152,7 @@ _BOOT = (
 def watchdog_argv(read_fd: int, token: str, grace: float) -> List[str]:
     """The watchdog's command line (see :data:`_BOOT`); ``-B`` when this shim writes no bytecode either."""
     flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # entrypoint/, above run/
+    package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # entrypoint/
     return [sys.executable, *flags, "-c", _BOOT, package_dir, str(read_fd), token, f"{grace:g}"]
 
 

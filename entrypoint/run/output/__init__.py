@@ -28,14 +28,14 @@ import threading
 import time
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
-from ..contract.errors import LaunchError
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.report import LostOutput, reserve_room
-from ._console import CONSOLE_DRAIN, Console
-from ._pump import FileFollower, LineStream, Sink, follow, pump
-from ._readback import MirrorFeed
-from ._splice import SpliceSink, splice_pump
-from .launcher import Launcher
+from ...contract.errors import LaunchError
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.report import LostOutput, reserve_room
+from ..launcher import Launcher
+from .console import CONSOLE_DRAIN, Console
+from .pump import FileFollower, LineStream, Sink, follow, pump
+from .readback import MirrorFeed
+from .splice import SpliceSink, splice_pump
 
 __all__ = ["LOG_HINT", "Output", "prepare_folders", "write_plan_file"]
 
@@ -249,7 +249,7 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 def write_plan_file(path: str, text: str) -> None:
     """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
-    from ..report.atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
+    from ...report.atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
 
     try:
         write_atomic(path, text)

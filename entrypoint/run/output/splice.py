@@ -40,10 +40,10 @@ import threading
 import time
 from typing import List, Optional, Protocol, Sequence, Tuple
 
-from . import _spans
-from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
-from ._sink import TAIL_BYTES, Bytes, Sink, Warn
-from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
+from . import spans as _spans
+from .pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
+from .sink import TAIL_BYTES, Bytes, Sink, Warn
+from .spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 

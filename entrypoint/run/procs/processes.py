@@ -13,10 +13,10 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Set
 
-from ..contract.errors import LaunchError
-from ..plan.launch_plan import ProcessSpec
-from ._reaper import TOKEN_VAR
-from .events import Event, ProcExit
+from ...contract.errors import LaunchError
+from ...plan.launch_plan import ProcessSpec
+from ..events import Event, ProcExit
+from .reaper import TOKEN_VAR
 
 __all__ = ["ProcessGroup"]
 

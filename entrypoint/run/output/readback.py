@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from ._splice import SpliceSink
+from .splice import SpliceSink
 
 __all__ = ["CopyFeed", "MirrorFeed"]
 

@@ -13,9 +13,9 @@ import contextlib
 import gc
 from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
-from ..contract.errors import RankTableError
-from ._rank_table_bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
-from ._rank_table_model import Device, RankTable, Server, shown
+from ...contract.errors import RankTableError
+from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
+from ._model import Device, RankTable, Server, shown
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 

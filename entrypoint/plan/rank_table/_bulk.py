@@ -13,7 +13,7 @@ from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 from typing import Any, Optional, Sequence
 
-from ._rank_table_model import Server
+from ._model import Server
 
 __all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
 

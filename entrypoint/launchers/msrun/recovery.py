@@ -25,15 +25,15 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..contract import VARIABLES, parse_bool, parse_seconds, raw_value
-from ..contract.cluster_env import ClusterEnv
-from ..plan.build import boot_command
-from ..plan.inputs import LaunchInputs, Needs
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.report import Failure, RunResult
-from ..run.launcher import Launcher, Relaunch
-from ..run.policy import RestartPolicy, classify_result, describe_failure, should_restart
-from .msrun import MsrunLauncher, python_path
+from ...contract import VARIABLES, parse_bool, parse_seconds, raw_value
+from ...contract.cluster_env import ClusterEnv
+from ...plan.build import boot_command
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.report import Failure, RunResult
+from ...run.launcher import Launcher, Relaunch
+from ...run.policy import RestartPolicy, classify_result, describe_failure, should_restart
+from . import MsrunLauncher, python_path
 
 __all__ = [
     "DEFAULT_RECOVERY_DELAY",

@@ -22,19 +22,19 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
-from ..contract.cluster_env import ClusterEnv, require_master
-from ..plan.build import flag_value, make_plan, merge_flags, node_ranks
-from ..plan.inputs import LaunchInputs, Needs
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.rootcause import Death
-from ..run.launcher import Gate, Launcher, LauncherSays
-from ..run.policy import RestartPolicy
-from .torchrun_stub import LAUNCHER_COUNT, attempt_argv
+from ...contract.cluster_env import ClusterEnv, require_master
+from ...plan.build import flag_value, make_plan, merge_flags, node_ranks
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.rootcause import Death
+from ...run.launcher import Gate, Launcher, LauncherSays
+from ...run.policy import RestartPolicy
+from .stub import LAUNCHER_COUNT, attempt_argv
 
 if TYPE_CHECKING:
-    from ..run._console import Console
-    from ..run._pump import FileFollower, Sink
-    from ..run._splice import SpliceSink
+    from ...run.output.console import Console
+    from ...run.output.pump import FileFollower, Sink
+    from ...run.output.splice import SpliceSink
 
 __all__ = ["TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunLauncher", "plan_torchrun"]
 
@@ -126,7 +126,7 @@ class TorchrunLauncher(Launcher):
         return Needs(master=cluster.num_hosts > 1)
 
     def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
-        from ..plan.build import log_dir_of
+        from ...plan.build import log_dir_of
 
         return plan_torchrun(cluster, inputs, log_dir_of(cluster, inputs))
 
@@ -149,8 +149,8 @@ class TorchrunLauncher(Launcher):
         out: Console,
         err: Console,
     ) -> FileFollower:
-        from .torchrun_errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
-        from .torchrun_logs import TorchrunLogs
+        from .errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
+        from .logs import TorchrunLogs
 
         log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
         return TorchrunLogs(log_dir, sorted(plan.rank_logs), rank_sinks, launcher_sink, out, err)
@@ -161,14 +161,14 @@ class TorchrunLauncher(Launcher):
         return LauncherSays(quiet=plan.watch_workers and _AGENT_FAILED in lines)
 
     def summary_written(self, text: str) -> bool:
-        from .torchrun_summary import summary_written
+        from .summary import summary_written
 
         return summary_written(text)
 
     def final_facts(self, plan: LaunchPlan, text: str, error_files: Dict[str, int], started_wall: float) -> List[Death]:
         """torchrun's summary (absent when the shim ended torchrun first) and the workers' error files."""
-        from .torchrun_errors import read_error_files  # read at the end only
-        from .torchrun_summary import parse_torchrun_failures
+        from .errors import read_error_files  # read at the end only
+        from .summary import parse_torchrun_failures
 
         facts = [
             Death(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode)
@@ -180,6 +180,6 @@ class TorchrunLauncher(Launcher):
         return facts
 
     def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
-        from .torchrun_gate import AttemptGate
+        from .gate import AttemptGate
 
         return AttemptGate(plan.restart_on, launchers)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Sequence, Set
 
-from ..run._console import Console
-from ..run._pump import Feed, FileFollower, LineStream, Sink
-from ..run._readback import CopyFeed, end_copies
-from ..run._splice import SpliceSink
+from ...run.output.console import Console
+from ...run.output.pump import Feed, FileFollower, LineStream, Sink
+from ...run.output.readback import CopyFeed, end_copies
+from ...run.output.splice import SpliceSink
 
 __all__ = ["TorchrunLogs"]
 

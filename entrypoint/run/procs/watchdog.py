@@ -100,7 +100,7 @@ def _end_the_job(
     import signal
 
     from . import proctree
-    from ._cgroup import kill_members, members, remove, sweep_strays
+    from .cgroup import kill_members, members, remove, sweep_strays
 
     with contextlib.suppress(OSError):
         os.close(read_fd)
