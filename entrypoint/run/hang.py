@@ -22,7 +22,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional
 
-from ..contract import parse_seconds
 from ..contract.errors import LaunchError
 from .procs import proctree
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from .procs.processes import ProcessGroup
     from .workers import Workers
 
-__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_timeout", "hang_verdict",
+__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_verdict",
            "make_progress_file", "rank_pids", "rank_sinks", "startup_allowance"]
 
 PROGRESS_VAR = "MALAUNCH_PROGRESS_FILE"
@@ -41,11 +40,6 @@ PROGRESS_NAME = "progress"  # in the attempt's log folder
 #: Before the first sign of life, an attempt gets this many times the timeout, and at least this many seconds.
 STARTUP_FACTOR = 3.0
 STARTUP_MINIMUM = 60.0
-
-
-def hang_timeout(environ: Mapping[str, str]) -> float:
-    """``MALAUNCH_HANG_TIMEOUT`` in seconds (0: off). Raises :class:`~..contract.errors.ConfigError`."""
-    return parse_seconds(environ, "MALAUNCH_HANG_TIMEOUT")
 
 
 def startup_allowance(timeout: float) -> float:

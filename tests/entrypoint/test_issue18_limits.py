@@ -2,7 +2,8 @@
 
 The limits (issue 18, "Limits, checked by tests"): in ``entrypoint/`` no module over 400 lines, no class over
 200 lines, no function over 60 statements, and no method-name literal (``"torchrun"``, ``"msrun"``,
-``"ranktable"``) outside the launcher modules and the contract. The ``*_EXCEPTIONS`` tables list, as data, what
+``"ranktable"``) outside the launcher modules and the contract (its table, and the configuration that reads
+MindSpore recovery under msrun only). The ``*_EXCEPTIONS`` tables list, as data, what
 may break a limit; the redesign emptied them. A listed exception that holds its limit is refused too, so the
 lists can only shrink.
 """
@@ -21,9 +22,11 @@ MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 200
 MAX_FUNCTION_STATEMENTS = 60
 METHOD_NAMES = ("torchrun", "msrun", "ranktable")
-#: Modules that may name a method: the launchers (one module per method, and their registry) and the contract table.
+#: Modules that may name a method: the launchers (one package or module per method, and their registry) and the
+#: contract (its table, and the configuration parsed from it).
 LAUNCHER_FOLDER = "launchers/"
 CONTRACT_TABLE = "contract/variables.py"
+CONTRACT_CONFIG = "contract/config.py"
 
 #: module -> issue that must bring it to 400 lines or fewer (issue 18 emptied every table below; keep them empty).
 MODULE_EXCEPTIONS: Dict[str, int] = {}
@@ -36,7 +39,7 @@ METHOD_LITERAL_EXCEPTIONS: Dict[str, int] = {}
 
 
 def _may_name_methods(module: str) -> bool:
-    return module.startswith(LAUNCHER_FOLDER) or module == CONTRACT_TABLE
+    return module.startswith(LAUNCHER_FOLDER) or module in (CONTRACT_TABLE, CONTRACT_CONFIG)
 
 
 def _modules() -> Iterator[Tuple[str, str, ast.Module]]:
