@@ -1,7 +1,8 @@
 """Issue 18's limits on the shim's shape.
 
 The limits (issue 18, "Limits, checked by tests"): in ``entrypoint/`` no module over 400 lines, no class over
-200 lines, no function over 60 statements, and no method-name literal (``"torchrun"``, ``"msrun"``,
+200 lines, no function over 60 statements, no folder with a prefix family of three or more modules (issue 27:
+such a family is a package, as ``launchers/torchrun/``), and no method-name literal (``"torchrun"``, ``"msrun"``,
 ``"ranktable"``) outside the launcher modules and the contract (its table, and the configuration that reads
 MindSpore recovery under msrun only). The ``*_EXCEPTIONS`` tables list, as data, what
 may break a limit; the redesign emptied them. A listed exception that holds its limit is refused too, so the
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
+from layoututil import prefix_families
 
 SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
 ISSUE = 18
@@ -111,6 +113,17 @@ def test_method_names_are_named_only_by_the_launchers_and_the_contract() -> None
     )
     stale = sorted(name for name in METHOD_LITERAL_EXCEPTIONS if name not in found)
     assert stale == [], "these no longer name a method: remove them from METHOD_LITERAL_EXCEPTIONS"
+
+
+def test_no_folder_holds_a_prefix_family_of_three_modules() -> None:
+    assert prefix_families(SHIM) == [], "a family of modules wants a folder (a package), as launchers/torchrun/"
+
+
+def test_the_family_check_sees_a_family(tmp_path: Path) -> None:
+    for name in ("torchrun.py", "torchrun_gate.py", "_torchrun_logs.py", "msrun.py", "msrun_recovery.py"):
+        (tmp_path / "launchers" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "launchers" / name).write_text("")
+    assert prefix_families(tmp_path) == ["launchers: ['_torchrun_logs', 'torchrun', 'torchrun_gate'] (2)"]
 
 
 def test_the_measures_see_the_code() -> None:
