@@ -83,7 +83,7 @@ class RestartOutcome(NamedTuple):
 
 
 class _BackoffStop:
-    """The stop signal that ends a back-off at once (installed with :func:`.selfproc.stop_signal_handlers`)."""
+    """The stop signal that ends a back-off at once (installed with :func:`.procs.selfproc.stop_signal_handlers`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()

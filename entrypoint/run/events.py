@@ -1,5 +1,5 @@
 """The events a run's loop absorbs, one class each (slotted classes, not dataclasses: defining a dataclass costs
-start-up time). A worker's death seen by the watch is :class:`._watch.WorkerDeath`."""
+start-up time). A worker's death seen by the watch is :class:`.procs.watch.WorkerDeath`."""
 
 
 from __future__ import annotations

@@ -4,16 +4,16 @@ Plan (flag spellings of the ModelArts launch modes): one host: ``--standalone --
 N hosts: ``--nnodes=N --nproc_per_node=G --node_rank=I --master_addr=A --master_port=P --rdzv_id=J
 --rdzv_backend=static``. The master port is always passed. ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
 replace a preset flag of the same name. Every worker writes its own stdout/stderr files (``--redirects=3
---log_dir``), which :mod:`.torchrun_logs` follows into ``rank-N.log``.
+--log_dir``), which :mod:`.logs` follows into ``rank-N.log``.
 
-Run: the workers are watched (their attempt from :data:`~.torchrun_stub.LAUNCHER_COUNT`, else torchrun's
+Run: the workers are watched (their attempt from :data:`~.stub.LAUNCHER_COUNT`, else torchrun's
 ``TORCHELASTIC_RESTART_COUNT``); torchrun's agent line ``failed (exitcode:`` starts its teardown chatter; its
-failure summary (:mod:`.torchrun_summary`) and the workers' error files (:mod:`.torchrun_errors`) are facts.
+failure summary (:mod:`.summary`) and the workers' error files (:mod:`.errors`) are facts.
 
 Attempts: the shim's loop makes every attempt, each a torchrun of its own with ``--max_restarts=0`` whose workers
-start through the stub (:mod:`.torchrun_stub`) with the real counters. Only a ``--max_restarts`` the user put in
+start through the stub (:mod:`.stub`) with the real counters. Only a ``--max_restarts`` the user put in
 ``MA_EXTRA_TORCHRUN_PARAMS`` lets torchrun restart by itself: then the loop runs it once and the gate
-(:mod:`.torchrun_gate`) applies ``restart_on`` to every torchrun attempt.
+(:mod:`.gate`) applies ``restart_on`` to every torchrun attempt.
 """
 
 from __future__ import annotations

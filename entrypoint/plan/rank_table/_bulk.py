@@ -1,4 +1,4 @@
-"""Bulk validation of well-formed rank tables: the fast paths of :mod:`._rank_table_parse`.
+"""Bulk validation of well-formed rank tables: the fast paths of :mod:`._parse`.
 
 A 32,768-rank table is checked here in a few C-level passes over whole columns (``map``, ``join``, set and list
 comparisons) instead of a Python loop per device. Each function returns None (or False) as soon as the input is

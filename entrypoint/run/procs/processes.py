@@ -2,7 +2,7 @@
 
 Every process starts in a session of its own, with ``{**base_env, **defaults, **spec.env}`` (``spec.env_defaults``
 only where the environment lacks them) and the job's token; a waiter thread per process posts its
-:class:`~.events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
+:class:`~..events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
 """
 
 

@@ -13,7 +13,7 @@ Processes that were the shim's children before the run (and their descendants) a
 part of it. Every signal goes through :func:`.proctree.signal_proven` (pid plus start time, via a pidfd).
 
 :class:`JobTree` finds the processes; :func:`start_watchdog` starts the separate watchdog program
-(:mod:`._watchdog`), which ends them if the shim is SIGKILLed.
+(:mod:`.watchdog`), which ends them if the shim is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Watchdog:
 #: How the watchdog program starts (``python -I -S -c _BOOT PACKAGE_DIR FD TOKEN GRACE``): a bare interpreter
 #: (``-S``: no ``site``, so no ``.pth`` hooks such as an editable install's finder; ``-I``: no user site, no
 #: ``PYTHON*`` variables) that mounts this package's folder as ``malaunch.entrypoint`` without running its
-#: ``__init__`` and imports only :mod:`._watchdog` and what it needs (standard library only). It is ready in a
+#: ``__init__`` and imports only :mod:`.watchdog` and what it needs (standard library only). It is ready in a
 #: fraction of a ``python -m`` start, and it starts while the ranks start, on the same CPUs.
 _BOOT = (
     "import sys\n"
