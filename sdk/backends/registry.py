@@ -11,7 +11,8 @@ What the loader, the CLI and sweeps need to know about a backend without loading
   section the backend reads (named as the backend, a ``JobSpec`` field), its dataclass (defined and checked
   there), its keys, what it must be, and how its mapping becomes that dataclass's fields; the loader and the spec
   read every section through :func:`option_sections` (and :func:`options_hook`, :func:`new_section`);
-- ``owns_id(job_id)``: whether an id has the backend's own format (:func:`backend_for_id`);
+- ``owns_id(job_id)``, in ``<backend>/ids.py`` (apart, so that finding a job's backend loads no section):
+  whether an id has the backend's own format (:func:`backend_for_id`);
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
   ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
 
@@ -71,19 +72,19 @@ def _module_exists(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-_FACTS: Dict[str, Optional[ModuleType]] = {}
+_FACTS: Dict[Tuple[str, str], Optional[ModuleType]] = {}
 
 
-def _facts(name: str) -> Optional[ModuleType]:
-    """``<backend module>.options``, or None when the backend has none (or is not installed); looked up once."""
-    if name not in _FACTS:
-        module = f"{BACKEND_MODULES[name]}.options"
+def _facts(name: str, kind: str = "options") -> Optional[ModuleType]:
+    """``<backend module>.<kind>``, or None when the backend has none (or is not installed); looked up once."""
+    if (name, kind) not in _FACTS:
+        module = f"{BACKEND_MODULES[name]}.{kind}"
         try:
             found = importlib.util.find_spec(module)
         except ModuleNotFoundError:
             found = None
-        _FACTS[name] = importlib.import_module(module) if found is not None else None
-    return _FACTS[name]
+        _FACTS[name, kind] = importlib.import_module(module) if found is not None else None
+    return _FACTS[name, kind]
 
 
 def options_hook(section: str) -> Optional[OptionsHook]:
@@ -140,10 +141,10 @@ def runs_here(name: str) -> bool:
 
 
 def backend_for_id(job_id: str) -> Optional[str]:
-    """The one backend whose id format ``job_id`` has (its ``options.owns_id``), or None."""
+    """The one backend whose id format ``job_id`` has (its ``ids.owns_id``), or None."""
     owners = []
     for name in BACKEND_MODULES:
-        owns = getattr(_facts(name), "owns_id", None)
+        owns = getattr(_facts(name, "ids"), "owns_id", None)
         if callable(owns) and owns(job_id):
             owners.append(name)
     return owners[0] if len(owners) == 1 else None

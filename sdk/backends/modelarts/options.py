@@ -1,9 +1,5 @@
-"""What the spec, the CLI and the loader ask the ModelArts backend without loading it: its id format, its
-``modelarts:`` section (:class:`ModelArtsOptions`, checked when made; its keys; how it is read).
-
-A ModelArts job's id in malaunch is its name, the id the plan shows (``<name>-<YYYYmmdd-HHMMSS>-<token>``);
-every verb also takes the platform's own id, a UUID. :func:`owns_id` recognises the UUID, so an id copied from
-the ModelArts console finds the backend without ``--backend``.
+"""What the spec and the loader ask the ModelArts backend without loading it: its ``modelarts:`` section
+(:class:`ModelArtsOptions`, checked when made; its keys; how it is read). Its id format is in :mod:`.ids`.
 """
 
 from __future__ import annotations
@@ -21,10 +17,8 @@ __all__ = [
     "MODELARTS_JOB_RETRY_BOUNDS",
     "OPTIONAL",
     "OPTIONS",
-    "PLATFORM_ID",
     "SHAPE",
     "ModelArtsOptions",
-    "owns_id",
     "prepare_options",
 ]
 
@@ -87,14 +81,6 @@ KEYS: Tuple[str, ...] = ("obs_dir", "engine_name", "engine_version", "ssh", "job
 OPTIONAL = True
 #: What the section must be (the error when ``JobSpec.modelarts`` is given something else).
 SHAPE = "a mapping with obs_dir, engine_name, engine_version"
-
-#: The platform's own job ids (``metadata.id``) are UUIDs.
-PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
-
-
-def owns_id(job_id: str) -> bool:
-    """Whether ``job_id`` is a ModelArts platform id (a UUID)."""
-    return PLATFORM_ID.match(job_id) is not None
 
 
 def prepare_options(

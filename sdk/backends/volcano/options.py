@@ -1,4 +1,4 @@
-"""What the spec, the loader and the CLI ask the Volcano backend: its ``volcano:`` section, and its id format.
+"""What the spec and the loader ask the Volcano backend: its ``volcano:`` section (its id format: :mod:`.ids`).
 
 Kept apart from :mod:`.backend` so that asking costs no client import.
 
@@ -6,9 +6,7 @@ Kept apart from :mod:`.backend` so that asking costs no client import.
 - :data:`OPTIONS`, :data:`KEYS`, :data:`OPTIONAL` and :data:`SHAPE` declare the section to the spec and the
   loader (through the registry);
 - :func:`prepare_options` turns the job file's ``volcano:`` mapping into ``VolcanoOptions`` keyword arguments
-  (``null`` means the default, exit codes as a tuple, a template path relative to the job file);
-- :func:`owns_id` says whether a job id has this backend's format, ``<namespace>/<name>`` (no other backend's
-  ids have a ``/``), so ``ma-submit status ml/train-...`` finds the cluster without ``--backend``.
+  (``null`` means the default, exit codes as a tuple, a template path relative to the job file).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from ...errors import SpecError
 from ...spec.checks import check_int, check_pattern, check_text, fail, one_of
 
 __all__ = [
-    "ID_FORMAT",
     "KEYS",
     "OPTIONAL",
     "OPTIONS",
@@ -30,7 +27,6 @@ __all__ = [
     "SHAPE",
     "VOLCANO_POD_ACTIONS",
     "VolcanoOptions",
-    "owns_id",
     "prepare_options",
 ]
 
@@ -103,8 +99,6 @@ KEYS: Tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Volcano
 OPTIONAL = False
 #: What the section must be (the error when ``JobSpec.volcano`` is given something else).
 SHAPE = "a mapping of Volcano options"
-#: ``<namespace>/<name>``: a Kubernetes namespace, then a Volcano Job name.
-ID_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _DEFAULT_WHEN_NULL = (
     "queue",
     "code_path",
@@ -113,11 +107,6 @@ _DEFAULT_WHEN_NULL = (
     "on_pod_eviction",
     "not_retryable_exit_codes",
 )
-
-
-def owns_id(job_id: str) -> bool:
-    """Whether ``job_id`` has the Volcano backend's format (``<namespace>/<name>``)."""
-    return ID_FORMAT.match(job_id) is not None
 
 
 def prepare_options(
