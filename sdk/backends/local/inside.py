@@ -19,7 +19,6 @@ Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -28,11 +27,11 @@ from malaunch.entrypoint.public import Name, attempt_file, descendants, read_att
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
-from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
-from .plan import LocalRequest, host_environment, with_secret
 from .state import read_state, report_detail
-from .terminal import run_on_terminal
+
+# ``pending_reason`` is asked by every status; running a command in a host (``local_exec``) and reading the plan of
+# a pending job import the rest when they run.
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
 
@@ -93,6 +92,8 @@ def _port_waited(status: JobStatus, paths: JobPaths) -> Optional[str]:
     master = next((h for h in status.hosts if h.index == 0), None)
     if master is None or master.state is not HostState.RUNNING or master.pid is None:
         return None
+    from .plan import LocalRequest
+
     try:
         request = LocalRequest.from_json((read_json(paths.plan_file) or {})["request"])
         env = request.hosts[0].env
@@ -282,6 +283,12 @@ def local_exec(
 ) -> ExecResult:
     """Run ``command`` as a child inside host ``host`` (see the module docstring); waits for its end. With
     ``tty`` it gets a terminal of its own (:mod:`.terminal`); ``stdin`` None then forwards this one's input."""
+    import subprocess
+
+    from .hostnet import network_from_json
+    from .plan import LocalRequest, host_environment, with_secret
+    from .terminal import run_on_terminal
+
     _running(status, "exec")
     if not command:
         raise ConfigError("exec needs a command", list(command), "give it after '--': ma-submit exec ID -- hostname")
