@@ -77,10 +77,10 @@ from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..plan import SubmitPlan
 from ..status import JobState, JobStatus
-from .inside import ExecResult, JobEvent, UsageReport, follow_events
 
-if TYPE_CHECKING:
-    from ..spec.model import JobSpec  # only in annotations: reading a job needs no spec
+if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
+    from ..spec.model import JobSpec
+    from .inside import ExecResult, JobEvent, UsageReport
 
 __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
 
@@ -330,6 +330,8 @@ class JobHandle:
             if watch.gave_up(status):
                 raise JobStateUnknown(self.id, status.message)
             return status.is_terminal
+
+        from .inside import follow_events
 
         return follow_events(lambda: self.backend.events(self.id), ended, poll=poll)
 

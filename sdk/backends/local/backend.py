@@ -33,11 +33,9 @@ from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...plan import SubmitPlan, new_job_secret
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
-from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
-from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
     JobPaths,
     is_job_process,
@@ -47,6 +45,7 @@ from .jobdir import (
     read_json,
     signal_job_process,
 )
+from .pending import pending_reason
 from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
 
 if TYPE_CHECKING:
@@ -54,10 +53,11 @@ if TYPE_CHECKING:
 
     from ...spec.model import JobSpec
     from ..codefiles import CodeFile
+    from ..inside import ExecResult, JobEvent, UsageReport
     from .plan import LocalRequest
 
-# Planning, the code snapshot and starting the runner (submit) import what they need when they run: the verbs that
-# read a job (status, list, logs, stop) are started often and should not pay for them.
+# Planning, the code snapshot and starting the runner (submit), and looking inside a job (events, usage, exec) import
+# what they need when they run: the verbs that read a job (status, list, logs, stop) are started often.
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
@@ -392,9 +392,13 @@ class LocalBackend(Backend):
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
     def events(self, job_id: str) -> List[JobEvent]:
+        from .inside import local_events
+
         return local_events(self._paths(job_id))
 
     def usage(self, job_id: str) -> UsageReport:
+        from .inside import local_usage
+
         return local_usage(self.status(job_id))
 
     def exec(
@@ -402,6 +406,8 @@ class LocalBackend(Backend):
         stdin: Optional[bytes] = None,
     ) -> ExecResult:  # fmt: skip
         """In the host's namespace, folder and variables; ``tty``: on a terminal of its own (a pseudo-terminal)."""
+        from .inside import local_exec
+
         paths = self._paths(job_id)
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
                           python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip
