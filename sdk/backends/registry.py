@@ -25,6 +25,7 @@ default; then the backend turns a unique prefix into the whole id (:meth:`Backen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import os
@@ -109,8 +110,10 @@ class Section:
     shape: str
 
 
+@functools.cache
 def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
-    """Every backend's own job-file section, those named in ``order`` first, in that order."""
+    """Every backend's own job-file section, those named in ``order`` first, in that order (asked for every
+    ``JobSpec`` made, so each answer is kept)."""
     found = []
     for name in BACKEND_MODULES:
         facts = _facts(name)
