@@ -1,8 +1,9 @@
 """This tree's shim against an earlier commit's, side by side in one run (``bench/run.py --baseline REF``).
 
-Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``), the
-same interpreter, the same bytecode state: the only difference is the shim's code. The earlier commit is checked
-out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with ``git worktree remove``).
+Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``, and
+``sdk`` -> its ``sdk/``), the same interpreter, the same bytecode state: the only difference is the code. The
+earlier commit is checked out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with
+``git worktree remove``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def _git(*args: str) -> str:
 
 def _farm(name: str, tree: Path) -> Path:
     farm = BENCH_DIR / "results" / f"farm-{name}"
-    link = farm / "malaunch" / "entrypoint"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(tree / "entrypoint")
-    compileall.compile_dir(str(tree / "entrypoint"), quiet=1)
+    for package in ("entrypoint", "sdk"):  # the shim (start-up) and the SDK (the verbs of ma-submit)
+        link = farm / "malaunch" / package
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(tree / package)
+        compileall.compile_dir(str(tree / package), quiet=1)
     return farm
 
 

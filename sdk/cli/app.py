@@ -19,23 +19,22 @@ module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
+from malaunch.entrypoint.public import VARIABLES
 
-from ..backends import BACKEND_NAMES, JobHandle, runs_here
+from ..backends import BACKEND_NAMES, runs_here
 from ..errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
-from ..follow import follow_job
-from ..job import Job
-from ..spec.model import RUN_METHODS
 from ..status import exit_code_of
 from .inside import INSIDE_COMMANDS
 from .jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
 from .sweep import sweep_group
 
+if TYPE_CHECKING:
+    from ..backends import JobHandle
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
@@ -59,6 +58,8 @@ def json_output_requested(args: Sequence[str]) -> bool:
 def _did_you_mean(word: str) -> Optional[str]:
     if word.startswith("-") or os.path.exists(word) or word.endswith(_JOB_FILE_SUFFIXES) or os.sep in word:
         return None
+    import difflib  # only for a first word that is no verb
+
     close = difflib.get_close_matches(word.lower(), VERBS, n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -134,6 +135,8 @@ def cli() -> None:
 
 
 def _follow(handle: JobHandle, output: str) -> int:
+    from ..follow import follow_job  # only a followed job needs it (the verbs' imports stay lean)
+
     json_mode = output == "json"
     try:
         for event in follow_job(handle):
@@ -175,7 +178,7 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @cli.command("submit")
 @click.option(
     "--run-method",
-    type=click.Choice(RUN_METHODS, case_sensitive=False),
+    type=click.Choice(VARIABLES["MA_RUN_METHOD"].choices, case_sensitive=False),  # the spec's RUN_METHODS
     help="Override run_method (MA_RUN_METHOD), in any case.",
 )
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
@@ -205,6 +208,8 @@ def submit_cmd(
 
     Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
     """
+    from ..job import Job  # the job API, its YAML loader and sweeps' checks: only for the verb that submits
+
     env = _parse_env(env_pairs)
     given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
     given["resources.devices_per_host"] = devices_per_host

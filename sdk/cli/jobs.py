@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
-from ..backends import BACKEND_NAMES, DEFAULT_BACKEND, Backend, backend_for, get_backend
-from ..follow import describe_end
-from ..logview import LogQuery, view_logs
+from ..backends import BACKEND_NAMES, DEFAULT_BACKEND, backend_for, get_backend
 from ..status import JobState, JobStatus, exit_code_of
+
+if TYPE_CHECKING:
+    from ..backends import Backend
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -177,6 +178,8 @@ def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
 def logs_cmd(backend: Optional[str], follow: bool, tail: Optional[int], hosts: Tuple[int, ...], ranks: Tuple[int, ...],
              job_id: str) -> int:  # fmt: skip
     """Print the output of JOB_ID merged by time, each line prefixed with its host."""
+    from ..logview import LogQuery, view_logs
+
     impl, ident = resolved(backend, job_id)
     query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
     try:
@@ -204,6 +207,8 @@ def stop_cmd(backend: Optional[str], job_id: str) -> int:
 @click.argument("job_id")
 def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
     """Wait for JOB_ID to end and exit with its exit code."""
+    from ..follow import describe_end
+
     impl, ident = resolved(backend, job_id)
     try:
         status = impl.handle(ident).wait(timeout=timeout)
