@@ -34,6 +34,7 @@ from ..errors import BackendError, BackendNotAvailable, ConfigError
 from .job_index import JobIndex
 
 if TYPE_CHECKING:
+    from ..profiles.keys import ProfileKey
     from .base import Backend
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "open_backend",
     "option_sections",
     "options_hook",
+    "profile_keys",
     "runs_here",
 ]
 
@@ -114,6 +116,11 @@ def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
 def runs_here(name: str) -> bool:
     """Whether backend ``name`` runs its jobs on this machine, under the SDK's home (its ``RUNS_ON_THIS_MACHINE``)."""
     return name in BACKEND_MODULES and bool(getattr(_facts(name), "RUNS_ON_THIS_MACHINE", False))
+
+
+def profile_keys(name: str) -> Tuple[ProfileKey, ...]:
+    """The profile keys backend ``name`` declares (its ``PROFILE_KEYS``; written ``<name>.<key>``), or ()."""
+    return tuple(getattr(_facts(name), "PROFILE_KEYS", ()) if name in BACKEND_MODULES else ())
 
 
 def backend_for_id(job_id: str) -> Optional[str]:
