@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -219,7 +222,9 @@ def test_the_old_modelarts_ini_keeps_working_and_a_profile_with_keys_wins(
         f"[default]\nak = AKOLDFILE\nsk = {SK}old\nproject_id = {old_project}\nregion = cn-north-4\n"
     )
     os.chmod(env["MALAUNCH_MODELARTS_PROFILE"], 0o600)
-    job = JOB + "backend: modelarts\nimage: img:1\nresources: {flavor: f1}\nmodelarts: {obs_dir: 'obs://old-bucket/x'}\n"
+    job = (
+        JOB + "backend: modelarts\nimage: img:1\nresources: {flavor: f1}\nmodelarts: {obs_dir: 'obs://old-bucket/x'}\n"
+    )
     (work / "job.yaml").write_text(job)
     done = ma_submit(["job.yaml", "--dry-run", "--output", "json"], env, cwd=str(work))
     assert done.returncode == 0, done.stderr
@@ -257,3 +262,58 @@ def test_configure_refuses_bad_values_and_nothing_given_off_a_terminal(env: Dict
     assert configure(env, "--profile", "a", "--unset", "image", "--queue", "q").returncode == 0
     shown = ma_submit(["configure", "show", "--profile", "a", "--output", "json"], env)
     assert json.loads(shown.stdout)["values"] == {"volcano.queue": "q"}
+
+
+def _until(fd: int, text: str, seen: List[str], transcript: List[str], timeout: float = 60.0) -> None:
+    """Read the terminal ``fd`` into ``seen`` (and ``transcript``) until ``text`` was shown."""
+    deadline = time.monotonic() + timeout
+    while text not in "".join(seen):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} on the terminal; it showed: {''.join(seen)!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+            assert chunk, f"the terminal closed before {text!r}; it showed: {''.join(seen)!r}"
+            seen.append(chunk.decode(errors="replace"))
+            transcript.append(seen[-1])
+
+
+def test_on_a_terminal_configure_asks_for_each_value_and_hides_the_secret(env: Dict[str, str]) -> None:
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: ma-submit on the terminal
+        os.execve(os.path.join(VENV_BIN, "ma-submit"), ["ma-submit", "configure", "--profile", "tty"], env)
+    seen: List[str] = []
+    transcript: List[str] = []  # everything the terminal showed, the typed answers' echo included
+    try:
+        answers = [
+            ("backend", "modelarts"),
+            ("image (", "img:9"),
+            ("keep_for (", ""),
+            ("modelarts.region (", "cn-north-4"),
+            ("modelarts.project_id (", PROJECT),
+            ("modelarts.ak (", AK),
+            ("modelarts.sk (", SK),
+            *((f"modelarts.{key} (", "") for key in ("security_token", "endpoint", "obs_endpoint")),
+            ("modelarts.obs_dir (", "obs://tty-bucket/x"),
+            ("modelarts.flavor (", ""),
+            ("modelarts.pool (", ""),
+        ]
+        for prompt, answer in answers:
+            _until(fd, prompt, seen, transcript)
+            seen.append("\n")  # later prompts are looked for after this point
+            del seen[:-1]
+            os.write(fd, answer.encode() + b"\r")
+        _until(fd, "profile tty written to", seen, transcript)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "cn-north-4" in "".join(transcript) and SK not in "".join(transcript)  # typed hidden, never shown
+    values = json.loads(ma_submit(["configure", "show", "--profile", "tty", "--output", "json"], env).stdout)["values"]
+    assert values == {"backend": "modelarts", "image": "img:9", "modelarts.region": "cn-north-4",
+                      "modelarts.project_id": PROJECT, "modelarts.ak": "(set, hidden)", "modelarts.sk": "(set, hidden)",
+                      "modelarts.obs_dir": "obs://tty-bucket/x"}  # fmt: skip
+    assert f"modelarts.sk = {SK}" in profiles_file(env).read_text()
