@@ -16,12 +16,13 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import pytest
 import yaml
+from fake_modelarts import FakeModelArts
 from kubefake import FakeKube
-from modelarts_env import AK, PROJECT, SK
+from modelarts_env import AK, BUCKET, PROJECT, SK
 from sdkutil import CLI_TIMEOUT, VENV_BIN, ma_submit
 
 pytestmark = pytest.mark.process
@@ -317,3 +318,45 @@ def test_on_a_terminal_configure_asks_for_each_value_and_hides_the_secret(env: D
                       "modelarts.project_id": PROJECT, "modelarts.ak": "(set, hidden)", "modelarts.sk": "(set, hidden)",
                       "modelarts.obs_dir": "obs://tty-bucket/x"}  # fmt: skip
     assert f"modelarts.sk = {SK}" in profiles_file(env).read_text()
+
+
+def test_real_submits_take_the_cluster_and_the_credentials_from_the_profile(
+    env: Dict[str, str], work: Path, kube: FakeKube, fake_ma: FakeModelArts, s3: Any, moto_s3: str, tmp_path: Path
+) -> None:
+    env = {**env, "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    (work / "job.yaml").write_text(JOB + "run_method: torchrun\nenv: {MALAUNCH_TEST_SCENARIO: succeed}\n")
+    kubeconfig = two_context_kubeconfig(kube, tmp_path / "kubeconfig")
+    done = configure(env, "--profile", "k8s", "--backend", "volcano", "--kubeconfig", str(kubeconfig),
+                     "--context", "team", "--image", "reg.example/malaunch:0.1.0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = configure(
+        env, "--profile", "ma", "--backend", "modelarts", "--region", "cn-north-4", "--project-id", PROJECT,
+        "--ak", AK, "--sk-stdin", "--obs-dir", f"obs://{BUCKET}/jobs/", "--image", IMAGE,
+        "--flavor", "modelarts.vm.cpu.8u", "--endpoint", fake_ma.url, "--obs-endpoint", moto_s3, stdin=SK + "\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outputs: List[str] = []
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        result = ma_submit(list(args), env, cwd=str(work))
+        outputs.extend([result.stdout, result.stderr])
+        assert result.returncode == 0, (args, result.stderr)
+        return result
+
+    job_id = run("--profile", "k8s", "--detach", "job.yaml").stdout.strip()
+    assert job_id.startswith("team-ns/demo-")  # the profile's context (and its namespace)
+    run("wait", job_id, "--profile", "k8s")
+    listed = json.loads(run("list", "--profile", "k8s", "--output", "json").stdout)  # the profile's backend
+    assert job_id in {item["id"] for item in listed}
+    name = job_id.split("/", 1)[1]
+    assert f"id:        {job_id}" in run("status", "--backend", "volcano", name, "--profile", "k8s").stdout
+
+    followed = run("--profile", "ma", "job.yaml")  # uploads, creates, follows: signed with the profile's keys
+    assert "SUCCEEDED" in followed.stderr
+    (platform_id,) = fake_ma.jobs
+    body = fake_ma.jobs[platform_id].body
+    assert body["spec"]["resource"]["flavor_id"] == "modelarts.vm.cpu.8u"
+    assert fake_ma.signature_failures == [] and fake_ma.body_errors == []
+    listed = json.loads(run("list", "--output", "json", "--profile", "ma").stdout)
+    assert {item["id"] for item in listed} == {body["metadata"]["name"]}
+    assert not any(SK in text for text in outputs)
