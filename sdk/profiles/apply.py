@@ -172,7 +172,7 @@ def load_job(
     if not isinstance(chosen, str) or chosen not in BACKEND_NAMES:
         return load_job_file(path), []  # the loader names the bad backend
     rows = _origins(data, profile, chosen, backend, environ)
-    if backend is None and "backend" not in data and profile.get("backend"):
+    if backend is None and not data.get("backend"):  # none, or null: the profile's (or the default)
         data["backend"] = chosen
     try:
         spec = spec_from_mapping(data, base_dir)
