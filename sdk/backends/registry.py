@@ -165,11 +165,19 @@ def get_backend(name: str, **options: Any) -> Backend:
     return backend
 
 
-def open_backend(name: str, home: Optional[str] = None) -> Backend:
-    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here."""
-    if home and runs_here(name):
-        return get_backend(name, home=home)
-    return get_backend(name)
+def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] = None) -> Backend:
+    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here. A backend
+    that takes settings from a profile (its ``PROFILE_KEYS``) is configured by the profile ``profile``, else the
+    one in use (``$MALAUNCH_PROFILE``, else ``default``; :mod:`malaunch.sdk.profiles`)."""
+    options: Dict[str, Any] = {"home": home} if home and runs_here(name) else {}
+    if profile_keys(name):
+        from ..profiles.apply import backend_arguments, profile_environ, selected  # read only when it matters
+
+        chosen = selected(os.environ, profile)
+        if chosen is not None:
+            options.update(backend_arguments(name, chosen, os.environ))
+            options["environ"] = profile_environ(os.environ, chosen.name)
+    return get_backend(name, **options)
 
 
 def job_owner(

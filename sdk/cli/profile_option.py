@@ -3,24 +3,27 @@
 The option only remembers the name in the click context (verbs keep their signatures); :func:`open_for` makes a
 backend as ``ma-submit`` makes it, with the profile's connection settings (a Volcano context, the ModelArts
 credentials through ``$MALAUNCH_PROFILE``), and :func:`job_for` reads a job file with the profile's values filled
-in. The profile in use is the one named, else ``$MALAUNCH_PROFILE``, else ``default`` when it exists
-(:mod:`malaunch.sdk.profiles`); nothing about profiles is imported until a verb needs it.
+in (:func:`sweep_for`: a sweep's). The profile in use is the one named, else ``$MALAUNCH_PROFILE``, else
+``default`` when it exists (:mod:`malaunch.sdk.profiles`); nothing about profiles is imported until a verb needs
+it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
 
 import click
 
-from ..backends.registry import DEFAULT_BACKEND, get_backend, open_backend, profile_keys
+from ..backends.registry import DEFAULT_BACKEND, open_backend
+from ..errors import SpecError
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..job import Job
+    from ..sweep.api import Sweep
 
-__all__ = ["chosen_profile", "job_for", "open_for", "profile_backend", "profile_option"]
+__all__ = ["chosen_profile", "job_for", "open_for", "profile_backend", "profile_option", "sweep_for"]
 
 _META = "malaunch.profile"
 
@@ -51,20 +54,15 @@ def chosen_profile() -> Optional[str]:
 
 
 def open_for(name: str) -> Backend:
-    """Backend ``name`` as ``ma-submit`` makes it, configured by the profile in use (a bad or refused profile
-    is a ConfigError even for a backend that takes nothing from it)."""
-    from ..profiles.apply import backend_arguments, profile_environ, selected
-
+    """Backend ``name`` as ``ma-submit`` makes it (:func:`~malaunch.sdk.backends.open_backend`), configured by the
+    profile in use; a profile named but missing or refused is a ConfigError even for a backend that takes
+    nothing from it."""
     given = chosen_profile()
-    if not profile_keys(name):  # nothing to take from a profile; still check a profile that was named
-        if given is not None:
-            selected(os.environ, given)
-        return open_backend(name)
-    profile = selected(os.environ, given)
-    if profile is None:
-        return open_backend(name)
-    arguments = backend_arguments(name, profile, os.environ)
-    return get_backend(name, environ=profile_environ(os.environ, profile.name), **arguments)
+    if given is not None:
+        from ..profiles.apply import selected
+
+        selected(os.environ, given)
+    return open_backend(name, profile=given)
 
 
 def profile_backend() -> str:
@@ -87,3 +85,20 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
         return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
     spec, rows = load_job(job_file, profile, backend, os.environ)
     return Job(spec).with_options(run_method=run_method, backend=backend), render_origins(profile, rows)
+
+
+def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optional[str]]:
+    """As :func:`job_for`, for a sweep's job file (its ``sweep:`` section is the sweep's own, never filled)."""
+    from ..profiles.apply import blame_profile, fill_job_data, render_origins, selected
+    from ..spec.loader import read_job_data
+    from ..sweep.api import Sweep
+
+    profile = selected(os.environ, chosen_profile())
+    raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
+    if profile is None or not isinstance(raw, dict):
+        return Sweep.from_yaml(job_file, **overrides), None
+    data, rows = fill_job_data(raw, profile, None, os.environ)
+    try:
+        return Sweep.from_data(data, base_dir, **overrides), render_origins(profile, rows)
+    except SpecError as error:
+        raise (blame_profile(error, profile, rows) or error.with_source(job_file)) from None

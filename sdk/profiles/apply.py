@@ -8,8 +8,9 @@ the job goes to (``modelarts.obs_dir`` for a ModelArts job, never for a Volcano 
 - :func:`all_keys`: every key a profile may hold, shared and per backend (each backend declares its own);
 - :func:`selected`: the profile in use, read and checked;
 - :func:`check_keys`: a profile's keys are known (a typo is an error naming the profile and the key);
-- :func:`load_job`: a job file read with a profile's values filled in, and the rows that say where each value
-  came from (:func:`render_origins`: the compact block of ``ma-submit --dry-run``, secrets hidden);
+- :func:`load_job` (:func:`fill_job_data`, :func:`blame_profile`): a job file read with a profile's values
+  filled in, and the rows that say where each value came from (:func:`render_origins`: the compact block of
+  ``ma-submit --dry-run``, secrets hidden);
 - :func:`backend_arguments` / :func:`profile_environ`: how a backend is made for a profile.
 """
 
@@ -32,7 +33,9 @@ __all__ = [
     "Origin",
     "all_keys",
     "backend_arguments",
+    "blame_profile",
     "check_keys",
+    "fill_job_data",
     "keys_of",
     "load_job",
     "profile_environ",
@@ -46,11 +49,13 @@ HIDDEN = "(set, hidden)"
 
 @dataclass(frozen=True)
 class Origin:
-    """Where one value came from: ``key`` (as in the profile file), the value as it may be shown, ``source``."""
+    """Where one value came from: ``key`` (as in the profile file), the value as it may be shown, ``source``;
+    ``field``: the job-file field it is (None for how the backend connects)."""
 
     key: str
     shown: str
     source: str
+    field: Optional[str] = None
 
 
 def keys_of(backend: Optional[str]) -> Dict[str, ProfileKey]:
@@ -134,18 +139,18 @@ def _origins(
         value = profile.get(name)
         if name == "backend":
             source = "command line" if command_line else ("job file" if data.get("backend") else None)
-            rows.append(Origin(name, backend, source or (label if value else "default")))
+            rows.append(Origin(name, backend, source or (label if value else "default"), "backend"))
         elif key.fills is not None:  # a job-file field: the job file, else the profile, else the default
             given, current = _lookup(data, key.fills)
             if given:
-                rows.append(Origin(name, _shown(key, str(current)), "job file"))
+                rows.append(Origin(name, _shown(key, str(current)), "job file", key.fills))
             elif value is not None and _fills(key):
                 _put(data, key.fills, value)
-                rows.append(Origin(name, _shown(key, value), label))
+                rows.append(Origin(name, _shown(key, value), label, key.fills))
             elif value is not None:
                 rows.append(Origin(name, value, f"{label}, not used: this version's job file has no {key.fills}"))
             else:
-                rows.append(Origin(name, "-", f"default ({key.default})"))
+                rows.append(Origin(name, "-", f"default ({key.default})", key.fills))
         elif key.env and environ.get(key.env):  # how the backend connects: the environment, else the profile
             rows.append(Origin(name, _shown(key, environ[key.env]), f"environment ({key.env})"))
         elif value is not None:
@@ -155,11 +160,39 @@ def _origins(
     return rows
 
 
+def fill_job_data(
+    raw: Mapping[str, Any], profile: Profile, backend: Optional[str], environ: Mapping[str, str]
+) -> Tuple[Dict[str, Any], List[Origin]]:
+    """A copy of job-file data with ``profile``'s values where it has none, and where each value came from;
+    ``backend``: the command line's ``--backend`` (it wins). Data whose ``backend`` is no backend is copied as is
+    (the loader names the mistake)."""
+    data: Dict[str, Any] = copy.deepcopy(dict(raw))
+    chosen = backend or data.get("backend") or profile.get("backend") or DEFAULT_BACKEND
+    if not isinstance(chosen, str) or chosen not in BACKEND_NAMES:
+        return data, []
+    rows = _origins(data, profile, chosen, backend, environ)
+    if backend is None and not data.get("backend"):  # none, or null: the profile's (or the default)
+        data["backend"] = chosen
+    return data, rows
+
+
+def blame_profile(error: SpecError, profile: Profile, rows: List[Origin]) -> Optional[SpecError]:
+    """``error`` told as the profile's when its field got its value from ``profile`` (else None)."""
+    label = f"profile {profile.name}"
+    for row in rows:
+        if row.field == error.field and row.source == label:
+            return SpecError(
+                f"{label}: {row.key}", error.problem, error.value,
+                f"run 'ma-submit configure --profile {profile.name} --set {row.key}=...'",
+            )  # fmt: skip
+    return None
+
+
 def load_job(
     path: str, profile: Profile, backend: Optional[str], environ: Mapping[str, str]
 ) -> Tuple[JobSpec, List[Origin]]:
-    """The job file at ``path`` with ``profile``'s values filled in where it has none; ``backend``: the
-    command line's ``--backend`` (it wins). Returns the spec and where each value came from.
+    """The job file at ``path`` with ``profile``'s values filled in (:func:`fill_job_data`), and where each
+    value came from.
 
     Raises:
         SpecError: the job file is invalid, or a value the profile gave is (the error names the profile's key).
@@ -167,25 +200,12 @@ def load_job(
     raw, base_dir = read_job_data(path)
     if not isinstance(raw, dict):
         return load_job_file(path), []  # the loader's own error for a job file that is no mapping
-    data: Dict[str, Any] = copy.deepcopy(raw)
-    chosen = backend or data.get("backend") or profile.get("backend") or DEFAULT_BACKEND
-    if not isinstance(chosen, str) or chosen not in BACKEND_NAMES:
-        return load_job_file(path), []  # the loader names the bad backend
-    rows = _origins(data, profile, chosen, backend, environ)
-    if backend is None and not data.get("backend"):  # none, or null: the profile's (or the default)
-        data["backend"] = chosen
+    data, rows = fill_job_data(raw, profile, backend, environ)
     try:
         spec = spec_from_mapping(data, base_dir)
         check_trial_variables(spec.env)
     except SpecError as error:
-        filled = {key.fills: name for name, key in keys_of(chosen).items() if key.fills}
-        name = filled.get(error.field)
-        if name is not None and any(row.key == name and row.source == f"profile {profile.name}" for row in rows):
-            raise SpecError(
-                f"profile {profile.name}: {name}", error.problem, error.value,
-                f"run 'ma-submit configure --profile {profile.name} --set {name}=...'",
-            ) from None  # fmt: skip
-        raise error.with_source(path) from None
+        raise (blame_profile(error, profile, rows) or error.with_source(path)) from None
     return spec, rows
 
 

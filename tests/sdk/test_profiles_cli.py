@@ -360,3 +360,30 @@ def test_real_submits_take_the_cluster_and_the_credentials_from_the_profile(
     listed = json.loads(run("list", "--output", "json", "--profile", "ma").stdout)
     assert {item["id"] for item in listed} == {body["metadata"]["name"]}
     assert not any(SK in text for text in outputs)
+
+
+def test_a_sweep_takes_its_trials_defaults_and_its_drivers_cluster_from_the_profile(
+    env: Dict[str, str], work: Path, kube: FakeKube, tmp_path: Path
+) -> None:
+    (work / "job.yaml").write_text(
+        JOB + "run_method: torchrun\nargs: ['--lr', '{lr}']\nenv: {MALAUNCH_TEST_SCENARIO: succeed}\n"
+    )
+    kubeconfig = two_context_kubeconfig(kube, tmp_path / "kubeconfig")
+    done = configure(env, "--profile", "k8s", "--backend", "volcano", "--kubeconfig", str(kubeconfig),
+                     "--context", "team", "--queue", "gpu-queue", "--image", "reg.example/malaunch:0.1.0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    args = ["sweep", "job.yaml", "--param", "lr=1,2", "--profile", "k8s"]
+    dry = ma_submit([*args, "--dry-run", "--output", "json"], env, cwd=str(work))
+    assert dry.returncode == 0, dry.stderr
+    manifests = [trial["plan"]["request"]["manifest"] for trial in json.loads(dry.stdout)["trials"]]
+    assert [m["metadata"]["namespace"] for m in manifests] == ["team-ns", "team-ns"]
+    assert {m["spec"]["queue"] for m in manifests} == {"gpu-queue"}
+    assert origins(dry.stderr)["volcano.queue"] == ["gpu-queue", "profile", "k8s"]
+
+    submitted = ma_submit([*args, "--detach"], env, cwd=str(work))
+    assert submitted.returncode == 0, submitted.stderr
+    sweep_id = submitted.stdout.strip()
+    waited = ma_submit(["sweep", "wait", sweep_id], env, cwd=str(work))  # the driver started the second trial
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    assert len(kube.cluster.created) == 2
+    assert {m["metadata"]["namespace"] for m in kube.cluster.created} == {"team-ns"}
