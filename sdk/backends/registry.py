@@ -170,13 +170,16 @@ def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] =
     that takes settings from a profile (its ``PROFILE_KEYS``) is configured by the profile ``profile``, else the
     one in use (``$MALAUNCH_PROFILE``, else ``default``; :mod:`malaunch.sdk.profiles`)."""
     options: Dict[str, Any] = {"home": home} if home and runs_here(name) else {}
-    if profile_keys(name):
-        from ..profiles.apply import backend_arguments, profile_environ, selected  # read only when it matters
+    if not profile_keys(name):
+        return get_backend(name, **options)
+    from ..profiles.store import select  # the profile file is read only for a backend that takes from it
 
-        chosen = selected(os.environ, profile)
-        if chosen is not None:
-            options.update(backend_arguments(name, chosen, os.environ))
-            options["environ"] = profile_environ(os.environ, chosen.name)
+    chosen = select(os.environ, profile)
+    if chosen is not None:
+        from ..profiles.apply import backend_arguments, check_keys, profile_environ  # only when a profile is in use
+
+        options.update(backend_arguments(name, check_keys(chosen), os.environ))
+        options["environ"] = profile_environ(os.environ, chosen.name)
     return get_backend(name, **options)
 
 

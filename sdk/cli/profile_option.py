@@ -17,6 +17,7 @@ import click
 
 from ..backends.registry import DEFAULT_BACKEND, open_backend
 from ..errors import SpecError
+from ..profiles.store import Profile, select
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -53,23 +54,29 @@ def chosen_profile() -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
+def _selected(given: Optional[str]) -> Optional[Profile]:
+    """The profile in use, checked; the profile module's heavier half is imported only when there is one."""
+    profile = select(os.environ, given)
+    if profile is None:
+        return None
+    from ..profiles.apply import check_keys
+
+    return check_keys(profile)
+
+
 def open_for(name: str) -> Backend:
     """Backend ``name`` as ``ma-submit`` makes it (:func:`~malaunch.sdk.backends.open_backend`), configured by the
     profile in use; a profile named but missing or refused is a ConfigError even for a backend that takes
     nothing from it."""
     given = chosen_profile()
     if given is not None:
-        from ..profiles.apply import selected
-
-        selected(os.environ, given)
+        _selected(given)
     return open_backend(name, profile=given)
 
 
 def profile_backend() -> str:
     """The backend of the verbs without a JOB_ID (list, prune) when none is named: the profile's, else the default."""
-    from ..profiles.apply import selected
-
-    profile = selected(os.environ, chosen_profile())
+    profile = _selected(chosen_profile())
     return (profile.get("backend") if profile is not None else None) or DEFAULT_BACKEND
 
 
@@ -78,9 +85,9 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
     what the job file leaves out; and the block ``--dry-run`` prints about where the values came from (None
     when no profile is in use)."""
     from ..job import Job
-    from ..profiles.apply import load_job, render_origins, selected
+    from ..profiles.apply import load_job, render_origins
 
-    profile = selected(os.environ, chosen_profile())
+    profile = _selected(chosen_profile())
     if profile is None:
         return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
     spec, rows = load_job(job_file, profile, backend, os.environ)
@@ -89,11 +96,11 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
 
 def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optional[str]]:
     """As :func:`job_for`, for a sweep's job file (its ``sweep:`` section is the sweep's own, never filled)."""
-    from ..profiles.apply import blame_profile, fill_job_data, render_origins, selected
+    from ..profiles.apply import blame_profile, fill_job_data, render_origins
     from ..spec.loader import read_job_data
     from ..sweep.api import Sweep
 
-    profile = selected(os.environ, chosen_profile())
+    profile = _selected(chosen_profile())
     raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
     if profile is None or not isinstance(raw, dict):
         return Sweep.from_yaml(job_file, **overrides), None

@@ -24,7 +24,7 @@ from typing import Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError
-from ...profiles import Profile, select
+from ...profiles.store import Profile, select
 
 __all__ = [
     "ENV_AK",
