@@ -387,3 +387,23 @@ def test_a_sweep_takes_its_trials_defaults_and_its_drivers_cluster_from_the_prof
     assert waited.returncode == 0, (waited.stdout, waited.stderr)
     assert len(kube.cluster.created) == 2
     assert {m["metadata"]["namespace"] for m in kube.cluster.created} == {"team-ns"}
+
+
+def test_configures_at_once_lose_nothing(env: Dict[str, str]) -> None:
+    runs = [
+        subprocess.Popen(
+            [os.path.join(VENV_BIN, "ma-submit"), "configure", "--profile", f"p{index}", "--image", f"img:{index}"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(6)
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=CLI_TIMEOUT)
+        assert run.returncode == 0, err
+    listed = json.loads(ma_submit(["configure", "list", "--output", "json"], env).stdout)
+    assert [item["name"] for item in listed] == [f"p{index}" for index in range(6)]
+    assert not [name for name in os.listdir(profiles_file(env).parent) if name.startswith(".tmp-")]
