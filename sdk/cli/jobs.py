@@ -85,13 +85,14 @@ class _Duration(click.ParamType[float]):
 
 def backend_option(function: Any) -> Any:
     """The ``--backend`` and ``--profile`` options of the verbs that take a JOB_ID (or none)."""
-    return profile_option(click.option(
+    with_backend = click.option(
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
         help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else the one whose "
         "id format JOB_ID has (volcano: NAMESPACE/NAME, modelarts: the platform's UUID), else local.",
-    )(function))
+    )(function)
+    return profile_option(with_backend)
 
 
 def resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
