@@ -17,11 +17,11 @@ import click
 
 from ..backends.registry import DEFAULT_BACKEND, open_backend
 from ..errors import SpecError
-from ..profiles.store import Profile, select
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..job import Job
+    from ..profiles.store import Profile
     from ..sweep.api import Sweep
 
 __all__ = ["chosen_profile", "job_for", "open_for", "profile_backend", "profile_option", "sweep_for"]
@@ -56,6 +56,8 @@ def chosen_profile() -> Optional[str]:
 
 def _selected(given: Optional[str]) -> Optional[Profile]:
     """The profile in use, checked; the profile module's heavier half is imported only when there is one."""
+    from ..profiles.store import select
+
     profile = select(os.environ, given)
     if profile is None:
         return None
