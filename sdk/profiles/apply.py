@@ -151,8 +151,8 @@ def _origins(
                 rows.append(Origin(name, value, f"{label}, not used: this version's job file has no {key.fills}"))
             else:
                 rows.append(Origin(name, "-", f"default ({key.default})", key.fills))
-        elif key.env and environ.get(key.env):  # how the backend connects: the environment, else the profile
-            rows.append(Origin(name, _shown(key, environ[key.env]), f"environment ({key.env})"))
+        elif key.from_env(environ) is not None:  # how the backend connects: the environment, else the profile
+            rows.append(Origin(name, _shown(key, key.from_env(environ) or ""), f"environment ({key.env})"))
         elif value is not None:
             rows.append(Origin(name, _shown(key, value), label))
         else:
@@ -226,7 +226,7 @@ def backend_arguments(backend: str, profile: Optional[Profile], environ: Mapping
     out: Dict[str, str] = {}
     for name, key in keys_of(backend).items():
         value = profile.get(name)
-        if key.argument and value is not None and not (key.env and environ.get(key.env)):
+        if key.argument and value is not None and key.from_env(environ) is None:
             out[key.argument] = value
     return out
 

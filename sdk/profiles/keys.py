@@ -5,7 +5,8 @@ A key is written ``name`` (shared) or ``<backend>.<name>`` (a backend's own) in 
 fills a job-file field the job file left out (``fills``: ``image``, ``resources.flavor``, ``volcano.namespace``),
 or configures the backend itself (``argument``: a keyword of the backend's ``create_backend``; or neither, when
 the backend reads the profile itself, as the ModelArts credentials are read). ``env``: the variable that beats the
-profile's value; ``secret``: the value is never printed; ``stdin``: ``ma-submit configure`` takes it from a
+profile's value (``env_set``: only when that variable is set too, for a set of values read together, as the
+ModelArts credentials are); ``secret``: the value is never printed; ``stdin``: ``ma-submit configure`` takes it from a
 hidden prompt or standard input, never as an option's value (other users see a command line).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Mapping, Optional, Tuple
 
 __all__ = ["KEY_NAME", "SHARED_KEYS", "ProfileKey"]
 
@@ -33,6 +34,14 @@ class ProfileKey:
     secret: bool = False
     stdin: bool = False
     default: str = "none"
+    env_set: Optional[str] = None
+
+    def from_env(self, environ: Mapping[str, str]) -> Optional[str]:
+        """The environment's value, which beats the profile's; None when it has none (or, for a key of a set
+        read together, when ``env_set``, the variable that makes the environment the set's source, is unset)."""
+        if self.env is None or (self.env_set is not None and not environ.get(self.env_set)):
+            return None
+        return environ.get(self.env) or None
 
     @property
     def flag(self) -> str:

@@ -146,6 +146,13 @@ def test_a_job_file_value_beats_the_profile_and_the_dry_run_says_where_each_came
     assert rows["modelarts.sk"] == ["(set,", "hidden)", "profile", "ma"]
     assert "mine:3" in done.stdout and "values (profile" not in done.stdout  # stdout is the plan alone
 
+    # a region in the environment without its access key is not the credentials' source: the profile is
+    done = ma_submit(
+        ["--profile", "ma", "job.yaml", "--dry-run"], {**env, "HUAWEICLOUD_SDK_REGION": "x"}, cwd=str(work)
+    )
+    assert done.returncode == 0, done.stderr
+    assert origins(done.stderr)["modelarts.region"] == ["cn-north-4", "profile", "ma"]
+
     # the environment's credentials beat the profile's; the command line's backend beats both files
     env_creds = {**env, "HUAWEICLOUD_SDK_AK": "AKFROMENV", "HUAWEICLOUD_SDK_SK": SK + "env",
                  "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT, "HUAWEICLOUD_SDK_REGION": "cn-north-4"}  # fmt: skip

@@ -38,11 +38,18 @@ _PUBLIC = "the region's public endpoint"
 #: security_token) are read by :mod:`.credentials` as one set: from the environment, else from a profile that
 #: has ``ak``, else from ``modelarts.ini``.
 PROFILE_KEYS: Tuple[ProfileKey, ...] = (
-    ProfileKey("region", "the region, e.g. cn-north-4", env=ENV_REGION, default=_LEGACY),
-    ProfileKey("project_id", "the project id of that region", env=ENV_PROJECT_ID, default=_LEGACY),
+    ProfileKey("region", "the region, e.g. cn-north-4", env=ENV_REGION, default=_LEGACY, env_set=ENV_AK),
+    ProfileKey("project_id", "the project id of that region", env=ENV_PROJECT_ID, default=_LEGACY, env_set=ENV_AK),
     ProfileKey("ak", "the access key id", env=ENV_AK, secret=True, default=_LEGACY),
-    ProfileKey("sk", "the secret access key", env=ENV_SK, secret=True, stdin=True, default=_LEGACY),
-    ProfileKey("security_token", "temporary credentials' token", env=ENV_SECURITY_TOKEN, secret=True, stdin=True),
+    ProfileKey("sk", "the secret access key", env=ENV_SK, secret=True, stdin=True, default=_LEGACY, env_set=ENV_AK),
+    ProfileKey(
+        "security_token",
+        "temporary credentials' token",
+        env=ENV_SECURITY_TOKEN,
+        secret=True,
+        stdin=True,
+        env_set=ENV_AK,
+    ),
     ProfileKey("endpoint", "the ModelArts API (scheme://host[:port])", env=ENV_MODELARTS_ENDPOINT, default=_PUBLIC),
     ProfileKey("obs_endpoint", "the OBS API (scheme://host[:port])", env=ENV_OBS_ENDPOINT, default=_PUBLIC),
     ProfileKey("obs_dir", "the job's OBS folder (bucket), obs://BUCKET/PATH", fills="modelarts.obs_dir"),
