@@ -14,6 +14,9 @@ What the loader, the CLI and sweeps need to know about a backend without loading
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
   ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
 
+What a malaunch profile may keep for a backend is in ``<backend>/profile.py`` (``PROFILE_KEYS``, read by
+:func:`profile_keys` only when profiles are used).
+
 :func:`backend_for` is the one way a job id finds its backend, for every verb of ``ma-submit``, for
 :func:`malaunch.sdk.attach` and for sweeps: the backend named, else the one this machine's job index recorded for
 the id (or for the one recorded id it is a unique prefix of), else the one whose id format it has, else the
@@ -119,8 +122,16 @@ def runs_here(name: str) -> bool:
 
 
 def profile_keys(name: str) -> Tuple[ProfileKey, ...]:
-    """The profile keys backend ``name`` declares (its ``PROFILE_KEYS``; written ``<name>.<key>``), or ()."""
-    return tuple(getattr(_facts(name), "PROFILE_KEYS", ()) if name in BACKEND_MODULES else ())
+    """The profile keys backend ``name`` declares (``PROFILE_KEYS`` of its module ``<backend>.profile``, apart
+    from its facts so that they stay light; written ``<name>.<key>`` in a profile), or ()."""
+    if name not in BACKEND_MODULES:
+        return ()
+    module = f"{BACKEND_MODULES[name]}.profile"
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return ()
+    return tuple(getattr(importlib.import_module(module), "PROFILE_KEYS", ())) if found is not None else ()
 
 
 def backend_for_id(job_id: str) -> Optional[str]:

@@ -12,50 +12,15 @@ import re
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ...errors import SpecError
-from ...profiles.keys import ProfileKey
 from ...spec.model import ModelArtsOptions
-from .credentials import (
-    ENV_AK,
-    ENV_MODELARTS_ENDPOINT,
-    ENV_OBS_ENDPOINT,
-    ENV_PROJECT_ID,
-    ENV_REGION,
-    ENV_SECURITY_TOKEN,
-    ENV_SK,
-)
 
-__all__ = ["KEYS", "OPTIONAL", "OPTIONS", "PLATFORM_ID", "PROFILE_KEYS", "owns_id", "prepare_options"]
+__all__ = ["KEYS", "OPTIONAL", "OPTIONS", "PLATFORM_ID", "owns_id", "prepare_options"]
 
 #: The ``modelarts:`` section's dataclass (``JobSpec.modelarts``), and the keys a job file may give in it.
 OPTIONS = ModelArtsOptions
 KEYS: Tuple[str, ...] = ("obs_dir", "engine_name", "engine_version", "ssh", "job_retry_num", "job_unconditional_retry")
 #: ``JobSpec.modelarts`` is None when the job file has no ``modelarts:`` section.
 OPTIONAL = True
-
-_LEGACY = "the [default] of modelarts.ini, if any"
-_PUBLIC = "the region's public endpoint"
-#: What a profile may keep for this backend (``modelarts.<key>``). The credentials (ak, sk, project_id, region,
-#: security_token) are read by :mod:`.credentials` as one set: from the environment, else from a profile that
-#: has ``ak``, else from ``modelarts.ini``.
-PROFILE_KEYS: Tuple[ProfileKey, ...] = (
-    ProfileKey("region", "the region, e.g. cn-north-4", env=ENV_REGION, default=_LEGACY, env_set=ENV_AK),
-    ProfileKey("project_id", "the project id of that region", env=ENV_PROJECT_ID, default=_LEGACY, env_set=ENV_AK),
-    ProfileKey("ak", "the access key id", env=ENV_AK, secret=True, default=_LEGACY),
-    ProfileKey("sk", "the secret access key", env=ENV_SK, secret=True, stdin=True, default=_LEGACY, env_set=ENV_AK),
-    ProfileKey(
-        "security_token",
-        "temporary credentials' token",
-        env=ENV_SECURITY_TOKEN,
-        secret=True,
-        stdin=True,
-        env_set=ENV_AK,
-    ),
-    ProfileKey("endpoint", "the ModelArts API (scheme://host[:port])", env=ENV_MODELARTS_ENDPOINT, default=_PUBLIC),
-    ProfileKey("obs_endpoint", "the OBS API (scheme://host[:port])", env=ENV_OBS_ENDPOINT, default=_PUBLIC),
-    ProfileKey("obs_dir", "the job's OBS folder (bucket), obs://BUCKET/PATH", fills="modelarts.obs_dir"),
-    ProfileKey("flavor", "the resource flavor", fills="resources.flavor"),
-    ProfileKey("pool", "a dedicated resource pool", fills="resources.pool"),
-)
 
 #: The platform's own job ids (``metadata.id``) are UUIDs.
 PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")

@@ -17,10 +17,9 @@ import re
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ...errors import SpecError
-from ...profiles.keys import ProfileKey
 from ...spec.model import VolcanoOptions
 
-__all__ = ["ID_FORMAT", "KEYS", "OPTIONAL", "OPTIONS", "PROFILE_KEYS", "SECTION", "owns_id", "prepare_options"]
+__all__ = ["ID_FORMAT", "KEYS", "OPTIONAL", "OPTIONS", "SECTION", "owns_id", "prepare_options"]
 
 #: The job file's section these options come from.
 SECTION = "volcano"
@@ -31,20 +30,6 @@ KEYS: Tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Volcano
 OPTIONAL = False
 #: ``<namespace>/<name>``: a Kubernetes namespace, then a Volcano Job name.
 ID_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")
-_KUBECONFIG = "$KUBECONFIG's first file, ~/.kube/config, or the cluster's service account"
-#: What a profile may keep for this backend (``volcano.<key>``): where the cluster is, and the job's defaults.
-PROFILE_KEYS: Tuple[ProfileKey, ...] = (
-    ProfileKey("kubeconfig", "the kubeconfig file", argument="kubeconfig", env="KUBECONFIG", default=_KUBECONFIG),
-    ProfileKey("context", "the kubeconfig context", argument="context", default="the current context"),
-    ProfileKey(
-        "namespace",
-        "the namespace of jobs and bare ids",
-        fills=f"{SECTION}.namespace",
-        argument="namespace",
-        default="the context's namespace",
-    ),
-    ProfileKey("queue", "the Volcano queue", fills=f"{SECTION}.queue", default="default"),
-)
 _DEFAULT_WHEN_NULL = (
     "queue",
     "code_path",
