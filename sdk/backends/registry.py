@@ -16,6 +16,9 @@ What the loader, the CLI and sweeps need to know about a backend without loading
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
   ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
 
+What a malaunch profile may keep for a backend is in ``<backend>/profile.py`` (``PROFILE_KEYS``, read by
+:func:`profile_keys` only when profiles are used).
+
 :func:`backend_for` is the one way a job id finds its backend, for every verb of ``ma-submit``, for
 :func:`malaunch.sdk.attach` and for sweeps: the backend named, else the one this machine's job index recorded for
 the id (or for the one recorded id it is a unique prefix of), else the one whose id format it has, else the
@@ -37,6 +40,7 @@ from ..errors import BackendError, BackendNotAvailable, ConfigError
 from .job_index import JobIndex
 
 if TYPE_CHECKING:
+    from ..profiles.keys import ProfileKey
     from .base import Backend
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "open_backend",
     "option_sections",
     "options_hook",
+    "profile_keys",
     "runs_here",
 ]
 
@@ -143,6 +148,19 @@ def runs_here(name: str) -> bool:
     return name in BACKEND_MODULES and bool(getattr(_facts(name), "RUNS_ON_THIS_MACHINE", False))
 
 
+def profile_keys(name: str) -> Tuple[ProfileKey, ...]:
+    """The profile keys backend ``name`` declares (``PROFILE_KEYS`` of its module ``<backend>.profile``, apart
+    from its facts so that they stay light; written ``<name>.<key>`` in a profile), or ()."""
+    if name not in BACKEND_MODULES:
+        return ()
+    module = f"{BACKEND_MODULES[name]}.profile"
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return ()
+    return tuple(getattr(importlib.import_module(module), "PROFILE_KEYS", ())) if found is not None else ()
+
+
 def backend_for_id(job_id: str) -> Optional[str]:
     """The one backend whose id format ``job_id`` has (its ``ids.owns_id``), or None."""
     owners = []
@@ -185,11 +203,22 @@ def get_backend(name: str, **options: Any) -> Backend:
     return backend
 
 
-def open_backend(name: str, home: Optional[str] = None) -> Backend:
-    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here."""
-    if home and runs_here(name):
-        return get_backend(name, home=home)
-    return get_backend(name)
+def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] = None) -> Backend:
+    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here. A backend
+    that takes settings from a profile (its ``PROFILE_KEYS``) is configured by the profile ``profile``, else the
+    one in use (``$MALAUNCH_PROFILE``, else ``default``; :mod:`malaunch.sdk.profiles`)."""
+    options: Dict[str, Any] = {"home": home} if home and runs_here(name) else {}
+    if not profile_keys(name):
+        return get_backend(name, **options)
+    from ..profiles.store import select  # the profile file is read only for a backend that takes from it
+
+    chosen = select(os.environ, profile)
+    if chosen is not None:
+        from ..profiles.apply import backend_arguments, check_keys, profile_environ  # only when a profile is in use
+
+        options.update(backend_arguments(name, check_keys(chosen), os.environ))
+        options["environ"] = profile_environ(os.environ, chosen.name)
+    return get_backend(name, **options)
 
 
 def job_owner(

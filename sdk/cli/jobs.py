@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
-from ..backends import BACKEND_NAMES, DEFAULT_BACKEND, backend_for, get_backend
+from ..backends import BACKEND_NAMES, job_owner
 from ..status import JobState, JobStatus, exit_code_of
+from .profile_option import open_for, profile_backend, profile_option
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -84,24 +85,28 @@ class _Duration(click.ParamType[float]):
 
 
 def backend_option(function: Any) -> Any:
-    """The ``--backend`` option of the verbs that take a JOB_ID (or none)."""
-    return click.option(
+    """The ``--backend`` and ``--profile`` options of the verbs that take a JOB_ID (or none)."""
+    with_backend = click.option(
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
         help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else the one whose "
         "id format JOB_ID has (volcano: NAMESPACE/NAME, modelarts: the platform's UUID), else local.",
     )(function)
+    return profile_option(with_backend)
 
 
 def resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
-    """The backend of ``job_id`` and its whole id (:func:`malaunch.sdk.backends.backend_for`)."""
-    return backend_for(job_id, backend)
+    """The backend of ``job_id`` and its whole id, found as :func:`malaunch.sdk.backends.backend_for` finds them;
+    the backend is configured by the profile in use."""
+    name, ident = job_owner(job_id, backend)
+    impl = open_for(name)
+    return impl, impl.resolve_id(ident)
 
 
 def backend_named(backend: Optional[str]) -> Backend:
-    """The backend named, else the default one (the verbs without a JOB_ID: list, prune)."""
-    return get_backend(backend or DEFAULT_BACKEND)
+    """The backend named, else the profile's, else the default one (the verbs without a JOB_ID: list, prune)."""
+    return open_for(backend or profile_backend())
 
 
 def render_status(status: JobStatus) -> str:

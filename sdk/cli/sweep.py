@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import click
 
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
+from .profile_option import chosen_profile, open_for, profile_option, sweep_for
 
 if TYPE_CHECKING:
     from ..sweep.api import SweepHandle
@@ -167,6 +168,7 @@ def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
 @click.option("--detach", is_flag=True, help="Print the sweep id and return; the trials go on.")
 @click.option("--dry-run", is_flag=True, help="Print every trial's plan; start nothing.")
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
+@profile_option
 @click.argument("job_file", metavar="JOB.yaml")
 def run_cmd(
     params: Tuple[str, ...],
@@ -193,7 +195,7 @@ def run_cmd(
         "seed": seed,
         "stop_on_failure": stop_on_failure,
     }
-    base = Sweep.from_yaml(job_file, **overrides)
+    base, origins = sweep_for(job_file, overrides)
     if metric_name or metric_regex or goal:
         old = base.sweep.metric
         metric = {
@@ -202,15 +204,18 @@ def run_cmd(
             "goal": goal or (old.goal if old else "minimize"),
         }
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
+    impl = open_for(base.spec.backend)
     if dry_run:
-        plan = base.plan()
+        plan = base.plan(backend=impl)
         echo = plan.to_json() if output == "json" else None
         if echo is not None:
             echo_json(echo)
         else:
             click.echo(plan.render())
+        if origins is not None:  # where the values came from, when a profile is in use
+            click.echo(origins, err=True)
         return 0
-    handle = base.submit()
+    handle = base.submit(impl, profile=chosen_profile())
     record = handle.record()
     if detach:
         if output == "json":
