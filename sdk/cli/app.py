@@ -214,7 +214,6 @@ def submit_cmd(
 
     Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
     """
-    from ..job import Job  # the job API, its YAML loader and sweeps' checks: only for the verb that submits
 
     env = _parse_env(env_pairs)
     given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
