@@ -117,6 +117,15 @@ def test_min_hosts_out_of_bounds_exits_2(tmp_path: Path, value: str, expected: s
     assert done.returncode == 2 and expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_min_hosts_without_the_coordinator_exits_2(tmp_path: Path) -> None:
+    env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1",
+                      "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2", "MALAUNCH_MIN_HOSTS": "1",
+                      "MALAUNCH_COORDINATOR": "False", "MALAUNCH_LOG_DIR": str(tmp_path / "logs")})  # fmt: skip
+    done = shim([str(SCRIPTS / "elastic_job.py")], env, tmp_path, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "MALAUNCH_MIN_HOSTS='1' is invalid: elastic hosts need the hosts' coordinator" in done.stderr
+
+
 def test_dry_run_shows_the_elastic_argv(tmp_path: Path) -> None:
     env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1", "MA_NUM_GPUS": "2",
                       "VC_WORKER_HOSTS": "10.0.0.1,10.0.0.2,10.0.0.3", "MALAUNCH_MIN_HOSTS": "2",

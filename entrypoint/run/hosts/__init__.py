@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple, Optional
 
 from ...contract import parse_bool, parse_int, parse_seconds, raw_value
+from ...contract.errors import ConfigError
 
 __all__ = ["HostsConfig", "hosts_config"]
 
@@ -60,6 +61,9 @@ def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: st
     port = parse_int(environ, "MALAUNCH_COORDINATOR_PORT")
     timeout = parse_seconds(environ, "MALAUNCH_HEARTBEAT_TIMEOUT")
     host_wait = parse_seconds(environ, "MALAUNCH_HOST_WAIT")
+    if min_hosts is not None and not wanted and num_hosts > 1:
+        raise ConfigError("MALAUNCH_MIN_HOSTS", str(min_hosts), "elastic hosts need the hosts' coordinator, which "
+                          "MALAUNCH_COORDINATOR=False turns off: unset one of the two")  # fmt: skip
     if num_hosts < 2 or not master or not wanted:
         return None
     secret = raw_value(environ, "MALAUNCH_JOB_SECRET")
