@@ -1,10 +1,10 @@
-"""Elastic torchrun's command line (launchers/torchrun_elastic.py), pure: each attempt its own rendezvous, and
+"""Elastic torchrun's command line (launchers/torchrun/elastic.py), pure: each attempt its own rendezvous, and
 the lower bound of --nnodes the hosts the coordinator started it with."""
 
 from __future__ import annotations
 
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
-from malaunch.entrypoint.launchers.torchrun_elastic import elastic_presets, is_elastic, members_argv
+from malaunch.entrypoint.launchers.torchrun.elastic import elastic_presets, is_elastic, members_argv
 
 ENV = {"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "4", "VC_WORKER_HOSTS": "m,a,b,c", "MA_NUM_GPUS": "8",
        "MALAUNCH_MIN_HOSTS": "2", "MA_VJ_NAME": "job"}  # fmt: skip

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import List, Set, Tuple
 
-from ..contract.cluster_env import ClusterEnv, require_master
+from ...contract.cluster_env import ClusterEnv, require_master
 
 __all__ = ["JOIN_TIMEOUT", "LAST_CALL", "elastic_presets", "is_elastic", "members_argv"]
 
