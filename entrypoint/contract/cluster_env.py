@@ -83,6 +83,7 @@ class ClusterEnv:
         "master_addr",
         "master_wait",
         "method",
+        "min_hosts",
         "msrun_cluster_time_out",
         "msrun_extra",
         "msrun_master_port",
@@ -125,6 +126,7 @@ class ClusterEnv:
     report_file: Optional[str]
     rank_table_timeout: float
     master_wait: float
+    min_hosts: Optional[int]  # MALAUNCH_MIN_HOSTS (torchrun only): elastic down to this many hosts; None: not elastic
 
     def __init__(
         self,
@@ -154,6 +156,7 @@ class ClusterEnv:
         report_file: Optional[str],
         rank_table_timeout: float,
         master_wait: float,
+        min_hosts: Optional[int] = None,
     ) -> None:
         given = locals()
         for name in ClusterEnv.__slots__:
@@ -226,6 +229,16 @@ def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: 
     return None
 
 
+def _min_hosts(environ: Mapping[str, str], num_hosts: int) -> Optional[int]:
+    raw = _get(environ, "MALAUNCH_MIN_HOSTS")
+    if raw is None:
+        return None
+    value = parse_int(environ, "MALAUNCH_MIN_HOSTS")  # its method is checked with the rest (config.py)
+    if value > num_hosts:
+        raise ConfigError("MALAUNCH_MIN_HOSTS", raw, f"expected at most MA_NUM_HOSTS={num_hosts} (1 to {num_hosts})")
+    return value
+
+
 def require_master(cluster: ClusterEnv, method: str) -> str:
     """The master's address for ``method`` (torchrun or msrun on several hosts), which cannot run without one.
 
@@ -280,4 +293,5 @@ def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
         report_file=_get(environ, "MALAUNCH_REPORT_FILE"),
         rank_table_timeout=parse_seconds(environ, "MALAUNCH_RANK_TABLE_TIMEOUT"),
         master_wait=parse_seconds(environ, "MALAUNCH_MASTER_WAIT"),
+        min_hosts=_min_hosts(environ, num_hosts),
     )

@@ -14,6 +14,9 @@ variable (``tests/entrypoint/test_config.py`` checks it). What each part holds:
   are not read;
 - ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it).
 
+``MALAUNCH_MIN_HOSTS`` (read with the cluster) is refused with any method but torchrun, and with the
+coordinator turned off.
+
 Variables are read in the order a bad value was always reported in: the cluster first, then the restart
 policy, the recovery delay, the hang timeout, MindSpore recovery, the coordinator. The ranks' environment is not
 part of this: it is the mapping itself, passed on as data (without the job's secret).
@@ -27,6 +30,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import VARIABLES, parse_bool, parse_codes, parse_int, parse_seconds, raw_value
 from .cluster_env import ClusterEnv, parse_cluster_env
+from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -43,6 +47,7 @@ __all__ = [
 DEFAULT_BACKOFF = float(VARIABLES["MALAUNCH_RESTART_BACKOFF"].default or 0.0)
 DEFAULT_RECOVERY_DELAY = float(VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default or 0.0)
 _MSRUN = "msrun"  # MindSpore recovery is read with msrun only
+_TORCHRUN = "torchrun"  # elastic hosts (MALAUNCH_MIN_HOSTS) are torchrun's only
 
 
 class RestartPolicy(NamedTuple):
@@ -178,4 +183,12 @@ def parse_shim_config(environ: Mapping[str, str]) -> ShimConfig:
     enabled = cluster.method == _MSRUN and parse_bool(environ, "MS_ENABLE_RECOVERY")
     recovery = MsRecovery(enabled, delay, raw_value(environ, "MS_RECOVERY_PATH"))
     coordinator = parse_coordinator(environ) if cluster.num_hosts > 1 else None
+    if cluster.min_hosts is not None and cluster.method != _TORCHRUN:
+        shown = cluster.method or "unset (the rank-table fan-out)"
+        raise ConfigError("MALAUNCH_MIN_HOSTS", str(cluster.min_hosts), f"elastic hosts work with "
+                          f"MA_RUN_METHOD=torchrun only, not {shown}: unset MALAUNCH_MIN_HOSTS (launcher.min_hosts) "
+                          "or run with torchrun")  # fmt: skip
+    if coordinator is not None and not coordinator.wanted and cluster.min_hosts is not None:
+        raise ConfigError("MALAUNCH_MIN_HOSTS", str(cluster.min_hosts), "elastic hosts need the hosts' coordinator, "
+                          "which MALAUNCH_COORDINATOR=False turns off: unset one of the two")  # fmt: skip
     return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""))

@@ -153,6 +153,9 @@ _ROWS = (
     Variable("MALAUNCH_HOST_WAIT", "seconds", "input", ("sdk", "user"), "how long the others wait for a lost host "
              "to come back before they exit 75", default=120.0, minimum=0, maximum=86400,
              sdk_field="launcher.host_wait"),
+    Variable("MALAUNCH_MIN_HOSTS", "int", "input", ("sdk", "user"), "torchrun only: elastic, the job goes on with at "
+             "least this many hosts (1..MA_NUM_HOSTS; unset: not elastic)", minimum=1, maximum=16384,
+             sdk_field="launcher.min_hosts"),
     # ---- inputs: hangs
     Variable("MALAUNCH_HANG_TIMEOUT", "seconds", "input", ("sdk", "user"), "an attempt whose ranks (every host's) "
              "wrote no output and touched no progress file this long is hung: it ends with class hang (0: off)",
@@ -208,6 +211,7 @@ class Name:
     MALAUNCH_JOB_SECRET = "MALAUNCH_JOB_SECRET"
     MALAUNCH_LOG_DIR = "MALAUNCH_LOG_DIR"
     MALAUNCH_MASTER_PORT = "MALAUNCH_MASTER_PORT"
+    MALAUNCH_MIN_HOSTS = "MALAUNCH_MIN_HOSTS"
     MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
     MALAUNCH_RESTART_ON = "MALAUNCH_RESTART_ON"
     MA_CURRENT_HOST_IP = "MA_CURRENT_HOST_IP"

@@ -36,6 +36,8 @@ class HostsConfig(NamedTuple):
     heartbeat_timeout: float
     host_wait: float
     join_wait: float
+    min_hosts: Optional[int] = None  # elastic torchrun (MALAUNCH_MIN_HOSTS): the fewest hosts an attempt may have
+    procs_per_host: int = 1  # ranks per host (an elastic attempt's world size is its hosts times this)
 
     @property
     def interval(self) -> float:
@@ -48,11 +50,13 @@ class HostsConfig(NamedTuple):
 
 
 def hosts_config(settings: Optional[Coordinator], host: int, num_hosts: int, addr: str, master: Optional[str],
-                 job_name: str, join_wait: float) -> Optional[HostsConfig]:  # fmt: skip
+                 job_name: str, join_wait: float, min_hosts: Optional[int] = None,
+                 procs_per_host: int = 1) -> Optional[HostsConfig]:  # fmt: skip
     """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
     opted out (``MALAUNCH_COORDINATOR=False``). Pure."""
     if settings is None or num_hosts < 2 or not master or not settings.wanted:
         return None
     secret = settings.secret
     return HostsConfig(host, num_hosts, addr, master, settings.port, secret or job_name, secret is not None,
-                       settings.heartbeat_timeout, settings.host_wait, join_wait)  # fmt: skip
+                       settings.heartbeat_timeout, settings.host_wait, join_wait, min_hosts,
+                       procs_per_host)  # fmt: skip
