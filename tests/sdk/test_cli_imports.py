@@ -14,12 +14,13 @@ import pytest
 from sdkutil import REPO, job_ids, ma_submit, write_job
 
 #: Modules the everyday verbs must not load: a backend's client libraries, the YAML parser, sweeps, the job API and
-#: plan, and the shim's modules that only a running job uses (its restart file, report writer, subreaper).
+#: plan, the shim's modules that only a running job uses (its restart file, report writer, subreaper), and the
+#: profile file's parser when there is no profile file.
 HEAVY = (
     "yaml", "requests", "boto3", "botocore", "kubernetes", "tenacity", "urllib3",
     "malaunch.sdk.sweep.api", "malaunch.sdk.sweep.run", "malaunch.sdk.sweep.state", "malaunch.sdk.job",
     "malaunch.sdk.spec.loader", "malaunch.sdk.plan", "malaunch.entrypoint.run.attempt_status",
-    "malaunch.entrypoint.run.procs.selfproc", "malaunch.entrypoint.report.report",
+    "malaunch.entrypoint.run.procs.selfproc", "malaunch.entrypoint.report.report", "configparser",
 )  # fmt: skip
 #: The shim's process readers and failure classes (through the lazy seam ``entrypoint/public.py``): what reading a
 #: local job uses and ``--help`` does not.
