@@ -62,18 +62,20 @@ def _one_run(entries: Sequence[Tuple[int, str, int]], floor: Set[str]) -> Dict[s
 def import_times(
     floor_argv: Sequence[str], subjects: Sequence[Tuple[str, Sequence[str], Mapping[str, str]]], runs: int
 ) -> Dict[str, Dict[str, float]]:
-    """subject -> group -> seconds (the sum of each module's smallest self time over ``runs`` runs)."""
+    """subject -> group -> seconds (the sum of each module's smallest self time over ``runs`` runs, the subjects
+    taken in turn in each run so that a drift of the machine's speed hits them alike)."""
     floor_env = subjects[0][2] if subjects else {}
     floor = {module for _, module, _ in _entries(floor_argv, floor_env)}
-    result: Dict[str, Dict[str, float]] = {}
-    for name, argv, env in subjects:
-        best: Dict[str, Tuple[str, int]] = {}
-        for _ in range(runs):
+    best: Dict[str, Dict[str, Tuple[str, int]]] = {name: {} for name, _, _ in subjects}
+    for _ in range(runs):
+        for name, argv, env in subjects:
             for module, (group, own) in _one_run(_entries(argv, env), floor).items():
-                if module not in best or own < best[module][1]:
-                    best[module] = (group, own)
+                if module not in best[name] or own < best[name][module][1]:
+                    best[name][module] = (group, own)
+    result: Dict[str, Dict[str, float]] = {}
+    for name, modules in best.items():
         sums = {group: 0.0 for group in GROUPS}
-        for group, own in best.values():
+        for group, own in modules.values():
             sums[group] += own / 1e6
         result[name] = sums
     return result
