@@ -220,6 +220,8 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
         "A verb imports only what it uses (`tests/sdk/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
         "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
-        "the CPU columns (what the process itself spent, the same excess taken round by round) say more."
+        "the CPU columns (what the process itself spent, the same excess taken round by round) say more. When "
+        "every process's wall minimum is the same (a machine that hands out CPU in fixed slices), the wall columns "
+        "cannot tell the verbs apart at all: compare the CPU columns and the import sums in the notes."
     ]
     return out
