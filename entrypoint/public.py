@@ -2,7 +2,7 @@
 
 The SDK imports the shim only through this module (``tests/entrypoint/test_layering.py`` fails on any other
 ``sdk/`` import of a shim module), so the shim's folders can move without the SDK following them. Everything
-here is re-exported from its one home in the shim:
+here is re-exported from its one home in the shim, imported on first use:
 
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
   number variable's bounds), ``DEFAULT_GRACE_PERIOD``;
@@ -15,25 +15,73 @@ here is re-exported from its one home in the shim:
 
 from __future__ import annotations
 
-from .contract import VARIABLES, Name, int_bounds
-from .contract.cluster_env import DEFAULT_GRACE_PERIOD
-from .contract.signals import signal_in_any_code
-from .report.atomicfile import write_atomic
-from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
-from .run.attempt_status import attempt_file, read_attempt
-from .run.procs.proctree import (
-    ProcKey,
-    descendants,
-    env_has,
-    is_alive,
-    pids_with_env,
-    read_environ,
-    read_info,
-    read_usage,
-    signal_proven,
-    snapshot,
-)
-from .run.procs.selfproc import set_subreaper
+import importlib
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:
+    from .contract import VARIABLES, Name, int_bounds
+    from .contract.cluster_env import DEFAULT_GRACE_PERIOD
+    from .contract.signals import signal_in_any_code
+    from .report.atomicfile import write_atomic
+    from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
+    from .run.attempt_status import attempt_file, read_attempt
+    from .run.procs.proctree import (
+        ProcKey,
+        descendants,
+        env_has,
+        is_alive,
+        pids_with_env,
+        read_environ,
+        read_info,
+        read_usage,
+        signal_proven,
+        snapshot,
+    )
+    from .run.procs.selfproc import set_subreaper
+
+#: Where each name lives. Each is imported on first use, so that an SDK verb loads only the shim modules it uses
+#: (``ma-submit --help`` and ``list`` need the contract and ``write_atomic``, not the process readers).
+_HOMES = {
+    "VARIABLES": "contract",
+    "Name": "contract",
+    "int_bounds": "contract",
+    "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
+    "signal_in_any_code": "contract.signals",
+    "write_atomic": "report.atomicfile",
+    "CLASSES": "report.failure_class",
+    "RETRYABLE": "report.failure_class",
+    "SIGNAL": "report.failure_class",
+    "Classification": "report.failure_class",
+    "classify_exit": "report.failure_class",
+    "attempt_file": "run.attempt_status",
+    "read_attempt": "run.attempt_status",
+    "ProcKey": "run.procs.proctree",
+    "descendants": "run.procs.proctree",
+    "env_has": "run.procs.proctree",
+    "is_alive": "run.procs.proctree",
+    "pids_with_env": "run.procs.proctree",
+    "read_environ": "run.procs.proctree",
+    "read_info": "run.procs.proctree",
+    "read_usage": "run.procs.proctree",
+    "signal_proven": "run.procs.proctree",
+    "snapshot": "run.procs.proctree",
+    "set_subreaper": "run.procs.selfproc",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the seam, imported from its home in the shim on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __package__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "CLASSES",

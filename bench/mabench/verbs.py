@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .procs import PYTHON, BenchError, bench_env, new_mark, scratch_dir
 from .results import CaseResult, Series, Target, fmt_value, say
+from .verbimports import GROUPS, import_times
 
 __all__ = ["BUDGET", "VERBS", "run_verbs", "verbs_section"]
 
@@ -35,6 +36,8 @@ BUDGET = 0.040
 VERBS: Tuple[Tuple[str, ...], ...] = (("--help",), ("list",), ("status", "JOB"), ("logs", "JOB"), ("stop", "JOB"))
 #: How much slower than the baseline's a verb may be, in the same run, and still count as "not slower" (noise).
 _SAME = 0.003
+#: Runs of each process under ``-X importtime`` (:mod:`.verbimports`: where the start-up goes).
+_IMPORT_RUNS = 5
 _FLOOR = "python -c pass"
 
 
@@ -119,9 +122,30 @@ def run_verbs(rounds: int, baseline: Optional[str] = None) -> CaseResult:
                 walls[name].append(wall)
                 cpus[name].append(cpu)
         say(f"verbs: {rounds} rounds of {len(subjects)} processes")
+        tree_subjects = [(name, argv, {**env, **extra}) for name, argv, extra in subjects]
+        imports = import_times([PYTHON, "-c", "pass"], tree_subjects, _IMPORT_RUNS)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return _result(subjects, walls, cpus, baseline)
+    result = _result(subjects, walls, cpus, baseline)
+    notes = _import_notes(imports)
+    for line in notes[1:]:
+        say(f"verbs: {line}")
+    result.notes.extend(notes)
+    return result
+
+
+def _import_notes(imports: Dict[str, Dict[str, float]]) -> List[str]:
+    """One note per process: its import time by group (:mod:`.verbimports`)."""
+    out = [
+        f"where the start-up goes: each process {_IMPORT_RUNS} times under python -X importtime, each module's own "
+        "import time (its smallest) summed by who imports it first: the interpreter (what python -c pass imports "
+        "too), click, the SDK, the shim, other stdlib (first imported by the SDK or the shim); -X importtime adds "
+        "overhead of its own, so these sums say where the time goes, not how long a run takes."
+    ]
+    for name, sums in imports.items():
+        parts = [f"{group} {fmt_value(sums[group], 's')}" for group in GROUPS if sums[group] > 0]
+        out.append(f"imports of `{name}`: {', '.join(parts)}; total {fmt_value(sum(sums.values()), 's')}")
+    return out
 
 
 def _excess(walls: Dict[str, List[float]], name: str) -> float:
@@ -196,6 +220,8 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
         "A verb imports only what it uses (`tests/sdk/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
         "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
-        "the CPU columns (what the process itself spent, the same excess taken round by round) say more."
+        "the CPU columns (what the process itself spent, the same excess taken round by round) say more. When "
+        "every process's wall minimum is the same (a machine that hands out CPU in fixed slices), the wall columns "
+        "cannot tell the verbs apart at all: compare the CPU columns and the import sums in the notes."
     ]
     return out

@@ -79,74 +79,75 @@ _DESCRIPTIONS = {
     STOPPED: "the job was stopped from outside",
 }
 
-_COLLECTIVE: Tuple[Pattern[str], ...] = tuple(
-    re.compile(text)
-    for text in (
-        r"Watchdog caught collective operation timeout",  # NCCL (ProcessGroupNCCL watchdog)
-        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo tcp transport
-        r"\bEI0002\b",  # HCCL: "The wait execution of the Notify register times out."
-        r"Notify register times out",
-        r"HCCL[^\n]*(?:timeout|timed out|time out)",
-        r"(?:Reduce|Broadcast) wait (?:receiving|sending)",  # MindSpore CPU collectives when a peer is gone
-    )
+_COLLECTIVE = (
+    r"Watchdog caught collective operation timeout",  # NCCL (ProcessGroupNCCL watchdog)
+    r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo tcp transport
+    r"\bEI0002\b",  # HCCL: "The wait execution of the Notify register times out."
+    r"Notify register times out",
+    r"HCCL[^\n]*(?:timeout|timed out|time out)",
+    r"(?:Reduce|Broadcast) wait (?:receiving|sending)",  # MindSpore CPU collectives when a peer is gone
 )
-_RENDEZVOUS: Tuple[Pattern[str], ...] = tuple(
-    re.compile(text)
-    for text in (
-        r"DistStoreError",  # torch: "Timed out after N seconds waiting for clients. 1/2 clients joined."
-        r"DistNetworkError",  # torch: "The client socket has timed out after ...ms while trying to connect"
-        r"Rendezvous(?:Timeout|Connection|Closed)Error",  # torchelastic rendezvous
-        r"The client socket has timed out",
-        r"waiting for clients\. \d+/\d+ clients joined",
-        r"Connection (?:closed|reset) by peer",  # gloo pair.cc when a peer rank dies mid-collective
-        r"\bEI0006\b",  # HCCL: getting a socket timed out
-        r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
-        r"Timed out node list is",  # MindSpore: "The total number of timed out node is N. Timed out node ..."
-        r"gave up waiting for",  # the shim's own bounded waits (rank table, master name)
-        r"this host's attempt ends with it",  # the coordinator ended this host's attempt: another host failed
-    )
+_RENDEZVOUS = (
+    r"DistStoreError",  # torch: "Timed out after N seconds waiting for clients. 1/2 clients joined."
+    r"DistNetworkError",  # torch: "The client socket has timed out after ...ms while trying to connect"
+    r"Rendezvous(?:Timeout|Connection|Closed)Error",  # torchelastic rendezvous
+    r"The client socket has timed out",
+    r"waiting for clients\. \d+/\d+ clients joined",
+    r"Connection (?:closed|reset) by peer",  # gloo pair.cc when a peer rank dies mid-collective
+    r"\bEI0006\b",  # HCCL: getting a socket timed out
+    r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
+    r"Timed out node list is",  # MindSpore: "The total number of timed out node is N. Timed out node ..."
+    r"gave up waiting for",  # the shim's own bounded waits (rank table, master name)
+    r"this host's attempt ends with it",  # the coordinator ended this host's attempt: another host failed
 )
-_HOST_LOST = re.compile(r"^ma-entrypoint: host \d+ \([^)]*\) lost: ")  # the shim's line (run/hosts)
-_HANG = re.compile(r"^ma-entrypoint: hung: ")  # the shim's line (run/hang)
-_MISUSE: Tuple[Pattern[str], ...] = tuple(
-    re.compile(text)
-    for text in (
-        r"^ma-entrypoint: error:",
-        r"^(?:torchrun|msrun|run\.py): error:",  # argparse of the launchers
-    )
+_HOST_LOST = (r"^ma-entrypoint: host \d+ \([^)]*\) lost: ",)  # the shim's line (run/hosts)
+_HANG = (r"^ma-entrypoint: hung: ",)  # the shim's line (run/hang)
+_MISUSE = (
+    r"^ma-entrypoint: error:",
+    r"^(?:torchrun|msrun|run\.py): error:",  # argparse of the launchers
 )
 
 
 # A rank whose log says one of these failed *because of a peer* (the peer died, hung or closed the connection):
 # the root-cause ordering (:mod:`.rootcause`) never lets such a death outrank one it cannot be ordered with.
-_PEER: Tuple[Pattern[str], ...] = tuple(
-    re.compile(text)
-    for text in (
-        r"Connection closed by peer",  # gloo pair.cc: "... This is typically caused by a remote worker crashing"
-        r"Connection reset by peer",  # gloo, c10d TCPStore
-        r"typically caused by a remote worker crashing",
-        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo, a peer gone silent
-        r"DistNetworkError",  # c10d: the store's socket broke (its host rank died)
-        r"DistStoreError",  # c10d: peers never came
-        r"Watchdog caught collective operation timeout",  # NCCL
-        r"(?:NCCL|HCCL)? ?communicator was aborted",  # NCCL/HCCL ProcessGroup abort
-        r"ncclRemoteError|remote process exited or there was a network error",  # NCCL
-        r"\bEI000[26]\b",  # HCCL: notify wait timed out / socket timed out
-        r"Notify register times out",  # HCCL
-        r"HCCL[^\n]*(?:timeout|timed out|time out)",
-        r"(?:Reduce|Broadcast|AllGather|AllReduce) wait (?:receiving|sending)",  # MindSpore CPU collectives
-        r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
-        r"Timed out node list is",  # MindSpore
-        r"terminate called without an active exception",  # torch tearing down a process group whose peer is gone
-    )
+_PEER = (
+    r"Connection closed by peer",  # gloo pair.cc: "... This is typically caused by a remote worker crashing"
+    r"Connection reset by peer",  # gloo, c10d TCPStore
+    r"typically caused by a remote worker crashing",
+    r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",  # gloo, a peer gone silent
+    r"DistNetworkError",  # c10d: the store's socket broke (its host rank died)
+    r"DistStoreError",  # c10d: peers never came
+    r"Watchdog caught collective operation timeout",  # NCCL
+    r"(?:NCCL|HCCL)? ?communicator was aborted",  # NCCL/HCCL ProcessGroup abort
+    r"ncclRemoteError|remote process exited or there was a network error",  # NCCL
+    r"\bEI000[26]\b",  # HCCL: notify wait timed out / socket timed out
+    r"Notify register times out",  # HCCL
+    r"HCCL[^\n]*(?:timeout|timed out|time out)",
+    r"(?:Reduce|Broadcast|AllGather|AllReduce) wait (?:receiving|sending)",  # MindSpore CPU collectives
+    r"The node: \S+ is timed out",  # MindSpore scheduler heartbeat
+    r"Timed out node list is",  # MindSpore
+    r"terminate called without an active exception",  # torch tearing down a process group whose peer is gone
 )
+
+
+#: Each group of patterns above, compiled the first time a failure is classified (not at import: the verbs and
+#: the shim's start-up that never classify one do not pay for it).
+_COMPILED: Dict[Tuple[str, ...], Tuple[Pattern[str], ...]] = {}
+
+
+def _compiled(texts: Tuple[str, ...]) -> Tuple[Pattern[str], ...]:
+    patterns = _COMPILED.get(texts)
+    if patterns is None:
+        patterns = _COMPILED[texts] = tuple(re.compile(text) for text in texts)
+    return patterns
 
 
 def peer_failure(tail: Sequence[str]) -> Optional[str]:
     """The peer or collective failure ``tail`` (log lines, an error file's message) names: the matched words,
     newest line first; None when it names none (a native crash, ``terminate called after throwing ...``)."""
+    patterns = _compiled(_PEER)
     for line in reversed(tail):
-        for pattern in _PEER:
+        for pattern in patterns:
             found = pattern.search(line)
             if found is not None:
                 return found.group(0).strip()
@@ -185,7 +186,8 @@ def _make(kind: str, reason: str, signal: Optional[int] = None) -> Classificatio
     return Classification(kind, kind in RETRYABLE, shortened, signal)
 
 
-def _search(patterns: Sequence[Pattern[str]], tail: Sequence[str]) -> Optional[str]:
+def _search(texts: Tuple[str, ...], tail: Sequence[str]) -> Optional[str]:
+    patterns = _compiled(texts)
     for line in reversed(tail):  # the newest evidence first
         for pattern in patterns:
             if pattern.search(line):
@@ -214,10 +216,10 @@ def classify_failure(
     if stopped:
         return _make(STOPPED, "the shim received a stop signal")
     lines = list(tail)
-    found = _search((_HOST_LOST,), lines)
+    found = _search(_HOST_LOST, lines)
     if found is not None:
         return _make(HOST_LOST, found)
-    found = _search((_HANG,), lines)
+    found = _search(_HANG, lines)
     if found is not None:
         return _make(HANG, found)
     found = _search(_COLLECTIVE, lines)

@@ -75,10 +75,10 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, List, Mapping, O
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
-from ..plan import SubmitPlan
 from ..status import JobState, JobStatus
 
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
+    from ..plan import SubmitPlan
     from ..spec.model import JobSpec
     from .inside import ExecResult, JobEvent, UsageReport
 

@@ -37,7 +37,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..errors import BackendError, BackendNotAvailable, ConfigError
-from .job_index import JobIndex
 
 if TYPE_CHECKING:
     from ..profiles.keys import ProfileKey
@@ -234,6 +233,8 @@ def job_owner(
     Raises:
         ConfigError: the prefix matches several recorded jobs.
     """
+    from .job_index import JobIndex  # only a verb given a job id reads the index (not --help)
+
     index = JobIndex.default(os.environ if environ is None else environ, home)
     name, ident = backend, job_id
     recorded = index.backend_of(job_id)

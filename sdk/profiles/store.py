@@ -12,18 +12,20 @@
 
 from __future__ import annotations
 
-import configparser
 import io
 import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, Mapping, Optional
 
 from malaunch.entrypoint.public import write_atomic
 
 from ..errors import ConfigError
 from ..home import file_lock
+
+if TYPE_CHECKING:
+    import configparser
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -107,6 +109,8 @@ def read_profiles(path: str) -> Dict[str, Dict[str, str]]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
         raise ConfigError(f"cannot read the profile file {path} ({reason})", None, "fix it or remove it") from None
+    import configparser  # only with a profile file: the verbs of a user who has none do not load it
+
     parser = configparser.ConfigParser(interpolation=None, default_section=_NO_DEFAULTS)
     try:
         parser.read_string(text, source=path)
@@ -153,6 +157,8 @@ def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[
 
 
 def _render(profiles: Mapping[str, Mapping[str, str]]) -> str:
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None, default_section=_NO_DEFAULTS)
     for name in sorted(profiles):
         parser[name] = dict(sorted(profiles[name].items()))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from malaunch.entrypoint.report.failure_class import (
     CLASSES,
@@ -148,3 +151,16 @@ def test_a_hang_has_a_class_of_its_own_from_the_shims_line_or_its_exit_code() ->
     assert classify_failure(143, [line]).kind == HANG  # the ranks ended by the teardown do not hide it
     assert classify_exit(EXIT_HANG).kind == HANG  # a backend that sees only the shim's code
     assert classify_failure(EXIT_HANG, ["user code"]).kind == USER_ERROR  # a rank's own 124 is the user's
+
+
+def test_the_patterns_are_compiled_on_first_use_not_at_import() -> None:
+    probe = (
+        "import re, sys\n"
+        "from malaunch.entrypoint.report import failure_class as fc\n"
+        "before = len(fc._COMPILED)\n"
+        "kind = fc.classify_exit(1, ['DistStoreError: no peers']).kind\n"
+        "print(before, kind, len(fc._COMPILED) > 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", RENDEZVOUS_TIMEOUT, "True"]

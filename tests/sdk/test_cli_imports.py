@@ -8,16 +8,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 from sdkutil import REPO, job_ids, ma_submit, write_job
 
-#: Modules the everyday verbs must not load: a backend's client libraries, the YAML parser, sweeps, the job API.
+#: Modules the everyday verbs must not load: a backend's client libraries, the YAML parser, sweeps, the job API and
+#: plan, the shim's modules that only a running job uses (its restart file, report writer, subreaper), and the
+#: profile file's parser when there is no profile file.
 HEAVY = (
     "yaml", "requests", "boto3", "botocore", "kubernetes", "tenacity", "urllib3",
     "malaunch.sdk.sweep.api", "malaunch.sdk.sweep.run", "malaunch.sdk.sweep.state", "malaunch.sdk.job",
-    "malaunch.sdk.spec.loader",
+    "malaunch.sdk.spec.loader", "malaunch.sdk.plan", "malaunch.entrypoint.run.attempt_status",
+    "malaunch.entrypoint.run.procs.selfproc", "malaunch.entrypoint.report.report", "configparser",
+)  # fmt: skip
+#: What reading a local job uses and ``--help`` does not: the shim's process readers and failure classes (through
+#: the lazy seam ``entrypoint/public.py``) and the job index.
+NOT_FOR_HELP = (
+    "malaunch.entrypoint.run.procs.proctree", "malaunch.entrypoint.report.failure_class",
+    "malaunch.sdk.backends.job_index",
 )  # fmt: skip
 
 # Runs the console script's entry point as ``ma-submit ARGS`` does, then writes which HEAVY modules it loaded.
@@ -34,9 +43,11 @@ with open(out, "w") as handle:
 """
 
 
-def _loaded(args: List[str], env: Dict[str, str], tmp_path: Path) -> Dict[str, object]:
+def _loaded(
+    args: List[str], env: Dict[str, str], tmp_path: Path, names: Tuple[str, ...] = HEAVY
+) -> Dict[str, object]:
     out = tmp_path / "probe.json"
-    code = _PROBE.format(heavy=HEAVY)
+    code = _PROBE.format(heavy=names)
     done = subprocess.run(
         [sys.executable, "-c", code, str(out), *args], env=env, capture_output=True, text=True, timeout=120,
         cwd=str(REPO),
@@ -49,6 +60,17 @@ def _loaded(args: List[str], env: Dict[str, str], tmp_path: Path) -> Dict[str, o
 def test_help_and_an_empty_list_load_nothing_heavy(cli_env: Dict[str, str], tmp_path: Path) -> None:
     for args in (["--help"], ["list"], ["sweep", "--help"]):
         assert _loaded(args, cli_env, tmp_path) == {"code": 0, "loaded": []}, args
+
+
+def test_help_loads_no_process_reader_nor_the_job_index(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    for args in (["--help"], ["sweep", "--help"]):
+        assert _loaded(args, cli_env, tmp_path, NOT_FOR_HELP) == {"code": 0, "loaded": []}, args
+
+
+def test_the_probe_sees_what_help_does_not_load(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
+    result = _loaded(["--dry-run", str(job)], cli_env, tmp_path, NOT_FOR_HELP)
+    assert result["code"] == 0 and "malaunch.entrypoint.report.failure_class" in result["loaded"]
 
 
 @pytest.mark.process

@@ -30,7 +30,6 @@ from malaunch.entrypoint.public import Name
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...failures import failure_from_report
 from ...home import home_dir, one_by_prefix, write_json_atomic
-from ...plan import SubmitPlan, new_job_secret
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..logtail import follow_files
@@ -51,6 +50,7 @@ from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
 if TYPE_CHECKING:
     import subprocess
 
+    from ...plan import SubmitPlan
     from ...spec.model import JobSpec
     from ..codefiles import CodeFile
     from ..inside import ExecResult, JobEvent, UsageReport
@@ -159,6 +159,7 @@ class LocalBackend(Backend):
         return NetnsNetwork(job_id, hosts) if mode == NETNS else LoopbackNetwork(job_id, hosts)
 
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
+        from ...plan import SubmitPlan  # planning only: reading a job's state does not load it
         from .plan import plan_local
 
         request, notes = plan_local(
@@ -229,6 +230,8 @@ class LocalBackend(Backend):
 
         try:
             self._prepare(plan, request, paths, files)
+            from ...plan import new_job_secret
+
             self._start_runner(paths, new_job_secret())
         except BaseException as exc:
             shutil.rmtree(paths.job_dir, ignore_errors=True)
