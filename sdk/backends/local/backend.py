@@ -42,6 +42,7 @@ from ..inside import ExecResult, JobEvent, UsageReport
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
+from .hostops import ask_runner
 from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
     JobPaths,
@@ -383,6 +384,24 @@ class LocalBackend(Backend):
         paths = self._paths(job_id)
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
                           python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip
+
+    def lose_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform losing host ``host``'s machine for good: its shim and everything under it are killed
+        and it is not started again; an elastic job goes on without it (:mod:`.hostops`). Returns once done."""
+        paths = self._paths(job_id)
+        ask_runner(paths, self._status_of(paths), host, "lose", lambda: self._host_state(paths, host) != "RUNNING")
+        return self._status_of(paths)
+
+    def restore_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform giving lost host ``host`` a machine again: its shim starts and joins the job."""
+        paths = self._paths(job_id)
+        ask_runner(paths, self._status_of(paths), host, "restore", lambda: self._host_state(paths, host) == "RUNNING")
+        return self._status_of(paths)
+
+    @staticmethod
+    def _host_state(paths: JobPaths, host: int) -> str:
+        hosts = (read_state(paths.state_file).data or {}).get("hosts") or []
+        return str(hosts[host]["state"]) if 0 <= host < len(hosts) else ""
 
     def delete(self, job_id: str) -> str:
         paths = self._paths(job_id)
