@@ -222,7 +222,7 @@ def _hosts(env: Mapping[str, str], cluster: ClusterEnv, plan: LaunchPlan) -> Opt
     names = cluster.worker_hosts
     addr = names[cluster.node_rank] if cluster.node_rank < len(names) else plan.host
     hosts = hosts_config(env, cluster.node_rank, cluster.num_hosts, addr, cluster.master_addr, cluster.job_id,
-                         cluster.master_wait)  # fmt: skip
+                         cluster.master_wait, cluster.min_hosts, cluster.procs_per_host)  # fmt: skip
     if hosts is None and cluster.master_addr is None:
         _say("no coordinator: the master host's address is unknown (set VC_WORKER_HOSTS); the hosts do not "
              "restart together and a lost host is noticed only by its peers' collectives")

@@ -2,7 +2,8 @@
 
 Plan (flag spellings of the ModelArts launch modes): one host: ``--standalone --nnodes=1 --nproc_per_node=G``;
 N hosts: ``--nnodes=N --nproc_per_node=G --node_rank=I --master_addr=A --master_port=P --rdzv_id=J
---rdzv_backend=static``. The master port is always passed. ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
+--rdzv_backend=static``. The master port is always passed. With ``MALAUNCH_MIN_HOSTS``: elastic, c10d
+rendezvous at the master host (:mod:`.torchrun_elastic`). ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
 replace a preset flag of the same name. Every worker writes its own stdout/stderr files (``--redirects=3
 --log_dir``), which :mod:`.torchrun_logs` follows into ``rank-N.log``.
 
@@ -49,8 +50,13 @@ _AGENT_FAILED = b"failed (exitcode:"
 def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
     """This host's torchrun plan. Pure."""
     per_host = cluster.procs_per_host
+    elastic = cluster.min_hosts is not None and cluster.num_hosts > 1
     if cluster.num_hosts == 1:
         presets = ["--standalone", "--nnodes=1", f"--nproc_per_node={per_host}"]
+    elif elastic:
+        from .torchrun_elastic import elastic_presets
+
+        presets = elastic_presets(cluster, METHOD)
     else:
         presets = [
             f"--nnodes={cluster.num_hosts}",
@@ -58,8 +64,9 @@ def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> La
             f"--node_rank={cluster.node_rank}",
             f"--master_addr={require_master(cluster, METHOD)}",
         ]
-    presets.append(f"--master_port={cluster.torchrun_master_port}")
-    if cluster.num_hosts > 1:
+    if not elastic:  # elastic: the rendezvous endpoint names the port
+        presets.append(f"--master_port={cluster.torchrun_master_port}")
+    if cluster.num_hosts > 1 and not elastic:
         presets += [f"--rdzv_id={cluster.job_id}", "--rdzv_backend=static"]
     # Each worker's stdout/stderr are files it writes itself (nothing is lost when torchrun ends); the shim
     # follows them into rank-N.log and the console, so it can end torchrun as soon as the job starts ending.
@@ -137,6 +144,16 @@ class TorchrunLauncher(Launcher):
 
     def attempt_argv(self, spec: ProcessSpec, attempt: int, most: int) -> Tuple[str, ...]:
         return attempt_argv(spec.argv, spec.script_at, attempt, most)
+
+    def plan_members(self, plan: LaunchPlan, attempt: int, members: int) -> LaunchPlan:
+        from .torchrun_elastic import is_elastic, members_argv
+
+        processes = tuple(
+            spec._replace(argv=members_argv(spec.argv, attempt, members))
+            if spec.name == METHOD and is_elastic(spec.argv) else spec
+            for spec in plan.processes
+        )
+        return plan._replace(processes=processes)
 
     def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
         return 1 if _restarts_itself(plan) else policy.max_restarts + 1

@@ -46,7 +46,7 @@ class Attempt:
     ``cause`` are filled in when the coordinator decides (:mod:`.hosts.jobloop`).
     """
 
-    __slots__ = ("cause", "classification", "index", "log_dir", "restarted", "result")
+    __slots__ = ("cause", "classification", "index", "log_dir", "members", "restarted", "result", "world_size")
 
     def __init__(
         self, index: int, result: RunResult, classification: "Optional[Classification]", restarted: bool, log_dir: str
@@ -54,6 +54,8 @@ class Attempt:
         self.index, self.result, self.classification = index, result, classification
         self.restarted, self.log_dir = restarted, log_dir
         self.cause: Optional[Dict[str, Any]] = None  # several hosts: the job's root cause, as the coordinator chose
+        self.members: Optional[Tuple[int, ...]] = None  # elastic torchrun: the attempt's hosts
+        self.world_size: Optional[int] = None  # elastic torchrun: its ranks
 
     def __repr__(self) -> str:
         return (f"Attempt(index={self.index}, result={self.result!r}, classification={self.classification!r}, "
@@ -235,6 +237,8 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
         report["hosts"] = outcome.hosts
         for entry, attempt in zip(report["attempts"], outcome.attempts):
             entry["job_cause"] = attempt.cause
+            if attempt.members is not None:
+                entry.update(members=list(attempt.members), world_size=attempt.world_size)
     return report
 
 

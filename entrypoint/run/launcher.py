@@ -127,6 +127,10 @@ class Launcher:
             return plan
         return attempt_plan(plan, attempt, policy, self.attempt_argv, self.reroots_env)
 
+    def plan_members(self, plan: "LaunchPlan", attempt: int, members: int) -> "LaunchPlan":
+        """Attempt ``attempt``'s plan when the coordinator started it with ``members`` hosts (elastic). Pure."""
+        return plan
+
     def attempt_argv(self, spec: "ProcessSpec", attempt: int, most: int) -> Tuple[str, ...]:
         """A process's command line in attempt ``attempt`` of at most ``most`` restarts."""
         return spec.argv

@@ -34,6 +34,8 @@ class HostsConfig(NamedTuple):
     heartbeat_timeout: float
     host_wait: float
     join_wait: float
+    min_hosts: Optional[int] = None  # elastic torchrun (MALAUNCH_MIN_HOSTS): the fewest hosts an attempt may have
+    procs_per_host: int = 1  # ranks per host (an elastic attempt's world size is its hosts times this)
 
     @property
     def interval(self) -> float:
@@ -46,7 +48,8 @@ class HostsConfig(NamedTuple):
 
 
 def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: str, master: Optional[str],
-                 job_name: str, join_wait: float) -> Optional[HostsConfig]:  # fmt: skip
+                 job_name: str, join_wait: float, min_hosts: Optional[int] = None,
+                 procs_per_host: int = 1) -> Optional[HostsConfig]:  # fmt: skip
     """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
     opted out (``MALAUNCH_COORDINATOR=False``). Pure.
 
@@ -61,4 +64,4 @@ def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: st
         return None
     secret = raw_value(environ, "MALAUNCH_JOB_SECRET")
     return HostsConfig(host, num_hosts, addr, master, port, secret or job_name, secret is not None, timeout,
-                       host_wait, join_wait)  # fmt: skip
+                       host_wait, join_wait, min_hosts, procs_per_host)  # fmt: skip

@@ -11,13 +11,17 @@ Where :func:`~..attempts.run_with_restarts` decides alone on one host, here ever
    cause, the same on every host. A host whose coordinator is gone for good exits 75 (``host_lost``).
 4. A stop signal (SIGTERM, SIGINT, SIGHUP) during an attempt ends it as always; between attempts it ends the
    shim at once (``stopped_in_backoff``).
+5. Elastic torchrun (``MALAUNCH_MIN_HOSTS``): ``start K`` names the attempt's hosts; the attempt's torchrun
+   gets its own rendezvous and that many hosts (:meth:`~..launcher.Launcher.plan_members`), every attempt its
+   own folder, and the report each attempt's ``members`` and ``world_size`` and each change of them
+   (:func:`membership_event`).
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
@@ -32,7 +36,7 @@ from .link import Finish, Gone, HostLink, Start
 from .server import Coordinator
 from .wire import job_key
 
-__all__ = ["run_coordinated"]
+__all__ = ["membership_event", "run_coordinated"]
 
 _TAIL = 5
 _LINE = 160
@@ -61,7 +65,7 @@ def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Ca
     lost = classify_failure(EXIT_HOST_LOST, (f"ma-entrypoint: host 1 ({config.addr}) lost: x",))
     state = JobState(config.num_hosts, max_restarts, should_restart(policy, lost, EXIT_HOST_LOST),
                      lambda restart: backoff_for(policy, restart), config.host_wait, config.join_wait,
-                     time.monotonic())  # fmt: skip
+                     time.monotonic(), config.min_hosts)  # fmt: skip
     try:
         server = Coordinator(job_key(config.secret), state, config.port, config.interval, config.heartbeat_timeout,
                              say)  # fmt: skip
@@ -81,7 +85,7 @@ def run_coordinated(plan: LaunchPlan, base_env: Mapping[str, str], policy: Resta
     started = time.monotonic()
     stop = _BackoffStop()
     loop = _Loop(plan, policy, launcher, say)
-    announce = _Announcer(plan, launcher.announces_attempts(policy))
+    announce = _Announcer(plan, launcher.announces_attempts(_plan_policy(policy, config)))
     with selfproc.stop_signal_handlers(stop.on_signal):
         server = serve(config, loop.limit - 1, policy, say) if config.host == 0 else None
         link = HostLink(job_key(config.secret), config.host, config.addr, "127.0.0.1" if server else config.master,
@@ -104,6 +108,9 @@ class _Drive:
         self.result: Optional[RunResult] = None
         self.hosts: Dict[str, Any] = {"host": config.host, "num_hosts": config.num_hosts, "master": config.master,
                                       "port": config.port, "secret_given": config.secret_given}  # fmt: skip
+        self.plan_policy = _plan_policy(policy, config)
+        if config.min_hosts is not None:
+            self.hosts.update(min_hosts=config.min_hosts, membership=[])
 
     def go(self) -> RestartOutcome:
         while True:
@@ -129,19 +136,36 @@ class _Drive:
             last.restarted, last.cause = True, command.cause
             self.loop.say(_restart_line(last.index, command, self.policy))
         index = command.attempt
-        attempt_plan = self.loop.launcher.plan_attempt(self.plan, index, self.policy)
+        attempt_plan = self.loop.launcher.plan_attempt(self.plan, index, self.plan_policy)
+        if command.members is not None:
+            attempt_plan = self.loop.launcher.plan_members(attempt_plan, index, len(command.members))
+            self._membership(command)
         for note in attempt_plan.notes[len(self.plan.notes):]:
             self.loop.say(note)
         self.link.last_attempt = index
         self.announce(index, "running")
         self.result = self.run(attempt_plan, self.base_env, link=_AttemptSide(self.link, index))
         kind = self.loop.record(index, self.result, attempt_plan.log_dir)
+        if command.members is not None:
+            self.loop.attempts[-1].members = command.members
+            self.loop.attempts[-1].world_size = len(command.members) * self.config.procs_per_host
         self.link.over(index, _cause(self.result, kind, self.policy, self.config) if kind is not None else None)
         if self.result.shim_signal is not None:
             self.announce(index, "ended")
             return False
         self.announce(index, "backoff" if kind is not None else "ended")
         return True
+
+    def _membership(self, command: Start) -> None:
+        """Elastic: note attempt K's hosts, and the change from the attempt before (an event in the report)."""
+        assert command.members is not None
+        events: List[Dict[str, Any]] = self.hosts["membership"]
+        before = events[-1]["members"] if events else list(range(self.config.num_hosts))
+        event = membership_event(command.attempt, before, command.members, self.config.procs_per_host,
+                                 command.free)  # fmt: skip
+        if event is not None:
+            events.append(event)
+            self.loop.say(event["line"])
 
     def _finish(self, command: Finish) -> RestartOutcome:
         if self.loop.attempts:
@@ -189,8 +213,36 @@ class _Drive:
         return RestartOutcome(final, tuple(self.loop.attempts), self.policy, hosts=self.hosts, job_class=job_class)
 
 
+def _plan_policy(policy: RestartPolicy, config: HostsConfig) -> RestartPolicy:
+    """The policy the attempts' plans are made with: elastic, every attempt has its own folder and counters
+    (a change of hosts restarts the job however many restarts ``MA_MAX_RESTARTS`` allows)."""
+    if config.min_hosts is None or policy.max_restarts > 0:
+        return policy
+    return policy._replace(max_restarts=1)
+
+
+def membership_event(attempt: int, before: Sequence[int], members: Sequence[int], per_host: int,
+                     free: bool) -> Optional[Dict[str, Any]]:  # fmt: skip
+    """The report's event for attempt ``attempt`` starting with ``members`` after ``before``; None: no change.
+    Pure. Shape: ``{"at", "attempt", "members", "world_size", "left", "joined", "charged", "line"}``."""
+    left = sorted(set(before) - set(members))
+    joined = sorted(set(members) - set(before))
+    if not left and not joined:
+        return None
+    size = len(members) * per_host
+    said = "; ".join(part for part in (f"host(s) {', '.join(map(str, left))} left" if left else "",
+                                       f"host(s) {', '.join(map(str, joined))} joined" if joined else "") if part)
+    line = (f"the job's hosts changed ({said}): attempt {attempt} runs on {len(members)} host(s), world size "
+            f"{size}{'' if not free else ', not charged to MA_MAX_RESTARTS'}")  # fmt: skip
+    return {"at": round(time.time(), 3), "attempt": attempt, "members": sorted(members), "world_size": size,
+            "left": left, "joined": joined, "charged": not free, "line": line}  # fmt: skip
+
+
 def _restart_line(index: int, command: Start, policy: RestartPolicy) -> str:
     cause = command.cause or {}
+    if command.free:
+        return (f"attempt {index} of the job ended with a change of its hosts: every host here starts attempt "
+                f"{command.attempt} now")  # fmt: skip
     who = f"rank {cause['rank']}" if isinstance(cause.get("rank"), int) else "it"
     return (f"attempt {index} of the job failed on host {cause.get('host')} ({who}, exit {cause.get('code')}, "
             f"{cause.get('kind')}): every host starts attempt {command.attempt} of {policy.max_restarts} now")

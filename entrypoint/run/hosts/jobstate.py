@@ -21,13 +21,19 @@ blocks. The rules (docs/recovery.md, "Multi-host"):
    job's budget allows (attempt K < ``max_restarts``), every host starts attempt K+1 together after the
    back-off, once every host is here again: a lost host has ``host_wait`` seconds to come back, else the job
    ends with :data:`EXIT_HOST_LOST` naming it. Otherwise the job ends with the cause's exit code (``finish``).
+5. Elastic (``min_hosts``, torchrun's ``MALAUNCH_MIN_HOSTS``): each ``start`` names the attempt's ``members``
+   (:func:`members_text`). An attempt a member was lost from is a change of membership, whatever its root
+   cause and ``restart_on``: the lost host has ``host_wait`` seconds to come back, then the next attempt starts
+   with the hosts here if they are at least ``min_hosts`` (else :data:`EXIT_HOST_LOST`). A host that joins
+   while an attempt runs without it ends that attempt (``end`` with ``why: joined``) and the next one takes it
+   in. Attempts started for a change of membership are not charged to ``max_restarts`` (:attr:`JobState.free`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
-__all__ = ["EXIT_HOST_LOST", "Cause", "JobState", "Send", "lost_cause"]
+__all__ = ["EXIT_HOST_LOST", "Cause", "JobState", "Send", "lost_cause", "members_text", "read_members"]
 
 #: The shim's exit code when a lost host did not come back (retryable: the platform's job restart takes over).
 EXIT_HOST_LOST = 75
@@ -52,6 +58,33 @@ def lost_cause(host: int, addr: str, why: str, accept: bool) -> Cause:
             "tail": [line]}  # fmt: skip
 
 
+def members_text(members: Tuple[int, ...]) -> str:
+    """Host indexes as ranges (``0-3,5``): a start message stays short however many hosts the job has."""
+    runs: List[List[int]] = []
+    for host in sorted(set(members)):
+        if runs and runs[-1][1] == host - 1:
+            runs[-1][1] = host
+        else:
+            runs.append([host, host])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+
+
+def read_members(text: object) -> Optional[Tuple[int, ...]]:
+    """The hosts of :func:`members_text`'s text; None when it is not one."""
+    if not isinstance(text, str) or not text or len(text) > 2000:
+        return None
+    found: List[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or not (high.isdigit() or not high):
+            return None
+        first, last = int(low), int(high or low)
+        if last < first or last - first > 100000:
+            return None
+        found += range(first, last + 1)
+    return tuple(sorted(set(found)))
+
+
 def _priority(cause: Cause) -> int:
     if cause.get("kind") == "host_lost":
         return _LOST
@@ -64,7 +97,7 @@ class JobState:
     """The coordinator's book of one job (see the module's docstring for the rules)."""
 
     def __init__(self, num_hosts: int, max_restarts: int, lost_accepted: bool, backoff: Callable[[int], float],
-                 host_wait: float, join_wait: float, now: float) -> None:  # fmt: skip
+                 host_wait: float, join_wait: float, now: float, min_hosts: Optional[int] = None) -> None:  # fmt: skip
         self.num_hosts, self.max_restarts, self.lost_accepted = num_hosts, max_restarts, lost_accepted
         self.backoff, self.host_wait = backoff, host_wait
         self.here: Dict[int, Tuple[object, str]] = {}  # host -> (its connection, its address)
@@ -78,6 +111,12 @@ class JobState:
         self.final: Optional[Tuple[int, Optional[Cause]]] = None
         self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
         self.quiet: Set[int] = set()  # hosts whose ranks are silent in the running attempt (hang detection)
+        self.min_hosts = min_hosts  # elastic (rule 5): the fewest hosts an attempt may start with; None: all
+        self.members: Tuple[int, ...] = ()  # the hosts of the running (or last) attempt
+        self.dropped: Set[int] = set()  # members lost during the running attempt
+        self.rejoined = False  # elastic: a host joined while the attempt ran without it
+        self.free = 0  # attempts started for a change of membership (not charged to max_restarts)
+        self.free_next = False  # the next attempt is one of them
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
     def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
@@ -91,6 +130,8 @@ class JobState:
         out.append(Send(host, {"t": "welcome", "hosts": self.num_hosts, "attempt": self.attempt}))
         if self.final is not None:
             out.append(Send(host, self._finish_message()))
+        elif self.min_hosts is not None and self.phase in ("running", "ending") and host not in self.members:
+            out += self._take_in(host, addr)
         return out + self.advance(now)
 
     def leave(self, host: int, conn: object, why: str, now: float) -> List[Send]:
@@ -100,6 +141,8 @@ class JobState:
         addr = self.here.pop(host)[1]
         cause = lost_cause(host, addr, why, self.lost_accepted)
         self.lost[host] = cause
+        if self.phase in ("running", "ending") and host in self.members:
+            self.dropped.add(host)
         out: List[Send] = []
         if self.phase in ("running", "ending") and host in self.pending:
             self.pending.discard(host)
@@ -138,6 +181,8 @@ class JobState:
         if self.phase == "joining":
             if len(self.here) == self.num_hosts:
                 return self._start(self.seen + 1, now)
+            if now >= self.deadline and self._enough():
+                return self._start(self.seen + 1, now)
             if now >= self.deadline:
                 missing = ", ".join(str(h) for h in range(self.num_hosts) if h not in self.here)
                 line = (f"ma-entrypoint: gave up waiting for host(s) {missing} to join the job's coordinator; "
@@ -148,8 +193,11 @@ class JobState:
             return self._decide(now)
         elif self.phase == "waiting":
             if len(self.here) == self.num_hosts:
-                self.phase, self.deadline = "backoff", now + self.backoff(self.attempt + 1)
+                pause = 0.0 if self.free_next else self.backoff(self.attempt + 1 - self.free)
+                self.phase, self.deadline = "backoff", now + pause
                 return self.advance(now)
+            if now >= self.deadline and self.free_next and self._enough():
+                return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
             if now >= self.deadline:
                 return self._finish(EXIT_HOST_LOST, self._gone(now))
         elif self.phase == "backoff":
@@ -162,14 +210,20 @@ class JobState:
     # -- inside -------------------------------------------------------------------------------------------------
     def _start(self, attempt: int, now: float) -> List[Send]:
         previous = self.verdicts[-1] if self.verdicts else None
-        if attempt > self.max_restarts and attempt > 0:
+        free, self.free_next = self.free_next, False
+        self.free += int(free)
+        if attempt - self.free > self.max_restarts and attempt > 0:
             line = (f"ma-entrypoint: the job's restarts are spent ({self.max_restarts}): it cannot start attempt "
                     f"{attempt}")  # fmt: skip
             return self._finish(EXIT_HOST_LOST, dict(previous or {}, code=EXIT_HOST_LOST, line=line, tail=[line]))
         self.attempt, self.phase = attempt, "running"
         self.pending = set(self.here)
         self.causes, self.quiet = [], set()
-        return [Send(None, {"t": "start", "attempt": attempt, "cause": previous})]
+        self.members, self.dropped, self.rejoined = tuple(sorted(self.here)), set(), False
+        payload: Dict[str, Any] = {"t": "start", "attempt": attempt, "cause": previous}
+        if self.min_hosts is not None:
+            payload.update(members=members_text(self.members), free=free)
+        return [Send(None, payload)]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
         score = cause.get("score")  # a hung attempt: the host whose ranks show the strongest evidence first
@@ -193,7 +247,11 @@ class JobState:
             return self._finish(0, None)
         cause = min(self.causes, key=lambda item: (item[0], item[1]))[2]
         self.verdicts.append(cause)
-        again = bool(cause.get("accept")) and self.attempt < self.max_restarts
+        if self.min_hosts is not None and (self.dropped or self.rejoined):  # rule 5: a change of membership
+            self.free_next = True
+            self.phase, self.deadline = "waiting", now + (self.host_wait if self.dropped else 0.0)
+            return self.advance(now)
+        again = bool(cause.get("accept")) and self.attempt - self.free < self.max_restarts
         if not again:
             return self._finish(int(cause.get("code") or 1), cause)
         return self._after_loss(cause, now)
@@ -203,6 +261,19 @@ class JobState:
             return self._finish(EXIT_HOST_LOST, cause if cause.get("kind") == "host_lost" else self._gone(now))
         self.phase, self.deadline = "waiting", now + self.host_wait
         return self.advance(now)
+
+    def _enough(self) -> bool:
+        """Elastic: the hosts here may start an attempt (at least ``min_hosts``, the master among them)."""
+        return self.min_hosts is not None and 0 in self.here and len(self.here) >= self.min_hosts
+
+    def _take_in(self, host: int, addr: str) -> List[Send]:
+        """Elastic: ``host`` joined while the attempt runs without it: the attempt ends, the next takes it in."""
+        self.rejoined = True
+        if self.phase != "running":
+            return []
+        self.phase = "ending"
+        payload = {"t": "end", "attempt": self.attempt, "host": host, "addr": addr, "why": "joined"}
+        return [Send(other, payload) for other in sorted(self.pending)]
 
     def _gone(self, now: float) -> Cause:
         del now

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 from ..events import Event, HostsEnd
 from . import wire
+from .jobstate import read_members
 
 __all__ = ["Finish", "Gone", "HostLink", "Start"]
 
@@ -35,6 +36,8 @@ __all__ = ["Finish", "Gone", "HostLink", "Start"]
 class Start(NamedTuple):
     attempt: int
     cause: Optional[Dict[str, Any]]  # the previous attempt's root cause, as the coordinator chose it
+    members: Optional[Tuple[int, ...]] = None  # elastic (MALAUNCH_MIN_HOSTS): the attempt's hosts
+    free: bool = False  # elastic: started for a change of membership (not charged to MA_MAX_RESTARTS)
 
 
 class Finish(NamedTuple):
@@ -220,7 +223,8 @@ class HostLink:
     def _dispatch(self, message: Dict[str, Any]) -> None:
         kind = message["t"]
         if kind == "start" and isinstance(message.get("attempt"), int):
-            self.commands.put(Start(message["attempt"], _cause(message.get("cause"))))
+            self.commands.put(Start(message["attempt"], _cause(message.get("cause")),
+                                    read_members(message.get("members")), message.get("free") is True))
         elif kind == "finish" and isinstance(message.get("code"), int):
             self.commands.put(Finish(message["code"], _cause(message.get("cause")), int(message.get("attempt") or 0)))
             self._closing.set()
@@ -231,13 +235,17 @@ class HostLink:
                 if why == "hung":
                     post(HostsEnd("every host's ranks are silent", hung=True))
                     return
+                if why == "joined":
+                    post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", "joined",
+                                             "so that the next attempt takes it in")))
+                    return
                 why = "lost" if why == "lost" else "failed"
                 post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", why)))
 
 
-def _host_line(host: object, addr: str, why: str) -> str:
+def _host_line(host: object, addr: str, why: str, then: str = "with it") -> str:
     name = f"host {host}" if isinstance(host, int) else "a host"
-    return f"ma-entrypoint: {name} ({addr}) {why}: this host's attempt ends with it"
+    return f"ma-entrypoint: {name} ({addr}) {why}: this host's attempt ends {then}"
 
 
 def _cause(value: object) -> Optional[Dict[str, Any]]:
