@@ -15,7 +15,7 @@ from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.hostops import request_file, take_requests, write_request
 from malaunch.sdk.backends.local.inside import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths, is_job_process
-from malaunch.sdk.backends.local.state import new_state
+from malaunch.sdk.backends.local.state import job_status, new_state, read_state
 from malaunch.sdk.home import write_json_atomic
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
@@ -134,3 +134,19 @@ def test_events_show_each_change_of_an_elastic_jobs_hosts_once(tmp_path: Path) -
                     (112.0, "job", "HostsChanged", "Warning"), (120.0, "host 1", "HostBack", "Info"),
                     (125.0, "job", "HostsChanged", "Info")]  # fmt: skip
     assert "world size 1" in events[2].message
+
+
+def test_with_the_runner_gone_a_host_lost_for_good_does_not_fail_the_job(tmp_path: Path) -> None:
+    """The runner died after host 1 was lost (killed: 137) and host 0's shim reported success: SUCCEEDED."""
+    paths = JobPaths(str(tmp_path), "j-3")
+    hosts = [{"index": i, "address": f"127.0.0.{i + 1}", "log_file": paths.console_log(i)} for i in range(2)]
+    state = new_state("j-3", "el", 100.0, hosts)
+    state.update(state="RUNNING", started_at=101.0, runner_pid=4242)
+    state["hosts"][0].update(state="RUNNING", pid=4243, started_at=101.0)
+    state["hosts"][1].update(state="EXITED", exit_code=137, started_at=101.0, ended_at=110.0, lost_at=110.0)
+    Path(paths.host_dir(0)).mkdir(parents=True)
+    write_json_atomic(paths.state_file, state)
+    Path(paths.report_file(0)).write_text(json.dumps({"exit_code": 0, "status": "succeeded"}))
+    reading = read_state(paths.state_file)
+    status = job_status(paths, reading, backend="local", runner_pid=4242, is_ours=lambda pid: False)
+    assert (status.state.value, status.exit_code) == ("SUCCEEDED", 0), status.message
