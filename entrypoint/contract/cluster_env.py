@@ -229,15 +229,11 @@ def _master_addr(environ: Mapping[str, str], hosts: Tuple[str, ...], num_hosts: 
     return None
 
 
-def _min_hosts(environ: Mapping[str, str], method: str, num_hosts: int) -> Optional[int]:
+def _min_hosts(environ: Mapping[str, str], num_hosts: int) -> Optional[int]:
     raw = _get(environ, "MALAUNCH_MIN_HOSTS")
     if raw is None:
         return None
-    value = parse_int(environ, "MALAUNCH_MIN_HOSTS")
-    if method != "torchrun":
-        shown = method or "unset (the rank-table fan-out)"
-        raise ConfigError("MALAUNCH_MIN_HOSTS", raw, f"elastic hosts work with MA_RUN_METHOD=torchrun only, not "
-                          f"{shown}: unset MALAUNCH_MIN_HOSTS (launcher.min_hosts) or run with torchrun")
+    value = parse_int(environ, "MALAUNCH_MIN_HOSTS")  # its method is checked with the rest (config.py)
     if value > num_hosts:
         raise ConfigError("MALAUNCH_MIN_HOSTS", raw, f"expected at most MA_NUM_HOSTS={num_hosts} (1 to {num_hosts})")
     return value
@@ -297,5 +293,5 @@ def parse_cluster_env(environ: Mapping[str, str]) -> ClusterEnv:
         report_file=_get(environ, "MALAUNCH_REPORT_FILE"),
         rank_table_timeout=parse_seconds(environ, "MALAUNCH_RANK_TABLE_TIMEOUT"),
         master_wait=parse_seconds(environ, "MALAUNCH_MASTER_WAIT"),
-        min_hosts=_min_hosts(environ, method, num_hosts),
+        min_hosts=_min_hosts(environ, num_hosts),
     )

@@ -26,11 +26,11 @@ def hosts() -> Iterator[List[Hosts]]:
         job.close()
 
 
-def _job(made: List[Hosts], tmp: Path, min_hosts: int, finish_at: int, **extra: str) -> Hosts:
+def _job(made: List[Hosts], tmp: Path, min_hosts: int, finish_at: int, count: int = 2, **extra: str) -> Hosts:
     env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": str(free_port()),
            "MALAUNCH_MIN_HOSTS": str(min_hosts), "MA_MAX_RESTARTS": "0", "ELASTIC_FINISH_AT": str(finish_at),
            "MALAUNCH_GRACE_PERIOD": "5", **extra}  # fmt: skip
-    job = Hosts(tmp, 2, env, script="elastic_job.py")
+    job = Hosts(tmp, count, env, script="elastic_job.py")
     made.append(job)
     return job
 
@@ -86,6 +86,23 @@ def test_the_host_started_again_is_taken_in_and_the_world_is_2_again(hosts: List
     assert _worlds(job.report(1)) == [(2, [0, 1], 2)]
 
 
+def test_three_hosts_lose_the_middle_one_and_two_go_on_with_their_ranks_renumbered(
+    hosts: List[Hosts], tmp_path: Path
+) -> None:
+    job = _job(hosts, tmp_path, 2, finish_at=1, count=3).start_all()
+    _wait_for(tmp_path / "world-h2-a0-w3", "attempt 0 never formed a world of 3")
+    job.signal_tree(1, signal.SIGKILL)
+    assert [job.wait(0, timeout=WAIT), job.wait(2, timeout=WAIT)] == [0, 0], job.console(0)[-3000:]
+    assert (tmp_path / "world-h0-a1-w2").exists() and (tmp_path / "world-h2-a1-w2").exists()
+    said = _said(job, 0, tmp_path) + _said(job, 2, tmp_path)
+    seen = {tuple(line.split("WORLD_SIZE=2 rank ")[1].split()[:3:2]) for line in said.splitlines()
+            if "WORLD_SIZE=2 rank" in line}  # (rank, host), from the console and the logs alike
+    assert sorted(rank for rank, _ in seen) == ["0", "1"], said[-3000:]  # ranks 0 and 1 of 2: numbered again
+    assert sorted(host for _, host in seen) == ["0", "2"]
+    for index in (0, 2):
+        assert _worlds(job.report(index)) == [(0, [0, 1, 2], 3), (1, [0, 2], 2)]
+
+
 def test_fewer_hosts_than_min_hosts_end_the_job_with_75(hosts: List[Hosts], tmp_path: Path) -> None:
     job = _job(hosts, tmp_path, 2, finish_at=1).start_all()
     _wait_for(tmp_path / "world-h1-a0-w2", "attempt 0 never formed a world of 2")
@@ -115,6 +132,15 @@ def test_min_hosts_out_of_bounds_exits_2(tmp_path: Path, value: str, expected: s
                       "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2", "MALAUNCH_MIN_HOSTS": value})  # fmt: skip
     done = shim(["--dry-run", str(SCRIPTS / "elastic_job.py")], env, tmp_path, timeout=60)
     assert done.returncode == 2 and expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_min_hosts_without_the_coordinator_exits_2(tmp_path: Path) -> None:
+    env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1",
+                      "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2", "MALAUNCH_MIN_HOSTS": "1",
+                      "MALAUNCH_COORDINATOR": "False", "MALAUNCH_LOG_DIR": str(tmp_path / "logs")})  # fmt: skip
+    done = shim([str(SCRIPTS / "elastic_job.py")], env, tmp_path, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "MALAUNCH_MIN_HOSTS='1' is invalid: elastic hosts need the hosts' coordinator" in done.stderr
 
 
 def test_dry_run_shows_the_elastic_argv(tmp_path: Path) -> None:

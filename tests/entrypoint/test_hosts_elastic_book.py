@@ -114,6 +114,20 @@ def test_a_failure_of_a_rank_is_still_charged() -> None:
     assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 7
 
 
+def test_a_failure_of_a_smaller_world_restarts_it_without_waiting_for_the_host_gone_before() -> None:
+    book = _book(restarts=1)
+    conns = _running(book)
+    book.leave(1, conns[1], "its connection closed", 1.0)
+    book.over(0, 0, ENDED, 2.0)
+    book.advance(12.0)
+    own = {"code": 137, "kind": "signal", "accept": True, "peer": False, "ended": False, "line": "killed"}
+    assert book.over(0, 1, own, 13.0) == [] and book.phase == "backoff"
+    sends = book.advance(14.0)  # the back-off (1 s), not MALAUNCH_HOST_WAIT for host 1 again
+    assert [(p["attempt"], p["members"], p["free"]) for p in _starts(sends)] == [(2, "0", False)]
+    sends = book.over(0, 2, own, 15.0)  # the one charged restart is spent
+    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 137
+
+
 def test_a_restart_on_that_refuses_host_lost_does_not_stop_a_membership_restart() -> None:
     book = _book(restarts=0, lost_ok=False)
     conns = _running(book)

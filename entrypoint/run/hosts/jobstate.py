@@ -27,6 +27,7 @@ blocks. The rules (docs/recovery.md, "Multi-host"):
    with the hosts here if they are at least ``min_hosts`` (else :data:`EXIT_HOST_LOST`). A host that joins
    while an attempt runs without it ends that attempt (``end`` with ``why: joined``) and the next one takes it
    in. Attempts started for a change of membership are not charged to ``max_restarts`` (:attr:`JobState.free`).
+   A failure's restart (charged) starts after the back-off with the hosts here, at least ``min_hosts``.
 """
 
 from __future__ import annotations
@@ -196,12 +197,12 @@ class JobState:
                 pause = 0.0 if self.free_next else self.backoff(self.attempt + 1 - self.free)
                 self.phase, self.deadline = "backoff", now + pause
                 return self.advance(now)
-            if now >= self.deadline and self.free_next and self._enough():
+            if now >= self.deadline and self._enough():
                 return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
             if now >= self.deadline:
                 return self._finish(EXIT_HOST_LOST, self._gone(now))
         elif self.phase == "backoff":
-            if len(self.here) < self.num_hosts:
+            if (len(self.here) < self.num_hosts) if self.min_hosts is None else not self._enough():
                 self.phase, self.deadline = "waiting", now + self.host_wait
             elif now >= self.deadline:
                 return self._start(self.attempt + 1, now)
@@ -257,6 +258,9 @@ class JobState:
         return self._after_loss(cause, now)
 
     def _after_loss(self, cause: Cause, now: float) -> List[Send]:
+        if self.min_hosts is not None:  # elastic, a failure (charged): hosts lost before are not waited for again
+            self.phase, self.deadline = "backoff", now + self.backoff(self.attempt + 1 - self.free)
+            return self.advance(now)
         if self.lost and not self.lost_accepted:  # the next attempt needs a host the job may not wait for
             return self._finish(EXIT_HOST_LOST, cause if cause.get("kind") == "host_lost" else self._gone(now))
         self.phase, self.deadline = "waiting", now + self.host_wait

@@ -9,14 +9,14 @@ Used for the ``pipe`` log source (rank-table fan-out and single runs). Per proce
   wrote and the stream it came from (adjacent spans of one stream merge), so the order of the spans is the
   order of the file.
 - One reader thread (:meth:`SpliceSink.forward`) takes the spans in order, reads them back (from the page
-  cache) and feeds each to its stream's :class:`~._pump.LineStream`, which prefixes the lines and queues them
+  cache) and feeds each to its stream's :class:`~.pump.LineStream`, which prefixes the lines and queues them
   on the console. Each stream holds its own partial line, so stdout and stderr never mix within a line.
 
 The reader never holds up splicing, and the console never loses a line it could take: it waits for room in
 the console's backlog, so a slow console only makes the copy late (the lag waits in the file). Spans are
-skipped unread only while the console is stuck (it took nothing for :data:`~._console.CONSOLE_STUCK` s; the
+skipped unread only while the console is stuck (it took nothing for :data:`~.console.CONSOLE_STUCK` s; the
 reader resumes once it takes bytes again), when it is still behind at the drain deadline
-(:data:`~._console.CONSOLE_DRAIN`), or when more than :data:`MAX_SPANS` spans wait (stdout and stderr
+(:data:`~.console.CONSOLE_DRAIN`), or when more than :data:`MAX_SPANS` spans wait (stdout and stderr
 switching very often while the console lags). The console copy then resumes at the next whole line, after one
 line saying how many bytes of which process were skipped and where its log is; the file gets every byte.
 
@@ -26,7 +26,7 @@ keeps every byte; ``ENOSPC``, ``EIO``, ``EFBIG`` are reported once, the output g
 failed splice leaves its bytes in the pipe, so nothing is lost; the chunks read that way travel to the reader
 as in-memory spans, so the console order is kept.
 
-The failure report's tail (:meth:`~._pump.Sink.text`) is read from the end of the file; after a fallback it
+The failure report's tail (:meth:`~.pump.Sink.text`) is read from the end of the file; after a fallback it
 comes from memory, as for every other sink.
 """
 
@@ -40,10 +40,10 @@ import threading
 import time
 from typing import List, Optional, Protocol, Sequence, Tuple
 
-from . import _spans
-from ._pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
-from ._sink import TAIL_BYTES, Bytes, Sink, Warn
-from ._spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
+from . import spans as _spans
+from .pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
+from .sink import TAIL_BYTES, Bytes, Sink, Warn
+from .spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
 __all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 
@@ -56,7 +56,7 @@ _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EX
 
 
 class _Paced(Protocol):
-    """What :meth:`SpliceSink.forward` needs of a console (:class:`~._console.Console` has it)."""
+    """What :meth:`SpliceSink.forward` needs of a console (:class:`~.console.Console` has it)."""
 
     @property
     def has_room(self) -> bool: ...
@@ -376,7 +376,7 @@ class _Gate:
 
 def splice_pump(fd: int, sink: SpliceSink, stream: int, stop: threading.Event) -> None:
     """Thread body: move pipe ``fd`` (stream 0 = stdout, 1 = stderr) into ``sink`` until EOF, or, once ``stop``
-    is set, until it has nothing more to give (at most :data:`~._pump.DRAIN_LIMIT` s)."""
+    is set, until it has nothing more to give (at most :data:`~.pump.DRAIN_LIMIT` s)."""
     wait = PipeWait(fd, stop)
     try:
         while True:

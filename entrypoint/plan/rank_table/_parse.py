@@ -1,7 +1,7 @@
-"""Parsing of the four rank-table layouts into the data of :mod:`._rank_table_model`.
+"""Parsing of the four rank-table layouts into the data of :mod:`._model`.
 
 Kept apart from the waiting and server selection so that each module stays small; the public names are
-re-exported by ``rank_table``. The bulk fast paths of :mod:`._rank_table_bulk` validate a well-formed
+re-exported by ``rank_table``. The bulk fast paths of :mod:`._bulk` validate a well-formed
 ``server_list`` (or device list) in a few C-level passes over the whole table; only input that fails them is
 walked item by item here, so that the error can name the exact value. Both make the same checks.
 """
@@ -13,9 +13,9 @@ import contextlib
 import gc
 from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
-from ..contract.errors import RankTableError
-from ._rank_table_bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
-from ._rank_table_model import Device, RankTable, Server, shown
+from ...contract.errors import RankTableError
+from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
+from ._model import Device, RankTable, Server, shown
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 

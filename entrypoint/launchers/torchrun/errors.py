@@ -7,7 +7,7 @@ is known from the worker's own environment (read by the watch) or found under to
 Everything of one attempt sits in its own ``attempt_<n>/`` folder: torchrun restarts the group with a new
 ``TORCHELASTIC_RESTART_COUNT`` and a fresh folder, so a file's path says which attempt it belongs to. With
 ``--redirects=3`` (the shim's plan) every worker's stdout and stderr *are* ``<local rank>/stdout.log`` and
-``stderr.log`` there, complete when it dies (the shim follows them: :mod:`.torchrun_logs`).
+``stderr.log`` there, complete when it dies (the shim follows them: :mod:`.logs`).
 """
 
 

@@ -13,7 +13,7 @@ Processes that were the shim's children before the run (and their descendants) a
 part of it. Every signal goes through :func:`.proctree.signal_proven` (pid plus start time, via a pidfd).
 
 :class:`JobTree` finds the processes; :func:`start_watchdog` starts the separate watchdog program
-(:mod:`._watchdog`), which ends them if the shim is SIGKILLed.
+(:mod:`.watchdog`), which ends them if the shim is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from . import proctree
-from ._cgroup import members as _cgroup_members
+from .cgroup import members as _cgroup_members
 from .proctree import ProcKey
 
 __all__ = ["TOKEN_VAR", "JobTree", "Watchdog", "new_token", "start_watchdog"]
@@ -136,7 +136,7 @@ class Watchdog:
 #: How the watchdog program starts (``python -I -S -c _BOOT PACKAGE_DIR FD TOKEN GRACE``): a bare interpreter
 #: (``-S``: no ``site``, so no ``.pth`` hooks such as an editable install's finder; ``-I``: no user site, no
 #: ``PYTHON*`` variables) that mounts this package's folder as ``malaunch.entrypoint`` without running its
-#: ``__init__`` and imports only :mod:`._watchdog` and what it needs (standard library only). It is ready in a
+#: ``__init__`` and imports only :mod:`.watchdog` and what it needs (standard library only). It is ready in a
 #: fraction of a ``python -m`` start, and it starts while the ranks start, on the same CPUs.
 _BOOT = (
     "import sys\n"
@@ -144,7 +144,7 @@ _BOOT = (
     "    package = type(sys)(name)\n"
     "    package.__path__ = path\n"
     "    sys.modules[name] = package\n"
-    "from malaunch.entrypoint.run._watchdog import main\n"
+    "from malaunch.entrypoint.run.procs.watchdog import main\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
 
@@ -152,7 +152,7 @@ _BOOT = (
 def watchdog_argv(read_fd: int, token: str, grace: float) -> List[str]:
     """The watchdog's command line (see :data:`_BOOT`); ``-B`` when this shim writes no bytecode either."""
     flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # entrypoint/, above run/
+    package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # entrypoint/
     return [sys.executable, *flags, "-c", _BOOT, package_dir, str(read_fd), token, f"{grace:g}"]
 
 

@@ -1,4 +1,4 @@
-"""Bulk validation of well-formed rank tables: the fast paths of :mod:`._rank_table_parse`.
+"""Bulk validation of well-formed rank tables: the fast paths of :mod:`._parse`.
 
 A 32,768-rank table is checked here in a few C-level passes over whole columns (``map``, ``join``, set and list
 comparisons) instead of a Python loop per device. Each function returns None (or False) as soon as the input is
@@ -13,7 +13,7 @@ from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 from typing import Any, Optional, Sequence
 
-from ._rank_table_model import Server
+from ._model import Server
 
 __all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
 

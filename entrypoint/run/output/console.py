@@ -1,9 +1,9 @@
 """The console: one stream shared by every producer of a run, which never makes a producer wait.
 
-A rank's bytes reach its log file first (:mod:`._splice`, :mod:`._pump`); the console copy is queued here and
+A rank's bytes reach its log file first (:mod:`.splice`, :mod:`.pump`); the console copy is queued here and
 written by one thread. Two kinds of producer share it:
 
-- *paced* producers (the console copy of a rank's log file, :meth:`._splice.SpliceSink.forward`) read their
+- *paced* producers (the console copy of a rank's log file, :meth:`.splice.SpliceSink.forward`) read their
   bytes back from a file, so they can wait: before each chunk they call :meth:`Console.wait_room`, which
   returns once the backlog has room, or False once the console has accepted nothing for
   :data:`CONSOLE_STUCK` s (stuck). Their writes (``keep=True``) are never dropped: while the console keeps

@@ -12,7 +12,7 @@ import json
 from json.encoder import encode_basestring_ascii as _quoted
 from typing import Dict, List, Sequence, cast
 
-from .rank_table import RankTable, Server
+from . import RankTable, Server
 
 __all__ = ["CONVERTED_FORMATS", "to_v1_text"]
 

@@ -1,7 +1,7 @@
 """The real attempt counters for torchrun's workers when the shim drives the attempts.
 
 With ``MA_MAX_RESTARTS > 0`` each attempt is a torchrun of its own with ``--max_restarts=0``
-(:mod:`..run.attempts`), and torchrun writes ``TORCHELASTIC_RESTART_COUNT=0`` and ``TORCHELASTIC_MAX_RESTARTS=0``
+(:mod:`...run.attempts`), and torchrun writes ``TORCHELASTIC_RESTART_COUNT=0`` and ``TORCHELASTIC_MAX_RESTARTS=0``
 into every worker's environment. So torchrun is started with ``--no_python`` and each worker's command is
 :data:`STUB`, run by the same interpreter: it keeps torchrun's own count in ``MALAUNCH_TORCHRUN_RESTART_COUNT``
 (the watch groups deaths by it), puts the shim's attempt and ``MA_MAX_RESTARTS`` into the two variables and

@@ -1,7 +1,7 @@
 """The watchdog: a separate program that ends the job's processes if the shim dies without saying "done".
 
-Started by :func:`malaunch.entrypoint.run._reaper.start_watchdog` as
-``python -m malaunch.entrypoint.run._watchdog FD TOKEN GRACE`` in a session of its own, without the job's token in
+Started by :func:`malaunch.entrypoint.run.procs.reaper.start_watchdog` as
+``python -m malaunch.entrypoint.run.procs.watchdog FD TOKEN GRACE`` in a session of its own, without the job's token in
 its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
 ``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
 
@@ -100,7 +100,7 @@ def _end_the_job(
     import signal
 
     from . import proctree
-    from ._cgroup import kill_members, members, remove, sweep_strays
+    from .cgroup import kill_members, members, remove, sweep_strays
 
     with contextlib.suppress(OSError):
         os.close(read_fd)

@@ -23,17 +23,17 @@ failure ends the job as usual. Each relaunched failure is an attempt of its own 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ..contract import VARIABLES, parse_bool, parse_seconds, raw_value
-from ..contract.cluster_env import ClusterEnv
-from ..plan.build import boot_command
-from ..plan.inputs import LaunchInputs, Needs
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.report import Failure, RunResult
-from ..run.launcher import Launcher, Relaunch
-from ..run.policy import RestartPolicy, classify_result, describe_failure, should_restart
-from .msrun import MsrunLauncher, python_path
+from ...contract.cluster_env import ClusterEnv
+from ...contract.config import DEFAULT_RECOVERY_DELAY
+from ...plan.build import boot_command
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.report import Failure, RunResult
+from ...run.launcher import Launcher, Relaunch
+from ...run.policy import RestartPolicy, classify_result, describe_failure, should_restart
+from . import MsrunLauncher, python_path
 
 __all__ = [
     "DEFAULT_RECOVERY_DELAY",
@@ -41,48 +41,26 @@ __all__ = [
     "SCHEDULER_NAME",
     "MsrunRecoveryLauncher",
     "plan_with_recovery",
-    "recovery_delay",
-    "recovery_wanted",
     "relaunch_spec",
 ]
 
 METHOD = "msrun"
-DEFAULT_RECOVERY_DELAY = float(VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default or 0.0)
 #: Relaunches per host when ``MA_MAX_RESTARTS`` is unset: MS_ENABLE_RECOVERY=1 asks for relaunches.
 DEFAULT_RELAUNCHES = 3
 SCHEDULER_NAME = "ms-scheduler"
 
 
-def recovery_wanted(cluster: ClusterEnv, environ: Mapping[str, str]) -> bool:
-    """True for ``MA_RUN_METHOD=msrun`` with ``MS_ENABLE_RECOVERY`` true (1, true, yes, on).
-
-    Raises:
-        ConfigError: with msrun, ``MS_ENABLE_RECOVERY`` is neither true nor false (e.g. ``maybe``).
-    """
-    return cluster.method == METHOD and parse_bool(environ, "MS_ENABLE_RECOVERY")
-
-
-def recovery_delay(environ: Mapping[str, str]) -> float:
-    """``MALAUNCH_MS_RECOVERY_DELAY``: seconds between a process's failure and its relaunch.
-
-    Raises:
-        ConfigError: not seconds between 0 and 3600 in ASCII digits (the contract's rule: no ``1e3``, no
-            full-width digits).
-    """
-    return parse_seconds(environ, "MALAUNCH_MS_RECOVERY_DELAY")
-
-
-def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, environ: Mapping[str, str]) -> LaunchPlan:
-    """The msrun plan, or with ``MS_ENABLE_RECOVERY`` the recovery plan: scheduler and workers. Pure."""
+def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, recovery_path: Optional[str] = None) -> LaunchPlan:
+    """The recovery plan: scheduler and workers (``recovery_path``: ``MS_RECOVERY_PATH``, None for
+    ``<log dir>/ms_recovery``). Pure. Whether recovery is wanted is the contract's to say
+    (:attr:`~...contract.config.ShimConfig.recovery`)."""
     plan = MsrunLauncher().plan(cluster, inputs)
-    if not recovery_wanted(cluster, environ):
-        return plan
     if inputs.master_ip is None or inputs.python_dir is None:
         raise ValueError("msrun recovery planning needs master_ip and python_dir resolved by main")
     per_host = cluster.procs_per_host
     total = cluster.num_hosts * per_host
     log_dir = plan.log_dir
-    recovery_path = raw_value(environ, "MS_RECOVERY_PATH") or os.path.join(log_dir, "ms_recovery")
+    recovery_path = recovery_path or os.path.join(log_dir, "ms_recovery")
     common = {
         "MS_SCHED_HOST": inputs.master_ip,
         "MS_SCHED_PORT": str(cluster.msrun_master_port),
@@ -157,18 +135,17 @@ class MsrunRecoveryLauncher(Launcher):
         self,
         policy: Optional[RestartPolicy] = None,
         delay: float = DEFAULT_RECOVERY_DELAY,
-        environ: Optional[Mapping[str, str]] = None,
+        recovery_path: Optional[str] = None,
     ) -> None:
         policy = policy if policy is not None else RestartPolicy()
-        self.policy, self.delay = policy, delay
-        self.environ: Mapping[str, str] = {**(environ or {}), "MS_ENABLE_RECOVERY": "1"}
+        self.policy, self.delay, self.recovery_path = policy, delay, recovery_path
         self.budget = policy.max_restarts if policy.max_restarts > 0 else DEFAULT_RELAUNCHES
 
     def needs(self, cluster: ClusterEnv) -> Needs:
         return MsrunLauncher().needs(cluster)
 
     def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
-        return plan_with_recovery(cluster, inputs, self.environ)
+        return plan_with_recovery(cluster, inputs, self.recovery_path)
 
     def owns(self, plan: LaunchPlan) -> bool:
         return plan.method == METHOD and plan.log_source == "pipe"

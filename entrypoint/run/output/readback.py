@@ -1,9 +1,9 @@
 """Followed files whose console copy is read back at the console's pace (lag, not loss).
 
-torchrun's and msrun's workers write their own files; :class:`._pump.FileFollower` follows them. The console
+torchrun's and msrun's workers write their own files; :class:`.pump.FileFollower` follows them. The console
 copy is not made by the follower (it must never wait, and under torchrun it also writes ``rank-N.log``): the
-follower hands each chunk to a :class:`._splice.SpliceSink`, which records it as a span of a file, and that
-sink's reader (:meth:`._splice.SpliceSink.forward`, the same one as under the fan-out) reads the spans back
+follower hands each chunk to a :class:`.splice.SpliceSink`, which records it as a span of a file, and that
+sink's reader (:meth:`.splice.SpliceSink.forward`, the same one as under the fan-out) reads the spans back
 when the console has room, skips only while the console is stuck (saying so in one line), and drains within
 the bound after the end.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from ._splice import SpliceSink
+from .splice import SpliceSink
 
 __all__ = ["CopyFeed", "MirrorFeed"]
 

@@ -9,11 +9,12 @@ run folders are the entries of ``D`` that were not there before torchrun started
 group (``--max_restarts``) gets the next ``attempt_<K>`` folder in the same run folder.
 
 :class:`TorchrunLogs` finds those files as they appear (every poll) and copies them with
-:class:`._pump.FileFollower` into the rank's ``rank-<N>.log`` (local rank ``i`` is the ``i``-th rank of this
-host) at full speed: the follower never waits for the console. The rank log is a :class:`._splice.SpliceSink`,
-so each copied chunk is also a span of that file (stdout or stderr) for the console copy, which the same
-read-back reader as under the fan-out (:meth:`._splice.SpliceSink.forward`) makes at the console's pace: whole
-lines with the ``[rank N] `` prefix, stdout to stdout and stderr to stderr, late rather than lost. An
+:class:`...run.output.pump.FileFollower` into the rank's ``rank-<N>.log`` (local rank ``i`` is the ``i``-th rank
+of this host) at full speed: the follower never waits for the console. The rank log is a
+:class:`...run.output.splice.SpliceSink`, so each copied chunk is also a span of that file (stdout or stderr) for
+the console copy, which the same read-back reader as under the fan-out
+(:meth:`...run.output.splice.SpliceSink.forward`) makes at the console's pace:
+whole lines with the ``[rank N] `` prefix, stdout to stdout and stderr to stderr, late rather than lost. An
 attempt's files are always read before a later attempt's, so a rank log keeps the attempts in order. A local
 rank the plan has no rank for goes to the launcher's log with ``[local rank i] `` (console lines dropped
 once the console is 16 MiB behind, as for the launcher's own output).
@@ -24,10 +25,10 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Sequence, Set
 
-from ..run._console import Console
-from ..run._pump import Feed, FileFollower, LineStream, Sink
-from ..run._readback import CopyFeed, end_copies
-from ..run._splice import SpliceSink
+from ...run.output.console import Console
+from ...run.output.pump import Feed, FileFollower, LineStream, Sink
+from ...run.output.readback import CopyFeed, end_copies
+from ...run.output.splice import SpliceSink
 
 __all__ = ["TorchrunLogs"]
 
@@ -53,8 +54,8 @@ class TorchrunLogs(FileFollower):
     Args:
         log_dir: torchrun's ``--log_dir``.
         ranks: this host's global ranks in local-rank order.
-        rank_sinks: global rank -> its log (``rank-N.log``), whose :meth:`~._splice.SpliceSink.forward` makes
-            the console copy.
+        rank_sinks: global rank -> its log (``rank-N.log``), whose
+            :meth:`~...run.output.splice.SpliceSink.forward` makes the console copy.
         launcher_sink: where a local rank outside ``ranks`` goes.
         out: the stdout console (for a local rank outside ``ranks``).
         err: the stderr console (for a local rank outside ``ranks``).

@@ -3,7 +3,7 @@ the shim's own signal handlers (installed for the run, restored after).
 
 Order matters for start-up time: the ranks start first (:meth:`JobGuards.before_start` only notes the shim's
 own children and makes the cgroup, or waits for the shim's move into the one made early, see
-:class:`._cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves the shim back out of the cgroup,
+:class:`.cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves the shim back out of the cgroup,
 starts the watchdog (an interpreter of its own, born outside), sets the subreaper (it loads ctypes) and moves
 into the cgroup what was not born inside (the kernel's first move into a new cgroup takes ~8 ms).
 """
@@ -17,8 +17,8 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from . import proctree, selfproc
-from ._cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
-from ._reaper import JobTree, Watchdog, new_token, start_watchdog
+from .cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
+from .reaper import JobTree, Watchdog, new_token, start_watchdog
 
 __all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
 

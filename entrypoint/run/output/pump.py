@@ -1,6 +1,6 @@
 """Output plumbing of the supervisor: pipes and launcher-written files to the console and the log files.
 
-The ranks' own pipes (log source ``pipe``) are spliced into their log files by :mod:`._splice`, which uses
+The ranks' own pipes (log source ``pipe``) are spliced into their log files by :mod:`.splice`, which uses
 :class:`Sink` and :class:`LineStream` from here; :func:`pump` serves the launchers' pipes (torchrun, msrun).
 
 Everything works on bytes: invalid UTF-8 and megabyte lines pass through unchanged. Pipes are read with
@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Callable, List, Mapping, Optional, Protocol, Tuple, Union
 
-from ._console import Console
-from ._sink import Bytes, Sink, Warn
+from .console import Console
+from .sink import Bytes, Sink, Warn
 
 __all__ = [
     "HOLD_SECONDS",

@@ -3,18 +3,18 @@
 How bytes flow (``plan.log_source``):
 
 - ``pipe``: a pump thread per stdout/stderr pipe splices the bytes into the process's log file as they come
-  (:mod:`._splice`); a reader thread per process reads them back from the file and sends whole lines to the
+  (:mod:`.splice`); a reader thread per process reads them back from the file and sends whole lines to the
   console with a ``[rank N] `` prefix.
 - ``attempt_files`` (torchrun ``--redirects=3``): every worker writes its stdout and stderr into files of
   its own, one folder per attempt; the launcher's follower thread (``Launcher.attempt_follower``) copies them
   into ``rank-N.log`` at full speed, and a reader thread per rank reads ``rank-N.log`` back and sends whole lines
-  to the console with the ``[rank N] `` prefix (:mod:`._readback`). The launcher's own output goes to its
+  to the console with the ``[rank N] `` prefix (:mod:`.readback`). The launcher's own output goes to its
   ``log_file``.
 - ``files`` (msrun): msrun writes ``worker_N.log`` itself; a follower thread notes how each file grows, and
   a reader thread per rank reads it back to the console with the rank prefix. msrun's own output goes to
   ``msrun.log``.
 
-The console never holds anything up: writes to it are queued (:class:`._console.Console`). A rank's console
+The console never holds anything up: writes to it are queued (:class:`.console.Console`). A rank's console
 copy is read back from its log file at the console's pace (lag, not loss); only a stuck console costs console
 lines (each gap said in one line), never a log-file byte, and never time. Once the job starts to end
 (:meth:`Output.quiet`), a launcher's own lines (torchrun's and msrun's teardown chatter) go to its log file only.
@@ -28,14 +28,14 @@ import threading
 import time
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
-from ..contract.errors import LaunchError
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.report import LostOutput, reserve_room
-from ._console import CONSOLE_DRAIN, Console
-from ._pump import FileFollower, LineStream, Sink, follow, pump
-from ._readback import MirrorFeed
-from ._splice import SpliceSink, splice_pump
-from .launcher import Launcher
+from ...contract.errors import LaunchError
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.report import LostOutput, reserve_room
+from ..launcher import Launcher
+from .console import CONSOLE_DRAIN, Console
+from .pump import FileFollower, LineStream, Sink, follow, pump
+from .readback import MirrorFeed
+from .splice import SpliceSink, splice_pump
 
 __all__ = ["LOG_HINT", "Output", "prepare_folders", "write_plan_file"]
 
@@ -249,7 +249,7 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 def write_plan_file(path: str, text: str) -> None:
     """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
-    from ..report.atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
+    from ...report.atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
 
     try:
         write_atomic(path, text)

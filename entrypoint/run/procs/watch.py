@@ -101,7 +101,7 @@ class WorkerWatch:
     """Finds and watches the workers of the launchers ``launchers`` (pid -> plan index) in a thread; a worker's
     launcher attempt is read from the first of ``attempt_variables`` its environment has. With
     ``leaders_only`` a child of a launcher is a worker only when it leads its process group (see
-    :attr:`.launcher.Launcher.workers_lead_groups`)."""
+    :attr:`..launcher.Launcher.workers_lead_groups`)."""
 
     def __init__(
         self,

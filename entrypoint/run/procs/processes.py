@@ -2,7 +2,7 @@
 
 Every process starts in a session of its own, with ``{**base_env, **defaults, **spec.env}`` (``spec.env_defaults``
 only where the environment lacks them) and the job's token; a waiter thread per process posts its
-:class:`~.events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
+:class:`~..events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
 """
 
 
@@ -13,10 +13,10 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Set
 
-from ..contract.errors import LaunchError
-from ..plan.launch_plan import ProcessSpec
-from ._reaper import TOKEN_VAR
-from .events import Event, ProcExit
+from ...contract.errors import LaunchError
+from ...plan.launch_plan import ProcessSpec
+from ..events import Event, ProcExit
+from .reaper import TOKEN_VAR
 
 __all__ = ["ProcessGroup"]
 

@@ -19,11 +19,11 @@ import os.path
 import re
 from typing import List, Tuple
 
-from ..contract.cluster_env import ClusterEnv
-from ..plan.build import log_dir_of, make_plan, merge_flags, node_ranks
-from ..plan.inputs import LaunchInputs, Needs
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..run.launcher import Launcher, LauncherSays
+from ...contract.cluster_env import ClusterEnv
+from ...plan.build import log_dir_of, make_plan, merge_flags, node_ranks
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...run.launcher import Launcher, LauncherSays
 
 __all__ = ["MSRUN_MODULE", "MSRUN_TAIL_NONE", "MsrunLauncher", "parse_msrun_failures", "plan_msrun"]
 

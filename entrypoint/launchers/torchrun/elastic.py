@@ -15,9 +15,9 @@ all the job's hosts, after :data:`LAST_CALL` seconds otherwise).
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Set, Tuple
 
-from ..contract.cluster_env import ClusterEnv, require_master
+from ...contract.cluster_env import ClusterEnv, require_master
 
 __all__ = ["JOIN_TIMEOUT", "LAST_CALL", "elastic_presets", "is_elastic", "members_argv"]
 
@@ -56,11 +56,14 @@ def is_elastic(argv: Tuple[str, ...]) -> bool:
 def members_argv(argv: Tuple[str, ...], attempt: int, members: int) -> Tuple[str, ...]:
     """torchrun's command line for attempt ``attempt`` run by ``members`` hosts (see the module's docstring)."""
     out: List[str] = []
+    done: Set[str] = set()  # torchrun's flags come first: the script's own arguments after them are never touched
     for arg in argv:
-        if arg.startswith("--nnodes=") and ":" in arg:
+        if arg.startswith("--nnodes=") and ":" in arg and "nnodes" not in done:
             low, _, high = arg[len("--nnodes="):].partition(":")
             arg = f"--nnodes={max(int(low), members) if low.isdigit() else members}:{high}"
-        elif arg.startswith("--rdzv_id="):
+            done.add("nnodes")
+        elif arg.startswith("--rdzv_id=") and "rdzv_id" not in done:
             arg = f"{arg}-a{attempt}"
+            done.add("rdzv_id")
         out.append(arg)
     return tuple(out)

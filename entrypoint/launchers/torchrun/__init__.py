@@ -2,19 +2,19 @@
 
 Plan (flag spellings of the ModelArts launch modes): one host: ``--standalone --nnodes=1 --nproc_per_node=G``;
 N hosts: ``--nnodes=N --nproc_per_node=G --node_rank=I --master_addr=A --master_port=P --rdzv_id=J
---rdzv_backend=static``. The master port is always passed. With ``MALAUNCH_MIN_HOSTS``: elastic, c10d
-rendezvous at the master host (:mod:`.torchrun_elastic`). ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
+--rdzv_backend=static``. The master port is always passed (elastic: in the endpoint). With ``MALAUNCH_MIN_HOSTS``: c10d
+rendezvous at the master host (:mod:`.elastic`). ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
 replace a preset flag of the same name. Every worker writes its own stdout/stderr files (``--redirects=3
---log_dir``), which :mod:`.torchrun_logs` follows into ``rank-N.log``.
+--log_dir``), which :mod:`.logs` follows into ``rank-N.log``.
 
-Run: the workers are watched (their attempt from :data:`~.torchrun_stub.LAUNCHER_COUNT`, else torchrun's
+Run: the workers are watched (their attempt from :data:`~.stub.LAUNCHER_COUNT`, else torchrun's
 ``TORCHELASTIC_RESTART_COUNT``); torchrun's agent line ``failed (exitcode:`` starts its teardown chatter; its
-failure summary (:mod:`.torchrun_summary`) and the workers' error files (:mod:`.torchrun_errors`) are facts.
+failure summary (:mod:`.summary`) and the workers' error files (:mod:`.errors`) are facts.
 
 Attempts: the shim's loop makes every attempt, each a torchrun of its own with ``--max_restarts=0`` whose workers
-start through the stub (:mod:`.torchrun_stub`) with the real counters. Only a ``--max_restarts`` the user put in
+start through the stub (:mod:`.stub`) with the real counters. Only a ``--max_restarts`` the user put in
 ``MA_EXTRA_TORCHRUN_PARAMS`` lets torchrun restart by itself: then the loop runs it once and the gate
-(:mod:`.torchrun_gate`) applies ``restart_on`` to every torchrun attempt.
+(:mod:`.gate`) applies ``restart_on`` to every torchrun attempt.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
-from ..contract.cluster_env import ClusterEnv, require_master
-from ..plan.build import flag_value, make_plan, merge_flags, node_ranks
-from ..plan.inputs import LaunchInputs, Needs
-from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..report.rootcause import Death
-from ..run.launcher import Gate, Launcher, LauncherSays
-from ..run.policy import RestartPolicy
-from .torchrun_stub import LAUNCHER_COUNT, attempt_argv
+from ...contract.cluster_env import ClusterEnv, require_master
+from ...plan.build import flag_value, make_plan, merge_flags, node_ranks
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.rootcause import Death
+from ...run.launcher import Gate, Launcher, LauncherSays
+from ...run.policy import RestartPolicy
+from .stub import LAUNCHER_COUNT, attempt_argv
 
 if TYPE_CHECKING:
-    from ..run._console import Console
-    from ..run._pump import FileFollower, Sink
-    from ..run._splice import SpliceSink
+    from ...run.output.console import Console
+    from ...run.output.pump import FileFollower, Sink
+    from ...run.output.splice import SpliceSink
 
 __all__ = ["TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunLauncher", "plan_torchrun"]
 
@@ -54,7 +54,7 @@ def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> La
     if cluster.num_hosts == 1:
         presets = ["--standalone", "--nnodes=1", f"--nproc_per_node={per_host}"]
     elif elastic:
-        from .torchrun_elastic import elastic_presets
+        from .elastic import elastic_presets
 
         presets = elastic_presets(cluster, METHOD)
     else:
@@ -133,7 +133,7 @@ class TorchrunLauncher(Launcher):
         return Needs(master=cluster.num_hosts > 1)
 
     def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
-        from ..plan.build import log_dir_of
+        from ...plan.build import log_dir_of
 
         return plan_torchrun(cluster, inputs, log_dir_of(cluster, inputs))
 
@@ -146,7 +146,7 @@ class TorchrunLauncher(Launcher):
         return attempt_argv(spec.argv, spec.script_at, attempt, most)
 
     def plan_members(self, plan: LaunchPlan, attempt: int, members: int) -> LaunchPlan:
-        from .torchrun_elastic import is_elastic, members_argv
+        from .elastic import is_elastic, members_argv
 
         processes = tuple(
             spec._replace(argv=members_argv(spec.argv, attempt, members))
@@ -166,8 +166,8 @@ class TorchrunLauncher(Launcher):
         out: Console,
         err: Console,
     ) -> FileFollower:
-        from .torchrun_errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
-        from .torchrun_logs import TorchrunLogs
+        from .errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
+        from .logs import TorchrunLogs
 
         log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
         return TorchrunLogs(log_dir, sorted(plan.rank_logs), rank_sinks, launcher_sink, out, err)
@@ -178,14 +178,14 @@ class TorchrunLauncher(Launcher):
         return LauncherSays(quiet=plan.watch_workers and _AGENT_FAILED in lines)
 
     def summary_written(self, text: str) -> bool:
-        from .torchrun_summary import summary_written
+        from .summary import summary_written
 
         return summary_written(text)
 
     def final_facts(self, plan: LaunchPlan, text: str, error_files: Dict[str, int], started_wall: float) -> List[Death]:
         """torchrun's summary (absent when the shim ended torchrun first) and the workers' error files."""
-        from .torchrun_errors import read_error_files  # read at the end only
-        from .torchrun_summary import parse_torchrun_failures
+        from .errors import read_error_files  # read at the end only
+        from .summary import parse_torchrun_failures
 
         facts = [
             Death(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode)
@@ -197,6 +197,6 @@ class TorchrunLauncher(Launcher):
         return facts
 
     def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
-        from .torchrun_gate import AttemptGate
+        from .gate import AttemptGate
 
         return AttemptGate(plan.restart_on, launchers)

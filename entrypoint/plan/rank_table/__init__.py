@@ -45,8 +45,8 @@ import time
 from operator import attrgetter
 from typing import Callable, Optional
 
-from ..contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
-from ._rank_table_parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
+from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
+from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
 
 __all__ = [
     "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",

@@ -1,14 +1,14 @@
 """torchrun's own restarts under the shim's restart policy: hold torchrun, judge the failure, resume or end.
 
 With ``--max_restarts`` torchrun starts its worker group again after *any* failure. The supervisor's watch
-(:mod:`._watch`) sees each worker die through its pidfd the moment it happens, with the exit status read from
+(:mod:`...run.procs.watch`) sees each worker die through its pidfd the moment it happens, with the exit status read from
 the zombie, while torchrun notices only at its next monitor tick (every 0.1 s) when it reaps the worker. For a
 plan with ``restart_on`` set, :class:`AttemptGate` uses that head start:
 
 1. :meth:`AttemptGate.hold`, called by the watch thread as it reports a failed worker, stops torchrun
    (SIGSTOP): from then on torchrun cannot reap, stop the group or start another attempt until the decision.
 2. :meth:`AttemptGate.judge`, called by the supervisor's event loop for the same death: the first failure of an
-   attempt is classified (:mod:`.failure_class`) from facts: its exit status, and the output the worker wrote
+   attempt is classified (:mod:`...report.failure_class`) from facts: its exit status, and the output the worker wrote
    itself into torchrun's per-attempt ``stdout.log``/``stderr.log``/``error.json`` (complete at its death,
    unlike the console copy torchrun tees). If ``restart_on`` accepts it, torchrun is resumed (SIGCONT) and
    restarts as usual. If not, the gate ends torchrun: SIGTERM, then SIGCONT; the pending SIGTERM is delivered
@@ -32,14 +32,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ..report.report import Failure, LauncherAttempt
-from ..report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
-from ..run.launcher import Gate
+from ...report.report import Failure, LauncherAttempt
+from ...report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
+from ...run.launcher import Gate
 
 if TYPE_CHECKING:  # the gate works only under torchrun with restarts: its helpers are imported when it judges
-    from ..report.failure_class import Classification
-    from ..run._watch import WorkerDeath
-    from ..run.policy import RestartPolicy
+    from ...report.failure_class import Classification
+    from ...run.policy import RestartPolicy
+    from ...run.procs.watch import WorkerDeath
 
 __all__ = ["AttemptGate"]
 
@@ -63,7 +63,7 @@ class AttemptGate(Gate):
     def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, int]) -> None:
         self.policy: Optional[RestartPolicy] = None
         if restart_on is not None:
-            from ..run.policy import RestartPolicy
+            from ...run.policy import RestartPolicy
 
             self.policy = RestartPolicy(restart_on=restart_on)
         self.launchers = dict(launchers)
@@ -83,11 +83,11 @@ class AttemptGate(Gate):
     def hold(self, death: WorkerDeath) -> None:
         """Watch thread: stop the launcher while a failure its attempt has not seen yet is judged. Without a
         ``restart_on``: stop it when the first failure's own output names a peer failure, before torchrun's next
-        monitor tick stops the other workers (the ending resumes it: :class:`..run.ending.Ending`)."""
+        monitor tick stops the other workers (the ending resumes it: :class:`...run.ending.Ending`)."""
         if self.policy is None:
             if _judged_kind(death) and not self.failure_seen:
                 self.failure_seen = True
-                from ..report.failure_class import peer_failure
+                from ...report.failure_class import peer_failure
 
                 if peer_failure(self.own_output(death)) is not None:
                     self.peer_paused = True
@@ -123,9 +123,9 @@ class AttemptGate(Gate):
         if not first:
             _signal(launcher, signal.SIGCONT)
             return None
-        from ..report.failure_class import classify_failure
-        from ..run.policy import should_restart
-        from .torchrun_errors import worker_output_tail
+        from ...report.failure_class import classify_failure
+        from ...run.policy import should_restart
+        from .errors import worker_output_tail
 
         shell = 128 - death.code if death.code < 0 else death.code
         tail = worker_output_tail(death.error_file)
@@ -146,13 +146,13 @@ class AttemptGate(Gate):
 
     def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
         """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""
-        from .torchrun_errors import worker_output_tail
+        from .errors import worker_output_tail
 
         return worker_output_tail(death.error_file)
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
-        """What a worker of ``attempt`` wrote itself (see :func:`.torchrun_errors.worker_output_tail`)."""
-        from .torchrun_errors import worker_output_tail
+        """What a worker of ``attempt`` wrote itself (see :func:`.errors.worker_output_tail`)."""
+        from .errors import worker_output_tail
 
         return worker_output_tail(self.error_files.get((attempt, rank), "")) if rank is not None else ()
 

@@ -1,6 +1,6 @@
 """The data a parsed rank table is made of: :class:`Device`, :class:`Server`, :class:`RankTable`.
 
-Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._rank_table_parse`. Also home of
+Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._parse`. Also home of
 :func:`shown`, which bounds any decoded JSON value for an error message.
 """
 
