@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import pytest
 import yaml
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.public import descendants, env_has, read_environ
 from malaunch.sdk.backends.local import LocalBackend
 from sdkutil import TEMPLATES, assert_nothing_running, job_ids, ma_submit, wait_for
 
@@ -53,9 +53,9 @@ def test_a_host_killed_from_outside_and_not_replaced_leaves_the_job_going_on(
     job_id = _submit(tmp_path, cli_env, home, 30)
     root = LocalBackend(home=str(home)).status(job_id).hosts[1].pid
     assert root is not None
-    for pid in [root] + [info.pid for info in proctree.descendants(root)]:  # the pod dies: its whole tree
-        environ = proctree.read_environ(pid)
-        if environ is not None and proctree.env_has(environ, "MALAUNCH_JOB_ID", job_id):
+    for pid in [root] + [info.pid for info in descendants(root)]:  # the pod dies: its whole tree
+        environ = read_environ(pid)
+        if environ is not None and env_has(environ, "MALAUNCH_JOB_ID", job_id):
             os.kill(pid, signal.SIGKILL)
     done = ma_submit(["wait", job_id], cli_env)
     status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
