@@ -79,6 +79,7 @@ _ROWS = (
     _row(Name.MALAUNCH_HEARTBEAT_TIMEOUT, from_env=False),
     _row(Name.MALAUNCH_HOST_WAIT, from_env=False),
     _row(Name.MALAUNCH_HANG_TIMEOUT, from_env=False),
+    _row(Name.MALAUNCH_MIN_HOSTS, ("torchrun",), from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.

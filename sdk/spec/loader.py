@@ -60,7 +60,7 @@ _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
     "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
     "msrun_rank_table", "grace_period", "max_restarts", "restart_on", "coordinator_port", "heartbeat_timeout",
-    "host_wait", "hang_timeout",
+    "host_wait", "hang_timeout", "min_hosts",
 )  # fmt: skip
 _DATA = ("name", "path")
 
@@ -78,7 +78,8 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
 _ALIASES = {
     "gpus": "devices_per_host", "npus": "devices_per_host", "devices": "devices_per_host",
     "gpus_per_host": "devices_per_host", "nproc_per_node": "devices_per_host", "nodes": "hosts",
-    "node_count": "hosts", "nnodes": "hosts", "replicas": "hosts", "instances": "hosts", "method": "run_method",
+    "node_count": "hosts", "nnodes": "hosts", "min_nodes": "min_hosts", "min_nnodes": "min_hosts",
+    "replicas": "hosts", "instances": "hosts", "method": "run_method",
     "launcher_type": "run_method", "script": "boot_file", "entrypoint": "boot_file", "command": "boot_file",
     "environment": "env", "environments": "env", "envs": "env", "arguments": "args", "parameters": "args",
     "code": "code_dir", "source_dir": "code_dir", "working_dir": "code_dir", "master_addr_port": "master_port",

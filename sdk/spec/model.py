@@ -13,7 +13,8 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``resources``: ``hosts``, ``devices_per_host``, ``flavor``, ``pool``;
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
   ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
-  ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``;
+  ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``,
+  ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
   it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RUN_METHOD",
+    "ELASTIC_RUN_METHODS",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
     "RUN_METHODS",
@@ -81,6 +83,9 @@ _HOSTS_BOUNDS = int_bounds("MA_NUM_HOSTS")
 _DEVICES_BOUNDS = int_bounds("MA_NUM_GPUS")
 _MAX_RESTARTS_BOUNDS = int_bounds("MA_MAX_RESTARTS")
 _COORDINATOR_PORT_BOUNDS = int_bounds("MALAUNCH_COORDINATOR_PORT")
+_MIN_HOSTS_BOUNDS = int_bounds("MALAUNCH_MIN_HOSTS")
+#: ``launcher.min_hosts``: the one run method whose launcher re-forms its group at another size.
+ELASTIC_RUN_METHODS = ("torchrun",)
 
 
 def _seconds_bounds(name: str) -> Tuple[float, float]:
@@ -157,6 +162,7 @@ class LauncherOptions:
     heartbeat_timeout: Optional[float] = None  # a host silent this long is lost (MALAUNCH_HEARTBEAT_TIMEOUT)
     host_wait: Optional[float] = None  # how long the others wait for a lost host (MALAUNCH_HOST_WAIT)
     hang_timeout: Optional[float] = None  # ranks silent this long: the attempt is hung (MALAUNCH_HANG_TIMEOUT)
+    min_hosts: Optional[int] = None  # elastic torchrun: go on with at least this many hosts (MALAUNCH_MIN_HOSTS)
 
     def __post_init__(self) -> None:
         _check_launcher(self, "launcher")
@@ -168,6 +174,8 @@ class LauncherOptions:
         data["msrun_extra_params"] = list(self.msrun_extra_params)
         if not isinstance(self.restart_on, str):
             data["restart_on"] = list(self.restart_on)
+        if self.min_hosts is None:  # not elastic: the data (and every dry run showing it) is as before the field
+            del data["min_hosts"]
         return data
 
 
@@ -193,6 +201,8 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
     _check_seconds(f"{prefix}.heartbeat_timeout", opts.heartbeat_timeout, _HEARTBEAT_BOUNDS)
     _check_seconds(f"{prefix}.host_wait", opts.host_wait, _HOST_WAIT_BOUNDS)
     _check_seconds(f"{prefix}.hang_timeout", opts.hang_timeout, _HANG_BOUNDS)
+    if opts.min_hosts is not None:
+        _check_int(f"{prefix}.min_hosts", opts.min_hosts, *_MIN_HOSTS_BOUNDS)
 
 
 def _check_seconds(path: str, value: object, bounds: Tuple[float, float]) -> None:
@@ -328,6 +338,7 @@ def _check_spec(spec: JobSpec) -> None:
     if not isinstance(spec.launcher, LauncherOptions):
         raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
     _check_launcher(spec.launcher, "launcher")
+    _check_elastic(spec)
     _check_sections(spec)
 
 
@@ -339,6 +350,20 @@ def _check_sections(spec: JobSpec) -> None:
             continue
         if not isinstance(value, section.options):
             raise _fail(section.name, f"must be {section.shape}", value)
+
+
+def _check_elastic(spec: JobSpec) -> None:
+    """``launcher.min_hosts``: at most ``resources.hosts``, and only for a method whose group can change size."""
+    wanted = spec.launcher.min_hosts
+    if wanted is None:
+        return
+    if spec.run_method not in ELASTIC_RUN_METHODS:
+        raise _fail("launcher.min_hosts", f"needs run_method torchrun (only torchrun re-forms its group with fewer "
+                    f"hosts; {spec.run_method} starts all of them or none)", wanted,
+                    "remove launcher.min_hosts, or set run_method: torchrun")  # fmt: skip
+    if wanted > spec.resources.hosts:
+        raise _fail("launcher.min_hosts", f"must be at most resources.hosts ({spec.resources.hosts})", wanted,
+                    f"set min_hosts from 1 to {spec.resources.hosts}")  # fmt: skip
 
 
 def _check_boot_file(boot_file: object) -> None:

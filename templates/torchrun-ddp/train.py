@@ -1,12 +1,23 @@
-"""torchrun boot file: a real gloo all_reduce of every rank's number, checked against the expected sum.
+"""torchrun boot file: a small data-parallel training that survives a change of world size, then a checked
+gloo all_reduce of every rank's number.
 
 torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, so ``init_process_group("gloo", "env://")``
 needs no port here. Runs on CPU. Exit code 0 when the sum is right, 1 when it is not.
 
-The world size torchrun must have made is derived from the platform's variables, as the shim derives
-torchrun's own arguments: ``MA_NUM_HOSTS`` hosts x ``MA_NUM_GPUS`` processes per host (one when it is 0 or
-unset). So the same file runs with ``--hosts 1`` or ``--devices-per-host 4`` on every backend;
-``--expect-world-size N`` still overrides it.
+What makes it survive a host lost or taken back in (an elastic job, ``launcher.min_hosts``; each change starts
+the script again with another world size, docs/recovery.md#surviving-a-change-of-world-size):
+
+- **checkpoint each epoch**: rank 0 writes the model and the next epoch to ``--checkpoint-dir`` (a temporary
+  file renamed over ``checkpoint.pt``, so a rank killed while writing leaves the previous one whole);
+- **resume**: at start rank 0 reads the checkpoint if there is one and broadcasts it, so every rank starts from
+  the same weights and epoch whatever the world size (only rank 0 needs to see the folder);
+- **shard by the current world**: rank ``r`` of ``w`` trains on samples ``r, r + w, r + 2w, ...``, read from
+  the process group at every start (never from the job file), and gradients are averaged over ``w``.
+
+The world size is checked against the platform's variables, as the shim derives torchrun's arguments:
+``MA_NUM_HOSTS`` hosts x ``MA_NUM_GPUS`` processes per host (one when it is 0 or unset), or, in an elastic job,
+any whole number of hosts from ``MALAUNCH_MIN_HOSTS`` to ``MA_NUM_HOSTS``. So the same file runs with
+``--hosts 1`` or ``--devices-per-host 4`` on every backend; ``--expect-world-size N`` still overrides it.
 """
 
 from __future__ import annotations
@@ -14,31 +25,94 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Mapping, Optional
+import time
+from typing import List, Mapping, Optional
 
 import torch
 import torch.distributed as dist
 
+SAMPLES = 64
 
-def expected_world_size(environ: Mapping[str, str]) -> Optional[int]:
-    """MA_NUM_HOSTS x max(MA_NUM_GPUS, 1), or None when the platform did not say how many hosts."""
+
+def expected_world_sizes(environ: Mapping[str, str]) -> Optional[List[int]]:
+    """The world sizes the platform allows: MA_NUM_HOSTS x max(MA_NUM_GPUS, 1), or from MALAUNCH_MIN_HOSTS hosts
+    up in an elastic job; None when the platform did not say how many hosts."""
     try:
         hosts = int(environ["MA_NUM_HOSTS"])
-        per_host = int(environ.get("MA_NUM_GPUS") or 0)
+        per_host = max(int(environ.get("MA_NUM_GPUS") or 0), 1)
+        least = int(environ.get("MALAUNCH_MIN_HOSTS") or hosts)
     except (KeyError, ValueError):
         return None
-    return hosts * max(per_host, 1)
+    return [count * per_host for count in range(least, hosts + 1)]
+
+
+def checkpoint_dir(given: Optional[str], environ: Mapping[str, str]) -> str:
+    """``--checkpoint-dir``, else ``checkpoints`` beside the code (``MA_JOB_DIR``), else in the working folder."""
+    return given or os.path.join(environ.get("MA_JOB_DIR") or ".", "checkpoints")
+
+
+def resume(model: torch.nn.Module, path: str, rank: int) -> int:
+    """Every rank gets rank 0's checkpoint (weights, next epoch); 0 when there is none."""
+    start = torch.zeros(1, dtype=torch.int64)
+    if rank == 0 and os.path.isfile(path):
+        saved = torch.load(path)
+        model.load_state_dict(saved["model"])
+        start[0] = int(saved["epoch"])
+    dist.broadcast(start, src=0)
+    for parameter in model.parameters():
+        dist.broadcast(parameter.data, src=0)
+    return int(start.item())
+
+
+def save(model: torch.nn.Module, path: str, epoch: int) -> None:
+    """Rank 0's checkpoint after ``epoch``: written whole or not at all."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.{os.getpid()}.tmp"
+    torch.save({"model": model.state_dict(), "epoch": epoch + 1}, partial)
+    os.replace(partial, path)
+
+
+def train(options: argparse.Namespace, rank: int, world: int) -> None:
+    """Linear regression of y = 3x + 1 on this rank's shard, gradients averaged over the current world."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = os.path.join(checkpoint_dir(options.checkpoint_dir, os.environ), "checkpoint.pt")
+    start = resume(model, path, rank)
+    if rank == 0 and start:
+        print(f"resumed at epoch {start} from {path}", flush=True)
+    inputs = torch.linspace(-1.0, 1.0, SAMPLES).unsqueeze(1)
+    shard = inputs[rank::world]
+    for epoch in range(start, options.epochs):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(shard), 3.0 * shard + 1.0)
+        loss.backward()
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                dist.all_reduce(parameter.grad, op=dist.ReduceOp.SUM)
+                parameter.grad /= world
+        optimizer.step()
+        if rank == 0:
+            save(model, path, epoch)
+            print(f"epoch {epoch + 1}/{options.epochs}: world size {world}, {len(shard)} samples per rank, "
+                  f"loss {loss.item():.4f}", flush=True)  # fmt: skip
+        time.sleep(options.epoch_seconds)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--expect-world-size", type=int, default=expected_world_size(os.environ))
+    parser.add_argument("--expect-world-size", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epoch-seconds", type=float, default=0.0, help="pause after each epoch (a longer run)")
+    parser.add_argument("--checkpoint-dir", default=None, help="a folder every host sees (default: see checkpoint_dir)")
     options = parser.parse_args()
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if options.expect_world_size is not None and world != options.expect_world_size:
-        print(f"rank {rank}: world size {world}, expected {options.expect_world_size}", flush=True)
+    allowed = [options.expect_world_size] if options.expect_world_size else expected_world_sizes(os.environ)
+    if allowed is not None and world not in allowed:
+        print(f"rank {rank}: world size {world}, expected {' or '.join(map(str, allowed))}", flush=True)
         return 1
+    train(options, rank, world)
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value, op=dist.ReduceOp.SUM)
     expected = world * (world + 1) / 2

@@ -3,8 +3,8 @@
 Modules: :mod:`.backend` (``LocalBackend``, the ``Backend`` implementation), :mod:`.plan` (pure spec -> per-host
 commands), :mod:`.runner` (the detached job runner process), :mod:`.jobdir` (the job's folder, its one layout,
 and its processes), :mod:`.state` (``state.json``), :mod:`.hostnet` (host addresses: loopback or network
-namespaces), :mod:`.inside` (events, usage, exec), :mod:`.consolelog`, :mod:`.options` (what the registry asks
-without loading the rest).
+namespaces), :mod:`.inside` (events, usage, exec), :mod:`.hostops` (a host lost for good and brought back, as a
+platform does), :mod:`.consolelog`, :mod:`.options` (what the registry asks without loading the rest).
 
 The names below are imported on first use, so asking :mod:`.options` loads nothing else.
 """

@@ -418,6 +418,28 @@ class LocalBackend(Backend):
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
                           python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip
 
+    def lose_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform losing host ``host``'s machine for good: its shim and everything under it are killed
+        and it is not started again; an elastic job goes on without it (:mod:`.hostops`). Returns once done."""
+        from .hostops import ask_runner
+
+        paths = self._paths(job_id)
+        ask_runner(paths, self._status_of(paths), host, "lose", lambda: self._host_state(paths, host) != "RUNNING")
+        return self._status_of(paths)
+
+    def restore_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform giving lost host ``host`` a machine again: its shim starts and joins the job."""
+        from .hostops import ask_runner
+
+        paths = self._paths(job_id)
+        ask_runner(paths, self._status_of(paths), host, "restore", lambda: self._host_state(paths, host) == "RUNNING")
+        return self._status_of(paths)
+
+    @staticmethod
+    def _host_state(paths: JobPaths, host: int) -> str:
+        hosts = (read_state(paths.state_file).data or {}).get("hosts") or []
+        return str(hosts[host]["state"]) if 0 <= host < len(hosts) else ""
+
     def delete(self, job_id: str) -> str:
         import shutil
 

@@ -4,8 +4,9 @@
 Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.run.proctree`):
 
 - :func:`local_events`: from recorded facts only: ``state.json`` (submitted, runner started, each host's start
-  and exit with its code), each host's ``attempt.json`` (a restart in progress) and ``report.json`` (every
-  restarted attempt, the shim's root-cause line), and the job's end.
+  and exit with its code, a host lost for good and back), each host's ``attempt.json`` (a restart in progress)
+  and ``report.json`` (every restarted attempt, the shim's root-cause line, an elastic job's changes of hosts:
+  ``HostsChanged``), and the job's end.
 - :func:`local_usage`: each running host's process tree (its shim, proven the job's, and its descendants):
   CPU cores over a short sample, resident memory, process count.
 - :func:`local_exec`: the command in the host's environment: its network namespace (when hosts have one), its
@@ -25,7 +26,7 @@ from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .pending import pending_reason
-from .state import read_state, report_detail
+from .state import is_lost, read_state, report_detail
 
 # Running a command in a host (``local_exec``) imports what it needs when it runs.
 
@@ -66,6 +67,36 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
     return out
 
 
+def _membership_events(host: Mapping[str, object]) -> List[JobEvent]:
+    """The platform's side of a membership change: the host lost for good (local/hostops.py), and back."""
+    index, out = int(str(host["index"])), []
+    lost, back = host.get("lost_at"), host.get("restored_at")
+    if isinstance(lost, float):
+        out.append(JobEvent(lost, f"host {index}", "HostLost", "lost for good: its shim and everything under it "
+                            "were killed and it is not started again", "Warning", index))  # fmt: skip
+    if isinstance(back, float):
+        out.append(JobEvent(back, f"host {index}", "HostBack", "a machine is back for it: its shim was started "
+                            "again and joins the job", "Info", index))  # fmt: skip
+    return out
+
+
+def _hosts_changed(paths: JobPaths, count: int) -> List[JobEvent]:
+    """Elastic jobs: each change of the job's hosts, as the shims recorded it (their reports' ``hosts.membership``:
+    ``attempt``, ``members``, ``left``, ``joined``, ``line``), once per change however many hosts saw it."""
+    seen: Dict[Tuple[object, str], JobEvent] = {}
+    for index in range(count):
+        hosts = (read_json(paths.report_file(index)) or {}).get("hosts")
+        changes = hosts.get("membership") if isinstance(hosts, Mapping) else None
+        for change in changes if isinstance(changes, list) else []:
+            if not isinstance(change, Mapping) or not isinstance(change.get("at"), (int, float)):
+                continue
+            line = str(change.get("line") or f"the job's hosts changed: {change.get('members')}")[:300]
+            key = (change.get("attempt"), str(change.get("members")))
+            level = "Warning" if change.get("left") else "Info"
+            seen.setdefault(key, JobEvent(float(change["at"]), "job", "HostsChanged", line, level))
+    return list(seen.values())
+
+
 def local_events(paths: JobPaths) -> List[JobEvent]:
     """The job's recorded events, oldest first (see the module docstring)."""
     reading = read_state(paths.state_file)
@@ -92,11 +123,13 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
         if announced is not None and when is not None and announced["attempt"] > 0 and host["state"] != "EXITED":
             out.append(JobEvent(when, source, "Attempt", f"attempt {announced['attempt']} is {announced['state']}",
                                 "Warning", index))  # fmt: skip
-        if host["state"] == "EXITED" and host["ended_at"] is not None:
+        out.extend(_membership_events(host))
+        if host["state"] == "EXITED" and host["ended_at"] is not None and not is_lost(host):
             code = host["exit_code"]
             level = "Info" if code in (0, _SIGTERM_CODE) else "Error"
             detail = f"; {host['detail']}" if host["detail"] else ""
             out.append(JobEvent(host["ended_at"], source, "Exited", f"exit code {code}{detail}", level, index))
+    out.extend(_hosts_changed(paths, len(data["hosts"])))
     if JobState(data["state"]).is_terminal and data["ended_at"] is not None:
         level = "Info" if data["state"] != "FAILED" else "Error"
         text = f"exit code {data['exit_code']}" + (f": {data['message']}" if data["message"] else "")

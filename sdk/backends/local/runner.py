@@ -13,7 +13,12 @@ harming the job. Contract:
    A host's shim killed by a signal from outside (the pod died) in a multi-host job that may restart
    (``launcher.max_restarts``) is started again after :data:`REPLACE_AFTER` seconds, at most ``max_restarts``
    times per job, as a platform replaces a pod: its shim joins the job's coordinator again and the hosts go on
-   together. Without restarts, or past them, the host's death fails the job as above.
+   together. Without restarts, or past them, the host's death fails the job as above, except in an elastic job
+   (``launcher.min_hosts``): there a host killed and not replaced is lost, and the others' shims decide
+   whether the job goes on without it.
+   A host can also be lost for good, or brought back, on request (:mod:`.hostops`, as a platform loses a
+   machine and gets one back): a lost host is killed with everything under it and not started again until
+   a ``restore``; it never ends the job by itself (its ``lost_at`` is recorded in ``state.json``).
 4. SIGTERM/SIGINT to the runner (``ma-submit stop``) tear all hosts down the same way; the job ends STOPPED.
 5. Before recording the end, every process still carrying ``MALAUNCH_JOB_ID=<id>`` is killed, and the network
    is torn down, so an ended job has nothing left running.
@@ -39,6 +44,7 @@ from malaunch.entrypoint.public import Name, set_subreaper
 
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
+from .hostops import kill_host_tree, take_requests
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
 from .state import StateWriter, disk_space_note, read_host_report, read_state
@@ -85,6 +91,7 @@ class Runner:
         self.index = ConsoleIndex([host.console_log for host in request.hosts])
         self.disk_checked = 0.0
         self.lost_output: Dict[int, str] = {}  # host index -> the log files its shim could not write to the end
+        self.lost: Dict[int, str] = {}  # host index -> why it is lost for good (not started again, never a failure)
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -168,6 +175,10 @@ class Runner:
             if index is None:
                 continue  # an orphaned rank re-parented to us
             code = _exit_code(status)
+            if index in self.lost:  # lost for good on request: the platform took its machine
+                self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), pid=None)
+                changed = True
+                continue
             if os.WIFSIGNALED(status) and self._may_replace(index):
                 self.replaced += 1
                 self.replacing[index] = time.monotonic() + REPLACE_AFTER
@@ -181,6 +192,12 @@ class Runner:
                 code, detail = report.exit_code, report.detail
                 if report.lost_output:
                     self.lost_output[index] = report.lost_output
+            if os.WIFSIGNALED(status) and self._elastic() and self.teardown_at is None and not self.stop_requested:
+                self._mark_lost(index, f"its shim was killed (exit {code}) and not replaced: lost, the job goes on "
+                                "without it while launcher.min_hosts remain")  # fmt: skip
+                self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), pid=None)
+                changed = True
+                continue
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
@@ -196,6 +213,53 @@ class Runner:
         del index
         return (len(self.request.hosts) > 1 and self.teardown_at is None and not self.stop_requested
                 and self.replaced < self._budget())  # fmt: skip
+
+    def _elastic(self) -> bool:
+        """An elastic torchrun job (``launcher.min_hosts``): its shims go on without a lost host."""
+        return Name.MALAUNCH_MIN_HOSTS in self.request.hosts[0].env
+
+    def _mark_lost(self, index: int, why: str) -> None:
+        self.lost[index] = why
+        self.host(index).update(lost_at=time.time(), detail=why)
+
+    def host_requests(self) -> bool:
+        """Act on the requests to lose a host for good or bring one back (:mod:`.hostops`); True when any."""
+        taken, refused = take_requests(self.paths, len(self.request.hosts))
+        for line in refused:
+            sys.stderr.write(f"local_runner: {line}\n")
+        for index, action in taken:
+            if self.teardown_at is not None or self.stop_requested:
+                sys.stderr.write(f"local_runner: {action} host {index} ignored: the job is ending\n")
+            elif action == "lose":
+                self.lose(index)
+            else:
+                self.restore(index)
+        return bool(taken)
+
+    def lose(self, index: int) -> None:
+        """Host ``index``'s machine is gone: kill its shim and everything under it; never start it again."""
+        if index in self.lost:
+            return
+        self._mark_lost(index, "lost for good on request (its machine is gone; restore_host brings one back)")
+        self.replacing.pop(index, None)
+        record = self.host(index)
+        if record["state"] == "RUNNING" and record["pid"] is not None:
+            kill_host_tree(int(record["pid"]), self.request.job_id)  # reaped as lost (see reap)
+        elif record["state"] == "PENDING":
+            record.update(state="EXITED", ended_at=time.time(), pid=None)
+
+    def restore(self, index: int) -> None:
+        """A machine for lost host ``index`` is back: start its shim again (it joins the job's coordinator)."""
+        record = self.host(index)
+        if index not in self.lost or record["state"] == "RUNNING":
+            why = "it is not lost" if index not in self.lost else "its killed shim is not reaped yet; ask again"
+            sys.stderr.write(f"local_runner: restore host {index} ignored: {why}\n")
+            return
+        del self.lost[index]
+        self.pids = {pid: i for pid, i in self.pids.items() if i != index}
+        record.update(detail="back: started again after it was lost", exit_code=None, ended_at=None,
+                      restored_at=time.time())  # fmt: skip
+        self.start_host(self.request.hosts[index])
 
     def replace_due(self) -> None:
         now = time.monotonic()
@@ -241,6 +305,8 @@ class Runner:
         grace = self.request.grace_period
         while self.running() or (self.replacing and self.teardown_at is None):
             self.replace_due()
+            if self.host_requests():
+                self.save()
             if self.stop_requested and not self.stopped:
                 self.record_stop()
                 self.begin_teardown()

@@ -38,6 +38,7 @@ __all__ = [
     "StateReading",
     "StateWriter",
     "disk_space_note",
+    "is_lost",
     "job_status",
     "new_state",
     "read_host_report",
@@ -117,7 +118,15 @@ def _host(raw: object, position: int) -> Dict[str, Any]:
         "ended_at": _time(raw, "ended_at", where),
         "log_file": _text(raw, "log_file", where),
         "detail": _text(raw, "detail", where) or "",
+        "lost_at": _time(raw, "lost_at", where),  # the platform lost it for good (local/hostops.py)
+        "restored_at": _time(raw, "restored_at", where),  # ... and started it again
     }
+
+
+def is_lost(host: Mapping[str, Any]) -> bool:
+    """Whether a host of a validated state is lost for good now (lost, and not started again since)."""
+    lost, back = host.get("lost_at"), host.get("restored_at")
+    return lost is not None and (back is None or back < lost)
 
 
 def validate_state(raw: object) -> Dict[str, Any]:
@@ -403,7 +412,7 @@ def _recover(data: Dict[str, Any], paths: JobPaths, runner: Optional[int], is_ou
     if not any(host["state"] == "EXITED" for host in data["hosts"]):
         data.update(state="FAILED", message=f"{gone} before starting any host; see {paths.runner_log}")
         return
-    failed = [h for h in data["hosts"] if h["state"] != "EXITED" or h["exit_code"] != 0]
+    failed = [h for h in data["hosts"] if (h["state"] != "EXITED" or h["exit_code"] != 0) and not is_lost(h)]
     if not failed:
         data.update(state="SUCCEEDED", exit_code=0, message=f"{gone}; every host's report says it succeeded")
     else:

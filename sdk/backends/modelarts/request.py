@@ -201,8 +201,15 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
     """The create body for ``spec`` (see the module docstring). Pure.
 
     Raises:
-        SpecError: a field the modelarts backend cannot map (no flavor, no obs_dir, local data, ...).
+        SpecError: a field the modelarts backend cannot map (no flavor, no obs_dir, local data, min_hosts, ...).
     """
+    if spec.launcher.min_hosts is not None:
+        raise SpecError(
+            "launcher.min_hosts",
+            "is not supported on ModelArts (the platform starts all of a job's hosts and runs it only with them all)",
+            spec.launcher.min_hosts,
+            "remove launcher.min_hosts for this backend (it works on the local and volcano backends)",
+        )
     if spec.resources.flavor is None:
         raise SpecError(
             "resources.flavor", "is required for the modelarts backend", None, "set it, e.g. modelarts.vm.cpu.8u"

@@ -1,6 +1,8 @@
 """Pure rendering: a :class:`~malaunch.sdk.spec.JobSpec` -> a ``batch.volcano.sh/v1alpha1`` Job manifest.
 
-One task ``worker`` with ``replicas`` = ``minAvailable`` = hosts (the gang starts together or not at all);
+One task ``worker`` with ``replicas`` = hosts and ``minAvailable`` = hosts (the gang starts together or not at
+all), or ``launcher.min_hosts`` for an elastic torchrun job (the gang may start with that many pods, and a pod
+lost does not end the job: :func:`pod_policies`);
 the ``env`` plugin gives each pod ``VC_TASK_INDEX``, the ``svc`` plugin (with not-ready addresses published,
 so the master's name resolves while its peers are still starting) gives ``VC_WORKER_HOSTS`` and the host
 names ``<job>-worker-<i>.<job>``. The container runs ``ma-entrypoint BOOT ARGS`` with the rest of the
@@ -133,17 +135,24 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
     return env
 
 
-def pod_policies(opts: VolcanoOptions) -> List[Dict[str, Any]]:
+def pod_policies(opts: VolcanoOptions, elastic: bool = False) -> List[Dict[str, Any]]:
     """The task's lifecycle policies: not-retryable exit codes first, then pod failure and eviction.
 
     Volcano applies the *first* policy that matches a pod event, and a failed pod matches ``PodFailed`` as
     well as its ``exitCode``; the exit-code policies must therefore come first to take effect.
+
+    ``elastic`` (``launcher.min_hosts``): no ``PodFailed``/``PodEvicted`` policy, so one pod's loss neither
+    restarts nor aborts the job (``on_pod_failure``/``on_pod_eviction`` are not used): the shims of the others
+    go on without it while ``min_hosts`` remain, and Volcano ends the job Completed once every pod has ended
+    and at least ``minAvailable`` succeeded. The exit-code policies stay: a code the job gives up with
+    (``not_retryable_exit_codes``) still aborts it at once.
     """
     policies: List[Dict[str, Any]] = [
         {"exitCode": code, "action": "AbortJob"} for code in opts.not_retryable_exit_codes
     ]
-    policies.append({"event": "PodFailed", "action": _ACTIONS[opts.on_pod_failure]})
-    policies.append({"event": "PodEvicted", "action": _ACTIONS[opts.on_pod_eviction]})
+    if not elastic:
+        policies.append({"event": "PodFailed", "action": _ACTIONS[opts.on_pod_failure]})
+        policies.append({"event": "PodEvicted", "action": _ACTIONS[opts.on_pod_eviction]})
     return policies
 
 
@@ -190,9 +199,10 @@ def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> D
         "priority_class": opts.priority_class,
         "service_account": opts.service_account,
         "hosts": res.hosts,
+        "min_available": res.hosts if spec.launcher.min_hosts is None else spec.launcher.min_hosts,
         "devices_per_host": res.devices_per_host,
         "max_retry": opts.max_retry,
-        "policies": pod_policies(opts),
+        "policies": pod_policies(opts, elastic=spec.launcher.min_hosts is not None),
         "image": _image(spec),
         "command": _command(spec),
         "code_path": opts.code_path,
