@@ -92,4 +92,6 @@ def test_a_host_lost_for_good_leaves_the_survivor_alone_and_its_return_makes_two
     assert ("host 1", "HostLost") in reasons and ("host 1", "HostBack") in reasons, reasons
     changes = [event["message"] for event in events if event["reason"] == "HostsChanged"]
     assert any("world size 1" in text for text in changes) and any("world size 2" in text for text in changes), changes
+    restarts = [event["message"] for event in events if event["reason"] == "Restarted"]
+    assert restarts and all("change of hosts" in text and "user_error" not in text for text in restarts), restarts
     assert_nothing_running(job_id)

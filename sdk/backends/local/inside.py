@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from malaunch.entrypoint.public import attempt_file, descendants, read_attempt, read_usage, snapshot
 
@@ -51,12 +51,17 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
     out: List[JobEvent] = []
     source = f"host {index}"
     at = started
+    free = _membership_restarts(report)
     for attempt in report.get("attempts") or []:
         if not isinstance(attempt, Mapping):
             continue
         duration = attempt.get("duration")
         at += float(duration) if isinstance(duration, (int, float)) else 0.0
-        if attempt.get("restarted"):
+        if attempt.get("restarted") and attempt.get("attempt") in free:
+            out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended for a "
+                                "change of hosts (not charged to MA_MAX_RESTARTS); the shim started the next attempt",
+                                "Normal", index))  # fmt: skip
+        elif attempt.get("restarted"):
             cause = report_detail({"root_cause": attempt.get("root_cause")})
             why = f"; {cause}" if cause else ""
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
@@ -65,6 +70,16 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
     if isinstance(report.get("root_cause"), Mapping):  # the shim's root-cause line
         out.append(JobEvent(when, source, "RootCause", report_detail(report), "Error", index))
     return out
+
+
+def _membership_restarts(report: Mapping[str, Any]) -> Set[int]:
+    """The attempts an elastic job ended only to change its hosts: each one before an uncharged change."""
+    hosts = report.get("hosts")
+    changes = hosts.get("membership") if isinstance(hosts, Mapping) else None
+    if not isinstance(changes, list):
+        return set()
+    return {change["attempt"] - 1 for change in changes if isinstance(change, Mapping)
+            and isinstance(change.get("attempt"), int) and change.get("charged") is False}  # fmt: skip
 
 
 def _membership_events(host: Mapping[str, object]) -> List[JobEvent]:
