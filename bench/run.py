@@ -17,6 +17,8 @@ One command runs every case, prints a table of figures and ratios measured in th
   on 127.0.0.1 (``--hosts`` chooses the sizes): its CPU share and memory under heartbeats, and the time from a
   host's death (SIGKILLed; SIGSTOPped) to every other host told. Its figures have a section of their own in
   ``docs/performance.md``, which ``--only coordinator`` rewrites alone (about 2 minutes).
+- ``history``: ``ma-submit list`` and ``status`` of a local home with 1, 100, 1,000 and 10,000 ended jobs, this
+  tree's and main's (``--baseline``, default main) beside a bare interpreter; ``--only history`` rewrites its section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -40,6 +42,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mabench.coordinator import parse_sizes, run_coordinator, window_seconds
+from mabench.history import run_history
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
 from mabench.obsupload import run_obs_upload
@@ -52,7 +55,8 @@ from mabench.teardown import run_teardown
 
 __all__ = ["CASES", "main"]
 
-CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator")
+CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator",
+         "history")  # fmt: skip
 
 
 def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
@@ -87,6 +91,7 @@ def _runners(
         "local-backend": lambda: run_local_backend(s["local_reps"]),
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
+        "history": lambda: run_history(s["reps"], baseline or "main"),
     }
 
 
@@ -103,6 +108,7 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
         "coordinator": f"N={', '.join(str(n) for n in hosts)} emulated hosts; timeouts 20 s (SIGKILL) and 2 s "
         f"(SIGSTOP); {s['coord_reps']} run(s) each",
+        "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",
     }[case]
 
 

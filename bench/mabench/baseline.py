@@ -10,11 +10,11 @@ from __future__ import annotations
 import compileall
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 from .procs import BENCH_DIR, REPO, BenchError
 
-__all__ = ["FARMS", "prepare_farms", "resolve_commit"]
+__all__ = ["FARMS", "checkout", "prepare_farms", "resolve_commit", "sdk_farms"]
 
 #: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
 FARMS: Dict[str, Path] = {}
@@ -27,14 +27,15 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _farm(name: str, tree: Path) -> Path:
+def _farm(name: str, tree: Path, parts: Tuple[str, ...] = ("entrypoint",)) -> Path:
     farm = BENCH_DIR / "results" / f"farm-{name}"
-    link = farm / "malaunch" / "entrypoint"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(tree / "entrypoint")
-    compileall.compile_dir(str(tree / "entrypoint"), quiet=1)
+    for part in parts:
+        link = farm / "malaunch" / part
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(tree / part)
+        compileall.compile_dir(str(tree / part), quiet=1)
     return farm
 
 
@@ -52,13 +53,25 @@ def resolve_commit(ref: str) -> str:
         ) from None
 
 
-def prepare_farms(ref: str) -> str:
-    """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
+def checkout(ref: str) -> Tuple[str, Path]:
+    """Check ``ref`` out once (a detached worktree under ``bench/results``); its short name and folder."""
     sha = resolve_commit(ref)
     short = sha[:8]
     tree = BENCH_DIR / "results" / f"baseline-{short}"
     if not (tree / "entrypoint").is_dir():
         _git("worktree", "add", "--detach", str(tree), sha)
+    return short, tree
+
+
+def sdk_farms(ref: str) -> Tuple[str, Path, Path]:
+    """Link farms of this tree's and ``ref``'s whole package (SDK and shim): ``(short name, this, ref's)``."""
+    short, tree = checkout(ref)
+    return short, _farm("sdk-this", REPO, ("sdk", "entrypoint")), _farm(f"sdk-{short}", tree, ("sdk", "entrypoint"))
+
+
+def prepare_farms(ref: str) -> str:
+    """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
+    short, tree = checkout(ref)
     FARMS["baseline"] = _farm(f"baseline-{short}", tree)
     FARMS["this"] = _farm("this", REPO)
     return short

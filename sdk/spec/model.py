@@ -409,6 +409,7 @@ class JobSpec:
     launcher: LauncherOptions = field(default_factory=LauncherOptions)
     volcano: VolcanoOptions = field(default_factory=VolcanoOptions)
     modelarts: Optional[ModelArtsOptions] = None
+    keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -420,8 +421,9 @@ class JobSpec:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> Dict[str, Any]:
-        """YAML/JSON-shaped data with every field (the inverse of ``spec_from_mapping``)."""
-        return {
+        """YAML/JSON-shaped data with every field (the inverse of ``spec_from_mapping``); ``keep_for`` only when
+        set, so a job file without it reads the same as before the field existed."""
+        data: Dict[str, Any] = {
             "name": self.name,
             "run_method": self.run_method,
             "code_dir": self.code_dir,
@@ -437,6 +439,9 @@ class JobSpec:
             "volcano": self.volcano.to_dict(),
             "modelarts": None if self.modelarts is None else self.modelarts.to_dict(),
         }
+        if self.keep_for is not None:
+            data["keep_for"] = self.keep_for
+        return data
 
 
 def _check_spec(spec: JobSpec) -> None:
@@ -476,6 +481,10 @@ def _check_spec(spec: JobSpec) -> None:
         if not isinstance(spec.modelarts, ModelArtsOptions):
             raise _fail("modelarts", "must be a mapping with obs_dir, engine_name, engine_version", spec.modelarts)
         _check_modelarts(spec.modelarts, "modelarts")
+    keep = spec.keep_for
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep)
+                             or keep < 0):  # fmt: skip
+        raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
 
 
 def _check_boot_file(boot_file: object) -> None:

@@ -26,7 +26,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Name
 
@@ -36,11 +36,14 @@ from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...plan import SubmitPlan, new_job_secret
 from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
-from ..base import Backend, JobHandle, UnknownWatch, check_code
+from ...units import size_text
+from ..base import Backend, JobHandle, PruneResult, UnknownWatch, check_code
 from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
+from ..listing import ListPage, ListQuery
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
+from .history import History
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
@@ -53,7 +56,8 @@ from .jobdir import (
     signal_job_process,
 )
 from .plan import LocalRequest, plan_local
-from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
+from .retention import expire_due, prune_home, prune_lock, reading, remove_jobs
+from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
@@ -66,26 +70,19 @@ _EXEC_SETTLE = 0.5
 SNAPSHOT_WARN_BYTES = 100 * 1024 * 1024
 
 
-def _size_text(size: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} B"
-
-
 def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
     """The snapshot's size as a note, plus a warning naming the biggest folders when it is big."""
     total = sum(item.size for item in files)
-    notes = [f"code snapshot: {len(files)} file(s), {_size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
+    notes = [f"code snapshot: {len(files)} file(s), {size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
     if total > SNAPSHOT_WARN_BYTES:
         sizes: Dict[str, int] = {}
         for item in files:
             top = item.relpath.split("/", 1)[0]
             sizes[top] = sizes.get(top, 0) + item.size
         biggest = sorted(sizes.items(), key=lambda pair: -pair[1])[:3]
-        named = ", ".join(f"{name} ({_size_text(size)})" for name, size in biggest)
+        named = ", ".join(f"{name} ({size_text(size)})" for name, size in biggest)
         notes.append(
-            f"warning: every submit copies {_size_text(total)} of code (biggest: {named}); list data folders in "
+            f"warning: every submit copies {size_text(total)} of code (biggest: {named}); list data folders in "
             f"{os.path.join(code_dir, IGNORE_FILE)} (gitignore syntax) to leave them out"
         )
     return tuple(notes)
@@ -215,13 +212,17 @@ class LocalBackend(Backend):
             if isinstance(exc, OSError):
                 raise BackendError(f"cannot prepare job {plan.job_id}: {exc}; check MALAUNCH_HOME") from None
             raise
+        self.expire(time.time())
         return JobHandle(self, plan.job_id)
 
     def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths, files: List[CodeFile]) -> None:
         hosts = [{"index": h.index, "address": h.address, "log_file": h.console_log} for h in request.hosts]
         write_json_atomic(
-            paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts), slack=SLACK_BYTES
+            paths.state_file,
+            new_state(plan.job_id, plan.spec.name, plan.created_at, hosts, plan.spec.keep_for),
+            slack=SLACK_BYTES,
         )
+        open(paths.use_lock, "ab").close()  # readers share it, deleters take it alone (retention)
         self._snapshot(request, files)
         for folder in request.dirs:
             os.makedirs(folder, exist_ok=True)
@@ -285,8 +286,8 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return None
 
-    def _status_of(self, paths: JobPaths) -> JobStatus:
-        reading = read_state(paths.state_file)
+    def _status_of(self, paths: JobPaths, reading: Optional[StateReading] = None) -> JobStatus:
+        reading = read_state(paths.state_file) if reading is None else reading
         runner = self._runner_pid(paths, reading.data or {})
         status = job_status(
             paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
@@ -317,8 +318,8 @@ class LocalBackend(Backend):
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
-            return itertools.chain(merged_lines(files), _cut_short(paths, count))
-        return self._follow(paths, files)
+            return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
+        return _while_reading(paths, self._follow(paths, files))
 
     def _follow(self, paths: JobPaths, files: List[Tuple[str, str]]) -> Iterator[str]:
         watch = UnknownWatch()
@@ -395,10 +396,49 @@ class LocalBackend(Backend):
                 f"stop it first: 'ma-submit stop {paths.job_id}'",
             )
         try:
-            shutil.rmtree(paths.job_dir)
+            with prune_lock(self.home):
+                _, refused, _ = remove_jobs(self.home, [paths.job_id], dry_run=False, busy=set(), strict=True)
         except OSError as exc:
             raise BackendError(f"cannot delete {paths.job_dir}: {exc.strerror or exc}; check its permissions") from None
+        if refused:
+            raise ConfigError(f"job {paths.job_id} is in use", paths.job_id, refused[0][1])
         return paths.job_id
+
+    # -- history and retention (list_page, prune, keep_for) -----------------------------------------------
+    def _read_for_history(self, name: str) -> Tuple[JobStatus, Optional[float]]:
+        paths = JobPaths(self.home, name)
+        reading = read_state(paths.state_file)
+        keep_for = reading.data.get("keep_for") if reading.data is not None else None
+        return self._status_of(paths, reading), keep_for
+
+    def list_page(self, query: ListQuery, *, now: float) -> ListPage:
+        """From the history index (:mod:`.history`): only jobs without a row are read; ``keep_for`` applied."""
+        snap = History(self.home).snapshot(self._read_for_history)
+        return snap.page(query, now, gone=expire_due(self.home, snap, now))
+
+    def expire(self, now: float) -> List[str]:
+        """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""
+        return sorted(expire_due(self.home, History(self.home).snapshot(self._read_for_history), now))
+
+    def prune(
+        self,
+        older_than: float,
+        *,
+        now: Optional[float] = None,
+        states: AbstractSet[str] = frozenset(),
+        keep: int = 0,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
+        when = time.time() if now is None else now
+        return prune_home(self.home, self._read_for_history, older_than, now=when, states=states, keep=keep,
+                          dry_run=dry_run)  # fmt: skip
+
+
+def _while_reading(paths: JobPaths, lines: Iterator[str]) -> Iterator[str]:
+    """``lines``, holding the job's use lock while they are read (prune and delete leave the job alone)."""
+    with reading(paths):
+        yield from lines
 
 
 def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
