@@ -275,8 +275,9 @@ def delete_cmd(backend: Optional[str], job_ids: Tuple[str, ...]) -> int:
               help="The newest N of the ended jobs (of --state) stay, however old.")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted and the disk it would free; delete nothing.")
 def prune_cmd(backend: Optional[str], older_than: float, states: Tuple[str, ...], keep: int, dry_run: bool) -> int:
-    """Delete ended jobs that ended longer ago than --older-than; running jobs, and local jobs another process is
-    reading (ma-submit logs), are never touched."""
+    """Delete every ended job that ended longer ago than --older-than; running jobs are never touched.
+
+    Nor are local jobs another process is reading (ma-submit logs); the disk freed is reported."""
     result = backend_named(backend).prune(
         older_than, states=frozenset(s.upper() for s in states), keep=keep, dry_run=dry_run
     )
