@@ -61,6 +61,13 @@ def _copies(home: Path, job_id: str, count: int, prefix: str = "copy", **changes
     return made
 
 
+def _history_ids(home: Path) -> List[str]:
+    """The ids of the history's rows, in file order (newest first)."""
+    lines = (home / HISTORY_FILE).read_text().splitlines()
+    assert json.loads(lines[0])["version"] == 2
+    return [line.split("\t", 1)[0] for line in lines[1:]]
+
+
 def _listed(result: subprocess.CompletedProcess[str]) -> List[str]:
     assert result.returncode == 0, result.stderr
     return [line.split()[0] for line in result.stdout.splitlines()[1:]]
@@ -95,8 +102,7 @@ def test_list_answers_from_the_history_not_from_every_job(
     job_id = _ended_job(tmp_path, cli_env, home)
     _copies(home, job_id, 3)
     assert len(_listed(ma_submit(["list"], cli_env))) == 4
-    rows = json.loads((home / HISTORY_FILE).read_text())["jobs"]
-    assert sorted(row[0] for row in rows) == sorted([job_id, "copy-0000", "copy-0001", "copy-0002"])
+    assert _history_ids(home) == [job_id, "copy-0000", "copy-0001", "copy-0002"]
     (home / "jobs" / "copy-0001" / "state.json").write_text("{not json")  # an ended job is not read again
     listed = ma_submit(["list"], cli_env)
     assert "copy-0001" in _listed(listed) and listed.stderr == ""
@@ -131,8 +137,8 @@ def test_writers_at_the_same_time_lose_nothing(home: Path) -> None:
     )
     procs = [subprocess.Popen([sys.executable, "-c", script, str(home), str(n)]) for n in range(4)]
     assert [proc.wait(timeout=120) for proc in procs] == [0, 0, 0, 0]
-    rows, problem = History(str(home)).load()
-    assert problem == "" and len(rows) == 100
+    lines, _, problem = History(str(home)).load()
+    assert problem == "" and len(lines) == 100
 
 
 def test_ten_thousand_ended_jobs_list_from_the_index(home: Path, cli_env: Dict[str, str]) -> None:
@@ -204,7 +210,7 @@ def test_two_prunes_at_once_each_job_goes_once(tmp_path: Path, cli_env: Dict[str
     assert sorted(deleted[0] + deleted[1]) == sorted([job_id, *made])
     assert all("kept" not in err and "Traceback" not in err for _, err in outs)
     assert job_ids(home) == [] and not [p for p in home.iterdir() if p.name.startswith(".removing-")]
-    assert json.loads((home / HISTORY_FILE).read_text())["jobs"] == []
+    assert _history_ids(home) == []
 
 
 def test_keep_for_is_applied_by_the_next_command(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
@@ -248,10 +254,19 @@ def test_keep_for_is_ttl_seconds_after_finished_on_volcano() -> None:
 def test_history_rows_are_read_defensively(home: Path) -> None:
     history = History(str(home))
     (home / "jobs" / "ok-1").mkdir(parents=True)
-    row = HistoryRow("ok-1", "ok", "FAILED", 2, 1.0, 1.0, 2.0, 60.0, "host 0 exited with code 2")
+    row = HistoryRow("ok-1", "ok\tname", "FAILED", 2, 1.0, 1.0, 2.0, 60.0, "host 0 exited\twith code 2\n")
     history.update([row], ())
-    assert history.load() == ({"ok-1": row}, "")
-    text = (home / HISTORY_FILE).read_text().replace('"FAILED"', '"RUNNING"')
-    (home / HISTORY_FILE).write_text(text)
-    assert history.load() == ({}, "has 1 damaged row(s)")
+    lines, next_due, problem = history.load()
+    assert problem == "" and next_due == 62.0 and HistoryRow.from_line(lines["ok-1"]) == row
     assert row.due(62.0) and not row.due(61.0)
+    (home / HISTORY_FILE).write_text((home / HISTORY_FILE).read_text().replace("\tFAILED\t", "\tRUNNING\t"))
+
+    def unread(name: str) -> Any:
+        raise AssertionError(f"{name} has a row: it is not read from its folder")
+
+    snap = history.snapshot(unread)
+    assert list(snap.rows()) == [] and snap.bad == {"ok-1"}
+    history.settle(snap)
+    assert snap.notes == [f"the job history {home / HISTORY_FILE} has 1 damaged row(s); rebuilt them from the job "
+                          "folders"]  # fmt: skip
+    assert _history_ids(home) == []

@@ -413,8 +413,11 @@ class LocalBackend(Backend):
 
     def list_page(self, query: ListQuery, *, now: float) -> ListPage:
         """From the history index (:mod:`.history`): only jobs without a row are read; ``keep_for`` applied."""
-        snap = History(self.home).snapshot(self._read_for_history)
-        return snap.page(query, now, gone=expire_due(self.home, snap, now))
+        history = History(self.home)
+        snap = history.snapshot(self._read_for_history)
+        page = snap.page(query, now, gone=expire_due(self.home, snap, now))
+        history.settle(snap)
+        return dataclasses.replace(page, notes=tuple(snap.notes))
 
     def expire(self, now: float) -> List[str]:
         """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""

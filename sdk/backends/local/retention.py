@@ -180,7 +180,9 @@ def remove_jobs(
 
 def expire_due(home: str, snap: Snapshot, now: float) -> Set[str]:
     """Remove the ended jobs of ``snap`` whose ``keep_for`` has passed; nothing while a prune runs. Their ids."""
-    due = sorted(key for key, row in snap.ended.items() if row.due(now))
+    if snap.next_due is None or now < snap.next_due:
+        return set()
+    due = sorted(row.id for row in snap.rows() if row.due(now))
     if not due:
         return set()
     with prune_lock(home, wait=False) as held:
@@ -201,13 +203,14 @@ def prune_home(
     second of two prunes chooses from what the first left."""
     with prune_lock(home):
         sweep_leftovers(home)
-        snap = History(home).snapshot(read)
+        history = History(home)
+        snap = history.snapshot(read)
         kept = [] if states else [
             (s.id, f"its state is unknown ({s.message}); delete it by id")
             for s in snap.live.values() if s.state.value == "UNKNOWN"
         ]  # fmt: skip
-        rows = sorted((r for r in snap.ended.values() if not states or r.state in states),
-                      key=lambda r: (r.created_at or 0.0, r.id), reverse=True)  # fmt: skip
+        rows = [row for row in snap.rows() if not states or row.state in states]  # newest first
         chosen = [r.id for r in rows[keep:] if now - (r.ended_at or r.created_at or 0.0) >= older_than]
         deleted, refused, freed = remove_jobs(home, chosen, dry_run=dry_run)
-    return PruneResult(tuple(deleted), tuple(kept + refused), freed, dry_run, snap.notes)
+        history.settle(snap)
+    return PruneResult(tuple(deleted), tuple(kept + refused), freed, dry_run, tuple(snap.notes))
