@@ -212,7 +212,8 @@ class LocalBackend(Backend):
             if isinstance(exc, OSError):
                 raise BackendError(f"cannot prepare job {plan.job_id}: {exc}; check MALAUNCH_HOME") from None
             raise
-        self.expire(time.time())
+        with contextlib.suppress(OSError):  # keep_for of earlier jobs: never a reason for this submit to fail
+            self.expire(time.time())
         return JobHandle(self, plan.job_id)
 
     def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths, files: List[CodeFile]) -> None:

@@ -146,7 +146,7 @@ class Snapshot:
     added: List[HistoryRow]
     live: Dict[str, JobStatus]
     notes: List[str]
-    root: str
+    home: str
     next_due: Optional[float]
     bad: Set[str] = field(default_factory=set)
 
@@ -187,7 +187,7 @@ class Snapshot:
         found.sort(key=lambda item: (item.created_at or 0.0, item.id), reverse=True)
         shown = query.cut(len(found))
         statuses = [
-            item.status(os.path.join(self.root, item.id)) if isinstance(item, HistoryRow) else item
+            item.status(JobPaths(self.home, item.id).job_dir) if isinstance(item, HistoryRow) else item
             for item in found[:shown]
         ]
         return ListPage(tuple(statuses), matched - shown)
@@ -258,7 +258,7 @@ class History:
             if due_at is not None and (next_due is None or due_at < next_due):
                 next_due = due_at
         notes = [f"the job history {self.path} {problem}; rebuilt it from the job folders"] if problem else []
-        return Snapshot(kept, added, live, notes, self.root, next_due)
+        return Snapshot(kept, added, live, notes, self.home, next_due)
 
     def settle(self, snap: Snapshot) -> None:
         """After using ``snap``: drop the rows that did not decode (their jobs are read again next time), noted."""
