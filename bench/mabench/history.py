@@ -212,7 +212,8 @@ def history_section(result: CaseResult, command: str, started: datetime.datetime
         "What the figures mean: main's `list` opens every job's folder, so it grows with the jobs; this tree's "
         "answers from the history index (`<home>/job-history.json`, [cli.md](cli.md#list)) and reads only the jobs "
         "that are not ended, so what is left of its growth is reading that one file and one `scandir`. `status ID` "
-        "reads one job either way."
+        "reads one job either way. On a shared machine (load averages above) a whole process varies by more than "
+        "the differences between sizes: the in-process row is the one that isolates the history's own growth."
     ]
     return "\n".join(out)
 
