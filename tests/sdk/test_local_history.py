@@ -14,12 +14,14 @@ from typing import Any, Dict, List
 
 import pytest
 import yaml
-from malaunch.sdk import SpecError, spec_from_mapping
+from malaunch.sdk import JobState, JobStatus, SpecError, spec_from_mapping
+from malaunch.sdk.backends.listing import ListQuery, page_of
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.history import HISTORY_FILE, History, HistoryRow
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.retention import reading
 from malaunch.sdk.backends.local.state import StateWriter, read_state
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.volcano import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
 from sdkutil import job_ids, ma_submit, wait_for, write_job
@@ -270,3 +272,28 @@ def test_history_rows_are_read_defensively(home: Path) -> None:
     assert snap.notes == [f"the job history {home / HISTORY_FILE} has 1 damaged row(s); rebuilt them from the job "
                           "folders"]  # fmt: skip
     assert _history_ids(home) == []
+
+
+def test_cloud_lists_are_filtered_and_paged_as_returned() -> None:
+    def status(job_id: str, state: JobState, created: float, name: str = "train") -> JobStatus:
+        return JobStatus(id=job_id, backend="volcano", state=state, name=name, created_at=created)
+
+    found = [status("a", JobState.FAILED, 10.0), status("b", JobState.RUNNING, 30.0),
+             status("c", JobState.SUCCEEDED, 20.0, "eval"), status("d", JobState.FAILED, 40.0)]  # fmt: skip
+    page = page_of(found, ListQuery(limit=2), now=100.0)
+    assert [s.id for s in page.statuses] == ["d", "b"] and page.more == 2
+    assert [s.id for s in page_of(found, ListQuery(states=frozenset({"FAILED"})), 100.0).statuses] == ["d", "a"]
+    assert [s.id for s in page_of(found, ListQuery(name="ev*", limit=0), 100.0).statuses] == ["c"]
+    assert [s.id for s in page_of(found, ListQuery(since=75.0), 100.0).statuses] == ["d", "b"]
+    assert [s.id for s in page_of(found, ListQuery(older_than=75.0), 100.0).statuses] == ["c", "a"]
+
+
+def test_modelarts_says_keep_for_is_not_applied(tmp_path: Path) -> None:
+    spec = spec_from_mapping({
+        "name": "k", "code_dir": str(tmp_path), "boot_file": "b.py", "keep_for": "1d", "image": "reg.example/ml:1",
+        "resources": {"flavor": "modelarts.vm.cpu.8u"}, "modelarts": {"obs_dir": "obs://bucket/runs/"},
+    })  # fmt: skip
+    plan = ModelArtsBackend(environ={"HOME": str(tmp_path)}).plan(spec, job_id="k-1", now=1.0)
+    assert any(note.startswith("keep_for is not applied on ModelArts") for note in plan.notes)
+    assert not any("keep_for" in note for note in ModelArtsBackend(environ={"HOME": str(tmp_path)}).plan(
+        spec.replace(keep_for=None), job_id="k-1", now=1.0).notes)  # fmt: skip
