@@ -13,6 +13,9 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done;
 - ``obs-upload``: the ModelArts code upload (first and unchanged re-upload) against a plain 10-thread boto3
   upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000);
+- ``verbs``: ``ma-submit --help``, ``list``, ``status``, ``logs`` and ``stop`` of an ended local job against
+  ``python -c pass``, each verb's excess over that floor (``--only verbs`` rewrites its own section; with
+  ``--baseline REF`` commit REF's verbs run in the same rounds);
 - ``coordinator``: the hosts' coordinator (issue 25) with N = 2, 64, 1,024 emulated hosts speaking its protocol
   on 127.0.0.1 (``--hosts`` chooses the sizes): its CPU share and memory under heartbeats, and the time from a
   host's death (SIGKILLed; SIGSTOPped) to every other host told. Its figures have a section of their own in
@@ -52,11 +55,14 @@ from mabench.results import CaseResult, say
 from mabench.scale import run_scale
 from mabench.startup import run_startup
 from mabench.teardown import run_teardown
+from mabench.verbs import run_verbs
 
 __all__ = ["CASES", "main"]
 
-CASES = ("startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator",
-         "history")  # fmt: skip
+CASES = (
+    "startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator", "verbs",
+    "history",
+)  # fmt: skip
 
 
 def _settings(quick: bool, reps: Optional[int]) -> Dict[str, int]:
@@ -91,6 +97,7 @@ def _runners(
         "local-backend": lambda: run_local_backend(s["local_reps"]),
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
+        "verbs": lambda: run_verbs(s["reps"] * 4, baseline),
         "history": lambda: run_history(s["reps"], baseline or "main"),
     }
 
@@ -108,6 +115,7 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
         "coordinator": f"N={', '.join(str(n) for n in hosts)} emulated hosts; timeouts 20 s (SIGKILL) and 2 s "
         f"(SIGSTOP); {s['coord_reps']} run(s) each",
+        "verbs": f"python -c pass vs ma-submit --help, list, status, logs, stop; {s['reps'] * 4} rounds",
         "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",
     }[case]
 
@@ -139,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--baseline",
         metavar="REF",
-        help="start-up also runs this tree's shim and commit REF's side by side (e.g. the commit before a refactor)",
+        help="start-up also runs this tree's shim and commit REF's side by side (e.g. the commit before a refactor); "
+        "so do the verbs",
     )
     return parser
 

@@ -8,7 +8,10 @@
 - 2 for invalid input (environment variable, argument, rank table), 3 when the launch could not proceed;
 - 124 when the job hung (``MALAUNCH_HANG_TIMEOUT``, :mod:`.run.hang`) and no restart was left.
 
-Options given on the command line override the ``MALAUNCH_*`` variables of the same meaning.
+Options given on the command line override the ``MALAUNCH_*`` variables of the same meaning. The environment is
+read here once (``os.environ``, or the ``environ`` given) and parsed once by the contract into a
+:class:`~.contract.config.ShimConfig`, which the rest receives; the ranks get the mapping itself, without the
+job's secret.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrup
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
 
-    from .contract.cluster_env import ClusterEnv
+    from .contract.config import ShimConfig
     from .plan.launch_plan import LaunchPlan
     from .report.report import RunResult
-    from .run._cgroup import CgroupEntry
     from .run.attempts import RestartOutcome
     from .run.events import AttemptLink
     from .run.hosts import HostsConfig
+    from .run.procs.cgroup import CgroupEntry
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -213,16 +216,17 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     return result.exit_code
 
 
-def _hosts(env: Mapping[str, str], cluster: ClusterEnv, plan: LaunchPlan) -> Optional[HostsConfig]:
+def _hosts(config: ShimConfig, plan: LaunchPlan) -> Optional[HostsConfig]:
     """The coordinator settings of a multi-host job (None: one host, or no master address to reach)."""
+    cluster = config.cluster
     if cluster.num_hosts < 2:
         return None
     from .run.hosts import hosts_config
 
     names = cluster.worker_hosts
     addr = names[cluster.node_rank] if cluster.node_rank < len(names) else plan.host
-    hosts = hosts_config(env, cluster.node_rank, cluster.num_hosts, addr, cluster.master_addr, cluster.job_id,
-                         cluster.master_wait)  # fmt: skip
+    hosts = hosts_config(config.coordinator, cluster.node_rank, cluster.num_hosts, addr, cluster.master_addr,
+                         cluster.job_id, cluster.master_wait)  # fmt: skip
     if hosts is None and cluster.master_addr is None:
         _say("no coordinator: the master host's address is unknown (set VC_WORKER_HOSTS); the hosts do not "
              "restart together and a lost host is noticed only by its peers' collectives")
@@ -255,34 +259,31 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
         if not options.dry_run:  # the ranks are born in the job's cgroup; the kernel's wait overlaps the start-up
-            from .run.guards import enter_cgroup_early
+            from .run.procs.guards import enter_cgroup_early
 
             entry = enter_cgroup_early()
-        from .contract.cluster_env import parse_cluster_env
-        from .launchers import gather_inputs, launcher_for, read_policy
+        from .contract.config import parse_shim_config
+        from .launchers import gather_inputs, launcher_for
         from .run.attempts import run_with_restarts
-        from .run.hang import hang_timeout
 
         with _interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                             "master's address)"):
-            cluster = parse_cluster_env(_overlay(env, options))
-            policy = read_policy(env)
-            hang = hang_timeout(env)
-            inputs = gather_inputs(
-                cluster, boot_file, boot_args, env, cwd=os.getcwd(), progress=_say, dry_run=options.dry_run
-            )
-            launcher = launcher_for(cluster, env)
-            plan = launcher.plan(cluster, inputs)
+            config = parse_shim_config(_overlay(env, options))
+            inputs = gather_inputs(config, boot_file, boot_args, cwd=os.getcwd(), progress=_say,
+                                   dry_run=options.dry_run)  # fmt: skip
+            launcher = launcher_for(config)
+            plan = launcher.plan(config.cluster, inputs)
+        policy = config.policy
         if options.dry_run:
             sys.stdout.write(launcher.plan_attempt(plan, 0, policy).render() + "\n")
             return 0
-        hosts = _hosts(env, cluster, plan)
+        hosts = _hosts(config, plan)
         _announce(plan)
         from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
             return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link,
-                            hang_timeout=hang)  # fmt: skip
+                            hang_timeout=config.hang_timeout)  # fmt: skip
 
         ranks_env = _without_secret(env)
         if hosts is None:

@@ -21,7 +21,7 @@ from .contract.signals import signal_in_any_code
 from .report.atomicfile import write_atomic
 from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
 from .run.attempt_status import attempt_file, read_attempt
-from .run.proctree import (
+from .run.procs.proctree import (
     ProcKey,
     descendants,
     env_has,
@@ -33,7 +33,7 @@ from .run.proctree import (
     signal_proven,
     snapshot,
 )
-from .run.selfproc import set_subreaper
+from .run.procs.selfproc import set_subreaper
 
 __all__ = [
     "CLASSES",

@@ -14,26 +14,67 @@ Public names (``__all__`` is explicit and tested)::
 
 from __future__ import annotations
 
-from .backends import Backend, JobHandle, available_backends, get_backend
-from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
-from .errors import (
-    BackendError,
-    BackendNotAvailable,
-    ConfigError,
-    ExecElsewhere,
-    JobNotFound,
-    JobNotRunning,
-    MalaunchError,
-    SpecError,
-    SweepNotFound,
-    WaitTimeout,
-)
-from .job import Job, attach
-from .plan import SubmitPlan
-from .spec.loader import load_job_file, spec_from_mapping
-from .spec.model import DataSpec, JobSpec, LauncherOptions, Resources
-from .status import HostState, HostStatus, JobState, JobStatus
-from .sweep.api import Sweep, SweepHandle, attach_sweep
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:
+    from .backends import Backend, JobHandle, available_backends, get_backend
+    from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
+    from .errors import (
+        BackendError,
+        BackendNotAvailable,
+        ConfigError,
+        ExecElsewhere,
+        JobNotFound,
+        JobNotRunning,
+        MalaunchError,
+        SpecError,
+        SweepNotFound,
+        WaitTimeout,
+    )
+    from .job import Job, attach
+    from .plan import SubmitPlan
+    from .spec.loader import load_job_file, spec_from_mapping
+    from .spec.model import DataSpec, JobSpec, LauncherOptions, Resources
+    from .status import HostState, HostStatus, JobState, JobStatus
+    from .sweep.api import Sweep, SweepHandle, attach_sweep
+
+_ERRORS = (
+    "BackendError", "BackendNotAvailable", "ConfigError", "ExecElsewhere", "JobNotFound", "JobNotRunning",
+    "MalaunchError", "SpecError", "SweepNotFound", "WaitTimeout",
+)  # fmt: skip
+#: Where each public name lives. Each is imported on first use, so that ``ma-submit`` (``malaunch.sdk.cli``, a
+#: subpackage: importing it runs this module) loads only what its verb needs: no sweeps, YAML or job API for
+#: ``list``, ``status``, ``logs``, ``stop`` and ``--help``.
+_HOMES = {
+    **dict.fromkeys(("Backend", "JobHandle", "available_backends", "get_backend"), "backends"),
+    **dict.fromkeys(("ExecResult", "HostUsage", "JobEvent", "UsageReport"), "backends.inside"),
+    **dict.fromkeys(_ERRORS, "errors"),
+    **dict.fromkeys(("Job", "attach"), "job"),
+    "SubmitPlan": "plan",
+    **dict.fromkeys(("load_job_file", "spec_from_mapping"), "spec.loader"),
+    **dict.fromkeys(("DataSpec", "JobSpec", "LauncherOptions", "Resources"), "spec.model"),
+    **dict.fromkeys(("HostState", "HostStatus", "JobState", "JobStatus"), "status"),
+    **dict.fromkeys(("Sweep", "SweepHandle", "attach_sweep"), "sweep.api"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (a submodule too, as when all were imported here)."""
+    home = _HOMES.get(name)
+    if home is None:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(_HOMES)
+
 
 __all__ = [
     "Backend",

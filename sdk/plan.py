@@ -19,12 +19,13 @@ Contract:
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
-from typing import Any, Dict, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Protocol, Tuple
 
 from .redact import mask_data
-from .spec.model import JobSpec
+
+if TYPE_CHECKING:
+    from .spec.model import JobSpec  # a plan carries a spec made elsewhere: reading a job needs no spec checks
 
 __all__ = ["AUTO", "SECRET", "PlanRequest", "SubmitPlan", "new_job_secret"]
 
@@ -37,6 +38,8 @@ SECRET = "<secret>"
 def new_job_secret() -> str:
     """A fresh per-job secret (64 hex digits); made at submit, handed to every host, never printed or stored
     where others can read it."""
+    import secrets  # only when a job is submitted (and its modules are not on every verb's start)
+
     return secrets.token_hex(32)
 
 

@@ -1,14 +1,16 @@
 """Every test runs away from the user's real home, for the whole session.
 
-Before any test module is imported, ``HOME``, ``MALAUNCH_HOME`` and ``KUBECONFIG`` point into one temporary
-folder, and the cloud credentials of the environment (``HUAWEICLOUD_*``, ``AWS_*``, ``MALAUNCH_MODELARTS_*``,
-``MALAUNCH_OBS_*``) are dropped, so nothing a test starts (the SDK in this process, ``ma-submit``
-subprocesses, the local job runner) can find the real ``~/.malaunch``, kubeconfig or credentials. Tests that
+Before any test module is imported, ``HOME``, ``MALAUNCH_HOME``, ``XDG_CONFIG_HOME`` (the profiles) and
+``KUBECONFIG`` point into one temporary folder, and the cloud credentials and profile of the environment
+(``HUAWEICLOUD_*``, ``AWS_*``, ``MALAUNCH_MODELARTS_*``, ``MALAUNCH_OBS_*``, ``MALAUNCH_PROFILE``) are dropped,
+so nothing a test starts (the SDK in this process, ``ma-submit`` subprocesses, the local job runner) can find
+the real ``~/.malaunch``, profiles, kubeconfig or credentials. Tests that
 need credentials or a kubeconfig give their own, pointing at the loopback fakes.
 
-At the end of the session the real ``~/.malaunch``, ``~/.kube`` and ``~/.huaweicloud`` (found through the password
-database, not ``$HOME``) are compared with how they were at the start: a file written, added or removed there
-fails the session (``huaweicloudsdkcore``, for one, writes ``~/.huaweicloud/application_id`` when first used).
+At the end of the session the real ``~/.malaunch``, ``~/.config/malaunch``, ``~/.kube`` and ``~/.huaweicloud``
+(found through the password database, not ``$HOME``) are compared with how they were at the start: a file
+written, added or removed there fails the session (``huaweicloudsdkcore``, for one, writes
+``~/.huaweicloud/application_id`` when first used).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from typing import Callable, Iterator, List, MutableMapping
 import pytest
 from homeguard import changes, snapshot
 
-_DROPPED = ("HUAWEICLOUD_", "AWS_", "MALAUNCH_MODELARTS_", "MALAUNCH_OBS_", "KUBERNETES_SERVICE_")
+_DROPPED = ("HUAWEICLOUD_", "AWS_", "MALAUNCH_MODELARTS_", "MALAUNCH_OBS_", "KUBERNETES_SERVICE_", "MALAUNCH_PROFILE")
 REAL_HOME = pwd.getpwuid(os.getuid()).pw_dir
 REAL_MALAUNCH = os.path.join(REAL_HOME, ".malaunch")
-GUARDED = tuple(os.path.join(REAL_HOME, name) for name in (".malaunch", ".kube", ".huaweicloud"))
+_GUARDED_NAMES = (".malaunch", os.path.join(".config", "malaunch"), ".kube", ".huaweicloud")
+GUARDED = tuple(os.path.join(REAL_HOME, name) for name in _GUARDED_NAMES)
 _SANDBOX = tempfile.mkdtemp(prefix="malaunch-test-home-")
 
 
@@ -40,6 +43,7 @@ def _isolate(environ: MutableMapping[str, str], sandbox: str) -> None:
     environ["HOME"] = home
     environ["MALAUNCH_HOME"] = os.path.join(home, ".malaunch")
     environ["KUBECONFIG"] = os.path.join(home, ".kube", "no-config")
+    environ["XDG_CONFIG_HOME"] = os.path.join(home, ".config")
 
 
 _isolate(os.environ, _SANDBOX)

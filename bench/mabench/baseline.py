@@ -1,8 +1,9 @@
 """This tree's shim against an earlier commit's, side by side in one run (``bench/run.py --baseline REF``).
 
-Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``), the
-same interpreter, the same bytecode state: the only difference is the shim's code. The earlier commit is checked
-out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with ``git worktree remove``).
+Both run from a link farm on ``PYTHONPATH`` (``<farm>/malaunch/entrypoint`` -> the tree's ``entrypoint/``, and
+``sdk`` -> its ``sdk/``), the same interpreter, the same bytecode state: the only difference is the code. The
+earlier commit is checked out once into ``bench/results/baseline-<sha>/`` (a detached git worktree; removed with
+``git worktree remove``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Dict, Tuple
 
 from .procs import BENCH_DIR, REPO, BenchError
 
-__all__ = ["FARMS", "checkout", "prepare_farms", "resolve_commit", "sdk_farms"]
+__all__ = ["FARMS", "prepare_farms", "resolve_commit", "sdk_farms"]
 
 #: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
 FARMS: Dict[str, Path] = {}
@@ -27,15 +28,15 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _farm(name: str, tree: Path, parts: Tuple[str, ...] = ("entrypoint",)) -> Path:
+def _farm(name: str, tree: Path) -> Path:
     farm = BENCH_DIR / "results" / f"farm-{name}"
-    for part in parts:
-        link = farm / "malaunch" / part
+    for package in ("entrypoint", "sdk"):  # the shim (start-up) and the SDK (the verbs of ma-submit)
+        link = farm / "malaunch" / package
         link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(tree / part)
-        compileall.compile_dir(str(tree / part), quiet=1)
+        link.symlink_to(tree / package)
+        compileall.compile_dir(str(tree / package), quiet=1)
     return farm
 
 
@@ -53,25 +54,19 @@ def resolve_commit(ref: str) -> str:
         ) from None
 
 
-def checkout(ref: str) -> Tuple[str, Path]:
-    """Check ``ref`` out once (a detached worktree under ``bench/results``); its short name and folder."""
+def prepare_farms(ref: str) -> str:
+    """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
     sha = resolve_commit(ref)
     short = sha[:8]
     tree = BENCH_DIR / "results" / f"baseline-{short}"
     if not (tree / "entrypoint").is_dir():
         _git("worktree", "add", "--detach", str(tree), sha)
-    return short, tree
-
-
-def sdk_farms(ref: str) -> Tuple[str, Path, Path]:
-    """Link farms of this tree's and ``ref``'s whole package (SDK and shim): ``(short name, this, ref's)``."""
-    short, tree = checkout(ref)
-    return short, _farm("sdk-this", REPO, ("sdk", "entrypoint")), _farm(f"sdk-{short}", tree, ("sdk", "entrypoint"))
-
-
-def prepare_farms(ref: str) -> str:
-    """Check ``ref`` out (once) and mount it and this tree; returns the commit's short name."""
-    short, tree = checkout(ref)
     FARMS["baseline"] = _farm(f"baseline-{short}", tree)
     FARMS["this"] = _farm("this", REPO)
     return short
+
+
+def sdk_farms(ref: str) -> Tuple[str, Path, Path]:
+    """The farms of this tree and of ``ref`` (each mounts the SDK and the shim): ``(short name, this, ref's)``."""
+    short = prepare_farms(ref)
+    return short, FARMS["this"], FARMS["baseline"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 
 __all__ = [
     "BENCH_DIR",

@@ -41,9 +41,9 @@ EXTRAS = ("free", "json.loads alone", "CPU time of the four")
 def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
     from malaunch.entrypoint.launchers import plan_launch
-    from malaunch.entrypoint.plan._rank_table_parse import no_gc
     from malaunch.entrypoint.plan.inputs import LaunchInputs
     from malaunch.entrypoint.plan.rank_table import _decode, _read_bytes, parse_rank_table, select_server
+    from malaunch.entrypoint.plan.rank_table._parse import no_gc
 
     took: Dict[str, float] = {}
     with no_gc():  # as read_rank_table: one pause of the cyclic GC over decoding, parsing and freeing

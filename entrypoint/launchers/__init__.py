@@ -7,12 +7,13 @@ method              module               what it starts
 ``single``          :mod:`.single`       the boot file once
 ``torchrun``        :mod:`.torchrun`     one torchrun per host (its stub, logs, summary, error files, gate)
 ``msrun``           :mod:`.msrun`        one msrun per host
-msrun + recovery    :mod:`.msrun_recovery`  the scheduler and workers themselves, a failed one relaunched
+msrun + recovery    :mod:`.msrun.recovery`  the scheduler and workers themselves, a failed one relaunched
 ==================  ===================  =============================================================
 
 This registry is the only place that maps a method name to its launcher: :func:`launcher_for` (from the
-environment) and :func:`launcher_of` (from a plan). The facades below (:func:`plan_launch`, :func:`plan_attempt`,
-:func:`gather_inputs`, :func:`run_plan`) are the shim's public entry points that need a launcher. A launcher's
+shim's configuration, :class:`~..contract.config.ShimConfig`) and :func:`launcher_of` (from a plan). The
+facades below (:func:`plan_launch`, :func:`plan_attempt`, :func:`gather_inputs`, :func:`run_plan`) are the
+shim's public entry points that need a launcher. A launcher's
 module is imported only when its method runs.
 """
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
     from ..contract.cluster_env import ClusterEnv
+    from ..contract.config import ShimConfig
     from ..plan.inputs import LaunchInputs, Needs
     from ..plan.launch_plan import LaunchPlan
     from ..plan.prepare import Progress, Resolver
@@ -38,7 +40,6 @@ __all__ = [
     "method_launcher",
     "plan_attempt",
     "plan_launch",
-    "read_policy",
     "resolve_method",
     "run_plan",
 ]
@@ -80,30 +81,28 @@ def method_launcher(cluster: ClusterEnv) -> Launcher:
     return launcher
 
 
-def launcher_for(cluster: ClusterEnv, environ: Mapping[str, str]) -> Launcher:
+def launcher_for(config: ShimConfig) -> Launcher:
     """The launcher that plans and runs this host's job: the method's, or MindSpore recovery's.
 
     Raises:
-        ConfigError: an unknown method, or an invalid ``MS_ENABLE_RECOVERY``, ``MA_MAX_RESTARTS``, ... under msrun.
+        ConfigError: an unknown method.
     """
-    launcher = method_launcher(cluster)
-    if launcher.method == "msrun":
-        from .msrun_recovery import recovery_wanted
-
-        if recovery_wanted(cluster, environ):
-            return _recovery(environ)
+    launcher = method_launcher(config.cluster)
+    if launcher.method == "msrun" and config.recovery.enabled:
+        return _recovery(config)
     return launcher
 
 
-def _recovery(environ: Mapping[str, str]) -> Launcher:
-    from ..run.policy import parse_restart_policy
-    from .msrun_recovery import MsrunRecoveryLauncher, recovery_delay
+def _recovery(config: Optional[ShimConfig]) -> Launcher:
+    from .msrun.recovery import MsrunRecoveryLauncher
 
-    return MsrunRecoveryLauncher(parse_restart_policy(environ), recovery_delay(environ), environ)
+    if config is None:
+        return MsrunRecoveryLauncher()
+    return MsrunRecoveryLauncher(config.policy, config.recovery.delay, config.recovery.path)
 
 
-def launcher_of(plan: LaunchPlan, environ: Optional[Mapping[str, str]] = None) -> Launcher:
-    """The launcher a plan belongs to (``environ``: where MindSpore recovery's policy is read).
+def launcher_of(plan: LaunchPlan, config: Optional[ShimConfig] = None) -> Launcher:
+    """The launcher a plan belongs to (``config``: MindSpore recovery's policy; None: the defaults).
 
     Raises:
         ValueError: no launcher owns the plan (a plan made by hand with an unknown method).
@@ -113,23 +112,8 @@ def launcher_of(plan: LaunchPlan, environ: Optional[Mapping[str, str]] = None) -
         if launcher.owns(plan):
             return launcher
         if plan.method == "msrun":
-            return _recovery(environ or {})
+            return _recovery(config)
     raise ValueError(f"no launcher runs method {plan.method!r} with log source {plan.log_source!r}")
-
-
-def read_policy(environ: Mapping[str, str]) -> RestartPolicy:
-    """The restart policy, with every other attempt variable checked too (``MALAUNCH_MS_RECOVERY_DELAY`` is
-    refused when invalid whatever the method, as the shim always did).
-
-    Raises:
-        ConfigError: an invalid value.
-    """
-    from ..contract import parse_seconds
-    from ..run.policy import parse_restart_policy
-
-    policy = parse_restart_policy(environ)
-    parse_seconds(environ, "MALAUNCH_MS_RECOVERY_DELAY")
-    return policy
 
 
 def plan_launch(cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
@@ -147,10 +131,9 @@ def plan_attempt(plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> Launc
 
 
 def gather_inputs(
-    cluster: ClusterEnv,
+    config: ShimConfig,
     boot_file: str,
     boot_args: Sequence[str],
-    environ: Mapping[str, str],
     *,
     cwd: str,
     progress: Optional[Progress] = None,
@@ -160,10 +143,10 @@ def gather_inputs(
     """What the method's launcher needs gathered before it plans (:func:`..plan.prepare.gather`)."""
     from ..plan.prepare import gather
 
-    launcher = method_launcher(cluster)
-    needs: Needs = launcher.needs(cluster)
-    return gather(cluster, launcher.method, needs, boot_file, boot_args, environ, cwd=cwd, progress=progress,
-                  resolve=resolve, dry_run=dry_run)  # fmt: skip
+    launcher = method_launcher(config.cluster)
+    needs: Needs = launcher.needs(config.cluster)
+    return gather(config.cluster, launcher.method, needs, boot_file, boot_args, config.path, cwd=cwd,
+                  progress=progress, resolve=resolve, dry_run=dry_run)  # fmt: skip
 
 
 def run_plan(
@@ -173,9 +156,11 @@ def run_plan(
     console_out: Optional[BinaryIO] = None,
     console_err: Optional[BinaryIO] = None,
     handle_signals: bool = True,
+    config: Optional[ShimConfig] = None,
 ) -> RunResult:
-    """Run ``plan`` once with its launcher (:func:`..run.supervisor.run_plan`)."""
+    """Run ``plan`` once with its launcher (:func:`..run.supervisor.run_plan`); ``base_env`` is the processes'
+    environment, passed on as data (``config``: MindSpore recovery's policy for a recovery plan)."""
     from ..run.supervisor import run_plan as supervise
 
-    return supervise(plan, base_env, launcher_of(plan, base_env), console_out=console_out,
+    return supervise(plan, base_env, launcher_of(plan, config), console_out=console_out,
                      console_err=console_err, handle_signals=handle_signals)  # fmt: skip

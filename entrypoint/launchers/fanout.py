@@ -16,7 +16,7 @@ from ..contract.cluster_env import ClusterEnv
 from ..plan.build import boot_command, log_dir_of, make_plan
 from ..plan.inputs import LaunchInputs, Needs
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from ..plan.rank_table_v1 import CONVERTED_FORMATS, to_v1_text
+from ..plan.rank_table.v1 import CONVERTED_FORMATS, to_v1_text
 from ..run.launcher import Launcher
 
 __all__ = ["FanoutLauncher", "plan_fanout"]

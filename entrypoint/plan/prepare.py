@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from ..contract import VARIABLES
 from ..contract.cluster_env import ClusterEnv, require_master
@@ -171,7 +171,7 @@ def gather(
     needs: Needs,
     boot_file: str,
     boot_args: Sequence[str],
-    environ: Mapping[str, str],
+    path_env: str,
     *,
     cwd: str,
     progress: Optional[Progress] = None,
@@ -209,7 +209,7 @@ def gather(
         interpreter=interpreter,
         cwd=cwd,
         hostname=os.uname().nodename,
-        path_env=environ.get("PATH", ""),
+        path_env=path_env,
         rank_table=table,
         rank_table_path=table_path,
         server_index=server_index,

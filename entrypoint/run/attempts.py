@@ -83,7 +83,7 @@ class RestartOutcome(NamedTuple):
 
 
 class _BackoffStop:
-    """The stop signal that ends a back-off at once (installed with :func:`.selfproc.stop_signal_handlers`)."""
+    """The stop signal that ends a back-off at once (installed with :func:`.procs.selfproc.stop_signal_handlers`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -178,7 +178,7 @@ def run_with_restarts(
 ) -> RestartOutcome:
     """Run ``plan`` with ``run`` (``run_plan``), restarting the group as ``policy`` and the plan's ``launcher``
     allow (None: the defaults, every process a rank)."""
-    from . import selfproc  # Linux only (fcntl): imported when a plan runs, so other hosts get the refusal line
+    from .procs import selfproc  # Linux only (fcntl): imported when a plan runs, so other hosts get the refusal line
 
     started = time.monotonic()
     launcher = launcher if launcher is not None else Launcher()

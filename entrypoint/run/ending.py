@@ -21,9 +21,9 @@ import time
 from typing import Callable, Optional, Set
 
 from ..report.rootcause import PEER_WINDOW
-from . import proctree
-from ._reaper import JobTree
-from .processes import ProcessGroup
+from .procs import proctree
+from .procs.processes import ProcessGroup
+from .procs.reaper import JobTree
 
 __all__ = ["LAUNCHER_SETTLE", "Ending"]
 

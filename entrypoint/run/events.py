@@ -1,12 +1,12 @@
 """The events a run's loop absorbs, one class each (slotted classes, not dataclasses: defining a dataclass costs
-start-up time). A worker's death seen by the watch is :class:`._watch.WorkerDeath`."""
+start-up time). A worker's death seen by the watch is :class:`.procs.watch.WorkerDeath`."""
 
 
 from __future__ import annotations
 
 from typing import Callable, Optional, Protocol, Union
 
-from ._watch import WorkerDeath
+from .procs.watch import WorkerDeath
 
 __all__ = ["AttemptLink", "Event", "HostsEnd", "LauncherLine", "ProcExit", "ShimSignal", "WorkerDeath"]
 

@@ -22,18 +22,17 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional
 
-from ..contract import parse_seconds
 from ..contract.errors import LaunchError
-from . import proctree
+from .procs import proctree
 
 if TYPE_CHECKING:
-    from ._sink import Sink
     from .hang_report import Hung
     from .output import Output
-    from .processes import ProcessGroup
+    from .output.sink import Sink
+    from .procs.processes import ProcessGroup
     from .workers import Workers
 
-__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_timeout", "hang_verdict",
+__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_verdict",
            "make_progress_file", "rank_pids", "rank_sinks", "startup_allowance"]
 
 PROGRESS_VAR = "MALAUNCH_PROGRESS_FILE"
@@ -41,11 +40,6 @@ PROGRESS_NAME = "progress"  # in the attempt's log folder
 #: Before the first sign of life, an attempt gets this many times the timeout, and at least this many seconds.
 STARTUP_FACTOR = 3.0
 STARTUP_MINIMUM = 60.0
-
-
-def hang_timeout(environ: Mapping[str, str]) -> float:
-    """``MALAUNCH_HANG_TIMEOUT`` in seconds (0: off). Raises :class:`~..contract.errors.ConfigError`."""
-    return parse_seconds(environ, "MALAUNCH_HANG_TIMEOUT")
 
 
 def startup_allowance(timeout: float) -> float:

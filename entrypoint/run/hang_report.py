@@ -1,7 +1,7 @@
 """The hang report: per rank, where it is and what it did while the host was silent; and which rank is the cause.
 
 For each rank of the host (:func:`look_ranks`): its process state from ``/proc`` (running, sleeping, stopped,
-disk wait, zombie; through :mod:`.proctree`, the one ``/proc`` reader), the CPU seconds it used in the silent
+disk wait, zombie; through :mod:`.procs.proctree`, the one ``/proc`` reader), the CPU seconds it used in the silent
 window, the seconds since its last line and that line, and its Python stack from ``py-spy dump --pid`` when
 ``py-spy`` is on PATH (each dump bounded in time), else a note saying why there is none.
 
@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 from ..report.failure_class import EXIT_HANG
 from ..report.report import Failure
-from . import proctree
+from .procs import proctree
 
 __all__ = ["SPIN_SHARE", "Hung", "RankHang", "judge", "look_ranks", "py_spy_stack", "stand_out", "state_name"]
 

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from ..report.failure_class import Classification
     from ..report.report import Failure, LauncherAttempt
     from ..report.rootcause import Death
-    from ._console import Console
-    from ._pump import FileFollower, Sink
-    from ._splice import SpliceSink
-    from ._watch import WorkerDeath
+    from .output.console import Console
+    from .output.pump import FileFollower, Sink
+    from .output.splice import SpliceSink
     from .policy import RestartPolicy
+    from .procs.watch import WorkerDeath
 
 __all__ = ["Gate", "Launcher", "LauncherSays", "Relaunch"]
 

@@ -1,14 +1,15 @@
 """The restart policy: how often and on what the group starts again, and how a failed attempt is judged. Pure.
 
-- :func:`parse_restart_policy` reads ``MA_MAX_RESTARTS``, ``MALAUNCH_RESTART_ON`` and
-  ``MALAUNCH_RESTART_BACKOFF`` through the contract table (``docs/entrypoint.md`` has them);
+- :class:`RestartPolicy` is read from ``MA_MAX_RESTARTS``, ``MALAUNCH_RESTART_ON`` and ``MALAUNCH_RESTART_BACKOFF``
+  by the contract (:func:`~..contract.config.parse_shim_config`; ``docs/entrypoint.md`` has them);
 - :func:`classify_result` gives an attempt's failure its class (:mod:`..report.failure_class`);
 - :func:`should_restart` applies ``restart_on`` to that class; :func:`backoff_for` is the pause before a restart.
 """
 
-from typing import TYPE_CHECKING, Any, Collection, Dict, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Collection, Optional
 
-from ..contract import VARIABLES, parse_codes, parse_int, parse_seconds
+from ..contract import VARIABLES
+from ..contract.config import DEFAULT_BACKOFF, RestartPolicy
 from ..report.report import RunResult, describe_exit
 
 if TYPE_CHECKING:  # classified only after a failure: imported then (its patterns cost start-up time)
@@ -22,37 +23,11 @@ __all__ = [
     "backoff_for",
     "classify_result",
     "describe_failure",
-    "parse_restart_policy",
     "should_restart",
 ]
 
 RESTART_ON_CHOICES = VARIABLES["MALAUNCH_RESTART_ON"].choices
-DEFAULT_BACKOFF = float(VARIABLES["MALAUNCH_RESTART_BACKOFF"].default or 0.0)
 MAX_BACKOFF = 30.0
-
-
-class RestartPolicy(NamedTuple):
-    """How often and on what the group is started again. ``restart_on``: a choice word or exit codes."""
-
-    max_restarts: int = 0
-    restart_on: Union[str, Tuple[int, ...]] = "retryable"
-    backoff: float = DEFAULT_BACKOFF
-
-    def to_json(self) -> Dict[str, Any]:
-        """JSON-ready form."""
-        on = self.restart_on if isinstance(self.restart_on, str) else list(self.restart_on)
-        return {"max_restarts": self.max_restarts, "restart_on": on, "backoff": self.backoff}
-
-
-def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
-    """The restart policy from the environment. Pure.
-
-    Raises:
-        ConfigError: a variable has an invalid value.
-    """
-    max_restarts = parse_int(environ, "MA_MAX_RESTARTS")  # the contract's rules: ASCII digits, 0-1000
-    restart_on = parse_codes(environ, "MALAUNCH_RESTART_ON")
-    return RestartPolicy(max_restarts, restart_on, parse_seconds(environ, "MALAUNCH_RESTART_BACKOFF"))
 
 
 def backoff_for(policy: RestartPolicy, restart: int) -> float:

@@ -20,11 +20,11 @@ from ..contract.errors import LaunchError
 from ..plan.launch_plan import ProcessSpec
 from ..report.report import LauncherAttempt
 from ..report.rootcause import Death
-from ._reaper import JobTree
-from .guards import JobGuards
 from .launcher import Launcher
 from .output import Output
-from .processes import ProcessGroup
+from .procs.guards import JobGuards
+from .procs.processes import ProcessGroup
+from .procs.reaper import JobTree
 from .verdict import RunFacts
 
 __all__ = ["Relauncher"]

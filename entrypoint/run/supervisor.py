@@ -3,9 +3,9 @@ output, end the job, say why.
 
 :class:`Supervisor` has the shape of torch elastic's ``PContext``: :meth:`~Supervisor.start`, then
 :meth:`~Supervisor.poll` until it says the run is over, then :meth:`~Supervisor.close`. It never asks which method
-runs; the launcher's hooks say what differs. Its parts, one job each: :class:`~.processes.ProcessGroup` (the
+runs; the launcher's hooks say what differs. Its parts, one job each: :class:`~.procs.processes.ProcessGroup` (the
 processes), :class:`~.output.Output` (logs and console), :class:`~.ending.Ending` (who gets which signal when),
-:class:`~.verdict.RunFacts` (the facts and the root cause), :class:`~.guards.JobGuards` (subreaper, cgroup,
+:class:`~.verdict.RunFacts` (the facts and the root cause), :class:`~.procs.guards.JobGuards` (subreaper, cgroup,
 watchdog, signal handlers), and the typed events of :mod:`.events`.
 
 Contract of :func:`run_plan`:
@@ -16,7 +16,7 @@ Contract of :func:`run_plan`:
    tears down the others and raises ``LaunchError``.
 3. Output follows ``plan.log_source`` (:mod:`.output`); the console never slows a rank down.
 4. Facts are recorded as they come (:mod:`.verdict`): each process's exit, each launcher worker's death
-   (:mod:`._watch`), the failures a launcher's lines name, and at the end what the launcher wrote down. The first
+   (:mod:`.procs.watch`), the failures a launcher's lines name, and at the end what the launcher wrote down. The first
    failure starts the *ending* (:mod:`.ending`); a process the launcher relaunches
    (:meth:`~.launcher.Launcher.relaunch`) is started again after its delay instead, the others running on. The
    root cause is then decided from the facts by a pure function.
@@ -49,13 +49,8 @@ from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, RunResult
 from ..report.rootcause import Death
-from . import proctree
-from ._cgroup import CgroupEntry
-from ._pump import tune_malloc
-from ._reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .ending import Ending
 from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
-from .guards import JobGuards
 from .hang import (
     PROGRESS_NAME,
     PROGRESS_VAR,
@@ -68,7 +63,12 @@ from .hang import (
 )
 from .launcher import Launcher
 from .output import Output, prepare_folders
-from .processes import ProcessGroup
+from .output.pump import tune_malloc
+from .procs import proctree
+from .procs.cgroup import CgroupEntry
+from .procs.guards import JobGuards
+from .procs.processes import ProcessGroup
+from .procs.reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .relaunch import Relauncher
 from .verdict import RunFacts
 from .workers import Workers
@@ -326,7 +326,7 @@ def run_plan(
         console_out: where prefixed stdout lines go (default: this process's stdout).
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
-        cgroup: the job's cgroup made early (:func:`.guards.enter_cgroup_early`), else one is made at the start.
+        cgroup: the job's cgroup made early (:func:`.procs.guards.enter_cgroup_early`), else one is made at the start.
         link: the other hosts of a multi-host job (:mod:`.hosts`): told when this run fails; they may end it.
         hang_timeout: ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`; 0: off): every process gets the attempt's
             ``MALAUNCH_PROGRESS_FILE``.

@@ -18,10 +18,10 @@ from ..contract.errors import EXIT_LAUNCH
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
 from ..report.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
-from ._watch import WorkerWatch
 from .launcher import Gate, Launcher
 from .output import Output
-from .processes import ProcessGroup
+from .procs.processes import ProcessGroup
+from .procs.watch import WorkerWatch
 
 if TYPE_CHECKING:  # loaded only when a run is found hung
     from .hang_report import Hung

@@ -9,11 +9,11 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from ..plan.launch_plan import LaunchPlan
-from ._reaper import TOKEN_VAR
-from ._watch import WorkerDeath, WorkerWatch
 from .events import Event, LauncherLine
 from .launcher import Gate, Launcher
 from .output import Output
+from .procs.reaper import TOKEN_VAR
+from .procs.watch import WorkerDeath, WorkerWatch
 
 __all__ = ["Workers"]
 

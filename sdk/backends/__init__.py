@@ -9,7 +9,8 @@
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
 The names below are imported on first use, so that the spec can ask the registry for the backends' names without
-loading the interface (which needs the spec).
+loading the interface (which needs the spec); ``VolcanoOptions`` and ``ModelArtsOptions``, the sections the backends
+declare, are named here for the types of ``JobSpec``'s fields and for :mod:`malaunch.sdk.spec`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .base import Backend, JobHandle, make_job_id
+    from .modelarts.options import ModelArtsOptions
     from .registry import (
         BACKEND_MODULES,
         BACKEND_NAMES,
@@ -28,11 +30,13 @@ if TYPE_CHECKING:
         backend_for_id,
         get_backend,
         job_owner,
+        new_section,
         open_backend,
         option_sections,
         options_hook,
         runs_here,
     )
+    from .volcano.options import VolcanoOptions
 
 __all__ = [
     "BACKEND_MODULES",
@@ -40,19 +44,26 @@ __all__ = [
     "DEFAULT_BACKEND",
     "Backend",
     "JobHandle",
+    "ModelArtsOptions",
+    "VolcanoOptions",
     "available_backends",
     "backend_for",
     "backend_for_id",
     "get_backend",
     "job_owner",
     "make_job_id",
+    "new_section",
     "open_backend",
     "option_sections",
     "options_hook",
     "runs_here",
 ]
 
-_HOMES = {name: ".base" for name in ("Backend", "JobHandle", "make_job_id")}
+_HOMES = {
+    **{name: ".base" for name in ("Backend", "JobHandle", "make_job_id")},
+    "ModelArtsOptions": ".modelarts.options",  # the backends' own job-file sections, for JobSpec's fields
+    "VolcanoOptions": ".volcano.options",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -74,18 +74,19 @@ from __future__ import annotations
 import abc
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..plan import SubmitPlan
-from ..spec.model import JobSpec
 from ..status import JobState, JobStatus
-from .inside import ExecResult, JobEvent, UsageReport, follow_events
 from .listing import ListPage, ListQuery, page_of
+
+if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
+    from ..spec.model import JobSpec
+    from .inside import ExecResult, JobEvent, UsageReport
 
 __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
 
@@ -275,6 +276,8 @@ class Backend(abc.ABC):
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""
+        import secrets  # only when a job is submitted
+
         return make_job_id(spec.name, now, secrets.token_hex(3))
 
     def submit(self, spec: JobSpec) -> JobHandle:
@@ -354,6 +357,8 @@ class JobHandle:
             if watch.gave_up(status):
                 raise JobStateUnknown(self.id, status.message)
             return status.is_terminal
+
+        from .inside import follow_events
 
         return follow_events(lambda: self.backend.events(self.id), ended, poll=poll)
 

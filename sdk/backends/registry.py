@@ -7,12 +7,17 @@ known but whose module is not installed raises :class:`~malaunch.sdk.errors.Back
 What the loader, the CLI and sweeps need to know about a backend without loading it lives beside the backend, in
 ``<backend>/options.py`` (the backend's *facts* module, light to import):
 
-- ``OPTIONS``, ``KEYS``, ``OPTIONAL`` and ``prepare_options(fields, path, resolve)``: the job-file section the
-  backend reads (named as the backend), its dataclass and keys, and how its mapping becomes that dataclass's
-  fields; the loader reads every section through :func:`option_sections` (and :func:`options_hook`);
-- ``owns_id(job_id)``: whether an id has the backend's own format (:func:`backend_for_id`);
+- ``OPTIONS``, ``KEYS``, ``OPTIONAL``, ``SHAPE`` and ``prepare_options(fields, path, resolve)``: the job-file
+  section the backend reads (named as the backend, a ``JobSpec`` field), its dataclass (defined and checked
+  there), its keys, what it must be, and how its mapping becomes that dataclass's fields; the loader and the spec
+  read every section through :func:`option_sections` (and :func:`options_hook`, :func:`new_section`);
+- ``owns_id(job_id)``, in ``<backend>/ids.py`` (apart, so that finding a job's backend loads no section):
+  whether an id has the backend's own format (:func:`backend_for_id`);
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
   ``home`` is handed to it and a sweep's parallelism is bounded by this machine's CPUs (:func:`runs_here`).
+
+What a malaunch profile may keep for a backend is in ``<backend>/profile.py`` (``PROFILE_KEYS``, read by
+:func:`profile_keys` only when profiles are used).
 
 :func:`backend_for` is the one way a job id finds its backend, for every verb of ``ma-submit``, for
 :func:`malaunch.sdk.attach` and for sweeps: the backend named, else the one this machine's job index recorded for
@@ -23,6 +28,7 @@ default; then the backend turns a unique prefix into the whole id (:meth:`Backen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import os
@@ -34,6 +40,7 @@ from ..errors import BackendError, BackendNotAvailable, ConfigError
 from .job_index import JobIndex
 
 if TYPE_CHECKING:
+    from ..profiles.keys import ProfileKey
     from .base import Backend
 
 __all__ = [
@@ -45,9 +52,11 @@ __all__ = [
     "backend_for_id",
     "get_backend",
     "job_owner",
+    "new_section",
     "open_backend",
     "option_sections",
     "options_hook",
+    "profile_keys",
     "runs_here",
 ]
 
@@ -69,14 +78,19 @@ def _module_exists(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _facts(name: str) -> Optional[ModuleType]:
-    """``<backend module>.options``, or None when the backend has none (or is not installed)."""
-    module = f"{BACKEND_MODULES[name]}.options"
-    try:
-        found = importlib.util.find_spec(module)
-    except ModuleNotFoundError:
-        return None
-    return importlib.import_module(module) if found is not None else None
+_FACTS: Dict[Tuple[str, str], Optional[ModuleType]] = {}
+
+
+def _facts(name: str, kind: str = "options") -> Optional[ModuleType]:
+    """``<backend module>.<kind>``, or None when the backend has none (or is not installed); looked up once."""
+    if (name, kind) not in _FACTS:
+        module = f"{BACKEND_MODULES[name]}.{kind}"
+        try:
+            found = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            found = None
+        _FACTS[name, kind] = importlib.import_module(module) if found is not None else None
+    return _FACTS[name, kind]
 
 
 def options_hook(section: str) -> Optional[OptionsHook]:
@@ -89,26 +103,44 @@ def options_hook(section: str) -> Optional[OptionsHook]:
 
 @dataclass(frozen=True)
 class Section:
-    """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (a dataclass of
-    :mod:`malaunch.sdk.spec.model`, the type of the ``JobSpec`` field of that name) with the keys ``keys``;
-    ``optional``: the field is None when the job file has no such section (else the dataclass's defaults)."""
+    """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (the backend's
+    dataclass, the type of the ``JobSpec`` field of that name) with the keys ``keys``; ``optional``: the field is
+    None when the job file has no such section (else the dataclass's defaults); ``shape``: what the section must
+    be, for the error when it is something else."""
 
     name: str
     options: type
     keys: Tuple[str, ...]
     optional: bool
+    shape: str
 
 
+@functools.cache
 def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
-    """Every backend's own job-file section, those named in ``order`` first, in that order."""
+    """Every backend's own job-file section, those named in ``order`` first, in that order (asked for every
+    ``JobSpec`` made, so each answer is kept)."""
     found = []
     for name in BACKEND_MODULES:
         facts = _facts(name)
         options = getattr(facts, "OPTIONS", None)
         if facts is not None and isinstance(options, type) and dataclasses.is_dataclass(options):
-            found.append(Section(name, options, tuple(facts.KEYS), bool(getattr(facts, "OPTIONAL", False))))
+            optional = bool(getattr(facts, "OPTIONAL", False))
+            shape = str(getattr(facts, "SHAPE", f"a mapping of {name} options"))
+            found.append(Section(name, options, tuple(facts.KEYS), optional, shape))
     rank = {name: position for position, name in enumerate(order)}
     return tuple(sorted(found, key=lambda section: rank.get(section.name, len(rank))))
+
+
+def new_section(name: str) -> Any:
+    """Backend ``name``'s section with its defaults (what ``JobSpec`` holds when the job file has none).
+
+    Raises:
+        TypeError: the backend declares no section.
+    """
+    for section in option_sections():
+        if section.name == name:
+            return section.options()
+    raise TypeError(f"backend {name!r} declares no job-file section")
 
 
 def runs_here(name: str) -> bool:
@@ -116,11 +148,24 @@ def runs_here(name: str) -> bool:
     return name in BACKEND_MODULES and bool(getattr(_facts(name), "RUNS_ON_THIS_MACHINE", False))
 
 
+def profile_keys(name: str) -> Tuple[ProfileKey, ...]:
+    """The profile keys backend ``name`` declares (``PROFILE_KEYS`` of its module ``<backend>.profile``, apart
+    from its facts so that they stay light; written ``<name>.<key>`` in a profile), or ()."""
+    if name not in BACKEND_MODULES:
+        return ()
+    module = f"{BACKEND_MODULES[name]}.profile"
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return ()
+    return tuple(getattr(importlib.import_module(module), "PROFILE_KEYS", ())) if found is not None else ()
+
+
 def backend_for_id(job_id: str) -> Optional[str]:
-    """The one backend whose id format ``job_id`` has (its ``options.owns_id``), or None."""
+    """The one backend whose id format ``job_id`` has (its ``ids.owns_id``), or None."""
     owners = []
     for name in BACKEND_MODULES:
-        owns = getattr(_facts(name), "owns_id", None)
+        owns = getattr(_facts(name, "ids"), "owns_id", None)
         if callable(owns) and owns(job_id):
             owners.append(name)
     return owners[0] if len(owners) == 1 else None
@@ -158,11 +203,22 @@ def get_backend(name: str, **options: Any) -> Backend:
     return backend
 
 
-def open_backend(name: str, home: Optional[str] = None) -> Backend:
-    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here."""
-    if home and runs_here(name):
-        return get_backend(name, home=home)
-    return get_backend(name)
+def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] = None) -> Backend:
+    """Backend ``name`` as ``ma-submit`` makes it; ``home`` goes to a backend that keeps its jobs here. A backend
+    that takes settings from a profile (its ``PROFILE_KEYS``) is configured by the profile ``profile``, else the
+    one in use (``$MALAUNCH_PROFILE``, else ``default``; :mod:`malaunch.sdk.profiles`)."""
+    options: Dict[str, Any] = {"home": home} if home and runs_here(name) else {}
+    if not profile_keys(name):
+        return get_backend(name, **options)
+    from ..profiles.store import select  # the profile file is read only for a backend that takes from it
+
+    chosen = select(os.environ, profile)
+    if chosen is not None:
+        from ..profiles.apply import backend_arguments, check_keys, profile_environ  # only when a profile is in use
+
+        options.update(backend_arguments(name, check_keys(chosen), os.environ))
+        options["environ"] = profile_environ(os.environ, chosen.name)
+    return get_backend(name, **options)
 
 
 def job_owner(

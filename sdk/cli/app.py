@@ -19,27 +19,30 @@ module only parses and prints; the work is done by :class:`malaunch.sdk.Job` and
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
+from malaunch.entrypoint.public import VARIABLES
 
-from ..backends import BACKEND_NAMES, JobHandle, runs_here
+from ..backends import BACKEND_NAMES, runs_here
 from ..errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
-from ..follow import follow_job
-from ..job import Job
-from ..spec.model import RUN_METHODS
 from ..status import exit_code_of
 from .inside import INSIDE_COMMANDS
 from .jobs import EXIT_INTERRUPTED, MANAGEMENT_COMMANDS, OUTPUT, echo_json, note
+from .profile_option import job_for, open_for, profile_option
 from .sweep import sweep_group
 
+if TYPE_CHECKING:
+    from ..backends import JobHandle
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
 PROG = "ma-submit"
-VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec")
+VERBS = (
+    "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec",
+    "configure",
+)  # fmt: skip
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -59,6 +62,8 @@ def json_output_requested(args: Sequence[str]) -> bool:
 def _did_you_mean(word: str) -> Optional[str]:
     if word.startswith("-") or os.path.exists(word) or word.endswith(_JOB_FILE_SUFFIXES) or os.sep in word:
         return None
+    import difflib  # only for a first word that is no verb
+
     close = difflib.get_close_matches(word.lower(), VERBS, n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -130,10 +135,13 @@ def cli() -> None:
     ma-submit list | prune [--older-than 7d]
     ma-submit sweep JOB.yaml [--param lr=1e-3,3e-4]... | sweep status|wait|stop|logs SWEEP_ID
     ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
+    ma-submit configure [--profile NAME] ... | configure list|show   (then --profile NAME on any verb)
     """
 
 
 def _follow(handle: JobHandle, output: str) -> int:
+    from ..follow import follow_job  # only a followed job needs it (the verbs' imports stay lean)
+
     json_mode = output == "json"
     try:
         for event in follow_job(handle):
@@ -175,7 +183,7 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @cli.command("submit")
 @click.option(
     "--run-method",
-    type=click.Choice(RUN_METHODS, case_sensitive=False),
+    type=click.Choice(VARIABLES["MA_RUN_METHOD"].choices, case_sensitive=False),  # the spec's RUN_METHODS
     help="Override run_method (MA_RUN_METHOD), in any case.",
 )
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
@@ -186,6 +194,7 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @click.option("--detach", is_flag=True, help="Print the job id and return; do not follow the job.")
 @click.option("--dry-run", is_flag=True, help="Check and print what would be submitted; start nothing.")
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
+@profile_option
 @click.argument("job_file", metavar="JOB.yaml")
 @click.argument("script_args", nargs=-1, metavar="[-- SCRIPT_ARGS...]")
 def submit_cmd(
@@ -205,24 +214,29 @@ def submit_cmd(
 
     Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
     """
+
     env = _parse_env(env_pairs)
     given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
     given["resources.devices_per_host"] = devices_per_host
     options = {k: "--" + k.rsplit(".", 1)[-1].replace("_", "-") for k, value in given.items() if value is not None}
     options.update({f"env.{key}": f"--env {key}" for key in env})
     try:
-        job = Job.from_yaml(job_file, run_method=run_method, backend=backend).with_overrides(
+        job, origins = job_for(job_file, backend, run_method)
+        job = job.with_overrides(
             name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
         )
-        plan = job.plan(check=True)
+        impl = open_for(job.spec.backend)
+        plan = job.plan(check=True, backend=impl)
     except SpecError as error:
         raise _named_option(error, options) from None
     if dry_run:
         click.echo(plan.render_json() if output == "json" else plan.render())
+        if origins is not None:  # where the values came from, when a profile is in use (stdout stays the plan)
+            click.echo(origins, err=True)
         return 0
     for warning in (text for text in plan.notes if text.startswith("warning:")):
         note(warning)
-    handle = job.submit(plan=plan)
+    handle = job.submit(impl, plan=plan)
     status = handle.status()
     if output == "json" and detach:
         echo_json({"id": handle.id, "state": status.state.value})
@@ -243,6 +257,17 @@ def submit_cmd(
 for _command in (*MANAGEMENT_COMMANDS, *INSIDE_COMMANDS):
     cli.add_command(_command)
 cli.add_command(sweep_group)
+
+
+@cli.command(
+    "configure", add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+@click.argument("words", nargs=-1, type=click.UNPROCESSED)
+def configure_cmd(words: Tuple[str, ...]) -> Any:
+    """Write, list or show named profiles (see 'ma-submit configure --help')."""
+    from .configure import configure_group  # made from every backend's keys: imported only when it runs
+
+    return configure_group.main(list(words), prog_name=f"{PROG} configure", standalone_mode=False)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -9,19 +9,22 @@ import json
 import shlex
 import sys
 import time
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import click
 
-from ..backends.codefiles import size_text
-from ..backends.inside import HostUsage, UsageReport
 from ..errors import ExecElsewhere, JobNotRunning
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
+
+if TYPE_CHECKING:
+    from ..backends.inside import HostUsage, UsageReport
 
 __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
 
 def _size(count: Optional[int]) -> str:
+    from ..backends.codefiles import size_text  # with the code files' hashing: not on every verb's start
+
     return "-" if count is None else size_text(count)
 
 

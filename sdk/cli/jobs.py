@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
-from ..backends import BACKEND_NAMES, DEFAULT_BACKEND, Backend, backend_for, get_backend
+from ..backends import BACKEND_NAMES, job_owner
 from ..backends.listing import DEFAULT_LIMIT, ListQuery
-from ..follow import describe_end
-from ..logview import LogQuery, view_logs
 from ..status import JobState, JobStatus, exit_code_of
 from ..units import parse_duration, size_text
+from .profile_option import open_for, profile_backend, profile_option
+
+if TYPE_CHECKING:
+    from ..backends import Backend
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -74,24 +76,28 @@ class _Duration(click.ParamType[float]):
 
 
 def backend_option(function: Any) -> Any:
-    """The ``--backend`` option of the verbs that take a JOB_ID (or none)."""
-    return click.option(
+    """The ``--backend`` and ``--profile`` options of the verbs that take a JOB_ID (or none)."""
+    with_backend = click.option(
         "--backend",
         type=click.Choice(BACKEND_NAMES),
         default=None,
         help="Where the job runs. Default: the backend this machine submitted JOB_ID to, else the one whose "
         "id format JOB_ID has (volcano: NAMESPACE/NAME, modelarts: the platform's UUID), else local.",
     )(function)
+    return profile_option(with_backend)
 
 
 def resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
-    """The backend of ``job_id`` and its whole id (:func:`malaunch.sdk.backends.backend_for`)."""
-    return backend_for(job_id, backend)
+    """The backend of ``job_id`` and its whole id, found as :func:`malaunch.sdk.backends.backend_for` finds them;
+    the backend is configured by the profile in use."""
+    name, ident = job_owner(job_id, backend)
+    impl = open_for(name)
+    return impl, impl.resolve_id(ident)
 
 
 def backend_named(backend: Optional[str]) -> Backend:
-    """The backend named, else the default one (the verbs without a JOB_ID: list, prune)."""
-    return get_backend(backend or DEFAULT_BACKEND)
+    """The backend named, else the profile's, else the default one (the verbs without a JOB_ID: list, prune)."""
+    return open_for(backend or profile_backend())
 
 
 def render_status(status: JobStatus) -> str:
@@ -168,6 +174,8 @@ def status_cmd(backend: Optional[str], output: str, job_id: str) -> int:
 def logs_cmd(backend: Optional[str], follow: bool, tail: Optional[int], hosts: Tuple[int, ...], ranks: Tuple[int, ...],
              job_id: str) -> int:  # fmt: skip
     """Print the output of JOB_ID merged by time, each line prefixed with its host."""
+    from ..logview import LogQuery, view_logs
+
     impl, ident = resolved(backend, job_id)
     query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
     try:
@@ -195,6 +203,8 @@ def stop_cmd(backend: Optional[str], job_id: str) -> int:
 @click.argument("job_id")
 def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> int:
     """Wait for JOB_ID to end and exit with its exit code."""
+    from ..follow import describe_end
+
     impl, ident = resolved(backend, job_id)
     try:
         status = impl.handle(ident).wait(timeout=timeout)

@@ -12,16 +12,19 @@ live here; the work is :class:`malaunch.sdk.sweep.Sweep`'s.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from ..sweep.api import Sweep, SweepHandle, attach_sweep, list_sweeps
-from ..sweep.results import TrialResult
-from ..sweep.run import is_done
-from ..sweep.spec import format_value, parse_param_option
-from ..sweep.state import TRIAL_WAITING
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
+from .profile_option import chosen_profile, open_for, profile_option, sweep_for
+
+if TYPE_CHECKING:
+    from ..sweep.api import SweepHandle
+    from ..sweep.results import TrialResult
+
+# The sweep machinery (``malaunch.sdk.sweep``) is imported by the verbs that use it, not with this module: the
+# group is registered with ``ma-submit`` (its ``--help`` lists it), and no other verb should pay for it.
 
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
 
@@ -55,6 +58,8 @@ def _seconds(value: Optional[float]) -> str:
 
 
 def _cell(row: TrialResult, now: float) -> Tuple[str, str, str, str]:
+    from ..sweep.state import TRIAL_WAITING
+
     code = "-" if row.exit_code is None else str(row.exit_code)
     took = _seconds(None if row.started_at is None else (row.ended_at or now) - row.started_at)
     metric = "-" if row.metric is None else f"{row.metric:g}"
@@ -64,6 +69,8 @@ def _cell(row: TrialResult, now: float) -> Tuple[str, str, str, str]:
 
 def render_results(record: Dict[str, Any], rows: Sequence[TrialResult], now: float) -> str:
     """The results table of ``sweep status``: one row per trial, best first, parameters as columns."""
+    from ..sweep.spec import format_value
+
     metric = record.get("metric")
     names = list(rows[0].params) if rows else []
     head = [
@@ -116,6 +123,10 @@ def _show(handle: SweepHandle, output: str) -> None:
 
 
 def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
+    from ..sweep.results import TrialResult
+    from ..sweep.run import is_done
+    from ..sweep.state import TRIAL_WAITING
+
     seen: Dict[int, str] = {}
     try:
         while True:
@@ -157,6 +168,7 @@ def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
 @click.option("--detach", is_flag=True, help="Print the sweep id and return; the trials go on.")
 @click.option("--dry-run", is_flag=True, help="Print every trial's plan; start nothing.")
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
+@profile_option
 @click.argument("job_file", metavar="JOB.yaml")
 def run_cmd(
     params: Tuple[str, ...],
@@ -173,6 +185,9 @@ def run_cmd(
     job_file: str,
 ) -> int:
     """Run JOB.yaml as a sweep (its sweep: section, overridden by the flags)."""
+    from ..sweep.api import Sweep
+    from ..sweep.spec import parse_param_option
+
     overrides: Dict[str, Any] = {
         "params": [parse_param_option(text) for text in params],
         "max_parallel": max_parallel,
@@ -180,7 +195,7 @@ def run_cmd(
         "seed": seed,
         "stop_on_failure": stop_on_failure,
     }
-    base = Sweep.from_yaml(job_file, **overrides)
+    base, origins = sweep_for(job_file, overrides)
     if metric_name or metric_regex or goal:
         old = base.sweep.metric
         metric = {
@@ -189,15 +204,18 @@ def run_cmd(
             "goal": goal or (old.goal if old else "minimize"),
         }
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
+    impl = open_for(base.spec.backend)
     if dry_run:
-        plan = base.plan()
+        plan = base.plan(backend=impl)
         echo = plan.to_json() if output == "json" else None
         if echo is not None:
             echo_json(echo)
         else:
             click.echo(plan.render())
+        if origins is not None:  # where the values came from, when a profile is in use
+            click.echo(origins, err=True)
         return 0
-    handle = base.submit()
+    handle = base.submit(impl, profile=chosen_profile())
     record = handle.record()
     if detach:
         if output == "json":
@@ -215,6 +233,8 @@ def run_cmd(
 @click.argument("sweep_id")
 def status_cmd(output: str, sweep_id: str) -> int:
     """The results table of SWEEP_ID: one row per trial, best first."""
+    from ..sweep.api import attach_sweep
+
     _show(attach_sweep(sweep_id), output)
     return 0
 
@@ -225,6 +245,8 @@ def status_cmd(output: str, sweep_id: str) -> int:
 @click.argument("sweep_id")
 def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
     """Wait for every trial; exit 0 when all succeeded, else the first failed trial's exit code."""
+    from ..sweep.api import attach_sweep
+
     handle = attach_sweep(sweep_id)
     try:
         handle.wait(timeout=timeout)
@@ -238,6 +260,8 @@ def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
 @click.argument("sweep_id")
 def stop_cmd(sweep_id: str) -> int:
     """Stop every running trial of SWEEP_ID and start no more (stopping a stopped sweep is a no-op)."""
+    from ..sweep.api import attach_sweep
+
     handle = attach_sweep(sweep_id)
     handle.stop()
     _show(handle, "text")
@@ -250,6 +274,8 @@ def stop_cmd(sweep_id: str) -> int:
 @click.argument("sweep_id")
 def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
     """Every submitted trial's output, each line prefixed with [trial N]."""
+    from ..sweep.api import attach_sweep
+
     try:
         for line in attach_sweep(sweep_id).logs(trial, follow=follow):
             click.echo(line)
@@ -262,6 +288,8 @@ def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
 def list_cmd(output: str) -> int:
     """The sweeps under $MALAUNCH_HOME, newest first."""
+    from ..sweep.api import list_sweeps
+
     records = list_sweeps()
     if output == "json":
         echo_json(

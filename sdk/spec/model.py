@@ -14,11 +14,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
   ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
   ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``;
-- ``volcano`` (:class:`VolcanoOptions`, read by the Volcano backend only): ``namespace``, ``queue``,
-  ``priority_class``, ``service_account``, ``image``, ``code_path``, ``code_volume``, ``device_resource``,
-  ``max_retry``, ``on_pod_failure``, ``on_pod_eviction``, ``not_retryable_exit_codes``, ``template``.
-- ``modelarts``: ``obs_dir``, ``engine_name``, ``engine_version``, ``ssh``, ``job_retry_num``,
-  ``job_unconditional_retry`` (only the ModelArts backend reads them).
+- one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
+  its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
+  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
 """
 
 from __future__ import annotations
@@ -29,27 +27,31 @@ import posixpath
 import re
 import types
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 from malaunch.entrypoint.public import VARIABLES, int_bounds
 
-from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND
-from ..errors import SpecError, show_value
+from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, new_section, option_sections
+from ..errors import show_value
 from ..redact import MASK, is_secret_name
+from .checks import check_int as _check_int
+from .checks import check_text as _check_text
+from .checks import check_words as _check_words
+from .checks import fail as _fail
+from .checks import one_of as _one_of
+
+if TYPE_CHECKING:
+    from ..backends import ModelArtsOptions, VolcanoOptions
 
 __all__ = [
     "DEFAULT_RUN_METHOD",
-    "MODELARTS_JOB_RETRY_BOUNDS",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
     "RUN_METHODS",
-    "VOLCANO_POD_ACTIONS",
     "DataSpec",
     "JobSpec",
     "LauncherOptions",
-    "ModelArtsOptions",
     "Resources",
-    "VolcanoOptions",
     "key_text",
 ]
 
@@ -97,13 +99,6 @@ _HANG_BOUNDS = _seconds_bounds("MALAUNCH_HANG_TIMEOUT")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
-_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
-#: ``modelarts.job_retry_num``: the platform's bounds of ``fault-tolerance/job-retry-num``.
-MODELARTS_JOB_RETRY_BOUNDS = (1, 128)
-#: ``volcano.on_pod_failure`` / ``on_pod_eviction`` values: restart the whole job (RestartJob) or abort it.
-VOLCANO_POD_ACTIONS = ("restart", "abort")
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+\Z")
@@ -116,46 +111,9 @@ def key_text(key: object) -> str:
     return show_value(key)
 
 
-def _fail(path: str, problem: str, value: object, hint: str = "fix the job file") -> SpecError:
-    return SpecError(path, problem, value, hint)
-
-
-def _check_int(path: str, value: object, minimum: int, maximum: Optional[int] = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, "must be a whole number", value)
-    if value < minimum:
-        raise _fail(path, f"must be >= {minimum}", value)
-    if maximum is not None and value > maximum:
-        raise _fail(path, f"must be <= {maximum}", value)
-
-
-def _check_text(path: str, value: object, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise _fail(path, "must be a string", value)
-    if not value.strip():
-        raise _fail(path, "must not be empty", value)
-    if "\x00" in value:
-        raise _fail(path, "must not contain NUL characters", value)
-
-
-def _check_words(path: str, value: object) -> None:
-    if not isinstance(value, tuple):
-        raise _fail(path, "must be a list of strings", value)
-    for index, word in enumerate(value):
-        if not isinstance(word, str) or "\x00" in word:
-            raise _fail(f"{path}[{index}]", "must be a string", word)
-
-
 def _check_port(path: str, value: object) -> None:
     if value is not None:
         _check_int(path, value, *_PORT_BOUNDS)
-
-
-def _one_of(path: str, value: object, choices: Tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise _fail(path, f"must be one of {', '.join(choices)}", value)
 
 
 @dataclass(frozen=True)
@@ -259,64 +217,6 @@ def _check_restart_on(path: str, value: object) -> None:
 
 
 @dataclass(frozen=True)
-class VolcanoOptions:
-    """The ``volcano:`` section: where and how the Volcano backend runs the job (``docs/volcano.md``)."""
-
-    namespace: Optional[str] = None  # None: the kubeconfig context's namespace
-    queue: str = "default"
-    priority_class: Optional[str] = None
-    service_account: Optional[str] = None
-    image: Optional[str] = None  # None: the top-level ``image``
-    code_path: str = "/home/ma-user/code"  # the code folder inside the container
-    code_volume: Optional[str] = None  # a PersistentVolumeClaim mounted at code_path; None: code is in the image
-    device_resource: Optional[str] = None  # e.g. nvidia.com/gpu, huawei.com/Ascend910; None: CPU only
-    max_retry: int = 3
-    on_pod_failure: str = "restart"
-    on_pod_eviction: str = "restart"
-    not_retryable_exit_codes: Tuple[int, ...] = (2,)
-    template: Optional[str] = None  # a Volcano Job manifest template; None: the packaged one
-
-    def __post_init__(self) -> None:
-        _check_volcano(self, "volcano")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """YAML-shaped data."""
-        data = dataclasses.asdict(self)
-        data["not_retryable_exit_codes"] = list(self.not_retryable_exit_codes)
-        return data
-
-
-def _check_pattern(path: str, value: object, pattern: re.Pattern[str], what: str) -> None:
-    if value is not None and (not isinstance(value, str) or not pattern.match(value)):
-        raise _fail(path, f"must be {what}", value)
-
-
-def _check_volcano(opts: VolcanoOptions, prefix: str) -> None:
-    label = "a Kubernetes name (lower-case letters, digits, '-')"
-    _check_pattern(f"{prefix}.namespace", opts.namespace, _DNS_LABEL, label)
-    _check_text(f"{prefix}.queue", opts.queue)
-    for key in ("priority_class", "service_account", "code_volume"):
-        _check_pattern(f"{prefix}.{key}", getattr(opts, key), _DNS_NAME, label)
-    _check_text(f"{prefix}.image", opts.image, optional=True)
-    _check_text(f"{prefix}.code_path", opts.code_path)
-    if not opts.code_path.startswith("/"):
-        raise _fail(f"{prefix}.code_path", "must be an absolute path inside the container", opts.code_path)
-    resource = "a resource name like nvidia.com/gpu"
-    _check_pattern(f"{prefix}.device_resource", opts.device_resource, _RESOURCE_NAME, resource)
-    _check_int(f"{prefix}.max_retry", opts.max_retry, 0, 1000)
-    _one_of(f"{prefix}.on_pod_failure", opts.on_pod_failure, VOLCANO_POD_ACTIONS)
-    _one_of(f"{prefix}.on_pod_eviction", opts.on_pod_eviction, VOLCANO_POD_ACTIONS)
-    codes = opts.not_retryable_exit_codes
-    if not isinstance(codes, tuple):
-        raise _fail(f"{prefix}.not_retryable_exit_codes", "must be a list of exit codes", codes)
-    for index, code in enumerate(codes):
-        _check_int(f"{prefix}.not_retryable_exit_codes[{index}]", code, 1, 255)
-        if code in codes[:index]:
-            raise _fail(f"{prefix}.not_retryable_exit_codes[{index}]", "is listed twice", code, "keep one")
-    _check_text(f"{prefix}.template", opts.template, optional=True)
-
-
-@dataclass(frozen=True)
 class DataSpec:
     """One input or output channel: ``name`` becomes the boot file argument ``--<name>=<local path>``.
 
@@ -341,56 +241,6 @@ def _check_data(data: DataSpec, prefix: str) -> None:
     _check_text(f"{prefix}.path", data.path, optional=True)
 
 
-_OBS_DIR = re.compile(r"obs://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
-
-
-@dataclass(frozen=True)
-class ModelArtsOptions:
-    """What only the ModelArts backend needs: ``obs_dir`` (``obs://bucket/prefix/``) receives code and logs;
-    ``engine_name`` + ``engine_version`` pick a preset engine when the job has no ``image``."""
-
-    obs_dir: Optional[str] = None
-    engine_name: Optional[str] = None
-    engine_version: Optional[str] = None
-    # The job file's ``ssh: {key_pair_names: [...]}``: the job gets the platform's SSH endpoint (ma-submit exec).
-    ssh_key_pair_names: Tuple[str, ...] = ()
-    # The platform's own job restarts (the level above malaunch's, docs/recovery.md#escalation): as many as
-    # ``job_retry_num`` (1-128) after a fault; ``job_unconditional_retry``: whatever the cause.
-    job_retry_num: Optional[int] = None
-    job_unconditional_retry: bool = False
-
-    def __post_init__(self) -> None:
-        _check_modelarts(self, "modelarts")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """YAML-shaped data."""
-        data = dataclasses.asdict(self)
-        names = data.pop("ssh_key_pair_names")
-        if names:
-            data["ssh"] = {"key_pair_names": list(names)}
-        return data
-
-
-def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
-    _check_text(f"{prefix}.obs_dir", opts.obs_dir, optional=True)
-    if opts.obs_dir is not None and not _OBS_DIR.match(opts.obs_dir):
-        raise _fail(f"{prefix}.obs_dir", "must be an OBS folder URL like obs://bucket/prefix/", opts.obs_dir)
-    _check_text(f"{prefix}.engine_name", opts.engine_name, optional=True)
-    _check_text(f"{prefix}.engine_version", opts.engine_version, optional=True)
-    for position, name in enumerate(opts.ssh_key_pair_names):
-        _check_text(f"{prefix}.ssh.key_pair_names[{position}]", name, optional=False)
-    if opts.job_retry_num is not None:
-        _check_int(f"{prefix}.job_retry_num", opts.job_retry_num, *MODELARTS_JOB_RETRY_BOUNDS)
-    if not isinstance(opts.job_unconditional_retry, bool):
-        raise _fail(f"{prefix}.job_unconditional_retry", "must be true or false", opts.job_unconditional_retry)
-    if opts.job_unconditional_retry and opts.job_retry_num is None:
-        raise _fail(f"{prefix}.job_unconditional_retry", "needs modelarts.job_retry_num (how many restarts)",
-                    opts.job_unconditional_retry, "set job_retry_num too, e.g. job_retry_num: 3")  # fmt: skip
-    if (opts.engine_name is None) != (opts.engine_version is None):
-        given = "engine_name" if opts.engine_name is not None else "engine_version"
-        raise _fail(f"{prefix}.{given}", "needs both engine_name and engine_version", getattr(opts, given))
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML."""
@@ -407,7 +257,8 @@ class JobSpec:
     outputs: Tuple[DataSpec, ...] = ()
     backend: str = DEFAULT_BACKEND
     launcher: LauncherOptions = field(default_factory=LauncherOptions)
-    volcano: VolcanoOptions = field(default_factory=VolcanoOptions)
+    # The backends' own sections (fields named as the backend), each declared in ``<backend>/options.py``.
+    volcano: VolcanoOptions = field(default_factory=lambda: new_section("volcano"))
     modelarts: Optional[ModelArtsOptions] = None
     keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
 
@@ -436,12 +287,20 @@ class JobSpec:
             "outputs": [item.to_dict() for item in self.outputs],
             "backend": self.backend,
             "launcher": self.launcher.to_dict(),
-            "volcano": self.volcano.to_dict(),
-            "modelarts": None if self.modelarts is None else self.modelarts.to_dict(),
+            **{name: _section_data(getattr(self, name)) for name in _SECTION_FIELDS},
         }
         if self.keep_for is not None:
             data["keep_for"] = self.keep_for
         return data
+
+
+#: The fields that hold a backend's own section, in the order of ``JobSpec``'s fields.
+_SECTION_FIELDS = tuple(item.name for item in dataclasses.fields(JobSpec) if item.name in BACKEND_NAMES)
+
+
+def _section_data(section: Any) -> Optional[Dict[str, Any]]:
+    data: Optional[Dict[str, Any]] = None if section is None else section.to_dict()
+    return data
 
 
 def _check_spec(spec: JobSpec) -> None:
@@ -474,17 +333,21 @@ def _check_spec(spec: JobSpec) -> None:
     if not isinstance(spec.launcher, LauncherOptions):
         raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
     _check_launcher(spec.launcher, "launcher")
-    if not isinstance(spec.volcano, VolcanoOptions):
-        raise _fail("volcano", "must be a mapping of Volcano options", spec.volcano)
-    _check_volcano(spec.volcano, "volcano")
-    if spec.modelarts is not None:
-        if not isinstance(spec.modelarts, ModelArtsOptions):
-            raise _fail("modelarts", "must be a mapping with obs_dir, engine_name, engine_version", spec.modelarts)
-        _check_modelarts(spec.modelarts, "modelarts")
+    _check_sections(spec)
     keep = spec.keep_for
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep)
                              or keep < 0):  # fmt: skip
         raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
+
+
+def _check_sections(spec: JobSpec) -> None:
+    """Each backend's section is its dataclass (which checked its values when made), or None when optional."""
+    for section in option_sections():
+        value = getattr(spec, section.name)
+        if value is None and section.optional:
+            continue
+        if not isinstance(value, section.options):
+            raise _fail(section.name, f"must be {section.shape}", value)
 
 
 def _check_boot_file(boot_file: object) -> None:

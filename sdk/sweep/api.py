@@ -175,17 +175,22 @@ class Sweep:
     def from_yaml(cls, path: str, **overrides: Any) -> Sweep:
         """A job file with a ``sweep:`` section (or without one: give ``params``); ``overrides`` as in ``Sweep``."""
         data, base_dir = read_job_data(path)
+        try:
+            return cls.from_data(data, base_dir, **overrides)
+        except SpecError as error:
+            raise error.with_source(path) from None
+
+    @classmethod
+    def from_data(cls, data: object, base_dir: Optional[str] = None, **overrides: Any) -> Sweep:
+        """As :meth:`from_yaml`, from a job file's parsed data (paths relative to ``base_dir``)."""
         raw_sweep: object = None
         job_data = data
         if isinstance(data, Mapping) and "sweep" in data:
             job_data = {k: v for k, v in data.items() if k != "sweep"}
             raw_sweep = data["sweep"]
-        try:
-            spec = spec_from_mapping(job_data, base_dir)
-            section = None if raw_sweep is None else sweep_from_mapping(raw_sweep)
-            return cls(spec, sweep=section, **overrides)
-        except SpecError as error:
-            raise error.with_source(path) from None
+        spec = spec_from_mapping(job_data, base_dir)
+        section = None if raw_sweep is None else sweep_from_mapping(raw_sweep)
+        return cls(spec, sweep=section, **overrides)
 
     def trials(self, sweep_id: str = "") -> List[Trial]:
         """The trials' specs (pure)."""
@@ -217,12 +222,14 @@ class Sweep:
         return SweepPlan(ident, self.sweep, parallel, tuple(trials), tuple(plans))
 
     def submit(
-        self, backend: Optional[Backend] = None, *, home: Optional[str] = None, driver: bool = True
-    ) -> SweepHandle:
+        self, backend: Optional[Backend] = None, *, home: Optional[str] = None, driver: bool = True,
+        profile: Optional[str] = None,
+    ) -> SweepHandle:  # fmt: skip
         """Record the sweep, submit the first trials and (``driver``) start the detached driver for the rest.
 
         ``home``: where the record goes (default: a local backend's home, else ``$MALAUNCH_HOME``). Without
-        ``driver`` the remaining trials start only while ``wait`` or ``step`` is called.
+        ``driver`` the remaining trials start only while ``wait`` or ``step`` is called. ``profile``: the profile
+        the backend was made with, recorded so that the driver makes it the same way.
         """
         impl = self._backend(backend)
         where = home_dir(os.environ, home or impl.home)
@@ -246,6 +253,7 @@ class Sweep:
             "metric": None if self.sweep.metric is None else self.sweep.metric.to_json(),
             "stopped": None,
             "code_shared": False,
+            **({"profile": profile} if profile else {}),
             "trials": [
                 {
                     "index": t.index,

@@ -53,9 +53,10 @@ UNKNOWN_GIVE_UP = 30.0
 
 
 def backend_for_record(record: Mapping[str, Any]) -> Backend:
-    """The backend a sweep's trials run on, made the way ``ma-submit`` makes it (with the sweep's home)."""
-    home = record.get("home")
-    return open_backend(str(record["backend"]), str(home) if home else None)
+    """The backend a sweep's trials run on, made the way ``ma-submit`` makes it (with the sweep's home and the
+    profile it was submitted with)."""
+    home, profile = record.get("home"), record.get("profile")
+    return open_backend(str(record["backend"]), str(home) if home else None, str(profile) if profile else None)
 
 
 def _root_host(status: JobStatus) -> int:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 from malaunch.sdk.backends.local.hostnet import NetnsNetwork
 from shimutil import SCRIPTS, free_port, marked_env
 

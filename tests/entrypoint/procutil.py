@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from malaunch.entrypoint.launchers import run_plan
 from malaunch.entrypoint.plan.launch_plan import LaunchPlan, ProcessSpec
 from malaunch.entrypoint.report.report import RunResult
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 
 __all__ = [
     "BIN",

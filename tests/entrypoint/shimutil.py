@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MARK = "MALAUNCH_TEST_MARK"

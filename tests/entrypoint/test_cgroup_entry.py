@@ -17,7 +17,8 @@ from typing import List, Optional
 
 import pytest
 from malaunch.entrypoint.main import main
-from malaunch.entrypoint.run import _cgroup, proctree
+from malaunch.entrypoint.run.procs import cgroup as _cgroup
+from malaunch.entrypoint.run.procs import proctree
 from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")

@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
-from malaunch.entrypoint.run import _console
-from malaunch.entrypoint.run._console import CONSOLE_BACKLOG, Console
-from malaunch.entrypoint.run._pump import LineStream
+from malaunch.entrypoint.run.output import console as _console
+from malaunch.entrypoint.run.output.console import CONSOLE_BACKLOG, Console
+from malaunch.entrypoint.run.output.pump import LineStream
 
 
 def test_a_stuck_pipe_drops_console_writes_and_close_gives_up() -> None:

@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 from malaunch.entrypoint.launchers import run_plan
-from malaunch.entrypoint.run import _console
 from malaunch.entrypoint.run import output as _router
+from malaunch.entrypoint.run.output import console as _console
 from procutil import MARK_VAR, assert_nothing_left, make_plan, new_mark, worker_spec
 
 FLOOD_LINES = 524_288  # 100-byte lines: 50 MiB per rank, as in the issue

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
 import pytest
-from malaunch.entrypoint.run._console import Console
-from malaunch.entrypoint.run._pump import FileFollower, LineStream
-from malaunch.entrypoint.run._readback import CopyFeed, MirrorFeed, end_copies
-from malaunch.entrypoint.run._splice import SpliceSink
+from malaunch.entrypoint.run.output.console import Console
+from malaunch.entrypoint.run.output.pump import FileFollower, LineStream
+from malaunch.entrypoint.run.output.readback import CopyFeed, MirrorFeed, end_copies
+from malaunch.entrypoint.run.output.splice import SpliceSink
 from shimutil import MARK, assert_nothing_left, free_port, marked_env
 from test_console_lag import SlowReader, flood_line, split_console
 

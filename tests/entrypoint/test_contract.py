@@ -18,9 +18,8 @@ import malaunch.entrypoint
 import pytest
 from malaunch.entrypoint import contract
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.config import parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers.msrun_recovery import recovery_wanted
-from malaunch.entrypoint.run.policy import parse_restart_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "entrypoint.md").read_text()
@@ -51,9 +50,8 @@ def test_max_restarts_out_of_bounds_keeps_its_message(raw: str) -> None:
 
 @pytest.mark.parametrize("raw", ["maybe", "2", "enabled", "tru"])
 def test_invalid_ms_enable_recovery_under_msrun_exits_2_instead_of_meaning_false(raw: str) -> None:
-    msrun = parse_cluster_env({"MA_RUN_METHOD": "msrun"})
     with pytest.raises(ConfigError, match=r"MS_ENABLE_RECOVERY=.*expected True or False"):
-        recovery_wanted(msrun, {"MS_ENABLE_RECOVERY": raw})
+        parse_shim_config({"MA_RUN_METHOD": "msrun", "MS_ENABLE_RECOVERY": raw})
 
 
 @pytest.mark.parametrize(
@@ -61,12 +59,11 @@ def test_invalid_ms_enable_recovery_under_msrun_exits_2_instead_of_meaning_false
                         ("False", False), ("", False), (" ", False)],
 )  # fmt: skip
 def test_ms_enable_recovery_values(raw: str, wanted: bool) -> None:
-    assert recovery_wanted(parse_cluster_env({"MA_RUN_METHOD": "msrun"}), {"MS_ENABLE_RECOVERY": raw}) is wanted
+    assert parse_shim_config({"MA_RUN_METHOD": "msrun", "MS_ENABLE_RECOVERY": raw}).recovery.enabled is wanted
 
 
 def test_ms_enable_recovery_is_not_read_without_msrun() -> None:
-    torchrun = parse_cluster_env({"MA_RUN_METHOD": "torchrun"})
-    assert recovery_wanted(torchrun, {"MS_ENABLE_RECOVERY": "maybe"}) is False
+    assert parse_shim_config({"MA_RUN_METHOD": "torchrun", "MS_ENABLE_RECOVERY": "maybe"}).recovery.enabled is False
 
 
 # ---- the parse helpers give cluster_env's values and errors

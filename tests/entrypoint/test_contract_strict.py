@@ -12,9 +12,9 @@ from typing import Dict
 import pytest
 from malaunch.entrypoint import contract, main
 from malaunch.entrypoint.contract import cluster_env
+from malaunch.entrypoint.contract.config import DEFAULT_RECOVERY_DELAY, parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers.msrun_recovery import DEFAULT_RECOVERY_DELAY, recovery_delay
-from malaunch.entrypoint.run.policy import DEFAULT_BACKOFF, RESTART_ON_CHOICES, parse_restart_policy
+from malaunch.entrypoint.run.policy import DEFAULT_BACKOFF, RESTART_ON_CHOICES
 
 NOT_ASCII_SECONDS = ["1e3", "1E1", "1_0", ".5", "2.", "\uff11\uff10", "\u0661", "inf", "nan", "+1", "-1", "0x10"]
 SECONDS_MESSAGE = "expected a finite number of seconds >= 0 in ASCII digits, e.g. 30 or 2.5"
@@ -30,14 +30,15 @@ def test_restart_backoff_takes_ascii_seconds_only(raw: str) -> None:
 @pytest.mark.parametrize("raw", NOT_ASCII_SECONDS)
 def test_ms_recovery_delay_takes_ascii_seconds_only(raw: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        recovery_delay({"MALAUNCH_MS_RECOVERY_DELAY": raw})
+        parse_shim_config({"MALAUNCH_MS_RECOVERY_DELAY": raw})
     assert caught.value.variable == "MALAUNCH_MS_RECOVERY_DELAY" and SECONDS_MESSAGE in str(caught.value)
 
 
 @pytest.mark.parametrize("name", ["MALAUNCH_RESTART_BACKOFF", "MALAUNCH_MS_RECOVERY_DELAY"])
 @pytest.mark.parametrize(("raw", "value"), [("0", 0.0), ("2.5", 2.5), (" 30 ", 30.0), ("3600", 3600.0)])
 def test_plain_seconds_still_read(name: str, raw: str, value: float) -> None:
-    read = parse_restart_policy({name: raw}).backoff if name.endswith("BACKOFF") else recovery_delay({name: raw})
+    config = parse_shim_config({name: raw})
+    read = config.policy.backoff if name.endswith("BACKOFF") else config.recovery.delay
     assert read == value
 
 
@@ -49,7 +50,8 @@ def test_seconds_above_the_tables_maximum_keep_their_message(name: str) -> None:
 
 def test_defaults_and_choices_are_the_tables() -> None:
     assert contract.VARIABLES["MALAUNCH_RESTART_BACKOFF"].default == DEFAULT_BACKOFF
-    assert DEFAULT_RECOVERY_DELAY == contract.VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default == recovery_delay({})
+    default = contract.VARIABLES["MALAUNCH_MS_RECOVERY_DELAY"].default
+    assert DEFAULT_RECOVERY_DELAY == default == parse_shim_config({}).recovery.delay
     assert contract.VARIABLES["MALAUNCH_RESTART_ON"].choices == RESTART_ON_CHOICES
     assert contract.VARIABLES["MA_RUN_METHOD"].choices == cluster_env.RUN_METHODS
     assert contract.VARIABLES["MA_NUM_HOSTS"].maximum == cluster_env.MAX_NUM_HOSTS

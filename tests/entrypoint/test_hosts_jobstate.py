@@ -154,12 +154,14 @@ def test_lines_prove_the_secret_and_cannot_be_replayed_reordered_or_reflected() 
 
 
 def test_the_config_never_shows_the_secret() -> None:
+    from malaunch.entrypoint.contract.config import parse_coordinator
     from malaunch.entrypoint.run.hosts import hosts_config
 
-    config = hosts_config({"MALAUNCH_JOB_SECRET": "s3cret-value"}, 1, 2, "10.0.0.2", "10.0.0.1", "job", 300.0)
+    settings = parse_coordinator({"MALAUNCH_JOB_SECRET": "s3cret-value"})
+    config = hosts_config(settings, 1, 2, "10.0.0.2", "10.0.0.1", "job", 300.0)
     assert config is not None and config.secret == "s3cret-value" and "s3cret" not in repr(config)
-    assert hosts_config({}, 0, 1, "a", "a", "job", 1.0) is None  # one host: no coordinator
-    fallback = hosts_config({}, 0, 2, "a", "a", "my-job", 1.0)
+    assert hosts_config(parse_coordinator({}), 0, 1, "a", "a", "job", 1.0) is None  # one host: no coordinator
+    fallback = hosts_config(parse_coordinator({}), 0, 2, "a", "a", "my-job", 1.0)
     assert fallback is not None and (fallback.secret, fallback.secret_given) == ("my-job", False)
     assert fallback.interval == 2.0 and fallback.port == 29510
 
@@ -213,8 +215,8 @@ def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
 
 
 def test_a_heartbeat_timeout_below_its_minimum_is_refused() -> None:
+    from malaunch.entrypoint.contract.config import parse_coordinator
     from malaunch.entrypoint.contract.errors import ConfigError
-    from malaunch.entrypoint.run.hosts import hosts_config
 
     with pytest.raises(ConfigError, match=r"MALAUNCH_HEARTBEAT_TIMEOUT='0'.*between 1"):
-        hosts_config({"MALAUNCH_HEARTBEAT_TIMEOUT": "0"}, 0, 2, "a", "a", "job", 1.0)  # every host lost at once
+        parse_coordinator({"MALAUNCH_HEARTBEAT_TIMEOUT": "0"})  # every host lost at once

@@ -7,9 +7,10 @@ from typing import Any, Dict
 
 import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.launchers import launcher_for, launcher_of, method_launcher, plan_launch
-from malaunch.entrypoint.launchers.msrun_recovery import MsrunRecoveryLauncher
+from malaunch.entrypoint.launchers.msrun.recovery import MsrunRecoveryLauncher
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.report.report import Failure
 from malaunch.entrypoint.run.launcher import Launcher
@@ -41,13 +42,13 @@ def failure(code: int, tail: tuple = ()) -> Failure:
     ],
 )
 def test_the_registry_gives_each_environment_its_launcher(env: Dict[str, str], launcher: str) -> None:
-    assert type(launcher_for(parse_cluster_env(env), env)).__name__ == launcher
+    assert type(launcher_for(parse_shim_config(env))).__name__ == launcher
 
 
 def test_a_bad_ms_enable_recovery_is_refused_under_msrun_only() -> None:
     env = {"MA_RUN_METHOD": "msrun", "MS_ENABLE_RECOVERY": "maybe"}
     with pytest.raises(ConfigError, match="MS_ENABLE_RECOVERY"):
-        launcher_for(parse_cluster_env(env), env)
+        launcher_for(parse_shim_config(env))
     assert method_launcher(parse_cluster_env(env)).method == "msrun"  # what msrun needs gathered is the same
 
 
@@ -58,9 +59,9 @@ def test_a_bad_ms_enable_recovery_is_refused_under_msrun_only() -> None:
 )  # fmt: skip
 def test_every_plan_finds_the_launcher_that_made_it(env: Dict[str, str]) -> None:
     cluster = parse_cluster_env(env)
-    launcher = launcher_for(cluster, env)
+    launcher = launcher_for(parse_shim_config(env))
     plan = launcher.plan(cluster, inputs())
-    assert type(launcher_of(plan, env)) is type(launcher)
+    assert type(launcher_of(plan, parse_shim_config(env))) is type(launcher)
     assert launcher.owns(plan)
 
 
@@ -79,7 +80,7 @@ def test_the_default_hooks_describe_a_fan_out() -> None:
 
 def test_torchrun_hooks_read_its_agent_and_its_summary() -> None:
     env = {"MA_RUN_METHOD": "torchrun"}
-    launcher = launcher_for(parse_cluster_env(env), env)
+    launcher = launcher_for(parse_shim_config(env))
     plan = launcher.plan(parse_cluster_env(env), inputs())
     assert launcher.read_lines(plan, b"... failed (exitcode: 1) local_rank: 0").quiet
     assert not launcher.read_lines(plan._replace(watch_workers=False), b"failed (exitcode: 1)").quiet
@@ -91,7 +92,7 @@ def test_torchrun_hooks_read_its_agent_and_its_summary() -> None:
 
 def test_msrun_hooks_read_its_failure_line() -> None:
     env = {"MA_RUN_METHOD": "msrun"}
-    launcher = launcher_for(parse_cluster_env(env), env)
+    launcher = launcher_for(parse_shim_config(env))
     plan = launcher.plan(parse_cluster_env(env), inputs())
     says = launcher.read_lines(plan, b"Worker process 123 exit with exception. Error code: -9.\n")
     assert says.failures == ((123, -9),) and not says.quiet
@@ -99,9 +100,9 @@ def test_msrun_hooks_read_its_failure_line() -> None:
 
 
 def test_recovery_relaunches_within_the_budget_and_restart_on() -> None:
-    launcher = MsrunRecoveryLauncher(RestartPolicy(2, "retryable"), 5.0, {})
+    launcher = MsrunRecoveryLauncher(RestartPolicy(2, "retryable"), 5.0)
     env = {"MA_RUN_METHOD": "msrun", "MS_ENABLE_RECOVERY": "1"}
-    plan = launcher_for(parse_cluster_env(env), env).plan(parse_cluster_env(env), inputs())
+    plan = launcher_for(parse_shim_config(env)).plan(parse_cluster_env(env), inputs())
     worker = plan.processes[-1]
     again = launcher.relaunch(worker, failure(137), 0, stopping=False)
     assert again is not None and again.spec is not None and again.delay == 5.0

@@ -179,7 +179,7 @@ def test_plan_objects_are_frozen() -> None:
 def test_v0_table_is_converted_to_v10_for_the_ranks() -> None:
     import pathlib
 
-    from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
+    from malaunch.entrypoint.plan.rank_table.v1 import to_v1_text
 
     source = pathlib.Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
     table = parse_rank_table(json.loads(source.read_text()), str(source))

@@ -7,6 +7,10 @@ module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A
 layer or any layer below, never from one above: checked on every import, including those inside functions and
 ``TYPE_CHECKING`` blocks.
 
+Inside ``run/`` two rooms stand apart (issue 27): ``run/output/`` (log files and the console) and ``run/procs/``
+(the processes and their ownership: ``/proc``, proof, cgroup, watchdog, guards). Neither imports the other; what
+needs both (the supervisor, the worker view, hang detection) sits in ``run/`` itself.
+
 The SDK uses the shim through one module only, ``public.py`` (top layer): no ``sdk/`` module imports any other
 module of the shim, so the shim's folders can move without the SDK following them.
 """
@@ -25,6 +29,8 @@ PACKAGE = "malaunch.entrypoint"
 PUBLIC = f"{PACKAGE}.public"
 LAYERS = ("contract", "plan", "report", "run", "launchers")
 TOP = len(LAYERS)
+#: Rooms of one layer that never import each other.
+ROOMS = (("run", "output"), ("run", "procs"))
 
 
 def _layer(parts: Tuple[str, ...]) -> int:
@@ -71,6 +77,33 @@ def test_imports_only_point_down() -> None:
     assert upward == [], "a lower layer imports a higher one: pass a hook (run/launcher.py) instead"
 
 
+def _room(dotted: str) -> Optional[Tuple[str, ...]]:
+    parts = tuple(dotted.split("."))
+    return next((room for room in ROOMS if parts[: len(room)] == room), None)
+
+
+def _crossings(edges: List[Tuple[str, str, int, int]]) -> List[str]:
+    found = []
+    for module, target, _, _ in edges:
+        here = _room(module[: -len(".py")].replace("/", ".").removesuffix(".__init__"))
+        there = _room(target)
+        if here is not None and there is not None and here != there:
+            found.append(f"{module} imports {target}")
+    return found
+
+
+def test_the_output_and_process_rooms_do_not_import_each_other() -> None:
+    assert _crossings(_edges()) == [], "output and process ownership are two rooms: pass what one needs from run/"
+    assert all((SHIM / Path(*room)).is_dir() for room in ROOMS)
+
+
+def test_the_room_check_sees_a_crossing() -> None:
+    edges = [("run/output/pump.py", "run.procs.proctree", 3, 3), ("run/procs/__init__.py", "run.output", 3, 3),
+             ("run/supervisor.py", "run.procs.guards", 3, 3), ("run/output/sink.py", "run.output.pump", 3, 3)]
+    assert _crossings(edges) == ["run/output/pump.py imports run.procs.proctree",
+                                 "run/procs/__init__.py imports run.output"]  # fmt: skip
+
+
 def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
     folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(LAYERS)
@@ -83,7 +116,7 @@ def test_the_check_sees_the_imports() -> None:
     layers: Dict[str, int] = {module: here for module, _, here, _ in edges}
     assert layers["run/supervisor.py"] == LAYERS.index("run")
     assert layers["main.py"] == TOP
-    assert ("launchers/torchrun.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
+    assert ("launchers/torchrun/__init__.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
     assert ("plan/launch_plan.py", "contract") in {(m, t) for m, t, _, _ in edges}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError, WaitTimeout
 from malaunch.entrypoint.launchers import gather_inputs
 from malaunch.entrypoint.plan.prepare import python_dir_for, wait_for_address
@@ -70,7 +70,7 @@ def test_real_unresolvable_master_fails_with_exit_3_message(tmp_path: Path) -> N
         "MALAUNCH_MASTER_WAIT": "1",
     }
     with pytest.raises(WaitTimeout, match=r"master\.malaunch-test\.invalid"):
-        gather_inputs(parse_cluster_env(env), "train.py", [], env, cwd=str(tmp_path))
+        gather_inputs(parse_shim_config(env), "train.py", [], cwd=str(tmp_path))
 
 
 def test_python_dir_is_the_interpreters_own_directory_in_a_venv(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_msrun_dry_run_asks_no_name_server(tmp_path: Path) -> None:
         raise AssertionError("dry run must not resolve names")
 
     got = gather_inputs(
-        parse_cluster_env(env), "train.py", [], env, cwd=str(tmp_path), resolve=resolve, dry_run=True
+        parse_shim_config(env), "train.py", [], cwd=str(tmp_path), resolve=resolve, dry_run=True
     )
     assert got.master_ip == "w0.job"
     assert any("resolves 'w0.job'" in note for note in got.notes)
@@ -102,4 +102,4 @@ def test_msrun_dry_run_asks_no_name_server(tmp_path: Path) -> None:
 
 def test_boot_file_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"BOOT_FILE='missing\.py'"):
-        gather_inputs(parse_cluster_env({}), "missing.py", [], {}, cwd=str(tmp_path))
+        gather_inputs(parse_shim_config({}), "missing.py", [], cwd=str(tmp_path))

@@ -1,6 +1,6 @@
 """The bulk checks behind a large rank table's fast path agree with the item-by-item parser.
 
-The fast path (``_rank_table_bulk``) checks whole columns at once and takes shortcuts for what is the same on
+The fast path (``rank_table._bulk``) checks whole columns at once and takes shortcuts for what is the same on
 every server; each shortcut has a case here where it must not apply, and the parse must then give the same table
 (or the same error) as the item-by-item walk.
 """
@@ -17,10 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from malaunch.entrypoint.contract.errors import RankTableError
-from malaunch.entrypoint.plan import _rank_table_bulk as bulk
-from malaunch.entrypoint.plan import _rank_table_parse
-from malaunch.entrypoint.plan.rank_table import RankTable, parse_rank_table
-from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
+from malaunch.entrypoint.plan.rank_table import RankTable, _parse, parse_rank_table
+from malaunch.entrypoint.plan.rank_table import _bulk as bulk
+from malaunch.entrypoint.plan.rank_table.v1 import to_v1_text
 from shimutil import v10_table
 
 
@@ -165,7 +164,7 @@ def parse_both_ways(data: dict[str, Any]) -> tuple[Any, Any]:
     for fast in (True, False):
         with contextlib.ExitStack() as stack:
             if not fast:
-                stack.enter_context(mock.patch.object(_rank_table_parse, "fast_server_list", lambda listed: None))
+                stack.enter_context(mock.patch.object(_parse, "fast_server_list", lambda listed: None))
             try:
                 results.append(parse_rank_table(data, "t.json"))
             except RankTableError as error:

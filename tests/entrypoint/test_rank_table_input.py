@@ -18,7 +18,7 @@ from malaunch.entrypoint.plan.rank_table import (
     read_rank_table,
     select_server,
 )
-from malaunch.entrypoint.plan.rank_table_v1 import to_v1_text
+from malaunch.entrypoint.plan.rank_table.v1 import to_v1_text
 
 DATA = Path(__file__).parent / "data" / "ranktables"
 SAMPLES = sorted(path.name for path in DATA.glob("*.json"))

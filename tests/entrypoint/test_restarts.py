@@ -11,25 +11,26 @@ from typing import Any, List, Mapping
 
 import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
+from malaunch.entrypoint.contract.config import parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers import launcher_of, plan_attempt, plan_launch
-from malaunch.entrypoint.launchers.msrun_recovery import plan_with_recovery, relaunch_spec
-from malaunch.entrypoint.launchers.torchrun_gate import AttemptGate
-from malaunch.entrypoint.launchers.torchrun_stub import STUB, stub_argv
+from malaunch.entrypoint.launchers import launcher_for, launcher_of, plan_attempt, plan_launch
+from malaunch.entrypoint.launchers.msrun.recovery import plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.launchers.torchrun.gate import AttemptGate
+from malaunch.entrypoint.launchers.torchrun.stub import STUB, stub_argv
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.plan.launch_plan import LaunchPlan
 from malaunch.entrypoint.report.failure_class import classify_failure
 from malaunch.entrypoint.report.report import Failure, RunResult
-from malaunch.entrypoint.run import attempt_status, proctree
-from malaunch.entrypoint.run._watch import WorkerDeath
+from malaunch.entrypoint.run import attempt_status
 from malaunch.entrypoint.run.attempts import restart_report, run_with_restarts
 from malaunch.entrypoint.run.policy import (
     RestartPolicy,
     backoff_for,
     classify_result,
-    parse_restart_policy,
     should_restart,
 )
+from malaunch.entrypoint.run.procs import proctree
+from malaunch.entrypoint.run.procs.watch import WorkerDeath
 from malaunch.entrypoint.run.verdict import peer_ended_failure
 from procutil import make_plan, new_mark, worker_spec
 
@@ -196,7 +197,7 @@ def test_a_max_restarts_in_the_extra_params_still_wins() -> None:
 def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> None:
     env = {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_NUM_HOSTS": "2", "VC_WORKER_HOSTS": "a,b",
            "MS_ENABLE_RECOVERY": "1", "MS_RECOVERY_PATH": "/ckpt/rec", "MA_MSRUN_MASTER_PORT": "9000"}  # fmt: skip
-    master = plan_with_recovery(parse_cluster_env(env), inputs(), env)
+    master = plan_with_recovery(parse_cluster_env(env), inputs(), parse_shim_config(env).recovery.path)
     assert [p.name for p in master.processes] == ["ms-scheduler", "ms-worker-0", "ms-worker-1"]
     sched, worker = master.processes[0], master.processes[2]
     assert sched.env["MS_ROLE"] == "MS_SCHED" and "MS_NODE_ID" not in sched.env
@@ -205,7 +206,7 @@ def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> No
         assert spec.env["MS_SCHED_HOST"] == "10.0.0.1" and spec.env["MS_SCHED_PORT"] == "9000"
         assert spec.env["MS_WORKER_NUM"] == "4" and spec.env["MS_RECOVERY_PATH"] == "/ckpt/rec"
         assert spec.argv == ("/venv/bin/python", "-u", "/code/train.py", "--lr", "0.1")
-    second = plan_with_recovery(parse_cluster_env({**env, "VC_TASK_INDEX": "1"}), inputs(), env)
+    second = plan_with_recovery(parse_cluster_env({**env, "VC_TASK_INDEX": "1"}), inputs(), "/ckpt/rec")
     assert [p.env["MS_NODE_ID"] for p in second.processes] == ["2", "3"]  # no scheduler on host 1
     again = relaunch_spec(worker, 1)
     assert again.env == worker.env and again.log_file.endswith("worker_1.relaunch-1.log")
@@ -217,7 +218,7 @@ def test_recovery_plan_starts_scheduler_and_workers_with_msrun_variables() -> No
 def test_without_ms_enable_recovery_msrun_is_planned_as_before() -> None:
     env = {"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2"}
     cluster = parse_cluster_env(env)
-    assert plan_with_recovery(cluster, inputs(), env) == plan_launch(cluster, inputs())
+    assert launcher_for(parse_shim_config(env)).plan(cluster, inputs()) == plan_launch(cluster, inputs())
 
 
 def _failed(code: int) -> RunResult:

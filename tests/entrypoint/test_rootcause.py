@@ -7,8 +7,8 @@ import signal
 from pathlib import Path
 from typing import Optional
 
-from malaunch.entrypoint.launchers.torchrun_errors import attempt_of, read_error_files, worker_output_tail
-from malaunch.entrypoint.launchers.torchrun_summary import parse_torchrun_failures
+from malaunch.entrypoint.launchers.torchrun.errors import attempt_of, read_error_files, worker_output_tail
+from malaunch.entrypoint.launchers.torchrun.summary import parse_torchrun_failures
 from malaunch.entrypoint.report.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 
 TERM = teardown_signals(launcher_kills=False, escalated=False)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Set
 
 import pytest
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 from shimutil import MARK, SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, start_shim
 
 pytestmark = [pytest.mark.process, pytest.mark.mindspore]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, marked_pids, shim, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")

@@ -15,10 +15,10 @@ from typing import List, Tuple
 
 import pytest
 from malaunch.entrypoint.launchers import run_plan
-from malaunch.entrypoint.run import _spans
-from malaunch.entrypoint.run._console import Console
-from malaunch.entrypoint.run._pump import LineStream
-from malaunch.entrypoint.run._splice import SpliceSink, splice_pump
+from malaunch.entrypoint.run.output import spans as _spans
+from malaunch.entrypoint.run.output.console import Console
+from malaunch.entrypoint.run.output.pump import LineStream
+from malaunch.entrypoint.run.output.splice import SpliceSink, splice_pump
 from procutil import assert_nothing_left, make_plan, new_mark, run, unprefix, worker_spec
 
 MAX_SPANS = 4096  # the bound the far-behind test sets (the real one takes minutes to reach here)

@@ -14,7 +14,7 @@ import pytest
 from malaunch.entrypoint.contract.errors import LaunchError
 from malaunch.entrypoint.plan.launch_plan import ProcessSpec
 from malaunch.entrypoint.report.report import format_failure
-from malaunch.entrypoint.run._reaper import TOKEN_VAR
+from malaunch.entrypoint.run.procs.reaper import TOKEN_VAR
 from procutil import (
     BIN,
     PY,

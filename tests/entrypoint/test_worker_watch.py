@@ -21,9 +21,9 @@ from typing import Callable, Iterator, List, Tuple
 import pytest
 from malaunch.entrypoint.launchers.msrun import MsrunLauncher
 from malaunch.entrypoint.launchers.torchrun import TorchrunLauncher
-from malaunch.entrypoint.run import proctree
-from malaunch.entrypoint.run._watch import WorkerDeath, WorkerWatch
 from malaunch.entrypoint.run.launcher import Launcher
+from malaunch.entrypoint.run.procs import proctree
+from malaunch.entrypoint.run.procs.watch import WorkerDeath, WorkerWatch
 
 TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
 TOKEN = f"{os.getpid()}-watch-test"

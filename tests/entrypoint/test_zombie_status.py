@@ -9,7 +9,7 @@ import signal
 import time
 from typing import Tuple
 
-from malaunch.entrypoint.run.proctree import pidfd_exit_status, zombie_returncode
+from malaunch.entrypoint.run.procs.proctree import pidfd_exit_status, zombie_returncode
 
 
 def _zombie(action: str) -> int:

@@ -22,6 +22,8 @@ def test_the_session_runs_in_a_temporary_home() -> None:
     assert not os.environ["MALAUNCH_HOME"].startswith(os.path.join(REAL_HOME, ".malaunch"))
     assert not os.environ["KUBECONFIG"].startswith(os.path.join(REAL_HOME, ".kube"))
     assert not [key for key in os.environ if key.startswith(("HUAWEICLOUD_", "AWS_"))]
+    assert os.environ["XDG_CONFIG_HOME"].startswith(os.environ["HOME"])  # the profiles, never ~/.config's
+    assert "MALAUNCH_PROFILE" not in os.environ
 
 
 def test_defaults_that_expand_the_home_land_in_the_sandbox() -> None:

@@ -42,7 +42,10 @@ class Case:
 
 _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
 _BACKENDS = ("local", "modelarts", "volcano")
-_VERBS = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep")
+_VERBS = (
+    "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep",
+    "configure",
+)  # fmt: skip
 _SWEEP_VERBS = ("status", "wait", "stop", "logs", "list")
 _BOOT = "print('hello')\n"
 _GOOD = "name: demo\ncode_dir: .\nboot_file: boot.py\n"

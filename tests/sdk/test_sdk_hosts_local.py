@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 SCRIPT = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
+from layoututil import prefix_families
 from malaunch.entrypoint.public import int_bounds
 from malaunch.sdk.backends import BACKEND_NAMES
 from malaunch.sdk.home import DEFAULT_HOME, HOME_VARIABLE
@@ -128,15 +129,7 @@ def test_the_local_job_folder_layout_is_spelled_in_one_module() -> None:
 
 
 def test_no_folder_holds_a_prefix_family_of_three_modules() -> None:
-    families: List[str] = []
-    for folder in [SDK, *(p for p in SDK.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
-        stems = [p.stem for p in folder.glob("*.py") if not p.stem.startswith("__")]
-        counts = Counter(stem.lstrip("_").split("_")[0] for stem in stems if "_" in stem.lstrip("_"))
-        for prefix, count in counts.items():
-            siblings = [s for s in stems if s.lstrip("_") == prefix or s.lstrip("_").startswith(prefix + "_")]
-            if len(siblings) >= 3:
-                families.append(f"{folder.relative_to(SDK)}: {sorted(siblings)} ({count})")
-    assert families == [], "a family of modules wants a folder"
+    assert prefix_families(SDK) == [], "a family of modules wants a folder"
 
 
 def test_modules_take_only_public_names_from_each_other() -> None:

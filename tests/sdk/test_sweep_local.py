@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from malaunch.entrypoint.run import proctree
+from malaunch.entrypoint.run.procs import proctree
 from malaunch.sdk.sweep import attach_sweep
 from malaunch.sdk.sweep.run import DRIVER_VARIABLE
 from sdkutil import CLI_TIMEOUT, REPO, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job

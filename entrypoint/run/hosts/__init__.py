@@ -8,15 +8,17 @@ host's shim (the master's too) joins it for the job's life.
 - :mod:`.link`: a host's side (join, heartbeats, commands);
 - :mod:`.jobloop`: the attempt loop of a coordinated host.
 
-:func:`hosts_config` reads what they need from the environment (a pure function of the mapping); a one-host
-job has none (:func:`hosts_config` returns None) and runs exactly as before.
+:func:`hosts_config` makes what they need from the contract's coordinator settings
+(:class:`~...contract.config.Coordinator`); a one-host job has none (:func:`hosts_config` returns None) and runs
+exactly as before.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from ...contract import parse_bool, parse_int, parse_seconds, raw_value
+if TYPE_CHECKING:
+    from ...contract.config import Coordinator
 
 __all__ = ["HostsConfig", "hosts_config"]
 
@@ -45,20 +47,12 @@ class HostsConfig(NamedTuple):
                 f"port={self.port}, secret_given={self.secret_given})")  # fmt: skip
 
 
-def hosts_config(environ: Mapping[str, str], host: int, num_hosts: int, addr: str, master: Optional[str],
+def hosts_config(settings: Optional[Coordinator], host: int, num_hosts: int, addr: str, master: Optional[str],
                  job_name: str, join_wait: float) -> Optional[HostsConfig]:  # fmt: skip
     """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
-    opted out (``MALAUNCH_COORDINATOR=False``). Pure.
-
-    Raises:
-        ConfigError: a coordinator variable has an invalid value.
-    """
-    wanted = parse_bool(environ, "MALAUNCH_COORDINATOR")
-    port = parse_int(environ, "MALAUNCH_COORDINATOR_PORT")
-    timeout = parse_seconds(environ, "MALAUNCH_HEARTBEAT_TIMEOUT")
-    host_wait = parse_seconds(environ, "MALAUNCH_HOST_WAIT")
-    if num_hosts < 2 or not master or not wanted:
+    opted out (``MALAUNCH_COORDINATOR=False``). Pure."""
+    if settings is None or num_hosts < 2 or not master or not settings.wanted:
         return None
-    secret = raw_value(environ, "MALAUNCH_JOB_SECRET")
-    return HostsConfig(host, num_hosts, addr, master, port, secret or job_name, secret is not None, timeout,
-                       host_wait, join_wait)  # fmt: skip
+    secret = settings.secret
+    return HostsConfig(host, num_hosts, addr, master, settings.port, secret or job_name, secret is not None,
+                       settings.heartbeat_timeout, settings.host_wait, join_wait)  # fmt: skip

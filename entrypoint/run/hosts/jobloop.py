@@ -76,7 +76,7 @@ def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Ca
 def run_coordinated(plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy, run: Callable[..., RunResult],
                     say: Callable[[str], None], launcher: Launcher, config: HostsConfig) -> RestartOutcome:  # fmt: skip
     """Run ``plan``'s attempts as the job's coordinator says (see the module's docstring)."""
-    from .. import selfproc
+    from ..procs import selfproc
 
     started = time.monotonic()
     stop = _BackoffStop()

@@ -20,13 +20,10 @@ import dataclasses
 import itertools
 import os
 import re
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
-from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Name
 
@@ -34,18 +31,14 @@ from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, S
 from ...failures import failure_from_report
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...plan import SubmitPlan, new_job_secret
-from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from ...units import size_text
 from ..base import Backend, JobHandle, PruneResult, UnknownWatch, check_code
-from ..codefiles import IGNORE_FILE, CodeFile, select_code_files
-from ..inside import ExecResult, JobEvent, UsageReport
 from ..listing import ListPage, ListQuery
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
 from .history import History
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
-from .inside import local_events, local_exec, local_usage, pending_reason
 from .jobdir import (
     JobPaths,
     is_job_process,
@@ -55,9 +48,20 @@ from .jobdir import (
     read_json,
     signal_job_process,
 )
-from .plan import LocalRequest, plan_local
+from .pending import pending_reason
 from .retention import expire_due, prune_home, prune_lock, reading, remove_jobs
 from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from ...spec.model import JobSpec
+    from ..codefiles import CodeFile
+    from ..inside import ExecResult, JobEvent, UsageReport
+    from .plan import LocalRequest
+
+# Planning, the code snapshot and starting the runner (submit), and looking inside a job (events, usage, exec) import
+# what they need when they run: the verbs that read a job (status, list, logs, stop) are started often.
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
@@ -72,6 +76,8 @@ SNAPSHOT_WARN_BYTES = 100 * 1024 * 1024
 
 def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
     """The snapshot's size as a note, plus a warning naming the biggest folders when it is big."""
+    from ..codefiles import IGNORE_FILE
+
     total = sum(item.size for item in files)
     notes = [f"code snapshot: {len(files)} file(s), {size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
     if total > SNAPSHOT_WARN_BYTES:
@@ -89,6 +95,8 @@ def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
 
 
 def _free_port(taken: List[int]) -> int:
+    import socket
+
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("0.0.0.0", 0))
@@ -148,6 +156,8 @@ class LocalBackend(Backend):
         return NetnsNetwork(job_id, hosts) if mode == NETNS else LoopbackNetwork(job_id, hosts)
 
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
+        from .plan import plan_local
+
         request, notes = plan_local(
             spec, job_id=job_id, home=self.home, python=self.python, network=self.network_for(spec, job_id)
         )
@@ -164,6 +174,8 @@ class LocalBackend(Backend):
         for item in spec.inputs:
             if item.path is not None and not os.path.exists(item.path):
                 raise SpecError(f"inputs.{item.name}.path", "does not exist", item.path, "check the path")
+        from .plan import LocalRequest
+
         request = plan.request
         if not isinstance(request, LocalRequest):
             return ()
@@ -173,11 +185,15 @@ class LocalBackend(Backend):
 
     def _snapshot_files(self, request: LocalRequest) -> List[CodeFile]:
         """The files of ``code_dir`` the snapshot takes (``.malaunchignore`` applied; never the jobs' home)."""
+        from ..codefiles import select_code_files
+
         files = select_code_files(request.code_src, hashes=False)
         home = self.home
         return [f for f in files if os.path.commonpath([home, os.path.abspath(f.path)]) != home]
 
     def _snapshot(self, request: LocalRequest, files: List[CodeFile]) -> None:
+        import shutil
+
         os.makedirs(request.code_dest, exist_ok=True)
         for item in files:
             target = os.path.join(request.code_dest, *item.relpath.split("/"))
@@ -185,6 +201,8 @@ class LocalBackend(Backend):
             shutil.copy2(item.path, target)
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
+        from .plan import LocalRequest
+
         request = plan.request
         if not isinstance(request, LocalRequest):
             raise BackendError(f"the local backend cannot execute a {type(request).__name__} plan; plan it locally")
@@ -204,6 +222,8 @@ class LocalBackend(Backend):
             raise BackendError(f"job directory {paths.job_dir} already exists; submit again for a new id") from None
         except OSError as exc:
             raise BackendError(f"cannot create {paths.job_dir} ({exc.strerror}); set MALAUNCH_HOME") from None
+        import shutil
+
         try:
             self._prepare(plan, request, paths, files)
             self._start_runner(paths, new_job_secret())
@@ -236,6 +256,8 @@ class LocalBackend(Backend):
         write_json_atomic(paths.plan_file, data)
 
     def _start_runner(self, paths: JobPaths, secret: str) -> None:
+        import subprocess
+
         env = dict(self.environ)
         env["MALAUNCH_JOB_ID"] = paths.job_id
         env[Name.MALAUNCH_JOB_SECRET] = secret  # the hosts' secret: in the runner's environment only, never in a file
@@ -372,9 +394,13 @@ class LocalBackend(Backend):
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
     def events(self, job_id: str) -> List[JobEvent]:
+        from .inside import local_events
+
         return local_events(self._paths(job_id))
 
     def usage(self, job_id: str) -> UsageReport:
+        from .inside import local_usage
+
         return local_usage(self.status(job_id))
 
     def exec(
@@ -382,6 +408,8 @@ class LocalBackend(Backend):
         stdin: Optional[bytes] = None,
     ) -> ExecResult:  # fmt: skip
         """In the host's namespace, folder and variables; ``tty``: on a terminal of its own (a pseudo-terminal)."""
+        from .inside import local_exec
+
         paths = self._paths(job_id)
         return local_exec(paths, self._status_of(paths), command, host=host, environ=self.environ,
                           python=self.python, capture=capture, stdin=stdin, tty=tty)  # fmt: skip

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import hashlib
 import os
-import shutil
-import subprocess
 from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple
 
 from ...errors import BackendError, ConfigError
@@ -32,6 +29,8 @@ Runner = Callable[[Sequence[str]], None]
 
 
 def _run(argv: Sequence[str]) -> None:
+    import subprocess  # only a network namespace runs commands: loopback jobs (and reading any job) need none
+
     proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise BackendError(
@@ -90,6 +89,8 @@ class NetnsNetwork(HostNetwork):
     def __init__(self, job_id: str, hosts: int, run: Runner = _run) -> None:
         super().__init__(job_id, hosts)
         self._run = run
+        import hashlib
+
         self.short = hashlib.sha1(job_id.encode("utf-8")).hexdigest()[:6]
 
     @property
@@ -124,6 +125,8 @@ class NetnsNetwork(HostNetwork):
     @staticmethod
     def check_available(hosts: int) -> None:
         """Raise ``ConfigError`` unless this process may create namespaces."""
+        import shutil
+
         if os.geteuid() != 0 or shutil.which("ip") is None:
             raise ConfigError(
                 f"msrun across {hosts} emulated hosts needs network namespaces",

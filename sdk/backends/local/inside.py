@@ -1,12 +1,8 @@
-"""Inside a local job: why it waits, its events, what its hosts use, and commands run inside a host.
+"""Inside a local job: its events, what its hosts use, and commands run inside a host (why it waits:
+:mod:`.pending`, re-exported here).
 
 Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.entrypoint.run.proctree`):
 
-- :func:`pending_reason`: the runner not started yet, a host not started yet, a host whose shim is still
-  preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name),
-  or, once every host has launched, "waiting for a port": the master port that torchrun's store or msrun's
-  scheduler opens on host 0 is not listening yet (read from ``/proc/<host 0's shim>/net/tcp``, its network
-  namespace's sockets; nothing is connected to it).
 - :func:`local_events`: from recorded facts only: ``state.json`` (submitted, runner started, each host's start
   and exit with its code), each host's ``attempt.json`` (a restart in progress) and ``report.json`` (every
   restarted attempt, the shim's root-cause line), and the job's end.
@@ -19,127 +15,23 @@ Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.public import Name, attempt_file, descendants, read_attempt, read_usage, snapshot
+from malaunch.entrypoint.public import attempt_file, descendants, read_attempt, read_usage, snapshot
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
-from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
-from .plan import LocalRequest, host_environment, with_secret
+from .pending import pending_reason
 from .state import read_state, report_detail
-from .terminal import run_on_terminal
+
+# Running a command in a host (``local_exec``) imports what it needs when it runs.
 
 __all__ = ["local_events", "local_exec", "local_usage", "pending_reason"]
 
-_SHIM = b"[ma-entrypoint] "
-_ANNOUNCE = b"[ma-entrypoint] method="
-_WAITING = b"[ma-entrypoint] waiting for "
-_HEAD = 256 << 10  # the shim's start-up lines come first in a host's console
-_FIRST = 16 << 10
 _SIGTERM_CODE = 143
-
-
-def _console_head(path: str) -> bytes:
-    """The start of a host's console: its first 16 KiB when the launch is announced there, else up to 256 KiB."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_FIRST)
-            return head if _ANNOUNCE in head else head + handle.read(_HEAD - _FIRST)
-    except OSError:
-        return b""
-
-
-def _preparing(console: str) -> Optional[str]:
-    """What a host's shim still waits for before its launch, or None once it has announced its launch."""
-    head = _console_head(console)
-    if _ANNOUNCE in head:
-        return None
-    waiting = [line for line in head.splitlines() if line.startswith(_WAITING)]
-    if waiting:
-        return waiting[-1][len(_SHIM) :].decode("utf-8", "replace")
-    return "preparing its launch (reading the environment)"
-
-
-#: The port the master host's launcher opens, by run method: torchrun's store, msrun's scheduler.
-_MASTER_PORTS = {"torchrun": ("MA_TORCHRUN_MASTER_PORT", "torchrun's store"),
-                 "msrun": ("MA_MSRUN_MASTER_PORT", "msrun's scheduler")}  # fmt: skip
-_LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
-
-
-def _listening(pid: int, port: int) -> Optional[bool]:
-    """Whether a socket listens on ``port`` in the network namespace of process ``pid``; None when unreadable."""
-    seen = False
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}", encoding="ascii", errors="replace") as handle:
-                rows = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        seen = True
-        for row in rows:
-            fields = row.split()
-            if len(fields) > 3 and fields[3] == _LISTEN and fields[1].rsplit(":", 1)[-1] == f"{port:04X}":
-                return True
-    return False if seen else None
-
-
-def _port_waited(status: JobStatus, paths: JobPaths) -> Optional[str]:
-    """Why the hosts wait for the master's port (torchrun's store, msrun's scheduler) not yet open, or None."""
-    master = next((h for h in status.hosts if h.index == 0), None)
-    if master is None or master.state is not HostState.RUNNING or master.pid is None:
-        return None
-    try:
-        request = LocalRequest.from_json((read_json(paths.plan_file) or {})["request"])
-        env = request.hosts[0].env
-        variable, what = _MASTER_PORTS[str(env.get(Name.MA_RUN_METHOD, "")).lower()]
-        port = int(env[variable])
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None  # no port to wait for (the fan-out), or a plan that cannot say
-    if _listening(master.pid, port) is not False or _ranks_spoke(env.get(Name.MALAUNCH_LOG_DIR)):
-        return None  # open, or closed again after the ranks ran (their launcher ends its store before it exits)
-    return f"waiting for a port: {what} on host 0 ({master.address}) port {port} is not open yet"
-
-
-def _ranks_spoke(log_dir: Optional[str]) -> bool:
-    """Some rank of the master host has written output (its launcher met the others long ago)."""
-    if not log_dir:
-        return False
-    for folder, _, names in os.walk(log_dir):
-        for name in names:
-            if name.startswith("rank-") and name.endswith(".log"):
-                try:
-                    if os.stat(os.path.join(folder, name)).st_size > 0:
-                        return True
-                except OSError:
-                    continue
-    return False
-
-
-def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
-    """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits. With the
-    job's ``paths``, also a master port (torchrun's store, msrun's scheduler) that is not open yet."""
-    if status.is_terminal or status.state is JobState.UNKNOWN:
-        return ""
-    if status.state is JobState.PENDING:
-        return "the job runner has not started the hosts yet"
-    reasons = []
-    for host in status.hosts:
-        if host.state is HostState.PENDING:
-            reasons.append(f"host {host.index} ({host.address}) has not started yet")
-        elif host.state is HostState.RUNNING and host.log_file:
-            what = _preparing(host.log_file)
-            if what is not None:
-                reasons.append(f"host {host.index} ({host.address}) is {what}")
-    if not reasons and paths is not None:  # every host has launched: the launchers meet at the master's port
-        port = _port_waited(status, paths)
-        if port is not None:
-            reasons.append(port)
-    return "; ".join(reasons)
 
 
 # -- events --------------------------------------------------------------------------------------------
@@ -282,6 +174,12 @@ def local_exec(
 ) -> ExecResult:
     """Run ``command`` as a child inside host ``host`` (see the module docstring); waits for its end. With
     ``tty`` it gets a terminal of its own (:mod:`.terminal`); ``stdin`` None then forwards this one's input."""
+    import subprocess
+
+    from .hostnet import network_from_json
+    from .plan import LocalRequest, host_environment, with_secret
+    from .terminal import run_on_terminal
+
     _running(status, "exec")
     if not command:
         raise ConfigError("exec needs a command", list(command), "give it after '--': ma-submit exec ID -- hostname")

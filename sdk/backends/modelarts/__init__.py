@@ -3,7 +3,7 @@
 Modules: :mod:`.request` (spec -> create body, pure), :mod:`.signer` (``SDK-HMAC-SHA256``),
 :mod:`.credentials` (AK/SK, project, region, endpoints), :mod:`.api` (the v2 client over a
 ``requests.Session``), :mod:`.obs` (uploads), :mod:`.phases` (phases -> ``JobState``), :mod:`.backend`,
-:mod:`.options` (the id format the CLI asks about). See ``docs/modelarts.md``.
+:mod:`.options` (its job-file section), :mod:`.ids` (the id format the CLI asks about). See ``docs/modelarts.md``.
 
 The names below are imported on first use, so asking :mod:`.options` costs no client import.
 """

@@ -45,10 +45,10 @@ from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
 from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
+from .ids import PLATFORM_ID
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
 from .logread import TaskLogReader
 from .obs import check_bucket, make_s3_client, parse_obs_url
-from .options import PLATFORM_ID
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 from .upload import CodeUploader

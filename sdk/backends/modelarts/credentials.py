@@ -2,12 +2,14 @@
 
 Credentials come from the official SDK's variables ``HUAWEICLOUD_SDK_AK``, ``HUAWEICLOUD_SDK_SK``,
 ``HUAWEICLOUD_SDK_PROJECT_ID``, ``HUAWEICLOUD_SDK_REGION`` and (temporary credentials)
-``HUAWEICLOUD_SDK_SECURITY_TOKEN``; when ``HUAWEICLOUD_SDK_AK`` is unset, from the ``[default]`` section of
-an INI profile (``$MALAUNCH_MODELARTS_PROFILE``, default ``~/.config/malaunch/modelarts.ini``) with keys
-``ak``, ``sk``, ``project_id``, ``region``, ``security_token``. A profile that group or others can read is
-refused. Endpoints are the region's public ones unless ``MALAUNCH_MODELARTS_ENDPOINT`` /
-``MALAUNCH_OBS_ENDPOINT`` say otherwise (``http://127.0.0.1:PORT`` works). The secret key is never part of
-a ``repr`` or a message.
+``HUAWEICLOUD_SDK_SECURITY_TOKEN``; when ``HUAWEICLOUD_SDK_AK`` is unset, from the malaunch profile in use
+(:mod:`malaunch.sdk.profiles`) when it has ``modelarts.ak`` (then ``modelarts.sk``, ``modelarts.project_id``,
+``modelarts.region`` and optionally ``modelarts.security_token``); else from the ``[default]`` section of an INI
+profile (``$MALAUNCH_MODELARTS_PROFILE``, default ``~/.config/malaunch/modelarts.ini``) with keys ``ak``, ``sk``,
+``project_id``, ``region``, ``security_token``. A file that group or others can read is refused. Endpoints are
+the region's public ones unless ``MALAUNCH_MODELARTS_ENDPOINT`` / ``MALAUNCH_OBS_ENDPOINT`` (else the profile's
+``modelarts.endpoint`` / ``modelarts.obs_endpoint``) say otherwise (``http://127.0.0.1:PORT`` works). The
+secret key is never part of a ``repr`` or a message.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError
+from ...profiles.store import Profile, select
 
 __all__ = [
     "ENV_AK",
@@ -95,6 +98,25 @@ def _from_env(environ: Mapping[str, str]) -> Credentials:
     )
 
 
+def _from_values(values: Mapping[str, str], source: str, where: str, hint: str) -> Credentials:
+    """Credentials from a file's ``values`` (``ak``, ``sk``, ``project_id``, ``region``, ``security_token``);
+    ``where`` names the file in messages, ``hint`` says how to add a missing key (``{key}`` is replaced)."""
+    found = {}
+    for key in ("ak", "sk", "project_id", "region"):
+        value = values.get(key, "").strip()
+        if not value:
+            raise ConfigError(f"{where} lacks {key}", key, hint.format(key=key))
+        found[key] = value
+    return Credentials(
+        ak=found["ak"],
+        sk=found["sk"],
+        project_id=found["project_id"],
+        region=found["region"],
+        source=source,
+        security_token=values.get("security_token", "").strip() or None,
+    )
+
+
 def _from_profile(path: str) -> Credentials:
     source = f"the profile {path}"
     info = os.stat(path)
@@ -112,21 +134,21 @@ def _from_profile(path: str) -> Credentials:
         raise ConfigError(f"cannot read the credentials profile ({type(exc).__name__})", path, "fix it") from None
     if not parser.has_section("default"):
         raise ConfigError("the credentials profile has no [default] section", path, "add one with ak, sk, ...")
-    section = parser["default"]
-    values = {}
-    for key in ("ak", "sk", "project_id", "region"):
-        value = section.get(key, "").strip()
-        if not value:
-            raise ConfigError(f"the credentials profile {path} lacks {key}", key, f"add '{key} = ...' to [default]")
-        values[key] = value
-    return Credentials(
-        ak=values["ak"],
-        sk=values["sk"],
-        project_id=values["project_id"],
-        region=values["region"],
-        source=source,
-        security_token=section.get("security_token", "").strip() or None,
-    )
+    where = f"the credentials profile {path}"
+    return _from_values(parser["default"], source, where, "add '{key} = ...' to [default]")
+
+
+def _modelarts_values(profile: Optional[Profile]) -> Dict[str, str]:
+    """The ``modelarts.*`` values of ``profile``, without the prefix."""
+    if profile is None:
+        return {}
+    return {key.split(".", 1)[1]: value for key, value in profile.values.items() if key.startswith("modelarts.")}
+
+
+def _from_malaunch_profile(profile: Profile) -> Credentials:
+    where = f"profile {profile.name} in {profile.path}"
+    hint = f"run 'ma-submit configure --profile {profile.name}' and give modelarts.{{key}}"
+    return _from_values(_modelarts_values(profile), f"profile {profile.name} ({profile.path})", where, hint)
 
 
 def load_credentials(environ: Mapping[str, str]) -> Credentials:
@@ -135,15 +157,19 @@ def load_credentials(environ: Mapping[str, str]) -> Credentials:
     Raises:
         ConfigError: none found, incomplete, or a profile others can read.
     """
+    profile = None if environ.get(ENV_AK) else select(environ)
     if environ.get(ENV_AK):
         creds = _from_env(environ)
+    elif profile is not None and profile.get("modelarts.ak"):
+        creds = _from_malaunch_profile(profile)
     else:
         path = os.path.expanduser(environ.get(ENV_PROFILE) or _DEFAULT_PROFILE)
         if not os.path.isfile(path):
             raise ConfigError(
                 "no ModelArts credentials found",
                 path,
-                f"export {ENV_AK}, {ENV_SK}, {ENV_PROJECT_ID} and {ENV_REGION}, or write that profile (chmod 600)",
+                f"run 'ma-submit configure --backend modelarts', or export {ENV_AK}, {ENV_SK}, {ENV_PROJECT_ID} "
+                f"and {ENV_REGION}, or write that file (chmod 600)",
             )
         creds = _from_profile(path)
     if not _REGION.match(creds.region):
@@ -161,9 +187,13 @@ def _endpoint(name: str, value: str) -> str:
 
 
 def load_endpoints(region: str, environ: Mapping[str, str]) -> Endpoints:
-    """The region's public endpoints, or the overrides in ``environ``."""
-    modelarts = environ.get(ENV_MODELARTS_ENDPOINT) or f"https://modelarts.{region}.myhuaweicloud.com"
-    obs = environ.get(ENV_OBS_ENDPOINT) or f"https://obs.{region}.myhuaweicloud.com"
+    """The region's public endpoints, or the overrides in ``environ``, else in the profile in use."""
+    values = _modelarts_values(select(environ)) if not (environ.get(ENV_MODELARTS_ENDPOINT)
+                                                        and environ.get(ENV_OBS_ENDPOINT)) else {}  # fmt: skip
+    modelarts = environ.get(ENV_MODELARTS_ENDPOINT) or values.get("endpoint")
+    obs = environ.get(ENV_OBS_ENDPOINT) or values.get("obs_endpoint")
+    modelarts = modelarts or f"https://modelarts.{region}.myhuaweicloud.com"
+    obs = obs or f"https://obs.{region}.myhuaweicloud.com"
     return Endpoints(_endpoint(ENV_MODELARTS_ENDPOINT, modelarts), _endpoint(ENV_OBS_ENDPOINT, obs))
 
 

@@ -1,34 +1,86 @@
-"""What the CLI and the loader ask the ModelArts backend without loading it: its id format, its ``modelarts:``
-section (dataclass, keys, how it is read).
-
-A ModelArts job's id in malaunch is its name, the id the plan shows (``<name>-<YYYYmmdd-HHMMSS>-<token>``);
-every verb also takes the platform's own id, a UUID. :func:`owns_id` recognises the UUID, so an id copied from
-the ModelArts console finds the backend without ``--backend``.
+"""What the spec and the loader ask the ModelArts backend without loading it: its ``modelarts:`` section
+(:class:`ModelArtsOptions`, checked when made; its keys; how it is read). Its id format is in :mod:`.ids`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ...errors import SpecError
-from ...spec.model import ModelArtsOptions
+from ...spec.checks import check_int, check_text, fail
 
-__all__ = ["KEYS", "OPTIONAL", "OPTIONS", "PLATFORM_ID", "owns_id", "prepare_options"]
+__all__ = [
+    "KEYS",
+    "MODELARTS_JOB_RETRY_BOUNDS",
+    "OPTIONAL",
+    "OPTIONS",
+    "SHAPE",
+    "ModelArtsOptions",
+    "prepare_options",
+]
+
+#: ``modelarts.job_retry_num``: the platform's bounds of ``fault-tolerance/job-retry-num``.
+MODELARTS_JOB_RETRY_BOUNDS = (1, 128)
+_OBS_DIR = re.compile(r"obs://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
+
+
+@dataclass(frozen=True)
+class ModelArtsOptions:
+    """What only the ModelArts backend needs: ``obs_dir`` (``obs://bucket/prefix/``) receives code and logs;
+    ``engine_name`` + ``engine_version`` pick a preset engine when the job has no ``image``."""
+
+    obs_dir: Optional[str] = None
+    engine_name: Optional[str] = None
+    engine_version: Optional[str] = None
+    # The job file's ``ssh: {key_pair_names: [...]}``: the job gets the platform's SSH endpoint (ma-submit exec).
+    ssh_key_pair_names: Tuple[str, ...] = ()
+    # The platform's own job restarts (the level above malaunch's, docs/recovery.md#escalation): as many as
+    # ``job_retry_num`` (1-128) after a fault; ``job_unconditional_retry``: whatever the cause.
+    job_retry_num: Optional[int] = None
+    job_unconditional_retry: bool = False
+
+    def __post_init__(self) -> None:
+        _check_modelarts(self, "modelarts")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        data = dataclasses.asdict(self)
+        names = data.pop("ssh_key_pair_names")
+        if names:
+            data["ssh"] = {"key_pair_names": list(names)}
+        return data
+
+
+def _check_modelarts(opts: ModelArtsOptions, prefix: str) -> None:
+    check_text(f"{prefix}.obs_dir", opts.obs_dir, optional=True)
+    if opts.obs_dir is not None and not _OBS_DIR.match(opts.obs_dir):
+        raise fail(f"{prefix}.obs_dir", "must be an OBS folder URL like obs://bucket/prefix/", opts.obs_dir)
+    check_text(f"{prefix}.engine_name", opts.engine_name, optional=True)
+    check_text(f"{prefix}.engine_version", opts.engine_version, optional=True)
+    for position, name in enumerate(opts.ssh_key_pair_names):
+        check_text(f"{prefix}.ssh.key_pair_names[{position}]", name, optional=False)
+    if opts.job_retry_num is not None:
+        check_int(f"{prefix}.job_retry_num", opts.job_retry_num, *MODELARTS_JOB_RETRY_BOUNDS)
+    if not isinstance(opts.job_unconditional_retry, bool):
+        raise fail(f"{prefix}.job_unconditional_retry", "must be true or false", opts.job_unconditional_retry)
+    if opts.job_unconditional_retry and opts.job_retry_num is None:
+        raise fail(f"{prefix}.job_unconditional_retry", "needs modelarts.job_retry_num (how many restarts)",
+                   opts.job_unconditional_retry, "set job_retry_num too, e.g. job_retry_num: 3")  # fmt: skip
+    if (opts.engine_name is None) != (opts.engine_version is None):
+        given = "engine_name" if opts.engine_name is not None else "engine_version"
+        raise fail(f"{prefix}.{given}", "needs both engine_name and engine_version", getattr(opts, given))
+
 
 #: The ``modelarts:`` section's dataclass (``JobSpec.modelarts``), and the keys a job file may give in it.
 OPTIONS = ModelArtsOptions
 KEYS: Tuple[str, ...] = ("obs_dir", "engine_name", "engine_version", "ssh", "job_retry_num", "job_unconditional_retry")
 #: ``JobSpec.modelarts`` is None when the job file has no ``modelarts:`` section.
 OPTIONAL = True
-
-#: The platform's own job ids (``metadata.id``) are UUIDs.
-PLATFORM_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
-
-
-def owns_id(job_id: str) -> bool:
-    """Whether ``job_id`` is a ModelArts platform id (a UUID)."""
-    return PLATFORM_ID.match(job_id) is not None
+#: What the section must be (the error when ``JobSpec.modelarts`` is given something else).
+SHAPE = "a mapping with obs_dir, engine_name, engine_version"
 
 
 def prepare_options(

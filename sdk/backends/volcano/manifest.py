@@ -25,8 +25,9 @@ from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError
 from ...plan import SubmitPlan
-from ...spec.model import JobSpec, VolcanoOptions
+from ...spec.model import JobSpec
 from ..contract import launcher_env
+from .options import VolcanoOptions
 from .template import fill_template, parse_template
 
 __all__ = [

@@ -1,25 +1,94 @@
-"""What the loader and the CLI ask the Volcano backend: how its ``volcano:`` section is read, and its id format.
+"""What the spec and the loader ask the Volcano backend: its ``volcano:`` section (its id format: :mod:`.ids`).
 
-Kept apart from :mod:`.backend` so that asking costs no client import. The section's dataclass,
-:class:`~malaunch.sdk.spec.VolcanoOptions`, stays in :mod:`malaunch.sdk.spec` because ``JobSpec`` holds it.
+Kept apart from :mod:`.backend` so that asking costs no client import.
 
-- :data:`OPTIONS`, :data:`KEYS` and :data:`OPTIONAL` declare the section to the loader (through the registry);
+- :class:`VolcanoOptions`: the section's dataclass (``JobSpec.volcano``), which checks its values when made;
+- :data:`OPTIONS`, :data:`KEYS`, :data:`OPTIONAL` and :data:`SHAPE` declare the section to the spec and the
+  loader (through the registry);
 - :func:`prepare_options` turns the job file's ``volcano:`` mapping into ``VolcanoOptions`` keyword arguments
-  (``null`` means the default, exit codes as a tuple, a template path relative to the job file);
-- :func:`owns_id` says whether a job id has this backend's format, ``<namespace>/<name>`` (no other backend's
-  ids have a ``/``), so ``ma-submit status ml/train-...`` finds the cluster without ``--backend``.
+  (``null`` means the default, exit codes as a tuple, a template path relative to the job file).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ...errors import SpecError
-from ...spec.model import VolcanoOptions
+from ...spec.checks import check_int, check_pattern, check_text, fail, one_of
 
-__all__ = ["ID_FORMAT", "KEYS", "OPTIONAL", "OPTIONS", "SECTION", "owns_id", "prepare_options"]
+__all__ = [
+    "KEYS",
+    "OPTIONAL",
+    "OPTIONS",
+    "SECTION",
+    "SHAPE",
+    "VOLCANO_POD_ACTIONS",
+    "VolcanoOptions",
+    "prepare_options",
+]
+
+#: ``volcano.on_pod_failure`` / ``on_pod_eviction`` values: restart the whole job (RestartJob) or abort it.
+VOLCANO_POD_ACTIONS = ("restart", "abort")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+
+
+@dataclass(frozen=True)
+class VolcanoOptions:
+    """The ``volcano:`` section: where and how the Volcano backend runs the job (``docs/volcano.md``)."""
+
+    namespace: Optional[str] = None  # None: the kubeconfig context's namespace
+    queue: str = "default"
+    priority_class: Optional[str] = None
+    service_account: Optional[str] = None
+    image: Optional[str] = None  # None: the top-level ``image``
+    code_path: str = "/home/ma-user/code"  # the code folder inside the container
+    code_volume: Optional[str] = None  # a PersistentVolumeClaim mounted at code_path; None: code is in the image
+    device_resource: Optional[str] = None  # e.g. nvidia.com/gpu, huawei.com/Ascend910; None: CPU only
+    max_retry: int = 3
+    on_pod_failure: str = "restart"
+    on_pod_eviction: str = "restart"
+    not_retryable_exit_codes: Tuple[int, ...] = (2,)
+    template: Optional[str] = None  # a Volcano Job manifest template; None: the packaged one
+
+    def __post_init__(self) -> None:
+        _check_volcano(self, "volcano")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        data = dataclasses.asdict(self)
+        data["not_retryable_exit_codes"] = list(self.not_retryable_exit_codes)
+        return data
+
+
+def _check_volcano(opts: VolcanoOptions, prefix: str) -> None:
+    label = "a Kubernetes name (lower-case letters, digits, '-')"
+    check_pattern(f"{prefix}.namespace", opts.namespace, _DNS_LABEL, label)
+    check_text(f"{prefix}.queue", opts.queue)
+    for key in ("priority_class", "service_account", "code_volume"):
+        check_pattern(f"{prefix}.{key}", getattr(opts, key), _DNS_NAME, label)
+    check_text(f"{prefix}.image", opts.image, optional=True)
+    check_text(f"{prefix}.code_path", opts.code_path)
+    if not opts.code_path.startswith("/"):
+        raise fail(f"{prefix}.code_path", "must be an absolute path inside the container", opts.code_path)
+    resource = "a resource name like nvidia.com/gpu"
+    check_pattern(f"{prefix}.device_resource", opts.device_resource, _RESOURCE_NAME, resource)
+    check_int(f"{prefix}.max_retry", opts.max_retry, 0, 1000)
+    one_of(f"{prefix}.on_pod_failure", opts.on_pod_failure, VOLCANO_POD_ACTIONS)
+    one_of(f"{prefix}.on_pod_eviction", opts.on_pod_eviction, VOLCANO_POD_ACTIONS)
+    codes = opts.not_retryable_exit_codes
+    if not isinstance(codes, tuple):
+        raise fail(f"{prefix}.not_retryable_exit_codes", "must be a list of exit codes", codes)
+    for index, code in enumerate(codes):
+        check_int(f"{prefix}.not_retryable_exit_codes[{index}]", code, 1, 255)
+        if code in codes[:index]:
+            raise fail(f"{prefix}.not_retryable_exit_codes[{index}]", "is listed twice", code, "keep one")
+    check_text(f"{prefix}.template", opts.template, optional=True)
+
 
 #: The job file's section these options come from.
 SECTION = "volcano"
@@ -28,8 +97,8 @@ OPTIONS = VolcanoOptions
 KEYS: Tuple[str, ...] = tuple(field.name for field in dataclasses.fields(VolcanoOptions))
 #: ``JobSpec.volcano`` always holds options: the defaults when the job file has no ``volcano:`` section.
 OPTIONAL = False
-#: ``<namespace>/<name>``: a Kubernetes namespace, then a Volcano Job name.
-ID_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+#: What the section must be (the error when ``JobSpec.volcano`` is given something else).
+SHAPE = "a mapping of Volcano options"
 _DEFAULT_WHEN_NULL = (
     "queue",
     "code_path",
@@ -38,11 +107,6 @@ _DEFAULT_WHEN_NULL = (
     "on_pod_eviction",
     "not_retryable_exit_codes",
 )
-
-
-def owns_id(job_id: str) -> bool:
-    """Whether ``job_id`` has the Volcano backend's format (``<namespace>/<name>``)."""
-    return ID_FORMAT.match(job_id) is not None
 
 
 def prepare_options(

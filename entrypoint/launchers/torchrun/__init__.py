@@ -1,0 +1,185 @@
+"""torchrun: one ``python -m torch.distributed.run`` per host that starts this host's ranks.
+
+Plan (flag spellings of the ModelArts launch modes): one host: ``--standalone --nnodes=1 --nproc_per_node=G``;
+N hosts: ``--nnodes=N --nproc_per_node=G --node_rank=I --master_addr=A --master_port=P --rdzv_id=J
+--rdzv_backend=static``. The master port is always passed. ``MA_EXTRA_TORCHRUN_PARAMS`` follow the presets and
+replace a preset flag of the same name. Every worker writes its own stdout/stderr files (``--redirects=3
+--log_dir``), which :mod:`.logs` follows into ``rank-N.log``.
+
+Run: the workers are watched (their attempt from :data:`~.stub.LAUNCHER_COUNT`, else torchrun's
+``TORCHELASTIC_RESTART_COUNT``); torchrun's agent line ``failed (exitcode:`` starts its teardown chatter; its
+failure summary (:mod:`.summary`) and the workers' error files (:mod:`.errors`) are facts.
+
+Attempts: the shim's loop makes every attempt, each a torchrun of its own with ``--max_restarts=0`` whose workers
+start through the stub (:mod:`.stub`) with the real counters. Only a ``--max_restarts`` the user put in
+``MA_EXTRA_TORCHRUN_PARAMS`` lets torchrun restart by itself: then the loop runs it once and the gate
+(:mod:`.gate`) applies ``restart_on`` to every torchrun attempt.
+"""
+
+from __future__ import annotations
+
+import math
+import os.path
+from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
+
+from ...contract.cluster_env import ClusterEnv, require_master
+from ...plan.build import flag_value, make_plan, merge_flags, node_ranks
+from ...plan.inputs import LaunchInputs, Needs
+from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.rootcause import Death
+from ...run.launcher import Gate, Launcher, LauncherSays
+from ...run.policy import RestartPolicy
+from .stub import LAUNCHER_COUNT, attempt_argv
+
+if TYPE_CHECKING:
+    from ...run.output.console import Console
+    from ...run.output.pump import FileFollower, Sink
+    from ...run.output.splice import SpliceSink
+
+__all__ = ["TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunLauncher", "plan_torchrun"]
+
+METHOD = "torchrun"
+TORCHRUN_MODULE = "torch.distributed.run"
+#: torchrun's own ``TORCHELASTIC_ERROR_FILE`` (in the log directory): the root cause's error file, copied there.
+TORCHRUN_ERROR_FILE = "torchrun-error.json"
+#: torch elastic's agent logs this as a worker of its group fails (``... failed (exitcode: -9) local_rank: 1``).
+_AGENT_FAILED = b"failed (exitcode:"
+
+
+def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
+    """This host's torchrun plan. Pure."""
+    per_host = cluster.procs_per_host
+    if cluster.num_hosts == 1:
+        presets = ["--standalone", "--nnodes=1", f"--nproc_per_node={per_host}"]
+    else:
+        presets = [
+            f"--nnodes={cluster.num_hosts}",
+            f"--nproc_per_node={per_host}",
+            f"--node_rank={cluster.node_rank}",
+            f"--master_addr={require_master(cluster, METHOD)}",
+        ]
+    presets.append(f"--master_port={cluster.torchrun_master_port}")
+    if cluster.num_hosts > 1:
+        presets += [f"--rdzv_id={cluster.job_id}", "--rdzv_backend=static"]
+    # Each worker's stdout/stderr are files it writes itself (nothing is lost when torchrun ends); the shim
+    # follows them into rank-N.log and the console, so it can end torchrun as soon as the job starts ending.
+    presets += ["--redirects=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
+    if not inputs.boot_file.endswith(".py"):
+        presets.append("--no_python")
+    argv = [inputs.interpreter, "-m", TORCHRUN_MODULE, *merge_flags(presets, cluster.torchrun_extra)]
+    script_at = len(argv)
+    argv += [inputs.boot_file, *inputs.boot_args]
+    proc = ProcessSpec(
+        name=METHOD,
+        argv=tuple(argv),
+        script_at=script_at,
+        env={
+            # torchrun's own @record copies the root-cause worker's error file here (with its exit code), when it
+            # gets to write its summary (the supervisor usually ends torchrun before: see its contract).
+            "TORCHELASTIC_ERROR_FILE": os.path.join(log_dir, TORCHRUN_ERROR_FILE),
+        },
+        env_defaults={
+            "PYTHONUNBUFFERED": "1",  # live output from workers that start more Pythons (or a .sh boot file)
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(max(1, math.ceil(cluster.grace_period))),
+        },
+        cwd=None,
+        log_file=os.path.join(log_dir, "torchrun.log"),
+    )
+    rank_logs = {rank: os.path.join(log_dir, f"rank-{rank}.log") for rank in node_ranks(cluster)}
+    restarts = flag_value(cluster.torchrun_extra, "max_restarts")
+    watch = restarts is None or restarts.strip() == "0"  # torchrun restarts failed workers: let it
+    notes = [] if watch else [f"--max_restarts={restarts}: torchrun handles worker failures (restarts) itself"]
+    return make_plan(METHOD, cluster, inputs, log_dir, [proc], "attempt_files", rank_logs, notes, watch_workers=watch)
+
+
+def _restarts_itself(plan: LaunchPlan) -> bool:
+    """The user gave torchrun ``--max_restarts`` (``MA_EXTRA_TORCHRUN_PARAMS``): the plan does not watch its
+    workers' failures, torchrun restarts them."""
+    return not plan.watch_workers
+
+
+def _own_restarts_plan(plan: LaunchPlan, policy: RestartPolicy) -> LaunchPlan:
+    """torchrun restarts its worker group itself (the user's ``--max_restarts``, later on the command line,
+    wins over the ``--max_restarts=N`` put right after the module name)."""
+    restarts = 0 if policy.restart_on == "never" else policy.max_restarts
+    processes: List[ProcessSpec] = []
+    for spec in plan.processes:
+        argv = list(spec.argv)
+        if spec.name == METHOD and len(argv) >= 3 and argv[1] == "-m":
+            argv.insert(3, f"--max_restarts={restarts}")
+        processes.append(spec._replace(argv=tuple(argv)))
+    note = "torchrun restarts the worker group itself (--max_restarts in MA_EXTRA_TORCHRUN_PARAMS)"
+    # ``always``: torchrun's own rule already; ``never``: no restarts to judge
+    restart_on = None if policy.restart_on in ("always", "never") else policy.restart_on
+    return plan._replace(processes=tuple(processes), restart_on=restart_on, notes=(*plan.notes, note))
+
+
+class TorchrunLauncher(Launcher):
+    """The torchrun method's hooks."""
+
+    method = METHOD
+    starts_workers = True
+    attempt_variables = (LAUNCHER_COUNT, "TORCHELASTIC_RESTART_COUNT")
+    reroots_env = True  # torchrun's own error file goes into the attempt's folder too
+
+    def needs(self, cluster: ClusterEnv) -> Needs:
+        return Needs(master=cluster.num_hosts > 1)
+
+    def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
+        from ...plan.build import log_dir_of
+
+        return plan_torchrun(cluster, inputs, log_dir_of(cluster, inputs))
+
+    def plan_attempt(self, plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
+        if policy.max_restarts > 0 and _restarts_itself(plan):
+            return _own_restarts_plan(plan, policy)
+        return super().plan_attempt(plan, attempt, policy)
+
+    def attempt_argv(self, spec: ProcessSpec, attempt: int, most: int) -> Tuple[str, ...]:
+        return attempt_argv(spec.argv, spec.script_at, attempt, most)
+
+    def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
+        return 1 if _restarts_itself(plan) else policy.max_restarts + 1
+
+    def attempt_follower(
+        self,
+        plan: LaunchPlan,
+        rank_sinks: Mapping[int, SpliceSink],
+        launcher_sink: Sink,
+        out: Console,
+        err: Console,
+    ) -> FileFollower:
+        from .errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
+        from .logs import TorchrunLogs
+
+        log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
+        return TorchrunLogs(log_dir, sorted(plan.rank_logs), rank_sinks, launcher_sink, out, err)
+
+    def read_lines(self, plan: LaunchPlan, lines: bytes) -> LauncherSays:
+        # the agent saw a worker fail (one the watch may have missed): what it prints from here on is teardown
+        # chatter, its log file only; quiet now, before these very lines reach the console
+        return LauncherSays(quiet=plan.watch_workers and _AGENT_FAILED in lines)
+
+    def summary_written(self, text: str) -> bool:
+        from .summary import summary_written
+
+        return summary_written(text)
+
+    def final_facts(self, plan: LaunchPlan, text: str, error_files: Dict[str, int], started_wall: float) -> List[Death]:
+        """torchrun's summary (absent when the shim ended torchrun first) and the workers' error files."""
+        from .errors import read_error_files  # read at the end only
+        from .summary import parse_torchrun_failures
+
+        facts = [
+            Death(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode)
+            for entry in parse_torchrun_failures(text)
+        ]
+        for record in read_error_files(error_files, plan.processes[0].argv, sorted(plan.rank_logs), started_wall):
+            facts.append(Death(source="error_file", index=0, rank=record.rank, pid=None, code=None,
+                               message=record.message, attempt=record.attempt))  # fmt: skip
+        return facts
+
+    def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
+        from .gate import AttemptGate
+
+        return AttemptGate(plan.restart_on, launchers)

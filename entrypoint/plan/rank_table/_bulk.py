@@ -1,0 +1,162 @@
+"""Bulk validation of well-formed rank tables: the fast paths of :mod:`._parse`.
+
+A 32,768-rank table is checked here in a few C-level passes over whole columns (``map``, ``join``, set and list
+comparisons) instead of a Python loop per device. Each function returns None (or False) as soon as the input is
+not the well-formed common case; the parser then walks the input item by item and reports the exact offending
+value, so these functions never need to explain what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import accumulate, chain, pairwise, repeat
+from operator import itemgetter
+from typing import Any, Optional, Sequence
+
+from ._model import Server
+
+__all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
+
+MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
+#: One device as the parser keeps it: device_id (canonical), device_ip, rank (-1 until known).
+RawDevice = tuple[str, Optional[str], int]
+
+_SMALL_IDS = frozenset(map(str, range(1024)))  # device ids in canonical form
+_DEVICE_ID, _DEVICE_IP, _RANK_ID = itemgetter("device_id"), itemgetter("device_ip"), itemgetter("rank_id")
+_SERVER_ID = itemgetter("server_id")
+
+
+def _all_uint_strings(values: list[Any]) -> Optional[list[int]]:
+    """The ints of a list of decimal strings, or None if any value is not one.
+
+    Works in bulk (C-level ``join``/``isdigit``) so a 32k-rank table parses quickly; whenever it returns None
+    the per-item path runs and reports the exact offending value.
+    """
+    try:
+        joined = "".join(values)
+    except TypeError:
+        return None
+    if not (joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= MAX_DIGITS):
+        return None
+    try:  # the C JSON scanner turns the digits into ints faster than int() one by one
+        ints: list[int] = json.loads("[" + ",".join(values) + "]")
+    except ValueError:  # a leading zero ("07"), which JSON refuses and int() takes
+        return list(map(int, values))
+    return ints
+
+
+def fast_devices(items: list[Any], need_rank: bool) -> Optional[list[RawDevice]]:
+    """Fast path for a well-formed device list of string values; None means "check item by item"."""
+    try:
+        ids = list(map(_DEVICE_ID, items))
+        ips = list(map(_DEVICE_IP, items))
+        ranks = _all_uint_strings(list(map(_RANK_ID, items))) if need_rank else [-1] * len(items)
+        "".join(ips)  # all strings
+        canonical = all(map(_SMALL_IDS.__contains__, ids))  # TypeError for unhashable values
+    except (TypeError, KeyError, IndexError):
+        return None
+    if not canonical or ranks is None or len(set(ids)) != len(ids):
+        return None
+    return list(zip(ids, ips, ranks))
+
+
+def fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
+    """Fast path for a well-formed ``server_list`` (string values, every device with ``device_ip``): validates and
+    builds all servers with a handful of C-level passes over the whole table; None means "check item by item".
+
+    The only per-device work is three ``itemgetter`` maps (one per value) and a few joins and comparisons over
+    the columns they give; no object is made per device. What is the same for every server is checked once:
+    usually each server lists the same device ids in the same order and the ranks run ``"0"``, ``"1"``, ... in
+    file order, and then the rank column is a ``range``.
+    """
+    try:
+        ids = list(map(_SERVER_ID, listed))
+        if not all(map(str.strip, ids)) or len(set(ids)) != len(ids):  # str.strip: TypeError unless str
+            return None
+        hosts = list(map(dict.get, listed, repeat("host_ip")))
+        if hosts.count(None) == len(hosts):
+            hosts = list(map(dict.get, listed, repeat("server_ip")))
+        elif None in hosts:
+            return None  # some servers say host_ip, others server_ip or nothing: the slow path tells which
+        pods = list(map(dict.get, listed, repeat("pod_name")))
+        lists: list[Any] = list(map(dict.get, listed, repeat("device")))
+        if not all(type(value) is list and value for value in lists):
+            return None
+        for column in (hosts, pods):
+            if not all(value is None or (type(value) is str and value.strip()) for value in column):
+                return None
+        flat = chain.from_iterable  # each pass walks the servers' lists again: cheaper than one flat list
+        device_ids = list(map(_DEVICE_ID, flat(lists)))
+        device_ips = list(map(_DEVICE_IP, flat(lists)))
+        rank_values = list(map(_RANK_ID, flat(lists)))
+        "".join(device_ips)  # TypeError unless all are strings
+        starts = list(accumulate(map(len, lists), initial=0))
+        if not _device_ids_valid(device_ids, starts):  # TypeError for unhashable ids
+            return None
+    except (TypeError, KeyError, IndexError):
+        return None
+    total = len(rank_values)
+    ranks: Sequence[int]
+    if _counts_up(rank_values):  # the usual case: ranks 0..N-1 in file order
+        ranks = range(total)
+    else:
+        listed_ranks = _all_uint_strings(rank_values)
+        if listed_ranks is None or len(set(listed_ranks)) != total or max(listed_ranks) >= total:
+            return None
+        ranks = listed_ranks
+    columns = (device_ids, device_ips, ranks)
+    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python function, one call per server
+    servers: list[Server] = list(map(tuple.__new__, repeat(Server), zip(ids, pods, hosts, repeat(columns), starts,
+                                                                        starts[1:])))
+    if type(ranks) is not range:  # servers are then not necessarily ordered by lowest rank
+        servers.sort(key=lambda server: min(ranks[server.start:server.end]))
+    return tuple(servers)
+
+
+def _device_ids_valid(device_ids: list[Any], starts: list[int]) -> bool:
+    """Whether every id is canonical (``"0"`` to ``"1023"``) and unique within its server (``device_ids[a:b]``
+    for consecutive ``starts``). When all servers list the same ids in the same order, the first server is
+    checked and the whole column compared with its ids repeated; otherwise each server's slice is checked.
+
+    Raises:
+        TypeError: an id is unhashable (the caller then checks item by item).
+    """
+    servers = len(starts) - 1
+    size = starts[1]
+    first = device_ids[:size]
+    if len(set(first)) != size or not _SMALL_IDS.issuperset(first):
+        return False
+    uniform = starts[-1] == size * servers and starts == list(range(0, starts[-1] + 1, size))
+    if uniform and device_ids == first * servers:
+        return True
+    return _SMALL_IDS.issuperset(device_ids) and all(len(set(device_ids[a:b])) == b - a
+                                                     for a, b in pairwise(starts))
+
+
+_HUNDRED = ",".join(f"#{i:02d}" for i in range(100))  # "#00,#01,...,#99": the numbers p00 to p99 once "#" is p
+
+
+def _decimals(count: int) -> str:
+    """``",".join(map(str, range(count)))``, made a hundred numbers per C call (``_HUNDRED`` with its prefix
+    filled in): converting 32,768 ints to text one at a time costs more than the rest of the rank check."""
+    hundreds, rest = divmod(count, 100)
+    if not hundreds:
+        return ",".join(map(str, range(count)))
+    parts = [",".join(map(str, range(100)))]
+    parts += map(_HUNDRED.replace, repeat("#", hundreds - 1), map(str, range(1, hundreds)))
+    if rest:
+        parts.append(",".join(map(str, range(hundreds * 100, count))))
+    return ",".join(parts)
+
+
+def _counts_up(values: list[Any]) -> bool:
+    """Whether ``values`` are exactly the strings ``"0"``, ``"1"``, ... ``str(len(values) - 1)`` in this order.
+
+    One join and one string comparison: the joined text has exactly ``len - 1`` commas only if no value holds
+    one, so equal texts mean equal values.
+    """
+    try:
+        joined = ",".join(values)
+    except TypeError:  # not all strings
+        return False
+    return joined == _decimals(len(values))

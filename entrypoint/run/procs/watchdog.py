@@ -1,0 +1,142 @@
+"""The watchdog: a separate program that ends the job's processes if the shim dies without saying "done".
+
+Started by :func:`malaunch.entrypoint.run.procs.reaper.start_watchdog` as
+``python -m malaunch.entrypoint.run.procs.watchdog FD TOKEN GRACE`` in a session of its own, without the job's token in
+its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
+``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
+
+- ``pg <pgid>``: a process group the shim started;
+- ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
+- ``proc <pid> <start>``: a process of the job (found by the shim as its descendant, e.g. a daemon that left
+  its session and cleared its environment, which no token scan can find);
+- ``done``: the run ended normally; exit without touching anything.
+
+End of file without ``done`` means the shim is gone: every announced group, every announced process that is
+still the same process (pid and start time), and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get
+SIGTERM, then SIGKILL after ``GRACE`` seconds. Then the cgroups are removed, and with them every empty job cgroup
+whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died before its watchdog ran left it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Its start-up competes with the ranks' for the CPUs, so until the shim dies the watchdog runs on builtins only:
+# no typing (annotations are only read by the type checker), no enum-based ``signal`` (``_signal`` is the C
+# module under it), no proctree. Those are imported when it has to end the job.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Sequence, Set, Tuple
+
+__all__ = ["main"]
+
+TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
+_IGNORED = ("SIGINT", "SIGHUP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
+
+
+def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroups: List[str]) -> bool:
+    """Read announcements until "done" (True) or end of file (False: the shim died)."""
+    buffer = b""
+    while True:
+        try:
+            chunk = os.read(read_fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return False
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            words = line.split()
+            if words == [b"done"]:
+                return True
+            if len(words) == 2 and words[0] == b"pg":
+                groups.append(int(words[1]))
+            elif len(words) == 2 and words[0] == b"cg":
+                cgroups.append(os.fsdecode(words[1]))
+            elif len(words) == 3 and words[0] == b"proc":
+                procs.add((int(words[1]), int(words[2])))
+
+
+def _set_name(name: bytes) -> None:
+    """``comm`` = ``name`` (see :func:`.selfproc.set_name`, which this avoids importing), best effort."""
+    try:
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, name)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the watchdog (see the module docstring); returns its exit status."""
+    import _signal  # type: ignore[import-not-found]  # the C module under ``signal``: no enum to import
+
+    read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
+    for name in _IGNORED:
+        _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
+    _set_name(b"malaunch-wdog")
+    groups: List[int] = []
+    announced: Set[Tuple[int, int]] = set()
+    cgroups: List[str] = []
+    if _listen(read_fd, groups, announced, cgroups):
+        return 0
+    _end_the_job(read_fd, token, grace, groups, announced, cgroups)
+    return 0
+
+
+def _end_the_job(
+    read_fd: int, token: str, grace: float, groups: List[int], announced: Set[Tuple[int, int]], cgroups: List[str]
+) -> None:
+    """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
+    import contextlib
+    import signal
+
+    from . import proctree
+    from .cgroup import kill_members, members, remove, sweep_strays
+
+    with contextlib.suppress(OSError):
+        os.close(read_fd)
+
+    procs = {proctree.ProcKey(pid, start) for pid, start in announced}
+
+    def find() -> List[proctree.ProcKey]:
+        found = set(proctree.pids_with_env(TOKEN_VAR, token))
+        for key in procs:
+            info = proctree.read_info(key.pid)
+            if info is not None and info.start == key.start and not info.zombie:
+                found.add(key)
+        return sorted(found)
+
+    def kill_groups(sig: int = signal.SIGKILL) -> None:
+        for pgid in groups:
+            proctree.signal_group(pgid, sig)
+
+    kill_groups(signal.SIGTERM)
+
+    def kill_cgroups() -> None:
+        kill_groups()
+        for path in cgroups:
+            kill_members(path)
+
+    for path in cgroups:  # members first get SIGTERM like every other process of the job
+        for pid in members(path):
+            info = proctree.read_info(pid)
+            if info is not None:
+                procs.add(proctree.ProcKey(pid, info.start))
+    proctree.kill_loop(find, grace, on_kill=kill_cgroups)
+    for path in cgroups:
+        kill_members(path)
+        remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
+    sweep_strays()  # the shim is dead now: a cgroup of its that is still here (or another dead shim's) goes
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,67 @@
+"""What ``ma-submit`` imports to answer a verb (issue 28): ``--help``, ``list``, ``status``, ``logs`` and ``stop`` of a
+local job load no YAML parser, no sweeps, no job API and no cloud client. A test of what is imported, not of time:
+``bench/run.py --only verbs`` measures the time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from sdkutil import REPO, job_ids, ma_submit, write_job
+
+#: Modules the everyday verbs must not load: a backend's client libraries, the YAML parser, sweeps, the job API.
+HEAVY = (
+    "yaml", "requests", "boto3", "botocore", "kubernetes", "tenacity", "urllib3",
+    "malaunch.sdk.sweep.api", "malaunch.sdk.sweep.run", "malaunch.sdk.sweep.state", "malaunch.sdk.job",
+    "malaunch.sdk.spec.loader",
+)  # fmt: skip
+
+# Runs the console script's entry point as ``ma-submit ARGS`` does, then writes which HEAVY modules it loaded.
+_PROBE = """
+import json, sys
+out, args, heavy = sys.argv[1], sys.argv[2:], {heavy!r}
+from malaunch.sdk.cli import main
+try:
+    main(args)
+except SystemExit as end:
+    code = end.code
+with open(out, "w") as handle:
+    json.dump({{"code": code, "loaded": [name for name in heavy if name in sys.modules]}}, handle)
+"""
+
+
+def _loaded(args: List[str], env: Dict[str, str], tmp_path: Path) -> Dict[str, object]:
+    out = tmp_path / "probe.json"
+    code = _PROBE.format(heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out), *args], env=env, capture_output=True, text=True, timeout=120,
+        cwd=str(REPO),
+    )  # fmt: skip
+    assert out.exists(), done.stderr
+    result: Dict[str, object] = json.loads(out.read_text())
+    return result
+
+
+def test_help_and_an_empty_list_load_nothing_heavy(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    for args in (["--help"], ["list"], ["sweep", "--help"]):
+        assert _loaded(args, cli_env, tmp_path) == {"code": 0, "loaded": []}, args
+
+
+@pytest.mark.process
+def test_the_verbs_of_a_local_job_load_nothing_heavy(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    done = ma_submit([str(job)], cli_env)
+    assert done.returncode == 0, done.stderr
+    (job_id,) = job_ids(home)
+    for args in (["list"], ["status", job_id], ["logs", job_id], ["stop", job_id], ["status", job_id[:10]]):
+        assert _loaded(args, cli_env, tmp_path) == {"code": 0, "loaded": []}, args
+
+
+def test_the_probe_sees_what_a_verb_loads(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
+    result = _loaded(["--dry-run", str(job)], cli_env, tmp_path)
+    assert result["code"] == 0 and "yaml" in result["loaded"] and "malaunch.sdk.job" in result["loaded"]
