@@ -297,3 +297,22 @@ def test_modelarts_says_keep_for_is_not_applied(tmp_path: Path) -> None:
     assert any(note.startswith("keep_for is not applied on ModelArts") for note in plan.notes)
     assert not any("keep_for" in note for note in ModelArtsBackend(environ={"HOME": str(tmp_path)}).plan(
         spec.replace(keep_for=None), job_id="k-1", now=1.0).notes)  # fmt: skip
+
+
+def test_a_profile_keep_for_reaches_the_job_and_the_job_file_beats_it(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    env = {**cli_env, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    configured = ma_submit(["configure", "--backend", "local", "--keep-for", "2h"], env)
+    assert configured.returncode == 0, configured.stderr
+    job = write_job(tmp_path / "quick", QUICK, name="quick")
+    plan = json.loads(ma_submit([str(job), "--dry-run", "--output", "json"], env).stdout)
+    assert plan["spec"]["keep_for"] == 7200.0
+    volcano = write_job(tmp_path / "vc", QUICK, name="vc", image="reg.example/ml:1", keep_for="30m",
+                        backend="volcano")  # fmt: skip
+    manifest = json.loads(ma_submit([str(volcano), "--dry-run", "--output", "json"], env).stdout)["request"]["manifest"]
+    assert manifest["spec"]["ttlSecondsAfterFinished"] == 1800
+    assert ma_submit([str(job)], env).returncode == 0
+    (job_id,) = job_ids(home)
+    state = read_state(str(home / "jobs" / job_id / "state.json")).data
+    assert state is not None and state["keep_for"] == 7200.0
