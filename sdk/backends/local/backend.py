@@ -32,12 +32,9 @@ from ...failures import failure_from_report
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...plan import SubmitPlan, new_job_secret
 from ...status import JobState, JobStatus
-from ...units import size_text
-from ..base import Backend, JobHandle, PruneResult, UnknownWatch, check_code
-from ..listing import ListPage, ListQuery
+from ..base import Backend, JobHandle, UnknownWatch, check_code
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
-from .history import History
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .jobdir import (
     JobPaths,
@@ -49,15 +46,16 @@ from .jobdir import (
     signal_job_process,
 )
 from .pending import pending_reason
-from .retention import expire_due, prune_home, prune_lock, reading, remove_jobs
 from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
 
 if TYPE_CHECKING:
     import subprocess
 
     from ...spec.model import JobSpec
+    from ..base import PruneResult
     from ..codefiles import CodeFile
     from ..inside import ExecResult, JobEvent, UsageReport
+    from ..listing import ListPage, ListQuery
     from .plan import LocalRequest
 
 # Planning, the code snapshot and starting the runner (submit), and looking inside a job (events, usage, exec) import
@@ -79,6 +77,8 @@ def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
     from ..codefiles import IGNORE_FILE
 
     total = sum(item.size for item in files)
+    from ...units import size_text
+
     notes = [f"code snapshot: {len(files)} file(s), {size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
     if total > SNAPSHOT_WARN_BYTES:
         sizes: Dict[str, int] = {}
@@ -424,6 +424,8 @@ class LocalBackend(Backend):
                 paths.job_id,
                 f"stop it first: 'ma-submit stop {paths.job_id}'",
             )
+        from .retention import prune_lock, remove_jobs
+
         try:
             with prune_lock(self.home):
                 _, refused, _ = remove_jobs(self.home, [paths.job_id], dry_run=False, busy=set(), strict=True)
@@ -442,6 +444,9 @@ class LocalBackend(Backend):
 
     def list_page(self, query: ListQuery, *, now: float) -> ListPage:
         """From the history index (:mod:`.history`): only jobs without a row are read; ``keep_for`` applied."""
+        from .history import History
+        from .retention import expire_due
+
         history = History(self.home)
         snap = history.snapshot(self._read_for_history)
         page = snap.page(query, now, gone=expire_due(self.home, snap, now))
@@ -450,6 +455,9 @@ class LocalBackend(Backend):
 
     def expire(self, now: float) -> List[str]:
         """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""
+        from .history import History
+        from .retention import expire_due
+
         return sorted(expire_due(self.home, History(self.home).snapshot(self._read_for_history), now))
 
     def prune(
@@ -462,6 +470,8 @@ class LocalBackend(Backend):
         dry_run: bool = False,
     ) -> PruneResult:
         """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
+        from .retention import prune_home
+
         when = time.time() if now is None else now
         return prune_home(self.home, self._read_for_history, older_than, now=when, states=states, keep=keep,
                           dry_run=dry_run)  # fmt: skip
@@ -469,6 +479,8 @@ class LocalBackend(Backend):
 
 def _while_reading(paths: JobPaths, lines: Iterator[str]) -> Iterator[str]:
     """``lines``, holding the job's use lock while they are read (prune and delete leave the job alone)."""
+    from .retention import reading
+
     with reading(paths):
         yield from lines
 
