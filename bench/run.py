@@ -20,6 +20,8 @@ One command runs every case, prints a table of figures and ratios measured in th
   on 127.0.0.1 (``--hosts`` chooses the sizes): its CPU share and memory under heartbeats, and the time from a
   host's death (SIGKILLed; SIGSTOPped) to every other host told. Its figures have a section of their own in
   ``docs/performance.md``, which ``--only coordinator`` rewrites alone (about 2 minutes).
+- ``history``: ``ma-submit list`` and ``status`` of a local home with 1, 100, 1,000 and 10,000 ended jobs, this
+  tree's and main's (``--baseline``, default main) beside a bare interpreter; ``--only history`` rewrites its section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -43,6 +45,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mabench.coordinator import parse_sizes, run_coordinator, window_seconds
+from mabench.history import run_history
 from mabench.latency import run_latency
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
@@ -60,6 +63,7 @@ __all__ = ["CASES", "main"]
 CASES = (
     "startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator", "verbs",
     "latency",
+    "history",
 )  # fmt: skip
 
 
@@ -97,6 +101,7 @@ def _runners(
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
         "verbs": lambda: run_verbs(s["reps"] * 4, baseline),
         "latency": lambda: run_latency(s["scale_reps"], s["local_reps"]),
+        "history": lambda: run_history(s["reps"], baseline or "main"),
     }
 
 
@@ -116,6 +121,7 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         "verbs": f"python -c pass vs ma-submit --help, list, status, logs, stop; {s['reps'] * 4} rounds",
         "latency": f"logs -f ({s['local_reps']} job(s)) and the 32,768-rank --dry-run ({s['scale_reps']} runs), "
         "this tree and main",
+        "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",
     }[case]
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import compileall
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 from .procs import BENCH_DIR, REPO, BenchError
 
-__all__ = ["FARMS", "prepare_farms", "resolve_commit"]
+__all__ = ["FARMS", "prepare_farms", "resolve_commit", "sdk_farms"]
 
 #: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
 FARMS: Dict[str, Path] = {}
@@ -64,3 +64,9 @@ def prepare_farms(ref: str) -> str:
     FARMS["baseline"] = _farm(f"baseline-{short}", tree)
     FARMS["this"] = _farm("this", REPO)
     return short
+
+
+def sdk_farms(ref: str) -> Tuple[str, Path, Path]:
+    """The farms of this tree and of ``ref`` (each mounts the SDK and the shim): ``(short name, this, ref's)``."""
+    short = prepare_farms(ref)
+    return short, FARMS["this"], FARMS["baseline"]

@@ -79,18 +79,21 @@ def _axis(top: float, low: int, high: int, grid_top: float) -> List[str]:
     return out
 
 
-def render_svg(startup: Sequence[Series], teardown: Sequence[Series], caption: str) -> Optional[str]:
-    """The SVG text, or None when neither panel has a single measured median."""
+def render_svg(
+    startup: Sequence[Series], teardown: Sequence[Series], caption: str, titles: Optional[Tuple[str, str]] = None
+) -> Optional[str]:
+    """The SVG text, or None when neither panel has a single measured median; ``titles``: other panel titles."""
     values = [v for item in (*startup, *teardown) for v in item.samples if v > 0]
     if not values:
         return None
     low, high = _decades(values)
     parts: List[str] = []
     top = 0.0
-    panels = [
-        ("Start-up: launcher start -> all N ranks running (median; line: min-max)", startup),
-        ("Teardown: a rank's failing exit -> launcher exit (N=4)", teardown),
-    ]
+    first, second = titles or (
+        "Start-up: launcher start -> all N ranks running (median; line: min-max)",
+        "Teardown: a rank's failing exit -> launcher exit (N=4)",
+    )
+    panels = [(first, startup), (second, teardown)]
     for title, rows in panels:
         if not rows:
             continue

@@ -26,9 +26,14 @@ Optional, with defaults here:
    on this machine (by default: ``code_dir`` and ``boot_file`` must exist); ``--dry-run`` calls it too.
 8. ``resolve_id(prefix)`` turns a unique prefix of a job id into the id (default: a whole id as given, else the
    one id of :meth:`list` it starts).
-9. ``delete(job_id) -> str`` removes an ended job's records and returns its id; ``prune(older_than=...)``
-   deletes every ended job older than that, built on ``list`` and ``delete``. The default ``delete`` raises
-   :class:`~malaunch.sdk.errors.BackendError` (not supported).
+9. ``delete(job_id) -> str`` removes an ended job's records and returns its id; ``prune(older_than, states=...,
+   keep=N, dry_run=...)`` deletes every ended job (of those states) that ended more than ``older_than`` seconds
+   ago except the newest ``keep`` of them, built on ``list`` and ``delete``; with ``dry_run`` it deletes
+   nothing and says what would go. The default ``delete`` raises :class:`~malaunch.sdk.errors.BackendError`
+   (not supported).
+   ``list_page(query, now=...)`` is what ``ma-submit list`` calls: the newest jobs matching a
+   :class:`~malaunch.sdk.backends.listing.ListQuery`, cut to its limit, and how many more match; by default
+   built on ``list`` (the local backend answers from its history index instead).
 
 Sweeps (:mod:`malaunch.sdk.sweep`) submit many plans of one job through two more optional hooks:
 
@@ -71,11 +76,12 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..status import JobState, JobStatus
+from .listing import ListPage, ListQuery, page_of
 
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
     from ..plan import SubmitPlan
@@ -134,10 +140,15 @@ class UnknownWatch:
 
 @dataclass(frozen=True)
 class PruneResult:
-    """What ``prune`` did: the ids it deleted, and ``(id, reason)`` for the ended or damaged jobs it kept."""
+    """What ``prune`` did: the ids it deleted (with ``dry_run``: would delete), ``(id, reason)`` for the ended or
+    damaged jobs it kept, the bytes of disk freed (would free; 0 where the backend cannot tell: the cloud),
+    and notes for stderr."""
 
     deleted: Tuple[str, ...]
     kept: Tuple[Tuple[str, str], ...]
+    freed: int = 0
+    dry_run: bool = False
+    notes: Tuple[str, ...] = ()
 
 
 class Backend(abc.ABC):
@@ -202,21 +213,37 @@ class Backend(abc.ABC):
         """Remove an ended job's records; returns its id."""
         raise BackendError(f"the {self.name} backend cannot delete jobs ({job_id}); delete it on the platform")
 
-    def prune(self, older_than: float, *, now: Optional[float] = None) -> PruneResult:
-        """Delete every ended job that ended more than ``older_than`` seconds ago (damaged ones are kept)."""
+    def prune(
+        self,
+        older_than: float,
+        *,
+        now: Optional[float] = None,
+        states: AbstractSet[str] = frozenset(),
+        keep: int = 0,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        """Delete every ended job (in ``states``, JobState values; empty: any) that ended more than
+        ``older_than`` seconds ago, except the newest ``keep`` of them; damaged ones are kept (rule 9)."""
         when = time.time() if now is None else now
         deleted: List[str] = []
         kept: List[Tuple[str, str]] = []
+        matched = 0
         for status in self.list():
             if status.state is JobState.UNKNOWN:
-                kept.append((status.id, f"its state is unknown ({status.message}); delete it by id"))
+                if not states:
+                    kept.append((status.id, f"its state is unknown ({status.message}); delete it by id"))
                 continue
-            if not status.is_terminal:
+            if not status.is_terminal or (states and status.state.value not in states):
                 continue
+            matched += 1
             ended = status.ended_at or status.created_at or 0.0
-            if when - ended >= older_than:
-                deleted.append(self.delete(status.id))
-        return PruneResult(tuple(deleted), tuple(kept))
+            if matched > keep and when - ended >= older_than:
+                deleted.append(status.id if dry_run else self.delete(status.id))
+        return PruneResult(tuple(deleted), tuple(kept), dry_run=dry_run)
+
+    def list_page(self, query: ListQuery, *, now: float) -> ListPage:
+        """The newest jobs matching ``query``, cut to its limit, and how many more match (rule 9)."""
+        return page_of(self.list(), query, now)
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """``plan`` with ``labels`` recorded on the platform's object (rule 10); default: unchanged."""

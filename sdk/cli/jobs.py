@@ -10,14 +10,15 @@ verb groups; exit codes are decided in ``MaSubmitGroup.main``.
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
 from ..backends import BACKEND_NAMES, job_owner
+from ..backends.listing import DEFAULT_LIMIT, ListQuery
 from ..status import JobState, JobStatus, exit_code_of
+from ..units import parse_duration, size_text
 from .profile_option import open_for, profile_backend, profile_option
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ __all__ = [
 
 EXIT_INTERRUPTED = 130
 OUTPUT = click.Choice(["text", "json"])
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
 def note(text: str) -> None:
@@ -52,14 +51,6 @@ def note(text: str) -> None:
 def echo_json(data: Any) -> None:
     """Pretty JSON on stdout."""
     click.echo(json.dumps(data, indent=2))
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``12h``, ``7d``, ``2w`` -> seconds; raises ``ValueError``."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 7d or 2w")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def format_age(seconds: Optional[float]) -> str:
@@ -223,18 +214,36 @@ def wait_cmd(backend: Optional[str], timeout: Optional[float], job_id: str) -> i
     return exit_code_of(status)
 
 
+_STATES = click.Choice([state.value.lower() for state in JobState], case_sensitive=False)
+_ENDED = click.Choice([state.value.lower() for state in JobState if state.is_terminal], case_sensitive=False)
+
+
 @click.command("list")
 @backend_option
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
-def list_cmd(backend: Optional[str], output: str) -> int:
-    """List the jobs of a backend, newest first (jobs whose state cannot be read are noted on stderr)."""
-    statuses = backend_named(backend).list()
+@click.option("--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True, metavar="N",
+              help="Show the newest N jobs (0: all); a line on stderr says how many more there are.")  # fmt: skip
+@click.option("--state", "states", type=_STATES, multiple=True, help="Only jobs in this state (repeatable).")
+@click.option("--name", metavar="GLOB", help="Only jobs whose job-file name matches (train-*).")
+@click.option("--since", type=_Duration(), metavar="DURATION", help="Only jobs created at most this long ago (2h).")
+@click.option("--older-than", type=_Duration(), metavar="DURATION", help="Only jobs created longer ago (7d).")
+def list_cmd(backend: Optional[str], output: str, limit: int, states: Tuple[str, ...], name: Optional[str],
+             since: Optional[float], older_than: Optional[float]) -> int:  # fmt: skip
+    """List the jobs of a backend, newest first (jobs whose state cannot be read are noted on stderr).
+
+    The local backend answers from its history index, so a home with thousands of ended jobs lists at once."""
+    query = ListQuery(frozenset(s.upper() for s in states), name, since, older_than, limit)
+    page = backend_named(backend).list_page(query, now=time.time())
+    for text in page.notes:
+        note(text)
+    statuses = list(page.statuses)
     if output == "json":
         echo_json([
             {"id": s.id, "state": s.state.value, "exit_code": s.exit_code, "name": s.name, "message": s.message,
              "created_at": s.created_at, "started_at": s.started_at, "ended_at": s.ended_at}
             for s in statuses
         ])  # fmt: skip
+        _note_more(page.more)
         return 0
     readable = [s for s in statuses if not (s.state is JobState.UNKNOWN and s.raw_state == "damaged")]
     for status in statuses:
@@ -242,9 +251,16 @@ def list_cmd(backend: Optional[str], output: str) -> int:
             note(f"skipped job {status.id}: {status.message}")
     if not readable:
         note("no jobs")
+        _note_more(page.more)
         return 0
     click.echo(render_list(readable, time.time()))
+    _note_more(page.more)
     return 0
+
+
+def _note_more(more: int) -> None:
+    if more:
+        note(f"{more} more job(s) not shown; --limit N shows more, --limit 0 all")
 
 
 @click.command("delete")
@@ -264,14 +280,26 @@ def delete_cmd(backend: Optional[str], job_ids: Tuple[str, ...]) -> int:
     "--older-than", type=_Duration(), default="7d", show_default=True, help="Only jobs that ended longer ago "
     "(90s, 30m, 12h, 7d, 2w; 0 = every ended job).",
 )  # fmt: skip
-def prune_cmd(backend: Optional[str], older_than: float) -> int:
-    """Delete every ended job that ended longer ago than --older-than; running jobs are never touched."""
-    result = backend_named(backend).prune(older_than)
+@click.option("--state", "states", type=_ENDED, multiple=True, help="Only ended jobs in this state (repeatable).")
+@click.option("--keep", type=click.IntRange(min=0), default=0, metavar="N",
+              help="The newest N of the ended jobs (of --state) stay, however old.")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted and the disk it would free; delete nothing.")
+def prune_cmd(backend: Optional[str], older_than: float, states: Tuple[str, ...], keep: int, dry_run: bool) -> int:
+    """Delete every ended job that ended longer ago than --older-than; running jobs are never touched.
+
+    Nor are local jobs another process is reading (ma-submit logs); the disk freed is reported."""
+    result = backend_named(backend).prune(
+        older_than, states=frozenset(s.upper() for s in states), keep=keep, dry_run=dry_run
+    )
+    for text in result.notes:
+        note(text)
     for job_id in result.deleted:
-        click.echo(f"deleted {job_id}")
+        click.echo(f"{'would delete' if dry_run else 'deleted'} {job_id}")
     for job_id, reason in result.kept:
         note(f"kept job {job_id}: {reason}")
-    note(f"pruned {len(result.deleted)} job(s) that ended more than {format_age(older_than)} ago")
+    verb, freed = ("would prune", "would free") if dry_run else ("pruned", "freed")
+    disk = f", {freed} {size_text(result.freed)} of disk" if result.freed else ""
+    note(f"{verb} {len(result.deleted)} job(s) that ended more than {format_age(older_than)} ago{disk}")
     return 0
 
 

@@ -36,6 +36,7 @@ from ..backends.contract import LAUNCHER_VARIABLES
 from ..errors import SpecError, show_value
 from ..redact import MASK, is_secret_name
 from ..sweep.spec import check_trial_variables
+from ..units import parse_duration
 from .model import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
@@ -54,7 +55,7 @@ _FALSE = ("false", "0", "no", "off")
 _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep",
+    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -246,12 +247,24 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             fields[section.name] = _section(value, section.name, section.options, section.keys, base_dir)
         elif section.name in fields:
             del fields[section.name]
-    for key in ("run_method", "backend", "image"):
+    if "keep_for" in fields:
+        fields["keep_for"] = _keep_for(fields["keep_for"])
+    for key in ("run_method", "backend", "image", "keep_for"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):
         _take_launcher_env(fields)
     return JobSpec(**fields)
+
+
+def _keep_for(value: object) -> object:
+    """``keep_for`` as seconds: a number as it is, a text like ``7d`` parsed (the model checks the rest)."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError:
+            raise SpecError("keep_for", "must be a duration (seconds, or 90s, 30m, 12h, 7d, 2w)", value) from None
+    return value
 
 
 def _env_value(name: str, text: str, target: str) -> object:

@@ -270,6 +270,7 @@ class JobSpec:
     # The backends' own sections (fields named as the backend), each declared in ``<backend>/options.py``.
     volcano: VolcanoOptions = field(default_factory=lambda: new_section("volcano"))
     modelarts: Optional[ModelArtsOptions] = None
+    keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -281,8 +282,9 @@ class JobSpec:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> Dict[str, Any]:
-        """YAML/JSON-shaped data with every field (the inverse of ``spec_from_mapping``)."""
-        return {
+        """YAML/JSON-shaped data with every field (the inverse of ``spec_from_mapping``); ``keep_for`` only when
+        set, so a job file without it reads the same as before the field existed."""
+        data: Dict[str, Any] = {
             "name": self.name,
             "run_method": self.run_method,
             "code_dir": self.code_dir,
@@ -297,6 +299,9 @@ class JobSpec:
             "launcher": self.launcher.to_dict(),
             **{name: _section_data(getattr(self, name)) for name in _SECTION_FIELDS},
         }
+        if self.keep_for is not None:
+            data["keep_for"] = self.keep_for
+        return data
 
 
 #: The fields that hold a backend's own section, in the order of ``JobSpec``'s fields.
@@ -340,6 +345,10 @@ def _check_spec(spec: JobSpec) -> None:
     _check_launcher(spec.launcher, "launcher")
     _check_elastic(spec)
     _check_sections(spec)
+    keep = spec.keep_for
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep)
+                             or keep < 0):  # fmt: skip
+        raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
 
 
 def _check_sections(spec: JobSpec) -> None:

@@ -23,7 +23,7 @@ import re
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Name
 
@@ -45,15 +45,17 @@ from .jobdir import (
     signal_job_process,
 )
 from .pending import pending_reason
-from .state import SLACK_BYTES, StateWriter, job_status, new_state, read_state
+from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
 
 if TYPE_CHECKING:
     import subprocess
 
     from ...plan import SubmitPlan
     from ...spec.model import JobSpec
+    from ..base import PruneResult
     from ..codefiles import CodeFile
     from ..inside import ExecResult, JobEvent, UsageReport
+    from ..listing import ListPage, ListQuery
     from .plan import LocalRequest
 
 # Planning, the code snapshot and starting the runner (submit), and looking inside a job (events, usage, exec) import
@@ -70,28 +72,23 @@ _EXEC_SETTLE = 0.5
 SNAPSHOT_WARN_BYTES = 100 * 1024 * 1024
 
 
-def _size_text(size: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} B"
-
-
 def snapshot_notes(code_dir: str, files: List[CodeFile]) -> Tuple[str, ...]:
     """The snapshot's size as a note, plus a warning naming the biggest folders when it is big."""
     from ..codefiles import IGNORE_FILE
 
     total = sum(item.size for item in files)
-    notes = [f"code snapshot: {len(files)} file(s), {_size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
+    from ...units import size_text
+
+    notes = [f"code snapshot: {len(files)} file(s), {size_text(total)} from {code_dir} (excludes: {IGNORE_FILE})"]
     if total > SNAPSHOT_WARN_BYTES:
         sizes: Dict[str, int] = {}
         for item in files:
             top = item.relpath.split("/", 1)[0]
             sizes[top] = sizes.get(top, 0) + item.size
         biggest = sorted(sizes.items(), key=lambda pair: -pair[1])[:3]
-        named = ", ".join(f"{name} ({_size_text(size)})" for name, size in biggest)
+        named = ", ".join(f"{name} ({size_text(size)})" for name, size in biggest)
         notes.append(
-            f"warning: every submit copies {_size_text(total)} of code (biggest: {named}); list data folders in "
+            f"warning: every submit copies {size_text(total)} of code (biggest: {named}); list data folders in "
             f"{os.path.join(code_dir, IGNORE_FILE)} (gitignore syntax) to leave them out"
         )
     return tuple(notes)
@@ -238,13 +235,18 @@ class LocalBackend(Backend):
             if isinstance(exc, OSError):
                 raise BackendError(f"cannot prepare job {plan.job_id}: {exc}; check MALAUNCH_HOME") from None
             raise
+        with contextlib.suppress(OSError):  # keep_for of earlier jobs: never a reason for this submit to fail
+            self.expire(time.time())
         return JobHandle(self, plan.job_id)
 
     def _prepare(self, plan: SubmitPlan, request: LocalRequest, paths: JobPaths, files: List[CodeFile]) -> None:
         hosts = [{"index": h.index, "address": h.address, "log_file": h.console_log} for h in request.hosts]
         write_json_atomic(
-            paths.state_file, new_state(plan.job_id, plan.spec.name, plan.created_at, hosts), slack=SLACK_BYTES
+            paths.state_file,
+            new_state(plan.job_id, plan.spec.name, plan.created_at, hosts, plan.spec.keep_for),
+            slack=SLACK_BYTES,
         )
+        open(paths.use_lock, "ab").close()  # readers share it, deleters take it alone (retention)
         self._snapshot(request, files)
         for folder in request.dirs:
             os.makedirs(folder, exist_ok=True)
@@ -310,8 +312,8 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return None
 
-    def _status_of(self, paths: JobPaths) -> JobStatus:
-        reading = read_state(paths.state_file)
+    def _status_of(self, paths: JobPaths, reading: Optional[StateReading] = None) -> JobStatus:
+        reading = read_state(paths.state_file) if reading is None else reading
         runner = self._runner_pid(paths, reading.data or {})
         status = job_status(
             paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
@@ -342,8 +344,8 @@ class LocalBackend(Backend):
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
-            return itertools.chain(merged_lines(files), _cut_short(paths, count))
-        return self._follow(paths, files)
+            return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
+        return _while_reading(paths, self._follow(paths, files))
 
     def _follow(self, paths: JobPaths, files: List[Tuple[str, str]]) -> Iterator[str]:
         watch = UnknownWatch()
@@ -441,8 +443,6 @@ class LocalBackend(Backend):
         return str(hosts[host]["state"]) if 0 <= host < len(hosts) else ""
 
     def delete(self, job_id: str) -> str:
-        import shutil
-
         paths = self._paths(job_id)
         status = self._status_of(paths)
         left = job_processes(paths.job_id)
@@ -452,11 +452,65 @@ class LocalBackend(Backend):
                 paths.job_id,
                 f"stop it first: 'ma-submit stop {paths.job_id}'",
             )
+        from .retention import prune_lock, remove_jobs
+
         try:
-            shutil.rmtree(paths.job_dir)
+            with prune_lock(self.home):
+                _, refused, _ = remove_jobs(self.home, [paths.job_id], dry_run=False, busy=set(), strict=True)
         except OSError as exc:
             raise BackendError(f"cannot delete {paths.job_dir}: {exc.strerror or exc}; check its permissions") from None
+        if refused:
+            raise ConfigError(f"job {paths.job_id} is in use", paths.job_id, refused[0][1])
         return paths.job_id
+
+    # -- history and retention (list_page, prune, keep_for) -----------------------------------------------
+    def _read_for_history(self, name: str) -> Tuple[JobStatus, Optional[float]]:
+        paths = JobPaths(self.home, name)
+        reading = read_state(paths.state_file)
+        keep_for = reading.data.get("keep_for") if reading.data is not None else None
+        return self._status_of(paths, reading), keep_for
+
+    def list_page(self, query: ListQuery, *, now: float) -> ListPage:
+        """From the history index (:mod:`.history`): only jobs without a row are read; ``keep_for`` applied."""
+        from .history import History
+        from .retention import expire_due
+
+        history = History(self.home)
+        snap = history.snapshot(self._read_for_history)
+        page = snap.page(query, now, gone=expire_due(self.home, snap, now))
+        history.settle(snap)
+        return dataclasses.replace(page, notes=tuple(snap.notes))
+
+    def expire(self, now: float) -> List[str]:
+        """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""
+        from .history import History
+        from .retention import expire_due
+
+        return sorted(expire_due(self.home, History(self.home).snapshot(self._read_for_history), now))
+
+    def prune(
+        self,
+        older_than: float,
+        *,
+        now: Optional[float] = None,
+        states: AbstractSet[str] = frozenset(),
+        keep: int = 0,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
+        from .retention import prune_home
+
+        when = time.time() if now is None else now
+        return prune_home(self.home, self._read_for_history, older_than, now=when, states=states, keep=keep,
+                          dry_run=dry_run)  # fmt: skip
+
+
+def _while_reading(paths: JobPaths, lines: Iterator[str]) -> Iterator[str]:
+    """``lines``, holding the job's use lock while they are read (prune and delete leave the job alone)."""
+    from .retention import reading
+
+    with reading(paths):
+        yield from lines
 
 
 def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:

@@ -43,8 +43,9 @@ JOB_ID_VARIABLE = "MALAUNCH_JOB_ID"
 class JobPaths:
     """Where one job's files are, under ``<home>/jobs/<job id>``: the one place the job folder's layout is spelled.
 
-    ``plan.json``, ``state.json``, ``runner.pid``, ``runner.log``, ``code/`` (the snapshot), ``rank_table/``,
-    ``outputs/<name>/`` and, per host, ``hosts/<index>/`` with ``console.log``, ``report.json`` and ``logs/``.
+    ``plan.json``, ``state.json``, ``runner.pid``, ``runner.log``, ``.use.lock`` (:mod:`.retention`), ``code/`` (the
+    snapshot), ``rank_table/``, ``outputs/<name>/`` and, per host, ``hosts/<index>/`` with ``console.log``,
+    ``report.json`` and ``logs/``.
     """
 
     home: str
@@ -88,6 +89,11 @@ class JobPaths:
     def state_file(self) -> str:
         """The job's state, owned by the runner while it lives."""
         return os.path.join(self.job_dir, "state.json")
+
+    @property
+    def use_lock(self) -> str:
+        """Locked shared while a process reads the job (its logs), alone while the job is deleted."""
+        return os.path.join(self.job_dir, ".use.lock")
 
     @property
     def runner_log(self) -> str:

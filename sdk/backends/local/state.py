@@ -162,6 +162,7 @@ def validate_state(raw: object) -> Dict[str, Any]:
         "write_error": _text(raw, "write_error", ""),
         "disk_full": _text(raw, "disk_full", ""),
         "hosts": [_host(host, position) for position, host in enumerate(hosts)],
+        "keep_for": _time(raw, "keep_for", ""),
     }
 
 
@@ -197,12 +198,15 @@ def read_state(path: str) -> StateReading:
         return StateReading(None, f"state.json {damaged}")
 
 
-def new_state(job_id: str, name: str, created_at: float, hosts: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
-    """The state of a job that was just submitted; ``hosts`` gives each host's index, address and log file."""
+def new_state(
+    job_id: str, name: str, created_at: float, hosts: Sequence[Mapping[str, Any]], keep_for: Optional[float] = None
+) -> Dict[str, Any]:
+    """The state of a job that was just submitted; ``hosts`` gives each host's index, address and log file;
+    ``keep_for``: the job file's seconds to keep the job once it ended (None: until pruned)."""
     return {
         "version": STATE_VERSION, "job_id": job_id, "name": name, "state": "PENDING", "exit_code": None,
         "message": "", "created_at": created_at, "started_at": None, "ended_at": None, "runner_pid": None,
-        "first_failure": None, "write_error": None, "disk_full": None,
+        "first_failure": None, "write_error": None, "disk_full": None, "keep_for": keep_for,
         "hosts": [
             {"index": h["index"], "address": h["address"], "state": "PENDING", "pid": None, "exit_code": None,
              "started_at": None, "ended_at": None, "log_file": h["log_file"], "detail": ""}

@@ -140,6 +140,8 @@ class ModelArtsBackend(Backend):
             notes.append(f"no credentials yet ({self._credentials_error}); the URL shows {_PROJECT_PLACEHOLDER}")
         if spec.resources.devices_per_host != 1:
             notes.append("resources.devices_per_host is set by the flavor on ModelArts (MA_NUM_GPUS)")
+        if spec.keep_for is not None:
+            notes.append("keep_for is not applied on ModelArts: the platform keeps its jobs; delete them there")
         return SubmitPlan(
             backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=tuple(notes)
         )

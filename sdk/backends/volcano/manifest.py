@@ -16,6 +16,7 @@ carries the result.
 from __future__ import annotations
 
 import base64
+import math
 import posixpath
 import re
 from dataclasses import dataclass
@@ -180,6 +181,9 @@ def _image(spec: JobSpec) -> str:
     return image
 
 
+_INT32_MAX = 2**31 - 1  # ttlSecondsAfterFinished is an int32 in the CRD
+
+
 def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> Dict[str, Any]:
     """The value of every placeholder the template may use (``docs/volcano.md`` lists them)."""
     opts, res = spec.volcano, spec.resources
@@ -202,6 +206,7 @@ def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> D
         "min_available": res.hosts if spec.launcher.min_hosts is None else spec.launcher.min_hosts,
         "devices_per_host": res.devices_per_host,
         "max_retry": opts.max_retry,
+        "ttl_seconds_after_finished": None if spec.keep_for is None else min(math.ceil(spec.keep_for), _INT32_MAX),
         "policies": pod_policies(opts, elastic=spec.launcher.min_hosts is not None),
         "image": _image(spec),
         "command": _command(spec),
