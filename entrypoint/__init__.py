@@ -13,9 +13,9 @@ Public names (``__all__`` is explicit and tested)::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from .main import main  # eager: the submodule of the same name must not shadow the function
 
 if TYPE_CHECKING:
@@ -53,18 +53,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, __name__, _HOMES, globals())
 
 
 __all__ = [

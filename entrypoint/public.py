@@ -15,8 +15,9 @@ here is re-exported from its one home in the shim, imported on first use:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .contract import VARIABLES, Name, int_bounds
@@ -69,18 +70,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the seam, imported from its home in the shim on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __package__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, __package__, _HOMES, globals())
 
 
 __all__ = [
