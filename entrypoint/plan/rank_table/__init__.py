@@ -97,27 +97,28 @@ def _refuse(path: str, expected: str) -> RankTableError:
     return RankTableError(path, "(file)", shorten(path), expected)
 
 
+def _unreadable(path: str, exc: OSError) -> Exception:
+    """Why ``path`` could not be looked at or opened: not there yet or passing (wait), or never readable (refuse)."""
+    if isinstance(exc, FileNotFoundError):
+        return RankTableNotReady("the file does not exist yet", "(file)", path)
+    if exc.errno in _PERMANENT_ERRNOS:
+        return _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE")
+    return RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path)
+
+
 def _read_bytes(path: str) -> bytes:
     """The file's bytes; only a regular file is ever opened, and never in a way that can block."""
     try:
         info = os.stat(path)
-    except FileNotFoundError:
-        raise RankTableNotReady("the file does not exist yet", "(file)", path) from None
     except OSError as exc:
-        if exc.errno in _PERMANENT_ERRNOS:
-            raise _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE") from None
-        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
+        raise _unreadable(path, exc) from None
     if stat.S_ISDIR(info.st_mode):
         raise _refuse(path, f"expected a file (a directory must hold {RANK_TABLE_DIR_FILE})")
     _check_regular(path, info)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise RankTableNotReady("the file does not exist yet", "(file)", path) from None
     except OSError as exc:
-        if exc.errno in _PERMANENT_ERRNOS:
-            raise _refuse(path, f"expected a readable file, got: {exc.strerror}; fix RANK_TABLE_FILE") from None
-        raise RankTableNotReady(f"the file cannot be read: {exc.strerror or exc}", "(file)", path) from None
+        raise _unreadable(path, exc) from None
     try:
         opened = os.fstat(fd)
         _check_regular(path, opened)  # it may have been swapped since the stat
