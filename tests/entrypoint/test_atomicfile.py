@@ -73,11 +73,23 @@ def test_readers_see_the_old_or_the_new_file_never_half(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
 
 
+#: Renames that write nothing: module -> the one line that moves something aside (and why it is not a write).
+NOT_WRITES = {
+    # a job's folder is renamed aside before it is removed, so no reader ever sees half a folder
+    "sdk/backends/local/retention.py": "os.rename(paths.job_dir, aside)",
+}
+
+
 def test_it_is_the_only_atomic_write_in_the_shim_and_the_sdk() -> None:
     renames = []
     for folder in ("entrypoint", "sdk"):
         for path in sorted((ROOT / folder).rglob("*.py")):
+            module = path.relative_to(ROOT).as_posix()
             for number, line in enumerate(path.read_text().splitlines(), 1):
+                if NOT_WRITES.get(module) == line.strip():
+                    continue
                 if re.search(r"\bos\.(replace|rename)\(|\.rename\(", line):
-                    renames.append(f"{path.relative_to(ROOT)}:{number}")
+                    renames.append(f"{module}:{number}")
     assert [entry.split(":")[0] for entry in renames] == ["entrypoint/report/atomicfile.py"], renames
+    for module, line in NOT_WRITES.items():  # each exception still exists, exactly as listed
+        assert line in [text.strip() for text in (ROOT / module).read_text().splitlines()], module
