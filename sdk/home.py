@@ -49,13 +49,18 @@ def write_json_atomic(
 
 
 @contextlib.contextmanager
-def file_lock(path: str, mode: int = 0o600) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the file ``path`` (created if missing; its folder must exist); blocks
-    while another process holds it. Raises ``OSError`` when the lock file cannot be opened."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+def file_lock(path: str, mode: int = 0o600, *, shared: bool = False, wait: bool = True) -> Iterator[bool]:
+    """Hold a ``flock`` on the file ``path`` (created if missing; its folder must exist): exclusive, or ``shared``
+    with other shared holders. It blocks while another process holds it, unless ``wait`` is False: then it yields
+    False, holding nothing. Raises ``OSError`` when the lock file cannot be opened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # closing releases the lock
 

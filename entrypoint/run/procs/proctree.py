@@ -30,6 +30,7 @@ __all__ = [
     "descendants",
     "env_has",
     "env_value",
+    "env_values",
     "has_children",
     "is_alive",
     "kill_loop",
@@ -210,6 +211,18 @@ def env_value(environ: bytes, name: str) -> Optional[bytes]:
         if item.startswith(key):
             return item[len(key) :]
     return None
+
+
+def env_values(name: str) -> Set[str]:
+    """The values of ``name`` that live processes carry in their environment (never this process's own; a
+    process whose environment cannot be read carries none)."""
+    me, found = os.getpid(), set()
+    for pid in all_pids():
+        environ = read_environ(pid) if pid != me else None
+        value = env_value(environ, name) if environ else None
+        if value is not None:
+            found.add(value.decode(errors="replace"))
+    return found
 
 
 def pids_with_env(name: str, value: str, exclude: Iterable[int] = ()) -> List[ProcKey]:

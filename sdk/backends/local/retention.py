@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 from typing import AbstractSet, Iterator, List, Optional, Sequence, Set, Tuple
 
-from malaunch.entrypoint.public import read_environ
+from malaunch.entrypoint.public import env_values
 
 from ...errors import JobNotFound
+from ...home import file_lock
 from ..base import PruneResult
 from .history import History, Reader, Snapshot
 from .jobdir import JOB_ID_VARIABLE, JobPaths
@@ -46,38 +46,30 @@ _PRUNE_LOCK = "prune.lock"
 _REMOVING = ".removing-"
 
 
+_GONE = (errno.ENOENT, errno.ENOTDIR)  # the lock file's folder, the job's, was removed
+
+
 @contextlib.contextmanager
 def reading(paths: JobPaths) -> Iterator[None]:
     """Hold the job's use lock shared while reading it; ``JobNotFound`` when it was removed meanwhile."""
-    try:
-        fd = os.open(paths.use_lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            raise JobNotFound(paths.job_id, "local", "it was deleted (ma-submit prune or delete)") from None
-        raise
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(file_lock(paths.use_lock, shared=True))
+        except OSError as exc:
+            if exc.errno in _GONE:
+                raise JobNotFound(paths.job_id, "local", "it was deleted (ma-submit prune or delete)") from None
+            raise
         if not os.path.isdir(paths.job_dir):
             raise JobNotFound(paths.job_id, "local", "it was deleted (ma-submit prune or delete)")
         yield
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
 def prune_lock(home: str, *, wait: bool = True) -> Iterator[bool]:
     """Hold the home's prune lock; yields False (holding nothing) when ``wait`` is False and it is taken."""
     os.makedirs(home, exist_ok=True)
-    fd = os.open(os.path.join(home, _PRUNE_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with file_lock(os.path.join(home, _PRUNE_LOCK), wait=wait) as held:
+        yield held
 
 
 def disk_usage(path: str) -> int:
@@ -99,32 +91,19 @@ def disk_usage(path: str) -> int:
 
 def busy_job_ids() -> Set[str]:
     """The job ids that live processes of this user carry in ``MALAUNCH_JOB_ID`` (one pass over /proc)."""
-    found: Set[str] = set()
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return found
-    me, key = os.getpid(), JOB_ID_VARIABLE.encode() + b"="
-    for pid in pids:
-        environ = read_environ(pid) if pid != me else None
-        for item in environ.split(b"\0") if environ else ():
-            if item.startswith(key):
-                found.add(item[len(key) :].decode(errors="replace"))
-    return found
+    return env_values(JOB_ID_VARIABLE)
 
 
 def remove_job(paths: JobPaths) -> bool:
     """Remove the job's folder unless it is in use (then False); raises ``OSError`` when it cannot be removed."""
-    try:
-        fd = os.open(paths.use_lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return True  # removed by someone else meanwhile
-        raise
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            held = stack.enter_context(file_lock(paths.use_lock, wait=False))
+        except OSError as exc:
+            if exc.errno in _GONE:
+                return True  # removed by someone else meanwhile
+            raise
+        if not held:
             return False
         aside = os.path.join(paths.home, f"{_REMOVING}{paths.job_id}-{os.getpid()}")
         try:
@@ -133,8 +112,6 @@ def remove_job(paths: JobPaths) -> bool:
             return True
         shutil.rmtree(aside)
         return True
-    finally:
-        os.close(fd)
 
 
 def sweep_leftovers(home: str) -> None:
