@@ -12,6 +12,7 @@ import pytest
 from malaunch.sdk.home import file_lock
 
 ROOT = Path(__file__).resolve().parents[2]
+Hold = Callable[[str], "subprocess.Popen[str]"]  # start a process holding the lock (exclusive or shared)
 _HOLDER = (
     "import sys,time\n"
     "from malaunch.sdk.home import file_lock\n"
@@ -22,7 +23,7 @@ _HOLDER = (
 
 
 @pytest.fixture
-def holder(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[str]]]:
+def holder(tmp_path: Path) -> Iterator[Hold]:
     started: list[subprocess.Popen[str]] = []
 
     def hold(kind: str) -> subprocess.Popen[str]:
@@ -37,7 +38,7 @@ def holder(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[str]]]:
         proc.communicate(timeout=30)  # closing stdin lets it go
 
 
-def test_a_lock_held_by_another_process_is_not_taken_without_waiting(tmp_path: Path, holder: Callable[[str], subprocess.Popen[str]]) -> None:
+def test_a_lock_held_by_another_process_is_not_taken_without_waiting(tmp_path: Path, holder: Hold) -> None:
     proc = holder("exclusive")
     with file_lock(str(tmp_path / "lock"), wait=False) as held:
         assert held is False
@@ -48,7 +49,7 @@ def test_a_lock_held_by_another_process_is_not_taken_without_waiting(tmp_path: P
         assert held is True
 
 
-def test_shared_holders_share_and_keep_an_exclusive_one_out(tmp_path: Path, holder: Callable[[str], subprocess.Popen[str]]) -> None:
+def test_shared_holders_share_and_keep_an_exclusive_one_out(tmp_path: Path, holder: Hold) -> None:
     holder("shared")
     with file_lock(str(tmp_path / "lock"), shared=True, wait=False) as held:
         assert held is True
