@@ -167,7 +167,7 @@ def test_readme_commands_work_after_setup_as_written() -> None:
     assert not bare, f"not on PATH after scripts/setup.sh: {bare}"
     assert "source .venv/bin/activate" in section
     tests = readme.split("## Run the tests", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"about 20 minutes on a 2-core machine", tests)
+    assert re.search(r"about \d+ minutes on a 2-core machine", tests)  # the README says how long the suite takes
 
 
 def test_the_modelarts_docs_say_that_jobs_cannot_be_deleted_there(ma_env: Dict[str, str]) -> None:
