@@ -242,11 +242,36 @@ def job_owner(
         found = index.by_prefix(job_id, backend)
         if found is not None:
             ident, name = found
+            if backend is None:
+                _refuse_shared_prefix(job_id, found, home, environ)
     elif name is None:
         name = recorded
     if name is None:
         name = backend_for_id(job_id)
     return name or DEFAULT_BACKEND, ident
+
+
+def _refuse_shared_prefix(
+    prefix: str, found: Tuple[str, str], home: Optional[str], environ: Optional[Mapping[str, str]]
+) -> None:
+    """Raise when ``prefix``, which names the recorded job ``found`` (id, backend), also names a job of a backend
+    that keeps its jobs on this machine (and so is not in the index): the user must say which one they mean."""
+    from ..errors import JobNotFound
+
+    for other in BACKEND_MODULES:
+        if other == found[1] or not runs_here(other) or not _module_exists(BACKEND_MODULES[other]):
+            continue
+        try:
+            mine = "job " + get_backend(other, home=home, environ=environ).resolve_id(prefix)
+        except JobNotFound:
+            continue
+        except ConfigError:  # several of its own jobs start with it
+            mine = "several jobs"
+        raise ConfigError(
+            f"job id prefix {prefix!r} matches job {found[0]} ({found[1]}) and {mine} ({other})",
+            prefix,
+            f"give more of the id, or --backend {found[1]} / --backend {other}",
+        )
 
 
 def backend_for(

@@ -100,3 +100,36 @@ def test_attach_finds_the_backend_as_the_cli_does(ma_api_env: Dict[str, str], mo
     handle = attach("attach-me")
     assert (handle.backend.name, handle.id) == ("modelarts", name)
     assert handle.status().id == name
+
+
+def test_a_prefix_of_a_recorded_cloud_job_and_of_a_local_job_is_refused(
+    ma_api_env: Dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """A prefix that names a recorded ModelArts job and also a local job (local jobs are not in the index) is not
+    resolved to the cloud job silently: one line names both, and --backend or more of the id chooses."""
+    backend = ModelArtsBackend(environ=ma_api_env, progress=None)
+    recorded = "ddp-demo-20261126-123159-0a1b2c"
+    platform_id = backend.api.create_job(body(recorded))["metadata"]["id"]
+    JobIndex.default(ma_api_env).record(recorded, "modelarts", platform_id=platform_id)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('local')\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"name": "ddp-demo", "code_dir": str(code), "boot_file": "train.py"}))
+    submitted = ma_submit(["--detach", "--backend", "local", str(job)], ma_api_env)
+    assert submitted.returncode == 0, submitted.stderr
+    local_id = submitted.stdout.strip()
+    assert local_id.startswith("ddp-demo-") and local_id != recorded
+    assert ma_submit(["wait", local_id], ma_api_env).returncode == 0
+    refused = ma_submit(["status", "ddp-demo"], ma_api_env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"matches job {recorded} (modelarts) and job {local_id} (local)" in refused.stderr
+    assert "--backend modelarts / --backend local" in refused.stderr
+    for args, expected in (
+        (["status", "--backend", "local", "ddp-demo"], local_id),
+        (["status", "--backend", "modelarts", "ddp-demo"], recorded),
+        (["status", recorded[:-4]], recorded),  # more of the id: only the cloud job has it
+    ):
+        done = ma_submit(args, ma_api_env)
+        assert done.returncode == 0, (args, done.stderr)
+        assert f"id:        {expected}" in done.stdout
