@@ -30,12 +30,12 @@ NOT_FOR_HELP = (
 )  # fmt: skip
 
 #: What the group's own help (``--help``, ``-h``, no arguments) does not load: any verb's module (each is imported when
-#: that verb runs or its help is asked), the job states, the backends, the shim, and shutil (click's formatter asks it
-#: for the terminal's width; the group finds the width itself).
+#: that verb runs or its help is asked), the job states, the backends, the shim, shlex (one error quotes with it), and
+#: shutil (click's formatter asks it for the terminal's width; the group finds the width itself).
 NOT_FOR_GROUP_HELP = (
     "malaunch.sdk.cli.submit", "malaunch.sdk.cli.jobs", "malaunch.sdk.cli.inside", "malaunch.sdk.cli.sweep",
     "malaunch.sdk.cli.configure", "malaunch.sdk.cli.profile_option", "malaunch.sdk.status", "malaunch.sdk.backends",
-    "malaunch.entrypoint", "shutil",
+    "malaunch.entrypoint", "shutil", "shlex",
 )  # fmt: skip
 
 # Runs the console script's entry point as ``ma-submit ARGS`` does, then writes which HEAVY modules it loaded.
