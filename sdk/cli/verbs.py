@@ -82,8 +82,9 @@ def _terminal_columns() -> int:
 
 
 class _GroupContext(click.Context):
-    """The group's context: its help formatter gets the width click's would compute (at most ``max_width``,
-    2 columns to spare, at least 50), unless a width is set (``terminal_width``, or click's tests' forced one)."""
+    """The group's context: its help formatter gets the width click's would compute (the terminal's, at most
+    ``max_content_width`` or 80, less 2, at least 50), unless a width is set (``terminal_width``, or the one click's
+    test runner forces)."""
 
     def make_formatter(self) -> click.HelpFormatter:
         width = self.terminal_width
