@@ -3,13 +3,12 @@
 Every verb takes ``--backend``; without it a JOB_ID finds its backend the one way the SDK has,
 :func:`~malaunch.sdk.backends.backend_for` (the job index, the id's format, else local), so every verb works the
 same on every backend; a job id may be a unique prefix. The helpers the other verb groups share are public here
-(:func:`backend_option`, :func:`resolved`, :func:`note`, :func:`echo_json`). Printing lives here and in the other
-verb groups; exit codes are decided in ``MaSubmitGroup.main``.
+(:func:`backend_option`, :func:`resolved`; :func:`note` and :func:`echo_json` from :mod:`.output`). Printing lives
+here and in the other verb groups; exit codes are decided in ``MaSubmitGroup.main``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
@@ -19,6 +18,7 @@ from ..backends import BACKEND_NAMES, job_owner
 from ..backends.listing import DEFAULT_LIMIT, ListQuery
 from ..status import JobState, JobStatus, exit_code_of
 from ..units import parse_duration, size_text
+from .output import EXIT_INTERRUPTED, OUTPUT, echo_json, note
 from .profile_option import open_for, profile_backend, profile_option
 
 if TYPE_CHECKING:
@@ -38,19 +38,6 @@ __all__ = [
     "render_status",
     "resolved",
 ]
-
-EXIT_INTERRUPTED = 130
-OUTPUT = click.Choice(["text", "json"])
-
-
-def note(text: str) -> None:
-    """A progress or note line on stderr."""
-    click.echo(f"ma-submit: {text}", err=True)
-
-
-def echo_json(data: Any) -> None:
-    """Pretty JSON on stdout."""
-    click.echo(json.dumps(data, indent=2))
 
 
 def format_age(seconds: Optional[float]) -> str:

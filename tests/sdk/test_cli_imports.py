@@ -29,6 +29,15 @@ NOT_FOR_HELP = (
     "malaunch.sdk.backends.job_index",
 )  # fmt: skip
 
+#: What the group's own help (``--help``, ``-h``, no arguments) does not load: any verb's module (each is imported when
+#: that verb runs or its help is asked), the job states, the backends, the shim, shlex (one error quotes with it), and
+#: shutil (click's formatter asks it for the terminal's width; the group finds the width itself).
+NOT_FOR_GROUP_HELP = (
+    "malaunch.sdk.cli.submit", "malaunch.sdk.cli.jobs", "malaunch.sdk.cli.inside", "malaunch.sdk.cli.sweep",
+    "malaunch.sdk.cli.configure", "malaunch.sdk.cli.profile_option", "malaunch.sdk.status", "malaunch.sdk.backends",
+    "malaunch.entrypoint", "shutil", "shlex",
+)  # fmt: skip
+
 # Runs the console script's entry point as ``ma-submit ARGS`` does, then writes which HEAVY modules it loaded.
 _PROBE = """
 import json, sys
@@ -65,6 +74,21 @@ def test_help_and_an_empty_list_load_nothing_heavy(cli_env: Dict[str, str], tmp_
 def test_help_loads_no_process_reader_nor_the_job_index(cli_env: Dict[str, str], tmp_path: Path) -> None:
     for args in (["--help"], ["sweep", "--help"]):
         assert _loaded(args, cli_env, tmp_path, NOT_FOR_HELP) == {"code": 0, "loaded": []}, args
+
+
+def test_the_groups_help_loads_no_verb_nor_backend_nor_the_shim(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    for args in (["--help"], ["-h"], []):
+        code = 2 if not args else 0  # no arguments: the help, and the usage error's exit code
+        assert _loaded(args, cli_env, tmp_path, NOT_FOR_GROUP_HELP) == {"code": code, "loaded": []}, args
+
+
+def test_a_verbs_help_loads_its_own_module(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    others = {f"malaunch.sdk.cli.{name}" for name in ("submit", "inside", "sweep", "configure")}
+    for args, verb in ((["status", "--help"], "jobs"), (["submit", "--help"], "submit")):
+        module = f"malaunch.sdk.cli.{verb}"
+        loaded = _loaded(args, cli_env, tmp_path, NOT_FOR_GROUP_HELP)["loaded"]
+        assert isinstance(loaded, list) and module in loaded and "malaunch.sdk.backends" in loaded, args
+        assert not others.intersection(loaded) - {module}, args
 
 
 def test_the_probe_sees_what_help_does_not_load(cli_env: Dict[str, str], tmp_path: Path) -> None:

@@ -1,0 +1,139 @@
+"""``ma-submit submit`` (and ``ma-submit JOB.yaml``, the same): check a job file, print its plan with ``--dry-run``,
+else submit it and follow it to its end (:func:`malaunch.sdk.follow.follow_job`) unless ``--detach``.
+
+Its own module so that the group (:mod:`.app`) names it without importing the shim's variable table, the backends
+or the job states: only a submit needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
+
+import click
+from malaunch.entrypoint.public import VARIABLES
+
+from ..backends import BACKEND_NAMES, runs_here
+from ..errors import SpecError
+from ..status import exit_code_of
+from .output import EXIT_INTERRUPTED, OUTPUT, echo_json, note
+from .profile_option import job_for, open_for, profile_option
+
+if TYPE_CHECKING:
+    from ..backends import JobHandle
+
+__all__ = ["submit_cmd"]
+
+
+def _follow(handle: JobHandle, output: str) -> int:
+    from ..follow import follow_job  # only a followed job needs it (the verbs' imports stay lean)
+
+    json_mode = output == "json"
+    try:
+        for event in follow_job(handle):
+            if event.kind == "log":
+                click.echo(event.text, err=json_mode)
+            elif event.kind == "progress":
+                note(event.text)
+            elif event.status is not None:  # "end" always carries the final status
+                note(event.text)
+                if json_mode:
+                    echo_json(event.status.to_json())
+                return exit_code_of(event.status)
+    except KeyboardInterrupt:
+        note(f"stopped following; job {handle.id} keeps running: 'ma-submit stop {handle.id}' ends it")
+        return EXIT_INTERRUPTED
+    return exit_code_of(handle.status())  # pragma: no cover - follow_job always ends with an "end" event
+
+
+def _named_option(error: SpecError, options: Mapping[str, str]) -> SpecError:
+    """``error`` naming the command-line option that set its field (``--hosts``), not the job file;
+    ``options``: field -> option, for the options given."""
+    option = options.get(error.field)
+    if option is None:
+        return error
+    hint = "remove it" if option.startswith("--env") and error.hint.startswith("remove") else f"give another {option}"
+    return SpecError(option, error.problem, error.value, hint)
+
+
+def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SpecError("--env", "must be NAME=VALUE", pair, "e.g. --env OMP_NUM_THREADS=4")
+        env[name] = value
+    return env
+
+
+@click.command("submit")
+@click.option(
+    "--run-method",
+    type=click.Choice(VARIABLES["MA_RUN_METHOD"].choices, case_sensitive=False),  # the spec's RUN_METHODS
+    help="Override run_method (MA_RUN_METHOD), in any case.",
+)
+@click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
+@click.option("--name", help="Override the job's name.")
+@click.option("--hosts", type=click.IntRange(min=1), help="Override resources.hosts.")
+@click.option("--devices-per-host", type=click.IntRange(min=0), help="Override resources.devices_per_host.")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable).")
+@click.option("--detach", is_flag=True, help="Print the job id and return; do not follow the job.")
+@click.option("--dry-run", is_flag=True, help="Check and print what would be submitted; start nothing.")
+@click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
+@profile_option
+@click.argument("job_file", metavar="JOB.yaml")
+@click.argument("script_args", nargs=-1, metavar="[-- SCRIPT_ARGS...]")
+def submit_cmd(
+    run_method: Optional[str],
+    backend: Optional[str],
+    name: Optional[str],
+    hosts: Optional[int],
+    devices_per_host: Optional[int],
+    env_pairs: Tuple[str, ...],
+    detach: bool,
+    dry_run: bool,
+    output: str,
+    job_file: str,
+    script_args: Tuple[str, ...],
+) -> int:
+    """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).
+
+    Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
+    """
+
+    env = _parse_env(env_pairs)
+    given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
+    given["resources.devices_per_host"] = devices_per_host
+    options = {k: "--" + k.rsplit(".", 1)[-1].replace("_", "-") for k, value in given.items() if value is not None}
+    options.update({f"env.{key}": f"--env {key}" for key in env})
+    try:
+        job, origins = job_for(job_file, backend, run_method)
+        job = job.with_overrides(
+            name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
+        )
+        impl = open_for(job.spec.backend)
+        plan = job.plan(check=True, backend=impl)
+    except SpecError as error:
+        raise _named_option(error, options) from None
+    if dry_run:
+        click.echo(plan.render_json() if output == "json" else plan.render())
+        if origins is not None:  # where the values came from, when a profile is in use (stdout stays the plan)
+            click.echo(origins, err=True)
+        return 0
+    for warning in (text for text in plan.notes if text.startswith("warning:")):
+        note(warning)
+    handle = job.submit(impl, plan=plan)
+    status = handle.status()
+    if output == "json" and detach:
+        echo_json({"id": handle.id, "state": status.state.value})
+        return 0
+    if detach:
+        click.echo(handle.id)
+        note(f"submitted; follow with 'ma-submit logs -f {handle.id}', status with 'ma-submit status {handle.id}'")
+        return 0
+    spec = job.spec
+    note(
+        f"submitted job {handle.id} ({spec.backend}: {spec.resources.hosts} host(s) x "
+        f"{spec.resources.devices_per_host} device(s), {spec.run_method}); "
+        f"{'job dir ' if runs_here(spec.backend) else ''}{status.location}"
+    )
+    return _follow(handle, output)

@@ -1,0 +1,117 @@
+"""The verbs of ``ma-submit``: each one's name, the module and attribute of its command, and its short help, known
+without importing it (issue 28: ``ma-submit --help`` lists them all and loads none).
+
+:class:`VerbGroup` is the group that reads this table: a verb's module is imported when the verb runs or its own
+``--help`` is asked (:meth:`VerbGroup.get_command`), and the group's help lists every verb from the table, in the
+order click lists commands (by name) and shortened to the terminal the way click shortens a command's help. The
+short help here is a copy of each command's own first sentence; a test proves the two equal. The group's help is
+as wide as click makes it, the terminal's width found as :func:`shutil.get_terminal_size` finds it but without
+importing :mod:`shutil` (with its compressors, 2-4 ms: more than the rest of rendering the help).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from gettext import gettext
+from typing import Dict, List, NamedTuple, Optional
+
+import click
+import click.formatting
+
+__all__ = ["VERBS", "VERB_TABLE", "Verb", "VerbGroup", "load_verb"]
+
+
+class Verb(NamedTuple):
+    """One verb: ``module`` (in ``malaunch.sdk.cli``) holds its click command as ``attribute``."""
+
+    name: str
+    module: str
+    attribute: str
+    short_help: str
+
+
+#: Every verb, in the order of :data:`VERBS` (a did-you-mean's candidates).
+VERB_TABLE = (
+    Verb("submit", "submit", "submit_cmd",
+         "Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run)."),
+    Verb("status", "jobs", "status_cmd", "Show the state of JOB_ID (and of each of its hosts)."),
+    Verb("logs", "jobs", "logs_cmd", "Print the output of JOB_ID merged by time, each line prefixed with its host."),
+    Verb("stop", "jobs", "stop_cmd",
+         "Stop JOB_ID; returns when nothing of it is left running (stopping an ended job is a no-op)."),
+    Verb("wait", "jobs", "wait_cmd", "Wait for JOB_ID to end and exit with its exit code."),
+    Verb("list", "jobs", "list_cmd",
+         "List the jobs of a backend, newest first (jobs whose state cannot be read are noted on stderr)."),
+    Verb("delete", "jobs", "delete_cmd", "Delete ended jobs and their files (a running job must be stopped first)."),
+    Verb("prune", "jobs", "prune_cmd",
+         "Delete every ended job that ended longer ago than --older-than; running jobs are never touched."),
+    Verb("sweep", "sweep", "sweep_group", "Run JOB.yaml as many trials with different parameters, and compare them."),
+    Verb("events", "inside", "events_cmd",
+         "Print what the platform did to JOB_ID, oldest first (scheduling, starts, exits, restarts, root cause)."),
+    Verb("top", "inside", "top_cmd",
+         "Show what each host of JOB_ID uses: CPU, memory, accelerators where the platform reports them."),
+    Verb("exec", "inside", "exec_cmd", "Run COMMAND inside a running host of JOB_ID and exit with its exit code."),
+    Verb("configure", "app", "configure_cmd", "Write, list or show named profiles (see 'ma-submit configure --help')."),
+)  # fmt: skip
+VERBS = tuple(verb.name for verb in VERB_TABLE)
+_BY_NAME: Dict[str, Verb] = {verb.name: verb for verb in VERB_TABLE}
+
+
+def load_verb(verb: Verb) -> click.Command:
+    """The click command of ``verb``, its module imported now."""
+    command: click.Command = getattr(importlib.import_module(f"{__package__}.{verb.module}"), verb.attribute)
+    return command
+
+
+def _terminal_columns() -> int:
+    """``COLUMNS`` when a positive number, else the width of the terminal on standard output, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    if stdout is None:
+        return 80
+    try:
+        return os.get_terminal_size(stdout.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):  # closed, detached or no terminal
+        return 80
+
+
+class _GroupContext(click.Context):
+    """The group's context: its help formatter gets the width click's would compute (the terminal's, at most
+    ``max_content_width`` or 80, less 2, at least 50), unless a width is set (``terminal_width``, or the one click's
+    test runner forces)."""
+
+    def make_formatter(self) -> click.HelpFormatter:
+        width = self.terminal_width
+        if width is None and click.formatting.FORCED_WIDTH is None:
+            limit = 80 if self.max_content_width is None else self.max_content_width
+            width = max(min(_terminal_columns(), limit) - 2, 50)
+        return self.formatter_class(width=width, max_width=self.max_content_width)
+
+
+class VerbGroup(click.Group):
+    """A click group whose commands are the verbs of :data:`VERB_TABLE`, each imported on first use."""
+
+    context_class = _GroupContext
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(_BY_NAME)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in _BY_NAME:
+            command = self.commands[cmd_name] = load_verb(_BY_NAME[cmd_name])
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A command carrying only the copied text shortens it as the verb's own command would its help.
+        rows = [(name, click.Command(name, help=_BY_NAME[name].short_help).get_short_help_str(limit)) for name in names]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
