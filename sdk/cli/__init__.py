@@ -1,15 +1,31 @@
 """``ma-submit``, one module per verb group: parse, call the SDK, print.
 
-- :mod:`.app`: the command group (a job file is an implicit ``submit``; the one place exit codes are decided),
-  ``submit`` and :func:`main`, the console script;
-- :mod:`.jobs`: the management verbs (status, logs, stop, wait, list, delete, prune) and the helpers every
-  group shares (``--backend``, finding a job's backend, notes and JSON output);
+- :mod:`.entry`: :func:`main`, the console script: :mod:`.quick` (the everyday verbs without click) or :mod:`.app`;
+- :mod:`.app`: the command group (a job file is an implicit ``submit``), ``submit`` and the click path's ``main``;
+- :mod:`.jobs`: the management verbs (status, logs, stop, wait, list, delete, prune) as click commands, and the
+  helpers every group shares (``--backend``, finding a job's backend); what each verb does is in :mod:`.actions`;
+- :mod:`.echo` (printing) and :mod:`.exits` (the one place exit codes are decided), free of click;
 - :mod:`.inside`: events, top, exec;
 - :mod:`.sweep`: ``ma-submit sweep`` and its verbs.
+
+The names below are imported on first use, so that the console script loads click only when it needs it.
 """
 
 from __future__ import annotations
 
-from .app import EXIT_INTERRUPTED, VERBS, MaSubmitGroup, cli, json_output_requested, main
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import EXIT_INTERRUPTED, VERBS, MaSubmitGroup, cli, json_output_requested
+    from .entry import main
 
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".entry" if name == "main" else ".app", __name__), name)
+    globals()[name] = value
+    return value
