@@ -70,7 +70,7 @@ def test_help_loads_no_process_reader_nor_the_job_index(cli_env: Dict[str, str],
 def test_the_probe_sees_what_help_does_not_load(cli_env: Dict[str, str], tmp_path: Path) -> None:
     job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
     result = _loaded(["--dry-run", str(job)], cli_env, tmp_path, NOT_FOR_HELP)
-    assert result["code"] == 0 and "malaunch.entrypoint.report.failure_class" in result["loaded"]
+    assert result["code"] == 0 and "malaunch.entrypoint.run.procs.proctree" in result["loaded"]
 
 
 @pytest.mark.process
