@@ -3,34 +3,28 @@
 That is the text and a newline on stdout (``err``: stderr), flushed; nothing when the stream is None (closed by
 the caller); escape sequences of colours and styles removed when the stream is no terminal. Every verb prints
 through here, under click and under the quick path (:mod:`.quick`) alike, so their output is one. A stream whose
-encoding is ASCII is one click would re-encode (UTF-8, "replace"): :func:`plain_streams` says when there is none,
-and the quick path declines otherwise.
+encoding is ASCII (``PYTHONIOENCODING=ascii``) gets UTF-8, unencodable characters replaced, as click writes it.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from typing import Any, Optional, TextIO
 
-__all__ = ["echo", "echo_json", "note", "plain_streams"]
+__all__ = ["echo", "echo_json", "note"]
 
 #: What click removes from text for a stream that is no terminal (a CSI escape sequence).
 _ANSI = r"\033\[[0-?]*[ -/]*[@-~]"
 
 
 def _is_ascii(stream: TextIO) -> bool:
-    import codecs  # already loaded by the interpreter; named here for the one check that uses it
-
+    """Whether ``stream``'s encoding is ASCII (or unknown, which click takes as ASCII)."""
     try:
         return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "ascii"
     except LookupError:
         return False
-
-
-def plain_streams() -> bool:
-    """True when stdout and stderr are streams click would write to as they are (no ASCII encoding)."""
-    return all(stream is None or not _is_ascii(stream) for stream in (sys.stdout, sys.stderr))
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -50,6 +44,12 @@ def echo(text: str = "", err: bool = False) -> None:
         import re  # only for output that carries an escape sequence
 
         out = re.sub(_ANSI, "", out)
+    binary = getattr(stream, "buffer", None) if _is_ascii(stream) else None
+    if binary is not None:  # click's answer to an ASCII stream: its bytes, in UTF-8
+        stream.flush()
+        binary.write(out.encode("utf-8", "replace"))
+        binary.flush()
+        return
     stream.write(out)
     stream.flush()
 

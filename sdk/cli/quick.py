@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from .echo import echo, plain_streams
+from .echo import echo
 from .exits import Outcome, finish, json_output_requested, outcome_of
 
 __all__ = ["Quick", "may_run", "recognise", "run"]
@@ -106,9 +106,8 @@ def recognise(args: Sequence[str]) -> Optional[Quick]:
 
 
 def may_run() -> bool:
-    """Whether this process may take the quick path at all: no completion asked of click, and streams click
-    would write to as they are."""
-    return not os.environ.get(_COMPLETION) and plain_streams()
+    """Whether this process may take the quick path at all: not when the shell asks click to complete a word."""
+    return not os.environ.get(_COMPLETION)
 
 
 def _action(verb: str) -> Callable[..., int]:

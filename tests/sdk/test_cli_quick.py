@@ -156,6 +156,10 @@ def test_the_verbs_print_the_same_bytes_and_exit_the_same_both_ways(
         assert quick in (before, after), (args, quick, before)
     shown = _quick(["logs", ended], cli_env)[1]
     assert "red and plain" in shown and "\x1b" not in shown  # escape codes dropped for a pipe, as click does
+    ascii_env = {**cli_env, "PYTHONIOENCODING": "ascii"}  # click writes UTF-8 to an ASCII stream
+    for args in (["status", "nosuch-\u00e9t\u00e9", "--output", "json"], ["stop", "caf\u00e9-1"]):
+        quick = _quick(args, ascii_env)
+        assert quick == _through_click(args, ascii_env) and "\u00e9" in quick[2], (args, quick)
 
 
 @pytest.mark.process
