@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import click
 import pytest
 from malaunch.sdk.cli.app import cli
-from malaunch.sdk.cli.quick import recognise
+from malaunch.sdk.cli.quick import may_run, recognise
 from sdkutil import REPO, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 #: Each verb's options as (words, ...) alternatives; a recognised form is the verb, its JOB_ID and any of them.
@@ -93,6 +93,13 @@ def test_a_recognised_form_parses_as_click_parses_it(args: List[str]) -> None:
 @pytest.mark.parametrize("args", NEAR_MISSES, ids=lambda args: " ".join(args) or "(none)")
 def test_every_near_miss_is_declined(args: List[str]) -> None:
     assert recognise(args) is None
+
+
+def test_shell_completion_is_left_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("_MA_SUBMIT_COMPLETE", raising=False)
+    assert may_run()
+    monkeypatch.setenv("_MA_SUBMIT_COMPLETE", "bash_complete")
+    assert not may_run()
 
 
 # --- (b) the same bytes through both paths, real processes -----------------------------------------------------
