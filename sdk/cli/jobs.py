@@ -18,7 +18,6 @@ from ..backends.listing import DEFAULT_LIMIT
 from ..status import JobState
 from ..units import parse_duration
 from . import actions
-from .actions import backend_named as _backend_named
 from .actions import format_age, render_list, render_status
 from .echo import echo_json, note
 from .exits import EXIT_INTERRUPTED
@@ -76,7 +75,7 @@ def resolved(backend: Optional[str], job_id: str) -> Tuple[Backend, str]:
 
 def backend_named(backend: Optional[str]) -> Backend:
     """The backend named, else the profile's, else the default one (the verbs without a JOB_ID: list, prune)."""
-    return _backend_named(backend, chosen_profile())
+    return actions.backend_named(backend, chosen_profile())
 
 
 @click.command("status")
