@@ -169,6 +169,28 @@ def test_the_verbs_print_the_same_bytes_and_exit_the_same_both_ways(
         assert quick == _through_click(args, ascii_env) and "\u00e9" in quick[2], (args, quick)
 
 
+def _into_a_closed_pipe(argv: List[str], env: Dict[str, str]) -> Tuple[int, str]:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # whoever read the output went away before the first line
+    try:
+        done = subprocess.run(argv, env=env, stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              text=True, timeout=120, cwd=str(REPO))  # fmt: skip
+    finally:
+        os.close(write_end)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_closed_pipe_ends_both_ways_alike(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    assert ma_submit([str(write_job(tmp_path / "ok", COLOURED, name="ok"))], cli_env).returncode == 0
+    (ended,) = job_ids(home)
+    for args in (["status", ended], ["list", "--output", "json"], ["logs", ended]):
+        assert recognise(args) is not None
+        quick = _into_a_closed_pipe([os.path.join(VENV_BIN, "ma-submit"), *args], cli_env)
+        assert quick == _into_a_closed_pipe([sys.executable, "-c", _CLICK_ONLY, *args], cli_env) == (1, ""), args
+
+
 @pytest.mark.process
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_stopping_a_running_job_prints_the_same_both_ways(cli_env: Dict[str, str], tmp_path: Path) -> None:
