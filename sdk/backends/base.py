@@ -81,12 +81,12 @@ from typing import TYPE_CHECKING, AbstractSet, Callable, ClassVar, Iterator, Lis
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..status import JobState, JobStatus
-from .listing import ListPage, ListQuery, page_of
 
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
     from ..plan import SubmitPlan
     from ..spec.model import JobSpec
     from .inside import ExecResult, JobEvent, UsageReport
+    from .listing import ListPage, ListQuery  # nor listing's filters: only list_page needs them
 
 __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
 
@@ -243,6 +243,8 @@ class Backend(abc.ABC):
 
     def list_page(self, query: ListQuery, *, now: float) -> ListPage:
         """The newest jobs matching ``query``, cut to its limit, and how many more match (rule 9)."""
+        from .listing import page_of
+
         return page_of(self.list(), query, now)
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:

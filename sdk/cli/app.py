@@ -4,7 +4,7 @@ look inside them (events, top, exec: :mod:`malaunch.sdk.cli.inside`).
 A first argument that is not a verb is a job file (``ma-submit job.yaml`` = ``ma-submit submit job.yaml``); a job
 file named like a verb is given as ``./status``; a word close to a verb that is no file gets a did-you-mean.
 Words after ``--`` are the script's own arguments (``ma-submit job.yaml -- --epochs 2``). Exit codes are
-decided only in :meth:`MaSubmitGroup.main`:
+decided only in :mod:`malaunch.sdk.cli.exits` (through :meth:`MaSubmitGroup.main` on the click path):
 
 - the followed job's own exit code (``submit`` without ``--detach``, ``wait``), the command's for ``exec``; 0 for
   everything else that worked;
@@ -26,27 +26,13 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import click
 
-from ..errors import EXIT_CONFIG, MalaunchError, SpecError, exit_code_for
-from .output import EXIT_INTERRUPTED, echo_json
+from ..errors import EXIT_CONFIG, MalaunchError
+from .exits import EXIT_INTERRUPTED, PROG, Outcome, finish, json_output_requested, outcome_of
 from .verbs import VERBS, VerbGroup
 
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
 
-PROG = "ma-submit"
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def _error(text: str) -> None:
-    click.echo(f"{PROG}: error: {text}", err=True)
-
-
-def json_output_requested(args: Sequence[str]) -> bool:
-    """True when ``--output json`` is among the options (words after ``--`` belong to the script)."""
-    words = list(args)
-    if "--" in words:
-        words = words[: words.index("--")]
-    pairs = zip(words, [*words[1:], ""])
-    return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
 
 
 def _did_you_mean(word: str) -> Optional[str]:
@@ -74,32 +60,24 @@ class MaSubmitGroup(VerbGroup):
     ) -> None:
         extra.pop("standalone_mode", None)
         json_mode = json_output_requested(sys.argv[1:] if args is None else args)
-        field: Optional[str] = None
+        outcome: Outcome
         try:
             result = super().main(args, prog_name or PROG, standalone_mode=False, **extra)
-            code = result if isinstance(result, int) else 0
-            message = None
+            outcome = None, result if isinstance(result, int) else 0, None
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.format_message())
-            code, message = EXIT_CONFIG, None
+            outcome = None, EXIT_CONFIG, None
         except click.ClickException as exc:
             text = exc.format_message().replace("\n", " ").rstrip(".")
             command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else PROG
             if isinstance(exc, click.NoSuchOption) and command.endswith(" submit"):
                 text += "; script arguments go after '--' (ma-submit job.yaml -- --epochs 2)"
-            message, code = f"{text}; see '{command} --help'", exc.exit_code
-        except MalaunchError as exc:
-            message, code = str(exc), exit_code_for(exc)
-            field = exc.field if isinstance(exc, SpecError) else None
+            outcome = f"{text}; see '{command} --help'", exc.exit_code, None
         except click.Abort:
-            message, code = "interrupted", EXIT_INTERRUPTED
-        except BrokenPipeError:
-            message, code = None, 141
-        if message is not None:
-            _error(message)
-            if json_mode:
-                echo_json({"error": message, "field": field, "exit_code": code})
-        sys.exit(code)
+            outcome = outcome_of(KeyboardInterrupt())
+        except (MalaunchError, BrokenPipeError) as exc:
+            outcome = outcome_of(exc)
+        finish(outcome, json_mode)
 
 
 _EPILOG = (
@@ -141,5 +119,5 @@ def configure_cmd(words: Tuple[str, ...]) -> Any:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Console-script entry point (``ma-submit``)."""
+    """``ma-submit`` through click, every verb (the console script, :mod:`.entry`, tries :mod:`.quick` first)."""
     cli.main(args=argv, prog_name=PROG)

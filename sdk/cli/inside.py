@@ -1,6 +1,6 @@
 """The verbs that look inside a job: ``ma-submit events``, ``ma-submit top`` and ``ma-submit exec`` (parse, call,
 print). The work is done by the backends (``Backend.events``, ``usage``, ``exec``); exit codes are decided in
-``MaSubmitGroup.main``, except that ``exec`` exits with the command's own exit code.
+``malaunch.sdk.cli.exits``, except that ``exec`` exits with the command's own exit code.
 """
 
 from __future__ import annotations

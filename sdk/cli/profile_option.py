@@ -4,8 +4,7 @@ The option only remembers the name in the click context (verbs keep their signat
 backend as ``ma-submit`` makes it, with the profile's connection settings (a Volcano context, the ModelArts
 credentials through ``$MALAUNCH_PROFILE``), and :func:`job_for` reads a job file with the profile's values filled
 in (:func:`sweep_for`: a sweep's). The profile in use is the one named, else ``$MALAUNCH_PROFILE``, else
-``default`` when it exists (:mod:`malaunch.sdk.profiles`); nothing about profiles is imported until a verb needs
-it.
+``default`` when it exists (:mod:`malaunch.sdk.profiles`); what does not need click is in :mod:`.profile_use`.
 """
 
 from __future__ import annotations
@@ -15,13 +14,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
 
 import click
 
-from ..backends.registry import DEFAULT_BACKEND, open_backend
 from ..errors import SpecError
+from .profile_use import backend_of_profile, open_with, selected_profile
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..job import Job
-    from ..profiles.store import Profile
     from ..sweep.api import Sweep
 
 __all__ = ["chosen_profile", "job_for", "open_for", "profile_backend", "profile_option", "sweep_for"]
@@ -54,32 +52,14 @@ def chosen_profile() -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def _selected(given: Optional[str]) -> Optional[Profile]:
-    """The profile in use, checked; the profile module's heavier half is imported only when there is one."""
-    from ..profiles.store import select
-
-    profile = select(os.environ, given)
-    if profile is None:
-        return None
-    from ..profiles.apply import check_keys
-
-    return check_keys(profile)
-
-
 def open_for(name: str) -> Backend:
-    """Backend ``name`` as ``ma-submit`` makes it (:func:`~malaunch.sdk.backends.open_backend`), configured by the
-    profile in use; a profile named but missing or refused is a ConfigError even for a backend that takes
-    nothing from it."""
-    given = chosen_profile()
-    if given is not None:
-        _selected(given)
-    return open_backend(name, profile=given)
+    """Backend ``name`` as ``ma-submit`` makes it, configured by the profile in use (:func:`.profile_use.open_with`)."""
+    return open_with(name, chosen_profile())
 
 
 def profile_backend() -> str:
     """The backend of the verbs without a JOB_ID (list, prune) when none is named: the profile's, else the default."""
-    profile = _selected(chosen_profile())
-    return (profile.get("backend") if profile is not None else None) or DEFAULT_BACKEND
+    return backend_of_profile(chosen_profile())
 
 
 def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) -> Tuple[Job, Optional[str]]:
@@ -89,7 +69,7 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
     from ..job import Job
     from ..profiles.apply import load_job, render_origins
 
-    profile = _selected(chosen_profile())
+    profile = selected_profile(chosen_profile())
     if profile is None:
         return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
     spec, rows = load_job(job_file, profile, backend, os.environ)
@@ -102,7 +82,7 @@ def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optio
     from ..spec.loader import read_job_data
     from ..sweep.api import Sweep
 
-    profile = _selected(chosen_profile())
+    profile = selected_profile(chosen_profile())
     raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
     if profile is None or not isinstance(raw, dict):
         return Sweep.from_yaml(job_file, **overrides), None

@@ -15,7 +15,9 @@ from malaunch.entrypoint.public import VARIABLES
 from ..backends import BACKEND_NAMES, runs_here
 from ..errors import SpecError
 from ..status import exit_code_of
-from .output import EXIT_INTERRUPTED, OUTPUT, echo_json, note
+from .echo import echo_json, note
+from .exits import EXIT_INTERRUPTED
+from .output import OUTPUT
 from .profile_option import job_for, open_for, profile_option
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What ``ma-submit`` imports to answer a verb (issue 28): ``--help``, ``list``, ``status``, ``logs`` and ``stop`` of a
-local job load no YAML parser, no sweeps, no job API and no cloud client. A test of what is imported, not of time:
-``bench/run.py --only verbs`` measures the time."""
+local job load no YAML parser, no sweeps, no job API and no cloud client; the forms the quick path recognises load
+no click either. A test of what is imported, not of time: ``bench/run.py --only verbs`` measures the time."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_a_verbs_help_loads_its_own_module(cli_env: Dict[str, str], tmp_path: Pa
 def test_the_probe_sees_what_help_does_not_load(cli_env: Dict[str, str], tmp_path: Path) -> None:
     job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
     result = _loaded(["--dry-run", str(job)], cli_env, tmp_path, NOT_FOR_HELP)
-    assert result["code"] == 0 and "malaunch.entrypoint.report.failure_class" in result["loaded"]
+    assert result["code"] == 0 and "malaunch.entrypoint.run.procs.proctree" in result["loaded"]
 
 
 @pytest.mark.process
@@ -111,3 +111,22 @@ def test_the_probe_sees_what_a_verb_loads(cli_env: Dict[str, str], tmp_path: Pat
     job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
     result = _loaded(["--dry-run", str(job)], cli_env, tmp_path)
     assert result["code"] == 0 and "yaml" in result["loaded"] and "malaunch.sdk.job" in result["loaded"]
+
+
+@pytest.mark.process
+def test_the_quick_forms_load_no_click(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    assert ma_submit([str(job)], cli_env).returncode == 0
+    (job_id,) = job_ids(home)
+    names = ("click", "yaml")
+    forms = [
+        ["list"], ["list", "--output", "json", "--limit", "3", "--backend", "local"], ["status", job_id],
+        ["status", "--output", "json", job_id[:8], "--backend", "local"], ["logs", job_id], ["logs", "-f", job_id],
+        ["logs", job_id, "--tail", "1", "--follow"], ["stop", job_id], ["stop", "--backend", "local", job_id],
+    ]  # fmt: skip
+    for args in forms:
+        assert _loaded(args, cli_env, tmp_path, names) == {"code": 0, "loaded": []}, args
+    for args in (["status", "nosuch-1"], ["list", "--profile", "nosuch"]):  # errors end the quick way too
+        assert _loaded(args, cli_env, tmp_path, names)["loaded"] == [], args
+    declined = _loaded(["status", "--output=json", job_id], cli_env, tmp_path, names)  # click's to answer
+    assert declined == {"code": 0, "loaded": ["click"]}

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterator, List, Mappin
 from malaunch.entrypoint.public import Name
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
-from ...failures import failure_from_report
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
@@ -536,6 +535,8 @@ def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any
     host = first.get("host")
     if not isinstance(code, int):
         return None
+    from ...failures import failure_from_report  # only a failed job's status classifies its failure
+
     if not isinstance(host, int):
         return failure_from_report(None, code)
     return failure_from_report(read_json(paths.report_file(host)), code, paths.console_log(host))

@@ -16,16 +16,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
-from typing import AbstractSet, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from malaunch.entrypoint.public import env_values
 
 from ...errors import JobNotFound
 from ...home import file_lock
 from ..base import PruneResult
-from .history import History, Reader, Snapshot
 from .jobdir import JOB_ID_VARIABLE, JobPaths
+
+if TYPE_CHECKING:  # the history index and shutil are loaded only by what removes or lists, not by reading a job
+    from .history import Reader, Snapshot
 
 __all__ = [
     "IN_USE",
@@ -110,12 +111,16 @@ def remove_job(paths: JobPaths) -> bool:
             os.rename(paths.job_dir, aside)
         except FileNotFoundError:
             return True
+        import shutil
+
         shutil.rmtree(aside)
         return True
 
 
 def sweep_leftovers(home: str) -> None:
     """Delete what an interrupted removal left aside (call it holding the prune lock)."""
+    import shutil
+
     with contextlib.suppress(OSError), os.scandir(home) as found:
         for entry in found:
             if entry.name.startswith(_REMOVING):
@@ -151,6 +156,8 @@ def remove_jobs(
         deleted.append(job_id)
         freed += size
     if deleted and not dry_run:
+        from .history import History
+
         History(home).forget(deleted)
     return deleted, kept, freed
 
@@ -178,6 +185,8 @@ def prune_home(
 ) -> PruneResult:
     """The local ``prune`` (see :meth:`malaunch.sdk.backends.base.Backend.prune`), under the prune lock: the
     second of two prunes chooses from what the first left."""
+    from .history import History
+
     with prune_lock(home):
         sweep_leftovers(home)
         history = History(home)

@@ -1,0 +1,55 @@
+"""How ``ma-submit`` ends: the one place a failure becomes its line and its exit code (no click here).
+
+:func:`outcome_of` maps what a verb raised (an SDK error, an interruption, a closed pipe) to the message, the exit
+code and the job-file field; :func:`finish` prints ``ma-submit: error: <message>`` on stderr (under ``--output
+json`` also ``{"error": ..., "field": ..., "exit_code": ...}`` on stdout) and exits. ``MaSubmitGroup.main`` (the
+click path, which adds click's own usage errors) and the quick path (:mod:`.quick`) both end through here.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn, Optional, Sequence, Tuple, Union
+
+from ..errors import MalaunchError, SpecError, exit_code_for
+from .echo import echo, echo_json
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_PIPE", "PROG", "finish", "json_output_requested", "outcome_of"]
+
+PROG = "ma-submit"
+#: Following or waiting was interrupted (the job keeps running).
+EXIT_INTERRUPTED = 130
+#: Whoever read the output went away (a closed pipe).
+EXIT_PIPE = 141
+
+#: (message or None, exit code, the job-file field the message is about or None)
+Outcome = Tuple[Optional[str], int, Optional[str]]
+
+
+def json_output_requested(args: Sequence[str]) -> bool:
+    """True when ``--output json`` is among the options (words after ``--`` belong to the script)."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    pairs = zip(words, [*words[1:], ""])
+    return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
+
+
+def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, BrokenPipeError]) -> Outcome:
+    """What ``error`` ends ``ma-submit`` with: an SDK error's message and code, ``interrupted`` (130) for an
+    interruption, no message and 141 for a closed pipe."""
+    if isinstance(error, MalaunchError):
+        return str(error), exit_code_for(error), error.field if isinstance(error, SpecError) else None
+    if isinstance(error, (KeyboardInterrupt, EOFError)):
+        return "interrupted", EXIT_INTERRUPTED, None
+    return None, EXIT_PIPE, None
+
+
+def finish(outcome: Outcome, json_mode: bool) -> NoReturn:
+    """Print ``outcome``'s message (if any) as the error line, and its JSON object under ``json_mode``; exit."""
+    message, code, field = outcome
+    if message is not None:
+        echo(f"{PROG}: error: {message}", err=True)
+        if json_mode:
+            echo_json({"error": message, "field": field, "exit_code": code})
+    sys.exit(code)

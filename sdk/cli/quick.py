@@ -1,0 +1,160 @@
+"""The quick path of ``ma-submit``: the everyday verbs of a job without loading click (issue 28).
+
+:func:`recognise` knows only these exact argument lists, each option at most once and in any order:
+
+- ``status JOB_ID [--backend NAME] [--profile NAME] [--output text|json]``
+- ``logs JOB_ID [--backend NAME] [--profile NAME] [-f|--follow] [--tail N]``
+- ``stop JOB_ID [--backend NAME] [--profile NAME]``
+- ``list [--backend NAME] [--profile NAME] [--output text|json] [--limit N]``
+
+where NAME after ``--backend`` is one of the backends' names, a profile's NAME and a JOB_ID are words not
+starting with ``-``, and N is decimal digits. Anything else (another word or option, ``--help``, ``--``, an
+``--option=value``, a repeated option, a value click would convert otherwise) is declined: click then runs as
+it always does, so every usage error still comes from click. A recognised verb gets the parameters click would
+give its callback (``tests/sdk/test_cli_quick.py`` compares them with click's own parser), runs the same function
+in :mod:`.actions` and ends through :mod:`.exits` as the click path does, byte for byte on stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+from .echo import echo
+from .exits import Outcome, finish, json_output_requested, outcome_of
+
+__all__ = ["Quick", "may_run", "recognise", "run"]
+
+#: (verb, the parameters its function takes as click passes them, the ``--profile`` named or None)
+Quick = Tuple[str, Dict[str, Any], Optional[str]]
+
+_VALUES = {"--backend": "backend", "--profile": "profile", "--output": "output", "--limit": "limit", "--tail": "tail"}
+_FLAGS = {"-f": "follow", "--follow": "follow"}
+#: Each verb's options (by the parameter they set) and whether it takes a JOB_ID.
+_VERBS: Dict[str, Tuple[Tuple[str, ...], bool]] = {
+    "status": (("backend", "profile", "output"), True),
+    "logs": (("backend", "profile", "follow", "tail"), True),
+    "stop": (("backend", "profile"), True),
+    "list": (("backend", "profile", "output", "limit"), False),
+}
+#: The completion variable click reads for ``ma-submit`` (completion is click's to answer).
+_COMPLETION = "_MA_SUBMIT_COMPLETE"
+
+
+def _defaults(verb: str) -> Dict[str, Any]:
+    """The parameters click gives ``verb``'s callback when no option is given."""
+    if verb == "status":
+        return {"backend": None, "output": "text"}
+    if verb == "logs":
+        return {"backend": None, "follow": False, "tail": None, "hosts": (), "ranks": ()}
+    if verb == "list":
+        from ..backends.listing import DEFAULT_LIMIT
+
+        return {"backend": None, "output": "text", "limit": DEFAULT_LIMIT, "states": (), "name": None,
+                "since": None, "older_than": None}  # fmt: skip
+    return {"backend": None}
+
+
+def _value(param: str, word: str) -> Optional[Any]:
+    """``word`` as option ``param``'s value, or None when it is not one click would take as it is."""
+    if param == "backend":
+        from ..backends.registry import BACKEND_NAMES
+
+        return word if word in BACKEND_NAMES else None
+    if param == "output":
+        return word if word in ("text", "json") else None
+    if param in ("limit", "tail"):
+        return int(word) if word.isascii() and word.isdigit() else None
+    return word if word and not word.startswith("-") else None  # a profile's name
+
+
+def recognise(args: Sequence[str]) -> Optional[Quick]:
+    """The verb, its parameters and the profile of ``args`` when they are one of the forms above; else None."""
+    if not args or args[0] not in _VERBS:
+        return None
+    verb, words = args[0], list(args[1:])
+    allowed, takes_id = _VERBS[verb]
+    given: Dict[str, Any] = {}
+    positional: List[str] = []
+    while words:
+        word = words.pop(0)
+        param = _FLAGS.get(word) or _VALUES.get(word)
+        if param is None:
+            if not word or word.startswith("-"):
+                return None
+            positional.append(word)
+            continue
+        if param not in allowed or param in given:
+            return None
+        if word in _FLAGS:
+            given[param] = True
+            continue
+        value = _value(param, words.pop(0)) if words else None
+        if value is None:
+            return None
+        given[param] = value
+    if len(positional) != (1 if takes_id else 0):
+        return None
+    params = _defaults(verb)
+    profile = given.pop("profile", None)
+    params.update(given)
+    if takes_id:
+        params["job_id"] = positional[0]
+    return verb, params, profile
+
+
+def may_run() -> bool:
+    """Whether this process may take the quick path at all: not when the shell asks click to complete a word."""
+    return not os.environ.get(_COMPLETION)
+
+
+def _action(verb: str) -> Callable[..., int]:
+    from . import actions
+
+    found: Dict[str, Callable[..., int]] = {
+        "status": actions.show_status, "logs": actions.show_logs, "stop": actions.stop_job,
+        "list": actions.list_jobs,
+    }  # fmt: skip
+    return found[verb]
+
+
+class _QuietFlush:
+    """A stream whose flush ignores a closed pipe (what click leaves in place of stdout and stderr then)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as error:
+            if error.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def run(quick: Quick, args: Sequence[str]) -> NoReturn:
+    """Run a recognised verb and exit as ``ma-submit`` exits through click (``MaSubmitGroup.main``)."""
+    verb, params, profile = quick
+    from ..errors import MalaunchError
+
+    outcome: Outcome
+    try:
+        try:
+            outcome = None, _action(verb)(**params, profile=profile), None
+        except (EOFError, KeyboardInterrupt):
+            echo(err=True)  # click's empty line before it reports the interruption
+            raise
+        except OSError as error:
+            if error.errno != errno.EPIPE:
+                raise
+            sys.stdout = _QuietFlush(sys.stdout)
+            sys.stderr = _QuietFlush(sys.stderr)
+            sys.exit(1)  # click ends a closed pipe with 1, before the group sees it
+    except (MalaunchError, KeyboardInterrupt, EOFError) as error:
+        outcome = outcome_of(error)
+    finish(outcome, json_output_requested(args))
