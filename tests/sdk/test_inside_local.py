@@ -56,11 +56,24 @@ def test_exec_runs_in_the_hosts_environment_and_passes_the_exit_code(tmp_path: P
     assert_nothing_running(job_id)
 
 
+def _runs_with_token(job_id: str, cmdline: bytes) -> bool:
+    """Whether a live process carrying the job's token runs ``cmdline`` (NUL-separated, as /proc shows it): a count
+    of the job's processes could be met by a short-lived one before exec's command has started."""
+    for pid in job_processes(job_id):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if handle.read() == cmdline:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def test_stop_ends_what_exec_started(tmp_path: Path, home: Path, cli_env: Dict[str, str]) -> None:
     job_id = _running_job(tmp_path, home, hosts=1)
     proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "exec", job_id, "--", "sleep", "300"], env=cli_env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    wait_for(lambda: len(job_processes(job_id)) >= 4, what="the exec'd sleep to carry the job's token")
+    wait_for(lambda: _runs_with_token(job_id, b"sleep\x00300\x00"), what="the exec'd sleep to carry the job's token")
     stopped = ma_submit(["stop", job_id], cli_env)
     assert stopped.returncode == 0, stopped.stderr
     assert proc.wait(timeout=60) == 143  # its command was ended with the job, and its code passed through
