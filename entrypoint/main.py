@@ -20,12 +20,13 @@ import contextlib
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
+from ._record import TYPE_CHECKING
 from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
+    from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
     from .contract.config import ShimConfig
     from .plan.launch_plan import LaunchPlan
@@ -136,18 +137,19 @@ def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]
 
 @contextlib.contextmanager
 def _interruptible(during: str) -> Iterator[None]:
-    """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback)."""
-    import threading
+    """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback).
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    Outside the main thread no handler can be set (``signal.signal`` refuses with ValueError at the first): the wait
+    then goes on without them (this, not a look at :mod:`threading`, which start-up would otherwise import)."""
 
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum, during)
 
     wanted = [getattr(signal, name) for name in _WAIT_SIGNALS if hasattr(signal, name)]
-    previous = {sig: signal.signal(sig, stop) for sig in wanted}
+    previous: Dict[int, Any] = {}
+    with contextlib.suppress(ValueError):
+        for sig in wanted:
+            previous[sig] = signal.signal(sig, stop)
     try:
         yield
     finally:
@@ -313,4 +315,14 @@ def console_main() -> None:
         sys.stderr.flush()
     except (OSError, ValueError):  # the console takes nothing (a full disk): its bytes are lost, the code stands
         os._exit(code)  # everything is done; the interpreter's own final flush would turn the code into 120
+    if code == 0 and _printed_a_plan(sys.argv[1:]):
+        os._exit(0)  # a dry-run started nothing and holds nothing: the interpreter's teardown would only cost time
     sys.exit(code)
+
+
+def _printed_a_plan(args: Sequence[str]) -> bool:
+    """Whether the shim's options (as :func:`split_argv` reads them) asked for ``--dry-run``."""
+    try:
+        return "--dry-run" in split_argv(args)[0]
+    except ConfigError:
+        return False

@@ -43,10 +43,13 @@ import os
 import stat
 import time
 from operator import attrgetter
-from typing import Callable, Optional
 
+from ..._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
+
+if TYPE_CHECKING:
+    from typing import Callable, Optional
 
 __all__ = [
     "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",

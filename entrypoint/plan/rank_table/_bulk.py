@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
-from typing import Any, Optional, Sequence
 
+from ..._record import TYPE_CHECKING
 from ._model import Server
+
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 __all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
 
 MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
 #: One device as the parser keeps it: device_id (canonical), device_ip, rank (-1 until known).
-RawDevice = tuple[str, Optional[str], int]
+RawDevice = tuple[str, str | None, int]  # no typing names: the alias exists at run time
 
 _SMALL_IDS = frozenset(map(str, range(1024)))  # device ids in canonical form
 _DEVICE_ID, _DEVICE_IP, _RANK_ID = itemgetter("device_id"), itemgetter("device_ip"), itemgetter("rank_id")

@@ -11,11 +11,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
+from ..._record import TYPE_CHECKING
 from ...contract.errors import RankTableError
 from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown
+
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 
@@ -36,7 +39,7 @@ def _uint(value: object) -> Optional[int]:
     return None
 
 
-_RawServer = tuple[str, Optional[str], Optional[str], list[RawDevice]]  # id, pod_name, host_ip, devices
+_RawServer = tuple[str, str | None, str | None, list[RawDevice]]  # id, pod_name, host_ip, devices
 
 
 class _Parser:

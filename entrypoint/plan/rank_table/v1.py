@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring_ascii as _quoted
-from typing import Dict, List, Sequence, cast
 
+from ..._record import TYPE_CHECKING
 from . import RankTable, Server
+
+if TYPE_CHECKING:
+    from typing import Dict, List, Sequence
 
 __all__ = ["CONVERTED_FORMATS", "to_v1_text"]
 
@@ -47,5 +50,6 @@ def _devices_text(server: Server) -> str:
     if None in ips[window]:
         return ", ".join(_DEVICE_NO_IP % (device_id, rank) if ip is None else _DEVICE % (device_id, rank, _quoted(ip))
                          for device_id, ip, rank in zip(ids[window], ips[window], ranks[window]))
-    quoted_ips = map(_quoted, cast("Sequence[str]", ips[window]))  # no None, checked above
+    present: Sequence[str] = ips[window]  # type: ignore[assignment]  # no None: checked above
+    quoted_ips = map(_quoted, present)
     return ", ".join(map(_DEVICE.__mod__, zip(ids[window], ranks[window], quoted_ips)))
