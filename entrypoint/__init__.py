@@ -14,7 +14,7 @@ Public names (``__all__`` is explicit and tested)::
 from __future__ import annotations
 
 from ._lazy import lazy_names
-from ._record import TYPE_CHECKING
+from .contract._record import TYPE_CHECKING
 from .main import main  # eager: the submodule of the same name must not shadow the function
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from ._record import TYPE_CHECKING
+from .contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Tuple

@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 
-from ._record import TYPE_CHECKING
+from .contract._record import TYPE_CHECKING
 from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts

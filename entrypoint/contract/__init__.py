@@ -20,7 +20,7 @@ Standard library only, and cheap to import: it is read before the first rank sta
 
 from __future__ import annotations
 
-from .._record import TYPE_CHECKING
+from ._record import TYPE_CHECKING
 from .errors import ConfigError
 from .variables import ALIASES, KINDS, ROLES, SETTERS, VARIABLES, Name, Variable
 

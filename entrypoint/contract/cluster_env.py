@@ -14,9 +14,9 @@ before anything is written.
 
 from __future__ import annotations
 
-from .._record import TYPE_CHECKING
 from . import VARIABLES, int_bounds, parse_bool, parse_choice, parse_int, parse_seconds, parse_words
 from . import raw_value as _get
+from ._record import TYPE_CHECKING
 from .errors import ConfigError
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ Slotted classes, not dataclasses or named tuples: they are built before the firs
 
 from __future__ import annotations
 
-from .._record import TYPE_CHECKING, NamedTuple
 from . import VARIABLES, parse_bool, parse_codes, parse_int, parse_seconds, raw_value
+from ._record import TYPE_CHECKING, NamedTuple
 from .cluster_env import ClusterEnv, parse_cluster_env
 from .errors import ConfigError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 
-from .._record import TYPE_CHECKING
+from ._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Mapping, Optional, Tuple, Union

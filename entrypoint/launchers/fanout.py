@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os.path
 
-from .._record import TYPE_CHECKING
+from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv
 from ..plan.build import boot_command, log_dir_of, make_plan
 from ..plan.inputs import LaunchInputs, Needs

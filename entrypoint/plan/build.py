@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os.path
 
-from .._record import TYPE_CHECKING
+from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv
 from .inputs import LaunchInputs
 from .launch_plan import LaunchPlan, ProcessSpec

@@ -7,7 +7,7 @@ and hands the result to the launcher's pure ``plan()`` as :class:`LaunchInputs`.
 
 from __future__ import annotations
 
-from .._record import TYPE_CHECKING, NamedTuple
+from ..contract._record import TYPE_CHECKING, NamedTuple
 from .rank_table import RankTable
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .._record import TYPE_CHECKING, NamedTuple
 from ..contract import VARIABLES
+from ..contract._record import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Tuple, Union

@@ -11,8 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from .._record import TYPE_CHECKING
 from ..contract import VARIABLES
+from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv, require_master
 from ..contract.errors import ConfigError, LaunchError, RankTableError, WaitTimeout, shorten
 from .inputs import LaunchInputs, Needs

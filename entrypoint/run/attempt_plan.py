@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .._record import TYPE_CHECKING
+from ..contract._record import TYPE_CHECKING
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
 
 if TYPE_CHECKING:  # a type only: the policy module (and the report it reads) is not needed to plan an attempt

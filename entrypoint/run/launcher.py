@@ -17,7 +17,7 @@ Hooks, by who calls them:
 
 from __future__ import annotations
 
-from .._record import TYPE_CHECKING, NamedTuple
+from ..contract._record import TYPE_CHECKING, NamedTuple
 from ..plan.launch_plan import ProcessSpec
 
 if TYPE_CHECKING:

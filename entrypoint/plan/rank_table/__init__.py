@@ -44,7 +44,7 @@ import stat
 import time
 from operator import attrgetter
 
-from ..._record import TYPE_CHECKING
+from ...contract._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
 

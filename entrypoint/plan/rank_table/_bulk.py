@@ -12,7 +12,7 @@ import json
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 
-from ..._record import TYPE_CHECKING
+from ...contract._record import TYPE_CHECKING
 from ._model import Server
 
 if TYPE_CHECKING:

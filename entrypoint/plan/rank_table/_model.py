@@ -10,7 +10,7 @@ from __future__ import annotations
 import reprlib
 from operator import attrgetter
 
-from ..._record import TYPE_CHECKING, NamedTuple
+from ...contract._record import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from typing import Callable, Optional, Sequence

@@ -12,7 +12,7 @@ import bisect
 import contextlib
 import gc
 
-from ..._record import TYPE_CHECKING
+from ...contract._record import TYPE_CHECKING
 from ...contract.errors import RankTableError
 from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring_ascii as _quoted
 
-from ..._record import TYPE_CHECKING
+from ...contract._record import TYPE_CHECKING
 from . import RankTable, Server
 
 if TYPE_CHECKING:
