@@ -276,6 +276,12 @@ _MEANS: Dict[str, List[str]] = {"coordinator": [
     "7 ms; the shim's imports, about 7 ms; the environment and the restart policy, about 3 ms; the plan of this "
     "host's 16 ranks, about 1 ms. A dry-run given only `--dry-run` no longer builds an argparse parser nor loads "
     "the restart loop.",
+], "ranktable-scale": [
+    "**In-process** is the shim's own work on a warm interpreter: reading the file, json.loads, checking every "
+    "server and device, picking this host's server and planning its ranks. A fresh process pays more for the "
+    "same steps: its heap grows page by page while json.loads builds one dict and three strings per device.",
+    "**Wheel install, whole process** is what a container's ENTRYPOINT pays from exec to exit, interpreter "
+    "start-up included; the editable install adds its .pth finder (and python -m) to every start.",
 ]}
 
 

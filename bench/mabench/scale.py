@@ -136,6 +136,7 @@ class _Installs:
         self.over = Series("scale/dryrun-wheel-over-floor", "rank-table scale",
                            "ma-entrypoint --dry-run, wheel install, over its python -c pass", size, "s")  # fmt: skip
         self.venv: Optional[WheelVenv] = None
+        self.same_plan = False  # both installs printed the same plan (checked before the rounds)
 
     def series(self) -> List[Series]:
         return [self.editable, self.wheel, self.floor, self.over]
@@ -157,6 +158,7 @@ class _Installs:
             editable_plan = _printed_plan(subjects[0][1], run_env, scratch)
             if _printed_plan(subjects[1][1], run_env, scratch) != editable_plan:
                 raise BenchError("the wheel install's --dry-run printed another plan than the editable install's")
+            self.same_plan = True
         for index in range(rounds):
             took: Dict[str, float] = {}
             for offset in range(len(subjects)):
@@ -277,6 +279,14 @@ def run_scale(reps: int) -> CaseResult:
     result = CaseResult("ranktable-scale", [total, *installs.series(), rss], [target, installs.target()])
     result.notes.append(
         "rank-table scale = the shim's read + json.loads + parse_rank_table + select_server (last server, by "
-        "MA_CURRENT_HOST_IP) + parse_cluster_env/plan_launch, in-process, median after one warm-up."
+        "MA_CURRENT_HOST_IP) + parse_cluster_env/plan_launch, in-process, median after one warm-up"
+        + (f"; its steps' {total.note}." if total.note else ".")
+    )
+    wheel = installs.venv.wheel if installs.venv is not None else "not built"
+    result.notes.append(
+        f"wheel install = this tree built as a wheel ({wheel}) and installed with --no-deps into a fresh venv, as an "
+        "image installs it; its ma-entrypoint --dry-run and its python -c pass run in rotated rounds with the "
+        "editable install's python -m malaunch.entrypoint --dry-run; over its python -c pass = the difference "
+        "within each round." + (" Both installs printed the same plan." if installs.same_plan else "")
     )
     return result
