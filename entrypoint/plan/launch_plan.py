@@ -202,9 +202,9 @@ class LaunchPlan(_PlanFields):
 
     def render(self) -> str:
         """Pretty JSON text of :meth:`to_json`."""
-        import json  # only --dry-run prints a plan
+        from .jsontext import dumps_indented  # only --dry-run prints a plan
 
-        return json.dumps(self.to_json(), indent=2)
+        return dumps_indented(self.to_json())
 
 
 # ---- reading a plan's JSON back (types checked: the file may have been damaged)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import stat
 import time
@@ -46,9 +45,11 @@ from operator import attrgetter
 
 from ...contract._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
+from .. import jsontext
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
 
 if TYPE_CHECKING:
+    from json import JSONDecodeError
     from typing import Callable, Optional
 
 __all__ = [
@@ -180,28 +181,30 @@ def _decode(raw: bytes, path: str) -> object:
     del raw
     try:
         with no_gc():
-            return json.loads(text, parse_int=_bounded_int)
+            return jsontext.loads(text, parse_int=_bounded_int)
     except RecursionError:
         raise RankTableError(path, "(top level)", "<deeply nested>", "expected a rank table, found JSON "
                              "nested too deeply to read (a rank table is 5 levels deep)") from None
     except _NumberTooLong as exc:
         raise RankTableError(path, "(number)", f"<{exc.digits} digits>",
                              f"expected numbers of at most {_MAX_INT_DIGITS} digits") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
+        from json import JSONDecodeError  # only a file that is not JSON gets here
+
+        if not isinstance(exc, JSONDecodeError):  # e.g. the interpreter's int digit limit
+            raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
         if _truncated(text, exc):
             raise RankTableNotReady(f"the file is not complete JSON yet (half-written?): {exc}") from None
         raise RankTableError(path, f"(line {exc.lineno} column {exc.colno})", shown(text[exc.pos:exc.pos + 40]),
                              f"expected JSON ({exc.msg}); the error is before the end of the file, so it is not "
                              "half-written and waiting cannot fix it") from None
-    except ValueError as exc:  # e.g. the interpreter's int digit limit
-        raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
 
 
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 _NUMBER_TAIL = frozenset("0123456789.eE+-")
 
 
-def _truncated(text: str, error: json.JSONDecodeError) -> bool:
+def _truncated(text: str, error: JSONDecodeError) -> bool:
     """Whether ``text`` may be the start of valid JSON, given the decoder's ``error`` (i.e. it stops early).
 
     The decoder reports an error at the token where it failed; the text is a truncation when that token

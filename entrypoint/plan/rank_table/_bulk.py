@@ -8,11 +8,11 @@ value, so these functions never need to explain what is wrong.
 
 from __future__ import annotations
 
-import json
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 
 from ...contract._record import TYPE_CHECKING
+from .. import jsontext
 from ._model import Server
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _all_uint_strings(values: list[Any]) -> Optional[list[int]]:
     if not (joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= MAX_DIGITS):
         return None
     try:  # the C JSON scanner turns the digits into ints faster than int() one by one
-        ints: list[int] = json.loads("[" + ",".join(values) + "]")
+        ints: list[int] = jsontext.loads("[" + ",".join(values) + "]")
     except ValueError:  # a leading zero ("07"), which JSON refuses and int() takes
         return list(map(int, values))
     return ints

@@ -8,10 +8,8 @@ writes before any rank starts.
 
 from __future__ import annotations
 
-import json
-from json.encoder import encode_basestring_ascii as _quoted
-
 from ...contract._record import TYPE_CHECKING
+from ..jsontext import quoted as _quoted
 from . import RankTable, Server
 
 if TYPE_CHECKING:
@@ -40,7 +38,7 @@ def to_v1_text(table: RankTable) -> str:
         servers.setdefault(server.server_id, []).append(_devices_text(server))
     entries = ",\n  ".join(f'{{"server_id": {_quoted(server_id)}, "device": [{", ".join(devices)}], '
                            '"host_nic_ip": "reserve"}' for server_id, devices in servers.items())
-    head = json.dumps({"version": "1.0", "server_count": str(len(servers)), "status": "completed"})[:-1]
+    head = f'{{"version": "1.0", "server_count": "{len(servers)}", "status": "completed"'
     return f'{head}, "server_list": [\n  {entries}\n]}}\n'
 
 
