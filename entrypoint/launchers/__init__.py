@@ -20,8 +20,6 @@ module is imported only when its method runs.
 
 from __future__ import annotations
 
-import importlib
-
 from ..contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -58,7 +56,8 @@ _LAUNCHERS = {
 
 def _load(method: str) -> Any:
     home, name = _LAUNCHERS[method]
-    return getattr(importlib.import_module(f".{home}", __name__), name)
+    # __import__ with a fromlist gives the submodule itself; importlib (and warnings) would cost start-up time
+    return getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)
 
 
 def resolve_method(cluster: ClusterEnv) -> str:

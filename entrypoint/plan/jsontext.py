@@ -32,7 +32,7 @@ _BOM = "\ufeff"
 
 
 class _Rules:
-    """What the C scanner reads from its context: json.JSONDecoder's defaults, but ``parse_int``."""
+    """What the C scanner reads from its context: json.JSONDecoder's defaults, but how integers are read."""
 
     strict = True
     object_hook = None
@@ -40,8 +40,8 @@ class _Rules:
     parse_float = float
     parse_constant = _CONSTANTS.__getitem__
 
-    def __init__(self, parse_int: Callable[[str], Any]) -> None:
-        self.parse_int = parse_int
+    def __init__(self, integer: Callable[[str], Any]) -> None:
+        vars(self)["parse_int"] = integer  # the name the scanner reads (json's own keyword)
 
 
 def _fail(message: str, text: str, position: int) -> NoReturn:
@@ -50,8 +50,8 @@ def _fail(message: str, text: str, position: int) -> NoReturn:
     raise JSONDecodeError(message, text, position)
 
 
-def loads(text: str, parse_int: Callable[[str], Any] = int) -> Any:
-    """``json.loads(text, parse_int=parse_int)``.
+def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
+    """``json.loads(text, parse_int=integer)``.
 
     Raises:
         json.JSONDecodeError: ``text`` is not one JSON value (with whitespace around it).
@@ -59,14 +59,20 @@ def loads(text: str, parse_int: Callable[[str], Any] = int) -> Any:
     if _json is None:
         import json
 
-        return json.loads(text, parse_int=parse_int)
+        return json.loads(text, parse_int=integer)
     if text.startswith(_BOM):
         _fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     start = len(text) - len(text.lstrip(_SPACE))
     try:
-        value, end = _json.make_scanner(_Rules(parse_int))(text, start)  # type: ignore[arg-type]
+        value, end = _json.make_scanner(_Rules(integer))(text, start)  # type: ignore[arg-type]
     except StopIteration as stop:
         _fail("Expecting value", text, stop.value)
+    except SystemError:
+        # Python 3.10 and 3.11's scanner raises its JSONDecodeError only when json.decoder is already imported
+        # (it fails with this instead): bad input only, which json itself now reads again to raise its own error.
+        import json
+
+        return json.loads(text, parse_int=integer)
     if end != len(text):
         end = len(text) - len(text[end:].lstrip(_SPACE))
         if end != len(text):

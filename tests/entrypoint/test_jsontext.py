@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Tuple
 
 import pytest
@@ -66,7 +70,7 @@ def test_parse_int_is_called_for_integers_only() -> None:
         seen.append(digits)
         return -1
 
-    assert loads('{"a": [12, 1.5, "7", -3]}', parse_int=keep) == json.loads('{"a": [12, 1.5, "7", -3]}',
+    assert loads('{"a": [12, 1.5, "7", -3]}', integer=keep) == json.loads('{"a": [12, 1.5, "7", -3]}',
                                                                             parse_int=lambda _: -1)
     assert seen == ["12", "-3"]
 
@@ -87,3 +91,34 @@ def test_values_json_writes_its_own_way_are_handed_to_json() -> None:
     assert dumps_indented(odd) == json.dumps(odd, indent=2)
     with pytest.raises(TypeError):
         dumps_indented({"not": {1, 2}})
+
+
+FRESH = (
+    "import sys\n"
+    "from malaunch.entrypoint.plan.jsontext import loads\n"
+    "assert 'json' not in sys.modules, 'imported json before any bad input'\n"
+    "for text in sys.argv[1:]:\n"
+    "    try:\n"
+    "        loads(text)\n"
+    "    except ValueError as exc:\n"
+    "        print(type(exc).__name__, getattr(exc, 'msg', ''), getattr(exc, 'pos', ''))\n"
+)
+
+
+def test_bad_input_in_a_process_that_never_imported_json_fails_as_json_does(tmp_path: Path) -> None:
+    # Python 3.10 and 3.11's C scanner can raise its error only once json.decoder is imported: a fresh process
+    # (no site hooks, the shim alone on the path) must still get json's own error, not a SystemError.
+    site = tmp_path / "site"
+    (site / "malaunch").mkdir(parents=True)
+    (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[2] / "entrypoint")
+    texts = ['{"a": [1, 2', '[1, 2,]', '{"a" 1}', "[1] x", "", '"\\x"', "[NaN, -]"]
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-S", "-c", FRESH, *texts], env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = []
+    for text in texts:
+        with pytest.raises(json.JSONDecodeError) as caught:
+            json.loads(text)
+        expected.append(f"JSONDecodeError {caught.value.msg} {caught.value.pos}")
+    assert done.stdout.splitlines() == expected

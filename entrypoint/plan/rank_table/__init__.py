@@ -63,6 +63,7 @@ RANK_TABLE_DIR_FILE = "jobstart_hccl.json"
 MAX_RANK_TABLE_BYTES = 64 * 1024 * 1024
 _PROGRESS_EVERY = 10.0  # seconds between on_wait calls
 _MAX_INT_DIGITS = 20
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which a table may start with
 _PERMANENT_ERRNOS = (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR, errno.EACCES, errno.EPERM)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
@@ -171,8 +172,8 @@ def _decode(raw: bytes, path: str) -> object:
     text, so a large table is not held twice while ``json.loads`` builds its objects."""
     if not raw.strip():
         raise RankTableNotReady("the file is empty")
-    try:
-        text = raw.decode("utf-8-sig")
+    try:  # as "utf-8-sig" decodes (positions in errors counted after a BOM), without importing that codec
+        text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.reason == "unexpected end of data" and exc.end == len(raw):
             raise RankTableNotReady("the file ends inside a UTF-8 character (half-written?)") from None
@@ -181,7 +182,7 @@ def _decode(raw: bytes, path: str) -> object:
     del raw
     try:
         with no_gc():
-            return jsontext.loads(text, parse_int=_bounded_int)
+            return jsontext.loads(text, integer=_bounded_int)
     except RecursionError:
         raise RankTableError(path, "(top level)", "<deeply nested>", "expected a rank table, found JSON "
                              "nested too deeply to read (a rank table is 5 levels deep)") from None

@@ -8,7 +8,6 @@ walked item by item here, so that the error can name the exact value. Both make 
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import gc
 
@@ -145,6 +144,8 @@ class _Parser:
             entries.append((server_id, pod_name, host_ip, devices))
 
         def where(i: int) -> str:
+            import bisect  # only to name the place of a bad rank
+
             server = bisect.bisect_right(starts, i) - 1
             return f"server_list[{server}].device[{i - starts[server]}].rank_id"
 
