@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 
 from .contract._record import TYPE_CHECKING
@@ -26,6 +25,7 @@ from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrup
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
+    import signal as _signal
     from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
     from .contract.config import ShimConfig
@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
     from .run.events import AttemptLink
     from .run.hosts import HostsConfig
     from .run.procs.cgroup import CgroupEntry
+else:  # the C module signal.py wraps (and types as): signal.py imports enum, start-up time, to return enums
+    import _signal
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -145,16 +147,16 @@ def _interruptible(during: str) -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum, during)
 
-    wanted = [getattr(signal, name) for name in _WAIT_SIGNALS if hasattr(signal, name)]
+    wanted = [getattr(_signal, name) for name in _WAIT_SIGNALS if hasattr(_signal, name)]
     previous: Dict[int, Any] = {}
     with contextlib.suppress(ValueError):
         for sig in wanted:
-            previous[sig] = signal.signal(sig, stop)
+            previous[sig] = _signal.signal(sig, stop)
     try:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
 
 
 def _parse_options(flags: List[str]) -> Any:
@@ -300,7 +302,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return exit_code_for(error)
     except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
         _error("stopped by SIGINT; nothing was started")
-        return 128 + signal.SIGINT
+        return 128 + _signal.SIGINT
     finally:
         if entry is not None:
             entry.abandon()  # a run that started removed it; else this process leaves it and removes it
