@@ -170,7 +170,7 @@ def _decode(raw: bytes, path: str) -> object:
     """Decoded JSON; RankTableNotReady if the text may still be completed (or is blank), RankTableError if it never
     can. Pass the bytes as a temporary (``_decode(_read_bytes(path), path)``): they are dropped once decoded to
     text, so a large table is not held twice while ``json.loads`` builds its objects."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # not raw.strip(), which copies a table that ends in a newline
         raise RankTableNotReady("the file is empty")
     try:  # as "utf-8-sig" decodes (positions in errors counted after a BOM), without importing that codec
         text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
