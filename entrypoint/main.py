@@ -16,7 +16,6 @@ job's secret.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
@@ -26,7 +25,7 @@ from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrup
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
     import signal as _signal
-    from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
+    from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
     from .contract.config import ShimConfig
     from .plan.launch_plan import LaunchPlan
@@ -137,25 +136,31 @@ def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]
     return options, args[index], list(args[index + 1:])
 
 
-@contextlib.contextmanager
-def _interruptible(during: str) -> Iterator[None]:
+class _interruptible:
     """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback).
 
     Outside the main thread no handler can be set (``signal.signal`` refuses with ValueError at the first): the wait
-    then goes on without them (this, not a look at :mod:`threading`, which start-up would otherwise import)."""
+    then goes on without them (this, not a look at :mod:`threading`, which start-up would otherwise import). A
+    class, not contextlib: start-up would import contextlib and functools for it."""
 
-    def stop(signum: int, _frame: object) -> None:
-        raise Interrupted(signum, during)
+    def __init__(self, during: str) -> None:
+        self.during = during
+        self.previous: Dict[int, Any] = {}
 
-    wanted = [getattr(_signal, name) for name in _WAIT_SIGNALS if hasattr(_signal, name)]
-    previous: Dict[int, Any] = {}
-    with contextlib.suppress(ValueError):
-        for sig in wanted:
-            previous[sig] = _signal.signal(sig, stop)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
+    def _stop(self, signum: int, _frame: object) -> None:
+        raise Interrupted(signum, self.during)
+
+    def __enter__(self) -> None:
+        try:
+            for name in _WAIT_SIGNALS:
+                if hasattr(_signal, name):
+                    sig = getattr(_signal, name)
+                    self.previous[sig] = _signal.signal(sig, self._stop)
+        except ValueError:
+            pass
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self.previous.items():
             _signal.signal(sig, handler)
 
 
@@ -184,9 +189,11 @@ def _overlay(environ: Mapping[str, str], options: Any) -> Dict[str, str]:
 
 def _stderr(text: str) -> None:
     """Write the shim's own lines; a console that takes nothing (a full disk) costs the line, never the run."""
-    with contextlib.suppress(OSError, ValueError):
+    try:
         sys.stderr.write(text)
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _say(message: str) -> None:

@@ -82,7 +82,8 @@ def test_a_dry_run_from_a_plain_install_imports_neither_typing_nor_json(tmp_path
     (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[2] / "entrypoint")
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")
-    watched = ["typing", "threading", "json", "re", "enum", "malaunch.entrypoint.report.report", *WATCHED]
+    watched = ["typing", "threading", "json", "re", "enum", "contextlib", "malaunch.entrypoint.report.report",
+               *WATCHED]
     env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-S", "-c", PROBE, ",".join(watched), "--dry-run", str(boot)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip

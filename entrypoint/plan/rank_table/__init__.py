@@ -36,7 +36,6 @@ more than 20 digits.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -304,10 +303,12 @@ def _matches(servers: tuple[Server, ...], value: Optional[str], *fields: str) ->
     for field in fields if value else ():
         column = list(map(attrgetter(field), servers))
         at = -1
-        with contextlib.suppress(ValueError):  # no further match
+        try:
             while True:
                 at = column.index(value, at + 1)
                 found.add(at)
+        except ValueError:  # no further match
+            pass
     return sorted(found)
 
 

@@ -8,7 +8,6 @@ walked item by item here, so that the error can name the exact value. Both make 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 
 from ...contract._record import TYPE_CHECKING
@@ -17,7 +16,7 @@ from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown
 
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
+    from typing import Any, Callable, NoReturn, Optional, Sequence
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 
@@ -259,17 +258,23 @@ def _columns(devices: Sequence[RawDevice]) -> tuple[list[str], list[Optional[str
     return [d[0] for d in devices], [d[1] for d in devices], [d[2] for d in devices]
 
 
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused: decoding and parsing a table make ~100k acyclic objects per 32k
-    ranks, and collections triggered by them would walk all of them again and again, for nothing."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+class _GcPaused:
+    """``with``: the collector off inside, on again after if it was on before (so nested pauses are one)."""
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.was_enabled:
             gc.enable()
+
+
+def no_gc() -> _GcPaused:
+    """The cyclic garbage collector paused: decoding and parsing a table make ~100k acyclic objects per 32k
+    ranks, and collections triggered by them would walk all of them again and again, for nothing. (A class, not
+    contextlib: start-up would import contextlib and functools for it.)"""
+    return _GcPaused()
 
 
 def parse_rank_table(data: object, path: str) -> RankTable:
