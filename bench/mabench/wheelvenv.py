@@ -9,6 +9,7 @@ throwaway ``python -m venv`` (the shim needs only the standard library), so that
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import List, NamedTuple
@@ -16,6 +17,9 @@ from typing import List, NamedTuple
 from .procs import PYTHON, REPO, BenchError
 
 __all__ = ["WheelVenv", "wheel_venv"]
+
+#: What the wheel is built from (pyproject.toml names the README as the long description).
+_SOURCES = ("pyproject.toml", "README.md", "sdk", "entrypoint")
 
 
 class WheelVenv(NamedTuple):
@@ -39,9 +43,17 @@ def wheel_venv(scratch: Path) -> WheelVenv:
     Raises:
         BenchError: the build, the venv or the install failed (the last lines of its output say why).
     """
-    wheels, venv = scratch / "wheel", scratch / "venv"
+    wheels, venv, source = scratch / "wheel", scratch / "venv", scratch / "source"
+    # Built from a copy: setuptools keeps a build/ folder in the tree it builds, whose stale files (a module since
+    # moved) would go into the wheel, and the repository is left as it was.
+    source.mkdir(parents=True)
+    for name in _SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO / name, source / name)
     _run([PYTHON, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-          str(wheels), str(REPO)], "building this tree's wheel")  # fmt: skip
+          str(wheels), str(source)], "building this tree's wheel")  # fmt: skip
     built = sorted(wheels.glob("malaunch-*.whl"))
     if not built:
         raise BenchError(f"building this tree's wheel made no malaunch-*.whl in {wheels}")
