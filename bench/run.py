@@ -9,7 +9,9 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``teardown``: a rank's failing exit -> launcher exit: the shim (ranktable, torchrun, msrun), bare torchrun,
   bare msrun;
 - ``log-throughput``: 1 GB of lines through the shim vs written to a file directly;
-- ``ranktable-scale``: parse and plan a 2,048 x 16 (32,768-rank) v1.0 rank table in-process;
+- ``ranktable-scale``: parse and plan a 2,048 x 16 (32,768-rank) v1.0 rank table in-process, and the whole
+  ``ma-entrypoint --dry-run`` on it from this tree's wheel in a fresh venv beside its ``python -c pass``
+  (``--only ranktable-scale`` rewrites its section);
 - ``local-backend``: a 4 x 4 job through the SDK's local backend, submit -> done;
 - ``obs-upload``: the ModelArts code upload (first and unchanged re-upload) against a plain 10-thread boto3
   upload, on moto's S3 server on 127.0.0.1, at 2,000 and 20,000 files (``--quick``: 2,000);
@@ -112,7 +114,7 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         "(~1 min each)",
         "log-throughput": f"{s['log_bytes'] / 1e6:.0f} MB through the shim vs to a file (and the shim's peak RSS); "
         f"{s['log_reps']} runs each",
-        "ranktable-scale": f"2,048 x 16 v1.0 table, in-process; {s['scale_reps']} runs",
+        "ranktable-scale": f"2,048 x 16 v1.0 table, in-process; {s['scale_reps']} runs; --dry-run wheel vs editable",
         "local-backend": f"4 hosts x 4 ranks via Job(...).submit(); {s['local_reps']} runs",
         "obs-upload": f"{'2,000 and 20,000' if s['obs_large'] else '2,000'} files (one of 20 MB) on moto's S3 "
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",

@@ -6,8 +6,10 @@ export names whose modules the shim's start-up, or a quick ``ma-submit`` verb, m
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from .contract._record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 __all__ = ["lazy_names"]
 
@@ -22,6 +24,8 @@ def lazy_names(
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        import importlib  # on first use only: importlib (and the warnings it imports) cost start-up time
+
         value = getattr(importlib.import_module(f".{home}", package), name)
         namespace[name] = value
         return value

@@ -16,16 +16,16 @@ job's secret.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
+from .contract._record import TYPE_CHECKING
 from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
+    import signal as _signal
+    from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
     from .contract.config import ShimConfig
     from .plan.launch_plan import LaunchPlan
@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
     from .run.events import AttemptLink
     from .run.hosts import HostsConfig
     from .run.procs.cgroup import CgroupEntry
+else:  # the C module signal.py wraps (and types as): signal.py imports enum, start-up time, to return enums
+    import _signal
 
 __all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
 
@@ -134,25 +136,32 @@ def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]
     return options, args[index], list(args[index + 1:])
 
 
-@contextlib.contextmanager
-def _interruptible(during: str) -> Iterator[None]:
-    """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback)."""
-    import threading
+class _interruptible:
+    """While waiting, SIGINT/SIGTERM/SIGHUP raise :class:`Interrupted` (exit 128+N, one line, no traceback).
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    Outside the main thread no handler can be set (``signal.signal`` refuses with ValueError at the first): the wait
+    then goes on without them (this, not a look at :mod:`threading`, which start-up would otherwise import). A
+    class, not contextlib: start-up would import contextlib and functools for it."""
 
-    def stop(signum: int, _frame: object) -> None:
-        raise Interrupted(signum, during)
+    def __init__(self, during: str) -> None:
+        self.during = during
+        self.previous: Dict[int, Any] = {}
 
-    wanted = [getattr(signal, name) for name in _WAIT_SIGNALS if hasattr(signal, name)]
-    previous = {sig: signal.signal(sig, stop) for sig in wanted}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    def _stop(self, signum: int, _frame: object) -> None:
+        raise Interrupted(signum, self.during)
+
+    def __enter__(self) -> None:
+        try:
+            for name in _WAIT_SIGNALS:
+                if hasattr(_signal, name):
+                    sig = getattr(_signal, name)
+                    self.previous[sig] = _signal.signal(sig, self._stop)
+        except ValueError:
+            pass
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self.previous.items():
+            _signal.signal(sig, handler)
 
 
 def _parse_options(flags: List[str]) -> Any:
@@ -180,9 +189,11 @@ def _overlay(environ: Mapping[str, str], options: Any) -> Dict[str, str]:
 
 def _stderr(text: str) -> None:
     """Write the shim's own lines; a console that takes nothing (a full disk) costs the line, never the run."""
-    with contextlib.suppress(OSError, ValueError):
+    try:
         sys.stderr.write(text)
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _say(message: str) -> None:
@@ -298,7 +309,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return exit_code_for(error)
     except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
         _error("stopped by SIGINT; nothing was started")
-        return 128 + signal.SIGINT
+        return 128 + _signal.SIGINT
     finally:
         if entry is not None:
             entry.abandon()  # a run that started removed it; else this process leaves it and removes it
@@ -313,4 +324,14 @@ def console_main() -> None:
         sys.stderr.flush()
     except (OSError, ValueError):  # the console takes nothing (a full disk): its bytes are lost, the code stands
         os._exit(code)  # everything is done; the interpreter's own final flush would turn the code into 120
+    if code == 0 and _printed_a_plan(sys.argv[1:]):
+        os._exit(0)  # a dry-run started nothing and holds nothing: the interpreter's teardown would only cost time
     sys.exit(code)
+
+
+def _printed_a_plan(args: Sequence[str]) -> bool:
+    """Whether the shim's options (as :func:`split_argv` reads them) asked for ``--dry-run``."""
+    try:
+        return "--dry-run" in split_argv(args)[0]
+    except ConfigError:
+        return False

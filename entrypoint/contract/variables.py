@@ -6,11 +6,16 @@ Standard library only, and cheap to import: it is read before the first rank sta
 from __future__ import annotations
 
 import types
-from typing import Mapping, Optional, Tuple, Union
+
+from ._record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Mapping, Optional, Tuple, Union
+
+    Default = Union[int, float, bool, str, None]
 
 __all__ = ["ALIASES", "KINDS", "ROLES", "SETTERS", "VARIABLES", "Name", "Variable"]
 
-Default = Union[int, float, bool, str, None]
 #: How a variable's text is read. ``int``/``port``/``seconds``/``bool`` have parse helpers here; ``choice``
 #: is one of ``choices`` (case-insensitive); ``words`` is shell-split; ``hosts`` comma-separated names;
 #: ``codes`` a restart choice or exit codes; ``text``/``path`` are taken as they are.

@@ -20,10 +20,11 @@ module is imported only when its method runs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Sequence
+from ..contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Mapping, Optional, Sequence
+
     from ..contract.cluster_env import ClusterEnv
     from ..contract.config import ShimConfig
     from ..plan.inputs import LaunchInputs, Needs
@@ -55,7 +56,8 @@ _LAUNCHERS = {
 
 def _load(method: str) -> Any:
     home, name = _LAUNCHERS[method]
-    return getattr(importlib.import_module(f".{home}", __name__), name)
+    # __import__ with a fromlist gives the submodule itself; importlib (and warnings) would cost start-up time
+    return getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)
 
 
 def resolve_method(cluster: ClusterEnv) -> str:

@@ -5,9 +5,13 @@ address, a directory whose ``python`` is the interpreter); :mod:`.prepare` gathe
 and hands the result to the launcher's pure ``plan()`` as :class:`LaunchInputs`.
 """
 
-from typing import NamedTuple, Optional, Tuple
+from __future__ import annotations
 
+from ..contract._record import TYPE_CHECKING, NamedTuple
 from .rank_table import RankTable
+
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 __all__ = ["LaunchInputs", "Needs"]
 

@@ -21,10 +21,15 @@ first rank starts, and a named tuple costs a fraction of a dataclass to define a
 """
 
 
+from __future__ import annotations
+
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..contract import VARIABLES
+from ..contract._record import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 
@@ -63,7 +68,7 @@ class ProcessSpec(NamedTuple):
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "ProcessSpec":
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessSpec:
         """Inverse of :meth:`to_json`: every field, each checked for its type.
 
         Raises:
@@ -128,7 +133,7 @@ class LaunchPlan(_PlanFields):
         files: Mapping[str, str] = _EMPTY,
         watch_workers: bool = False,
         restart_on: Optional[Union[str, Tuple[int, ...]]] = None,
-    ) -> "LaunchPlan":
+    ) -> LaunchPlan:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}")
         if log_source not in LOG_SOURCES:
@@ -156,7 +161,7 @@ class LaunchPlan(_PlanFields):
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "LaunchPlan":
+    def from_json(cls, data: Mapping[str, Any]) -> LaunchPlan:
         """Inverse of :meth:`to_json`: ``LaunchPlan.from_json(plan.to_json()) == plan`` for every plan, every
         field kept (a recovery unit reads its one-process plan from a file this way).
 
@@ -197,9 +202,9 @@ class LaunchPlan(_PlanFields):
 
     def render(self) -> str:
         """Pretty JSON text of :meth:`to_json`."""
-        import json  # only --dry-run prints a plan
+        from .jsontext import dumps_indented  # only --dry-run prints a plan
 
-        return json.dumps(self.to_json(), indent=2)
+        return dumps_indented(self.to_json())
 
 
 # ---- reading a plan's JSON back (types checked: the file may have been damaged)

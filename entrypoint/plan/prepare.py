@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, Optional, Sequence, Tuple
+from collections.abc import Callable
 
 from ..contract import VARIABLES
+from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv, require_master
 from ..contract.errors import ConfigError, LaunchError, RankTableError, WaitTimeout, shorten
 from .inputs import LaunchInputs, Needs
@@ -23,6 +24,9 @@ from .rank_table import (
     select_server,
     wait_for_rank_table,
 )
+
+if TYPE_CHECKING:
+    from typing import Optional, Sequence, Tuple
 
 __all__ = ["DEFAULT_RANK_TABLE_PATH", "Progress", "Resolver", "gather", "python_dir_for", "wait_for_address"]
 

@@ -10,14 +10,19 @@ Logs go under ``<log dir>/attempt-K/`` (paths in ``--flag=PATH`` arguments too, 
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Mapping, Tuple
 
+from ..contract._record import TYPE_CHECKING
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
-from .policy import RestartPolicy
+
+if TYPE_CHECKING:  # a type only: the policy module (and the report it reads) is not needed to plan an attempt
+    from typing import Callable, Dict, Mapping, Tuple
+
+    from ..contract.config import RestartPolicy
+
+    ArgvHook = Callable[[ProcessSpec, int, int], Tuple[str, ...]]
 
 __all__ = ["attempt_plan", "reroot"]
 
-ArgvHook = Callable[[ProcessSpec, int, int], Tuple[str, ...]]
 
 
 def reroot(path: str, root: str, attempt_dir: str) -> str:

@@ -15,11 +15,14 @@ Hooks, by who calls them:
   :meth:`Launcher.gate`, :meth:`Launcher.relaunch`, :meth:`Launcher.failure_name`.
 """
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from __future__ import annotations
 
+from ..contract._record import TYPE_CHECKING, NamedTuple
 from ..plan.launch_plan import ProcessSpec
 
 if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
     from ..contract.cluster_env import ClusterEnv
     from ..plan.inputs import LaunchInputs, Needs
     from ..plan.launch_plan import LaunchPlan
@@ -59,27 +62,27 @@ class Gate:
     class returned ends the job, None lets the launcher go on. ``history`` gives every attempt the launcher made.
     """
 
-    def hold(self, death: "WorkerDeath") -> None:
+    def hold(self, death: WorkerDeath) -> None:
         """Watch thread: a worker died (stop the launcher while it is judged)."""
 
-    def judge(self, death: "WorkerDeath") -> "Optional[Classification]":
+    def judge(self, death: WorkerDeath) -> Optional[Classification]:
         """Event loop: the class of ``death`` when it ends the job, else None."""
         return None
 
     def release(self) -> None:
         """Before the final teardown: let every held launcher go."""
 
-    def own_output(self, death: "WorkerDeath") -> Tuple[str, ...]:
+    def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
         """The last lines the dead worker wrote itself, complete at its death (empty: not known here)."""
         return ()
 
     def history(
         self,
-        facts: "Sequence[Death]",
-        final: "Optional[Failure]",
+        facts: Sequence[Death],
+        final: Optional[Failure],
         started: float,
-        failure_of: "Callable[[Death], Failure]",
-    ) -> "Tuple[LauncherAttempt, ...]":
+        failure_of: Callable[[Death], Failure],
+    ) -> Tuple[LauncherAttempt, ...]:
         """Every attempt the launcher made itself (empty: it made none)."""
         return ()
 
@@ -104,22 +107,22 @@ class Launcher:
     relaunches = False
 
     # -- planning -------------------------------------------------------------------------------------------
-    def needs(self, cluster: "ClusterEnv") -> "Needs":
+    def needs(self, cluster: ClusterEnv) -> Needs:
         """What must be gathered before :meth:`plan` (the rank table, the master's address, ...)."""
         from ..plan.inputs import Needs
 
         return Needs()
 
-    def plan(self, cluster: "ClusterEnv", inputs: "LaunchInputs") -> "LaunchPlan":
+    def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
         """This host's plan. Pure: same inputs, same plan."""
         raise NotImplementedError
 
-    def owns(self, plan: "LaunchPlan") -> bool:
+    def owns(self, plan: LaunchPlan) -> bool:
         """Whether ``plan`` is one of this launcher's."""
         return plan.method == self.method
 
     # -- attempts ---------------------------------------------------------------------------------------------
-    def plan_attempt(self, plan: "LaunchPlan", attempt: int, policy: "RestartPolicy") -> "LaunchPlan":
+    def plan_attempt(self, plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
         """Attempt ``attempt``'s plan (0-based): its own log folder and the attempt counters. Pure."""
         from .attempt_plan import attempt_plan
 
@@ -127,38 +130,38 @@ class Launcher:
             return plan
         return attempt_plan(plan, attempt, policy, self.attempt_argv, self.reroots_env)
 
-    def plan_members(self, plan: "LaunchPlan", attempt: int, members: int) -> "LaunchPlan":
+    def plan_members(self, plan: LaunchPlan, attempt: int, members: int) -> LaunchPlan:
         """Attempt ``attempt``'s plan when the coordinator started it with ``members`` hosts (elastic). Pure."""
         return plan
 
-    def attempt_argv(self, spec: "ProcessSpec", attempt: int, most: int) -> Tuple[str, ...]:
+    def attempt_argv(self, spec: ProcessSpec, attempt: int, most: int) -> Tuple[str, ...]:
         """A process's command line in attempt ``attempt`` of at most ``most`` restarts."""
         return spec.argv
 
     #: Paths in the processes' own variables move into the attempt's folder too.
     reroots_env = False
 
-    def attempt_limit(self, plan: "LaunchPlan", policy: "RestartPolicy") -> int:
+    def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
         """How many times the attempt loop may start the plan."""
         return policy.max_restarts + 1
 
-    def announces_attempts(self, policy: "RestartPolicy") -> bool:
+    def announces_attempts(self, policy: RestartPolicy) -> bool:
         """Whether the attempts are announced to the peer hosts (they restart together)."""
         return policy.max_restarts > 0
 
     # -- output -------------------------------------------------------------------------------------------------
     def attempt_follower(
         self,
-        plan: "LaunchPlan",
-        rank_sinks: "Mapping[int, SpliceSink]",
-        launcher_sink: "Sink",
-        out: "Console",
-        err: "Console",
-    ) -> "Optional[FileFollower]":
+        plan: LaunchPlan,
+        rank_sinks: Mapping[int, SpliceSink],
+        launcher_sink: Sink,
+        out: Console,
+        err: Console,
+    ) -> Optional[FileFollower]:
         """For ``log_source == "attempt_files"``: the follower that copies the workers' files into the rank logs."""
         return None
 
-    def read_lines(self, plan: "LaunchPlan", lines: bytes) -> LauncherSays:
+    def read_lines(self, plan: LaunchPlan, lines: bytes) -> LauncherSays:
         """What the launcher process's own output lines say."""
         return LauncherSays()
 
@@ -168,21 +171,21 @@ class Launcher:
         return False
 
     def final_facts(
-        self, plan: "LaunchPlan", text: str, error_files: Dict[str, int], started_wall: float
-    ) -> "List[Death]":
+        self, plan: LaunchPlan, text: str, error_files: Dict[str, int], started_wall: float
+    ) -> List[Death]:
         """What the launcher wrote down, read once every process ended (its summary, error files)."""
         return []
 
-    def gate(self, plan: "LaunchPlan", launchers: Dict[int, int]) -> Gate:
+    def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
         """The judge of the launcher's own restarts (``launchers``: plan index -> pid)."""
         return Gate()
 
-    def relaunch(self, spec: ProcessSpec, failure: "Failure", relaunches: int, stopping: bool) -> "Optional[Relaunch]":
+    def relaunch(self, spec: ProcessSpec, failure: Failure, relaunches: int, stopping: bool) -> Optional[Relaunch]:
         """A process failed: start it again alone (a :class:`Relaunch`), or None (or no spec) to end the job.
         ``relaunches``: how many were made so far; ``stopping``: the shim was told to stop."""
         return None
 
-    def failure_name(self, spec: "ProcessSpec", rank: Optional[int]) -> str:
+    def failure_name(self, spec: ProcessSpec, rank: Optional[int]) -> str:
         """The name a failure of ``rank`` (through process ``spec``) is reported under."""
         if self.starts_workers and rank is not None:
             return f"rank-{rank}"

@@ -36,17 +36,20 @@ more than 20 digits.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import json
 import os
 import stat
 import time
 from operator import attrgetter
-from typing import Callable, Optional
 
+from ...contract._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
+from .. import jsontext
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
+
+if TYPE_CHECKING:
+    from json import JSONDecodeError
+    from typing import Callable, Optional
 
 __all__ = [
     "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",
@@ -59,6 +62,7 @@ RANK_TABLE_DIR_FILE = "jobstart_hccl.json"
 MAX_RANK_TABLE_BYTES = 64 * 1024 * 1024
 _PROGRESS_EVERY = 10.0  # seconds between on_wait calls
 _MAX_INT_DIGITS = 20
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which a table may start with
 _PERMANENT_ERRNOS = (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR, errno.EACCES, errno.EPERM)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
@@ -165,10 +169,10 @@ def _decode(raw: bytes, path: str) -> object:
     """Decoded JSON; RankTableNotReady if the text may still be completed (or is blank), RankTableError if it never
     can. Pass the bytes as a temporary (``_decode(_read_bytes(path), path)``): they are dropped once decoded to
     text, so a large table is not held twice while ``json.loads`` builds its objects."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # not raw.strip(), which copies a table that ends in a newline
         raise RankTableNotReady("the file is empty")
-    try:
-        text = raw.decode("utf-8-sig")
+    try:  # as "utf-8-sig" decodes (positions in errors counted after a BOM), without importing that codec
+        text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.reason == "unexpected end of data" and exc.end == len(raw):
             raise RankTableNotReady("the file ends inside a UTF-8 character (half-written?)") from None
@@ -177,28 +181,30 @@ def _decode(raw: bytes, path: str) -> object:
     del raw
     try:
         with no_gc():
-            return json.loads(text, parse_int=_bounded_int)
+            return jsontext.loads(text, integer=_bounded_int)
     except RecursionError:
         raise RankTableError(path, "(top level)", "<deeply nested>", "expected a rank table, found JSON "
                              "nested too deeply to read (a rank table is 5 levels deep)") from None
     except _NumberTooLong as exc:
         raise RankTableError(path, "(number)", f"<{exc.digits} digits>",
                              f"expected numbers of at most {_MAX_INT_DIGITS} digits") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
+        from json import JSONDecodeError  # only a file that is not JSON gets here
+
+        if not isinstance(exc, JSONDecodeError):  # e.g. the interpreter's int digit limit
+            raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
         if _truncated(text, exc):
             raise RankTableNotReady(f"the file is not complete JSON yet (half-written?): {exc}") from None
         raise RankTableError(path, f"(line {exc.lineno} column {exc.colno})", shown(text[exc.pos:exc.pos + 40]),
                              f"expected JSON ({exc.msg}); the error is before the end of the file, so it is not "
                              "half-written and waiting cannot fix it") from None
-    except ValueError as exc:  # e.g. the interpreter's int digit limit
-        raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
 
 
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 _NUMBER_TAIL = frozenset("0123456789.eE+-")
 
 
-def _truncated(text: str, error: json.JSONDecodeError) -> bool:
+def _truncated(text: str, error: JSONDecodeError) -> bool:
     """Whether ``text`` may be the start of valid JSON, given the decoder's ``error`` (i.e. it stops early).
 
     The decoder reports an error at the token where it failed; the text is a truncation when that token
@@ -297,10 +303,12 @@ def _matches(servers: tuple[Server, ...], value: Optional[str], *fields: str) ->
     for field in fields if value else ():
         column = list(map(attrgetter(field), servers))
         at = -1
-        with contextlib.suppress(ValueError):  # no further match
+        try:
             while True:
                 at = column.index(value, at + 1)
                 found.add(at)
+        except ValueError:  # no further match
+            pass
     return sorted(found)
 
 

@@ -8,18 +8,21 @@ value, so these functions never need to explain what is wrong.
 
 from __future__ import annotations
 
-import json
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
-from typing import Any, Optional, Sequence
 
+from ...contract._record import TYPE_CHECKING
+from .. import jsontext
 from ._model import Server
+
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 __all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
 
 MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
 #: One device as the parser keeps it: device_id (canonical), device_ip, rank (-1 until known).
-RawDevice = tuple[str, Optional[str], int]
+RawDevice = tuple[str, str | None, int]  # no typing names: the alias exists at run time
 
 _SMALL_IDS = frozenset(map(str, range(1024)))  # device ids in canonical form
 _DEVICE_ID, _DEVICE_IP, _RANK_ID = itemgetter("device_id"), itemgetter("device_ip"), itemgetter("rank_id")
@@ -39,7 +42,7 @@ def _all_uint_strings(values: list[Any]) -> Optional[list[int]]:
     if not (joined.isascii() and joined.isdigit() and all(values) and max(map(len, values)) <= MAX_DIGITS):
         return None
     try:  # the C JSON scanner turns the digits into ints faster than int() one by one
-        ints: list[int] = json.loads("[" + ",".join(values) + "]")
+        ints: list[int] = jsontext.loads("[" + ",".join(values) + "]")
     except ValueError:  # a leading zero ("07"), which JSON refuses and int() takes
         return list(map(int, values))
     return ints

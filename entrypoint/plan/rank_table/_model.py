@@ -5,9 +5,15 @@ Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._pars
 """
 
 
+from __future__ import annotations
+
 import reprlib
 from operator import attrgetter
-from typing import Callable, NamedTuple, Optional, Sequence
+
+from ...contract._record import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Callable, Optional, Sequence
 
 __all__ = ["Device", "RankTable", "Server", "shown"]
 

@@ -8,14 +8,15 @@ walked item by item here, so that the error can name the exact value. Both make 
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import gc
-from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
+from ...contract._record import TYPE_CHECKING
 from ...contract.errors import RankTableError
 from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown
+
+if TYPE_CHECKING:
+    from typing import Any, Callable, NoReturn, Optional, Sequence
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 
@@ -36,7 +37,7 @@ def _uint(value: object) -> Optional[int]:
     return None
 
 
-_RawServer = tuple[str, Optional[str], Optional[str], list[RawDevice]]  # id, pod_name, host_ip, devices
+_RawServer = tuple[str, str | None, str | None, list[RawDevice]]  # id, pod_name, host_ip, devices
 
 
 class _Parser:
@@ -142,6 +143,8 @@ class _Parser:
             entries.append((server_id, pod_name, host_ip, devices))
 
         def where(i: int) -> str:
+            import bisect  # only to name the place of a bad rank
+
             server = bisect.bisect_right(starts, i) - 1
             return f"server_list[{server}].device[{i - starts[server]}].rank_id"
 
@@ -255,17 +258,23 @@ def _columns(devices: Sequence[RawDevice]) -> tuple[list[str], list[Optional[str
     return [d[0] for d in devices], [d[1] for d in devices], [d[2] for d in devices]
 
 
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused: decoding and parsing a table make ~100k acyclic objects per 32k
-    ranks, and collections triggered by them would walk all of them again and again, for nothing."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+class _GcPaused:
+    """``with``: the collector off inside, on again after if it was on before (so nested pauses are one)."""
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.was_enabled:
             gc.enable()
+
+
+def no_gc() -> _GcPaused:
+    """The cyclic garbage collector paused: decoding and parsing a table make ~100k acyclic objects per 32k
+    ranks, and collections triggered by them would walk all of them again and again, for nothing. (A class, not
+    contextlib: start-up would import contextlib and functools for it.)"""
+    return _GcPaused()
 
 
 def parse_rank_table(data: object, path: str) -> RankTable:

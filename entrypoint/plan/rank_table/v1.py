@@ -8,11 +8,12 @@ writes before any rank starts.
 
 from __future__ import annotations
 
-import json
-from json.encoder import encode_basestring_ascii as _quoted
-from typing import Dict, List, Sequence, cast
-
+from ...contract._record import TYPE_CHECKING
+from ..jsontext import quoted as _quoted
 from . import RankTable, Server
+
+if TYPE_CHECKING:
+    from typing import Dict, List, Sequence
 
 __all__ = ["CONVERTED_FORMATS", "to_v1_text"]
 
@@ -37,7 +38,7 @@ def to_v1_text(table: RankTable) -> str:
         servers.setdefault(server.server_id, []).append(_devices_text(server))
     entries = ",\n  ".join(f'{{"server_id": {_quoted(server_id)}, "device": [{", ".join(devices)}], '
                            '"host_nic_ip": "reserve"}' for server_id, devices in servers.items())
-    head = json.dumps({"version": "1.0", "server_count": str(len(servers)), "status": "completed"})[:-1]
+    head = f'{{"version": "1.0", "server_count": "{len(servers)}", "status": "completed"'
     return f'{head}, "server_list": [\n  {entries}\n]}}\n'
 
 
@@ -47,5 +48,6 @@ def _devices_text(server: Server) -> str:
     if None in ips[window]:
         return ", ".join(_DEVICE_NO_IP % (device_id, rank) if ip is None else _DEVICE % (device_id, rank, _quoted(ip))
                          for device_id, ip, rank in zip(ids[window], ips[window], ranks[window]))
-    quoted_ips = map(_quoted, cast("Sequence[str]", ips[window]))  # no None, checked above
+    present: Sequence[str] = ips[window]  # type: ignore[assignment]  # no None: checked above
+    quoted_ips = map(_quoted, present)
     return ", ".join(map(_DEVICE.__mod__, zip(ids[window], ranks[window], quoted_ips)))
