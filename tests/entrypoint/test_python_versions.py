@@ -107,3 +107,29 @@ def test_the_shim_refuses_a_non_linux_host_with_one_line(tmp_path: Path, platfor
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "runs on Linux only" in lines[0] and platform in lines[0]
+
+
+#: Damaged tables whose errors come from the JSON decoder's own paths (the shim decodes with the C scanner, whose
+#: error raising differs between Python versions): each must be one line and exit 2 under every declared Python.
+_DAMAGED = (
+    ('{"status": "initializing",, "x": 1}', "Expecting property name enclosed in double quotes"),
+    ('{"status": "completed", "server_list": ["unterminated', "Unterminated string starting at: line 1 column 41"),
+    ("", "the file is empty"),
+    ('{"status": "completed"} trailing', "(Extra data); the error is before the end"),
+)
+
+
+@pytest.mark.parametrize("version", declared_versions())
+def test_a_damaged_table_is_one_line_under_every_declared_python(tmp_path: Path, version: str) -> None:
+    python = find_python(version)
+    assert python is not None, f"Python {version} is declared in pyproject.toml but not installed here"
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    for index, (text, fragment) in enumerate(_DAMAGED):
+        table = tmp_path / f"hccl-{index}.json"
+        table.write_text(text)
+        env = {"MA_RUN_METHOD": "ranktable", "RANK_TABLE_FILE": str(table), "MA_NUM_GPUS": "2"}
+        done = run_shim(python, tmp_path, ["--dry-run", "train.py"], env)
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2, (text, done.stderr[-2000:])
+        assert len(lines) == 1 and lines[0].startswith("ma-entrypoint: error: "), (text, done.stderr[-2000:])
+        assert fragment in lines[0], lines[0]
