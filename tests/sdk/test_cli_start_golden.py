@@ -10,13 +10,11 @@ the unknown verb and the templates' dry runs are in ``golden/cli/``.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
-from test_sdk_golden import _BOOT, _GOOD, Case, capture
+from test_sdk_golden import _BOOT, _GOOD, Case, assert_golden, capture
 
 pytestmark = pytest.mark.process
 
@@ -46,12 +44,4 @@ CASES = tuple(Case(name, args, {**_FILES, "status": _GOOD}) for name, args in _A
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_start_golden(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path) -> None:
-    record = capture(case, cli_env, tmp_path, home)
-    assert not any("Traceback" in line for line in record["stderr"]), record["stderr"]
-    text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    golden = GOLDEN / f"{case.name}.json"
-    if os.environ.get("MALAUNCH_UPDATE_GOLDEN") == "1":
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert golden.is_file(), f"{case.name}: no golden file; MALAUNCH_UPDATE_GOLDEN=1 writes it"
-    assert text == golden.read_text(), f"{case.name}: ma-submit's output changed; MALAUNCH_UPDATE_GOLDEN=1 rewrites"
+    assert_golden(case.name, capture(case, cli_env, tmp_path, home), GOLDEN / f"{case.name}.json")

@@ -176,14 +176,17 @@ def test_the_cases_cover_every_template_and_verb() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-def test_cli_golden(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path) -> None:
-    record = capture(case, cli_env, tmp_path, home)
+def assert_golden(name: str, record: Dict[str, Any], golden: Path) -> None:
+    """``record`` (no traceback in it) equals the golden file ``golden``; ``MALAUNCH_UPDATE_GOLDEN=1`` writes it."""
     assert not any("Traceback" in line for line in record["stderr"]), record["stderr"]
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    golden = GOLDEN / f"{case.name}.json"
     if os.environ.get("MALAUNCH_UPDATE_GOLDEN") == "1":
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
-    assert golden.is_file(), f"{case.name}: no golden file; MALAUNCH_UPDATE_GOLDEN=1 writes it"
-    assert text == golden.read_text(), f"{case.name}: ma-submit's output changed; MALAUNCH_UPDATE_GOLDEN=1 rewrites"
+    assert golden.is_file(), f"{name}: no golden file; MALAUNCH_UPDATE_GOLDEN=1 writes it"
+    assert text == golden.read_text(), f"{name}: ma-submit's output changed; MALAUNCH_UPDATE_GOLDEN=1 rewrites"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_cli_golden(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path) -> None:
+    assert_golden(case.name, capture(case, cli_env, tmp_path, home), GOLDEN / f"{case.name}.json")
