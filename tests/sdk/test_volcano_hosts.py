@@ -1,15 +1,17 @@
 """A Volcano job of 1,024 hosts against the fake API server: ``status`` and ``list`` read its pods in pages (a
-fixed, small number of requests, whatever the hosts), decoded whole and in host order; ``logs -f`` follows every
-host and prints nothing but their lines."""
+fixed, small number of requests, whatever the hosts), decoded whole and in host order; ``logs`` reads each host's
+log once, several at a time, and prints them in host order."""
 
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from kubefake import POD_PAGE_CAP, FakeKube
 from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.logs import READ_AHEAD, read_pod_logs
 from malaunch.sdk.spec import spec_from_mapping
 from malaunch.sdk.status import HostState, JobState
 from sdkutil import wait_for
@@ -47,3 +49,41 @@ def test_status_and_list_of_1024_hosts_read_the_pods_in_a_few_pages(kube: FakeKu
     assert listed.id == handle.id and len(listed.hosts) == HOSTS
     assert len(asked) == 1 + pages and _pod_lists(asked) == pages, asked
     assert kube.cluster.problems == []  # every pod list asked with limit and followed its continue tokens
+
+
+def test_logs_of_1024_hosts_read_each_log_once_and_print_in_host_order(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+    handle = backend.submit(spec_from_mapping(_job(HOSTS)))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, timeout=60, what="the 1,024 pods running")
+    before = len(kube.cluster.requests)
+    lines = list(handle.logs())
+    assert lines == [f"[host {i}] [rank {i}] hello from host {i}" for i in range(HOSTS)]
+    logs = [path for method, path in kube.cluster.requests[before:] if path.endswith("/log")]
+    assert len(logs) == len(set(logs)) == HOSTS
+
+
+def _pod(index: int) -> Mapping[str, Any]:
+    meta = {"name": f"w-{index}", "uid": f"u-{index}", "annotations": {"volcano.sh/task-index": str(index)}}
+    state = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    return {"metadata": meta, "status": {"containerStatuses": [{"name": "worker", "state": state}]}}
+
+
+def test_the_next_hosts_logs_are_read_while_one_is_printed() -> None:
+    """Hosts 1 to 3 are only answered once all three are being read at the same time: read one after the
+    other (as before), each of them waits in vain and the barrier breaks."""
+    together = threading.Barrier(3, timeout=20)
+    broken: List[str] = []
+
+    def read_log(name: str, follow: bool) -> Iterator[bytes]:
+        assert not follow
+        if name in ("w-1", "w-2", "w-3"):
+            try:
+                together.wait()
+            except threading.BrokenBarrierError:
+                broken.append(name)
+        yield f"line of {name}\n".encode()
+
+    assert READ_AHEAD >= 3
+    lines = list(read_pod_logs(lambda: [_pod(i) for i in reversed(range(6))], read_log))
+    assert lines == [f"[host {i}] line of w-{i}" for i in range(6)]
+    assert broken == []

@@ -10,11 +10,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from .phases import host_index
 
-__all__ = ["LineSplitter", "follow_pod_logs", "read_pod_logs"]
+__all__ = ["READ_AHEAD", "LineSplitter", "follow_pod_logs", "read_pod_logs"]
+
+#: Hosts' logs read ahead of the one being printed (``ma-submit logs`` of an ended or unfollowed job).
+READ_AHEAD = 8
 
 ListPods = Callable[[], Sequence[Mapping[str, Any]]]
 ReadLog = Callable[[str, bool], Iterator[bytes]]  # (pod name, follow) -> chunks
@@ -61,13 +66,35 @@ def _by_index(pods: Sequence[Mapping[str, Any]]) -> List[Tuple[int, str, str]]:
     return sorted(out)
 
 
-def read_pod_logs(list_pods: ListPods, read_log: ReadLog) -> Iterator[str]:
-    """Every line so far of every started worker pod, host after host."""
-    for index, name, _uid in _by_index(list_pods()):
-        splitter = LineSplitter(f"[host {index}] ")
-        for chunk in read_log(name, False):
-            yield from splitter.feed(chunk)
-        yield from splitter.flush()
+def read_pod_logs(list_pods: ListPods, read_log: ReadLog, *, ahead: int = READ_AHEAD) -> Iterator[str]:
+    """Every line so far of every started worker pod, host after host.
+
+    The API serves one pod's log per request: the host being printed streams, and the next ``ahead`` hosts'
+    logs are read meanwhile, each by a thread of its own (so a job of N hosts costs about N / ``ahead`` round
+    trips rather than N, and at most ``ahead`` logs wait in memory).
+    """
+    pods = _by_index(list_pods())
+    with ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="pod-log") as pool:
+        waiting: Deque[Future[bytes]] = deque()  # the logs of the hosts after the one being printed, in order
+        submitted = 1  # host 0's log streams as it is printed
+        try:
+            for position, (index, name, _uid) in enumerate(pods):
+                while ahead > 0 and submitted < len(pods) and submitted <= position + ahead:
+                    waiting.append(pool.submit(_whole, read_log, pods[submitted][1]))
+                    submitted += 1
+                streamed = position == 0 or ahead <= 0
+                chunks = read_log(name, False) if streamed else iter([waiting.popleft().result()])
+                splitter = LineSplitter(f"[host {index}] ")
+                for chunk in chunks:
+                    yield from splitter.feed(chunk)
+                yield from splitter.flush()
+        finally:
+            for future in waiting:  # printing stopped early (an error, or the caller closed the lines)
+                future.cancel()
+
+
+def _whole(read_log: ReadLog, name: str) -> bytes:
+    return b"".join(read_log(name, False))
 
 
 def _reader(index: int, name: str, read_log: ReadLog, out: queue.Queue[object]) -> None:
