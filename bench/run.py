@@ -22,8 +22,9 @@ One command runs every case, prints a table of figures and ratios measured in th
   ``docs/performance.md``, which ``--only coordinator`` rewrites alone (about 2 minutes).
 - ``history``: ``ma-submit list`` and ``status`` of a local home with 1, 100, 1,000 and 10,000 ended jobs, this
   tree's and main's (``--baseline``, default main) beside a bare interpreter; ``--only history`` rewrites its section.
-- ``hosts``: ``ma-submit status``, ``list``, ``logs`` and ``logs -f``'s lag of a Volcano job of 1, 16, 128 and
-  1,024 hosts on the tests' fake API server, beside a bare interpreter; ``--only hosts`` rewrites its section.
+- ``hosts``: ``ma-submit status``, ``list``, ``logs``, and ``logs -f``'s lag and idle CPU, of a Volcano job of 1,
+  16, 128 and 1,024 hosts on the tests' fake API server, beside a bare interpreter; ``--only hosts`` rewrites its
+  section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import IO, Dict, List, Optional, Sequence, Tuple
 
+from .latency import _cpu_seconds
 from .procs import PYTHON, REPO, WORKERS, BenchError, bench_env, kill_marked, new_mark, scratch_dir
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
 from .svg import render_svg
@@ -46,6 +47,8 @@ _SVG = "performance-hosts.svg"
 _FLOOR = "bare interpreter (python -c pass)"
 _START = "logs -f: start -> every host's first line"
 _LAG = "logs -f: a line added -> printed (median of its lines)"
+_IDLE = "logs -f: CPU while no line comes (% of one core)"
+IDLE_WINDOW = 2.0
 
 
 class _StandIn:
@@ -119,8 +122,9 @@ def _time(argv: List[str], env: Dict[str, str]) -> float:
     return took
 
 
-def _follow(stand_in: _StandIn, job_id: str, hosts: int, env: Dict[str, str]) -> Tuple[float, List[float]]:
-    """(start -> every host's first line, each added line's lag) of one ``ma-submit logs -f``."""
+def _follow(stand_in: _StandIn, job_id: str, hosts: int, env: Dict[str, str]) -> Tuple[float, float, List[float]]:
+    """(start -> every host's first line, the idle follower's CPU in % of a core, each added line's lag) of one
+    ``ma-submit logs -f``."""
     namespace, name = job_id.split("/", 1)
     lines: queue.Queue[Tuple[float, str]] = queue.Queue()
     started = time.monotonic()
@@ -142,6 +146,10 @@ def _follow(stand_in: _StandIn, job_id: str, hosts: int, env: Dict[str, str]) ->
             if "hello from host" in text:
                 seen.add(text.split("]", 1)[0])
                 first = when
+        time.sleep(0.5)  # the last reader's thread settles
+        cpu = _cpu_seconds(follower.pid)
+        time.sleep(IDLE_WINDOW)
+        idle = 100 * (_cpu_seconds(follower.pid) - cpu) / IDLE_WINDOW
         lags = []
         for number in range(LAG_LINES):
             time.sleep(random.uniform(0.02, 0.05))
@@ -152,7 +160,7 @@ def _follow(stand_in: _StandIn, job_id: str, hosts: int, env: Dict[str, str]) ->
                 if marker in text:
                     lags.append(when - stamp)
                     break
-        return first - started, lags
+        return first - started, idle, lags
     except queue.Empty:
         raise BenchError(f"hosts: logs -f of {job_id} printed nothing for a minute") from None
     finally:
@@ -193,11 +201,13 @@ def run_hosts(reps: int, sizes: Sequence[int] = SIZES) -> CaseResult:
                     row[name].samples.append(_time(argv, env))
             start = Series(f"hosts/{hosts}/follow-start", "hosts", _START, f"{hosts} hosts", "s")
             lag = Series(f"hosts/{hosts}/follow-lag", "hosts", _LAG, f"{hosts} hosts", "s")
+            idle = Series(f"hosts/{hosts}/follow-idle-cpu", "hosts", _IDLE, f"{hosts} hosts", "%")
             for _ in range(reps):
-                took, lags = _follow(stand_in, job_id, hosts, env)
+                took, cpu, lags = _follow(stand_in, job_id, hosts, env)
                 start.samples.append(took)
+                idle.samples.append(cpu)
                 lag.samples.append(statistics.median(lags))
-            series += [*row.values(), start, lag]
+            series += [*row.values(), start, lag, idle]
             namespace, name = job_id.split("/", 1)
             stand_in.ask(f"delete {namespace} {name}")
             say(f"hosts: {hosts} host(s) done")
@@ -217,10 +227,10 @@ def _targets(series: Sequence[Series], sizes: Sequence[int]) -> List[Target]:
     """Each verb at the largest size against its figure at the smallest (the issue sets no bound: n/a)."""
     first, last = sizes[0], sizes[-1]
     out = []
-    for subject in dict.fromkeys(s.subject for s in series):
+    for subject, unit in dict.fromkeys((s.subject, s.unit) for s in series):
         one, many = _median(series, subject, first), _median(series, subject, last)
         measured = "-" if not one or many is None else (
-            f"{fmt_value(many, 's')} vs {fmt_value(one, 's')}: {fmt_ratio(many / one)}")  # fmt: skip
+            f"{fmt_value(many, unit)} vs {fmt_value(one, unit)}: {fmt_ratio(many / one)}")  # fmt: skip
         out.append(Target(f"{subject}: {last:,} hosts against {first}", measured, None, "growth, for information"))
     return out
 
@@ -232,9 +242,10 @@ def _notes(reps: int) -> List[str]:
         "--backend volcano --detach and measured once its pods run (quiet: no output after their first line)",
         f"hosts: {reps} rounds of python -c pass, status, list and logs per size, in an order rotated per round, "
         "after one untimed run of each; each run is a whole process (start to exit), wall time",
-        f"hosts: logs -f {reps} times per size: start -> the last host's first line printed, then {LAG_LINES} lines "
-        "added 20-50 ms apart, each to another host's log; a run's lag is the median of its lines, the figure the "
-        "median over the runs (CLOCK_MONOTONIC is one clock for the stand-in and this process)",
+        f"hosts: logs -f {reps} times per size: start -> the last host's first line printed; its CPU time over "
+        f"{IDLE_WINDOW:g} s with nothing to print (every thread's schedstat); then {LAG_LINES} lines added 20-50 ms "
+        "apart, each to another host's log; a run's lag is the median of its lines, the figure the median over the "
+        "runs (CLOCK_MONOTONIC is one clock for the stand-in and this process)",
         "hosts: the stand-in shares the machine's cores with the command measured (its work per request, JSON of "
         "every pod, is in the figures): on a real cluster that work is the API server's",
     ]
@@ -260,7 +271,8 @@ def hosts_section(result: CaseResult, command: str, started: datetime.datetime, 
     out += ["| Subject | " + " | ".join(f"{n:,} hosts" for n in sizes) + f" | {last} | Runs |",
             "|" + "---|" * (len(sizes) + 3)]  # fmt: skip
     for subject in subjects:
-        cells = [fmt_value(_median(result.series, subject, n), "s") for n in sizes]
+        unit = next(s.unit for s in result.series if s.subject == subject)
+        cells = [fmt_value(_median(result.series, subject, n), unit) for n in sizes]
         one, many = _median(result.series, subject, sizes[0]), _median(result.series, subject, sizes[-1])
         growth = fmt_ratio(many / one) if one and many is not None and len(sizes) > 1 else ""
         runs = max((len(s.samples) for s in result.series if s.subject == subject), default=0)
@@ -276,9 +288,11 @@ def hosts_section(result: CaseResult, command: str, started: datetime.datetime, 
         "they hardly grow with the hosts. `logs` needs one request per host (the API has no other way): it "
         "prints host after host and reads the next 8 hosts' logs meanwhile. `logs -f` follows each host on a "
         "connection of its own and asks for the job and its pods once a second: its start grows with the "
-        "connections it opens, its lag is that of one stream. Every figure starts with the interpreter and the "
-        "kubernetes client's import (on this machine about 0.2 s for `kubernetes.client` and 0.5 s more for "
-        "its `CoreV1Api` and the pod models it loads): that, not the hosts, is most of the 1-host figures."
+        "connections it opens, its lag is that of one stream, and its CPU while idle is mostly that listing of "
+        "every pod each second (so it grows with the hosts; a watch would not). Every figure starts with the "
+        "interpreter and the kubernetes client's import (on this machine about 0.2 s for `kubernetes.client` and "
+        "0.5 s more for its `CoreV1Api` and the pod models it loads): that, not the hosts, is most of the 1-host "
+        "figures."
     ]
     return "\n".join(out)
 
