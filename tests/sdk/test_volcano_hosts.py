@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from kubefake import POD_PAGE_CAP, FakeKube
 from malaunch.sdk.backends.volcano import VolcanoBackend
-from malaunch.sdk.backends.volcano.logs import READ_AHEAD, read_pod_logs
+from malaunch.sdk.backends.volcano.logs import READ_AHEAD, RELIST_POLLS, read_pod_logs
 from malaunch.sdk.spec import spec_from_mapping
 from malaunch.sdk.status import HostState, JobState
 from sdkutil import wait_for
@@ -87,3 +87,28 @@ def test_the_next_hosts_logs_are_read_while_one_is_printed() -> None:
     lines = list(read_pod_logs(lambda: [_pod(i) for i in reversed(range(6))], read_log))
     assert lines == [f"[host {i}] line of w-{i}" for i in range(6)]
     assert broken == []
+
+
+def test_a_quiet_follower_of_1024_hosts_does_not_list_every_pod_each_poll(kube: FakeKube, kubeconfig: Path) -> None:
+    """While every pod runs and nothing changes, the follower asks for the job each poll and lists the pods only
+    every RELIST_POLLS polls; when the job goes, it still drains every host's stream and ends."""
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.1)
+    handle = backend.submit(spec_from_mapping(_job(HOSTS)))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, timeout=60, what="the 1,024 pods running")
+    lines: List[str] = []
+    follower = threading.Thread(target=lambda: lines.extend(handle.logs(follow=True)), daemon=True)
+    follower.start()
+    wait_for(lambda: len(lines) >= HOSTS, timeout=120, what="every host's first line")
+    before = len(kube.cluster.requests)
+    job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs/{handle.id.split('/')[1]}"
+    polls = lambda: sum(1 for m, p in kube.cluster.requests[before:] if m == "GET" and p == job_path)  # noqa: E731
+    wait_for(lambda: polls() >= 2 * RELIST_POLLS, timeout=120, what=f"{2 * RELIST_POLLS} polls")
+    window = kube.cluster.requests[before:]
+    pages = math.ceil(HOSTS / POD_PAGE_CAP)
+    gets = sum(1 for m, p in window if m == "GET" and p == job_path)
+    assert _pod_lists(window) <= pages * (gets // RELIST_POLLS + 1), (gets, _pod_lists(window))
+    with kube.cluster.lock:
+        kube.cluster.delete(kube.cluster.jobs[("ml", handle.id.split("/")[1])])
+    follower.join(timeout=120)
+    assert not follower.is_alive()
+    assert sorted(lines) == sorted(f"[host {i}] [rank {i}] hello from host {i}" for i in range(HOSTS))

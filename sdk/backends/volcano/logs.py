@@ -16,10 +16,12 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Sequence
 
 from .phases import host_index
 
-__all__ = ["READ_AHEAD", "LineSplitter", "follow_pod_logs", "read_pod_logs"]
+__all__ = ["READ_AHEAD", "RELIST_POLLS", "LineSplitter", "follow_pod_logs", "read_pod_logs"]
 
 #: Hosts' logs read ahead of the one being printed (``ma-submit logs`` of an ended or unfollowed job).
 READ_AHEAD = 8
+#: A follower whose every pod runs lists them again after this many polls (sooner when something changes).
+RELIST_POLLS = 10
 
 ListPods = Callable[[], Sequence[Mapping[str, Any]]]
 ReadLog = Callable[[str, bool], Iterator[bytes]]  # (pod name, follow) -> chunks
@@ -118,19 +120,32 @@ def follow_pod_logs(
     *,
     poll: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
+    relist: int = RELIST_POLLS,
 ) -> Iterator[str]:
-    """New lines of every worker pod as they come, until ``ended()`` and every stream is drained."""
+    """New lines of every worker pod as they come, until ``ended()`` and every stream is drained.
+
+    ``ended()`` is asked every ``poll`` seconds; the pods are listed again only when that can show something
+    new: while a listed pod has not started, after a stream ended (its pod may be replaced), once the job has
+    ended, and otherwise every ``relist`` polls (a pod added to a running job; its log is read from its start).
+    Listing every pod of a 1,024-host job each second is what a quiet follower would spend its time on.
+    """
     lines: queue.Queue[object] = queue.Queue()
     seen: Dict[str, bool] = {}  # pod uid -> its reader is still running
     running = 0
+    stale = relist  # polls since the pods were listed; relist or more: list them (at once, the first time)
     while True:
         finished = ended()  # read first: pods listed afterwards include every pod the job ever ran
-        for index, name, uid in _by_index(list_pods()):
-            if uid not in seen:
-                seen[uid] = True
-                running += 1
-                args = (index, name, read_log, lines)
-                threading.Thread(target=_reader, args=args, name=f"log-{name}", daemon=True).start()
+        stale += 1
+        if finished or stale >= relist:
+            listed = list_pods()
+            started = _by_index(listed)
+            stale = 0 if listed and len(started) == len(listed) else relist  # someone still to start: look again
+            for index, name, uid in started:
+                if uid not in seen:
+                    seen[uid] = True
+                    running += 1
+                    args = (index, name, read_log, lines)
+                    threading.Thread(target=_reader, args=args, name=f"log-{name}", daemon=True).start()
         deadline = clock() + poll
         while True:
             wait = deadline - clock()
@@ -142,6 +157,7 @@ def follow_pod_logs(
                 break
             if item is _DONE:
                 running -= 1
+                stale = relist  # a stream ended: its pod may be replaced
             elif isinstance(item, BaseException):
                 raise item
             else:
