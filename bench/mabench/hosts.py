@@ -243,7 +243,8 @@ def _notes(reps: int) -> List[str]:
         f"hosts: {reps} rounds of python -c pass, status, list and logs per size, in an order rotated per round, "
         "after one untimed run of each; each run is a whole process (start to exit), wall time",
         f"hosts: logs -f {reps} times per size: start -> the last host's first line printed; its CPU time over "
-        f"{IDLE_WINDOW:g} s with nothing to print (every thread's schedstat); then {LAG_LINES} lines added 20-50 ms "
+        f"{IDLE_WINDOW:g} s with nothing to print (every thread's schedstat; shorter than its 10 s between two "
+        f"listings of the pods, so mostly the job's poll); then {LAG_LINES} lines added 20-50 ms "
         "apart, each to another host's log; a run's lag is the median of its lines, the figure the median over the "
         "runs (CLOCK_MONOTONIC is one clock for the stand-in and this process)",
         "hosts: the stand-in shares the machine's cores with the command measured (its work per request, JSON of "
