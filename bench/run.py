@@ -24,6 +24,9 @@ One command runs every case, prints a table of figures and ratios measured in th
   ``docs/performance.md``, which ``--only coordinator`` rewrites alone (about 2 minutes).
 - ``history``: ``ma-submit list`` and ``status`` of a local home with 1, 100, 1,000 and 10,000 ended jobs, this
   tree's and main's (``--baseline``, default main) beside a bare interpreter; ``--only history`` rewrites its section.
+- ``hosts``: ``ma-submit status``, ``list``, ``logs``, and ``logs -f``'s lag and idle CPU, of a Volcano job of 1,
+  16, 128 and 1,024 hosts on the tests' fake API server, beside a bare interpreter; ``--only hosts`` rewrites its
+  section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -48,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mabench.coordinator import parse_sizes, run_coordinator, window_seconds
 from mabench.history import run_history
+from mabench.hosts import run_hosts
 from mabench.latency import run_latency
 from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
@@ -65,7 +69,7 @@ __all__ = ["CASES", "main"]
 CASES = (
     "startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator", "verbs",
     "latency",
-    "history",
+    "history", "hosts",
 )  # fmt: skip
 
 
@@ -104,6 +108,7 @@ def _runners(
         "verbs": lambda: run_verbs(s["reps"] * 4, baseline),
         "latency": lambda: run_latency(s["scale_reps"], s["local_reps"]),
         "history": lambda: run_history(s["reps"], baseline or "main"),
+        "hosts": lambda: run_hosts(s["reps"]),
     }
 
 
@@ -124,6 +129,7 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         "latency": f"logs -f ({s['local_reps']} job(s)) and the 32,768-rank --dry-run ({s['scale_reps']} runs), "
         "this tree and main",
         "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",
+        "hosts": f"status/list/logs/logs -f of a Volcano job of 1 to 1,024 hosts (stand-in); {s['reps']} runs each",
     }[case]
 
 

@@ -22,11 +22,14 @@ Volcano's phases, one step per ``tick``:
   exit 143), then Terminated, with the pods deleted and the job kept.
 
 As unkind as a real API server: a job list is answered in pages of at most :data:`PAGE_CAP` items, whatever
-``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem), and faults
+``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
+likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
 queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``) are answered
 before the request is served.
 
-The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template.
+The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template
+(``idle``, or any name not above: Running after its hello, quiet until deleted). It holds a job of 1,024 pods,
+each followed: a followed log waits on its own pod's condition (woken by that pod's output), not on every tick.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 _SECRETS = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
 _COMMANDS = re.compile(r"^/apis/bus\.volcano\.sh/v1alpha1/namespaces/([^/]+)/commands$")
 PAGE_CAP = 30
+POD_PAGE_CAP = 250  # a pod list with ``limit`` is answered in pages of at most this many
 _MANAGED = "app.kubernetes.io/managed-by=malaunch"
 
 
@@ -72,6 +76,17 @@ class FakePod:
         self.lines: List[bytes] = []
         self.closed = False  # the container has ended: a followed log ends here
         self.conditions: List[Dict[str, Any]] = []  # set by kubefake_inside.record_events
+        self.changed = threading.Condition(job.mutex)  # a follower of this pod's log waits on it alone
+
+    def append(self, line: bytes) -> None:
+        """Add output (a whole line, or a last one without newline) and wake this pod's followers (lock held)."""
+        self.lines.append(line)
+        self.changed.notify_all()
+
+    def finish(self) -> None:
+        """The container has ended: its followed logs end (lock held)."""
+        self.closed = True
+        self.changed.notify_all()
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -101,7 +116,9 @@ class FakePod:
 class FakeJob:
     """A Volcano Job and the step of its scenario."""
 
-    def __init__(self, namespace: str, manifest: Dict[str, Any], uid: str) -> None:
+    def __init__(self, namespace: str, manifest: Dict[str, Any], uid: str,
+                 mutex: Optional[threading.RLock] = None) -> None:  # fmt: skip
+        self.mutex = mutex or threading.RLock()  # the cluster's: a pod's Condition shares it
         self.namespace = namespace
         self.manifest = manifest
         self.name = str(manifest["metadata"]["name"])
@@ -132,14 +149,14 @@ class FakeJob:
         return data
 
     def _print(self, pod: FakePod, text: str) -> None:
-        pod.lines.append(text.encode() + b"\n")
+        pod.append(text.encode() + b"\n")
 
     def _end(self, pod: FakePod, code: int) -> None:
         reason = "Completed" if code == 0 else "Error"
         pod.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": self.created,
                                     "finishedAt": _now()}}  # fmt: skip
         pod.phase = "Succeeded" if code == 0 else "Failed"
-        pod.closed = True
+        pod.finish()
 
     def _terminate(self) -> None:
         """A step of TerminateJob: the containers get SIGTERM, then the pods are deleted; the job stays."""
@@ -179,7 +196,7 @@ class FakeJob:
             self.retry_count += 1
         elif self.scenario == "restart" and step == 4:
             for pod in pods:
-                pod.closed = True
+                pod.finish()
             self.pods = [FakePod(self, i, attempt=1) for i in range(len(pods))]
             for pod in self.pods:
                 pod.phase = "Running"
@@ -195,7 +212,7 @@ class FakeJob:
                 self._print(pod, f"[rank {pod.index}] step {step}")
         elif self.scenario == "succeed" and step == 3:
             for pod in pods:
-                pod.lines.append(f"[rank {pod.index}] done, no newline".encode())
+                pod.append(f"[rank {pod.index}] done, no newline".encode())
                 self._end(pod, 0)
             self.phase = "Completing"
         elif self.scenario == "succeed" and step == 4:
@@ -221,7 +238,8 @@ class FakeCluster:
 
     def __init__(self, tick: float) -> None:
         self.tick = tick
-        self.lock = threading.Condition()
+        self.mutex = threading.RLock()
+        self.lock = threading.Condition(self.mutex)
         self.jobs: Dict[Tuple[str, str], FakeJob] = {}
         self.gone: List[FakeJob] = []  # deleted jobs whose pods still exist
         self.delete_ticks = 0  # ticks a deleted job stays visible (as behind a finalizer); 0: gone at once
@@ -257,7 +275,7 @@ class FakeCluster:
                     job.deleted_at = (job.deleted_at or 0) + 1
                     if job.deleted_at >= 2:
                         for pod in job.pods:
-                            pod.closed = True
+                            pod.finish()
                         self.gone.remove(job)
                 self.lock.notify_all()
 
@@ -272,7 +290,7 @@ class FakeCluster:
         with self.lock:
             for job in [*self.jobs.values(), *self.gone]:
                 for pod in job.pods:
-                    pod.closed = True
+                    pod.finish()
             self.lock.notify_all()
 
     def create(self, namespace: str, body: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
@@ -289,7 +307,7 @@ class FakeCluster:
         if key in self.jobs:
             return 409, _status(409, "AlreadyExists", f'jobs.batch.volcano.sh "{key[1]}" already exists')
         self._count += 1
-        job = FakeJob(namespace, body, f"uid-{self._count}")
+        job = FakeJob(namespace, body, f"uid-{self._count}", self.mutex)
         self.jobs[key] = job
         self.created.append(body)
         return 201, job.to_json()
@@ -367,6 +385,20 @@ class FakeCluster:
         return [pod for job in found for pod in job.pods if job.step >= 2 or pod.phase != "Pending"]
 
 
+def pod_page(pods: List[FakePod], query: Dict[str, str]) -> Dict[str, Any]:
+    """A PodList as the API server pages it: every pod without ``limit``; with it, at most ``limit`` (and at most
+    :data:`POD_PAGE_CAP`) from the ``continue`` token on, with a token while more are left."""
+    meta: Dict[str, Any] = {"resourceVersion": "1"}
+    if "limit" not in query:
+        return {"apiVersion": "v1", "kind": "PodList", "metadata": meta, "items": [p.to_json() for p in pods]}
+    limit = min(int(query["limit"]), POD_PAGE_CAP)
+    start = int(query.get("continue") or 0)
+    if start + limit < len(pods):
+        meta["continue"] = str(start + limit)
+    items = [p.to_json() for p in pods[start : start + limit]]
+    return {"apiVersion": "v1", "kind": "PodList", "metadata": meta, "items": items}
+
+
 def _status(code: int, reason: str, message: str) -> Dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
             "code": code}  # fmt: skip
@@ -374,6 +406,7 @@ def _status(code: int, reason: str, message: str) -> Dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as the API server (Go) does: a body sent after its headers is not held back
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -445,20 +478,21 @@ class _Handler(BaseHTTPRequestHandler):
                     cluster.delete(job)
                     self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
             elif pods and self.command == "GET":
+                if "limit" not in query:
+                    cluster.problems.append("pod list without limit: a 1,024-host job would come back in one answer")
                 selector = query.get("labelSelector", "")
                 match = re.fullmatch(r"volcano\.sh/job-name=([a-z0-9-]+)", selector)
                 if selector == _MANAGED:
                     every = [p for j in [*cluster.jobs.values(), *cluster.gone] for p in j.pods]
                     found = [p for p in every if p.job.namespace == pods.group(1) and p.job.step >= 2]
-                    items = [p.to_json() for p in found if p.job.pod_labels.get("app.kubernetes.io/managed-by")]
-                    self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+                    mine = [p for p in found if p.job.pod_labels.get("app.kubernetes.io/managed-by")]
+                    self._send(200, pod_page(mine, query))
                     return
                 if match is None:
                     cluster.problems.append(f"pod list with label selector {selector!r}")
                     self._send(400, _status(400, "BadRequest", "unsupported label selector"))
                     return
-                items = [p.to_json() for p in cluster.pods_of(pods.group(1), match.group(1))]
-                self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+                self._send(200, pod_page(cluster.pods_of(pods.group(1), match.group(1)), query))
             elif log and self.command == "GET":
                 self._log(log.group(1), log.group(2), query)
             elif inside_route(self, cluster, url.path, query):  # PodGroups, Queues, events, metrics
@@ -497,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
             sent = len(pod.lines)
             if pod.closed:
                 break
-            cluster.lock.wait(1.0)
+            pod.changed.wait(1.0)  # woken by this pod's own output or end, not by every tick
         self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = do_DELETE = _route
@@ -505,6 +539,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 2048  # a follower of a 1,024-host job opens 1,024 streams at once
     cluster: FakeCluster
 
 

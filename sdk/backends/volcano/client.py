@@ -17,6 +17,7 @@ Only the client's own errors are caught: a programming error stays a programming
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -35,6 +36,7 @@ __all__ = [
     "FOLLOW_READ_TIMEOUT",
     "INSTALL_HINT",
     "PAGE_SIZE",
+    "POD_PAGE_SIZE",
     "TIMEOUT",
     "KubeApi",
     "KubeTarget",
@@ -51,6 +53,8 @@ TIMEOUT: Tuple[float, float] = (10.0, 30.0)
 FOLLOW_READ_TIMEOUT = 86400.0
 #: Jobs asked for per page when listing (the API server pages with ``limit`` and ``continue``).
 PAGE_SIZE = 100
+#: Pods asked for per page (kubectl's chunk size): a 1,024-host job's pods come in three answers.
+POD_PAGE_SIZE = 500
 #: Volcano's bus API: a ``Command`` object asks the controller to act on a job (``vcctl job suspend`` uses it).
 COMMAND_GROUP = "bus.volcano.sh"
 _T = TypeVar("_T")
@@ -332,23 +336,43 @@ class KubeApi:
 
     def list_pods(self, namespace: str, name: str) -> List[Dict[str, Any]]:
         """The pods of Volcano Job ``name`` (by Volcano's job-name label)."""
-        pods = self._call(
-            f"listing the pods of {namespace}/{name}",
-            lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=f"{JOB_NAME_LABEL}={name}", _request_timeout=TIMEOUT
-            ),
-        )
-        data: Dict[str, Any] = self._client.sanitize_for_serialization(pods)
-        return list(data.get("items") or [])
+        return self._pods(f"listing the pods of {namespace}/{name}", namespace, f"{JOB_NAME_LABEL}={name}")
 
     def list_namespace_pods(self, namespace: str, selector: str) -> List[Dict[str, Any]]:
-        """The pods of ``namespace`` matching the label ``selector`` (every job's pods in one call)."""
-        pods = self._call(
-            f"listing the pods in namespace {namespace}",
-            lambda: self._core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=TIMEOUT),
-        )
-        data: Dict[str, Any] = self._client.sanitize_for_serialization(pods)
-        return list(data.get("items") or [])
+        """The pods of ``namespace`` matching the label ``selector`` (every job's pods, whatever their number)."""
+        return self._pods(f"listing the pods in namespace {namespace}", namespace, selector)
+
+    def _pods(self, what: str, namespace: str, selector: str) -> List[Dict[str, Any]]:
+        """Pods page after page (:data:`POD_PAGE_SIZE` asked each time), each page decoded as plain JSON: the
+        client's own models cost about a millisecond a pod to build, and the backend reads dicts anyway."""
+        items: List[Dict[str, Any]] = []
+        token: Optional[str] = None
+        while True:
+            page = self._call(what, functools.partial(self._pod_page, what, namespace, selector, token))
+            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return items
+
+    def _pod_page(self, what: str, namespace: str, selector: str, token: Optional[str]) -> Dict[str, Any]:
+        extra: Dict[str, Any] = {"_continue": token} if token else {}
+        response = self._core.list_namespaced_pod(
+            namespace, label_selector=selector, limit=POD_PAGE_SIZE, _preload_content=False,
+            _request_timeout=TIMEOUT, **extra,
+        )  # fmt: skip
+        try:
+            raw = response.data
+        finally:
+            response.release_conn()
+        try:
+            page = json.loads(raw)
+        except ValueError:
+            page = None
+        if not isinstance(page, dict):
+            raise BackendError(f"{what}: the Kubernetes API answered with something that is no pod list "
+                               f"({show_value(raw[:60].decode('utf-8', errors='replace'))}); check the cluster's "
+                               "address in the kubeconfig")  # fmt: skip
+        return page
 
     def pod_log(self, namespace: str, pod: str, *, follow: bool, tail_lines: Optional[int] = None) -> Iterator[bytes]:
         """The worker container's output as it arrives, in chunks of bytes (only the last ``tail_lines`` if set)."""

@@ -10,11 +10,18 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from .phases import host_index
 
-__all__ = ["LineSplitter", "follow_pod_logs", "read_pod_logs"]
+__all__ = ["READ_AHEAD", "RELIST_POLLS", "LineSplitter", "follow_pod_logs", "read_pod_logs"]
+
+#: Hosts' logs read ahead of the one being printed (``ma-submit logs`` of an ended or unfollowed job).
+READ_AHEAD = 8
+#: A follower whose every pod runs lists them again after this many polls (sooner when something changes).
+RELIST_POLLS = 10
 
 ListPods = Callable[[], Sequence[Mapping[str, Any]]]
 ReadLog = Callable[[str, bool], Iterator[bytes]]  # (pod name, follow) -> chunks
@@ -61,13 +68,35 @@ def _by_index(pods: Sequence[Mapping[str, Any]]) -> List[Tuple[int, str, str]]:
     return sorted(out)
 
 
-def read_pod_logs(list_pods: ListPods, read_log: ReadLog) -> Iterator[str]:
-    """Every line so far of every started worker pod, host after host."""
-    for index, name, _uid in _by_index(list_pods()):
-        splitter = LineSplitter(f"[host {index}] ")
-        for chunk in read_log(name, False):
-            yield from splitter.feed(chunk)
-        yield from splitter.flush()
+def read_pod_logs(list_pods: ListPods, read_log: ReadLog, *, ahead: int = READ_AHEAD) -> Iterator[str]:
+    """Every line so far of every started worker pod, host after host.
+
+    The API serves one pod's log per request: the host being printed streams, and the next ``ahead`` hosts'
+    logs are read meanwhile, each by a thread of its own (so a job of N hosts costs about N / ``ahead`` round
+    trips rather than N, and at most ``ahead`` logs wait in memory).
+    """
+    pods = _by_index(list_pods())
+    with ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="pod-log") as pool:
+        waiting: Deque[Future[bytes]] = deque()  # the logs of the hosts after the one being printed, in order
+        submitted = 1  # host 0's log streams as it is printed
+        try:
+            for position, (index, name, _uid) in enumerate(pods):
+                while ahead > 0 and submitted < len(pods) and submitted <= position + ahead:
+                    waiting.append(pool.submit(_whole, read_log, pods[submitted][1]))
+                    submitted += 1
+                streamed = position == 0 or ahead <= 0
+                chunks = read_log(name, False) if streamed else iter([waiting.popleft().result()])
+                splitter = LineSplitter(f"[host {index}] ")
+                for chunk in chunks:
+                    yield from splitter.feed(chunk)
+                yield from splitter.flush()
+        finally:
+            for future in waiting:  # printing stopped early (an error, or the caller closed the lines)
+                future.cancel()
+
+
+def _whole(read_log: ReadLog, name: str) -> bytes:
+    return b"".join(read_log(name, False))
 
 
 def _reader(index: int, name: str, read_log: ReadLog, out: queue.Queue[object]) -> None:
@@ -91,19 +120,32 @@ def follow_pod_logs(
     *,
     poll: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
+    relist: int = RELIST_POLLS,
 ) -> Iterator[str]:
-    """New lines of every worker pod as they come, until ``ended()`` and every stream is drained."""
+    """New lines of every worker pod as they come, until ``ended()`` and every stream is drained.
+
+    ``ended()`` is asked every ``poll`` seconds; the pods are listed again only when that can show something
+    new: while a listed pod has not started, after a stream ended (its pod may be replaced), once the job has
+    ended, and otherwise every ``relist`` polls (a pod added to a running job; its log is read from its start).
+    Listing every pod of a 1,024-host job each second is what a quiet follower would spend its time on.
+    """
     lines: queue.Queue[object] = queue.Queue()
     seen: Dict[str, bool] = {}  # pod uid -> its reader is still running
     running = 0
+    stale = relist  # polls since the pods were listed; relist or more: list them (at once, the first time)
     while True:
         finished = ended()  # read first: pods listed afterwards include every pod the job ever ran
-        for index, name, uid in _by_index(list_pods()):
-            if uid not in seen:
-                seen[uid] = True
-                running += 1
-                args = (index, name, read_log, lines)
-                threading.Thread(target=_reader, args=args, name=f"log-{name}", daemon=True).start()
+        stale += 1
+        if finished or stale >= relist:
+            listed = list_pods()
+            started = _by_index(listed)
+            stale = 0 if listed and len(started) == len(listed) else relist  # someone still to start: look again
+            for index, name, uid in started:
+                if uid not in seen:
+                    seen[uid] = True
+                    running += 1
+                    args = (index, name, read_log, lines)
+                    threading.Thread(target=_reader, args=args, name=f"log-{name}", daemon=True).start()
         deadline = clock() + poll
         while True:
             wait = deadline - clock()
@@ -115,6 +157,7 @@ def follow_pod_logs(
                 break
             if item is _DONE:
                 running -= 1
+                stale = relist  # a stream ended: its pod may be replaced
             elif isinstance(item, BaseException):
                 raise item
             else:
