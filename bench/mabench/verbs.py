@@ -16,15 +16,13 @@ the issue's "no verb slower than today" compares the two.
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import statistics
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .procs import PYTHON, BenchError, bench_env, new_mark, scratch_dir
+from .procs import PYTHON, BenchError, bench_env, new_mark, scratch_dir, timed_process
 from .results import CaseResult, Series, Target, fmt_value, say
 from .verbimports import GROUPS, import_times
 
@@ -72,15 +70,11 @@ def _ended_job(home: Path, env: Dict[str, str]) -> str:
 
 
 def _timed(argv: Sequence[str], env: Dict[str, str]) -> Tuple[float, float]:
-    """(wall seconds, CPU seconds) of one whole process, its output read and thrown away."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    began = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
-    wall = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise BenchError(f"{' '.join(argv[1:])} exited {done.returncode}; run it by hand to see why")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    """(wall seconds, CPU seconds) of one whole process, its output thrown away (:func:`.procs.timed_process`)."""
+    wall, cpu, code = timed_process(argv, env)
+    if code != 0:
+        raise BenchError(f"{' '.join(argv[1:])} exited {code}; run it by hand to see why")
+    return wall, cpu
 
 
 def _subjects(job_id: str, baseline: Optional[str]) -> List[Tuple[str, List[str], Dict[str, str]]]:
@@ -222,8 +216,8 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
         "A verb imports only what it uses (`tests/sdk/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
         "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
-        "the CPU columns (what the process itself spent, the same excess taken round by round) say more. When "
-        "every process's wall minimum is the same (a machine that hands out CPU in fixed slices), the wall columns "
-        "cannot tell the verbs apart at all: compare the CPU columns and the import sums in the notes."
+        "the CPU columns (what the process itself spent, the same excess taken round by round) say more. Each "
+        "process is waited for with one blocking wait4 (before, a polling wait rounded every wall time up to 63.5, "
+        "113.5 or 163.5 ms, which made all the verbs look alike)."
     ]
     return out
