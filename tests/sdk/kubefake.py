@@ -25,7 +25,8 @@ As unkind as a real API server: a job list is answered in pages of at most :data
 ``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
 likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
 queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``) are answered
-before the request is served.
+before the request is served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by
+a request for a later page, which is refused as the API server refuses an expired ``continue`` token.
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template
 (``idle``, or any name not above: Running after its hello, quiet until deleted). It holds a job of 1,024 pods,
@@ -450,6 +451,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault in ("500", "503"):
             self._send(int(fault), _status(int(fault), "InternalError", "etcdserver: request timed out"))
+            return
+        if "continue" in query and cluster.fault(f"{route} continue") == "410":  # only a later page can expire
+            self._send(410, _status(410, "Expired", "The provided continue parameter is too old to display a "
+                                    "consistent list result. You can start a new list without the continue "
+                                    "parameter."))  # fmt: skip
             return
         with cluster.lock:
             if commands and self.command == "POST":

@@ -9,9 +9,12 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
+import pytest
 from kubefake import POD_PAGE_CAP, FakeKube
 from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.client import LIST_RESTARTS
 from malaunch.sdk.backends.volcano.logs import READ_AHEAD, RELIST_POLLS, read_pod_logs
+from malaunch.sdk.errors import BackendError
 from malaunch.sdk.spec import spec_from_mapping
 from malaunch.sdk.status import HostState, JobState
 from sdkutil import wait_for
@@ -112,3 +115,23 @@ def test_a_quiet_follower_of_1024_hosts_does_not_list_every_pod_each_poll(kube: 
     follower.join(timeout=120)
     assert not follower.is_alive()
     assert sorted(lines) == sorted(f"[host {i}] [rank {i}] hello from host {i}" for i in range(HOSTS))
+
+
+def test_a_list_whose_continue_token_expires_starts_again_and_is_whole(kube: FakeKube, kubeconfig: Path) -> None:
+    """The API server refuses an expired ``continue`` token (410): the pod list starts again from its first page
+    and comes back whole; a token expiring at every start ends in one clear error, not a partial list."""
+    hosts = POD_PAGE_CAP + 10  # two pages
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+    handle = backend.submit(spec_from_mapping(_job(hosts)))
+    wait_for(lambda: handle.status().state is JobState.RUNNING, timeout=60, what="the pods running")
+    kube.cluster.faults["pods continue"] = ["410"]
+    before = len(kube.cluster.requests)
+    status = handle.status()
+    assert [h.index for h in status.hosts] == list(range(hosts))
+    assert _pod_lists(kube.cluster.requests[before:]) == 2 + 2  # a first page, the refused one, then both again
+    assert kube.cluster.faults["pods continue"] == []
+    kube.cluster.faults["pods continue"] = ["410"] * (LIST_RESTARTS + 1)
+    with pytest.raises(BackendError) as raised:
+        handle.status()
+    text = str(raised.value)
+    assert "answered 410" in text and f"started {LIST_RESTARTS + 1} times" in text and "\n" not in text

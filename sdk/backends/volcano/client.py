@@ -35,6 +35,7 @@ __all__ = [
     "COMMAND_GROUP",
     "FOLLOW_READ_TIMEOUT",
     "INSTALL_HINT",
+    "LIST_RESTARTS",
     "PAGE_SIZE",
     "POD_PAGE_SIZE",
     "TIMEOUT",
@@ -55,12 +56,18 @@ FOLLOW_READ_TIMEOUT = 86400.0
 PAGE_SIZE = 100
 #: Pods asked for per page (kubectl's chunk size): a 1,024-host job's pods come in three answers.
 POD_PAGE_SIZE = 500
+#: How many times a paged list starts again after its ``continue`` token expired (410) between two pages.
+LIST_RESTARTS = 3
 #: Volcano's bus API: a ``Command`` object asks the controller to act on a job (``vcctl job suspend`` uses it).
 COMMAND_GROUP = "bus.volcano.sh"
 _T = TypeVar("_T")
 _NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)  # connection refused/reset, timeouts, broken streams
 #: Of those, the ones where no connection was made at all (refused, unresolvable, no answer to connect).
 _UNREACHABLE = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
+
+
+class _ContinueExpired(Exception):
+    """A later page of a list was refused: its ``continue`` token expired (410); the list must start again."""
 
 
 @dataclass(frozen=True)
@@ -196,14 +203,17 @@ class KubeApi:
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._core = kubernetes.client.CoreV1Api(api_client)
 
-    def _call(self, what: str, call: Callable[[], _T], job: Optional[str] = None) -> _T:
-        """``call()`` under the retry policy; API errors as the SDK's errors (see the module docstring)."""
+    def _call(self, what: str, call: Callable[[], _T], job: Optional[str] = None, continued: bool = False) -> _T:
+        """``call()`` under the retry policy; API errors as the SDK's errors (see the module docstring).
+        ``continued``: the call asks for a later page of a list, whose ``continue`` token may have expired (410)."""
 
         def once(_attempt: int) -> _T:
             try:
                 return call()
             except self._k8s.client.ApiException as exc:
                 status = int(exc.status or 0)
+                if status == 410 and continued:
+                    raise _ContinueExpired(self._describe(what, exc)) from None
                 if status == 429 or status >= 500:
                     headers = exc.headers or {}
                     raise Transient(self._describe(what, exc), headers.get("Retry-After")) from None
@@ -291,23 +301,36 @@ class KubeApi:
 
     def list_jobs(self, namespace: str) -> List[Dict[str, Any]]:
         """Every Volcano Job malaunch created in ``namespace``, page after page (``limit`` + ``continue``)."""
-        items: List[Dict[str, Any]] = []
-        token: Optional[str] = None
-        while True:
-            page = self._list_page(namespace, token)
-            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
-            token = (page.get("metadata") or {}).get("continue") or None
-            if token is None:
-                return items
+        return self._paged(f"listing Volcano jobs in namespace {namespace}", functools.partial(self._list_page,
+                                                                                              namespace))  # fmt: skip
+
+    def _paged(self, what: str, page_of: Callable[[Optional[str]], Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Every item of a list the API server pages: ``page_of(token)`` is the page after ``token`` (None: the first).
+
+        A ``continue`` token can expire between two pages (410: the API server keeps one for a few minutes, less
+        when its store compacts); the list then starts again from its first page, at most :data:`LIST_RESTARTS`
+        times, so what is returned is always one consistent list."""
+        expired = ""
+        for _start in range(LIST_RESTARTS + 1):
+            items: List[Dict[str, Any]] = []
+            token: Optional[str] = None
+            try:
+                while True:
+                    page = self._call(what, functools.partial(page_of, token), continued=token is not None)
+                    items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+                    token = (page.get("metadata") or {}).get("continue") or None
+                    if token is None:
+                        return items
+            except _ContinueExpired as exc:
+                expired = str(exc)
+        raise BackendError(f"{expired} (the list was started {LIST_RESTARTS + 1} times and its continue token "
+                           "expired each time); try again when the cluster is less busy")  # fmt: skip
 
     def _list_page(self, namespace: str, token: Optional[str]) -> Dict[str, Any]:
         extra: Dict[str, Any] = {"_continue": token} if token else {}
-        page: Dict[str, Any] = self._call(
-            f"listing Volcano jobs in namespace {namespace}",
-            lambda: self._custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, label_selector="app.kubernetes.io/managed-by=malaunch",
-                limit=PAGE_SIZE, _request_timeout=TIMEOUT, **extra,
-            ),
+        page: Dict[str, Any] = self._custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector="app.kubernetes.io/managed-by=malaunch",
+            limit=PAGE_SIZE, _request_timeout=TIMEOUT, **extra,
         )  # fmt: skip
         return page
 
@@ -345,14 +368,7 @@ class KubeApi:
     def _pods(self, what: str, namespace: str, selector: str) -> List[Dict[str, Any]]:
         """Pods page after page (:data:`POD_PAGE_SIZE` asked each time), each page decoded as plain JSON: the
         client's own models cost about a millisecond a pod to build, and the backend reads dicts anyway."""
-        items: List[Dict[str, Any]] = []
-        token: Optional[str] = None
-        while True:
-            page = self._call(what, functools.partial(self._pod_page, what, namespace, selector, token))
-            items.extend(item for item in page.get("items") or [] if isinstance(item, dict))
-            token = (page.get("metadata") or {}).get("continue") or None
-            if token is None:
-                return items
+        return self._paged(what, functools.partial(self._pod_page, what, namespace, selector))
 
     def _pod_page(self, what: str, namespace: str, selector: str, token: Optional[str]) -> Dict[str, Any]:
         extra: Dict[str, Any] = {"_continue": token} if token else {}
