@@ -21,12 +21,11 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .baseline import sdk_farms
-from .procs import PYTHON, REPO, BenchError, bench_env, new_mark, scratch_dir
+from .procs import PYTHON, REPO, BenchError, bench_env, new_mark, scratch_dir, timed_process
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value
 from .svg import render_svg
 
@@ -73,11 +72,9 @@ def _grow(home: Path, job_id: str, have: int, want: int) -> None:
 
 
 def _time(argv: List[str], env: Dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
-    took = time.perf_counter() - start
-    if done.returncode != 0:
-        raise BenchError(f"history: {' '.join(argv[-2:])} exited with {done.returncode}: {done.stderr[-300:]!r}")
+    took, _cpu, code, err = timed_process(argv, env, timeout=600)
+    if code != 0:
+        raise BenchError(f"history: {' '.join(argv[-2:])} exited with {code}: {err[-300:]!r}")
     return took
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 from .latency import _cpu_seconds
-from .procs import PYTHON, REPO, WORKERS, BenchError, bench_env, kill_marked, new_mark, scratch_dir
+from .procs import PYTHON, REPO, WORKERS, BenchError, bench_env, kill_marked, new_mark, scratch_dir, timed_process
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
 from .svg import render_svg
 
@@ -114,11 +114,9 @@ def _wait_running(stand_in: _StandIn, job_id: str, hosts: int) -> None:
 
 
 def _time(argv: List[str], env: Dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
-    took = time.perf_counter() - start
-    if done.returncode != 0:
-        raise BenchError(f"hosts: {' '.join(argv[2:5])} exited with {done.returncode}: {done.stderr[-300:]!r}")
+    took, _cpu, code, err = timed_process(argv, env, timeout=600)
+    if code != 0:
+        raise BenchError(f"hosts: {' '.join(argv[2:5])} exited with {code}: {err[-300:]!r}")
     return took
 
 

@@ -230,24 +230,27 @@ def start(
     return Run(label=label, proc=proc, mark=mark, started=began, stderr_path=stderr)
 
 
-def timed_process(argv: Sequence[str], env: Mapping[str, str], timeout: float = 60.0) -> Tuple[float, float, int]:
-    """``(wall seconds, CPU seconds, exit code)`` of one whole process, its output thrown away.
+def timed_process(argv: Sequence[str], env: Mapping[str, str], timeout: float = 60.0) -> Tuple[float, float, int, str]:
+    """``(wall seconds, CPU seconds, exit code, the end of its stderr)`` of one whole process; stdout is thrown away.
 
     The wait is one blocking ``wait4`` (which also gives this child's own CPU time): ``subprocess.run(timeout=...)``
     without pipes polls with sleeps that grow to 50 ms, so every wall time it gives rounds up to 63.5, 113.5,
-    163.5 ms... A process still running after ``timeout`` seconds is killed (its exit code is then the signal's).
+    163.5 ms... stderr goes to a temporary file, which never fills as a pipe would. A process still running after
+    ``timeout`` seconds is killed (its exit code is then the signal's).
     """
-    began = time.perf_counter()
-    proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watchdog = threading.Timer(timeout, proc.kill)
-    watchdog.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        watchdog.cancel()
-    wall = time.perf_counter() - began
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-    return wall, usage.ru_utime + usage.ru_stime, proc.returncode
+    with tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
+        proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.DEVNULL, stderr=err)
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            watchdog.cancel()
+        wall = time.perf_counter() - began
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        err.seek(max(0, os.fstat(err.fileno()).st_size - 400))
+        return wall, usage.ru_utime + usage.ru_stime, proc.returncode, err.read().decode(errors="replace")
 
 
 def new_mark() -> str:

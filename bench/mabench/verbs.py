@@ -71,7 +71,7 @@ def _ended_job(home: Path, env: Dict[str, str]) -> str:
 
 def _timed(argv: Sequence[str], env: Dict[str, str]) -> Tuple[float, float]:
     """(wall seconds, CPU seconds) of one whole process, its output thrown away (:func:`.procs.timed_process`)."""
-    wall, cpu, code = timed_process(argv, env)
+    wall, cpu, code, _err = timed_process(argv, env)
     if code != 0:
         raise BenchError(f"{' '.join(argv[1:])} exited {code}; run it by hand to see why")
     return wall, cpu
