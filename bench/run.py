@@ -106,7 +106,7 @@ def _runners(
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),
         "verbs": lambda: run_verbs(s["reps"] * 4, baseline),
-        "latency": lambda: run_latency(s["scale_reps"], s["local_reps"]),
+        "latency": lambda: run_latency(s["scale_reps"], s["local_reps"], baseline or "main"),
         "history": lambda: run_history(s["reps"], baseline or "main"),
         "hosts": lambda: run_hosts(s["reps"]),
     }

@@ -1,4 +1,5 @@
-"""Daily-use latency (issue 28): ``logs -f`` of a local job and the 32,768-rank ``--dry-run``, this tree beside main.
+"""Daily-use latency (issue 28): ``logs -f`` of a local job and the 32,768-rank ``--dry-run``, this tree beside main
+(or the commit ``bench/run.py --baseline REF`` names).
 
 Both trees run from link farms on ``PYTHONPATH`` (:mod:`.baseline`: the same interpreter and bytecode state, only
 the package's code differs), one after the other within each repetition:
