@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .baseline import sdk_farms
 from .procs import PYTHON, REPO, BenchError, bench_env, new_mark, scratch_dir, timed_process
-from .results import CaseResult, Series, Target, fmt_ratio, fmt_value
+from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, section_head
 from .svg import render_svg
 
 __all__ = ["SIZES", "history_section", "run_history"]
@@ -181,17 +181,8 @@ def history_section(result: CaseResult, command: str, started: datetime.datetime
     """This case's section of docs/performance.md (its plot is written beside it, ``docs/performance-history.svg``)."""
     sizes = sorted({int(s.size.split()[0]) for s in result.series})
     subjects = list(dict.fromkeys(s.subject for s in result.series))
-    load = [f"{key}: {value}" for key, value in facts.items() if key.startswith("load average")]
-    out = [
-        "## History: list and status from 1 to 10,000 jobs",
-        "",
-        f"Measured by `{command}` on {started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min); nproc {facts.get('nproc')}, "
-        f"{'; '.join(load)}. `bench/run.py --only history` rewrites this section alone. Medians of whole "
-        "processes (start to exit).",
-        "",
-    ]
-    if result.error:
-        out += [f"The case failed: {result.error}", ""]
+    out = section_head("History: list and status from 1 to 10,000 jobs", result, command, started, minutes, facts,
+                       ". Medians of whole processes (start to exit).")  # fmt: skip
     out += ["Median (fastest) of each subject:", ""]
     out += ["| Subject | " + " | ".join(f"{n:,} jobs" for n in sizes) + " | Runs |", "|" + "---|" * (len(sizes) + 2)]
     for subject in subjects:

@@ -34,7 +34,7 @@ from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 from .latency import _cpu_seconds
 from .procs import PYTHON, REPO, WORKERS, BenchError, bench_env, kill_marked, new_mark, scratch_dir, timed_process
-from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
+from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say, section_head
 from .svg import render_svg
 
 __all__ = ["LAG_LINES", "SIZES", "hosts_section", "run_hosts"]
@@ -256,16 +256,8 @@ def hosts_section(result: CaseResult, command: str, started: datetime.datetime, 
     ``docs``: another folder for the plot)."""
     sizes = sorted({int(s.size.split()[0]) for s in result.series})
     subjects = list(dict.fromkeys(s.subject for s in result.series))
-    load = [f"{key}: {value}" for key, value in facts.items() if key.startswith("load average")]
-    out = [
-        "## Hosts: status, list, logs and logs -f from 1 to 1,024 hosts (Volcano stand-in)",
-        "",
-        f"Measured by `{command}` on {started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min); nproc {facts.get('nproc')}, "
-        f"{'; '.join(load)}. `bench/run.py --only hosts` rewrites this section alone. Medians.",
-        "",
-    ]
-    if result.error:
-        out += [f"The case failed: {result.error}", ""]
+    out = section_head("Hosts: status, list, logs and logs -f from 1 to 1,024 hosts (Volcano stand-in)", result,
+                       command, started, minutes, facts, ". Medians.")  # fmt: skip
     last = f"{sizes[-1]:,} vs {sizes[0]}" if len(sizes) > 1 else ""
     out += ["| Subject | " + " | ".join(f"{n:,} hosts" for n in sizes) + f" | {last} | Runs |",
             "|" + "---|" * (len(sizes) + 3)]  # fmt: skip

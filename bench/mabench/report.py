@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Dict, List, Optional, Sequence
 
 from .procs import REPO
-from .results import CaseResult, Series, Target, fmt_ratio, fmt_value
+from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, section_head
 from .svg import render_svg
 
 __all__ = ["OWN_SECTION", "console_table", "machine_facts", "markdown", "ratio_text", "section", "write_docs",
@@ -306,18 +306,9 @@ def section(result: CaseResult, command: str, started: datetime.datetime, minute
     subjects: Dict[str, Dict[str, Series]] = {}
     for item in result.series:
         subjects.setdefault(item.subject, {})[item.size] = item
-    load = [f"{key}: {value}" for key, value in facts.items() if key.startswith("load average")]
-    out = [
-        _BEGIN.format(case=result.case),
-        f"## {_TITLES[result.case]}",
-        "",
-        f"Measured by `{command}` on {started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min); nproc {facts.get('nproc')}, "
-        f"{'; '.join(load)}. `bench/run.py --only {result.case}` rewrites this section alone"
-        + (" (`--hosts 2,64,1024` chooses the sizes)." if result.case == "coordinator" else "."),
-        "",
-    ]
-    if result.error:
-        out += [f"The case failed: {result.error}", ""]
+    hosts_note = " (`--hosts 2,64,1024` chooses the sizes)." if result.case == "coordinator" else "."
+    out = [_BEGIN.format(case=result.case)]
+    out += section_head(_TITLES[result.case], result, command, started, minutes, facts, hosts_note)
     head = ["Subject", *sizes, f"{sizes[-1]} vs {sizes[0]}" if len(sizes) > 1 else "", "Runs"]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for subject, by_size in subjects.items():

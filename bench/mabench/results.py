@@ -7,11 +7,12 @@ A :class:`Series` is one subject measured several times (``samples``, reported b
 
 from __future__ import annotations
 
+import datetime
 import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-__all__ = ["CaseResult", "Series", "Target", "fmt_ratio", "fmt_value", "say"]
+__all__ = ["CaseResult", "Series", "Target", "fmt_ratio", "fmt_value", "section_head", "say"]
 
 
 @dataclass
@@ -102,3 +103,20 @@ def fmt_ratio(value: Optional[float]) -> str:
 def say(message: str) -> None:
     """Progress line on stdout (flushed, so it shows up while a case runs)."""
     print(f"[bench] {message}", flush=True)
+
+
+def section_head(title: str, result: CaseResult, command: str, started: datetime.datetime, minutes: float,
+                 facts: Dict[str, str], after: str = ".") -> List[str]:  # fmt: skip
+    """The first lines of a case's own section of docs/performance.md: its title, how and when it was measured
+    (``after`` ends that sentence), and the case's error when it failed."""
+    load = [f"{key}: {value}" for key, value in facts.items() if key.startswith("load average")]
+    out = [
+        f"## {title}",
+        "",
+        f"Measured by `{command}` on {started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min); nproc {facts.get('nproc')}, "
+        f"{'; '.join(load)}. `bench/run.py --only {result.case}` rewrites this section alone{after}",
+        "",
+    ]
+    if result.error:
+        out += [f"The case failed: {result.error}", ""]
+    return out
