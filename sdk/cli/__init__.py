@@ -1,6 +1,7 @@
 """``ma-submit``, one module per verb group: parse, call the SDK, print.
 
-- :mod:`.entry`: :func:`main`, the console script: :mod:`.quick` (the everyday verbs without click) or :mod:`.app`;
+- :mod:`.entry`: :func:`main`, the console script: :mod:`.quick` (the everyday verbs and the group's help, stored
+  in :mod:`.help_text`, without click) or :mod:`.app`; :mod:`.width`: the help's width, shared by both;
 - :mod:`.app`: the command group (a job file is an implicit ``submit``) and the click path's ``main``;
 - :mod:`.verbs`: every verb's name, module and short help; a verb's module is imported only when it runs or its
   help is asked (``ma-submit --help`` loads none);

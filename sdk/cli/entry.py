@@ -1,5 +1,6 @@
-"""The console script ``ma-submit``: the quick path (:mod:`.quick`) for the everyday verbs it recognises, else
-click (:func:`.app.main`) for everything, exactly as before. Neither this module nor the quick path imports click.
+"""The console script ``ma-submit``: the quick path (:mod:`.quick`) for the group's help and the everyday verbs it
+recognises, else click (:func:`.app.main`) for everything, exactly as before. Neither this module nor the quick path
+imports click.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from . import quick
 
     args = sys.argv[1:] if argv is None else list(argv)
+    if quick.may_run() and quick.asks_group_help(args):
+        quick.show_group_help()
     found = quick.recognise(args) if quick.may_run() else None
     if found is not None:
         quick.run(found, args)

@@ -1,4 +1,4 @@
-"""The quick path of ``ma-submit``: the everyday verbs of a job without loading click (issue 28).
+"""The quick path of ``ma-submit``: the everyday verbs of a job and the group's help without loading click (issue 28).
 
 :func:`recognise` knows only these exact argument lists, each option at most once and in any order:
 
@@ -8,7 +8,10 @@
 - ``list [--backend NAME] [--profile NAME] [--output text|json] [--limit N]``
 
 where NAME after ``--backend`` is one of the backends' names, a profile's NAME and a JOB_ID are words not
-starting with ``-``, and N is decimal digits. Anything else (another word or option, ``--help``, ``--``, an
+starting with ``-``, and N is decimal digits. The group's own help, ``--help`` or ``-h`` alone on the line, is
+recognised by :func:`asks_group_help` when click would render it at the width of the text stored in
+:mod:`.help_text` (a terminal of 80 columns or more, or none: :mod:`.width`); :func:`show_group_help` prints that
+text as click prints it. Anything else (another word or option, ``--help`` with more on the line, ``--``, an
 ``--option=value``, a repeated option, a value click would convert otherwise) is declined: click then runs as
 it always does, so every usage error still comes from click. A recognised verb gets the parameters click would
 give its callback (``tests/sdk/test_cli_quick.py`` compares them with click's own parser), runs the same function
@@ -25,7 +28,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 from .echo import echo
 from .exits import Outcome, finish, json_output_requested, outcome_of
 
-__all__ = ["Quick", "may_run", "recognise", "run"]
+__all__ = ["Quick", "asks_group_help", "may_run", "recognise", "run", "show_group_help"]
 
 #: (verb, the parameters its function takes as click passes them, the ``--profile`` named or None)
 Quick = Tuple[str, Dict[str, Any], Optional[str]]
@@ -41,6 +44,8 @@ _VERBS: Dict[str, Tuple[Tuple[str, ...], bool]] = {
 }
 #: The completion variable click reads for ``ma-submit`` (completion is click's to answer).
 _COMPLETION = "_MA_SUBMIT_COMPLETE"
+#: The group's help options (``context_settings`` of the group in :mod:`.app`).
+_HELP = ("--help", "-h")
 
 
 def _defaults(verb: str) -> Dict[str, Any]:
@@ -137,6 +142,36 @@ class _QuietFlush:
         return getattr(self._stream, name)
 
 
+def _end_closed_pipe(error: OSError) -> NoReturn:
+    """End as click ends a write into a closed pipe (1, streams made quiet); any other ``error`` is raised again."""
+    if error.errno != errno.EPIPE:
+        raise error
+    sys.stdout = _QuietFlush(sys.stdout)
+    sys.stderr = _QuietFlush(sys.stderr)
+    sys.exit(1)  # click ends a closed pipe with 1, before the group sees it
+
+
+def asks_group_help(args: Sequence[str]) -> bool:
+    """Whether ``args`` is ``--help`` or ``-h`` alone and click would render the group's help as it is stored."""
+    if len(args) != 1 or args[0] not in _HELP:
+        return False
+    from .help_text import WIDTH
+    from .width import help_width
+
+    return help_width() == WIDTH
+
+
+def show_group_help() -> NoReturn:
+    """Print the stored group help and exit as ``ma-submit --help`` exits through click (0; 1 for a closed pipe)."""
+    from .help_text import GROUP_HELP
+
+    try:
+        echo(GROUP_HELP)
+    except OSError as error:
+        _end_closed_pipe(error)
+    sys.exit(0)
+
+
 def run(quick: Quick, args: Sequence[str]) -> NoReturn:
     """Run a recognised verb and exit as ``ma-submit`` exits through click (``MaSubmitGroup.main``)."""
     verb, params, profile = quick
@@ -150,11 +185,7 @@ def run(quick: Quick, args: Sequence[str]) -> NoReturn:
             echo(err=True)  # click's empty line before it reports the interruption
             raise
         except OSError as error:
-            if error.errno != errno.EPIPE:
-                raise
-            sys.stdout = _QuietFlush(sys.stdout)
-            sys.stderr = _QuietFlush(sys.stderr)
-            sys.exit(1)  # click ends a closed pipe with 1, before the group sees it
+            _end_closed_pipe(error)
     except (MalaunchError, KeyboardInterrupt, EOFError) as error:
         outcome = outcome_of(error)
     finish(outcome, json_output_requested(args))

@@ -5,20 +5,20 @@ without importing it (issue 28: ``ma-submit --help`` lists them all and loads no
 ``--help`` is asked (:meth:`VerbGroup.get_command`), and the group's help lists every verb from the table, in the
 order click lists commands (by name) and shortened to the terminal the way click shortens a command's help. The
 short help here is a copy of each command's own first sentence; a test proves the two equal. The group's help is
-as wide as click makes it, the terminal's width found as :func:`shutil.get_terminal_size` finds it but without
-importing :mod:`shutil` (with its compressors, 2-4 ms: more than the rest of rendering the help).
+as wide as click makes it, the terminal's width found without importing :mod:`shutil` (:mod:`.width`, which the quick
+path's stored help shares).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import sys
 from gettext import gettext
 from typing import Dict, List, NamedTuple, Optional
 
 import click
 import click.formatting
+
+from .width import help_width
 
 __all__ = ["VERBS", "VERB_TABLE", "Verb", "VerbGroup", "load_verb"]
 
@@ -64,23 +64,6 @@ def load_verb(verb: Verb) -> click.Command:
     return command
 
 
-def _terminal_columns() -> int:
-    """``COLUMNS`` when a positive number, else the width of the terminal on standard output, else 80."""
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        columns = 0
-    if columns > 0:
-        return columns
-    stdout = sys.__stdout__
-    if stdout is None:
-        return 80
-    try:
-        return os.get_terminal_size(stdout.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):  # closed, detached or no terminal
-        return 80
-
-
 class _GroupContext(click.Context):
     """The group's context: its help formatter gets the width click's would compute (the terminal's, at most
     ``max_content_width`` or 80, less 2, at least 50), unless a width is set (``terminal_width``, or the one click's
@@ -90,7 +73,7 @@ class _GroupContext(click.Context):
         width = self.terminal_width
         if width is None and click.formatting.FORCED_WIDTH is None:
             limit = 80 if self.max_content_width is None else self.max_content_width
-            width = max(min(_terminal_columns(), limit) - 2, 50)
+            width = help_width(limit)
         return self.formatter_class(width=width, max_width=self.max_content_width)
 
 

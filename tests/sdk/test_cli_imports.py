@@ -130,3 +130,15 @@ def test_the_quick_forms_load_no_click(cli_env: Dict[str, str], home: Path, tmp_
         assert _loaded(args, cli_env, tmp_path, names)["loaded"] == [], args
     declined = _loaded(["status", "--output=json", job_id], cli_env, tmp_path, names)  # click's to answer
     assert declined == {"code": 0, "loaded": ["click"]}
+
+
+def test_the_groups_help_loads_no_click_where_its_text_is_stored(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    without = {key: value for key, value in cli_env.items() if key != "COLUMNS"}
+    for env in (without, {**without, "COLUMNS": "80"}, {**without, "COLUMNS": "200"}):
+        for args in (["--help"], ["-h"]):
+            assert _loaded(args, env, tmp_path, ("click",)) == {"code": 0, "loaded": []}, (args, env.get("COLUMNS"))
+    completing = {**without, "_MA_SUBMIT_COMPLETE": "bash_complete", "COMP_WORDS": "ma-submit --he", "COMP_CWORD": "1"}
+    # A narrow terminal, more on the line, or the shell completing a word: click's to answer.
+    for args, env in ((["--help"], {**without, "COLUMNS": "60"}), (["-h"], {**without, "COLUMNS": "60"}),
+                      (["--help", "list"], without), (["--help"], completing)):  # fmt: skip
+        assert _loaded(args, env, tmp_path, ("click",)) == {"code": 0, "loaded": ["click"]}, args
