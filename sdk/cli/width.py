@@ -4,7 +4,7 @@
 (click's ``max_content_width``, 80 when unset), less 2, at least 50. The columns are found as
 :func:`shutil.get_terminal_size` finds them, without importing :mod:`shutil` (with its compressors, 2-4 ms: more
 than the rest of rendering the help). The click path (:class:`.verbs.VerbGroup`'s context) and the quick path's
-stored help (:mod:`.quick`, :mod:`.group_help`) both ask here, so they agree on when the stored text is the one.
+stored help (:mod:`.quick`, :mod:`.help_text`) both ask here, so they agree on when the stored text is the one.
 """
 
 from __future__ import annotations
