@@ -107,7 +107,8 @@ class ServerColumns:
             if not all(map(str.strip, ids)):  # str.strip: TypeError unless str
                 return False
             lists: list[Any] = list(map(dict.get, listed, repeat("device")))
-            if not all(type(value) is list and value for value in lists):
+            sizes = list(map(list.__len__, lists))  # TypeError unless all are lists
+            if 0 in sizes:
                 return False
             flat = chain.from_iterable  # each pass walks the servers' lists again: cheaper than one flat list
             device_ips = list(map(_DEVICE_IP, flat(lists)))
@@ -120,7 +121,7 @@ class ServerColumns:
         self.host_ips += map(dict.get, listed, repeat("host_ip"))
         self.server_ips += map(dict.get, listed, repeat("server_ip"))
         self.pods += map(dict.get, listed, repeat("pod_name"))
-        self.sizes += map(len, lists)
+        self.sizes += sizes
         self.device_ips += device_ips
         return True
 
@@ -134,7 +135,8 @@ class ServerColumns:
         elif None in hosts:
             return None  # some servers say host_ip, others server_ip or nothing: the slow path tells which
         for column in (hosts, self.pods):
-            if not all(value is None or (type(value) is str and value.strip()) for value in column):
+            if column.count(None) != len(column) and not all(
+                    value is None or (type(value) is str and value.strip()) for value in column):  # fmt: skip
                 return None
         starts = list(accumulate(self.sizes, initial=0))
         try:
