@@ -92,6 +92,22 @@ def test_a_table_with_a_byte_order_mark_is_read_by_parts(tmp_path: Path) -> None
     assert takes_parts(text, 30) and by_parts == whole and by_parts.rank_size == 10
 
 
+@pytest.mark.parametrize("writer", ["default", "compact", "indent4"])
+def test_a_v12_table_with_its_super_pod_list_after_the_servers_is_read_by_parts(writer: str, tmp_path: Path) -> None:
+    table = v10_table(60, 2)
+    table["version"] = "1.2"
+    for index, server in enumerate(table["server_list"]):
+        server["host_ip"] = f"10.1.0.{index}"
+        for device in server["device"]:
+            device["super_device_id"] = str(int(device["rank_id"]) + 1000)
+    table["super_pod_list"] = [{"super_pod_id": "0", "server_list": [{"server_id": server["server_id"]}
+                                                                      for server in table["server_list"]]}]
+    text = WRITERS[writer](table)
+    assert takes_parts(text, 200) and takes_parts(text, 100_000)
+    by_parts, whole = both(text, tmp_path, part=200)
+    assert by_parts == whole and by_parts.format == "1.2" and by_parts.rank_size == 120
+
+
 def test_a_large_table_is_read_by_parts_in_its_usual_layouts() -> None:
     table = v10_table(2048, 16)
     for writer in ("default", "compact", "indent4"):
@@ -195,7 +211,15 @@ def test_texts_that_must_not_be_cut_read_as_a_whole(name: str, part: int, tmp_pa
     assert by_parts == whole
 
 
-@pytest.mark.parametrize("name", [name for name in CASES if name not in ("server-like object inside",
-                                                                          "a string holding a server's opening")])
+READ_BY_PARTS = ("server-like object inside", "a string holding a server's opening", "a list after it")
+
+
+@pytest.mark.parametrize("name", [name for name in CASES if name not in READ_BY_PARTS])
 def test_texts_that_must_not_be_cut_fall_back(name: str) -> None:
     assert _parts.decode_by_parts(as_bytes(CASES[name]), _bounded_int, 25) is None
+
+
+@pytest.mark.parametrize("name", READ_BY_PARTS)
+def test_texts_with_a_list_or_a_server_like_object_after_a_cut_are_still_read_by_parts(name: str) -> None:
+    # The part that does not decode as whole items is read item by item up to the list's own end.
+    assert takes_parts(as_bytes(CASES[name]).decode(), 25)

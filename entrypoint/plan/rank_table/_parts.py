@@ -17,9 +17,10 @@ caller then decodes the whole text as before, which also reports every error):
   whose ``server_list`` is that placeholder: the list is then the top level's ``server_list``, and the last one if the
   key is repeated, as a whole decode keeps it.
 - Parts begin where the first server's opening text (its ``{`` up to the end of its first key) appears again, just
-  after a comma; the list ends at the text's last ``]``. A match inside a nested value, a string or past the list
-  cannot give parts that each decode (each would hold unbalanced brackets, an unterminated string or a stray key),
-  so such a cut is found out.
+  after a comma; the last one ends at the text's last ``]``. A part that does not then hold whole items is read
+  item by item from its start up to the list's own closing bracket instead: so are a match that is not after a
+  comma, one inside a nested value or a string (the part would hold unbalanced brackets or an unterminated
+  string), and a last ``]`` that is not the list's (a later key holds a list too, as ``super_pod_list`` does).
 - Every part decodes to servers of the well-formed common case (:meth:`~._bulk.ServerColumns.add`).
 
 The parts then tile the list exactly (a comma and whitespace between them), so the whole text is valid JSON whose
@@ -64,9 +65,9 @@ def decode_by_parts(raw: bytes, integer: Callable[[str], Any], part: int = PART)
     colon = _skip_space(raw, key + len(_KEY))
     opening = _skip_space(raw, colon + 1)
     first = _skip_space(raw, opening + 1)
-    closing = raw.rfind(b"]")
+    guess = raw.rfind(b"]")  # the list's end, unless something after it holds a list too
     if raw[colon:colon + 1] != b":" or raw[opening:opening + 1] != b"[" or raw[first:first + 1] != b"{" \
-            or closing <= first:  # fmt: skip
+            or guess <= first:  # fmt: skip
         return None
     first_key = _skip_space(raw, first + 1)
     end_of_key = raw.find(b'"', first_key + 1)
@@ -74,23 +75,22 @@ def decode_by_parts(raw: bytes, integer: Callable[[str], Any], part: int = PART)
         return None
     marker = raw[first:end_of_key + 1]  # e.g. b'{"server_id"', or with the file's indentation between
     placeholder = _PLACEHOLDER.encode()
-    rest = raw[:opening] + placeholder + raw[closing + 1:]
-    if rest.count(placeholder) != 1:
-        return None
     columns = ServerColumns()
-    start = first
+    start, end = first, None  # the list's closing bracket, once found
     try:
-        while True:
-            cut = raw.find(marker, start + part, closing)
-            if cut < 0:
-                break
-            comma = cut - 1
-            while raw[comma] in _SPACE:
-                comma -= 1
-            if raw[comma] != 44 or not columns.add(_decoded_list(raw, start, comma, integer)):  # 44: a comma
+        while end is None:
+            cut = raw.find(marker, start + part, guess)
+            stop = guess if cut < 0 else _before_space(raw, cut)
+            servers = _items(raw, start, stop, integer) if cut < 0 or raw[stop] == 44 else None  # 44: a comma
+            if servers is None:  # not whole items: the list ends inside (a later list holds a "]") or a cut is false
+                servers, end = _items_to_close(raw, start, integer)
+            elif cut < 0:
+                end = guess
+            if not columns.add(servers):
                 return None
             start = cut
-        if not columns.add(_decoded_list(raw, start, closing, integer)):
+        rest = raw[:opening] + placeholder + raw[end + 1:]
+        if rest.count(placeholder) != 1:
             return None
 
         def number(digits: str) -> Any:
@@ -101,13 +101,48 @@ def decode_by_parts(raw: bytes, integer: Callable[[str], Any], part: int = PART)
         return None
     if type(top) is not dict or top.get("server_list") is not _STANDS_FOR_THE_LIST:
         return None
-    servers = columns.servers()
-    if servers is None:
+    built = columns.servers()
+    if built is None:
         return None
-    top["server_list"] = CheckedServers(servers)
+    top["server_list"] = CheckedServers(built)
     return top
 
 
-def _decoded_list(raw: bytes, start: int, end: int, integer: Callable[[str], Any]) -> Any:
-    """``raw[start:end]`` decoded as the items of a JSON list."""
-    return jsontext.loads("[" + raw[start:end].decode("utf-8") + "]", integer)
+def _before_space(raw: bytes, index: int) -> int:
+    """The index of the last byte before ``index`` that is not whitespace."""
+    index -= 1
+    while raw[index] in _SPACE:
+        index -= 1
+    return index
+
+
+def _items(raw: bytes, start: int, stop: int, integer: Callable[[str], Any]) -> Optional[list[Any]]:
+    """``raw[start:stop]`` decoded as the items of a JSON list, or None if it is not that."""
+    try:
+        return jsontext.loads("[" + raw[start:stop].decode("utf-8") + "]", integer)  # type: ignore[no-any-return]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _items_to_close(raw: bytes, start: int, integer: Callable[[str], Any]) -> tuple[list[Any], int]:
+    """The items of the list from ``raw[start]`` (an item) to its closing bracket, one by one, and that bracket's
+    index in ``raw``.
+
+    Raises:
+        ValueError: the text there is not UTF-8, or is not items up to a closing bracket.
+    """
+    text = raw[start:].decode("utf-8")
+    items: list[Any] = []
+    index = 0
+    while True:
+        item, index = jsontext.scan(text, index, integer)
+        items.append(item)
+        while text[index:index + 1] in (" ", "\t", "\n", "\r"):
+            index += 1
+        if text[index:index + 1] == "]":
+            return items, start + len(text[:index].encode("utf-8"))
+        if text[index:index + 1] != ",":
+            raise ValueError("not the items of a list")
+        index += 1
+        while text[index:index + 1] in (" ", "\t", "\n", "\r"):
+            index += 1
