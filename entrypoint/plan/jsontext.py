@@ -4,6 +4,7 @@
   rules around it: a leading BOM refused, whitespace skipped on both sides, "Expecting value" and "Extra data".
   It gives the same values, and on bad input raises the same :class:`json.JSONDecodeError` (``json`` is imported
   then, to make it).
+- :func:`scan` decodes the one JSON value that starts at a given index of a text, and says where it ends.
 - :func:`quoted` writes one string as json does (non-ASCII escaped).
 - :func:`dumps_indented` writes what ``json.dumps(value, indent=2)`` writes, for the values a plan holds (dicts with
   string keys, lists, tuples, strings, ints, floats, booleans, None); any other value is handed to :mod:`json`.
@@ -23,7 +24,7 @@ try:
 except ImportError:  # an interpreter without the accelerator
     _json = None  # type: ignore[assignment]
 
-__all__ = ["dumps_indented", "loads", "quoted"]
+__all__ = ["dumps_indented", "loads", "quoted", "scan"]
 
 _SPACE = " \t\n\r"  # JSON's whitespace
 _INFINITY = float("inf")
@@ -78,6 +79,27 @@ def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
         if end != len(text):
             _fail("Extra data", text, end)
     return value
+
+
+def scan(text: str, index: int, integer: Callable[[str], Any] = int) -> tuple[Any, int]:
+    """The JSON value that starts at ``text[index]`` (no whitespace before it) and the index just after it, as
+    ``json.JSONDecoder(parse_int=integer).raw_decode(text, index)`` gives them.
+
+    Raises:
+        json.JSONDecodeError: no valid JSON value starts there.
+    """
+    if _json is not None:
+        try:
+            found: tuple[Any, int] = _json.make_scanner(_Rules(integer))(text, index)  # type: ignore[arg-type]
+            return found
+        except StopIteration as stop:
+            _fail("Expecting value", text, stop.value)
+        except SystemError:  # Python 3.10 and 3.11 on bad input, as in loads: json itself raises the error
+            pass
+    import json
+
+    decoded: tuple[Any, int] = json.JSONDecoder(parse_int=integer).raw_decode(text, index)
+    return decoded
 
 
 def quoted(text: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
 
 from ..contract import VARIABLES
 from ..contract._record import TYPE_CHECKING
@@ -26,15 +25,18 @@ from .rank_table import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Optional, Sequence, Tuple
 
-__all__ = ["DEFAULT_RANK_TABLE_PATH", "Progress", "Resolver", "gather", "python_dir_for", "wait_for_address"]
+    #: What resolves a host name to an IPv4 address (for tests: a stand-in for the name service).
+    Resolver = Callable[[str], str]
+    #: Where progress lines go while the shim waits.
+    Progress = Callable[[str], None]
+
+__all__ = ["DEFAULT_RANK_TABLE_PATH", "gather", "python_dir_for", "wait_for_address"]
 
 #: Where ModelArts puts the rank table when ``RANK_TABLE_FILE`` is unset.
 DEFAULT_RANK_TABLE_PATH = str(VARIABLES["RANK_TABLE_FILE"].default)
-
-Resolver = Callable[[str], str]
-Progress = Callable[[str], None]
 
 
 def _resolve_ipv4(name: str) -> str:

@@ -75,15 +75,15 @@ def test_dry_run_alone_prints_the_same_plan_without_argparse(tmp_path: Path) -> 
 def test_a_dry_run_from_a_plain_install_imports_neither_typing_nor_json(tmp_path: Path) -> None:
     # As a container runs it: the shim alone on the path and no site hooks (the project's editable install runs a
     # finder at start-up that imports typing itself). typing, threading, the json package (and the re it imports),
-    # enum (the signal module's) and the run's report are never needed to print a plan, and cost a 32,768-rank
-    # dry-run milliseconds.
+    # enum (the signal module's), collections (namedtuple's, also imported by collections.abc) and the run's report
+    # are never needed to print a plan, and cost a 32,768-rank dry-run milliseconds.
     site = tmp_path / "site"
     (site / "malaunch").mkdir(parents=True)
     (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[2] / "entrypoint")
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")
-    watched = ["typing", "threading", "json", "re", "enum", "contextlib", "malaunch.entrypoint.report.report",
-               *WATCHED]
+    watched = ["typing", "threading", "json", "re", "enum", "contextlib", "collections",
+               "malaunch.entrypoint.report.report", *WATCHED]
     env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-S", "-c", PROBE, ",".join(watched), "--dry-run", str(boot)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Any, Tuple
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from malaunch.entrypoint.plan.jsontext import dumps_indented, loads, quoted
+from malaunch.entrypoint.plan.jsontext import dumps_indented, loads, quoted, scan
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -61,6 +61,19 @@ def test_any_text_decodes_as_json_loads_decodes_it(value: Any, cut: int, tail: s
 @given(st.text(alphabet=' \t\n\r{}[],:"0123456789.eE+-truefalsnNaIiy\\u', max_size=30))
 def test_json_shaped_garbage_fails_as_json_loads_fails(text: str) -> None:
     assert _outcome(loads, text) == _outcome(json.loads, text)
+
+
+@PROPERTY
+@given(values, st.integers(min_value=0, max_value=400), st.sampled_from(["", ", 2]", "] x", " ", "}"]))
+def test_a_value_inside_a_text_scans_as_raw_decode_scans_it(value: Any, at: int, tail: str) -> None:
+    # scan decodes the one value at an index, as JSONDecoder.raw_decode does, and says where it ends.
+    text = json.dumps(value, indent=None if at % 2 else 2)
+    for before, candidate in (("[", text + tail), ("x: ", text[:at]), ("", text[at:] + tail), ("  ", text)):
+        whole = before + candidate
+        start = len(before)
+        ours = _outcome(lambda t, start=start: scan(t, start), whole)  # type: ignore[misc]
+        theirs = _outcome(lambda t, start=start: json.JSONDecoder().raw_decode(t, start), whole)  # type: ignore[misc]
+        assert ours == theirs, whole
 
 
 def test_parse_int_is_called_for_integers_only() -> None:

@@ -46,6 +46,7 @@ from ...contract._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
 from .. import jsontext
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
+from ._parts import decode_by_parts
 
 if TYPE_CHECKING:
     from json import JSONDecodeError
@@ -166,13 +167,20 @@ class _NumberTooLong(ValueError):
 
 
 def _decode(raw: bytes, path: str) -> object:
-    """Decoded JSON; RankTableNotReady if the text may still be completed (or is blank), RankTableError if it never
-    can. Pass the bytes as a temporary (``_decode(_read_bytes(path), path)``): they are dropped once decoded to
-    text, so a large table is not held twice while ``json.loads`` builds its objects."""
+    """Decoded JSON, its ``server_list`` possibly already checked and built (:mod:`._parts`); RankTableNotReady if
+    the text may still be completed (or is blank), RankTableError if it never can. Pass the bytes as a temporary
+    (``_decode(_read_bytes(path), path)``): they are dropped once decoded to text, so a large table is not held
+    twice while its objects are built."""
     if not raw or raw.isspace():  # not raw.strip(), which copies a table that ends in a newline
         raise RankTableNotReady("the file is empty")
-    try:  # as "utf-8-sig" decodes (positions in errors counted after a BOM), without importing that codec
-        text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
+    if raw.startswith(_BOM):  # as "utf-8-sig" decodes (positions in errors counted after it), without that codec
+        raw = raw[3:]
+    with no_gc():
+        by_parts = decode_by_parts(raw, _bounded_int)  # a large server_list, without holding it all decoded
+    if by_parts is not None:
+        return by_parts
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.reason == "unexpected end of data" and exc.end == len(raw):
             raise RankTableNotReady("the file ends inside a UTF-8 character (half-written?)") from None

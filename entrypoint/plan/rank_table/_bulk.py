@@ -18,7 +18,7 @@ from ._model import Server
 if TYPE_CHECKING:
     from typing import Any, Optional, Sequence
 
-__all__ = ["MAX_DIGITS", "RawDevice", "fast_devices", "fast_server_list"]
+__all__ = ["MAX_DIGITS", "CheckedServers", "RawDevice", "ServerColumns", "fast_devices", "fast_server_list"]
 
 MAX_DIGITS = 9  # ids are small; this also keeps int() away from huge digit strings
 #: One device as the parser keeps it: device_id (canonical), device_ip, rank (-1 until known).
@@ -65,55 +65,102 @@ def fast_devices(items: list[Any], need_rank: bool) -> Optional[list[RawDevice]]
 
 def fast_server_list(listed: list[Any]) -> Optional[tuple[Server, ...]]:
     """Fast path for a well-formed ``server_list`` (string values, every device with ``device_ip``): validates and
-    builds all servers with a handful of C-level passes over the whole table; None means "check item by item".
+    builds all servers with a handful of C-level passes over the whole table; None means "check item by item"."""
+    columns = ServerColumns()
+    return columns.servers() if columns.add(listed) else None
+
+
+class CheckedServers(tuple[Server, ...]):
+    """The servers of a ``server_list`` that :class:`ServerColumns` has already checked and built, standing in for
+    the list in decoded JSON (a reader that decodes the list in parts puts them there): the parser then checks the
+    rest of the table and takes these as they are. Only this package makes one."""
+
+    __slots__ = ()
+
+
+class ServerColumns:
+    """The columns of a well-formed ``server_list``, taken from its servers in one or more parts (:meth:`add`), then
+    checked as a whole and made into servers (:meth:`servers`).
 
     The only per-device work is three ``itemgetter`` maps (one per value) and a few joins and comparisons over
-    the columns they give; no object is made per device. What is the same for every server is checked once:
-    usually each server lists the same device ids in the same order and the ranks run ``"0"``, ``"1"``, ... in
-    file order, and then the rank column is a ``range``.
+    the columns they give; no object is made per device, and no decoded server is kept, so a reader may free each
+    part once added. What is the same for every server is checked once: usually each server lists the same device
+    ids in the same order and the ranks run ``"0"``, ``"1"``, ... in file order, and then the rank column is a
+    ``range``.
     """
-    try:
-        ids = list(map(_SERVER_ID, listed))
-        if not all(map(str.strip, ids)) or len(set(ids)) != len(ids):  # str.strip: TypeError unless str
+
+    def __init__(self) -> None:
+        self.ids: list[Any] = []  # server_id
+        self.host_ips: list[Any] = []
+        self.server_ips: list[Any] = []
+        self.pods: list[Any] = []
+        self.sizes: list[int] = []  # devices per server
+        self.device_ids: list[Any] = []
+        self.device_ips: list[Any] = []
+        self.rank_values: list[Any] = []
+
+    def add(self, listed: list[Any]) -> bool:
+        """Take the next servers (decoded JSON objects, in file order); False if they are not the well-formed common
+        case (the whole list must then be checked item by item)."""
+        try:
+            ids = list(map(_SERVER_ID, listed))
+            if not all(map(str.strip, ids)):  # str.strip: TypeError unless str
+                return False
+            lists: list[Any] = list(map(dict.get, listed, repeat("device")))
+            sizes = list(map(list.__len__, lists))  # TypeError unless all are lists
+            if 0 in sizes:
+                return False
+            flat = chain.from_iterable  # each pass walks the servers' lists again: cheaper than one flat list
+            device_ips = list(map(_DEVICE_IP, flat(lists)))
+            "".join(device_ips)  # TypeError unless all are strings
+            self.device_ids += map(_DEVICE_ID, flat(lists))
+            self.rank_values += map(_RANK_ID, flat(lists))
+        except (TypeError, KeyError, IndexError):
+            return False
+        self.ids += ids
+        self.host_ips += map(dict.get, listed, repeat("host_ip"))
+        self.server_ips += map(dict.get, listed, repeat("server_ip"))
+        self.pods += map(dict.get, listed, repeat("pod_name"))
+        self.sizes += sizes
+        self.device_ips += device_ips
+        return True
+
+    def servers(self) -> Optional[tuple[Server, ...]]:
+        """The servers of everything added, ordered by their lowest rank; None if the whole is not well-formed."""
+        ids, hosts = self.ids, self.host_ips
+        if not ids or len(set(ids)) != len(ids):
             return None
-        hosts = list(map(dict.get, listed, repeat("host_ip")))
         if hosts.count(None) == len(hosts):
-            hosts = list(map(dict.get, listed, repeat("server_ip")))
+            hosts = self.server_ips
         elif None in hosts:
             return None  # some servers say host_ip, others server_ip or nothing: the slow path tells which
-        pods = list(map(dict.get, listed, repeat("pod_name")))
-        lists: list[Any] = list(map(dict.get, listed, repeat("device")))
-        if not all(type(value) is list and value for value in lists):
-            return None
-        for column in (hosts, pods):
-            if not all(value is None or (type(value) is str and value.strip()) for value in column):
+        for column in (hosts, self.pods):
+            if column.count(None) != len(column) and not all(
+                    value is None or (type(value) is str and value.strip()) for value in column):  # fmt: skip
                 return None
-        flat = chain.from_iterable  # each pass walks the servers' lists again: cheaper than one flat list
-        device_ids = list(map(_DEVICE_ID, flat(lists)))
-        device_ips = list(map(_DEVICE_IP, flat(lists)))
-        rank_values = list(map(_RANK_ID, flat(lists)))
-        "".join(device_ips)  # TypeError unless all are strings
-        starts = list(accumulate(map(len, lists), initial=0))
-        if not _device_ids_valid(device_ids, starts):  # TypeError for unhashable ids
+        starts = list(accumulate(self.sizes, initial=0))
+        try:
+            if not _device_ids_valid(self.device_ids, starts):
+                return None
+        except TypeError:  # an unhashable id
             return None
-    except (TypeError, KeyError, IndexError):
-        return None
-    total = len(rank_values)
-    ranks: Sequence[int]
-    if _counts_up(rank_values):  # the usual case: ranks 0..N-1 in file order
-        ranks = range(total)
-    else:
-        listed_ranks = _all_uint_strings(rank_values)
-        if listed_ranks is None or len(set(listed_ranks)) != total or max(listed_ranks) >= total:
-            return None
-        ranks = listed_ranks
-    columns = (device_ids, device_ips, ranks)
-    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python function, one call per server
-    servers: list[Server] = list(map(tuple.__new__, repeat(Server), zip(ids, pods, hosts, repeat(columns), starts,
-                                                                        starts[1:])))
-    if type(ranks) is not range:  # servers are then not necessarily ordered by lowest rank
-        servers.sort(key=lambda server: min(ranks[server.start:server.end]))
-    return tuple(servers)
+        rank_values = self.rank_values
+        total = len(rank_values)
+        ranks: Sequence[int]
+        if _counts_up(rank_values):  # the usual case: ranks 0..N-1 in file order
+            ranks = range(total)
+        else:
+            listed_ranks = _all_uint_strings(rank_values)
+            if listed_ranks is None or len(set(listed_ranks)) != total or max(listed_ranks) >= total:
+                return None
+            ranks = listed_ranks
+        columns = (self.device_ids, self.device_ips, ranks)
+        # tuple.__new__ straight: a NamedTuple's own __new__ is a Python function, one call per server
+        servers: list[Server] = list(map(tuple.__new__, repeat(Server), zip(ids, self.pods, hosts, repeat(columns),
+                                                                            starts, starts[1:])))
+        if type(ranks) is not range:  # servers are then not necessarily ordered by lowest rank
+            servers.sort(key=lambda server: min(ranks[server.start:server.end]))
+        return tuple(servers)
 
 
 def _device_ids_valid(device_ids: list[Any], starts: list[int]) -> bool:

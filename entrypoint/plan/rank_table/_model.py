@@ -7,7 +7,6 @@ Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._pars
 
 from __future__ import annotations
 
-import reprlib
 from operator import attrgetter
 
 from ...contract._record import TYPE_CHECKING, NamedTuple
@@ -103,9 +102,6 @@ _START: Callable[[Server], int] = attrgetter("start")
 _END: Callable[[Server], int] = attrgetter("end")
 
 
-_REPR = reprlib.Repr()  # bounded in size and depth, so any decoded JSON can be shown
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 4
 
 
 def shown(value: object) -> object:
@@ -114,7 +110,12 @@ def shown(value: object) -> object:
         return value
     if isinstance(value, str) and len(value) <= 80:
         return value
+    import reprlib  # only to say what is wrong: a table that parses never gets here
+
+    shortened = reprlib.Repr()  # bounded in size and depth, so any decoded JSON can be shown
+    shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, 60, 60
+    shortened.maxlist = shortened.maxtuple = shortened.maxdict = 4
     try:
-        return _REPR.repr(value)
+        return shortened.repr(value)
     except (ValueError, RecursionError):  # ints beyond the int->str digit limit
         return f"<{type(value).__name__}>"

@@ -12,7 +12,7 @@ import gc
 
 from ...contract._record import TYPE_CHECKING
 from ...contract.errors import RankTableError
-from ._bulk import MAX_DIGITS, RawDevice, fast_devices, fast_server_list
+from ._bulk import MAX_DIGITS, CheckedServers, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown
 
 if TYPE_CHECKING:
@@ -114,11 +114,12 @@ class _Parser:
             owner[rank] = i
 
     def server_list(self, top: dict[Any, Any]) -> tuple[Server, ...]:
-        listed = self.items("server_list", top.get("server_list"), 'servers {"server_id", "device": [...]}')
+        raw = top.get("server_list")
+        listed = self.items("server_list", raw, 'servers {"server_id", "device": [...]}')
         count = top.get("server_count")
         if count is not None and _uint(count) != len(listed):
             self.fail("server_count", count, f"expected the number of servers in server_list ({len(listed)})")
-        fast = fast_server_list(listed)
+        fast = tuple(raw) if type(raw) is CheckedServers else fast_server_list(listed)
         if fast is not None:
             self.super_pods(top.get("super_pod_list"))
             return fast
