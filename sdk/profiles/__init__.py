@@ -11,6 +11,8 @@ imports none of them, so a backend that declares its keys with :mod:`.keys` load
 
 from __future__ import annotations
 
-from typing import List
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List
 
 __all__: List[str] = []

@@ -16,14 +16,12 @@ msrun spans several hosts (see :mod:`malaunch.sdk.backends.local.hostnet`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import re
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Name
 
@@ -46,8 +44,10 @@ from .jobdir import (
 from .pending import pending_reason
 from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
     from ...plan import SubmitPlan
     from ...spec.model import JobSpec
@@ -318,11 +318,11 @@ class LocalBackend(Backend):
             paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
         )
         if status.state is JobState.FAILED:
-            status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
+            status = status._replace(failure_class=_failure_class(paths, status.state, reading.data or {}))
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
         reason = pending_reason(status, paths)
-        return dataclasses.replace(status, pending_reason=reason) if reason else status
+        return status._replace(pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
         """The runner records the end, then exits: give it a moment, so an ended job has nothing left running."""
@@ -478,7 +478,7 @@ class LocalBackend(Backend):
         snap = history.snapshot(self._read_for_history)
         page = snap.page(query, now, gone=expire_due(self.home, snap, now))
         history.settle(snap)
-        return dataclasses.replace(page, notes=tuple(snap.notes))
+        return page._replace(notes=tuple(snap.notes))
 
     def expire(self, now: float) -> List[str]:
         """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""
@@ -529,7 +529,7 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
 def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """A failed job's class, from the first failing host's shim report (else its exit code and console log)."""
     first = state.get("first_failure")
-    if job_state is not JobState.FAILED or not isinstance(first, Mapping):
+    if job_state is not JobState.FAILED or not isinstance(first, dict):
         return None
     code = first.get("exit_code")
     host = first.get("host")
