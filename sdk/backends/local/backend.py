@@ -29,8 +29,6 @@ from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, S
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
-from ..logtail import follow_files
-from .consolelog import merged_lines, missing_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .jobdir import (
     JobPaths,
@@ -343,6 +341,8 @@ class LocalBackend(Backend):
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
+            from .consolelog import merged_lines  # only what reads the logs: status, list and stop do not
+
             return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
         return _while_reading(paths, self._follow(paths, files))
 
@@ -353,7 +353,8 @@ class LocalBackend(Backend):
             status = self._status_of(paths)
             return status.is_terminal or watch.gave_up(status)
 
-        from ..filewatch import ChangeWatch  # only a follower needs it
+        from ..filewatch import ChangeWatch  # only a follower needs these
+        from ..logtail import follow_files
 
         with ChangeWatch([path for _, path in files] + [paths.state_file]) as changes:
             yield from follow_files(files, ended, watch=changes)
@@ -518,6 +519,8 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
     reading = read_state(paths.state_file)
     if reading.data is None or not reading.data.get("disk_full"):
         return
+    from .consolelog import missing_lines  # a full disk only
+
     for index in range(count):
         rank_logs = (read_json(paths.report_file(index)) or {}).get("rank_logs")
         if isinstance(rank_logs, dict):
