@@ -29,7 +29,7 @@ def selected_profile(given: Optional[str]) -> Optional[Profile]:
     profile = select(os.environ, given)
     if profile is None:
         return None
-    from ..profiles.apply import check_keys
+    from ..profiles.check import check_keys
 
     return check_keys(profile)
 

@@ -136,7 +136,7 @@ def read_profiles(path: str) -> Dict[str, Dict[str, str]]:
 
 def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[Profile]:
     """The profile in use: ``given``, else ``$MALAUNCH_PROFILE``, else ``default`` (None when the file has no
-    ``default``). The keys are not checked here (:func:`malaunch.sdk.profiles.check_keys` does).
+    ``default``). The keys are not checked here (:func:`malaunch.sdk.profiles.check.check_keys` does).
 
     Raises:
         ConfigError: a bad name, a profile named but missing, or the file is refused (see :func:`read_profiles`).
