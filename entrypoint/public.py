@@ -9,18 +9,19 @@ here is re-exported from its one home in the shim, imported on first use:
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
   ``signal_in_any_code`` (the signal an exit code stands for);
 - files: ``write_atomic`` (a temporary file renamed over the target);
+- records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_names
+from .contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .contract import VARIABLES, Name, int_bounds
+    from .contract._record import NamedTuple
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
@@ -47,6 +48,7 @@ _HOMES = {
     "VARIABLES": "contract",
     "Name": "contract",
     "int_bounds": "contract",
+    "NamedTuple": "contract._record",
     "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
     "signal_in_any_code": "contract.signals",
     "write_atomic": "report.atomicfile",
@@ -83,6 +85,7 @@ __all__ = [
     "VARIABLES",
     "Classification",
     "Name",
+    "NamedTuple",
     "ProcKey",
     "attempt_file",
     "classify_exit",

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING, Any, List
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, List
+
     from .backends import Backend, JobHandle, available_backends, get_backend
     from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
     from .errors import (

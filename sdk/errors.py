@@ -21,7 +21,9 @@ Every message says what failed, the offending value, and what to do, e.g.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 __all__ = [
     "EXIT_BACKEND",

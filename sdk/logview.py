@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import collections
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, Iterable, Iterator, Optional
+
+from malaunch.entrypoint.public import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, FrozenSet, Iterable, Iterator, Optional
 
 __all__ = ["LogQuery", "line_host", "line_rank", "select_lines", "view_logs"]
 
@@ -30,12 +34,11 @@ def line_rank(line: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-@dataclass(frozen=True)
-class LogQuery:
+class LogQuery(NamedTuple):
     """Which lines to show: only these ``hosts`` / ``ranks`` (empty: all), and the last ``tail`` of them."""
 
-    hosts: FrozenSet[int] = field(default_factory=frozenset)
-    ranks: FrozenSet[int] = field(default_factory=frozenset)
+    hosts: FrozenSet[int] = frozenset()
+    ranks: FrozenSet[int] = frozenset()
     tail: Optional[int] = None
 
     def keeps(self, line: str) -> bool:

@@ -7,8 +7,12 @@ States form a closed set; a backend maps its native states onto it and keeps the
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+
+from malaunch.entrypoint.public import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Mapping, Optional, Tuple
 
 __all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]
 
@@ -54,11 +58,11 @@ class HostState(str, enum.Enum):
             return cls.UNKNOWN
 
 
-@dataclass(frozen=True)
-class HostStatus:
-    """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended."""
+class HostStatus(NamedTuple):
+    """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended. An immutable named
+    tuple: a changed copy is ``status._replace(field=value)``."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # a field, as typing.NamedTuple allows; shadows tuple.index
     address: str
     state: HostState
     pid: Optional[int] = None
@@ -83,9 +87,9 @@ class HostStatus:
         }
 
 
-@dataclass(frozen=True)
-class JobStatus:
-    """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED)."""
+class JobStatus(NamedTuple):
+    """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED). An immutable named
+    tuple: a changed copy is ``status._replace(field=value)``."""
 
     id: str
     backend: str
@@ -97,7 +101,7 @@ class JobStatus:
     created_at: Optional[float] = None
     started_at: Optional[float] = None
     ended_at: Optional[float] = None
-    hosts: Tuple[HostStatus, ...] = field(default=())
+    hosts: Tuple[HostStatus, ...] = ()
     location: str = ""  # where the job lives: a job directory, a console URL
     # A failed job's class (malaunch.sdk.failures): {"class", "retryable", "reason", "description"}
     failure_class: Optional[Mapping[str, Any]] = None

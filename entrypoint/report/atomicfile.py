@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Optional
+
+from ..contract._record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["write_atomic"]
 

@@ -17,9 +17,11 @@ declare, are named here for the types of ``JobSpec``'s fields and for :mod:`mala
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .base import Backend, JobHandle, make_job_id
     from .modelarts.options import ModelArtsOptions
     from .registry import (

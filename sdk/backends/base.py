@@ -75,14 +75,17 @@ import abc
 import os
 import re
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.entrypoint.public import NamedTuple
 
 from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..status import JobState, JobStatus
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
+    from typing import AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
+
     from ..plan import SubmitPlan
     from ..spec.model import JobSpec
     from .inside import ExecResult, JobEvent, UsageReport
@@ -138,8 +141,7 @@ class UnknownWatch:
         return now - self.since >= self.patience
 
 
-@dataclass(frozen=True)
-class PruneResult:
+class PruneResult(NamedTuple):
     """What ``prune`` did: the ids it deleted (with ``dry_run``: would delete), ``(id, reason)`` for the ended or
     damaged jobs it kept, the bytes of disk freed (would free; 0 where the backend cannot tell: the cloud),
     and notes for stderr."""

@@ -18,7 +18,10 @@ import os
 import select
 import struct
 import time
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Set
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 __all__ = ["ChangeWatch"]
 

@@ -9,10 +9,14 @@ through the platform's own list as before); the local backend answers from its h
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
-from typing import FrozenSet, Iterable, Optional, Tuple
+
+from malaunch.entrypoint.public import NamedTuple
 
 from ..status import JobStatus
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import FrozenSet, Iterable, Optional, Tuple
 
 __all__ = ["DEFAULT_LIMIT", "ListPage", "ListQuery", "page_of"]
 
@@ -20,8 +24,7 @@ __all__ = ["DEFAULT_LIMIT", "ListPage", "ListQuery", "page_of"]
 DEFAULT_LIMIT = 20
 
 
-@dataclass(frozen=True)
-class ListQuery:
+class ListQuery(NamedTuple):
     """Which jobs to list: states (JobState values, empty: any), a name glob, an age window, a page size."""
 
     states: FrozenSet[str] = frozenset()
@@ -49,8 +52,7 @@ class ListQuery:
         return count if self.limit <= 0 else min(count, self.limit)
 
 
-@dataclass(frozen=True)
-class ListPage:
+class ListPage(NamedTuple):
     """The newest matching jobs (newest first), how many more matched, and notes to print on stderr."""
 
     statuses: Tuple[JobStatus, ...]

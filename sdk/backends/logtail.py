@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeAlias
+
     from .filewatch import ChangeWatch
 
 __all__ = ["follow_files", "read_files"]
 
-Source = Tuple[str, str]  # (prefix, path)
+Source: TypeAlias = "Tuple[str, str]"  # (prefix, path)
 _POLL = 0.1
 _CHECK_EVERY = 0.5  # with a watch: how often ended() is asked while only logs (or nothing) changed
 _CHUNK = 1 << 16

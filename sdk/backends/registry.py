@@ -27,18 +27,20 @@ default; then the backend turns a unique prefix into the whole id (:meth:`Backen
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
+
+from malaunch.entrypoint.public import NamedTuple
 
 from ..errors import BackendError, BackendNotAvailable, ConfigError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeAlias
+
     from ..profiles.keys import ProfileKey
     from .base import Backend
 
@@ -59,7 +61,9 @@ __all__ = [
     "runs_here",
 ]
 
-OptionsHook = Callable[[Dict[str, Any], str, Callable[[Optional[object]], Optional[object]]], Dict[str, Any]]
+OptionsHook: TypeAlias = (
+    "Callable[[Dict[str, Any], str, Callable[[Optional[object]], Optional[object]]], Dict[str, Any]]"
+)
 
 #: Backend name -> module exporting ``create_backend``.
 BACKEND_MODULES: Mapping[str, str] = {
@@ -100,8 +104,7 @@ def options_hook(section: str) -> Optional[OptionsHook]:
     return hook if callable(hook) else None
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (the backend's
     dataclass, the type of the ``JobSpec`` field of that name) with the keys ``keys``; ``optional``: the field is
     None when the job file has no such section (else the dataclass's defaults); ``shape``: what the section must
@@ -118,11 +121,13 @@ class Section:
 def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
     """Every backend's own job-file section, those named in ``order`` first, in that order (asked for every
     ``JobSpec`` made, so each answer is kept)."""
+    from dataclasses import is_dataclass  # a section is a dataclass; only the spec asks for the sections
+
     found = []
     for name in BACKEND_MODULES:
         facts = _facts(name)
         options = getattr(facts, "OPTIONS", None)
-        if facts is not None and isinstance(options, type) and dataclasses.is_dataclass(options):
+        if facts is not None and isinstance(options, type) and is_dataclass(options):
             optional = bool(getattr(facts, "OPTIONAL", False))
             shape = str(getattr(facts, "SHAPE", f"a mapping of {name} options"))
             found.append(Section(name, options, tuple(facts.KEYS), optional, shape))
@@ -213,7 +218,8 @@ def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] =
 
     chosen = select(os.environ, profile)
     if chosen is not None:
-        from ..profiles.apply import backend_arguments, check_keys, profile_environ  # only when a profile is in use
+        from ..profiles.apply import backend_arguments, profile_environ  # only when a profile is in use
+        from ..profiles.check import check_keys
 
         options.update(backend_arguments(name, check_keys(chosen), os.environ))
         options["environ"] = profile_environ(os.environ, chosen.name)

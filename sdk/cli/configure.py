@@ -22,7 +22,8 @@ import click
 
 from ..backends.registry import BACKEND_NAMES
 from ..errors import ConfigError
-from ..profiles.apply import HIDDEN, all_keys, keys_of, selected
+from ..profiles.apply import HIDDEN
+from ..profiles.check import all_keys, keys_of, selected
 from ..profiles.keys import ProfileKey
 from ..profiles.store import DEFAULT_PROFILE, PROFILE_VARIABLE, profiles_path, read_profiles, write_profile
 from .jobs import OUTPUT, echo_json, note, parse_duration

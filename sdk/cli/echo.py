@@ -11,7 +11,10 @@ from __future__ import annotations
 import codecs
 import json
 import sys
-from typing import Any, Optional, TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional, TextIO
 
 __all__ = ["echo", "echo_json", "note"]
 

@@ -6,7 +6,10 @@ imports click.
 from __future__ import annotations
 
 import sys
-from typing import Optional, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 __all__ = ["main"]
 

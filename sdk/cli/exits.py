@@ -9,10 +9,13 @@ click path, which adds click's own usage errors) and the quick path (:mod:`.quic
 from __future__ import annotations
 
 import sys
-from typing import NoReturn, Optional, Sequence, Tuple, Union
 
 from ..errors import MalaunchError, SpecError, exit_code_for
 from .echo import echo, echo_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_PIPE", "PROG", "finish", "json_output_requested", "outcome_of"]
 
@@ -23,7 +26,7 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141
 
 #: (message or None, exit code, the job-file field the message is about or None)
-Outcome = Tuple[Optional[str], int, Optional[str]]
+Outcome: TypeAlias = "Tuple[Optional[str], int, Optional[str]]"
 
 
 def json_output_requested(args: Sequence[str]) -> bool:

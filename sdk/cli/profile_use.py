@@ -8,11 +8,13 @@ the ``--profile`` option and the verbs that read a job file, is :mod:`.profile_o
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
 
 from ..backends.registry import DEFAULT_BACKEND, open_backend
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Optional
+
     from ..backends.base import Backend
     from ..profiles.store import Profile
 
@@ -27,7 +29,7 @@ def selected_profile(given: Optional[str]) -> Optional[Profile]:
     profile = select(os.environ, given)
     if profile is None:
         return None
-    from ..profiles.apply import check_keys
+    from ..profiles.check import check_keys
 
     return check_keys(profile)
 

@@ -23,15 +23,18 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from .echo import echo
 from .exits import Outcome, finish, json_output_requested, outcome_of
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeAlias
+
 __all__ = ["Quick", "asks_group_help", "may_run", "recognise", "run", "show_group_help"]
 
 #: (verb, the parameters its function takes as click passes them, the ``--profile`` named or None)
-Quick = Tuple[str, Dict[str, Any], Optional[str]]
+Quick: TypeAlias = "Tuple[str, Dict[str, Any], Optional[str]]"
 
 _VALUES = {"--backend": "backend", "--profile": "profile", "--output": "output", "--limit": "limit", "--tail": "tail"}
 _FLAGS = {"-f": "follow", "--follow": "follow"}

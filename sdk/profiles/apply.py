@@ -5,9 +5,8 @@ that have one: credentials, endpoints, ``KUBECONFIG``), then the profile, then t
 what the job file leaves out: the shared keys (``backend``, ``image``, ``keep_for``) and the keys of the backend
 the job goes to (``modelarts.obs_dir`` for a ModelArts job, never for a Volcano one).
 
-- :func:`all_keys`: every key a profile may hold, shared and per backend (each backend declares its own);
-- :func:`selected`: the profile in use, read and checked;
-- :func:`check_keys`: a profile's keys are known (a typo is an error naming the profile and the key);
+- which keys a profile may hold and the profile in use, checked: :mod:`.check` (light: the verbs without a job
+  file need only that);
 - :func:`load_job` (:func:`fill_job_data`, :func:`blame_profile`): a job file read with a profile's values
   filled in, and the rows that say where each value came from (:func:`render_origins`: the compact block of
   ``ma-submit --dry-run``, secrets hidden);
@@ -20,27 +19,24 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, profile_keys
-from ..errors import ConfigError, SpecError
+from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND
+from ..errors import SpecError
 from ..spec.loader import JOB_FIELDS, load_job_file, read_job_data, spec_from_mapping
 from ..spec.model import JobSpec
 from ..sweep.spec import check_trial_variables
-from .keys import SHARED_KEYS, ProfileKey
-from .store import PROFILE_VARIABLE, Profile, select
+from .check import keys_of
+from .keys import ProfileKey
+from .store import PROFILE_VARIABLE, Profile
 
 __all__ = [
     "HIDDEN",
     "Origin",
-    "all_keys",
     "backend_arguments",
     "blame_profile",
-    "check_keys",
     "fill_job_data",
-    "keys_of",
     "load_job",
     "profile_environ",
     "render_origins",
-    "selected",
 ]
 
 #: How a secret value is shown.
@@ -56,46 +52,6 @@ class Origin:
     shown: str
     source: str
     field: Optional[str] = None
-
-
-def keys_of(backend: Optional[str]) -> Dict[str, ProfileKey]:
-    """The keys that apply to a job of ``backend`` (the shared ones, then the backend's own), by full name."""
-    keys = {key.name: key for key in SHARED_KEYS}
-    if backend is not None:
-        keys.update({f"{backend}.{key.name}": key for key in profile_keys(backend)})
-    return keys
-
-
-def all_keys() -> Dict[str, ProfileKey]:
-    """Every key a profile may hold, by full name (``image``, ``modelarts.region``, ``volcano.queue``)."""
-    keys: Dict[str, ProfileKey] = {}
-    for name in BACKEND_NAMES:
-        keys.update(keys_of(name))
-    return keys
-
-
-def check_keys(profile: Profile) -> Profile:
-    """``profile`` when every key is known and its ``backend`` is a backend; else a ConfigError."""
-    known = all_keys()
-    for key in profile.values:
-        if key not in known:
-            raise ConfigError(
-                f"profile {profile.name} in {profile.path} has an unknown key", key,
-                f"remove it (known keys: {', '.join(known)})",
-            )  # fmt: skip
-    backend = profile.get("backend")
-    if backend is not None and backend not in BACKEND_NAMES:
-        raise ConfigError(
-            f"profile {profile.name}: backend is not a backend", backend,
-            f"run 'ma-submit configure --profile {profile.name} --backend {'|'.join(BACKEND_NAMES)}'",
-        )  # fmt: skip
-    return profile
-
-
-def selected(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[Profile]:
-    """The profile in use (:func:`.store.select`), its keys checked (:func:`check_keys`); None: no profile."""
-    profile = select(environ, given)
-    return None if profile is None else check_keys(profile)
 
 
 def _shown(key: ProfileKey, value: str) -> str:

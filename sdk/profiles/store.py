@@ -16,16 +16,16 @@ import io
 import os
 import re
 import stat
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Mapping, Optional
 
-from malaunch.entrypoint.public import write_atomic
+from malaunch.entrypoint.public import NamedTuple, write_atomic
 
 from ..errors import ConfigError
 from ..home import file_lock
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import configparser
+    from typing import Dict, Mapping, Optional
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -46,13 +46,15 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _NO_DEFAULTS = "malaunch: no defaults section"  # no section of the file is special
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """A profile read from ``path``: its ``name`` and its ``values`` (key -> text; never shown whole)."""
 
     name: str
     path: str
-    values: Mapping[str, str] = field(repr=False)
+    values: Mapping[str, str]
+
+    def __repr__(self) -> str:  # never the values: they may hold keys
+        return f"Profile(name={self.name!r}, path={self.path!r})"
 
     def get(self, key: str) -> Optional[str]:
         """The value of ``key`` (``modelarts.region``), or None when the profile does not set it."""
@@ -134,7 +136,7 @@ def read_profiles(path: str) -> Dict[str, Dict[str, str]]:
 
 def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[Profile]:
     """The profile in use: ``given``, else ``$MALAUNCH_PROFILE``, else ``default`` (None when the file has no
-    ``default``). The keys are not checked here (:func:`malaunch.sdk.profiles.check_keys` does).
+    ``default``). The keys are not checked here (:func:`malaunch.sdk.profiles.check.check_keys` does).
 
     Raises:
         ConfigError: a bad name, a profile named but missing, or the file is refused (see :func:`read_profiles`).

@@ -29,6 +29,10 @@ NOT_FOR_HELP = (
     "malaunch.sdk.backends.job_index",
 )  # fmt: skip
 
+#: What the quick forms of the verbs of a local job do not load at all (issue 28): dataclasses (and the inspect, ast,
+#: dis and tokenize it imports) and typing cost start-up time, and the records these verbs build are named tuples.
+NOT_FOR_QUICK_VERBS = ("dataclasses", "inspect", "typing")
+
 #: What the group's own help (``--help``, ``-h``, no arguments) does not load: any verb's module (each is imported when
 #: that verb runs or its help is asked), the job states, the backends, the shim, shlex (one error quotes with it), and
 #: shutil (click's formatter asks it for the terminal's width; the group finds the width itself).
@@ -142,3 +146,40 @@ def test_the_groups_help_loads_no_click_where_its_text_is_stored(cli_env: Dict[s
     for args, env in ((["--help"], {**without, "COLUMNS": "60"}), (["-h"], {**without, "COLUMNS": "60"}),
                       (["--help", "list"], without), (["--help"], completing)):  # fmt: skip
         assert _loaded(args, env, tmp_path, ("click",)) == {"code": 0, "loaded": ["click"]}, args
+
+
+@pytest.mark.process
+def test_the_quick_verbs_load_neither_dataclasses_nor_inspect_nor_typing(
+    cli_env: Dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    assert ma_submit([str(job)], cli_env).returncode == 0
+    (job_id,) = job_ids(home)
+    forms = [
+        ["status", job_id], ["status", "--output", "json", job_id[:10]], ["list"], ["list", "--output", "json"],
+        ["logs", job_id], ["logs", "--tail", "1", "-f", job_id], ["stop", job_id],
+    ]  # fmt: skip
+    for args in forms:
+        assert _loaded(args, cli_env, tmp_path, NOT_FOR_QUICK_VERBS) == {"code": 0, "loaded": []}, args
+    other = _loaded(["status", "--output=json", job_id], cli_env, tmp_path, NOT_FOR_QUICK_VERBS)  # click's path
+    assert other["code"] == 0 and "typing" in other["loaded"]  # the probe sees them where they are loaded
+
+
+@pytest.mark.process
+def test_the_verbs_with_a_profile_in_use_load_nothing_heavy(
+    cli_env: Dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "config" / "malaunch" / "profiles.ini"
+    config.parent.mkdir(parents=True)
+    config.write_text("[default]\nbackend = local\nimage = train:1\n\n[dev]\nkeep_for = 7d\n")
+    config.chmod(0o600)
+    env = {**cli_env, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    assert ma_submit([str(job)], env).returncode == 0
+    (job_id,) = job_ids(home)
+    # Checking the profile's keys needs no job file: no YAML, no spec, no sweeps (only the file's parser).
+    names = tuple(name for name in HEAVY if name != "configparser")
+    for args in (["list"], ["list", "--profile", "dev"], ["status", "--profile", "dev", job_id], ["stop", job_id]):
+        assert _loaded(args, env, tmp_path, names) == {"code": 0, "loaded": []}, args
+    config.write_text("[default]\nbakend = local\n")  # a typo is still found, the quick way
+    assert _loaded(["list"], env, tmp_path, names) == {"code": 2, "loaded": []}

@@ -3,7 +3,6 @@ yields each event once until the job ends. A scripted backend (the one of ``test
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List
 
 from malaunch.sdk import JobEvent, JobState
@@ -14,8 +13,8 @@ from test_sdk_follow import FakeClock, ScriptedBackend, host, job
 
 
 def test_following_prints_the_pending_reason_when_it_changes() -> None:
-    waiting = dataclasses.replace(job(JobState.PENDING), pending_reason="PodGroup j is unschedulable: 0/3 nodes")
-    other = dataclasses.replace(waiting, pending_reason="queue q is closed: it takes no new jobs")
+    waiting = job(JobState.PENDING)._replace(pending_reason="PodGroup j is unschedulable: 0/3 nodes")
+    other = waiting._replace(pending_reason="queue q is closed: it takes no new jobs")
     done = job(JobState.SUCCEEDED, host(0, HostState.EXITED, 0), code=0)
     backend = ScriptedBackend([waiting] * 20 + [other] * 20 + [done], [])
     texts = [e.text for e in follow_job(backend.handle("j"), heartbeat=1e9, poll=0.001, clock=FakeClock(0.01))]

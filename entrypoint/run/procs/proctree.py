@@ -18,10 +18,11 @@ import contextlib
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Set
+
+from ...contract._record import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    pass
+    from typing import Callable, Dict, Iterable, List, Optional, Set, TypeAlias
 
 __all__ = [
     "ProcInfo",
@@ -52,7 +53,7 @@ _PIDFD_INFO_SIZE = 64
 _PIDFD_INFO_EXIT = 1 << 3
 _PIDFD_INFO_EXIT_CODE = 60
 _PIDFD_GET_INFO = (3 << 30) | (_PIDFD_INFO_SIZE << 16) | (0xFF << 8) | 11
-Proof = Callable[[int], bool]
+Proof: TypeAlias = "Callable[[int], bool]"
 
 
 class ProcInfo(NamedTuple):

@@ -16,14 +16,12 @@ msrun spans several hosts (see :mod:`malaunch.sdk.backends.local.hostnet`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import re
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Name
 
@@ -31,8 +29,6 @@ from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, S
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...status import JobState, JobStatus
 from ..base import Backend, JobHandle, UnknownWatch, check_code
-from ..logtail import follow_files
-from .consolelog import merged_lines, missing_lines
 from .hostnet import LOOPBACK, NETNS, HostNetwork, LoopbackNetwork, NetnsNetwork, network_from_json
 from .jobdir import (
     JobPaths,
@@ -46,8 +42,10 @@ from .jobdir import (
 from .pending import pending_reason
 from .state import SLACK_BYTES, StateReading, StateWriter, job_status, new_state, read_state
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
     from ...plan import SubmitPlan
     from ...spec.model import JobSpec
@@ -318,11 +316,11 @@ class LocalBackend(Backend):
             paths, reading, backend=self.name, runner_pid=runner, is_ours=lambda pid: _still_ours(pid, paths.job_id)
         )
         if status.state is JobState.FAILED:
-            status = dataclasses.replace(status, failure_class=_failure_class(paths, status.state, reading.data or {}))
+            status = status._replace(failure_class=_failure_class(paths, status.state, reading.data or {}))
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
         reason = pending_reason(status, paths)
-        return dataclasses.replace(status, pending_reason=reason) if reason else status
+        return status._replace(pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
         """The runner records the end, then exits: give it a moment, so an ended job has nothing left running."""
@@ -343,6 +341,8 @@ class LocalBackend(Backend):
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
+            from .consolelog import merged_lines  # only what reads the logs: status, list and stop do not
+
             return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
         return _while_reading(paths, self._follow(paths, files))
 
@@ -353,7 +353,8 @@ class LocalBackend(Backend):
             status = self._status_of(paths)
             return status.is_terminal or watch.gave_up(status)
 
-        from ..filewatch import ChangeWatch  # only a follower needs it
+        from ..filewatch import ChangeWatch  # only a follower needs these
+        from ..logtail import follow_files
 
         with ChangeWatch([path for _, path in files] + [paths.state_file]) as changes:
             yield from follow_files(files, ended, watch=changes)
@@ -478,7 +479,7 @@ class LocalBackend(Backend):
         snap = history.snapshot(self._read_for_history)
         page = snap.page(query, now, gone=expire_due(self.home, snap, now))
         history.settle(snap)
-        return dataclasses.replace(page, notes=tuple(snap.notes))
+        return page._replace(notes=tuple(snap.notes))
 
     def expire(self, now: float) -> List[str]:
         """Remove the ended jobs whose ``keep_for`` has passed (skipped while a prune runs); returns their ids."""
@@ -518,6 +519,8 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
     reading = read_state(paths.state_file)
     if reading.data is None or not reading.data.get("disk_full"):
         return
+    from .consolelog import missing_lines  # a full disk only
+
     for index in range(count):
         rank_logs = (read_json(paths.report_file(index)) or {}).get("rank_logs")
         if isinstance(rank_logs, dict):
@@ -529,7 +532,7 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
 def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """A failed job's class, from the first failing host's shim report (else its exit code and console log)."""
     first = state.get("first_failure")
-    if job_state is not JobState.FAILED or not isinstance(first, Mapping):
+    if job_state is not JobState.FAILED or not isinstance(first, dict):
         return None
     code = first.get("exit_code")
     host = first.get("host")

@@ -18,11 +18,14 @@ import contextlib
 import heapq
 import itertools
 import os
-from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeAlias
 
 __all__ = ["ConsoleIndex", "index_path", "merged_lines", "missing_lines"]
 
-Source = Tuple[str, str]  # (prefix, console log path)
+Source: TypeAlias = "Tuple[str, str]"  # (prefix, console log path)
 
 
 def index_path(console_log: str) -> str:

@@ -24,21 +24,22 @@ the state, the exit code, the four times in seconds (empty: none) and the messag
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
-from typing import AbstractSet, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
-from malaunch.entrypoint.public import write_atomic
+from malaunch.entrypoint.public import NamedTuple, write_atomic
 
 from ...home import file_lock
 from ...status import JobState, JobStatus
 from ..listing import ListPage, ListQuery
 from .jobdir import JobPaths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import AbstractSet, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeAlias, Union
 
 __all__ = ["HISTORY_FILE", "HISTORY_VERSION", "ROW_FIELDS", "History", "HistoryRow", "Snapshot"]
 
@@ -49,7 +50,7 @@ _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENDED = frozenset(state.value for state in JobState if state.is_terminal)
 
 #: Reads one job from its folder: its status and its ``keep_for`` (seconds, or None).
-Reader = Callable[[str], Tuple[JobStatus, Optional[float]]]
+Reader: TypeAlias = "Callable[[str], Tuple[JobStatus, Optional[float]]]"
 
 
 def _seconds(text: str) -> Optional[float]:
@@ -74,8 +75,7 @@ def _sort_key(line: str) -> Tuple[float, str]:
         return 0.0, parts[0]
 
 
-@dataclass(frozen=True)
-class HistoryRow:
+class HistoryRow(NamedTuple):
     """One ended job as the index keeps it."""
 
     id: str
@@ -137,18 +137,22 @@ class HistoryRow:
         return due_at is not None and now >= due_at
 
 
-@dataclass
 class Snapshot:
     """Every job of the home now: the ended ones as row lines (file order: newest first) and rows just added,
-    the others read from their folders (``live``); rows are decoded when used (:meth:`rows`)."""
+    the others read from their folders (``live``); rows are decoded when used (:meth:`rows`), and the ids of those
+    that do not decode are kept in ``bad``."""
 
-    lines: Dict[str, str]
-    added: List[HistoryRow]
-    live: Dict[str, JobStatus]
-    notes: List[str]
-    home: str
-    next_due: Optional[float]
-    bad: Set[str] = field(default_factory=set)
+    __slots__ = ("added", "bad", "home", "lines", "live", "next_due", "notes")
+
+    def __init__(self, lines: Dict[str, str], added: List[HistoryRow], live: Dict[str, JobStatus], notes: List[str],
+                 home: str, next_due: Optional[float]) -> None:  # fmt: skip
+        self.lines = lines
+        self.added = added
+        self.live = live
+        self.notes = notes
+        self.home = home
+        self.next_due = next_due
+        self.bad: Set[str] = set()
 
     def __len__(self) -> int:
         return len(self.lines) + len(self.added)
@@ -174,7 +178,7 @@ class Snapshot:
         plain = not (query.states or query.name is not None or query.since is not None or query.older_than is not None)
         found: List[Union[HistoryRow, JobStatus]] = list(live)
         matched = len(live)
-        rough = dataclasses.replace(query, name=None)
+        rough = query._replace(name=None)
         for row in self.rows(None if plain else lambda line: _may_match(line, rough, now)):
             if row.id in gone or not query.matches(row.state, row.name, row.created_at, now):
                 continue

@@ -17,15 +17,18 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
-from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple
 
 from ...errors import BackendError, ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple, TypeAlias
 
 __all__ = ["LOOPBACK", "NETNS", "HostNetwork", "LoopbackNetwork", "NetnsNetwork", "network_from_json"]
 
 LOOPBACK = "loopback"
 NETNS = "netns"
-Runner = Callable[[Sequence[str]], None]
+Runner: TypeAlias = "Callable[[Sequence[str]], None]"
 
 
 def _run(argv: Sequence[str]) -> None:

@@ -12,10 +12,9 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from malaunch.entrypoint.public import (
+    NamedTuple,
     ProcKey,
     env_has,
     is_alive,
@@ -24,6 +23,10 @@ from malaunch.entrypoint.public import (
     read_info,
     signal_proven,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, List, Optional
 
 __all__ = [
     "JOB_ID_VARIABLE",
@@ -39,8 +42,7 @@ __all__ = [
 JOB_ID_VARIABLE = "MALAUNCH_JOB_ID"
 
 
-@dataclass(frozen=True)
-class JobPaths:
+class JobPaths(NamedTuple):
     """Where one job's files are, under ``<home>/jobs/<job id>``: the one place the job folder's layout is spelled.
 
     ``plan.json``, ``state.json``, ``runner.pid``, ``runner.log``, ``.use.lock`` (:mod:`.retention`), ``code/`` (the

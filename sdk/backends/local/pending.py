@@ -10,12 +10,15 @@ namespace's sockets; nothing is connected to it).
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from malaunch.entrypoint.public import Name
 
 from ...status import HostState, JobState, JobStatus
 from .jobdir import JobPaths, read_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["pending_reason"]
 

@@ -22,13 +22,17 @@ import errno
 import json
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from malaunch.entrypoint.public import NamedTuple
 
 from ...errors import show_value
 from ...home import write_json_atomic
 from ...status import HostState, HostStatus, JobState, JobStatus
 from .jobdir import JobPaths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "RESERVE_BYTES",
@@ -61,8 +65,7 @@ class _Damaged(ValueError):
     """One reason why a state file cannot be used."""
 
 
-@dataclass(frozen=True)
-class StateReading:
+class StateReading(NamedTuple):
     """A validated ``state.json`` (``data``), or ``data=None`` and why (``problem``)."""
 
     data: Optional[Dict[str, Any]]
@@ -320,8 +323,7 @@ def disk_space_note(path: str) -> Optional[str]:
     return _full_sentence(path, f" ({free} bytes free)")
 
 
-@dataclass(frozen=True)
-class HostReport:
+class HostReport(NamedTuple):
     """What a host's shim reported about its own end (``report.json``)."""
 
     exit_code: int

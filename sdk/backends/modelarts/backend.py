@@ -258,7 +258,7 @@ class ModelArtsBackend(Backend):
         if PLATFORM_ID.match(job_id) and status.id:
             self._platform_ids[status.id] = platform_id
         if status.state is JobState.PENDING:
-            status = dataclasses.replace(status, pending_reason=pending_reason(job, self._latest_events(platform_id)))
+            status = status._replace(pending_reason=pending_reason(job, self._latest_events(platform_id)))
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
