@@ -13,8 +13,12 @@ hidden prompt or standard input, never as an option's value (other users see a c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple
+
+from malaunch.entrypoint.public import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping, Optional, Tuple
 
 __all__ = ["KEY_NAME", "SHARED_KEYS", "ProfileKey"]
 
@@ -22,9 +26,9 @@ __all__ = ["KEY_NAME", "SHARED_KEYS", "ProfileKey"]
 KEY_NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?\Z")
 
 
-@dataclass(frozen=True)
-class ProfileKey:
-    """One key of a profile (see the module docstring); ``name`` is the key without its backend's prefix."""
+class ProfileKey(NamedTuple):
+    """One key of a profile (see the module docstring); ``name`` is the key without its backend's prefix. An
+    immutable named tuple, as the records the everyday verbs read are (no ``dataclasses`` at their start-up)."""
 
     name: str
     help: str

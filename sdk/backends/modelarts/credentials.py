@@ -25,6 +25,16 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError
 from ...profiles.store import Profile, select
+from .variables import (
+    ENV_AK,
+    ENV_MODELARTS_ENDPOINT,
+    ENV_OBS_ENDPOINT,
+    ENV_PROFILE,
+    ENV_PROJECT_ID,
+    ENV_REGION,
+    ENV_SECURITY_TOKEN,
+    ENV_SK,
+)
 
 __all__ = [
     "ENV_AK",
@@ -43,14 +53,6 @@ __all__ = [
     "mask",
 ]
 
-ENV_AK = "HUAWEICLOUD_SDK_AK"
-ENV_SK = "HUAWEICLOUD_SDK_SK"
-ENV_PROJECT_ID = "HUAWEICLOUD_SDK_PROJECT_ID"
-ENV_REGION = "HUAWEICLOUD_SDK_REGION"
-ENV_SECURITY_TOKEN = "HUAWEICLOUD_SDK_SECURITY_TOKEN"
-ENV_PROFILE = "MALAUNCH_MODELARTS_PROFILE"
-ENV_MODELARTS_ENDPOINT = "MALAUNCH_MODELARTS_ENDPOINT"
-ENV_OBS_ENDPOINT = "MALAUNCH_OBS_ENDPOINT"
 _DEFAULT_PROFILE = os.path.join("~", ".config", "malaunch", "modelarts.ini")
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{1,40}\Z")
 

@@ -2,16 +2,14 @@
 
 The registry reads :data:`PROFILE_KEYS` (:func:`malaunch.sdk.backends.registry.profile_keys`) only when a profile
 is written, shown or used, so asking the backend's other facts costs nothing more. The credentials (ak, sk,
-project_id, region, security_token) are read by :mod:`.credentials` as one set: from the environment, else from
-the profile in use when it has ``ak``, else from ``modelarts.ini``.
+project_id, region, security_token; their variables in :mod:`.variables`) are read by :mod:`.credentials` as one
+set: from the environment, else from the profile in use when it has ``ak``, else from ``modelarts.ini``.
 """
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from ...profiles.keys import ProfileKey
-from .credentials import (
+from .variables import (
     ENV_AK,
     ENV_MODELARTS_ENDPOINT,
     ENV_OBS_ENDPOINT,
@@ -20,6 +18,10 @@ from .credentials import (
     ENV_SECURITY_TOKEN,
     ENV_SK,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Tuple
 
 __all__ = ["PROFILE_KEYS"]
 

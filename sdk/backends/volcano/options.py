@@ -23,7 +23,6 @@ __all__ = [
     "KEYS",
     "OPTIONAL",
     "OPTIONS",
-    "SECTION",
     "SHAPE",
     "VOLCANO_POD_ACTIONS",
     "VolcanoOptions",
@@ -90,8 +89,6 @@ def _check_volcano(opts: VolcanoOptions, prefix: str) -> None:
     check_text(f"{prefix}.template", opts.template, optional=True)
 
 
-#: The job file's section these options come from.
-SECTION = "volcano"
 #: The section's dataclass (``JobSpec.volcano``) and the keys a job file may give in it: its fields.
 OPTIONS = VolcanoOptions
 KEYS: Tuple[str, ...] = tuple(field.name for field in dataclasses.fields(VolcanoOptions))

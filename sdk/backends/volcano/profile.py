@@ -8,10 +8,11 @@ is written, shown or used.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from ...profiles.keys import ProfileKey
-from .options import SECTION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Tuple
 
 __all__ = ["PROFILE_KEYS"]
 
@@ -23,9 +24,9 @@ PROFILE_KEYS: Tuple[ProfileKey, ...] = (
     ProfileKey(
         "namespace",
         "the namespace of jobs and bare ids",
-        fills=f"{SECTION}.namespace",
+        fills="volcano.namespace",
         argument="namespace",
         default="the context's namespace",
     ),
-    ProfileKey("queue", "the Volcano queue", fills=f"{SECTION}.queue", default="default"),
+    ProfileKey("queue", "the Volcano queue", fills="volcano.queue", default="default"),
 )
