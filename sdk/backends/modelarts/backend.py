@@ -44,7 +44,7 @@ from ..codefiles import CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
-from .credentials import ENV_REGION, Credentials, Endpoints, load_credentials, load_endpoints
+from .credentials import Credentials, Endpoints, load_credentials, load_endpoints
 from .ids import PLATFORM_ID
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
 from .logread import TaskLogReader
@@ -52,6 +52,7 @@ from .obs import check_bucket, make_s3_client, parse_obs_url
 from .phases import failing_task, status_from_job, task_index
 from .request import CreateRequest
 from .upload import CodeUploader
+from .variables import ENV_REGION
 
 __all__ = ["ModelArtsBackend", "create_backend"]
 

@@ -37,14 +37,6 @@ from .variables import (
 )
 
 __all__ = [
-    "ENV_AK",
-    "ENV_MODELARTS_ENDPOINT",
-    "ENV_OBS_ENDPOINT",
-    "ENV_PROFILE",
-    "ENV_PROJECT_ID",
-    "ENV_REGION",
-    "ENV_SECURITY_TOKEN",
-    "ENV_SK",
     "Credentials",
     "Endpoints",
     "is_ip_endpoint",

@@ -16,7 +16,8 @@ import re
 from typing import Any, Dict, Optional, Tuple
 
 from ...errors import BackendError, ConfigError
-from .credentials import ENV_OBS_ENDPOINT, Credentials, Endpoints, is_ip_endpoint, mask
+from .credentials import Credentials, Endpoints, is_ip_endpoint, mask
+from .variables import ENV_OBS_ENDPOINT
 
 __all__ = ["check_bucket", "error_code", "make_s3_client", "obs_failure", "parse_obs_url"]
 
