@@ -114,12 +114,11 @@ class _Parser:
             owner[rank] = i
 
     def server_list(self, top: dict[Any, Any]) -> tuple[Server, ...]:
-        raw = top.get("server_list")
-        listed = self.items("server_list", raw, 'servers {"server_id", "device": [...]}')
+        listed = self.items("server_list", top.get("server_list"), 'servers {"server_id", "device": [...]}')
         count = top.get("server_count")
         if count is not None and _uint(count) != len(listed):
             self.fail("server_count", count, f"expected the number of servers in server_list ({len(listed)})")
-        fast = tuple(raw) if type(raw) is CheckedServers else fast_server_list(listed)
+        fast = tuple(listed) if type(top["server_list"]) is CheckedServers else fast_server_list(listed)
         if fast is not None:
             self.super_pods(top.get("super_pod_list"))
             return fast
