@@ -47,6 +47,11 @@ def test_decimals_is_the_numbers_joined(count: int) -> None:
     assert bulk._decimals(count) == ",".join(map(str, range(count)))
 
 
+@given(st.integers(min_value=0, max_value=40_000), st.integers(min_value=0, max_value=1_000))
+def test_decimals_from_any_first_number_is_the_numbers_joined(first: int, count: int) -> None:
+    assert bulk._decimals(count, first) == ",".join(map(str, range(first, first + count)))
+
+
 @pytest.mark.parametrize(
     ("values", "expected"),
     [

@@ -223,3 +223,17 @@ def test_texts_that_must_not_be_cut_fall_back(name: str) -> None:
 def test_texts_with_a_list_or_a_server_like_object_after_a_cut_are_still_read_by_parts(name: str) -> None:
     # The part that does not decode as whole items is read item by item up to the list's own end.
     assert takes_parts(as_bytes(CASES[name]).decode(), 25)
+
+
+@pytest.mark.parametrize("part", [1, 120, 100_000])
+def test_ranks_that_stop_counting_up_in_a_later_part_are_read_alike(part: int, tmp_path: Path) -> None:
+    # The first parts' ranks run "0", "1", ... and are not kept; the last servers swap theirs, so the ranks of the
+    # whole list must then be known again, the first parts' among them.
+    table = v10_table(6, 2)
+    last, before = table["server_list"][-1]["device"], table["server_list"][-2]["device"]
+    for mine, theirs in zip(last, before):
+        mine["rank_id"], theirs["rank_id"] = theirs["rank_id"], mine["rank_id"]
+    text = json.dumps(table)
+    assert takes_parts(text, part)
+    by_parts, whole = both(text, tmp_path, part)
+    assert by_parts == whole and [server.server_id for server in by_parts.servers][-2:] == ["127.0.0.6", "127.0.0.5"]

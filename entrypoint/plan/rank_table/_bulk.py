@@ -97,7 +97,8 @@ class ServerColumns:
         self.sizes: list[int] = []  # devices per server
         self.device_ids: list[Any] = []
         self.device_ips: list[Any] = []
-        self.rank_values: list[Any] = []
+        self.counted = 0  # the ranks so far have been exactly "0", "1", ... in file order: this many
+        self.rank_values: Optional[list[Any]] = None  # else all of them, as listed
 
     def add(self, listed: list[Any]) -> bool:
         """Take the next servers (decoded JSON objects, in file order); False if they are not the well-formed common
@@ -114,9 +115,15 @@ class ServerColumns:
             device_ips = list(map(_DEVICE_IP, flat(lists)))
             "".join(device_ips)  # TypeError unless all are strings
             self.device_ids += map(_DEVICE_ID, flat(lists))
-            self.rank_values += map(_RANK_ID, flat(lists))
+            ranks = list(map(_RANK_ID, flat(lists)))
         except (TypeError, KeyError, IndexError):
             return False
+        if self.rank_values is None and _counts_up(ranks, self.counted):
+            self.counted += len(ranks)  # the usual case: the part's rank strings need not be kept
+        else:
+            if self.rank_values is None:
+                self.rank_values = list(map(str, range(self.counted)))
+            self.rank_values += ranks
         self.ids += ids
         self.host_ips += map(dict.get, listed, repeat("host_ip"))
         self.server_ips += map(dict.get, listed, repeat("server_ip"))
@@ -145,9 +152,9 @@ class ServerColumns:
         except TypeError:  # an unhashable id
             return None
         rank_values = self.rank_values
-        total = len(rank_values)
+        total = len(self.device_ids)
         ranks: Sequence[int]
-        if _counts_up(rank_values):  # the usual case: ranks 0..N-1 in file order
+        if rank_values is None:  # the usual case: ranks 0..N-1 in file order
             ranks = range(total)
         else:
             listed_ranks = _all_uint_strings(rank_values)
@@ -186,21 +193,27 @@ def _device_ids_valid(device_ids: list[Any], starts: list[int]) -> bool:
 _HUNDRED = ",".join(f"#{i:02d}" for i in range(100))  # "#00,#01,...,#99": the numbers p00 to p99 once "#" is p
 
 
-def _decimals(count: int) -> str:
-    """``",".join(map(str, range(count)))``, made a hundred numbers per C call (``_HUNDRED`` with its prefix
-    filled in): converting 32,768 ints to text one at a time costs more than the rest of the rank check."""
-    hundreds, rest = divmod(count, 100)
-    if not hundreds:
-        return ",".join(map(str, range(count)))
-    parts = [",".join(map(str, range(100)))]
-    parts += map(_HUNDRED.replace, repeat("#", hundreds - 1), map(str, range(1, hundreds)))
-    if rest:
-        parts.append(",".join(map(str, range(hundreds * 100, count))))
+def _decimals(count: int, first: int = 0) -> str:
+    """``",".join(map(str, range(first, first + count)))``, made a hundred numbers per C call where a whole hundred
+    is in the range (``_HUNDRED`` with its prefix filled in): converting 32,768 ints to text one at a time costs more
+    than the rest of the rank check."""
+    end = first + count
+    head = min(end, -(-first // 100) * 100)  # the numbers before the first whole hundred
+    low, high = head // 100, end // 100  # the whole hundreds: low*100 .. high*100-1
+    parts = [",".join(map(str, range(first, head)))] if first < head else []
+    if low < high:
+        if low == 0:  # the first hundred has no prefix
+            parts.append(",".join(map(str, range(100))))
+            low = 1
+        parts += map(_HUNDRED.replace, repeat("#", high - low), map(str, range(low, high)))
+    tail = max(head, high * 100)
+    if tail < end:
+        parts.append(",".join(map(str, range(tail, end))))
     return ",".join(parts)
 
 
-def _counts_up(values: list[Any]) -> bool:
-    """Whether ``values`` are exactly the strings ``"0"``, ``"1"``, ... ``str(len(values) - 1)`` in this order.
+def _counts_up(values: list[Any], first: int = 0) -> bool:
+    """Whether ``values`` are exactly the strings ``str(first)``, ``str(first + 1)``, ... in this order.
 
     One join and one string comparison: the joined text has exactly ``len - 1`` commas only if no value holds
     one, so equal texts mean equal values.
@@ -209,4 +222,4 @@ def _counts_up(values: list[Any]) -> bool:
         joined = ",".join(values)
     except TypeError:  # not all strings
         return False
-    return joined == _decimals(len(values))
+    return joined == _decimals(len(values), first)
