@@ -1,5 +1,5 @@
 """The keys a profile may hold: the ones every backend shares (here) and each backend's own (declared by the
-backend, in its facts module ``<backend>/options.py`` as ``PROFILE_KEYS``, and gathered by the registry).
+backend, in its module ``<backend>/profile.py`` as ``PROFILE_KEYS``, and gathered by the registry).
 
 A key is written ``name`` (shared) or ``<backend>.<name>`` (a backend's own) in the profile file. Each key either
 fills a job-file field the job file left out (``fills``: ``image``, ``resources.flavor``, ``volcano.namespace``),
