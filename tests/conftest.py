@@ -7,6 +7,12 @@ so nothing a test starts (the SDK in this process, ``ma-submit`` subprocesses, t
 the real ``~/.malaunch``, profiles, kubeconfig or credentials. Tests that
 need credentials or a kubeconfig give their own, pointing at the loopback fakes.
 
+Every process the suite starts takes SIGINT as a terminal's Ctrl-C, however the suite itself was started: a
+suite run in the background of a shell without job control (``.ci/run &`` in a script, ``nohup``) inherits SIGINT
+ignored, which every process it starts would keep (an ignored signal stays ignored through exec, and Python then
+installs no KeyboardInterrupt), so the tests that press Ctrl-C on a follower would wait for an answer that never
+comes. The default is put back for this process, and so for everything it starts.
+
 At the end of the session the real ``~/.malaunch``, ``~/.config/malaunch``, ``~/.kube`` and ``~/.huaweicloud``
 (found through the password database, not ``$HOME``) are compared with how they were at the start: a file
 written, added or removed there fails the session (``huaweicloudsdkcore``, for one, writes
@@ -18,6 +24,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -47,6 +54,8 @@ def _isolate(environ: MutableMapping[str, str], sandbox: str) -> None:
 
 
 _isolate(os.environ, _SANDBOX)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # started in the background: Ctrl-C back to its default
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 _BEFORE = {folder: snapshot(folder) for folder in GUARDED}
 
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -234,6 +235,14 @@ def test_msrun_two_hosts_in_network_namespaces(tmp_path: Path, cli_env: Dict[str
     assert "[host 1] [rank 1] rank 1/2: AllReduce sum = 3, expected 3" in result.stdout
     (job_id,) = job_ids(home)
     assert_nothing_running(job_id)
+
+
+def test_the_suite_starts_processes_that_take_ctrl_c() -> None:
+    # However the suite itself was started (in a shell's background SIGINT is inherited ignored), what it starts
+    # takes Ctrl-C (tests/conftest.py puts the default back): the Ctrl-C tests below depend on it.
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "True"
 
 
 def test_ctrl_c_stops_following_not_the_job(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
