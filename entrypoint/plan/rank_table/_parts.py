@@ -43,6 +43,7 @@ __all__ = ["PART", "decode_by_parts"]
 PART = 1 << 15
 _KEY = b'"server_list"'
 _SPACE = frozenset(b" \t\n\r")  # JSON's whitespace, as the bytes' values
+_TEXT_SPACE = frozenset(" \t\n\r")  # and as text ("" is not in it: the end stops a skip)
 #: Stands for the list while the rest of the table is decoded: a valid JSON integer no real table holds.
 _PLACEHOLDER = "-7316280451193728046"
 _STANDS_FOR_THE_LIST = object()
@@ -50,6 +51,12 @@ _STANDS_FOR_THE_LIST = object()
 
 def _skip_space(raw: bytes, index: int) -> int:
     while index < len(raw) and raw[index] in _SPACE:
+        index += 1
+    return index
+
+
+def _skip_text_space(text: str, index: int) -> int:
+    while text[index:index + 1] in _TEXT_SPACE:
         index += 1
     return index
 
@@ -137,12 +144,9 @@ def _items_to_close(raw: bytes, start: int, integer: Callable[[str], Any]) -> tu
     while True:
         item, index = jsontext.scan(text, index, integer)
         items.append(item)
-        while text[index:index + 1] in (" ", "\t", "\n", "\r"):
-            index += 1
+        index = _skip_text_space(text, index)
         if text[index:index + 1] == "]":
             return items, start + len(text[:index].encode("utf-8"))
         if text[index:index + 1] != ",":
             raise ValueError("not the items of a list")
-        index += 1
-        while text[index:index + 1] in (" ", "\t", "\n", "\r"):
-            index += 1
+        index = _skip_text_space(text, index + 1)
