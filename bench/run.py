@@ -25,8 +25,8 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``history``: ``ma-submit list`` and ``status`` of a local home with 1, 100, 1,000 and 10,000 ended jobs, this
   tree's and main's (``--baseline``, default main) beside a bare interpreter; ``--only history`` rewrites its section.
 - ``hosts``: ``ma-submit status``, ``list``, ``logs``, and ``logs -f``'s lag and idle CPU, of a Volcano job of 1,
-  16, 128 and 1,024 hosts on the tests' fake API server, beside a bare interpreter; ``--only hosts`` rewrites its
-  section.
+  16, 128 and 1,024 hosts on the tests' fake API server, beside a bare interpreter (``--baseline REF`` adds
+  commit REF's status, list and logs); ``--only hosts`` rewrites its section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -108,7 +108,7 @@ def _runners(
         "verbs": lambda: run_verbs(s["reps"] * 4, baseline),
         "latency": lambda: run_latency(s["scale_reps"], s["local_reps"], baseline or "main"),
         "history": lambda: run_history(s["reps"], baseline or "main"),
-        "hosts": lambda: run_hosts(s["reps"]),
+        "hosts": lambda: run_hosts(s["reps"], baseline=baseline),
     }
 
 

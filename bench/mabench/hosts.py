@@ -8,7 +8,9 @@ scratch HOME: the real ``~/.kube`` is never read); once its N pods run (and stay
 rotates, each a whole process started and waited for:
 
 - a bare interpreter (``python -c pass``), the floor of any command;
-- ``ma-submit status ID``, ``ma-submit list --backend volcano`` and ``ma-submit logs ID`` (every host's lines).
+- ``ma-submit status ID``, ``ma-submit list --backend volcano`` and ``ma-submit logs ID`` (every host's lines);
+- with ``--baseline REF``, the same three verbs from commit REF's tree (mounted on ``PYTHONPATH`` by
+  :mod:`.baseline`, the same interpreter and console script).
 
 Then ``ma-submit logs -f ID`` is started and read line by line: the time until it has printed every host's first
 line, and the lag of :data:`LAG_LINES` lines, each added to one host's log by the stand-in (a different host each
@@ -171,8 +173,15 @@ def _follow(stand_in: _StandIn, job_id: str, hosts: int, env: Dict[str, str]) ->
         reader.join(timeout=5)
 
 
-def run_hosts(reps: int, sizes: Sequence[int] = SIZES) -> CaseResult:
-    """Measure every subject at every size: ``reps`` rounds of the whole processes and ``reps`` followers."""
+def run_hosts(reps: int, sizes: Sequence[int] = SIZES, baseline: Optional[str] = None) -> CaseResult:
+    """Measure every subject at every size: ``reps`` rounds of the whole processes and ``reps`` followers; with
+    ``baseline`` (a commit), that commit's ``status``, ``list`` and ``logs`` too, in the same rounds."""
+    farm: Optional[Path] = None
+    if baseline is not None:
+        from .baseline import FARMS, prepare_farms
+
+        baseline = prepare_farms(baseline)
+        farm = FARMS["baseline"]
     scratch = scratch_dir("hosts")
     mark = new_mark()
     kubeconfig = scratch / "kubeconfig"
@@ -184,19 +193,14 @@ def run_hosts(reps: int, sizes: Sequence[int] = SIZES) -> CaseResult:
         for hosts in sizes:
             job_id = _submit(scratch, env, hosts)
             _wait_running(stand_in, job_id, hosts)
-            subjects = {
-                _FLOOR: [PYTHON, "-c", "pass"],
-                "status ID": [PYTHON, _MA_SUBMIT, "status", job_id],
-                "list --backend volcano": [PYTHON, _MA_SUBMIT, "list", "--backend", "volcano"],
-                "logs ID": [PYTHON, _MA_SUBMIT, "logs", job_id],
-            }
+            subjects = _subjects(job_id, env, baseline, farm)
             row = {name: Series(f"hosts/{hosts}/{name}", "hosts", name, f"{hosts} hosts", "s") for name in subjects}
-            for argv in subjects.values():
-                _time(argv, env)  # untimed: the page cache, the job index
+            for argv, run_env in subjects.values():
+                _time(argv, run_env)  # untimed: the page cache, the job index
             order = list(subjects.items())
             for shift in range(reps):
-                for name, argv in [*order[shift % len(order) :], *order[: shift % len(order)]]:
-                    row[name].samples.append(_time(argv, env))
+                for name, (argv, run_env) in [*order[shift % len(order) :], *order[: shift % len(order)]]:
+                    row[name].samples.append(_time(argv, run_env))
             start = Series(f"hosts/{hosts}/follow-start", "hosts", _START, f"{hosts} hosts", "s")
             lag = Series(f"hosts/{hosts}/follow-lag", "hosts", _LAG, f"{hosts} hosts", "s")
             idle = Series(f"hosts/{hosts}/follow-idle-cpu", "hosts", _IDLE, f"{hosts} hosts", "%")
@@ -213,7 +217,23 @@ def run_hosts(reps: int, sizes: Sequence[int] = SIZES) -> CaseResult:
         stand_in.close()
         kill_marked(mark)
         shutil.rmtree(scratch, ignore_errors=True)
-    return CaseResult("hosts", series, _targets(series, sizes), _notes(reps))
+    return CaseResult("hosts", series, _targets(series, sizes, baseline), _notes(reps, baseline))
+
+
+def _subjects(
+    job_id: str, env: Dict[str, str], baseline: Optional[str], farm: Optional[Path]
+) -> Dict[str, Tuple[List[str], Dict[str, str]]]:
+    """The timed whole processes (name -> argv, environment): with a baseline, its verbs from its farm as well."""
+    verbs = {
+        "status ID": [PYTHON, _MA_SUBMIT, "status", job_id],
+        "list --backend volcano": [PYTHON, _MA_SUBMIT, "list", "--backend", "volcano"],
+        "logs ID": [PYTHON, _MA_SUBMIT, "logs", job_id],
+    }
+    subjects = {_FLOOR: ([PYTHON, "-c", "pass"], env), **{name: (argv, env) for name, argv in verbs.items()}}
+    if baseline is not None and farm is not None:
+        theirs = {**env, "PYTHONPATH": str(farm)}
+        subjects.update({f"{name} @{baseline}": (argv, theirs) for name, argv in verbs.items()})
+    return subjects
 
 
 def _median(series: Sequence[Series], subject: str, hosts: int) -> Optional[float]:
@@ -221,8 +241,9 @@ def _median(series: Sequence[Series], subject: str, hosts: int) -> Optional[floa
     return found[0] if found else None
 
 
-def _targets(series: Sequence[Series], sizes: Sequence[int]) -> List[Target]:
-    """Each verb at the largest size against its figure at the smallest (the issue sets no bound: n/a)."""
+def _targets(series: Sequence[Series], sizes: Sequence[int], baseline: Optional[str] = None) -> List[Target]:
+    """Each verb at the largest size against its figure at the smallest (the issue sets no bound: n/a); with a
+    baseline, each verb against that commit's at every size, in the same rounds (for information too)."""
     first, last = sizes[0], sizes[-1]
     out = []
     for subject, unit in dict.fromkeys((s.subject, s.unit) for s in series):
@@ -230,11 +251,25 @@ def _targets(series: Sequence[Series], sizes: Sequence[int]) -> List[Target]:
         measured = "-" if not one or many is None else (
             f"{fmt_value(many, unit)} vs {fmt_value(one, unit)}: {fmt_ratio(many / one)}")  # fmt: skip
         out.append(Target(f"{subject}: {last:,} hosts against {first}", measured, None, "growth, for information"))
+    for subject in dict.fromkeys(s.subject for s in series if baseline is not None and f" @{baseline}" in s.subject):
+        ours_name = subject.split(" @")[0]
+        for hosts in sizes:
+            ours, theirs = _median(series, ours_name, hosts), _median(series, subject, hosts)
+            measured = "-" if not theirs or ours is None else (
+                f"{fmt_value(ours, 's')} vs {fmt_value(theirs, 's')}: {fmt_ratio(ours / theirs)}")  # fmt: skip
+            out.append(Target(f"{ours_name} at {hosts:,} hosts: this tree against commit {baseline}'s", measured,
+                              None, "side by side, for information"))  # fmt: skip
     return out
 
 
-def _notes(reps: int) -> List[str]:
+def _notes(reps: int, baseline: Optional[str] = None) -> List[str]:
+    theirs = [] if baseline is None else [
+        f"hosts: status, list and logs @{baseline}: the same console script and interpreter with commit "
+        f"{baseline}'s sdk/ and entrypoint/ first on PYTHONPATH, timed in the same rounds as this tree's (logs -f "
+        "is this tree's only)"
+    ]  # fmt: skip
     return [
+        *theirs,
         "hosts: the Volcano stand-in is tests/sdk/kubefake.py in a process of its own (real HTTP on 127.0.0.1, one "
         f"thread per connection, controller step {TICK * 1000:.0f} ms); each job is submitted with ma-submit "
         "--backend volcano --detach and measured once its pods run (quiet: no output after their first line)",
@@ -281,9 +316,9 @@ def hosts_section(result: CaseResult, command: str, started: datetime.datetime, 
         "connection of its own and asks for the job once a second, for its pods every 10 s while all run: its "
         "start grows with the connections it opens, its lag is that of one stream, and its CPU while idle is "
         "the job's poll and that listing of every pod (it grows with the hosts). Every figure starts with the "
-        "interpreter and the kubernetes client's import (on this machine about 0.2 s for `kubernetes.client` and "
-        "0.5 s more for its `CoreV1Api` and the pod models it loads): that, not the hosts, is most of the 1-host "
-        "figures."
+        "interpreter and the imports of the kubernetes client's configuration and of requests (about 0.3 s on "
+        "this machine; the backend no longer builds the client's `CoreV1Api`, which took about 0.9 s more): that, "
+        "not the hosts, is most of the 1-host figures."
     ]
     return "\n".join(out)
 

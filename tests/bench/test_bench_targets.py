@@ -64,3 +64,25 @@ def test_the_docs_show_only_targets_the_bench_has_and_explain_every_short_one() 
     for claim, verdict in shown:
         if verdict == "short":
             assert len(explained) == 2 and re.search(rf"- \*\*{re.escape(claim)}\*\*: \S", explained[1]), claim
+
+
+def test_the_hosts_case_times_a_baselines_verbs_beside_this_trees() -> None:
+    from mabench import hosts
+
+    env = {"PATH": "/usr/bin", "KUBECONFIG": "/scratch/kubeconfig"}
+    subjects = hosts._subjects("ml/j-1", env, "abc1234", Path("/farm"))
+    ours = ["status ID", "list --backend volcano", "logs ID"]
+    assert list(subjects) == [hosts._FLOOR, *ours, *(f"{name} @abc1234" for name in ours)]
+    for name in ours:
+        argv, run_env = subjects[name]
+        their_argv, their_env = subjects[f"{name} @abc1234"]
+        assert argv == their_argv and run_env == env and "PYTHONPATH" not in run_env
+        assert their_env == {**env, "PYTHONPATH": "/farm"}
+    assert list(hosts._subjects("ml/j-1", env, None, None)) == [hosts._FLOOR, *ours]
+    series = [Series(f"hosts/{n}/{name}", "hosts", name, f"{n} hosts", "s", [value * n])
+              for n in (1, 4) for name, value in (("status ID", 0.4), ("status ID @abc1234", 1.2))]  # fmt: skip
+    side = [t for t in hosts._targets(series, (1, 4), "abc1234") if "against commit" in t.claim]
+    assert [(t.claim, t.measured, t.ok) for t in side] == [
+        ("status ID at 1 hosts: this tree against commit abc1234's", "400 ms vs 1.20 s: 0.333 x", None),
+        ("status ID at 4 hosts: this tree against commit abc1234's", "1.60 s vs 4.80 s: 0.333 x", None),
+    ]

@@ -322,12 +322,43 @@ def test_an_unreachable_api_is_retried_then_one_line(tmp_path: Path) -> None:
 
 
 def test_every_call_has_a_timeout() -> None:
-    from malaunch.sdk.backends.volcano import client
+    """Every call goes through ``KubeApi.send``, which always hands the pool a timeout; no generated API call of
+    the client is left but exec's websocket stream (which gets no timeout from the client either way)."""
+    from malaunch.sdk.backends.volcano import client, inside
 
     source = Path(client.__file__).read_text()
-    calls = source.count("self._custom.") + source.count("self._core.")
-    assert calls == source.count("_request_timeout=") >= 7
+    assert source.count(".request(") == 1 and "timeout=urllib3.Timeout(" in source
+    assert "_request_timeout" not in source and "CustomObjectsApi" not in source
+    inside_source = Path(inside.__file__).read_text()
+    assert inside_source.count("self.api.send(") == inside_source.count("timeout=_TIMEOUT") == 4
     assert "except Exception" not in source
+
+
+def test_a_call_the_api_never_answers_ends_at_its_read_timeout(tmp_path: Path) -> None:
+    """A server that takes the connection and says nothing: the call ends at its read timeout, as one line."""
+    import socket
+    import time
+
+    from malaunch.sdk.backends._http import RetryPolicy
+    from malaunch.sdk.backends.volcano.client import connect
+
+    server = FakeKube(tick=0.3)
+    config = server.kubeconfig(tmp_path / "kubeconfig")
+    server.close()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        text = config.read_text()
+        config.write_text(text.replace(server.url, f"http://127.0.0.1:{silent.getsockname()[1]}"))
+        api = connect(resolve_target({}, kubeconfig=str(config)), policy=RetryPolicy(attempts=1))
+        started = time.monotonic()
+        silent_api = r"failed after 1 attempt.*failed to answer: the server accepted the connection but did not answer"
+        with pytest.raises(BackendError, match=silent_api):
+            api._call("reading Volcano job ml/j", lambda: api.send("GET", "/apis/x", timeout=(5.0, 0.5)))
+        assert time.monotonic() - started < 4.0
+    finally:
+        silent.close()
 
 
 def test_a_programming_error_is_not_reported_as_an_unreachable_api(kube: FakeKube, kubeconfig: Path) -> None:

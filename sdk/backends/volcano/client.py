@@ -1,9 +1,16 @@
-"""The Kubernetes API as the Volcano backend uses it, through the official ``kubernetes`` client (lazily).
+"""The Kubernetes API as the Volcano backend uses it, configured by the official ``kubernetes`` client (lazily).
 
 :func:`connect` imports ``kubernetes`` only when a backend first talks to a cluster, so ``--dry-run`` and
 ``ma-submit --help`` work without it. Configuration comes from, in order: the ``kubeconfig`` argument,
 ``$KUBECONFIG`` (its first file), ``~/.kube/config``, and the in-cluster service account. A missing client
 or configuration is one :class:`~malaunch.sdk.errors.ConfigError` line naming what to install or set.
+
+The client reads the configuration (contexts, certificates, tokens, exec plugins, the in-cluster account) and
+makes the connection pool (TLS, proxies); :meth:`KubeApi.send` then makes each call itself, a REST request on
+that pool with the client's own authorization header, answered as JSON. The client's generated API classes are
+not used for these calls: with kubernetes 37 building ``CoreV1Api`` alone takes about 0.9 s (its pydantic
+models), which every ``status`` and ``list`` would pay. Only ``exec`` still uses them (:meth:`KubeApi.core_v1`),
+for the client's websocket ``stream``.
 
 :class:`KubeApi` returns plain JSON-shaped data (``dict``) and maps every API error onto the SDK's tree:
 404 -> :class:`~malaunch.sdk.errors.JobNotFound` where a job is looked up, anything else ->
@@ -11,7 +18,7 @@ or configuration is one :class:`~malaunch.sdk.errors.ConfigError` line naming wh
 Every call goes through the one retry policy of :mod:`malaunch.sdk.backends._http` (429, 5xx, connection
 errors and timeouts are retried; ``Retry-After`` is honoured) and has a timeout: :data:`TIMEOUT` (connect,
 read) seconds, and for a followed log :data:`FOLLOW_READ_TIMEOUT` (a followed log may be silent for hours).
-Only the client's own errors are caught: a programming error stays a programming error.
+Only network errors and the API's own answers are caught: a programming error stays a programming error.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ import functools
 import json
 import os
 import time
+import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
 
 import urllib3
 import yaml
@@ -40,9 +48,13 @@ __all__ = [
     "POD_PAGE_SIZE",
     "TIMEOUT",
     "KubeApi",
+    "KubeRefused",
     "KubeTarget",
+    "Timeout",
     "connect",
     "context_namespace",
+    "core_path",
+    "objects_path",
     "resolve_target",
 ]
 
@@ -64,6 +76,31 @@ _T = TypeVar("_T")
 _NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)  # connection refused/reset, timeouts, broken streams
 #: Of those, the ones where no connection was made at all (refused, unresolvable, no answer to connect).
 _UNREACHABLE = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
+
+
+#: A call's timeout: (connect, read) seconds, or one number for the whole call.
+Timeout = Union[float, Tuple[float, float]]
+
+
+class KubeRefused(Exception):
+    """The API server answered a call with a status other than 2xx (:meth:`KubeApi.send`). It never leaves this
+    backend: :meth:`KubeApi._call` makes it one of the SDK's errors, and the few callers that expect a refusal
+    (a queue that cannot be read, no metrics-server) look at its ``status``."""
+
+    def __init__(self, status: int, reason: str, body: bytes, headers: Mapping[str, str]) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.headers = headers
+
+
+class _NotJson(Exception):
+    """A 2xx answer whose body is no JSON object (a proxy's page, a wrong address): its first bytes."""
+
+    def __init__(self, start: bytes) -> None:
+        super().__init__(start)
+        self.start = start
 
 
 class _ContinueExpired(Exception):
@@ -198,10 +235,71 @@ class KubeApi:
         self._policy = policy
         self._sleep = sleep
         self._client = api_client
+        self._core: Any = None
         self.namespace = namespace  # the context's namespace: used when a job id names none
-        self.host = str(api_client.configuration.host)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
-        self._core = kubernetes.client.CoreV1Api(api_client)
+        self.host = str(api_client.configuration.host).rstrip("/")
+
+    def core_v1(self) -> Any:
+        """The client's ``CoreV1Api`` (built on first use: it takes about a second to import), for ``exec``."""
+        if self._core is None:
+            self._core = self._k8s.client.CoreV1Api(self._client)
+        return self._core
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        query: Optional[Mapping[str, object]] = None,
+        body: Optional[Mapping[str, Any]] = None,
+        *,
+        timeout: Timeout = TIMEOUT,
+        stream: bool = False,
+    ) -> Any:
+        """One call: ``method`` on ``path`` (``/api/v1/...``, ``/apis/...``) with ``query`` (None values left out,
+        booleans as ``true``/``false``) and ``body`` as JSON, on the client's connection pool with its headers and
+        authorization (an exec plugin's or the service account's token is refreshed by the client when due).
+
+        Returns the decoded JSON object, or with ``stream`` the open response (the caller reads and releases it).
+
+        Raises:
+            KubeRefused: the answer's status is not 2xx.
+            _NotJson: a 2xx answer that is no JSON object.
+            urllib3.exceptions.HTTPError, OSError: no answer (refused, timed out, broken off).
+        """
+        url = self.host + path
+        if query:
+            url += "?" + urllib.parse.urlencode({name: _query_text(value) for name, value in query.items()
+                                                 if value is not None})  # fmt: skip
+        headers = dict(self._client.default_headers)
+        headers["Accept"] = "application/json"
+        configuration = self._client.configuration
+        for auth in configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        connect, read = timeout if isinstance(timeout, tuple) else (None, None)
+        response = self._client.rest_client.pool_manager.request(
+            method, url, body=data, headers=headers, preload_content=False, retries=False,
+            timeout=urllib3.Timeout(total=None if isinstance(timeout, tuple) else timeout, connect=connect, read=read),
+        )  # fmt: skip
+        if stream and 200 <= response.status < 300:
+            return response
+        try:
+            raw = response.data
+        finally:
+            response.release_conn()
+        if not 200 <= response.status < 300:
+            raise KubeRefused(response.status, str(response.reason or ""), raw, dict(response.headers))
+        try:
+            decoded = json.loads(raw)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, dict):
+            raise _NotJson(raw[:60])
+        return decoded
 
     def _call(self, what: str, call: Callable[[], _T], job: Optional[str] = None, continued: bool = False) -> _T:
         """``call()`` under the retry policy; API errors as the SDK's errors (see the module docstring).
@@ -210,16 +308,18 @@ class KubeApi:
         def once(_attempt: int) -> _T:
             try:
                 return call()
-            except self._k8s.client.ApiException as exc:
-                status = int(exc.status or 0)
-                if status == 410 and continued:
+            except KubeRefused as exc:
+                if exc.status == 410 and continued:
                     raise _ContinueExpired(self._describe(what, exc)) from None
-                if status == 429 or status >= 500:
-                    headers = exc.headers or {}
-                    raise Transient(self._describe(what, exc), headers.get("Retry-After")) from None
-                if status == 404 and job is not None:
+                if exc.status == 429 or exc.status >= 500:
+                    raise Transient(self._describe(what, exc), exc.headers.get("Retry-After")) from None
+                if exc.status == 404 and job is not None:
                     raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
                 raise BackendError(self._describe(what, exc)) from None
+            except _NotJson as exc:
+                raise BackendError(f"{what}: the Kubernetes API answered with something that is no JSON object "
+                                   f"({show_value(exc.start.decode('utf-8', errors='replace'))}); check the "
+                                   "cluster's address in the kubeconfig") from None  # fmt: skip
             except _NETWORK_ERRORS as exc:
                 raise self._network_failure(exc) from None
 
@@ -236,8 +336,8 @@ class KubeApi:
             return Transient(f"cannot reach the Kubernetes API{where}: {reason}", unreachable=True)
         return Transient(f"the Kubernetes API{where} failed to answer: {reason}")
 
-    def _describe(self, what: str, exc: Any) -> str:
-        message = str(exc.reason or "")
+    def _describe(self, what: str, exc: KubeRefused) -> str:
+        message = exc.reason
         with contextlib.suppress(TypeError, ValueError, AttributeError):  # the body is the API's Status, usually
             message = json.loads(exc.body).get("message") or message
         hint = {
@@ -251,9 +351,7 @@ class KubeApi:
         """Create the Volcano Job; returns the object as stored."""
         result: Dict[str, Any] = self._call(
             f"creating Volcano job in namespace {namespace}",
-            lambda: self._custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, dict(manifest), _request_timeout=TIMEOUT
-            ),
+            lambda: self.send("POST", objects_path(GROUP, VERSION, namespace, PLURAL), body=manifest),
         )
         return result
 
@@ -261,7 +359,7 @@ class KubeApi:
         """Create a Secret (the job's; its value is never part of an error message)."""
         self._call(
             f"creating the job's Secret in namespace {namespace}",
-            lambda: self._core.create_namespaced_secret(namespace, dict(manifest), _request_timeout=TIMEOUT),
+            lambda: self.send("POST", core_path(namespace, "secrets"), body=manifest),
         )
 
     def delete_secret(self, namespace: str, name: str) -> None:
@@ -269,7 +367,7 @@ class KubeApi:
         try:
             self._call(
                 f"deleting Secret {namespace}/{name}",
-                lambda: self._core.delete_namespaced_secret(name, namespace, _request_timeout=TIMEOUT),
+                lambda: self.send("DELETE", core_path(namespace, "secrets", name)),
                 job=f"{namespace}/{name}",
             )
         except JobNotFound:
@@ -279,21 +377,18 @@ class KubeApi:
         """The Volcano Job; raises ``JobNotFound``."""
         result: Dict[str, Any] = self._call(
             f"reading Volcano job {namespace}/{name}",
-            lambda: self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
-            ),
+            lambda: self.send("GET", objects_path(GROUP, VERSION, namespace, PLURAL, name)),
             job=f"{namespace}/{name}",
         )
         return result
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete the Volcano Job and, in the background, its pods; a missing job is fine."""
+        path = objects_path(GROUP, VERSION, namespace, PLURAL, name)
         try:
             self._call(
                 f"deleting Volcano job {namespace}/{name}",
-                lambda: self._custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", _request_timeout=TIMEOUT
-                ),
+                lambda: self.send("DELETE", path, {"propagationPolicy": "Background"}),
                 job=f"{namespace}/{name}",
             )
         except JobNotFound:
@@ -327,11 +422,8 @@ class KubeApi:
                            "expired each time); try again when the cluster is less busy")  # fmt: skip
 
     def _list_page(self, namespace: str, token: Optional[str]) -> Dict[str, Any]:
-        extra: Dict[str, Any] = {"_continue": token} if token else {}
-        page: Dict[str, Any] = self._custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, label_selector="app.kubernetes.io/managed-by=malaunch",
-            limit=PAGE_SIZE, _request_timeout=TIMEOUT, **extra,
-        )  # fmt: skip
+        query = {"labelSelector": "app.kubernetes.io/managed-by=malaunch", "limit": PAGE_SIZE, "continue": token}
+        page: Dict[str, Any] = self.send("GET", objects_path(GROUP, VERSION, namespace, PLURAL), query)
         return page
 
     def terminate_job(self, namespace: str, name: str, uid: str) -> None:
@@ -352,9 +444,7 @@ class KubeApi:
         }  # fmt: skip
         self._call(
             f"terminating Volcano job {namespace}/{name}",
-            lambda: self._custom.create_namespaced_custom_object(
-                COMMAND_GROUP, VERSION, namespace, "commands", command, _request_timeout=TIMEOUT
-            ),
+            lambda: self.send("POST", objects_path(COMMAND_GROUP, VERSION, namespace, "commands"), body=command),
         )
 
     def list_pods(self, namespace: str, name: str) -> List[Dict[str, Any]]:
@@ -366,41 +456,23 @@ class KubeApi:
         return self._pods(f"listing the pods in namespace {namespace}", namespace, selector)
 
     def _pods(self, what: str, namespace: str, selector: str) -> List[Dict[str, Any]]:
-        """Pods page after page (:data:`POD_PAGE_SIZE` asked each time), each page decoded as plain JSON: the
-        client's own models cost about a millisecond a pod to build, and the backend reads dicts anyway."""
-        return self._paged(what, functools.partial(self._pod_page, what, namespace, selector))
+        """Pods page after page (:data:`POD_PAGE_SIZE` asked each time), as plain JSON."""
+        return self._paged(what, functools.partial(self._pod_page, namespace, selector))
 
-    def _pod_page(self, what: str, namespace: str, selector: str, token: Optional[str]) -> Dict[str, Any]:
-        extra: Dict[str, Any] = {"_continue": token} if token else {}
-        response = self._core.list_namespaced_pod(
-            namespace, label_selector=selector, limit=POD_PAGE_SIZE, _preload_content=False,
-            _request_timeout=TIMEOUT, **extra,
-        )  # fmt: skip
-        try:
-            raw = response.data
-        finally:
-            response.release_conn()
-        try:
-            page = json.loads(raw)
-        except ValueError:
-            page = None
-        if not isinstance(page, dict):
-            raise BackendError(f"{what}: the Kubernetes API answered with something that is no pod list "
-                               f"({show_value(raw[:60].decode('utf-8', errors='replace'))}); check the cluster's "
-                               "address in the kubeconfig")  # fmt: skip
+    def _pod_page(self, namespace: str, selector: str, token: Optional[str]) -> Dict[str, Any]:
+        query = {"labelSelector": selector, "limit": POD_PAGE_SIZE, "continue": token}
+        page: Dict[str, Any] = self.send("GET", core_path(namespace, "pods"), query)
         return page
 
     def pod_log(self, namespace: str, pod: str, *, follow: bool, tail_lines: Optional[int] = None) -> Iterator[bytes]:
         """The worker container's output as it arrives, in chunks of bytes (only the last ``tail_lines`` if set)."""
-        extra: Dict[str, Any] = {} if tail_lines is None else {"tail_lines": tail_lines}
+        path = core_path(namespace, "pods", pod, "log")
+        query = {"container": TASK_NAME, "follow": follow, "tailLines": tail_lines}
+        timeout = (TIMEOUT[0], FOLLOW_READ_TIMEOUT) if follow else TIMEOUT
         response = self._call(
             f"reading the log of pod {namespace}/{pod}",
-            lambda: self._core.read_namespaced_pod_log(
-                pod, namespace, container=TASK_NAME, follow=follow, _preload_content=False,
-                _request_timeout=(TIMEOUT[0], FOLLOW_READ_TIMEOUT) if follow else TIMEOUT,
-                **extra,
-            ),
-        )  # fmt: skip
+            lambda: self.send("GET", path, query, stream=True, timeout=timeout),
+        )
         try:
             yield from response.stream(1 << 16, decode_content=True)
         except _NETWORK_ERRORS as exc:  # the connection broke while following
@@ -409,3 +481,26 @@ class KubeApi:
             ) from None
         finally:
             response.release_conn()
+
+
+def _query_text(value: object) -> str:
+    """A query parameter as the API reads it (booleans as ``true``/``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _segments(*parts: str) -> str:
+    return "".join("/" + urllib.parse.quote(part, safe="") for part in parts)
+
+
+def core_path(namespace: str, resource: str, *rest: str) -> str:
+    """The core API's path of a namespaced ``resource`` (``/api/v1/namespaces/NS/pods[/NAME[/log]]``)."""
+    return "/api/v1" + _segments("namespaces", namespace, resource, *rest)
+
+
+def objects_path(group: str, version: str, namespace: Optional[str], plural: str, *rest: str) -> str:
+    """The path of an API group's objects (``/apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]``); ``namespace``
+    None: cluster-scoped (a Volcano Queue)."""
+    scope = ("namespaces", namespace) if namespace is not None else ()
+    return f"/apis/{group}/{version}" + _segments(*scope, plural, *rest)

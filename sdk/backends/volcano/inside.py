@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...errors import BackendError, JobNotFound
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
-from .client import KubeApi
+from .client import KubeApi, KubeRefused, core_path, objects_path
 from .manifest import JOB_NAME_LABEL, TASK_NAME
 from .phases import host_index, parse_time
 
@@ -110,18 +110,13 @@ class KubeInside:
     def __init__(self, api: KubeApi) -> None:
         self.api = api
 
-    def _api_error(self) -> Any:
-        return self.api._k8s.client.ApiException
-
     def podgroup(self, namespace: str, job: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """The job's PodGroup (owned by the Job; named ``<job>-<uid>`` or ``<job>``), or None."""
         meta = job.get("metadata") or {}
         uid, name = meta.get("uid"), meta.get("name")
         found: Dict[str, Any] = self.api._call(
             f"listing the PodGroups in namespace {namespace}",
-            lambda: self.api._custom.list_namespaced_custom_object(
-                *_SCHEDULING, namespace, "podgroups", _request_timeout=_TIMEOUT
-            ),
+            lambda: self.api.send("GET", objects_path(*_SCHEDULING, namespace, "podgroups"), timeout=_TIMEOUT),
         )
         for item in found.get("items") or []:
             item_meta = item.get("metadata") or {}
@@ -133,24 +128,22 @@ class KubeInside:
     def queue(self, name: str) -> Optional[Dict[str, Any]]:
         """The Volcano Queue ``name`` (cluster-wide), or None when it cannot be read."""
         try:
-            result: Dict[str, Any] = self.api._custom.get_cluster_custom_object(
-                *_SCHEDULING, "queues", name, _request_timeout=_TIMEOUT
-            )
-        except self._api_error():
+            result: Dict[str, Any] = self.api.send("GET", objects_path(*_SCHEDULING, None, "queues", name),
+                                                   timeout=_TIMEOUT)  # fmt: skip
+        except KubeRefused:
             return None
         return result
 
     def events(self, namespace: str, names: Sequence[str], hosts: Mapping[str, int]) -> List[JobEvent]:
         """The core/v1 events of the objects called ``names``, oldest first."""
         out: List[JobEvent] = []
+        path = core_path(namespace, "events")
         for name in dict.fromkeys(names):
-            found = self.api._call(
+            query = {"fieldSelector": f"involvedObject.name={name}"}
+            data: Dict[str, Any] = self.api._call(
                 f"listing the events of {namespace}/{name}",
-                lambda name=name: self.api._core.list_namespaced_event(  # type: ignore[misc]
-                    namespace, field_selector=f"involvedObject.name={name}", _request_timeout=_TIMEOUT
-                ),
+                lambda query=query: self.api.send("GET", path, query, timeout=_TIMEOUT),  # type: ignore[misc]
             )
-            data = self.api._client.sanitize_for_serialization(found)
             for item in data.get("items") or []:
                 event = event_of(item, hosts)
                 if event is not None:
@@ -160,10 +153,9 @@ class KubeInside:
     def usage(self, job_id: str, namespace: str, name: str, pods: Sequence[Mapping[str, Any]]) -> UsageReport:
         """CPU and memory of each pod from ``metrics.k8s.io``; a note instead when metrics-server is missing."""
         try:
-            data = self.api._custom.list_namespaced_custom_object(
-                *_METRICS, namespace, "pods", label_selector=f"{JOB_NAME_LABEL}={name}", _request_timeout=_TIMEOUT
-            )
-        except self._api_error() as exc:
+            data = self.api.send("GET", objects_path(*_METRICS, namespace, "pods"),
+                                 {"labelSelector": f"{JOB_NAME_LABEL}={name}"}, timeout=_TIMEOUT)  # fmt: skip
+        except KubeRefused as exc:
             if exc.status == 404:
                 return UsageReport(job_id, (), note=METRICS_MISSING, source="metrics.k8s.io")
             raise BackendError(self.api._describe(f"reading the pod metrics of {namespace}/{name}", exc)) from None
@@ -193,11 +185,11 @@ class KubeInside:
         interactive = not capture and stdin is None
         try:
             ws = stream(
-                self.api._core.connect_get_namespaced_pod_exec, pod, namespace, command=list(command),
+                self.api.core_v1().connect_get_namespaced_pod_exec, pod, namespace, command=list(command),
                 container=TASK_NAME, stdin=interactive or bool(stdin), stdout=True, stderr=True, tty=tty,
                 _preload_content=False, binary=True,
             )  # fmt: skip
-        except self._api_error() as exc:
+        except self.api._k8s.client.ApiException as exc:  # the client's own call (its websocket stream)
             reason = str(exc.reason or exc)
             hint = "check that the pod runs and you may exec into it"
             if "403" in reason:
