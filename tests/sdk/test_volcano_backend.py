@@ -391,3 +391,43 @@ def test_delete_returns_when_the_job_is_gone_and_forgets_it(
     gone = ma_submit(["status", "--backend", "volcano", job_id], env)  # at once: the cluster no longer knows it
     assert gone.returncode == 4 and "no job with id" in gone.stderr, (gone.stdout, gone.stderr)
     assert job_id not in json.loads(index.read_text())["jobs"]  # forgotten here too
+
+
+def test_retry_after_is_read_whatever_the_case_of_its_name(tmp_path: Path) -> None:
+    """A proxy may send ``retry-after`` in lower case (HTTP/2 does); it is honoured all the same."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from malaunch.sdk.backends._http import RetryPolicy
+    from malaunch.sdk.backends.volcano.client import connect
+
+    answers = [(429, {"retry-after": "2"}), (200, {})]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            code, headers = answers.pop(0)
+            body = json.dumps({"kind": "Status", "message": "slow down"} if code != 200 else {"kind": "Job"}).encode()
+            self.send_response(code)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fake = FakeKube(tick=0.3)
+        config = fake.kubeconfig(tmp_path / "kubeconfig")
+        fake.close()
+        config.write_text(config.read_text().replace(fake.url, f"http://127.0.0.1:{server.server_address[1]}"))
+        waits: List[float] = []
+        api = connect(resolve_target({}, kubeconfig=str(config)), policy=RetryPolicy(attempts=2), sleep=waits.append)
+        assert api.get_job("ml", "j") == {"kind": "Job"}
+        assert waits == [2.0] and answers == []
+    finally:
+        server.shutdown()
+        server.server_close()

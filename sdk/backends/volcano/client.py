@@ -292,7 +292,7 @@ class KubeApi:
         finally:
             response.release_conn()
         if not 200 <= response.status < 300:
-            raise KubeRefused(response.status, str(response.reason or ""), raw, dict(response.headers))
+            raise KubeRefused(response.status, str(response.reason or ""), raw, response.headers)  # case-blind names
         try:
             decoded = json.loads(raw)
         except ValueError:
