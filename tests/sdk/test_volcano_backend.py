@@ -331,6 +331,7 @@ def test_every_call_has_a_timeout() -> None:
     assert "_request_timeout" not in source and "CustomObjectsApi" not in source
     inside_source = Path(inside.__file__).read_text()
     assert inside_source.count("self.api.send(") == inside_source.count("timeout=_TIMEOUT") == 4
+    assert inside_source.count("self.api._call(") == 4  # every call under the one policy and mapping
     assert "except Exception" not in source
 
 

@@ -48,7 +48,6 @@ __all__ = [
     "POD_PAGE_SIZE",
     "TIMEOUT",
     "KubeApi",
-    "KubeRefused",
     "KubeTarget",
     "Timeout",
     "connect",
@@ -82,10 +81,9 @@ _UNREACHABLE = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.Connec
 Timeout = Union[float, Tuple[float, float]]
 
 
-class KubeRefused(Exception):
+class _Refused(Exception):
     """The API server answered a call with a status other than 2xx (:meth:`KubeApi.send`). It never leaves this
-    backend: :meth:`KubeApi._call` makes it one of the SDK's errors, and the few callers that expect a refusal
-    (a queue that cannot be read, no metrics-server) look at its ``status``."""
+    module: :meth:`KubeApi._call` makes it one of the SDK's errors."""
 
     def __init__(self, status: int, reason: str, body: bytes, headers: Mapping[str, str]) -> None:
         super().__init__(f"{status} {reason}")
@@ -262,7 +260,7 @@ class KubeApi:
         Returns the decoded JSON object, or with ``stream`` the open response (the caller reads and releases it).
 
         Raises:
-            KubeRefused: the answer's status is not 2xx.
+            _Refused: the answer's status is not 2xx.
             _NotJson: a 2xx answer that is no JSON object.
             urllib3.exceptions.HTTPError, OSError: no answer (refused, timed out, broken off).
         """
@@ -292,7 +290,7 @@ class KubeApi:
         finally:
             response.release_conn()
         if not 200 <= response.status < 300:
-            raise KubeRefused(response.status, str(response.reason or ""), raw, response.headers)  # case-blind names
+            raise _Refused(response.status, str(response.reason or ""), raw, response.headers)  # case-blind names
         try:
             decoded = json.loads(raw)
         except ValueError:
@@ -308,7 +306,7 @@ class KubeApi:
         def once(_attempt: int) -> _T:
             try:
                 return call()
-            except KubeRefused as exc:
+            except _Refused as exc:
                 if exc.status == 410 and continued:
                     raise _ContinueExpired(self._describe(what, exc)) from None
                 if exc.status == 429 or exc.status >= 500:
@@ -336,7 +334,7 @@ class KubeApi:
             return Transient(f"cannot reach the Kubernetes API{where}: {reason}", unreachable=True)
         return Transient(f"the Kubernetes API{where} failed to answer: {reason}")
 
-    def _describe(self, what: str, exc: KubeRefused) -> str:
+    def _describe(self, what: str, exc: _Refused) -> str:
         message = exc.reason
         with contextlib.suppress(TypeError, ValueError, AttributeError):  # the body is the API's Status, usually
             message = json.loads(exc.body).get("message") or message

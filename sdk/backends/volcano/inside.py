@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...errors import BackendError, JobNotFound
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
-from .client import KubeApi, KubeRefused, core_path, objects_path
+from .client import KubeApi, core_path, objects_path
 from .manifest import JOB_NAME_LABEL, TASK_NAME
 from .phases import host_index, parse_time
 
@@ -127,10 +127,11 @@ class KubeInside:
 
     def queue(self, name: str) -> Optional[Dict[str, Any]]:
         """The Volcano Queue ``name`` (cluster-wide), or None when it cannot be read."""
+        path = objects_path(*_SCHEDULING, None, "queues", name)
         try:
-            result: Dict[str, Any] = self.api.send("GET", objects_path(*_SCHEDULING, None, "queues", name),
-                                                   timeout=_TIMEOUT)  # fmt: skip
-        except KubeRefused:
+            result: Dict[str, Any] = self.api._call(f"reading Volcano queue {name}",
+                                                    lambda: self.api.send("GET", path, timeout=_TIMEOUT))  # fmt: skip
+        except BackendError:  # refused, not JSON, or no answer after the retries: the reason goes without it
             return None
         return result
 
@@ -152,13 +153,15 @@ class KubeInside:
 
     def usage(self, job_id: str, namespace: str, name: str, pods: Sequence[Mapping[str, Any]]) -> UsageReport:
         """CPU and memory of each pod from ``metrics.k8s.io``; a note instead when metrics-server is missing."""
+        path, query = objects_path(*_METRICS, namespace, "pods"), {"labelSelector": f"{JOB_NAME_LABEL}={name}"}
         try:
-            data = self.api.send("GET", objects_path(*_METRICS, namespace, "pods"),
-                                 {"labelSelector": f"{JOB_NAME_LABEL}={name}"}, timeout=_TIMEOUT)  # fmt: skip
-        except KubeRefused as exc:
-            if exc.status == 404:
-                return UsageReport(job_id, (), note=METRICS_MISSING, source="metrics.k8s.io")
-            raise BackendError(self.api._describe(f"reading the pod metrics of {namespace}/{name}", exc)) from None
+            data: Dict[str, Any] = self.api._call(
+                f"reading the pod metrics of {namespace}/{name}",
+                lambda: self.api.send("GET", path, query, timeout=_TIMEOUT),
+                job=f"{namespace}/{name}",
+            )
+        except JobNotFound:  # 404: the metrics API is not served
+            return UsageReport(job_id, (), note=METRICS_MISSING, source="metrics.k8s.io")
         by_pod = {str((item.get("metadata") or {}).get("name")): item for item in data.get("items") or []}
         rows = []
         for pod in pods:
