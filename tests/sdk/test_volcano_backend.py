@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 import yaml
@@ -327,7 +327,7 @@ def test_every_call_has_a_timeout() -> None:
     from malaunch.sdk.backends.volcano import client, inside
 
     source = Path(client.__file__).read_text()
-    assert source.count(".request(") == 1 and "timeout=urllib3.Timeout(" in source
+    assert source.count(".request(") == 1 and "retries=False, timeout=_timeout(timeout)" in source
     assert "_request_timeout" not in source and "CustomObjectsApi" not in source
     inside_source = Path(inside.__file__).read_text()
     assert inside_source.count("self.api.send(") == inside_source.count("timeout=_TIMEOUT") == 4
@@ -394,41 +394,71 @@ def test_delete_returns_when_the_job_is_gone_and_forgets_it(
     assert job_id not in json.loads(index.read_text())["jobs"]  # forgotten here too
 
 
+class _Answers:
+    """An HTTP server on 127.0.0.1 that gives each GET the next of ``answers`` (status, headers, body), and a
+    kubeconfig (written beside ``tmp_path``'s) that points the client at it."""
+
+    def __init__(self, tmp_path: Path, answers: List[Tuple[int, Dict[str, str], bytes]]) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.answers = answers
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                code, headers, body = answers.pop(0)
+                self.send_response(code)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        fake = FakeKube(tick=0.3)
+        self.kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+        fake.close()
+        text = self.kubeconfig.read_text().replace(fake.url, f"http://127.0.0.1:{self.server.server_address[1]}")
+        self.kubeconfig.write_text(text)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def test_retry_after_is_read_whatever_the_case_of_its_name(tmp_path: Path) -> None:
     """A proxy may send ``retry-after`` in lower case (HTTP/2 does); it is honoured all the same."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from malaunch.sdk.backends._http import RetryPolicy
     from malaunch.sdk.backends.volcano.client import connect
 
-    answers = [(429, {"retry-after": "2"}), (200, {})]
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def do_GET(self) -> None:
-            code, headers = answers.pop(0)
-            body = json.dumps({"kind": "Status", "message": "slow down"} if code != 200 else {"kind": "Job"}).encode()
-            self.send_response(code)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    slow_down = json.dumps({"kind": "Status", "message": "slow down"}).encode()
+    server = _Answers(tmp_path, [(429, {"retry-after": "2"}, slow_down), (200, {}, b'{"kind": "Job"}')])
     try:
-        fake = FakeKube(tick=0.3)
-        config = fake.kubeconfig(tmp_path / "kubeconfig")
-        fake.close()
-        config.write_text(config.read_text().replace(fake.url, f"http://127.0.0.1:{server.server_address[1]}"))
         waits: List[float] = []
-        api = connect(resolve_target({}, kubeconfig=str(config)), policy=RetryPolicy(attempts=2), sleep=waits.append)
+        target = resolve_target({}, kubeconfig=str(server.kubeconfig))
+        api = connect(target, policy=RetryPolicy(attempts=2), sleep=waits.append)
         assert api.get_job("ml", "j") == {"kind": "Job"}
-        assert waits == [2.0] and answers == []
+        assert waits == [2.0] and server.answers == []
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
+
+
+def test_an_answer_that_is_no_json_is_one_line(tmp_path: Path) -> None:
+    """A 2xx page that is not JSON (a proxy's login page, a wrong address): one line naming it and what to check."""
+    from malaunch.sdk.backends.volcano.client import connect
+
+    server = _Answers(tmp_path, [(200, {"Content-Type": "text/html"}, b"<html><body>Sign in</body></html>")])
+    try:
+        api = connect(resolve_target({}, kubeconfig=str(server.kubeconfig)))
+        with pytest.raises(BackendError) as raised:
+            api.get_job("ml", "j")
+        message = str(raised.value)
+        assert message.startswith("reading Volcano job ml/j: the Kubernetes API answered with something that is no "
+                                  "JSON object ('<html><body>Sign in") and "\n" not in message  # fmt: skip
+        assert message.endswith("; check the cluster's address in the kubeconfig")
+    finally:
+        server.close()

@@ -278,11 +278,9 @@ class KubeApi:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        connect, read = timeout if isinstance(timeout, tuple) else (None, None)
         response = self._client.rest_client.pool_manager.request(
-            method, url, body=data, headers=headers, preload_content=False, retries=False,
-            timeout=urllib3.Timeout(total=None if isinstance(timeout, tuple) else timeout, connect=connect, read=read),
-        )  # fmt: skip
+            method, url, body=data, headers=headers, preload_content=False, retries=False, timeout=_timeout(timeout)
+        )
         if stream and 200 <= response.status < 300:
             return response
         try:
@@ -479,6 +477,13 @@ class KubeApi:
             ) from None
         finally:
             response.release_conn()
+
+
+def _timeout(value: Timeout) -> urllib3.Timeout:
+    """urllib3's form of a call's timeout, as the kubernetes client makes it of the timeout a call is given."""
+    if isinstance(value, tuple):
+        return urllib3.Timeout(connect=value[0], read=value[1])
+    return urllib3.Timeout(total=value)
 
 
 def _query_text(value: object) -> str:
