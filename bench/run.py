@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline",
         metavar="REF",
         help="start-up also runs this tree's shim and commit REF's side by side (e.g. the commit before a refactor); "
-        "so do the verbs",
+        "so do the verbs and the hosts case (its status, list and logs); latency and history compare with it too "
+        "(default main)",
     )
     return parser
 
