@@ -20,7 +20,7 @@ import os
 import sys
 
 from .contract._record import TYPE_CHECKING
-from .contract.errors import EXIT_CONFIG, ConfigError, EntrypointError, Interrupted, exit_code_for
+from .contract.errors import EXIT_CONFIG, EXIT_PIPE, ConfigError, EntrypointError, Interrupted, exit_code_for
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
@@ -256,6 +256,25 @@ def _error(message: str) -> None:
     _stderr(f"{PROG}: error: {message}\n")
 
 
+def _print_plan(text: str) -> int:
+    """``--dry-run``'s plan on stdout, to its last byte; a reader that leaves before it is one line, not a traceback
+    nor a plan cut short in silence. The exit code: 0, or :data:`EXIT_PIPE`."""
+    from .report.streams import StreamClosed, write_all
+
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # a caller's text-only stdout (main() with a StringIO): no bytes under it to cut short
+        sys.stdout.write(text)
+        return 0
+    data = text.encode("utf-8")  # the plan is JSON, non-ASCII escaped
+    try:
+        write_all(binary, data)
+    except StreamClosed as closed:
+        _error(f"the plan's output stopped after {closed.written:,} of its {len(data):,} bytes: whoever read it closed "
+               "the pipe; send it to a file to keep all of it")  # fmt: skip
+        return EXIT_PIPE
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
     """Run the shim; returns the exit code (never raises for user errors)."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
@@ -286,8 +305,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             plan = launcher.plan(config.cluster, inputs)
         policy = config.policy
         if options.dry_run:
-            sys.stdout.write(launcher.plan_attempt(plan, 0, policy).render() + "\n")
-            return 0
+            return _print_plan(launcher.plan_attempt(plan, 0, policy).render() + "\n")
         hosts = _hosts(config, plan)
         _announce(plan)
         from .run.attempts import run_with_restarts

@@ -9,6 +9,7 @@ here is re-exported from its one home in the shim, imported on first use:
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
   ``signal_in_any_code`` (the signal an exit code stands for);
 - files: ``write_atomic`` (a temporary file renamed over the target);
+- output: ``write_all`` and ``StreamClosed`` (stdout written in full; a reader that left says after how much);
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
     from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
+    from .report.streams import StreamClosed, write_all
     from .run.attempt_status import attempt_file, read_attempt
     from .run.procs.proctree import (
         ProcKey,
@@ -52,6 +54,8 @@ _HOMES = {
     "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
     "signal_in_any_code": "contract.signals",
     "write_atomic": "report.atomicfile",
+    "write_all": "report.streams",
+    "StreamClosed": "report.streams",
     "CLASSES": "report.failure_class",
     "RETRYABLE": "report.failure_class",
     "SIGNAL": "report.failure_class",
@@ -87,6 +91,7 @@ __all__ = [
     "Name",
     "NamedTuple",
     "ProcKey",
+    "StreamClosed",
     "attempt_file",
     "classify_exit",
     "descendants",
@@ -103,5 +108,6 @@ __all__ = [
     "signal_in_any_code",
     "signal_proven",
     "snapshot",
+    "write_all",
     "write_atomic",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "EXIT_CONFIG",
     "EXIT_LAUNCH",
+    "EXIT_PIPE",
     "ConfigError",
     "EntrypointError",
     "Interrupted",
@@ -33,6 +34,9 @@ __all__ = [
 
 EXIT_CONFIG = 2
 EXIT_LAUNCH = 3
+#: ``--dry-run``'s reader went away before the whole plan was written: 128 + SIGPIPE's number, what a shell reports
+#: for a writer a closed pipe kills (the shim ignores SIGPIPE, as Python does, and says where the plan stopped).
+EXIT_PIPE = 128 + 13
 _SHOWN_CHARS = 80  # longer string values are cut to this many characters in messages
 
 

@@ -4,6 +4,10 @@ That is the text and a newline on stdout (``err``: stderr), flushed; nothing whe
 the caller); escape sequences of colours and styles removed when the stream is no terminal. Every verb prints
 through here, under click and under the quick path (:mod:`.quick`) alike, so their output is one. A stream whose
 encoding is ASCII (``PYTHONIOENCODING=ascii``) gets UTF-8, unencodable characters replaced, as click writes it.
+
+Unlike ``click.echo``, no output is lost in silence: a reader that goes away midway (``ma-submit list | head``) ends
+the verb with :class:`~malaunch.entrypoint.report.streams.StreamClosed`, which both paths end with 1 as click ends a
+closed pipe, and a line on stderr says after how many bytes and lines stdout stopped.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional, TextIO
 
-__all__ = ["echo", "echo_json", "note"]
+__all__ = ["echo", "echo_json", "note", "say_output_lost"]
 
 #: What click removes from text for a stream that is no terminal (a CSI escape sequence).
 _ANSI = r"\033\[[0-?]*[ -/]*[@-~]"
@@ -37,8 +41,14 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def echo(text: str = "", err: bool = False) -> None:
-    """``text`` and a newline on stdout (``err``: stderr), flushed, as ``click.echo(text, err=err)`` writes it."""
+def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None:
+    """``text`` and a newline on stdout (``err``: stderr), flushed, as ``click.echo(text, err=err)`` writes it, but
+    never cut short in silence (:func:`~malaunch.entrypoint.report.streams.write_all`).
+
+    Raises:
+        StreamClosed: whoever read stdout went away; a line on stderr has said after how much of the output.
+        BrokenPipeError: the same under ``quiet_loss`` (the group's help), of which click says nothing either.
+    """
     stream: Optional[TextIO] = sys.stderr if err else sys.stdout
     if stream is None:
         return
@@ -47,14 +57,59 @@ def echo(text: str = "", err: bool = False) -> None:
         import re  # only for output that carries an escape sequence
 
         out = re.sub(_ANSI, "", out)
-    binary = getattr(stream, "buffer", None) if _is_ascii(stream) else None
-    if binary is not None:  # click's answer to an ASCII stream: its bytes, in UTF-8
+    binary = getattr(stream, "buffer", None)
+    if binary is None:  # a text-only stream (a test's StringIO): nothing under it to lose bytes
+        stream.write(out)
         stream.flush()
-        binary.write(out.encode("utf-8", "replace"))
+        return
+    if _is_ascii(stream):  # click's answer to an ASCII stream: its bytes, in UTF-8
+        data = out.encode("utf-8", "replace")
+    else:  # what the text layer would make of it (no newline translation on Linux)
+        data = out.encode(getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict")
+    stream.flush()  # what went through the text layer first (none of ours: every echo flushes)
+    if quiet_loss:  # the group's help, written as click writes it (which loads none of the shim)
+        binary.write(data)
         binary.flush()
         return
-    stream.write(out)
-    stream.flush()
+    from ...entrypoint.public import StreamClosed, write_all
+
+    try:
+        write_all(binary, data)
+    except StreamClosed as closed:
+        if not err:
+            _Delivered.lost(data[: closed.written])
+        raise
+    if not err:
+        _Delivered.add(data)
+
+
+class _Delivered:
+    """How much of stdout's output reached its reader, to say where a closed pipe cut it."""
+
+    sent = 0  # bytes
+    lines = 0
+
+    @classmethod
+    def add(cls, data: bytes) -> None:
+        cls.sent += len(data)
+        cls.lines += data.count(b"\n")
+
+    @classmethod
+    def lost(cls, head: bytes) -> None:
+        """The reader left after ``head`` of the last write: say so."""
+        cls.add(head)
+        say_output_lost(cls.sent, cls.lines)
+
+
+def say_output_lost(sent: int, lines: Optional[int] = None) -> None:
+    """The line on stderr that says where a closed pipe cut stdout: after ``sent`` bytes (``lines`` whole lines).
+    Nothing if stderr is gone too (``2>&1`` into the same pipe)."""
+    counted = f" ({lines:,} whole lines)" if lines is not None else ""
+    try:
+        note(f"the output stopped after {sent:,} bytes{counted}: whoever read it closed the pipe, and the rest was "
+             "not written; send it to a file to keep all of it")
+    except OSError:
+        return
 
 
 def note(text: str) -> None:

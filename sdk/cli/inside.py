@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import click
 
+from ...entrypoint.public import StreamClosed
 from ..errors import ExecElsewhere, JobNotRunning
+from .echo import say_output_lost
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
 
 if TYPE_CHECKING:
@@ -145,6 +147,9 @@ def exec_cmd(backend: Optional[str], host: int, interactive: bool, tty: bool, jo
         return 0
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except StreamClosed as closed:  # stdout's reader left (were it stderr's, the line could not be said anyway)
+        say_output_lost(closed.written)
+        raise
     return result.exit_code
 
 

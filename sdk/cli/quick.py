@@ -169,7 +169,7 @@ def show_group_help() -> NoReturn:
     from .help_text import GROUP_HELP
 
     try:
-        echo(GROUP_HELP)
+        echo(GROUP_HELP, quiet_loss=True)
     except OSError as error:
         _end_closed_pipe(error)
     sys.exit(0)

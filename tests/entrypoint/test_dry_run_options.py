@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from pipeutil import into_a_pipe_that_fills_then_closes
+from shimutil import write_v10_table
 
 TABLE = Path(__file__).parent / "data" / "ranktables" / "v1_0_2x4.json"
 
@@ -102,3 +104,21 @@ def test_a_misspelt_dry_run_is_still_refused_by_the_parser(tmp_path: Path) -> No
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--dry" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_reader_that_leaves_before_the_plans_end_is_one_line(tmp_path: Path) -> None:
+    """A 16-rank host's plan (about 12 KB: more than a page and than Python's 8 KiB buffer) into a one-page pipe whose
+    reader leaves once it is full: 141 and one line saying after how many of the plan's bytes. Python's own write
+    gave 0 and no word here, and a traceback (BrokenPipeError out of ``main``) for a plan of the same size once."""
+    boot = tmp_path / "train.py"
+    boot.write_text("print('never run')\n")
+    table = tmp_path / "table.json"
+    write_v10_table(table, 2, 16)
+    env = {**_env(tmp_path), "RANK_TABLE_FILE": str(table), "MA_CURRENT_HOST_IP": "127.0.0.2"}
+    argv = [sys.executable, "-m", "malaunch.entrypoint", "--dry-run", str(boot), "--epochs", "2"]
+    whole = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=120)
+    assert whole.returncode == 0 and len(whole.stdout) > 2 * 4096, whole.stderr
+    code, err, fitted = into_a_pipe_that_fills_then_closes(argv, env)
+    assert (code, err) == (141, f"ma-entrypoint: error: the plan's output stopped after {fitted:,} of its "
+                                f"{len(whole.stdout):,} bytes: whoever read it closed the pipe; send it to a file to "
+                                "keep all of it\n")  # fmt: skip

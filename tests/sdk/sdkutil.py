@@ -71,3 +71,4 @@ def job_ids(home: Path) -> List[str]:
     """Ids of the jobs under ``home``."""
     root = home / "jobs"
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+

@@ -20,7 +20,16 @@ import click
 import pytest
 from malaunch.sdk.cli.app import cli
 from malaunch.sdk.cli.quick import may_run, recognise
-from sdkutil import REPO, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
+from pipeutil import into_a_pipe_that_fills_then_closes
+from sdkutil import (
+    REPO,
+    VENV_BIN,
+    assert_nothing_running,
+    job_ids,
+    ma_submit,
+    wait_for,
+    write_job,
+)
 
 #: Each verb's options as (words, ...) alternatives; a recognised form is the verb, its JOB_ID and any of them.
 _OPTIONS: Dict[str, List[Tuple[str, ...]]] = {
@@ -188,7 +197,30 @@ def test_a_closed_pipe_ends_both_ways_alike(cli_env: Dict[str, str], home: Path,
     for args in (["status", ended], ["list", "--output", "json"], ["logs", ended]):
         assert recognise(args) is not None
         quick = _into_a_closed_pipe([os.path.join(VENV_BIN, "ma-submit"), *args], cli_env)
-        assert quick == _into_a_closed_pipe([sys.executable, "-c", _CLICK_ONLY, *args], cli_env) == (1, ""), args
+        through_click = _into_a_closed_pipe([sys.executable, "-c", _CLICK_ONLY, *args], cli_env)
+        assert quick == through_click == (1, _lost(0, 0)), args
+
+
+def _lost(sent: int, lines: int) -> str:
+    return (f"ma-submit: the output stopped after {sent:,} bytes ({lines:,} whole lines): whoever read it closed the "
+            "pipe, and the rest was not written; send it to a file to keep all of it\n")
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_reader_that_leaves_midway_is_said_both_ways(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    """More output than the pipe holds, and a reader that leaves once it is full: Python's own writer would have
+    dropped the rest and ended 0 in silence; both paths end 1 and say after how many bytes and lines it stopped."""
+    assert ma_submit([str(write_job(tmp_path / "ok", COLOURED, name="ok"))], cli_env).returncode == 0
+    (ended,) = job_ids(home)
+    for index in range(150):  # about 36 KB of JSON: more than the pipe (4 KiB) and Python's buffer (8 KiB)
+        shutil.copytree(home / "jobs" / ended, home / "jobs" / f"{ended}-c{index:03d}")
+    args = ["list", "--output", "json", "--limit", "0"]
+    whole = ma_submit(args, cli_env)
+    assert whole.returncode == 0 and len(whole.stdout) > 4 * 8192, whole.stderr
+    for argv in ([os.path.join(VENV_BIN, "ma-submit"), *args], [sys.executable, "-c", _CLICK_ONLY, *args]):
+        code, err, fitted = into_a_pipe_that_fills_then_closes(argv, cli_env)
+        assert (code, err) == (1, _lost(fitted, whole.stdout[:fitted].count("\n"))), argv
 
 
 @pytest.mark.process

@@ -1,11 +1,12 @@
 """Inside a Volcano job against the Kubernetes API on 127.0.0.1 (``kubefake`` + ``kubefake_inside``), through the
 official client: the pending reason from the PodGroup, pods, events and queue; events merged by time; pod
 metrics and their absence; exec through the client's websocket ``stream()`` with stdin, stdout, stderr, a
-terminal and the exit code; and missing permissions as one line."""
+terminal and the exit code, and a reader of its output that leaves midway; and missing permissions as one line."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict
 
@@ -14,7 +15,8 @@ from kubefake import FakeKube
 from malaunch.sdk import BackendError, JobNotFound, JobState, spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.errors import JobNotRunning
-from sdkutil import ma_submit, wait_for
+from pipeutil import into_a_pipe_that_fills_then_closes
+from sdkutil import VENV_BIN, ma_submit, wait_for
 
 WAIT = 120.0
 
@@ -119,6 +121,12 @@ def test_exec_through_the_websocket_stream(kube: FakeKube, kubeconfig: Path, kub
     cli = ma_submit(["exec", "--backend", "volcano", handle.id, "--host", "0", "--", "sh", "-c", "echo $HOSTNAME; "
                      "exit 4"], kube_env)  # fmt: skip
     assert (cli.returncode, cli.stdout) == (4, f"{name}-worker-0\n"), cli.stderr
+    # a reader that leaves midway: not the command's 0 after output lost in silence, but 1 and where it stopped
+    flood = [os.path.join(VENV_BIN, "ma-submit"), "exec", "--backend", "volcano", handle.id, "--", "sh", "-c",
+             "head -c 200000 /dev/zero"]  # fmt: skip
+    code, err, fitted = into_a_pipe_that_fills_then_closes(flood, kube_env)
+    assert (code, err) == (1, f"ma-submit: the output stopped after {fitted:,} bytes: whoever read it closed the pipe, "
+                              "and the rest was not written; send it to a file to keep all of it\n")  # fmt: skip
     nohost = ma_submit(["exec", "--backend", "volcano", handle.id, "--host", "5", "--", "true"], kube_env)
     assert nohost.returncode == 2 and "has no pod for host 5" in nohost.stderr
     kube.cluster.forbid = {"exec", "events"}

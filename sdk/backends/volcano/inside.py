@@ -17,6 +17,7 @@ import select
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ....entrypoint.public import StreamClosed, write_all
 from ...errors import BackendError, JobNotFound
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .client import KubeApi, core_path, objects_path
@@ -215,6 +216,15 @@ def _pump(ws: Any, *, capture: bool, stdin: Optional[bytes], interactive: bool, 
     """Move bytes between this process and the websocket until the command ends; its exit code from channel 3."""
     out: List[bytes] = []
     err: List[bytes] = []
+    shown = {1: 0, 2: 0}  # bytes of each channel written to this process's stdout and stderr
+
+    def show(channel: int, data: bytes) -> None:
+        try:
+            write_all((sys.stdout if channel == 1 else sys.stderr).buffer, data)
+        except StreamClosed as closed:  # counted from the command's first byte, not this chunk's
+            raise StreamClosed(shown[channel] + closed.written) from None
+        shown[channel] += len(data)
+
     if stdin:
         ws.write_channel(0, stdin)
     if stdin is not None or not interactive:
@@ -224,14 +234,13 @@ def _pump(ws: Any, *, capture: bool, stdin: Optional[bytes], interactive: bool, 
     try:
         while ws.is_open():
             ws.update(timeout=0.1)
-            for channel, sink, stream_ in ((1, out, sys.stdout), (2, err, sys.stderr)):
+            for channel, sink in ((1, out), (2, err)):
                 data = ws.read_channel(channel)
                 if data:
                     if capture:
                         sink.append(data)
                     else:
-                        stream_.buffer.write(data)
-                        stream_.buffer.flush()
+                        show(channel, data)
             if fd >= 0 and select.select([fd], [], [], 0)[0]:
                 chunk = os.read(fd, 65536)
                 if chunk:
@@ -239,13 +248,12 @@ def _pump(ws: Any, *, capture: bool, stdin: Optional[bytes], interactive: bool, 
                 else:
                     ws.close_channel(0)
                     fd = -1
-        for channel, sink, stream_ in ((1, out, sys.stdout), (2, err, sys.stderr)):
+        for channel, sink in ((1, out), (2, err)):
             data = ws.read_channel(channel)
             if data and capture:
                 sink.append(data)
             elif data:
-                stream_.buffer.write(data)
-                stream_.buffer.flush()
+                show(channel, data)
         return ExecResult(_returncode(ws), b"".join(out), b"".join(err))
     finally:
         if restore is not None:
