@@ -20,7 +20,15 @@ import os
 import sys
 
 from .contract._record import TYPE_CHECKING
-from .contract.errors import EXIT_CONFIG, EXIT_PIPE, ConfigError, EntrypointError, Interrupted, exit_code_for
+from .contract.errors import (
+    EXIT_CONFIG,
+    EXIT_LAUNCH,
+    EXIT_PIPE,
+    ConfigError,
+    EntrypointError,
+    Interrupted,
+    exit_code_for,
+)
 
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
@@ -257,9 +265,10 @@ def _error(message: str) -> None:
 
 
 def _print_plan(text: str) -> int:
-    """``--dry-run``'s plan on stdout, to its last byte; a reader that leaves before it is one line, not a traceback
-    nor a plan cut short in silence. The exit code: 0, or :data:`EXIT_PIPE`."""
-    from .report.streams import StreamClosed, write_all
+    """``--dry-run``'s plan on stdout, to its last byte; a reader that leaves before it (or a full disk) is one line,
+    not a traceback nor a plan cut short in silence. The exit code: 0, :data:`EXIT_PIPE` for a closed pipe, or
+    :data:`EXIT_LAUNCH` for another failure to write."""
+    from .report.streams import OutputCut, StreamClosed, write_all
 
     binary = getattr(sys.stdout, "buffer", None)
     if binary is None:  # a caller's text-only stdout (main() with a StringIO): no bytes under it to cut short
@@ -268,10 +277,9 @@ def _print_plan(text: str) -> int:
     data = text.encode("utf-8")  # the plan is JSON, non-ASCII escaped
     try:
         write_all(binary, data)
-    except StreamClosed as closed:
-        _error(f"the plan's output stopped after {closed.written:,} of its {len(data):,} bytes: whoever read it closed "
-               "the pipe; send it to a file to keep all of it")  # fmt: skip
-        return EXIT_PIPE
+    except OutputCut as cut:
+        _error(f"the plan's output stopped after {cut.written:,} of its {len(data):,} bytes: {cut.why}; {cut.advice}")
+        return EXIT_PIPE if isinstance(cut, StreamClosed) else EXIT_LAUNCH
     return 0
 
 

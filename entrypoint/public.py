@@ -9,7 +9,7 @@ here is re-exported from its one home in the shim, imported on first use:
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
   ``signal_in_any_code`` (the signal an exit code stands for);
 - files: ``write_atomic`` (a temporary file renamed over the target);
-- output: ``write_all`` and ``StreamClosed`` (stdout written in full; a reader that left says after how much);
+- output: ``write_all``, ``OutputCut`` and ``StreamClosed`` (stdout written in full, or how much got through);
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
     from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
-    from .report.streams import StreamClosed, write_all
+    from .report.streams import OutputCut, StreamClosed, write_all
     from .run.attempt_status import attempt_file, read_attempt
     from .run.procs.proctree import (
         ProcKey,
@@ -55,6 +55,7 @@ _HOMES = {
     "signal_in_any_code": "contract.signals",
     "write_atomic": "report.atomicfile",
     "write_all": "report.streams",
+    "OutputCut": "report.streams",
     "StreamClosed": "report.streams",
     "CLASSES": "report.failure_class",
     "RETRYABLE": "report.failure_class",
@@ -90,6 +91,7 @@ __all__ = [
     "Classification",
     "Name",
     "NamedTuple",
+    "OutputCut",
     "ProcKey",
     "StreamClosed",
     "attempt_file",

@@ -77,6 +77,12 @@ class MaSubmitGroup(VerbGroup):
             outcome = outcome_of(KeyboardInterrupt())
         except (MalaunchError, BrokenPipeError) as exc:
             outcome = outcome_of(exc)
+        except OSError as exc:  # output that stopped midway for another reason (a full disk), said where it stopped
+            from ...entrypoint.public import OutputCut
+
+            if not isinstance(exc, OutputCut):
+                raise
+            outcome = outcome_of(exc)
         finish(outcome, json_mode)
 
 

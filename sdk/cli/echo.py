@@ -7,7 +7,8 @@ encoding is ASCII (``PYTHONIOENCODING=ascii``) gets UTF-8, unencodable character
 
 Unlike ``click.echo``, no output is lost in silence: a reader that goes away midway (``ma-submit list | head``) ends
 the verb with :class:`~malaunch.entrypoint.report.streams.StreamClosed`, which both paths end with 1 as click ends a
-closed pipe, and a line on stderr says after how many bytes and lines stdout stopped.
+closed pipe, and a line on stderr says after how many bytes and lines stdout stopped; so does a full disk
+(:class:`~malaunch.entrypoint.report.streams.OutputCut`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional, TextIO
+
+    from ...entrypoint.public import OutputCut
 
 __all__ = ["echo", "echo_json", "note", "say_output_lost"]
 
@@ -46,8 +49,10 @@ def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None
     never cut short in silence (:func:`~malaunch.entrypoint.report.streams.write_all`).
 
     Raises:
-        StreamClosed: whoever read stdout went away; a line on stderr has said after how much of the output.
-        BrokenPipeError: the same under ``quiet_loss`` (the group's help), of which click says nothing either.
+        OutputCut: writing stdout failed midway (``StreamClosed``: whoever read it went away; or a full disk); a line
+            on stderr has said after how much of the output.
+        BrokenPipeError: its reader went away under ``quiet_loss`` (the group's help), of which click says nothing
+            either.
     """
     stream: Optional[TextIO] = sys.stderr if err else sys.stdout
     if stream is None:
@@ -71,13 +76,13 @@ def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None
         binary.write(data)
         binary.flush()
         return
-    from ...entrypoint.public import StreamClosed, write_all
+    from ...entrypoint.public import OutputCut, write_all
 
     try:
         write_all(binary, data)
-    except StreamClosed as closed:
+    except OutputCut as cut:
         if not err:
-            _Delivered.lost(data[: closed.written])
+            _Delivered.lost(data[: cut.written], cut)
         raise
     if not err:
         _Delivered.add(data)
@@ -95,19 +100,19 @@ class _Delivered:
         cls.lines += data.count(b"\n")
 
     @classmethod
-    def lost(cls, head: bytes) -> None:
-        """The reader left after ``head`` of the last write: say so."""
+    def lost(cls, head: bytes, cut: OutputCut) -> None:
+        """Writing failed after ``head`` of the last write: say so."""
         cls.add(head)
-        say_output_lost(cls.sent, cls.lines)
+        say_output_lost(cut, cls.sent, cls.lines)
 
 
-def say_output_lost(sent: int, lines: Optional[int] = None) -> None:
-    """The line on stderr that says where a closed pipe cut stdout: after ``sent`` bytes (``lines`` whole lines).
-    Nothing if stderr is gone too (``2>&1`` into the same pipe)."""
+def say_output_lost(cut: OutputCut, sent: int, lines: Optional[int] = None) -> None:
+    """The line on stderr that says where ``cut`` stopped stdout: after ``sent`` bytes (``lines`` whole lines).
+    Nothing if stderr failed too (``2>&1`` into the same pipe or onto the same full disk)."""
     counted = f" ({lines:,} whole lines)" if lines is not None else ""
     try:
-        note(f"the output stopped after {sent:,} bytes{counted}: whoever read it closed the pipe, and the rest was "
-             "not written; send it to a file to keep all of it")
+        note(f"the output stopped after {sent:,} bytes{counted}: {cut.why}, and the rest was not written; "
+             f"{cut.advice}")
     except OSError:
         return
 

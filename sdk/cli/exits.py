@@ -17,13 +17,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_PIPE", "PROG", "finish", "json_output_requested", "outcome_of"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "json_output_requested", "outcome_of"]
 
 PROG = "ma-submit"
 #: Following or waiting was interrupted (the job keeps running).
 EXIT_INTERRUPTED = 130
-#: Whoever read the output went away (a closed pipe).
+#: Whoever read the output went away (a closed pipe) and nothing said so.
 EXIT_PIPE = 141
+#: The output stopped midway (a closed pipe, a full disk) and a line on stderr said where: 1, as click ends a closed
+#: pipe.
+EXIT_OUTPUT = 1
 
 #: (message or None, exit code, the job-file field the message is about or None)
 Outcome: TypeAlias = "Tuple[Optional[str], int, Optional[str]]"
@@ -38,14 +41,17 @@ def json_output_requested(args: Sequence[str]) -> bool:
     return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
 
 
-def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, BrokenPipeError]) -> Outcome:
+def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, OSError]) -> Outcome:
     """What ``error`` ends ``ma-submit`` with: an SDK error's message and code, ``interrupted`` (130) for an
-    interruption, no message and 141 for a closed pipe."""
+    interruption, no message and 1 for output that stopped midway (``OutputCut``: its line was said where it
+    stopped), no message and 141 for any other closed pipe."""
     if isinstance(error, MalaunchError):
         return str(error), exit_code_for(error), error.field if isinstance(error, SpecError) else None
     if isinstance(error, (KeyboardInterrupt, EOFError)):
         return "interrupted", EXIT_INTERRUPTED, None
-    return None, EXIT_PIPE, None
+    from ...entrypoint.public import OutputCut
+
+    return None, EXIT_OUTPUT if isinstance(error, OutputCut) else EXIT_PIPE, None
 
 
 def finish(outcome: Outcome, json_mode: bool) -> NoReturn:

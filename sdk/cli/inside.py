@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import click
 
-from ...entrypoint.public import StreamClosed
+from ...entrypoint.public import OutputCut
 from ..errors import ExecElsewhere, JobNotRunning
 from .echo import say_output_lost
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
@@ -147,8 +147,8 @@ def exec_cmd(backend: Optional[str], host: int, interactive: bool, tty: bool, jo
         return 0
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except StreamClosed as closed:  # stdout's reader left (were it stderr's, the line could not be said anyway)
-        say_output_lost(closed.written)
+    except OutputCut as cut:  # stdout stopped midway (were it stderr, the line could not be said anyway)
+        say_output_lost(cut, cut.written)
         raise
     return result.exit_code
 

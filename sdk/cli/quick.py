@@ -178,6 +178,7 @@ def show_group_help() -> NoReturn:
 def run(quick: Quick, args: Sequence[str]) -> NoReturn:
     """Run a recognised verb and exit as ``ma-submit`` exits through click (``MaSubmitGroup.main``)."""
     verb, params, profile = quick
+    from ...entrypoint.public import OutputCut
     from ..errors import MalaunchError
 
     outcome: Outcome
@@ -189,6 +190,6 @@ def run(quick: Quick, args: Sequence[str]) -> NoReturn:
             raise
         except OSError as error:
             _end_closed_pipe(error)
-    except (MalaunchError, KeyboardInterrupt, EOFError) as error:
+    except (MalaunchError, KeyboardInterrupt, EOFError, OutputCut) as error:  # OutputCut: a full disk, said
         outcome = outcome_of(error)
     finish(outcome, json_output_requested(args))

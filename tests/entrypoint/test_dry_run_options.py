@@ -122,3 +122,18 @@ def test_a_reader_that_leaves_before_the_plans_end_is_one_line(tmp_path: Path) -
     assert (code, err) == (141, f"ma-entrypoint: error: the plan's output stopped after {fitted:,} of its "
                                 f"{len(whole.stdout):,} bytes: whoever read it closed the pipe; send it to a file to "
                                 "keep all of it\n")  # fmt: skip
+
+
+def test_a_full_disk_under_the_plan_is_one_line(tmp_path: Path) -> None:
+    """``--dry-run > /dev/full``: 3 and one line, not 0 with no plan (nor a traceback)."""
+    boot = tmp_path / "train.py"
+    boot.write_text("print('never run')\n")
+    argv = [sys.executable, "-m", "malaunch.entrypoint", "--dry-run", str(boot)]
+    whole = subprocess.run(argv, env=_env(tmp_path), cwd=tmp_path, capture_output=True, timeout=120)
+    assert whole.returncode == 0, whole.stderr
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(argv, env=_env(tmp_path), cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)  # fmt: skip
+    assert (done.returncode, done.stderr) == (3, f"ma-entrypoint: error: the plan's output stopped after 0 of its "
+                                                 f"{len(whole.stdout):,} bytes: the write failed: No space left on "
+                                                 "device; free space or send it elsewhere\n")  # fmt: skip

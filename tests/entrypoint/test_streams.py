@@ -15,7 +15,7 @@ import threading
 from typing import List
 
 import pytest
-from malaunch.entrypoint.report.streams import StreamClosed, write_all
+from malaunch.entrypoint.report.streams import OutputCut, StreamClosed, write_all
 from pipeutil import into_a_pipe_that_fills_then_closes, wait_until_full
 
 DATA = bytes(range(256)) * 200  # 51,200 bytes: more than the pipe (4 KiB) and the writer's buffer (8 KiB)
@@ -107,3 +107,14 @@ class _TakesNothing(io.RawIOBase):
 
     def write(self, data: object) -> None:  # type: ignore[override]
         return None  # a non-blocking file that is full
+
+
+def test_a_full_disk_is_an_output_cut_with_its_own_words() -> None:
+    with open("/dev/full", "wb") as full, pytest.raises(OutputCut) as cut:
+        write_all(full, DATA)
+    assert not isinstance(cut.value, BrokenPipeError)
+    assert (cut.value.errno, cut.value.written) == (errno.ENOSPC, 0)
+    assert (cut.value.why, cut.value.advice) == ("the write failed: No space left on device",
+                                                 "free space or send it elsewhere")  # fmt: skip
+    closed = StreamClosed(7)
+    assert (closed.why, closed.advice) == ("whoever read it closed the pipe", "send it to a file to keep all of it")

@@ -201,16 +201,18 @@ def test_a_closed_pipe_ends_both_ways_alike(cli_env: Dict[str, str], home: Path,
         assert quick == through_click == (1, _lost(0, 0)), args
 
 
-def _lost(sent: int, lines: int) -> str:
-    return (f"ma-submit: the output stopped after {sent:,} bytes ({lines:,} whole lines): whoever read it closed the "
-            "pipe, and the rest was not written; send it to a file to keep all of it\n")
+def _lost(sent: int, lines: int, why: str = "whoever read it closed the pipe",
+          advice: str = "send it to a file to keep all of it") -> str:  # fmt: skip
+    return (f"ma-submit: the output stopped after {sent:,} bytes ({lines:,} whole lines): {why}, and the rest was not "
+            f"written; {advice}\n")
 
 
 @pytest.mark.process
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_a_reader_that_leaves_midway_is_said_both_ways(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
     """More output than the pipe holds, and a reader that leaves once it is full: Python's own writer would have
-    dropped the rest and ended 0 in silence; both paths end 1 and say after how many bytes and lines it stopped."""
+    dropped the rest and ended 0 in silence; both paths end 1 and say after how many bytes and lines it stopped. Onto
+    a full disk (``/dev/full``), both said nothing with a traceback; now the same line says why."""
     assert ma_submit([str(write_job(tmp_path / "ok", COLOURED, name="ok"))], cli_env).returncode == 0
     (ended,) = job_ids(home)
     for index in range(150):  # about 36 KB of JSON: more than the pipe (4 KiB) and Python's buffer (8 KiB)
@@ -221,6 +223,11 @@ def test_a_reader_that_leaves_midway_is_said_both_ways(cli_env: Dict[str, str], 
     for argv in ([os.path.join(VENV_BIN, "ma-submit"), *args], [sys.executable, "-c", _CLICK_ONLY, *args]):
         code, err, fitted = into_a_pipe_that_fills_then_closes(argv, cli_env)
         assert (code, err) == (1, _lost(fitted, whole.stdout[:fitted].count("\n"))), argv
+        with open("/dev/full", "wb") as full:  # a full disk: said the same way, not a traceback
+            done = subprocess.run(argv, env=cli_env, stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                  text=True, timeout=120, cwd=str(REPO))  # fmt: skip
+        assert (done.returncode, done.stderr) == (1, _lost(0, 0, "the write failed: No space left on device",
+                                                           "free space or send it elsewhere")), argv  # fmt: skip
 
 
 @pytest.mark.process

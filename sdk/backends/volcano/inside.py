@@ -17,7 +17,7 @@ import select
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ....entrypoint.public import StreamClosed, write_all
+from ....entrypoint.public import OutputCut, write_all
 from ...errors import BackendError, JobNotFound
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .client import KubeApi, core_path, objects_path
@@ -221,8 +221,9 @@ def _pump(ws: Any, *, capture: bool, stdin: Optional[bytes], interactive: bool, 
     def show(channel: int, data: bytes) -> None:
         try:
             write_all((sys.stdout if channel == 1 else sys.stderr).buffer, data)
-        except StreamClosed as closed:  # counted from the command's first byte, not this chunk's
-            raise StreamClosed(shown[channel] + closed.written) from None
+        except OutputCut as cut:
+            cut.written += shown[channel]  # counted from the command's first byte, not this chunk's
+            raise
         shown[channel] += len(data)
 
     if stdin:
