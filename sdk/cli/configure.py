@@ -26,6 +26,7 @@ from ..profiles.apply import HIDDEN
 from ..profiles.check import all_keys, keys_of, selected
 from ..profiles.keys import ProfileKey
 from ..profiles.store import DEFAULT_PROFILE, PROFILE_VARIABLE, profiles_path, read_profiles, write_profile
+from .echo import echo
 from .jobs import OUTPUT, echo_json, note, parse_duration
 
 __all__ = ["configure_group"]
@@ -138,7 +139,7 @@ def _write(name: str, options: Dict[str, Any], pairs: Tuple[str, ...], unset: Tu
                               "or run it on a terminal to be asked for each")  # fmt: skip
         path = profiles_path(os.environ)
         current = read_profiles(path).get(name, {})
-        click.echo(f"profile {name} in {path} (Enter keeps the value shown)")
+        echo(f"profile {name} in {path} (Enter keeps the value shown)")
         changes = _ask(current)
         if not changes:
             note(f"profile {name}: nothing changed")
@@ -226,7 +227,7 @@ def list_cmd(output: str) -> int:
         rows.append(("*" if name == in_use else "", name, values.get("backend") or "-"))
     width = max(len(row[1]) for row in rows)
     for mark, name, backend in rows:
-        click.echo(f"{mark:1} {name.ljust(width)}  {backend}")
+        echo(f"{mark:1} {name.ljust(width)}  {backend}")
     return 0
 
 
@@ -244,8 +245,8 @@ def show_cmd(name: Optional[str], output: str) -> int:
     if output == "json":
         echo_json({"name": profile.name, "path": profile.path, "values": shown})
         return 0
-    click.echo(f"profile {profile.name} ({profile.path})")
+    echo(f"profile {profile.name} ({profile.path})")
     width = max((len(key) for key in shown), default=0)
     for key, value in shown.items():
-        click.echo(f"  {key.ljust(width)}  {value}")
+        echo(f"  {key.ljust(width)}  {value}")
     return 0

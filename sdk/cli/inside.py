@@ -15,7 +15,7 @@ import click
 
 from ...entrypoint.public import OutputCut
 from ..errors import ExecElsewhere, JobNotRunning
-from .echo import say_output_lost
+from .echo import echo, say_output_lost
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def events_cmd(backend: Optional[str], follow: bool, output: str, job_id: str) -
     try:
         for event in handle.events(follow=follow):
             count += 1
-            click.echo(json.dumps(event.to_json()) if output == "json" else event.render())
+            echo(json.dumps(event.to_json()) if output == "json" else event.render())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     if not count and output == "text":
@@ -108,14 +108,14 @@ def top_cmd(backend: Optional[str], watch: bool, interval: float, output: str, j
             if output == "json":
                 echo_json(report.to_json())
             else:
-                click.echo(render_usage(report))
+                echo(render_usage(report))
             if not watch:
                 return 0
             time.sleep(interval)
             if impl.status(ident).is_terminal:
                 return 0
             if output == "text":
-                click.echo("")
+                echo("")
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -143,7 +143,7 @@ def exec_cmd(backend: Optional[str], host: int, interactive: bool, tty: bool, jo
                            stdin=None if interactive else b"")  # fmt: skip
     except ExecElsewhere as elsewhere:
         note(elsewhere.note)
-        click.echo(shlex.join(elsewhere.command))
+        echo(shlex.join(elsewhere.command))
         return 0
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -15,7 +15,7 @@ from malaunch.entrypoint.public import VARIABLES
 from ..backends import BACKEND_NAMES, runs_here
 from ..errors import SpecError
 from ..status import exit_code_of
-from .echo import echo_json, note
+from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED
 from .output import OUTPUT
 from .profile_option import job_for, open_for, profile_option
@@ -33,7 +33,7 @@ def _follow(handle: JobHandle, output: str) -> int:
     try:
         for event in follow_job(handle):
             if event.kind == "log":
-                click.echo(event.text, err=json_mode)
+                echo(event.text, err=json_mode)
             elif event.kind == "progress":
                 note(event.text)
             elif event.status is not None:  # "end" always carries the final status
@@ -117,9 +117,9 @@ def submit_cmd(
     except SpecError as error:
         raise _named_option(error, options) from None
     if dry_run:
-        click.echo(plan.render_json() if output == "json" else plan.render())
+        echo(plan.render_json() if output == "json" else plan.render())
         if origins is not None:  # where the values came from, when a profile is in use (stdout stays the plan)
-            click.echo(origins, err=True)
+            echo(origins, err=True)
         return 0
     for warning in (text for text in plan.notes if text.startswith("warning:")):
         note(warning)
@@ -129,7 +129,7 @@ def submit_cmd(
         echo_json({"id": handle.id, "state": status.state.value})
         return 0
     if detach:
-        click.echo(handle.id)
+        echo(handle.id)
         note(f"submitted; follow with 'ma-submit logs -f {handle.id}', status with 'ma-submit status {handle.id}'")
         return 0
     spec = job.spec

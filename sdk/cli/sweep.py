@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
+from .echo import echo
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
 from .profile_option import chosen_profile, open_for, profile_option, sweep_for
 
@@ -118,8 +119,8 @@ def _show(handle: SweepHandle, output: str) -> None:
             }
         )
         return
-    click.echo(_summary(record))
-    click.echo(render_results(record, rows, time.time()))
+    echo(_summary(record))
+    echo(render_results(record, rows, time.time()))
 
 
 def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
@@ -207,13 +208,13 @@ def run_cmd(
     impl = open_for(base.spec.backend)
     if dry_run:
         plan = base.plan(backend=impl)
-        echo = plan.to_json() if output == "json" else None
-        if echo is not None:
-            echo_json(echo)
+        data = plan.to_json() if output == "json" else None
+        if data is not None:
+            echo_json(data)
         else:
-            click.echo(plan.render())
+            echo(plan.render())
         if origins is not None:  # where the values came from, when a profile is in use
-            click.echo(origins, err=True)
+            echo(origins, err=True)
         return 0
     handle = base.submit(impl, profile=chosen_profile())
     record = handle.record()
@@ -221,7 +222,7 @@ def run_cmd(
         if output == "json":
             echo_json({"id": handle.id, "trials": [r.to_json() for r in handle.trials]})
         else:
-            click.echo(handle.id)
+            echo(handle.id)
             note(f"submitted {len(record['trials'])} trial(s); 'ma-submit sweep status {handle.id}' shows them")
         return 0
     note(f"{_summary(record)}; Ctrl-C stops following, not the sweep")
@@ -278,7 +279,7 @@ def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
 
     try:
         for line in attach_sweep(sweep_id).logs(trial, follow=follow):
-            click.echo(line)
+            echo(line)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return 0
@@ -302,5 +303,5 @@ def list_cmd(output: str) -> int:
     if not records:
         note("no sweeps")
     for record in records:
-        click.echo(f"error: {record['id']}: {record['error']}" if record.get("error") else _summary(record))
+        echo(f"error: {record['id']}: {record['error']}" if record.get("error") else _summary(record))
     return 0

@@ -228,6 +228,13 @@ def test_a_reader_that_leaves_midway_is_said_both_ways(cli_env: Dict[str, str], 
                                   text=True, timeout=120, cwd=str(REPO))  # fmt: skip
         assert (done.returncode, done.stderr) == (1, _lost(0, 0, "the write failed: No space left on device",
                                                            "free space or send it elsewhere")), argv  # fmt: skip
+    # a verb only click runs (the plan of submit --dry-run), printed through the same echo
+    big = write_job(tmp_path / "big", COLOURED, name="big", resources={"hosts": 4, "devices_per_host": 4})
+    planned = [os.path.join(VENV_BIN, "ma-submit"), "--dry-run", "--output", "json", str(big)]
+    whole = subprocess.run(planned, env=cli_env, capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert whole.returncode == 0 and len(whole.stdout) > 8192, whole.stderr
+    code, err, fitted = into_a_pipe_that_fills_then_closes(planned, cli_env)
+    assert (code, err) == (1, _lost(fitted, whole.stdout[:fitted].count("\n")))
 
 
 @pytest.mark.process
