@@ -70,16 +70,16 @@ def write_all(binary: BinaryIO, data: bytes) -> None:
         StreamClosed: the reader went away; ``written`` bytes of ``data`` had reached the stream.
         OutputCut: any other failure to write (the same count).
     """
-    view = memoryview(data)
+    done = 0
     try:
         binary.flush()
         target = getattr(binary, "raw", binary)
-        while view:
-            taken = target.write(view)
+        while done < len(data):  # usually one write; a pipe or a signal may take less
+            taken = target.write(memoryview(data)[done:] if done else data)
             if not taken:  # None from a non-blocking file that is full; never spin on it
                 raise OSError(errno.EAGAIN, "the stream took no bytes")
-            view = view[taken:]
+            done += taken
     except BrokenPipeError:
-        raise StreamClosed(len(data) - len(view)) from None
+        raise StreamClosed(done) from None
     except OSError as error:
-        raise OutputCut(error.errno or errno.EIO, error.strerror or str(error), len(data) - len(view)) from None
+        raise OutputCut(error.errno or errno.EIO, error.strerror or str(error), done) from None

@@ -19,7 +19,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional, TextIO
+    from typing import Any, BinaryIO, Callable, Dict, Optional, TextIO, Tuple
 
     from ...entrypoint.public import OutputCut
 
@@ -31,10 +31,17 @@ _ANSI = r"\033\[[0-?]*[ -/]*[@-~]"
 
 def _is_ascii(stream: TextIO) -> bool:
     """Whether ``stream``'s encoding is ASCII (or unknown, which click takes as ASCII)."""
-    try:
-        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "ascii"
-    except LookupError:
-        return False
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    found = _ASCII.get(encoding)
+    if found is None:
+        try:
+            found = _ASCII[encoding] = codecs.lookup(encoding).name == "ascii"
+        except LookupError:
+            return False
+    return found
+
+
+_ASCII: Dict[str, bool] = {}  # encoding name -> whether it is ASCII (a lookup per printed line would cost)
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -76,34 +83,42 @@ def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None
         binary.write(data)
         binary.flush()
         return
-    from ...entrypoint.public import OutputCut, write_all
-
+    delivered = _STDOUT if not err else _STDERR
+    write_all, output_cut = delivered.writer()
     try:
         write_all(binary, data)
-    except OutputCut as cut:
+    except output_cut as cut:
+        delivered.sent += cut.written
+        delivered.lines += data.count(b"\n", 0, cut.written)
         if not err:
-            _Delivered.lost(data[: cut.written], cut)
+            say_output_lost(cut, delivered.sent, delivered.lines)
         raise
-    if not err:
-        _Delivered.add(data)
+    delivered.sent += len(data)
+    delivered.lines += data.count(b"\n")
 
 
 class _Delivered:
-    """How much of stdout's output reached its reader, to say where a closed pipe cut it."""
+    """How much of one stream's output reached its reader, to say where a failure cut it; and the shim's writer,
+    loaded on first use (once: this is every printed line's path, and ``--help`` loads none of the shim)."""
 
-    sent = 0  # bytes
-    lines = 0
+    __slots__ = ("lines", "sent")
+    _loaded: Optional[Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]] = None
+
+    def __init__(self) -> None:
+        self.sent = 0  # bytes
+        self.lines = 0
 
     @classmethod
-    def add(cls, data: bytes) -> None:
-        cls.sent += len(data)
-        cls.lines += data.count(b"\n")
+    def writer(cls) -> Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]:
+        if cls._loaded is None:
+            from ...entrypoint.public import OutputCut, write_all
 
-    @classmethod
-    def lost(cls, head: bytes, cut: OutputCut) -> None:
-        """Writing failed after ``head`` of the last write: say so."""
-        cls.add(head)
-        say_output_lost(cut, cls.sent, cls.lines)
+            cls._loaded = write_all, OutputCut
+        return cls._loaded
+
+
+_STDOUT = _Delivered()
+_STDERR = _Delivered()
 
 
 def say_output_lost(cut: OutputCut, sent: int, lines: Optional[int] = None) -> None:
