@@ -83,42 +83,45 @@ def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None
         binary.write(data)
         binary.flush()
         return
-    delivered = _STDOUT if not err else _STDERR
-    write_all, output_cut = delivered.writer()
+    write_all, output_cut = _writer()
     try:
         write_all(binary, data)
     except output_cut as cut:
-        delivered.sent += cut.written
-        delivered.lines += data.count(b"\n", 0, cut.written)
         if not err:
-            say_output_lost(cut, delivered.sent, delivered.lines)
+            _STDOUT.count(data[: cut.written])
+            say_output_lost(cut, _STDOUT.sent, _STDOUT.lines)
         raise
-    delivered.sent += len(data)
-    delivered.lines += data.count(b"\n")
+    if not err:
+        _STDOUT.count(data)
 
 
 class _Delivered:
-    """How much of one stream's output reached its reader, to say where a failure cut it; and the shim's writer,
-    loaded on first use (once: this is every printed line's path, and ``--help`` loads none of the shim)."""
+    """How much of stdout's output reached its reader, to say where a failure cut it."""
 
     __slots__ = ("lines", "sent")
-    _loaded: Optional[Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]] = None
 
     def __init__(self) -> None:
         self.sent = 0  # bytes
         self.lines = 0
 
-    @classmethod
-    def writer(cls) -> Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]:
-        if cls._loaded is None:
-            from ...entrypoint.public import OutputCut, write_all
-
-            cls._loaded = write_all, OutputCut
-        return cls._loaded
+    def count(self, data: bytes) -> None:
+        self.sent += len(data)
+        self.lines += data.count(b"\n")
 
 
 _STDOUT = _Delivered()
-_STDERR = _Delivered()
+_WRITER: Optional[Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]] = None
+
+
+def _writer() -> Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]:
+    """The shim's writer and the error it raises, imported once, on the first line printed: this is every line's
+    path (the lazy seam would look them up each time), and ``--help`` loads none of the shim."""
+    global _WRITER
+    if _WRITER is None:
+        from ...entrypoint.public import OutputCut, write_all
+
+        _WRITER = write_all, OutputCut
+    return _WRITER
 
 
 def say_output_lost(cut: OutputCut, sent: int, lines: Optional[int] = None) -> None:
