@@ -16,7 +16,7 @@ from typing import List
 
 import pytest
 from malaunch.entrypoint.report.streams import OutputCut, StreamClosed, write_all
-from pipeutil import into_a_pipe_that_fills_then_closes, wait_until_full
+from pipeutil import into_a_pipe_that_fills_then_closes, wait_until_blocked
 
 DATA = bytes(range(256)) * 200  # 51,200 bytes: more than the pipe (4 KiB) and the writer's buffer (8 KiB)
 
@@ -39,19 +39,20 @@ else:
 
 def test_pythons_own_writer_drops_the_rest_in_silence() -> None:
     """The control: the pipe really reproduces the loss that write_all is for."""
-    code, err, size = into_a_pipe_that_fills_then_closes([sys.executable, "-c", _WRITER, "python"], dict(os.environ))
-    assert (code, err) == (0, f"returned {size}"), "the control no longer loses output in silence"
+    code, err, fitted = into_a_pipe_that_fills_then_closes([sys.executable, "-c", _WRITER, "python"],
+                                                           dict(os.environ))  # fmt: skip
+    assert (code, err) == (0, f"returned {fitted}"), "the control no longer loses output in silence"
 
 
 def test_write_all_says_what_reached_the_pipe() -> None:
-    code, err, size = into_a_pipe_that_fills_then_closes([sys.executable, "-c", _WRITER, "write_all"],
+    code, err, fitted = into_a_pipe_that_fills_then_closes([sys.executable, "-c", _WRITER, "write_all"],
                                                          dict(os.environ))  # fmt: skip
-    assert (code, err) == (1, f"closed after {size}")
+    assert (code, err) == (1, f"closed after {fitted}")
 
 
 def test_write_all_in_a_thread_too() -> None:
     read_end, write_end = os.pipe()
-    size = fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
     raised: List[BaseException] = []
     writer = io.BufferedWriter(io.FileIO(write_end, "w"))
 
@@ -64,7 +65,7 @@ def test_write_all_in_a_thread_too() -> None:
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        wait_until_full(read_end, size, thread.is_alive)
+        fitted = wait_until_blocked(read_end, os.getpid(), thread.is_alive)
     finally:
         os.close(read_end)
         thread.join(30.0)
@@ -72,7 +73,7 @@ def test_write_all_in_a_thread_too() -> None:
         writer.close()
     (closed,) = raised
     assert isinstance(closed, StreamClosed) and isinstance(closed, BrokenPipeError)
-    assert (closed.errno, closed.written) == (errno.EPIPE, size)
+    assert (closed.errno, closed.written) == (errno.EPIPE, fitted)
 
 
 def test_write_all_writes_everything_to_a_reader_that_stays() -> None:
