@@ -71,8 +71,9 @@ SAME_LOOK = 0.1
 #: A death whose log says a peer failed comes after that peer's failure, but the peer's process may take longer
 #: to die (Python's exit with torch's teardown, a process group torn down; seconds on a busy machine): a death
 #: without such words up to this many seconds after it, and before the teardown's stop signal went out, is not
-#: ordered behind it. The supervisor holds the teardown's stop signal as long (within the grace period; a second
-#: failure ends the hold), so that peer dies by itself and is seen.
+#: ordered behind it. The supervisor holds the teardown's stop signal as long (within the grace period; a failure
+#: without such words ends the hold), so that peer dies by itself and is seen; in a multi-host job the
+#: coordinator holds the other hosts' end as long (:mod:`...run.hosts.jobstate`, rule 2a).
 PEER_WINDOW = 5.0
 
 

@@ -3,12 +3,12 @@
 The first failure starts the ending: the stop signal (SIGTERM, or the signal the shim received) goes to every
 process of the job except the launchers; ``grace`` seconds later everything left gets SIGKILL. An ending that
 starts with a failure whose log says a peer failed holds the stop up to :data:`..report.rootcause.PEER_WINDOW`
-(never beyond the grace; a second failure or a signal ends the hold), so the peer that really failed dies by
-itself; a launcher that would stop its other workers itself on seeing a death (torchrun) is paused (SIGSTOP) as
-long, unless its gate judges its restarts (``restart_on``). msrun is not paused: its SIGKILL of the peers after
-its line is collateral anyway. A launcher (torchrun, msrun) gets SIGKILL (by pid) right as the stop goes out
-when its workers' exit statuses are all known (``statuses_known``); otherwise it is left to say what it knows
-and killed once it has (``summary_written``), or :data:`LAUNCHER_SETTLE` s after its last worker is gone. A
+(never beyond the grace; a failure without such evidence, or a signal, ends the hold), so the peer that really
+failed dies by itself; a launcher that would stop its other workers itself on seeing a death (torchrun) is paused
+(SIGSTOP) as long, unless its gate judges its restarts (``restart_on``). msrun is not paused: its SIGKILL of the
+peers after its line is collateral anyway. A launcher (torchrun, msrun) gets SIGKILL (by pid) right as the stop
+goes out when its workers' exit statuses are all known (``statuses_known``); otherwise it is left to say what it
+knows and killed once it has (``summary_written``), or :data:`LAUNCHER_SETTLE` s after its last worker is gone. A
 killed launcher's exit is no fact (:attr:`Ending.ended_launchers`).
 """
 
@@ -58,7 +58,8 @@ class Ending:
     def begin(self, hold: bool = False, pause_launchers: bool = False) -> None:
         """The job ends: stop every process now, or with ``hold`` (the failure says a peer failed) up to
         :data:`PEER_WINDOW` s later, the launchers paused meanwhile with ``pause_launchers`` (so that they do not
-        stop the other workers themselves); a second call during the hold stops everything now."""
+        stop the other workers themselves); a second call during the hold stops everything now (the supervisor
+        makes none for another death whose log names a peer's failure: the hold goes on)."""
         if self.at is None:
             self.at = time.monotonic()
             if hold:
@@ -70,6 +71,10 @@ class Ending:
             self.stop_all()
         elif self.hold_until is not None:
             self.stop_all()
+
+    def held_for(self) -> float:
+        """How long the stop is held from now (0: it is not)."""
+        return max(0.0, self.hold_until - time.monotonic()) if self.hold_until is not None else 0.0
 
     def _signal_launchers(self, sig: int) -> None:
         """``sig`` to each launcher still provably our unreaped child."""

@@ -57,8 +57,10 @@ class AttemptLink(Protocol):
     def attach(self, post: Optional[Callable[[Event], None]]) -> None:
         """Where the coordinator's ``end`` goes while the run lasts (None once it is over)."""
 
-    def failing(self) -> None:
-        """This host's run is ending after a failure of its own: the other hosts end theirs too."""
+    def failing(self, hold: float = 0.0) -> None:
+        """This host's run is ending after a failure of its own: the other hosts end theirs too, at once, or
+        after ``hold`` seconds when its stop is held for a peer to die by itself (its log says a peer failed);
+        said again with no hold when that hold ends early."""
 
     def silent(self, silent: bool) -> None:
         """This host's ranks went silent (True) or spoke again (False): the coordinator decides on a hang."""

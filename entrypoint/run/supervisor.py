@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # loaded only when a run is found hung
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "Supervisor", "run_plan"]
 
 _TICK = 0.02
+_SETTLE = 0.25  # a failed process's pipes get this long to be read to their end before its log is evidence
 _ANNOUNCE_EVERY = 0.5
 
 
@@ -152,6 +153,8 @@ class Supervisor:
             failed = event.code != 0 and not (
                 self.ending.at is None and self.relauncher.consider(fact, self.shim_signal is not None)
             )
+            if failed and (self.ending.at is None or self.ending.hold_until is not None):
+                self.output.settle(event.index, _SETTLE)  # its last lines are in its log before they are evidence
         elif isinstance(event, WorkerDeath):
             if self.plan.watch_workers or event.attempt is not None:  # else: of which launcher attempt?
                 fact = self.facts.record(source="watch", index=event.index, rank=event.rank, pid=event.pid,
@@ -175,6 +178,8 @@ class Supervisor:
                 if event.hung and self.silence is not None:
                     self._hang(hang_line(self.silence.quiet_for(time.monotonic()), "no rank of any host"))
                 self.begin_ending()
+            elif self.ending.hold_until is not None:  # held for a peer: the job's failure is known elsewhere
+                self.ending.begin()
             return
         signum = event.signum
         if self.shim_signal is None:
@@ -187,15 +192,19 @@ class Supervisor:
 
     def begin_ending(self, failure: Optional[Death] = None, own: Sequence[str] = ()) -> None:
         """The job ends (:meth:`.ending.Ending.begin`); a failure whose log (or ``own``) names a peer's holds it."""
-        first = self.ending.at is None
+        first, held = self.ending.at is None, self.ending.hold_until is not None
         if first:
             self.output.quiet()
             self.relauncher.pending.clear()
-            if self.link is not None and self.hosts_end is None and self.shim_signal is None:
-                self.link.failing()
-        hold = first and failure is not None and self.facts.says_peer_failed(failure, own)
-        # torchrun without a gate of its own is paused while the stop is held
-        self.ending.begin(hold=hold, pause_launchers=self.plan.restart_on is None and not self.launcher.kills_peers)
+        says_peer = (first or held) and failure is not None and self.facts.says_peer_failed(failure, own)
+        if held and says_peer:
+            return  # another death that names a peer's failure: the hold goes on, for that peer to die by itself
+        pause = self.plan.restart_on is None and not self.launcher.kills_peers  # torchrun without a gate of its own
+        self.ending.begin(hold=says_peer, pause_launchers=pause)  # (paused while the stop is held)
+        if self.link is not None and self.hosts_end is None and self.shim_signal is None and (first or held):
+            # the other hosts end now, or (held: a peer may be the one that failed) once this host's hold is over;
+            # a hold that ends early (a death without that evidence) ends theirs too
+            self.link.failing(self.ending.held_for() if first else 0.0)
 
     # -- poll -------------------------------------------------------------------------------------------------------
     def poll(self) -> bool:

@@ -28,7 +28,7 @@ class _Conn:
         self.name = name
 
 
-CONN = {name: _Conn(name) for name in ("conn0", "conn1", "conn1b")}
+CONN = {name: _Conn(name) for name in ("conn0", "conn1", "conn1b", "conn2")}
 
 
 def _join_all(book: JobState, hosts: int = 2) -> List[Send]:
@@ -72,6 +72,66 @@ def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> N
     sends = book.over(1, 0, _cause(7, "user_error", accept=False), 1.5)
     assert _kinds(sends) == [(None, "finish")]
     assert (sends[0].payload["code"], sends[0].payload["cause"]["host"]) == (7, 1)
+
+
+def test_a_failure_that_says_a_peer_failed_holds_the_others_end_so_the_peer_can_die_by_itself() -> None:
+    book = _book(hosts=3, restarts=0)
+    _join_all(book, 3)
+    assert book.failing(0, 0, 1.0, hold=5.0) == []  # gloo's "Connection closed by peer" on host 0
+    assert book.failing(2, 0, 1.5, hold=5.0) == []  # host 2 saw it too: the first hold stands
+    assert book.advance(5.9) == [] and book.phase == "running"
+    sends = book.failing(1, 0, 2.0)  # the peer that really failed, by itself: everyone else ends now
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload["host"] == 1
+    assert book.advance(6.5) == []  # the hold is over: nothing is sent twice
+    book.over(0, 0, _cause(134, peer=True), 6.1)
+    book.over(2, 0, _cause(134, peer=True), 6.2)
+    sends = book.over(1, 0, _cause(7, "user_error", accept=False), 6.3)
+    assert (sends[0].payload["code"], sends[0].payload["cause"]["host"]) == (7, 1)
+
+
+def test_a_held_end_goes_out_when_the_hold_is_over_or_a_failure_without_peer_evidence_comes() -> None:
+    book = _book(hosts=3)
+    _join_all(book, 3)
+    book.failing(1, 0, 1.0, hold=60.0)  # at most HOLD_MAX seconds, whatever a host asks
+    assert book.advance(5.9) == []
+    sends = book.advance(6.0)
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload == {
+        "t": "end", "attempt": 0, "host": 1, "addr": "10.0.0.2", "why": "failed"}  # fmt: skip
+    book = _book(hosts=2)
+    _join_all(book)
+    book.failing(1, 0, 1.0, hold=5.0)
+    assert _kinds(book.over(1, 0, _cause(134, peer=True), 1.1)) == []  # its only rank died: the hold stands
+    assert _kinds(book.advance(6.0)) == [(0, "end")]
+    book = _book(hosts=2)
+    _join_all(book)
+    book.failing(1, 0, 1.0, hold=5.0)
+    assert _kinds(book.over(1, 0, _cause(7), 2.0)) == [(0, "end")]  # a death of its own without peer evidence
+    book = _book(hosts=3)
+    _join_all(book, 3)
+    book.failing(1, 0, 1.0, hold=5.0)
+    assert _kinds(book.leave(2, CONN["conn1b"], "x", 1.5)) == []  # not host 2's connection: nothing changes
+    assert book.held is not None
+    assert _kinds(book.failing(1, 0, 1.6)) == [(0, "end"), (2, "end")]  # host 1's hold ended early: now
+    assert book.phase == "ending" and book.held is None
+
+
+def test_a_host_lost_during_a_hold_ends_the_others_at_once() -> None:
+    book = _book(hosts=3)
+    _join_all(book, 3)
+    book.failing(0, 0, 1.0, hold=5.0)
+    sends = book.leave(1, CONN["conn1"], "its connection closed", 1.2)
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload["why"] == "lost"
+
+
+def test_a_hold_from_an_old_attempt_is_forgotten() -> None:
+    book = _book()
+    _join_all(book)
+    book.failing(1, 0, 1.0, hold=5.0)
+    book.over(1, 0, _cause(137), 1.5)
+    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.6)
+    book.advance(3.0)
+    assert book.attempt == 1 and book.held is None
+    assert book.failing(1, 0, 3.1, hold=5.0) == [] and book.held is None  # attempt 0's word, too late
 
 
 def test_the_budget_is_the_jobs() -> None:

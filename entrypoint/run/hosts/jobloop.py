@@ -51,8 +51,8 @@ class _AttemptSide:
     def attach(self, post: Optional[Callable[[Event], None]]) -> None:
         self.link.attach(post)
 
-    def failing(self) -> None:
-        self.link.failing(self.attempt)
+    def failing(self, hold: float = 0.0) -> None:
+        self.link.failing(self.attempt, hold)
 
     def silent(self, silent: bool) -> None:
         self.link.silent(self.attempt, silent)

@@ -9,6 +9,10 @@ blocks. The rules (docs/recovery.md, "Multi-host"):
    with exit 3.
 2. The first host that says its attempt is failing, or a host that is lost while an attempt runs, ends the
    attempt on every other host (``end``). The attempt is over when every host still here said how it ended.
+2a. A host whose failure's log says a peer failed (gloo's ``Connection closed by peer``) holds its own stop up
+   to :data:`HOLD_MAX` s (``failing`` with ``hold``), so that the peer that really failed dies by itself and is
+   recorded; the others are ended when that hold is over (a host whose ranks all died says its attempt is
+   over meanwhile: that changes nothing), or at once when a host fails without such evidence or is lost.
 2b. Hang detection (``MALAUNCH_HANG_TIMEOUT``): each host says when its ranks went silent and when they speak
    again (:meth:`JobState.silent`). Once every host whose account of the attempt is awaited is silent, the
    attempt is hung: every one of them gets ``end`` with ``why: hung`` and ends its attempt with class ``hang``.
@@ -34,11 +38,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
-__all__ = ["EXIT_HOST_LOST", "Cause", "JobState", "Send", "lost_cause", "members_text", "read_members"]
+from ...report.rootcause import PEER_WINDOW
+
+__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Cause", "JobState", "Send", "lost_cause", "members_text", "read_members"]
 
 #: The shim's exit code when a lost host did not come back (retryable: the platform's job restart takes over).
 EXIT_HOST_LOST = 75
 EXIT_NO_JOIN = 3
+#: The longest a host's ``failing`` may hold the others' end (rule 2a): a shim's own hold, at most.
+HOLD_MAX = PEER_WINDOW
 _OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
 
 Cause = Dict[str, Any]  # JSON: host, addr, rank, code, signal, kind, retryable, accept, peer, ended, line, tail
@@ -118,6 +126,7 @@ class JobState:
         self.rejoined = False  # elastic: a host joined while the attempt ran without it
         self.free = 0  # attempts started for a change of membership (not charged to max_restarts)
         self.free_next = False  # the next attempt is one of them
+        self.held: Optional[Tuple[Optional[int], float]] = None  # rule 2a: (the holding host, until when)
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
     def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
@@ -150,9 +159,14 @@ class JobState:
             out += self._failed(cause, now)
         return out + self.advance(now)
 
-    def failing(self, host: int, attempt: int, now: float) -> List[Send]:
-        """Host ``host``'s attempt is ending after a failure of its own (its account comes with :meth:`over`)."""
+    def failing(self, host: int, attempt: int, now: float, hold: float = 0.0) -> List[Send]:
+        """Host ``host``'s attempt is ending after a failure of its own (its account comes with :meth:`over`);
+        ``hold``: its log says a peer failed, and it holds its stop that long (rule 2a)."""
         if attempt != self.attempt or self.phase != "running":
+            return []
+        if hold > 0:
+            if self.held is None:
+                self.held = (host, now + min(hold, HOLD_MAX))
             return []
         return self._end_others(host, now)
 
@@ -192,6 +206,8 @@ class JobState:
                                                    "kind": "rendezvous_timeout", "line": line, "tail": [line]})
         elif self.phase in ("running", "ending") and not self.pending:
             return self._decide(now)
+        elif self.phase == "running" and self.held is not None and now >= self.held[1]:
+            return self._end_others(self.held[0], now)
         elif self.phase == "waiting":
             if len(self.here) == self.num_hosts:
                 pause = 0.0 if self.free_next else self.backoff(self.attempt + 1 - self.free)
@@ -219,7 +235,7 @@ class JobState:
             return self._finish(EXIT_HOST_LOST, dict(previous or {}, code=EXIT_HOST_LOST, line=line, tail=[line]))
         self.attempt, self.phase = attempt, "running"
         self.pending = set(self.here)
-        self.causes, self.quiet = [], set()
+        self.causes, self.quiet, self.held = [], set(), None
         self.members, self.dropped, self.rejoined = tuple(sorted(self.here)), set(), False
         payload: Dict[str, Any] = {"t": "start", "attempt": attempt, "cause": previous}
         if self.min_hosts is not None:
@@ -230,11 +246,13 @@ class JobState:
         score = cause.get("score")  # a hung attempt: the host whose ranks show the strongest evidence first
         self.causes.append((_priority(cause) * 8 - (score if isinstance(score, int) and 0 <= score < 8 else 0),
                             len(self.causes), cause))  # fmt: skip
-        return self._end_others(cause.get("host"), now) if self.phase == "running" else []
+        if self.phase != "running" or (self.held is not None and cause.get("peer") and not cause.get("ended")):
+            return []  # rule 2a: an account that says a peer failed leaves the hold as it is
+        return self._end_others(cause.get("host"), now)
 
     def _end_others(self, host: Optional[int], now: float) -> List[Send]:
         del now
-        self.phase = "ending"
+        self.phase, self.held = "ending", None
         addr = self.here.get(host, (None, "?"))[1] if host is not None else "?"
         if host in self.lost:
             addr = self.lost[host]["addr"]

@@ -96,9 +96,11 @@ class HostLink:
         """Where an ``end`` goes while an attempt runs (None: no attempt runs)."""
         self._post = post
 
-    def failing(self, attempt: int) -> None:
-        """This host's attempt is ending after a failure of its own."""
-        self._send({"t": "failing", "attempt": attempt})
+    def failing(self, attempt: int, hold: float = 0.0) -> None:
+        """This host's attempt is ending after a failure of its own; ``hold``: the failure's log says a peer
+        failed, and this host holds its stop that long (the coordinator holds the others' end as long)."""
+        self._send({"t": "failing", "attempt": attempt, "hold": round(hold, 3)} if hold > 0 else
+                   {"t": "failing", "attempt": attempt})  # fmt: skip
 
     def silent(self, attempt: int, silent: bool) -> None:
         """This host's ranks went silent (True) or spoke again (False): hang detection is the job's."""

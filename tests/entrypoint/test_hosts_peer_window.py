@@ -1,0 +1,78 @@
+"""Two deaths on two hosts, one of them because of the other (issue 29.2 across hosts), shims started as a pod
+starts them (own process, the platform's variables, no SDK runner).
+
+The rank that really failed closes its connection and takes 2 s to exit 7 (an interpreter tearing down); its
+peer on the other host aborts at once on gloo's ``Connection closed by peer``, so it dies first. Its host holds
+its own stop for the peer window, and the coordinator holds the other host's end as long: the real failure
+dies by itself on its own host, is recorded there, and is the job's root cause on every host. Before this, the
+coordinator ended the other host at once, the real failure died of that stop signal, and the job's only cause
+was the death that says a peer failed (seen in CI: 134 instead of 7).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+from hostsutil import Hosts, job_causes
+from shimutil import free_port, write_v10_table
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[list[Hosts]]:
+    made: list[Hosts] = []
+    yield made
+    for job in made:
+        job.close()
+
+
+def _method_env(method: str, tmp: Path) -> Dict[str, str]:
+    if method == "ranktable":
+        write_v10_table(tmp / "table.json", servers=2, devices=1)
+        return {"MA_RUN_METHOD": "ranktable", "RANK_TABLE_FILE": str(tmp / "table.json"),
+                "MALAUNCH_MASTER_PORT": str(free_port())}  # fmt: skip
+    return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": str(free_port())}
+
+
+def _go(folder: Path, job: Hosts) -> None:
+    deadline = time.monotonic() + 120
+    while len(list(folder.glob("ready-*"))) < 2:
+        assert time.monotonic() < deadline, job.console(0)[-2000:] + job.console(1)[-2000:]
+        assert all(proc.poll() is None for proc in job.procs.values()), job.console(0) + job.console(1)
+        time.sleep(0.02)
+    time.sleep(0.3)  # each host's watch has seen its rank
+    (folder / "go.tmp").write_text(repr(time.time() + 0.3))
+    os.replace(folder / "go.tmp", folder / "go")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("culprit", [1, 0])  # the host whose rank really fails (0: the coordinator's own)
+@pytest.mark.parametrize("method", ["ranktable", pytest.param("torchrun", marks=pytest.mark.torch)])
+def test_a_consequence_that_dies_first_on_another_host_is_not_the_jobs_root_cause(
+    hosts: list[Hosts], tmp_path: Path, method: str, culprit: int
+) -> None:
+    folder = tmp_path / "sync"
+    folder.mkdir()
+    job = Hosts(tmp_path, 2, {**_method_env(method, tmp_path), "MALAUNCH_GRACE_PERIOD": "8"}, script="peer_death.py",
+                args=(str(folder), "slow", str(culprit)))  # fmt: skip
+    hosts.append(job)
+    job.start_all()
+    _go(folder, job)
+    codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]
+    consoles = job.console(0)[-2500:] + "\n----\n" + job.console(1)[-2500:]
+    assert codes == [7, 7], consoles
+    other = 1 - culprit
+    for index in (0, 1):
+        (cause,) = job_causes(job.report(index))
+        assert cause is not None, consoles
+        assert (cause["host"], cause["rank"], cause["code"]) == (culprit, culprit, 7), (cause, consoles)
+    own = job.report(culprit)["root_cause"]
+    assert (own["rank"], own["exit_code"], own["signal"]) == (culprit, 7, None), own
+    assert f"rank {culprit} failing on purpose" in "\n".join(own["tail"]), own["tail"]
+    # the consequence died first, by itself, with the peer's failure in its log: its host's own account says so
+    seen = job.report(other)["attempts"][0]["root_cause"]
+    assert (seen["rank"], seen["exit_code"]) == (other, 134), seen
+    assert any("Connection closed by peer" in line for line in seen["tail"]), seen["tail"]
