@@ -163,7 +163,8 @@ class Supervisor:
                 failed = event.code is not None and event.code != 0
             else:  # the launcher restarts failed workers itself unless its gate says no
                 failed = self.workers.gate.judge(event) is not None
-            own = self.workers.gate.own_output(event) if failed and self.ending.at is None else ()
+            holding = self.ending.at is None or self.ending.hold_until is not None  # its words may hold the stop
+            own = self.workers.gate.own_output(event) if failed and holding else ()
         elif isinstance(event, LauncherLine):
             self.facts.record(source="summary", index=event.index, rank=self.workers.rank_of(event.pid),
                               pid=event.pid, code=event.code, at=event.at)  # fmt: skip

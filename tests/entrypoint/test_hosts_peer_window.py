@@ -29,17 +29,17 @@ def hosts(tmp_path: Path) -> Iterator[list[Hosts]]:
         job.close()
 
 
-def _method_env(method: str, tmp: Path) -> Dict[str, str]:
+def _method_env(method: str, tmp: Path, per_host: int = 1) -> Dict[str, str]:
     if method == "ranktable":
-        write_v10_table(tmp / "table.json", servers=2, devices=1)
+        write_v10_table(tmp / "table.json", servers=2, devices=per_host)
         return {"MA_RUN_METHOD": "ranktable", "RANK_TABLE_FILE": str(tmp / "table.json"),
                 "MALAUNCH_MASTER_PORT": str(free_port())}  # fmt: skip
-    return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": str(free_port())}
+    return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": str(per_host), "MA_TORCHRUN_MASTER_PORT": str(free_port())}
 
 
-def _go(folder: Path, job: Hosts) -> None:
+def _go(folder: Path, job: Hosts, ranks: int = 2) -> None:
     deadline = time.monotonic() + 120
-    while len(list(folder.glob("ready-*"))) < 2:
+    while len(list(folder.glob("ready-*"))) < ranks:
         assert time.monotonic() < deadline, job.console(0)[-2000:] + job.console(1)[-2000:]
         assert all(proc.poll() is None for proc in job.procs.values()), job.console(0) + job.console(1)
         time.sleep(0.02)
@@ -76,3 +76,30 @@ def test_a_consequence_that_dies_first_on_another_host_is_not_the_jobs_root_caus
     seen = job.report(other)["attempts"][0]["root_cause"]
     assert (seen["rank"], seen["exit_code"]) == (other, 134), seen
     assert any("Connection closed by peer" in line for line in seen["tail"]), seen["tail"]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("culprit", [3, 0])  # rank 3 on host 1; rank 0 on the coordinator's host
+@pytest.mark.parametrize("method", ["ranktable", pytest.param("torchrun", marks=pytest.mark.torch)])
+def test_every_other_rank_of_both_hosts_dying_first_does_not_hide_the_real_failure(
+    hosts: list[Hosts], tmp_path: Path, method: str, culprit: int
+) -> None:
+    # 2 hosts x 2 ranks (the DDP tutorial's shape): the three other ranks all abort on "Connection closed by
+    # peer" before the culprit exits 7; the culprit's own host holds for a local peer death too
+    folder = tmp_path / "sync"
+    folder.mkdir()
+    job = Hosts(tmp_path, 2, {**_method_env(method, tmp_path, 2), "MALAUNCH_GRACE_PERIOD": "8"},
+                script="peer_deaths.py", args=(str(folder), str(culprit), "4"))  # fmt: skip
+    hosts.append(job)
+    job.start_all()
+    _go(folder, job, 4)
+    codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]
+    consoles = job.console(0)[-2500:] + "\n----\n" + job.console(1)[-2500:]
+    assert codes == [7, 7], consoles
+    for index in (0, 1):
+        (cause,) = job_causes(job.report(index))
+        assert cause is not None, consoles
+        assert (cause["host"], cause["rank"], cause["code"]) == (culprit // 2, culprit, 7), (cause, consoles)
+    own = job.report(culprit // 2)["root_cause"]
+    assert (own["rank"], own["exit_code"]) == (culprit, 7), own
+    assert "failed after a peer" in own["why"], own["why"]

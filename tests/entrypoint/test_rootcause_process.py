@@ -142,3 +142,36 @@ def test_real_torch_peer_of_a_rank_that_exited_is_not_the_root_cause(tmp_path: P
     assert (code, cause["rank"], cause["exit_code"]) == (5, 1, 5), cause
     # rank 0 died of torchrun's SIGTERM (collateral), or by itself after its peer: never a plain earlier death
     assert cause["why"] == "the only failure" or cause["why"].startswith("rank 0 failed after a peer: "), cause
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("culprit", [2, 0])
+@pytest.mark.parametrize("method", ["fanout", pytest.param("torchrun", marks=pytest.mark.torch)])
+def test_every_other_rank_dying_of_the_culprit_first_keeps_the_hold_until_it_dies_itself(
+    tmp_path: Path, method: str, culprit: int
+) -> None:
+    # three ranks: the culprit takes 2 s to exit 7; both others abort on "Connection closed by peer" before it.
+    # The second such death does not end the hold (it names a peer's failure too): the culprit dies by itself
+    folder = tmp_path / "sync"
+    folder.mkdir()
+    env = {**_env(method, tmp_path), "MA_NUM_GPUS": "3"}
+    if method == "fanout":
+        write_v10_table(tmp_path / "table.json", servers=1, devices=3)
+    proc = start_shim([str(SCRIPTS / "peer_deaths.py"), str(folder), str(culprit), "3"], env, tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(folder.glob("ready-*"))) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.3)
+        (folder / "go.tmp").write_text(repr(time.time() + 0.3))
+        os.replace(folder / "go.tmp", folder / "go")
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert_nothing_left(env[MARK])
+    cause = json.loads((tmp_path / "report.json").read_text())["root_cause"]
+    assert (proc.returncode, cause["rank"], cause["exit_code"]) == (7, culprit, 7), (cause, err[-2000:])
+    assert "failed after a peer" in cause["why"], cause["why"]

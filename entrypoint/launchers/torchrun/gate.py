@@ -82,16 +82,20 @@ class AttemptGate(Gate):
 
     def hold(self, death: WorkerDeath) -> None:
         """Watch thread: stop the launcher while a failure its attempt has not seen yet is judged. Without a
-        ``restart_on``: stop it when the first failure's own output names a peer failure, before torchrun's next
-        monitor tick stops the other workers (the ending resumes it: :class:`...run.ending.Ending`)."""
+        ``restart_on``: stop it at the first failure, before its output is read (torchrun's next monitor tick would
+        stop the other workers), and resume it at once unless that output names a peer failure (then the ending
+        resumes it: :class:`...run.ending.Ending`)."""
         if self.policy is None:
             if _judged_kind(death) and not self.failure_seen:
                 self.failure_seen = True
                 from ...report.failure_class import peer_failure
 
+                launcher = self.launchers[death.index]
+                _signal(launcher, signal.SIGSTOP)  # first: its monitor tick may come while the output is read
                 if peer_failure(self.own_output(death)) is not None:
                     self.peer_paused = True
-                    _signal(self.launchers[death.index], signal.SIGSTOP)
+                else:
+                    _signal(launcher, signal.SIGCONT)
             return
         if not _judged_kind(death) or self.ended is not None:
             return
