@@ -8,6 +8,7 @@ click path, which adds click's own usage errors) and the quick path (:mod:`.quic
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from ..errors import MalaunchError, SpecError, exit_code_for
@@ -17,7 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "json_output_requested", "outcome_of"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "full_disk", "json_output_requested",
+           "outcome_of"]  # fmt: skip
 
 PROG = "ma-submit"
 #: Following or waiting was interrupted (the job keeps running).
@@ -27,6 +29,8 @@ EXIT_PIPE = 141
 #: The output stopped midway (a closed pipe, a full disk) and a line on stderr said where: 1, as click ends a closed
 #: pipe.
 EXIT_OUTPUT = 1
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 #: (message or None, exit code, the job-file field the message is about or None)
 Outcome: TypeAlias = "Tuple[Optional[str], int, Optional[str]]"
@@ -41,24 +45,40 @@ def json_output_requested(args: Sequence[str]) -> bool:
     return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
 
 
+def full_disk(error: OSError) -> bool:
+    """A write that failed for want of space (a full disk, a quota, a file size limit): never a traceback."""
+    return error.errno in _FULL
+
+
 def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, OSError]) -> Outcome:
     """What ``error`` ends ``ma-submit`` with: an SDK error's message and code, ``interrupted`` (130) for an
     interruption, no message and 1 for output that stopped midway (``OutputCut``: its line was said where it
-    stopped), no message and 141 for any other closed pipe."""
+    stopped), a message and 1 for a full disk under a writer of click's (``--help``, ``--version``), no message
+    and 141 for any other closed pipe."""
     if isinstance(error, MalaunchError):
         return str(error), exit_code_for(error), error.field if isinstance(error, SpecError) else None
     if isinstance(error, (KeyboardInterrupt, EOFError)):
         return "interrupted", EXIT_INTERRUPTED, None
     from ...entrypoint.public import OutputCut
 
-    return None, EXIT_OUTPUT if isinstance(error, OutputCut) else EXIT_PIPE, None
+    if isinstance(error, OutputCut):
+        return None, EXIT_OUTPUT, None
+    if full_disk(error) and error.filename:
+        where = str(error.filename)[-80:]
+        return f"a write to {where!r} failed: {error.strerror}; free space there and run it again", EXIT_OUTPUT, None
+    if full_disk(error):
+        return f"a write failed: {error.strerror}; free space or send the output elsewhere", EXIT_OUTPUT, None
+    return None, EXIT_PIPE, None
 
 
 def finish(outcome: Outcome, json_mode: bool) -> NoReturn:
     """Print ``outcome``'s message (if any) as the error line, and its JSON object under ``json_mode``; exit."""
     message, code, field = outcome
     if message is not None:
-        echo(f"{PROG}: error: {message}", err=True)
-        if json_mode:
-            echo_json({"error": message, "field": field, "exit_code": code})
+        try:
+            echo(f"{PROG}: error: {message}", err=True)
+            if json_mode:
+                echo_json({"error": message, "field": field, "exit_code": code})
+        except OSError:  # stderr (or stdout) went the same way: nothing can be said, the exit code still tells
+            pass
     sys.exit(code)

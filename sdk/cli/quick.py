@@ -25,7 +25,7 @@ import os
 import sys
 
 from .echo import echo
-from .exits import Outcome, finish, json_output_requested, outcome_of
+from .exits import Outcome, finish, full_disk, json_output_requested, outcome_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -171,6 +171,8 @@ def show_group_help() -> NoReturn:
     try:
         echo(GROUP_HELP, quiet_loss=True)
     except OSError as error:
+        if full_disk(error):
+            finish(outcome_of(error), False)
         _end_closed_pipe(error)
     sys.exit(0)
 

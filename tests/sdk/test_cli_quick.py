@@ -238,6 +238,33 @@ def test_a_reader_that_leaves_midway_is_said_both_ways(cli_env: Dict[str, str], 
 
 
 @pytest.mark.process
+def test_help_and_version_onto_a_full_disk_end_with_one_line_both_ways(cli_env: Dict[str, str]) -> None:
+    # click writes these itself: a full disk there was a traceback on both paths
+    line = "ma-submit: error: a write failed: No space left on device; free space or send the output elsewhere\n"
+    for args in (["--help"], ["list", "--help"], ["--version"]):
+        for argv in ([os.path.join(VENV_BIN, "ma-submit"), *args], [sys.executable, "-c", _CLICK_ONLY, *args]):
+            with open("/dev/full", "wb") as full:
+                done = subprocess.run(argv, env=cli_env, stdout=full, stderr=subprocess.PIPE,
+                                      stdin=subprocess.DEVNULL, text=True, timeout=120, cwd=str(REPO))  # fmt: skip
+                assert (done.returncode, done.stderr) == (1, line), argv
+                both = subprocess.run(argv, env=cli_env, stdout=full, stderr=full, stdin=subprocess.DEVNULL,
+                                      timeout=120, cwd=str(REPO))  # fmt: skip
+                assert both.returncode == 1, argv  # nothing can be said; no traceback either (it would be 1 too)
+
+
+def test_a_full_disk_under_a_file_names_the_file_and_is_no_output_loss() -> None:
+    import errno
+
+    from malaunch.sdk.cli.exits import EXIT_OUTPUT, outcome_of
+
+    error = OSError(errno.ENOSPC, "No space left on device", "/jobs/abc/code/model.bin")
+    assert outcome_of(error) == (
+        "a write to '/jobs/abc/code/model.bin' failed: No space left on device; free space there and run it again",
+        EXIT_OUTPUT, None)  # fmt: skip
+    assert outcome_of(OSError(errno.EPIPE, "Broken pipe"))[1] == 141
+
+
+@pytest.mark.process
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_stopping_a_running_job_prints_the_same_both_ways(cli_env: Dict[str, str], tmp_path: Path) -> None:
     sleeper = write_job(tmp_path / "sleeper", SLEEPER, name="sleeper")
