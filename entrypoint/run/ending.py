@@ -72,6 +72,10 @@ class Ending:
         elif self.hold_until is not None:
             self.stop_all()
 
+    def open(self) -> bool:
+        """No stop has gone out: the ending has not begun, or is held (a death's words may still decide)."""
+        return self.at is None or self.hold_until is not None
+
     def held_for(self) -> float:
         """How long the stop is held from now (0: it is not)."""
         return max(0.0, self.hold_until - time.monotonic()) if self.hold_until is not None else 0.0

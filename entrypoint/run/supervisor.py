@@ -97,7 +97,8 @@ class Supervisor:
         self.group = ProcessGroup(base_env, self.tree.token, self.events.put)
         self.facts = RunFacts(plan, launcher, self.group, self.output)
         self.ending = Ending(self.tree, self.group, plan.grace_period, launcher.starts_workers,
-                             self._statuses_known, self._summary_written)  # fmt: skip
+                             lambda: self.facts.statuses_known(self.workers.watch),
+                             lambda: launcher.summary_written(self.output.sinks[0].text()))  # fmt: skip
         self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env), cgroup)
         self.shim_signal: Optional[int] = None
         self.link = link  # the other hosts (multi-host jobs): told when this run fails, they may end it
@@ -153,7 +154,7 @@ class Supervisor:
             failed = event.code != 0 and not (
                 self.ending.at is None and self.relauncher.consider(fact, self.shim_signal is not None)
             )
-            if failed and (self.ending.at is None or self.ending.hold_until is not None):
+            if failed and self.ending.open():
                 self.output.settle(event.index, _SETTLE)  # its last lines are in its log before they are evidence
         elif isinstance(event, WorkerDeath):
             if self.plan.watch_workers or event.attempt is not None:  # else: of which launcher attempt?
@@ -163,8 +164,7 @@ class Supervisor:
                 failed = event.code is not None and event.code != 0
             else:  # the launcher restarts failed workers itself unless its gate says no
                 failed = self.workers.gate.judge(event) is not None
-            holding = self.ending.at is None or self.ending.hold_until is not None  # its words may hold the stop
-            own = self.workers.gate.own_output(event) if failed and holding else ()
+            own = self.workers.gate.own_output(event) if failed and self.ending.open() else ()  # may hold the stop
         elif isinstance(event, LauncherLine):
             self.facts.record(source="summary", index=event.index, rank=self.workers.rank_of(event.pid),
                               pid=event.pid, code=event.code, at=event.at)  # fmt: skip
@@ -203,8 +203,7 @@ class Supervisor:
         pause = self.plan.restart_on is None and not self.launcher.kills_peers  # torchrun without a gate of its own
         self.ending.begin(hold=says_peer, pause_launchers=pause)  # (paused while the stop is held)
         if self.link is not None and self.hosts_end is None and self.shim_signal is None and (first or held):
-            # the other hosts end now, or (held: a peer may be the one that failed) once this host's hold is over;
-            # a hold that ends early (a death without that evidence) ends theirs too
+            # the other hosts end now, or when this host's hold is over (early: a death without peer words)
             self.link.failing(self.ending.held_for() if first else 0.0)
 
     # -- poll -------------------------------------------------------------------------------------------------------
@@ -247,12 +246,6 @@ class Supervisor:
     def _start_failed(self, error: LaunchError) -> None:
         self.error = error
         self.begin_ending()
-
-    def _statuses_known(self) -> bool:
-        return self.facts.statuses_known(self.workers.watch)
-
-    def _summary_written(self) -> bool:
-        return self.launcher.summary_written(self.output.sinks[0].text())
 
     def _own_pids(self) -> Set[int]:
         return self.group.pids() | self.tree.foreign

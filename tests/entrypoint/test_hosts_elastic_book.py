@@ -46,6 +46,61 @@ def test_members_travel_as_short_ranges() -> None:
         assert read_members(bad) is None
 
 
+def test_members_lost_here_and_there_travel_packed_and_come_back_whole() -> None:
+    import random
+
+    every_other = tuple(range(0, 16384, 2))
+    assert members_text(every_other).startswith("z:") and read_members(members_text(every_other)) == every_other
+    chance = random.Random(29)
+    for _ in range(5):  # the worst case: half of 16,384 hosts in no order at all
+        members = tuple(sorted(chance.sample(range(16384), 8192)))
+        assert read_members(members_text(members)) == members and len(members_text(members)) <= 3000
+    import base64
+    import zlib
+
+    bomb = "z:" + base64.b64encode(zlib.compress(b"\xff" * 100000)).decode()  # more hosts than a job may have
+    for bad in ("z:", "z:!!", "z:" + "A" * 12, bomb, "z:" + base64.b64encode(zlib.compress(b"\0" * 8)).decode()):
+        assert read_members(bad) is None, bad[:40]
+
+
+def test_a_start_of_thousands_of_hosts_lost_here_and_there_fits_a_wire_line() -> None:
+    import random
+
+    hosts = 16384
+    book = _book(hosts=hosts, min_hosts=1, restarts=1)
+    conns = [_Conn() for _ in range(hosts)]
+    for host, conn in enumerate(conns):
+        book.join(host, conn, f"10.{host >> 8}.{host & 255}.1", -1, 0.0)
+    lost = set(random.Random(7).sample(range(1, hosts), hosts // 2))
+    for host in sorted(lost):
+        book.leave(host, conns[host], "its connection closed", 1.0)
+    tail = ["x" * 160] * 5
+    for host in sorted(set(range(hosts)) - lost):
+        book.over(host, 0, dict(ENDED, line="y" * 160, tail=tail), 2.0)
+    sends = book.advance(12.0)
+    (start,) = _starts(sends)
+    from malaunch.entrypoint.run.hosts.wire import Channel, job_key
+
+    key = job_key("s")
+    line = Channel(key, "0" * 32, "s").seal(start)  # raises WireError when over a line
+    received = Channel(key, "0" * 32, "c").open(line)
+    assert read_members(received["members"]) == tuple(sorted(set(range(hosts)) - lost))
+    assert received["cause"]["kind"] == "host_lost"
+    # then a rank fails with a long account (a charged restart): its tail gives way to the members, its line stays
+    members = read_members(received["members"])
+    assert members is not None
+    own = {"code": 7, "kind": "user_error", "accept": True, "peer": False, "ended": False, "line": "z" * 160,
+           "tail": tail, "log": "/" + "l" * 199, "name": "rank-0", "addr": "10.0.0.1", "rank": 0, "signal": None,
+           "retryable": False, "score": 0}  # fmt: skip
+    book.over(0, 1, own, 13.0)
+    for host in members[1:]:
+        book.over(host, 1, ENDED, 13.0)
+    (start,) = _starts(book.advance(20.0))
+    received = Channel(key, "1" * 32, "c").open(Channel(key, "1" * 32, "s").seal(start))
+    assert read_members(received["members"]) == members
+    assert (received["cause"]["code"], received["cause"]["tail"]) == (7, ["z" * 160])
+
+
 def test_a_host_lost_for_good_leaves_the_survivors_going_on_without_it_at_no_cost() -> None:
     book = _book(restarts=0)
     conns = _running(book)

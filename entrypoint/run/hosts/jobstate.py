@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ...report.rootcause import PEER_WINDOW
+from .wire import MAX_LINE
 
 __all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Cause", "JobState", "Send", "lost_cause", "members_text", "read_members"]
 
@@ -67,20 +68,38 @@ def lost_cause(host: int, addr: str, why: str, accept: bool) -> Cause:
             "tail": [line]}  # fmt: skip
 
 
+_PACKED = "z:"  # members as a bitmap (bit i: host i), zlib-packed, in base64
+_RANGES_MAX = 2000  # longer ranges (hosts lost here and there) travel packed
+_PACKED_MAX = 3000  # 16,384 hosts in no order at all: 2,048 bytes that do not pack, 2,750 characters
+_BITMAP_MAX = 2048  # bytes: MA_NUM_HOSTS is at most 16,384
+
+
 def members_text(members: Tuple[int, ...]) -> str:
-    """Host indexes as ranges (``0-3,5``): a start message stays short however many hosts the job has."""
+    """Host indexes as ranges (``0-3,5``), or packed (``z:...``) when the ranges would be long (hosts lost here
+    and there): a start message stays within a wire line however many hosts the job has."""
     runs: List[List[int]] = []
     for host in sorted(set(members)):
         if runs and runs[-1][1] == host - 1:
             runs[-1][1] = host
         else:
             runs.append([host, host])
-    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+    text = ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+    if len(text) <= _RANGES_MAX:
+        return text
+    import base64
+    import zlib
+
+    bits = bytearray((max(members) >> 3) + 1)
+    for host in members:
+        bits[host >> 3] |= 1 << (host & 7)
+    return _PACKED + base64.b64encode(zlib.compress(bytes(bits), 9)).decode("ascii")
 
 
 def read_members(text: object) -> Optional[Tuple[int, ...]]:
     """The hosts of :func:`members_text`'s text; None when it is not one."""
-    if not isinstance(text, str) or not text or len(text) > 2000:
+    if isinstance(text, str) and text.startswith(_PACKED) and len(text) <= _PACKED_MAX:
+        return _unpack(text[len(_PACKED) :])
+    if not isinstance(text, str) or not text or len(text) > _RANGES_MAX:
         return None
     found: List[int] = []
     for part in text.split(","):
@@ -92,6 +111,33 @@ def read_members(text: object) -> Optional[Tuple[int, ...]]:
             return None
         found += range(first, last + 1)
     return tuple(sorted(set(found)))
+
+
+def _unpack(text: str) -> Optional[Tuple[int, ...]]:
+    import base64
+    import binascii
+    import zlib
+
+    try:
+        unpacker = zlib.decompressobj()
+        bits = unpacker.decompress(base64.b64decode(text, validate=True), _BITMAP_MAX + 1)
+    except (binascii.Error, ValueError, zlib.error):
+        return None
+    if len(bits) > _BITMAP_MAX or unpacker.unconsumed_tail or not unpacker.eof:
+        return None
+    found = tuple(index * 8 + bit for index, byte in enumerate(bits) for bit in range(8) if byte >> bit & 1)
+    return found or None
+
+
+def _fitting(payload: Dict[str, Any]) -> Dict[str, Any]:
+    """A start message that fits a wire line: the previous cause keeps its line, not its tail, when the members
+    take the room (thousands of hosts, lost here and there)."""
+    import json
+
+    cause = payload.get("cause")
+    if not cause or len(json.dumps(payload, separators=(",", ":"))) <= MAX_LINE - 128:
+        return payload
+    return dict(payload, cause=dict(cause, tail=[str(cause.get("line") or "")[:300]]))
 
 
 def _priority(cause: Cause) -> int:
@@ -139,7 +185,7 @@ class JobState:
         self.seen = max(self.seen, last)
         out.append(Send(host, {"t": "welcome", "hosts": self.num_hosts, "attempt": self.attempt}))
         if self.final is not None:
-            out.append(Send(host, self._finish_message()))
+            out.append(Send(host, _finish_message(self.final, self.attempt)))
         elif self.min_hosts is not None and self.phase in ("running", "ending") and host not in self.members:
             out += self._take_in(host, addr)
         return out + self.advance(now)
@@ -216,7 +262,7 @@ class JobState:
             if now >= self.deadline and self._enough():
                 return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
             if now >= self.deadline:
-                return self._finish(EXIT_HOST_LOST, self._gone(now))
+                return self._finish(EXIT_HOST_LOST, _gone(self.lost, self.host_wait))
         elif self.phase == "backoff":
             if (len(self.here) < self.num_hosts) if self.min_hosts is None else not self._enough():
                 self.phase, self.deadline = "waiting", now + self.host_wait
@@ -240,6 +286,7 @@ class JobState:
         payload: Dict[str, Any] = {"t": "start", "attempt": attempt, "cause": previous}
         if self.min_hosts is not None:
             payload.update(members=members_text(self.members), free=free)
+            payload = _fitting(payload)
         return [Send(None, payload)]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
@@ -280,7 +327,8 @@ class JobState:
             self.phase, self.deadline = "backoff", now + self.backoff(self.attempt + 1 - self.free)
             return self.advance(now)
         if self.lost and not self.lost_accepted:  # the next attempt needs a host the job may not wait for
-            return self._finish(EXIT_HOST_LOST, cause if cause.get("kind") == "host_lost" else self._gone(now))
+            named = cause if cause.get("kind") == "host_lost" else _gone(self.lost, self.host_wait)
+            return self._finish(EXIT_HOST_LOST, named)
         self.phase, self.deadline = "waiting", now + self.host_wait
         return self.advance(now)
 
@@ -297,17 +345,17 @@ class JobState:
         payload = {"t": "end", "attempt": self.attempt, "host": host, "addr": addr, "why": "joined"}
         return [Send(other, payload) for other in sorted(self.pending)]
 
-    def _gone(self, now: float) -> Cause:
-        del now
-        host = min(self.lost)
-        cause = dict(self.lost[host])
-        line = f"{cause['line']}; it did not come back within {self.host_wait:g} s"
-        return dict(cause, line=line, tail=[line])
-
     def _finish(self, code: int, cause: Optional[Cause]) -> List[Send]:
         self.phase, self.final = "done", (code, cause)
-        return [Send(None, self._finish_message())]
+        return [Send(None, _finish_message(self.final, self.attempt))]
 
-    def _finish_message(self) -> Dict[str, Any]:
-        assert self.final is not None
-        return {"t": "finish", "code": self.final[0], "cause": self.final[1], "attempt": self.attempt}
+
+def _gone(lost: Dict[int, Cause], host_wait: float) -> Cause:
+    """The cause naming the first host still lost once its time to come back ran out."""
+    cause = dict(lost[min(lost)])
+    line = f"{cause['line']}; it did not come back within {host_wait:g} s"
+    return dict(cause, line=line, tail=[line])
+
+
+def _finish_message(final: Tuple[int, Optional[Cause]], attempt: int) -> Dict[str, Any]:
+    return {"t": "finish", "code": final[0], "cause": final[1], "attempt": attempt}
