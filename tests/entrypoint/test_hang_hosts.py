@@ -6,7 +6,7 @@ report names the rank that is not where the others are."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 from hostsutil import Hosts, job_causes
@@ -14,14 +14,6 @@ from hostsutil import Hosts, job_causes
 pytestmark = pytest.mark.process
 
 HANG = {"MALAUNCH_HANG_TIMEOUT": "3", "MA_MAX_RESTARTS": "1"}
-
-
-@pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[list[Hosts]]:
-    made: list[Hosts] = []
-    yield made
-    for job in made:
-        job.close()
 
 
 def _job(made: list[Hosts], tmp: Path, plan: str, **extra: str) -> Hosts:

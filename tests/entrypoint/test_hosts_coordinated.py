@@ -11,20 +11,11 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hostsutil import Hosts, job_causes, lines
 
 RESTARTS = {"MA_MAX_RESTARTS": "3", "MALAUNCH_RESTART_ON": "always"}
-
-
-@pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[list[Hosts]]:
-    made: list[Hosts] = []
-    yield made
-    for job in made:
-        job.close()
 
 
 def _job(made: list[Hosts], tmp: Path, count: int, plan: str, **extra: str) -> Hosts:

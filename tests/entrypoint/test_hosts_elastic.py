@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 from hostsutil import Hosts
@@ -16,14 +16,6 @@ from shimutil import SCRIPTS, free_port, marked_env, shim
 pytestmark = [pytest.mark.process, pytest.mark.torch]
 
 WAIT = 300.0
-
-
-@pytest.fixture
-def hosts() -> Iterator[List[Hosts]]:
-    made: List[Hosts] = []
-    yield made
-    for job in made:
-        job.close()
 
 
 def _job(made: List[Hosts], tmp: Path, min_hosts: int, finish_at: int, count: int = 2, **extra: str) -> Hosts:

@@ -14,19 +14,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict
 
 import pytest
 from hostsutil import Hosts, job_causes
 from shimutil import free_port, write_v10_table
-
-
-@pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[list[Hosts]]:
-    made: list[Hosts] = []
-    yield made
-    for job in made:
-        job.close()
 
 
 def _method_env(method: str, tmp: Path, per_host: int = 1) -> Dict[str, str]:
@@ -37,15 +29,35 @@ def _method_env(method: str, tmp: Path, per_host: int = 1) -> Dict[str, str]:
     return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": str(per_host), "MA_TORCHRUN_MASTER_PORT": str(free_port())}
 
 
-def _go(folder: Path, job: Hosts, ranks: int = 2) -> None:
+def _culprit_job(hosts: list[Hosts], tmp: Path, method: str, culprit: int, per_host: int) -> Hosts:
+    """Run peer_death.py's ``slow`` case on 2 hosts x ``per_host`` ranks; the job, once every host exited 7 with
+    rank ``culprit`` as the job's root cause."""
+    folder = tmp / "sync"
+    folder.mkdir()
+    job = Hosts(tmp, 2, {**_method_env(method, tmp, per_host), "MALAUNCH_GRACE_PERIOD": "8"}, script="peer_death.py",
+                args=(str(folder), "slow", str(culprit), str(2 * per_host)))  # fmt: skip
+    hosts.append(job)
+    job.start_all()
     deadline = time.monotonic() + 120
-    while len(list(folder.glob("ready-*"))) < ranks:
+    while len(list(folder.glob("ready-*"))) < 2 * per_host:
         assert time.monotonic() < deadline, job.console(0)[-2000:] + job.console(1)[-2000:]
         assert all(proc.poll() is None for proc in job.procs.values()), job.console(0) + job.console(1)
         time.sleep(0.02)
-    time.sleep(0.3)  # each host's watch has seen its rank
+    time.sleep(0.3)  # each host's watch has seen its ranks
     (folder / "go.tmp").write_text(repr(time.time() + 0.3))
     os.replace(folder / "go.tmp", folder / "go")
+    codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]
+    consoles = job.console(0)[-2500:] + "\n----\n" + job.console(1)[-2500:]
+    assert codes == [7, 7], consoles
+    host = culprit // per_host
+    for index in (0, 1):  # the same job cause on every host: the real failure
+        (cause,) = job_causes(job.report(index))
+        assert cause is not None, consoles
+        assert (cause["host"], cause["rank"], cause["code"]) == (host, culprit, 7), (cause, consoles)
+    own = job.report(host)["root_cause"]
+    assert (own["rank"], own["exit_code"], own["signal"]) == (culprit, 7, None), own
+    assert f"rank {culprit} failing on purpose" in "\n".join(own["tail"]), own["tail"]
+    return job
 
 
 @pytest.mark.process
@@ -54,27 +66,10 @@ def _go(folder: Path, job: Hosts, ranks: int = 2) -> None:
 def test_a_consequence_that_dies_first_on_another_host_is_not_the_jobs_root_cause(
     hosts: list[Hosts], tmp_path: Path, method: str, culprit: int
 ) -> None:
-    folder = tmp_path / "sync"
-    folder.mkdir()
-    job = Hosts(tmp_path, 2, {**_method_env(method, tmp_path), "MALAUNCH_GRACE_PERIOD": "8"}, script="peer_death.py",
-                args=(str(folder), "slow", str(culprit)))  # fmt: skip
-    hosts.append(job)
-    job.start_all()
-    _go(folder, job)
-    codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]
-    consoles = job.console(0)[-2500:] + "\n----\n" + job.console(1)[-2500:]
-    assert codes == [7, 7], consoles
-    other = 1 - culprit
-    for index in (0, 1):
-        (cause,) = job_causes(job.report(index))
-        assert cause is not None, consoles
-        assert (cause["host"], cause["rank"], cause["code"]) == (culprit, culprit, 7), (cause, consoles)
-    own = job.report(culprit)["root_cause"]
-    assert (own["rank"], own["exit_code"], own["signal"]) == (culprit, 7, None), own
-    assert f"rank {culprit} failing on purpose" in "\n".join(own["tail"]), own["tail"]
+    job = _culprit_job(hosts, tmp_path, method, culprit, per_host=1)
     # the consequence died first, by itself, with the peer's failure in its log: its host's own account says so
-    seen = job.report(other)["attempts"][0]["root_cause"]
-    assert (seen["rank"], seen["exit_code"]) == (other, 134), seen
+    seen = job.report(1 - culprit)["attempts"][0]["root_cause"]
+    assert (seen["rank"], seen["exit_code"]) == (1 - culprit, 134), seen
     assert any("Connection closed by peer" in line for line in seen["tail"]), seen["tail"]
 
 
@@ -85,21 +80,7 @@ def test_every_other_rank_of_both_hosts_dying_first_does_not_hide_the_real_failu
     hosts: list[Hosts], tmp_path: Path, method: str, culprit: int
 ) -> None:
     # 2 hosts x 2 ranks (the DDP tutorial's shape): the three other ranks all abort on "Connection closed by
-    # peer" before the culprit exits 7; the culprit's own host holds for a local peer death too
-    folder = tmp_path / "sync"
-    folder.mkdir()
-    job = Hosts(tmp_path, 2, {**_method_env(method, tmp_path, 2), "MALAUNCH_GRACE_PERIOD": "8"},
-                script="peer_deaths.py", args=(str(folder), str(culprit), "4"))  # fmt: skip
-    hosts.append(job)
-    job.start_all()
-    _go(folder, job, 4)
-    codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]
-    consoles = job.console(0)[-2500:] + "\n----\n" + job.console(1)[-2500:]
-    assert codes == [7, 7], consoles
-    for index in (0, 1):
-        (cause,) = job_causes(job.report(index))
-        assert cause is not None, consoles
-        assert (cause["host"], cause["rank"], cause["code"]) == (culprit // 2, culprit, 7), (cause, consoles)
-    own = job.report(culprit // 2)["root_cause"]
-    assert (own["rank"], own["exit_code"]) == (culprit, 7), own
-    assert "failed after a peer" in own["why"], own["why"]
+    # peer" before the culprit exits 7 (rank 0 on the culprit's, the others as rank 0 dies); the culprit's own
+    # host holds for a local peer death too
+    job = _culprit_job(hosts, tmp_path, method, culprit, per_host=2)
+    assert "failed after a peer" in job.report(culprit // 2)["root_cause"]["why"]

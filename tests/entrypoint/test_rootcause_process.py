@@ -157,7 +157,7 @@ def test_every_other_rank_dying_of_the_culprit_first_keeps_the_hold_until_it_die
     env = {**_env(method, tmp_path), "MA_NUM_GPUS": "3"}
     if method == "fanout":
         write_v10_table(tmp_path / "table.json", servers=1, devices=3)
-    proc = start_shim([str(SCRIPTS / "peer_deaths.py"), str(folder), str(culprit), "3"], env, tmp_path)
+    proc = start_shim([str(SCRIPTS / "peer_death.py"), str(folder), "slow", str(culprit), "3"], env, tmp_path)
     try:
         deadline = time.monotonic() + 120
         while len(list(folder.glob("ready-*"))) < 3:

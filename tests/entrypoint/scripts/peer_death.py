@@ -1,9 +1,10 @@
-"""Two ranks that die 20 ms apart, one of them because of the other, at a time the test chooses.
+"""Two ranks (or WORLD) that die 20 ms apart, the others because of one, at a time the test chooses.
 
-  peer_death.py DIR CASE FIRST
-The ranks hold a connection (a unix socket, as gloo holds a TCP pair). Each rank writes DIR/ready-<rank> and
-waits for DIR/go (a wall-clock time T); rank FIRST dies at T; the other, like a gloo peer, waits until the
-connection closes (the kernel closes it as FIRST's process ends), then dies 20 ms later. CASE:
+  peer_death.py DIR CASE FIRST [WORLD]
+The ranks hold connections (unix sockets, as gloo holds TCP pairs): rank 0 one to each other rank. Each rank
+writes DIR/ready-<rank> and waits for DIR/go (a wall-clock time T); rank FIRST dies at T; every other rank,
+like a gloo peer, waits until a connection of its own closes (the kernel closes it as the process at its other
+end ends: FIRST, or rank 0 after it), then dies 20 ms later. WORLD (default 2) ranks. CASE:
   exit       FIRST exits 7; the other prints gloo's "Connection closed by peer" error and aborts (SIGABRT)
   abort      FIRST prints "terminate called after throwing ..." and aborts; the other prints the gloo error, exits 1
   terminate  FIRST exits 5; the other prints "terminate called without an active exception" and aborts
@@ -14,6 +15,7 @@ connection closes (the kernel closes it as FIRST's process ends), then dies 20 m
 
 import os
 import resource
+import select
 import socket
 import sys
 import time
@@ -26,15 +28,16 @@ GLOO = (
 if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler runs the script too: it is no rank
     sys.exit(0)
 folder, case, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+world = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 rank = int(os.environ.get("MS_NODE_ID") or os.environ.get("RANK_ID") or os.environ.get("RANK") or "0")
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort without a core file
 path = os.path.join(folder, "sock")
 if rank == 0:
     server = socket.socket(socket.AF_UNIX)
     server.bind(path + ".tmp")
-    server.listen(1)
+    server.listen(world)
     os.rename(path + ".tmp", path)
-    link = server.accept()[0].detach()  # a raw fd: only the end of the process closes it
+    links = [server.accept()[0].detach() for _ in range(world - 1)]  # raw fds: only the process's end closes them
 else:
     client = socket.socket(socket.AF_UNIX)
     while True:
@@ -43,7 +46,7 @@ else:
             break
         except OSError:
             time.sleep(0.01)
-    link = client.detach()
+    links = [client.detach()]
 open(os.path.join(folder, f"ready-{rank}"), "w").close()
 go = os.path.join(folder, "go")
 while not os.path.exists(go):
@@ -57,10 +60,11 @@ if rank == first:
         os.abort()
     print(f"rank {rank} failing on purpose", flush=True)
     if case == "slow":
-        os.close(link)
+        for link in links:
+            os.close(link)
         time.sleep(2.0)
     sys.exit(5 if case == "terminate" else 7)
-while os.read(link, 1):  # EOF: the peer's process ended
+while all(os.read(link, 1) for link in select.select(links, [], [])[0]):  # EOF: a peer's process ended
     pass
 time.sleep(0.02)
 if case == "terminate":
