@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import click
 
 from ..errors import EXIT_CONFIG, MalaunchError
-from .exits import EXIT_INTERRUPTED, PROG, Outcome, finish, full_disk, json_output_requested, outcome_of
+from .exits import EXIT_INTERRUPTED, PROG, Outcome, finish, json_output_requested, outcome_of, said_write_failure
 from .verbs import VERBS, VerbGroup
 
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
@@ -77,10 +77,8 @@ class MaSubmitGroup(VerbGroup):
             outcome = outcome_of(KeyboardInterrupt())
         except (MalaunchError, BrokenPipeError) as exc:
             outcome = outcome_of(exc)
-        except OSError as exc:  # output that stopped midway for another reason (a full disk), said where it stopped
-            from ...entrypoint.public import OutputCut
-
-            if not isinstance(exc, OutputCut) and not full_disk(exc):  # (full_disk: click's own help on it)
+        except OSError as exc:  # output that stopped midway for another reason (a full disk; click's own help)
+            if not said_write_failure(exc):
                 raise
             outcome = outcome_of(exc)
         finish(outcome, json_mode)

@@ -18,8 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "full_disk", "json_output_requested",
-           "outcome_of"]  # fmt: skip
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "json_output_requested",
+           "outcome_of", "said_write_failure"]  # fmt: skip
 
 PROG = "ma-submit"
 #: Following or waiting was interrupted (the job keeps running).
@@ -45,9 +45,17 @@ def json_output_requested(args: Sequence[str]) -> bool:
     return "--output=json" in words or any(a == "--output" and b == "json" for a, b in pairs)
 
 
-def full_disk(error: OSError) -> bool:
+def _full_disk(error: OSError) -> bool:
     """A write that failed for want of space (a full disk, a quota, a file size limit): never a traceback."""
     return error.errno in _FULL
+
+
+def said_write_failure(error: OSError) -> bool:
+    """A failed write ``ma-submit`` ends with its line and :data:`EXIT_OUTPUT` (:func:`outcome_of`), not a
+    traceback: output cut midway (``OutputCut``), or any write that failed for want of space."""
+    from ...entrypoint.public import OutputCut
+
+    return isinstance(error, OutputCut) or _full_disk(error)
 
 
 def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, OSError]) -> Outcome:
@@ -63,10 +71,10 @@ def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, OSError]
 
     if isinstance(error, OutputCut):
         return None, EXIT_OUTPUT, None
-    if full_disk(error) and error.filename:
+    if _full_disk(error) and error.filename:
         where = str(error.filename)[-80:]
         return f"a write to {where!r} failed: {error.strerror}; free space there and run it again", EXIT_OUTPUT, None
-    if full_disk(error):
+    if _full_disk(error):
         return f"a write failed: {error.strerror}; free space or send the output elsewhere", EXIT_OUTPUT, None
     return None, EXIT_PIPE, None
 

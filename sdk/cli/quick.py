@@ -25,7 +25,7 @@ import os
 import sys
 
 from .echo import echo
-from .exits import Outcome, finish, full_disk, json_output_requested, outcome_of
+from .exits import Outcome, finish, json_output_requested, outcome_of, said_write_failure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def show_group_help() -> NoReturn:
     try:
         echo(GROUP_HELP, quiet_loss=True)
     except OSError as error:
-        if full_disk(error):
+        if said_write_failure(error):
             finish(outcome_of(error), False)
         _end_closed_pipe(error)
     sys.exit(0)
@@ -180,7 +180,6 @@ def show_group_help() -> NoReturn:
 def run(quick: Quick, args: Sequence[str]) -> NoReturn:
     """Run a recognised verb and exit as ``ma-submit`` exits through click (``MaSubmitGroup.main``)."""
     verb, params, profile = quick
-    from ...entrypoint.public import OutputCut
     from ..errors import MalaunchError
 
     outcome: Outcome
@@ -192,6 +191,8 @@ def run(quick: Quick, args: Sequence[str]) -> NoReturn:
             raise
         except OSError as error:
             _end_closed_pipe(error)
-    except (MalaunchError, KeyboardInterrupt, EOFError, OutputCut) as error:  # OutputCut: a full disk, said
+    except (MalaunchError, KeyboardInterrupt, EOFError, OSError) as error:
+        if isinstance(error, OSError) and not said_write_failure(error):  # (a closed pipe ended above)
+            raise
         outcome = outcome_of(error)
     finish(outcome, json_output_requested(args))

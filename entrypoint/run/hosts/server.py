@@ -171,7 +171,7 @@ class Coordinator:
         if kind == "failing" and isinstance(attempt, int):
             hold = message.get("hold")
             held = float(hold) if isinstance(hold, (int, float)) and not isinstance(hold, bool) else 0.0
-            self._apply(self.state.failing(conn.host, attempt, now, held if 0 < held < float("inf") else 0.0))
+            self._apply(self.state.failing(conn.host, attempt, now, held))  # the book caps it (NaN: no hold)
         elif kind == "silent" and isinstance(attempt, int) and isinstance(message.get("silent"), bool):
             self._apply(self.state.silent(conn.host, attempt, message["silent"], now))
         elif kind == "over" and isinstance(attempt, int):
