@@ -75,5 +75,13 @@ def main() -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End with ``code`` once the output is out, without the interpreter's teardown, where torch 2.13's gloo
+    can abort (SIGABRT, 134) after ``destroy_process_group`` has returned (see templates/torchrun-ddp)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -36,6 +36,7 @@ GLOO_JOB = """
     dist.all_reduce(t)
     print(f"rank {rank} attempt {attempt} ok sum {t.item():g}", flush=True)
     dist.destroy_process_group()
+    os._exit(0)  # torch 2.13's gloo can abort (134) in teardown after destroy_process_group
 """
 
 
@@ -91,6 +92,7 @@ BUSY_JOB = """
     dist.all_reduce(t)
     print(f"rank {rank} attempt {attempt} ok sum {t.item():g}", flush=True)
     dist.destroy_process_group()
+    os._exit(0)  # torch 2.13's gloo can abort (134) in teardown after destroy_process_group
 """
 
 

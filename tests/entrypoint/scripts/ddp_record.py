@@ -37,3 +37,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    os._exit(0)  # torch 2.13's gloo can abort (134) in the interpreter's teardown even after destroy_process_group

@@ -46,3 +46,5 @@ if attempt == 0:
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(600)
 print(f"rank {rank} attempt {attempt} sum {total():g}", flush=True)
+if os.environ.get("HOSTS_METHOD") != "msrun":  # MindSpore's own ending stays
+    os._exit(0)  # torch 2.13's gloo can abort (134) in the interpreter's teardown even after destroy_process_group
