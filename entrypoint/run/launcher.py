@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .output.pump import FileFollower, Sink
     from .output.splice import SpliceSink
     from .policy import RestartPolicy
+    from .procs.proctree import ProcKey
     from .procs.watch import WorkerDeath
 
 __all__ = ["Gate", "Launcher", "LauncherSays", "Relaunch"]
@@ -176,8 +177,8 @@ class Launcher:
         """What the launcher wrote down, read once every process ended (its summary, error files)."""
         return []
 
-    def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
-        """The judge of the launcher's own restarts (``launchers``: plan index -> pid)."""
+    def gate(self, plan: LaunchPlan, launchers: Dict[int, ProcKey]) -> Gate:
+        """The judge of the launcher's own restarts (``launchers``: plan index -> the launcher, pid and start)."""
         return Gate()
 
     def relaunch(self, spec: ProcessSpec, failure: Failure, relaunches: int, stopping: bool) -> Optional[Relaunch]:

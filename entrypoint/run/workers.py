@@ -12,6 +12,7 @@ from ..plan.launch_plan import LaunchPlan
 from .events import Event, LauncherLine
 from .launcher import Gate, Launcher
 from .output import Output
+from .procs import proctree
 from .procs.reaper import TOKEN_VAR
 from .procs.watch import WorkerDeath, WorkerWatch
 
@@ -31,7 +32,7 @@ class Workers:
         if not self.launcher.starts_workers:
             return
         launchers = {pid: index for index, pid in enumerate(pids)}
-        self.gate = self.launcher.gate(self.plan, dict(enumerate(pids)))
+        self.gate = self.launcher.gate(self.plan, proctree.keys_of(dict(enumerate(pids))))
         self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables,
                                  self.launcher.workers_lead_groups)  # fmt: skip
         self.watch.start()

@@ -287,7 +287,7 @@ def _wait_state(pid: int, wanted: str) -> None:
 def test_the_gate_holds_the_launcher_and_resumes_or_ends_it(tmp_path: Path) -> None:
     launcher = subprocess.Popen(["sleep", "60"])  # stands in for torchrun: a real process to stop and resume
     try:
-        gate = AttemptGate("retryable", {0: launcher.pid})
+        gate = AttemptGate("retryable", proctree.keys_of({0: launcher.pid}))
         killed = WorkerDeath(0, 1, 111, -signal.SIGKILL, 1.0, 0, None)
         gate.hold(killed)
         _wait_state(launcher.pid, "T")  # stopped while the failure is judged
@@ -307,3 +307,24 @@ def test_the_gate_holds_the_launcher_and_resumes_or_ends_it(tmp_path: Path) -> N
     finally:
         launcher.kill()
         launcher.wait()
+
+
+@pytest.mark.parametrize("restart_on", ["retryable", None])
+def test_the_gate_never_signals_a_pid_that_names_another_process_now(restart_on: Any) -> None:
+    """The pid torchrun had, reused by a stranger after torchrun was reaped (same pid, later start): the gate's
+    SIGSTOP, SIGCONT and SIGTERM all miss it; a launcher already gone when the gate was made is not signalled."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        (key,) = proctree.keys_of({0: stranger.pid}).values()
+        gate = AttemptGate(restart_on, {0: key._replace(start=key.start - 1), 1: key._replace(pid=2**22 + 1)})
+        for index, code in ((0, 1), (1, 1)):
+            death = WorkerDeath(index, 0, 111, code, 1.0, 0, None)
+            gate.hold(death)
+            gate.judge(death)
+        gate.release()
+        time.sleep(0.2)
+        assert _state(stranger.pid) == "S" and stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert proctree.keys_of({0: stranger.pid, 1: os.getpid()}) == {1: proctree.keys_of({1: os.getpid()})[1]}

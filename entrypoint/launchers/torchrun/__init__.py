@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ...run.output.console import Console
     from ...run.output.pump import FileFollower, Sink
     from ...run.output.splice import SpliceSink
+    from ...run.procs.proctree import ProcKey
 
 __all__ = ["TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunLauncher", "plan_torchrun"]
 
@@ -196,7 +197,7 @@ class TorchrunLauncher(Launcher):
                                message=record.message, attempt=record.attempt))  # fmt: skip
         return facts
 
-    def gate(self, plan: LaunchPlan, launchers: Dict[int, int]) -> Gate:
+    def gate(self, plan: LaunchPlan, launchers: Dict[int, ProcKey]) -> Gate:
         from .gate import AttemptGate
 
         return AttemptGate(plan.restart_on, launchers)

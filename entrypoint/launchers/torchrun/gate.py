@@ -21,11 +21,12 @@ plan with ``restart_on`` set, :class:`AttemptGate` uses that head start:
 Every SIGSTOP is followed by the ``judge`` of the same death (the watch posts the death after holding), so
 torchrun is never left stopped; :meth:`AttemptGate.release` resumes it anyway before the final teardown. The
 gate also keeps what each attempt left: its workers' error files and the time its last worker died.
+Every signal to torchrun goes through :func:`...run.procs.proctree.signal_proven` with the pid and start time read
+when torchrun was started, so a pid reused after torchrun was reaped is never hit.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -35,10 +36,12 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set,
 from ...report.report import Failure, LauncherAttempt
 from ...report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 from ...run.launcher import Gate
+from ...run.procs import proctree
 
 if TYPE_CHECKING:  # the gate works only under torchrun with restarts: its helpers are imported when it judges
     from ...report.failure_class import Classification
     from ...run.policy import RestartPolicy
+    from ...run.procs.proctree import ProcKey
     from ...run.procs.watch import WorkerDeath
 
 __all__ = ["AttemptGate"]
@@ -52,15 +55,17 @@ def _judged_kind(death: WorkerDeath) -> bool:
     return bool(death.code) and death.code is not None and -death.code not in _STOP_SIGNALS
 
 
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
+def _signal(launcher: Optional[ProcKey], sig: int) -> None:
+    """``sig`` to the launcher if it is still that process (pid and start: never a reused pid)."""
+    if launcher is not None:
+        proctree.signal_proven(launcher, sig)
 
 
 class AttemptGate(Gate):
-    """Applies ``restart_on`` to the first failure of each torchrun attempt; ``launchers``: plan index -> pid."""
+    """Applies ``restart_on`` to the first failure of each torchrun attempt; ``launchers``: plan index -> the
+    launcher (pid and start)."""
 
-    def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, int]) -> None:
+    def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, ProcKey]) -> None:
         self.policy: Optional[RestartPolicy] = None
         if restart_on is not None:
             from ...run.policy import RestartPolicy
@@ -90,7 +95,7 @@ class AttemptGate(Gate):
                 self.failure_seen = True
                 from ...report.failure_class import peer_failure
 
-                launcher = self.launchers[death.index]
+                launcher = self.launchers.get(death.index)
                 _signal(launcher, signal.SIGSTOP)  # first: its monitor tick may come while the output is read
                 if peer_failure(self.own_output(death)) is not None:
                     self.peer_paused = True
@@ -102,7 +107,7 @@ class AttemptGate(Gate):
         with self.lock:
             if death.attempt in self.judged:
                 return
-        _signal(self.launchers[death.index], signal.SIGSTOP)
+        _signal(self.launchers.get(death.index), signal.SIGSTOP)
 
     def note(self, death: WorkerDeath) -> None:
         """Keep what a death tells about its attempt (every death, failed or not, judged or not)."""
@@ -117,7 +122,7 @@ class AttemptGate(Gate):
         self.note(death)
         if self.policy is None:
             return None
-        launcher = self.launchers[death.index]
+        launcher = self.launchers.get(death.index)
         if death.code is None or not _judged_kind(death) or self.ended is not None:
             _signal(launcher, signal.SIGCONT)
             return None
@@ -145,8 +150,8 @@ class AttemptGate(Gate):
     def release(self) -> None:
         """Resume every launcher (before the teardown signals them)."""
         if self.policy is not None or self.peer_paused:
-            for pid in self.launchers.values():
-                _signal(pid, signal.SIGCONT)
+            for launcher in self.launchers.values():
+                _signal(launcher, signal.SIGCONT)
 
     def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
         """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""

@@ -34,6 +34,7 @@ __all__ = [
     "env_values",
     "has_children",
     "is_alive",
+    "keys_of",
     "kill_loop",
     "pidfd_exit_status",
     "pidfd_open",
@@ -284,6 +285,13 @@ def pidfd_open(pid: int) -> Optional[int]:
         return int(opener(pid))
     except OSError:
         return None
+
+
+def keys_of(pids: Dict[int, int]) -> Dict[int, ProcKey]:
+    """Each process of ``pids`` (any key -> pid) named for good, its start read now; one already gone is left
+    out, so that nothing is ever sent to its pid."""
+    infos = {name: read_info(pid) for name, pid in pids.items()}
+    return {name: ProcKey(info.pid, info.start) for name, info in infos.items() if info is not None}
 
 
 def signal_proven(key: ProcKey, sig: int, proof: Optional[Proof] = None) -> bool:
