@@ -131,7 +131,7 @@ def main() -> int:
 def exit_now(code: int) -> None:
     """End with ``code`` once the output is out, without the interpreter's teardown. torch 2.13 with gloo on CPU
     can abort in that teardown (SIGABRT, exit 134, ``terminate called without an active exception``) after
-    ``destroy_process_group`` has returned and ``main`` has too: about one run in 30 of two ranks here, which
+    ``destroy_process_group`` has returned and ``main`` has too: about one run in 40 of two ranks here, which
     turns a finished training into a failed job. Everything worth keeping (checkpoint, output) is written by
     then."""
     sys.stdout.flush()

@@ -288,7 +288,7 @@ def pidfd_open(pid: int) -> Optional[int]:
 
 
 def keys_of(pids: Dict[int, int]) -> Dict[int, ProcKey]:
-    """Each process of ``pids`` (any key -> pid) named for good, its start read now; one already gone is left
+    """Each process of ``pids`` (plan index -> pid) named for good, its start read now; one already gone is left
     out, so that nothing is ever sent to its pid."""
     infos = {name: read_info(pid) for name, pid in pids.items()}
     return {name: ProcKey(info.pid, info.start) for name, info in infos.items() if info is not None}
