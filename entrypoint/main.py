@@ -16,6 +16,7 @@ job's secret.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -283,8 +284,18 @@ def _print_plan(text: str) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
-    """Run the shim; returns the exit code (never raises for user errors)."""
+def main(
+    argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None, *, own_process: bool = False
+) -> int:
+    """Run the shim; returns the exit code (never raises for user errors).
+
+    ``own_process``: the process is the shim's alone (:func:`console_main`). Its start-up (the option and
+    environment parsing, the rank table, the plan, and the modules they import) then runs with the cyclic garbage
+    collector off: it makes objects that live as long as the shim, which a collection would walk for nothing (a
+    32,768-rank table's columns among them). Once planned they are frozen out of every later collection
+    (:func:`gc.freeze`) and the collector is back on, before a rank starts or a dry-run prints. A caller's own
+    process is left alone.
+    """
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
     env: Mapping[str, str] = os.environ if environ is None else environ
     problem = host_problem(sys.platform)
@@ -292,6 +303,8 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         _error(problem)
         return EXIT_CONFIG
     entry: Optional[CgroupEntry] = None
+    if own_process:
+        gc.disable()  # an error before the plan ends the process: the collector is never needed again then
     try:
         flags, boot_file, boot_args = split_argv(args)
         options = _parse_options(flags)
@@ -311,6 +324,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
                                    dry_run=options.dry_run)  # fmt: skip
             launcher = launcher_for(config)
             plan = launcher.plan(config.cluster, inputs)
+        if own_process:
+            gc.freeze()
+            gc.enable()
         policy = config.policy
         if options.dry_run:
             return _print_plan(launcher.plan_attempt(plan, 0, policy).render() + "\n")
@@ -343,8 +359,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 
 def console_main() -> None:
-    """Console-script entry point."""
-    code = main()
+    """The shim's command (``ma-entrypoint``, ``python -m malaunch.entrypoint``): :func:`main` in a process of its
+    own, then its exit."""
+    code = main(own_process=True)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -14,7 +14,8 @@ own size does not leak into the figure) is reported: the shim's footprint for a 
 
 As a container runs it: this tree is built as a wheel once per run and installed alone into a throwaway venv
 (:mod:`.wheelvenv`: no editable ``.pth`` finder at start-up); that venv's ``ma-entrypoint --dry-run`` and its
-``python -c pass`` are timed in rotated rounds beside the editable ``python -m malaunch.entrypoint --dry-run``.
+``python -c pass`` are timed in rotated rounds beside the editable ``python -m malaunch.entrypoint --dry-run`` and
+beside the same wheel behind a stand-in for the entry-point wrapper pip writes before 25.0 (:data:`_PIP_WRAPPER`).
 The target judges the wheel's whole process against 50 ms and states its excess over that venv's floor (the
 difference within each round). The plan both installs print must be the same, byte for byte.
 """
@@ -136,11 +137,14 @@ class _Installs:
                             "s")  # fmt: skip
         self.over = Series("scale/dryrun-wheel-over-floor", "rank-table scale",
                            "ma-entrypoint --dry-run, wheel install, over its python -c pass", size, "s")  # fmt: skip
+        self.wrapped = Series("scale/dryrun-wheel-wrapped", "rank-table scale",
+                              "the same, through an entry-point wrapper as pip < 25.0 writes it", size,
+                              "s")  # fmt: skip
         self.venv: Optional[WheelVenv] = None
         self.same_plan = False  # both installs printed the same plan (checked before the rounds)
 
     def series(self) -> List[Series]:
-        return [self.editable, self.wheel, self.floor, self.over]
+        return [self.editable, self.wheel, self.floor, self.over, self.wrapped]
 
     def measure(self, rounds: int, env: Dict[str, str], scratch: Path) -> None:
         """``rounds`` rounds, each running the three subjects once, the first of them rotating round by round."""
@@ -148,14 +152,15 @@ class _Installs:
         try:
             self.venv = wheel_venv(scratch / "wheel-install")
         except BenchError as exc:
-            self.wheel.error = self.floor.error = self.over.error = str(exc).splitlines()[0]
+            self.wheel.error = self.floor.error = self.over.error = self.wrapped.error = str(exc).splitlines()[0]
         # The ranks' interpreter is pinned so that the two installs' plans can be compared byte for byte.
         run_env = bench_env(new_mark(), {**env, "MA_SCRIPT_INTERPRETER": PYTHON})
         subjects: List[Tuple[Series, List[str]]] = [
             (self.editable, [PYTHON, "-m", "malaunch.entrypoint", "--dry-run", boot])]
         if self.venv is not None:
             subjects += [(self.wheel, [self.venv.entrypoint, "--dry-run", boot]),
-                         (self.floor, [self.venv.python, "-c", "pass"])]  # fmt: skip
+                         (self.floor, [self.venv.python, "-c", "pass"]),
+                         (self.wrapped, [_write_wrapper(self.venv), "--dry-run", boot])]  # fmt: skip
             editable_plan = _printed_plan(subjects[0][1], run_env, scratch)
             if _printed_plan(subjects[1][1], run_env, scratch) != editable_plan:
                 raise BenchError("the wheel install's --dry-run printed another plan than the editable install's")
@@ -178,7 +183,32 @@ class _Installs:
             return Target(claim, "not measured", None)
         measured = (f"{fmt_value(med, 's')}: {fmt_value(self.over.median, 's')} over that venv's python -c pass "
                     f"({fmt_value(self.floor.median, 's')})")  # fmt: skip
+        wrapped = self.wrapped.median
+        if wrapped is not None:
+            measured += f"; behind pip < 25.0's entry-point wrapper {fmt_value(wrapped, 's')} ({wrapped / med:.3g} x)"
         return Target(claim, measured, med < _WHOLE_BOUND)
+
+
+#: A stand-in for what pip before 25.0 writes into bin/ for a ``[project.scripts]`` entry point: it imports ``re``
+#: and strips a suffix from argv[0] with a pattern before calling the function (pip 25.0 dropped the ``re``).
+#: ma-entrypoint was such an entry point until it became a plain script; an image with an older pip ran this.
+_PIP_WRAPPER = """#!{python}
+import re
+import sys
+
+from malaunch.entrypoint.main import console_main
+
+sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+sys.exit(console_main())
+"""
+
+
+def _write_wrapper(venv: WheelVenv) -> str:
+    """The wheel install's modules behind :data:`_PIP_WRAPPER`, beside its ``ma-entrypoint``; its path."""
+    path = Path(venv.entrypoint).with_name("ma-entrypoint-pip-wrapper")
+    path.write_text(_PIP_WRAPPER.format(python=venv.python))
+    path.chmod(0o755)
+    return str(path)
 
 
 #: Started as ``python -I -S -c _RSS_PROBE OUT ARGV...``: forks, execs ARGV, writes "exit-code max-rss-KiB" to OUT.
@@ -288,8 +318,10 @@ def run_scale(reps: int) -> CaseResult:
     wheel = installs.venv.wheel if installs.venv is not None else "not built"
     result.notes.append(
         f"wheel install = this tree built as a wheel ({wheel}) and installed with --no-deps into a fresh venv, as an "
-        "image installs it; its ma-entrypoint --dry-run and its python -c pass run in rotated rounds with the "
-        "editable install's python -m malaunch.entrypoint --dry-run; over its python -c pass = the difference "
-        "within each round." + (" Both installs printed the same plan." if installs.same_plan else "")
+        "image installs it; its ma-entrypoint --dry-run (a plain script) and its python -c pass run in rotated "
+        "rounds with the editable install's python -m malaunch.entrypoint --dry-run and with the wheel's modules "
+        "behind a stand-in for the entry-point wrapper pip writes before 25.0 (it imports re and compiles a pattern "
+        "first: what ma-entrypoint cost as an entry point installed by such a pip); over its python -c pass = the "
+        "difference within each round." + (" Both installs printed the same plan." if installs.same_plan else "")
     )
     return result

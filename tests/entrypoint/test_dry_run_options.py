@@ -95,6 +95,58 @@ def test_a_dry_run_from_a_plain_install_imports_neither_typing_nor_json(tmp_path
 
 
 @pytest.mark.process
+def test_the_command_as_installed_imports_no_more_than_the_shim(tmp_path: Path) -> None:
+    # ma-entrypoint is installed as the plain script entrypoint/ma-entrypoint (the wheel's test checks that it is this
+    # file): it must not import what the shim avoids, as the wrapper pip writes for an entry point does (re).
+    site = tmp_path / "site"
+    (site / "malaunch").mkdir(parents=True)
+    repo = Path(__file__).resolve().parents[2]
+    (site / "malaunch" / "entrypoint").symlink_to(repo / "entrypoint")
+    boot = tmp_path / "train.py"
+    boot.write_text("print('never run')\n")
+    env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-S", "-X", "importtime", str(repo / "entrypoint" / "ma-entrypoint"),
+                           "--dry-run", str(boot)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["processes"]) == 4
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "malaunch.entrypoint.main" in imported
+    assert not imported & {"re", "typing", "json", "argparse"}, sorted(imported & {"re", "typing", "json", "argparse"})
+
+
+#: ``main`` as :func:`console_main` calls it, then the collector's state on stderr: enabled, objects frozen.
+COLLECTOR_PROBE = (
+    "import gc, sys\n"
+    "own = sys.argv[1] == 'own'\n"
+    "sys.argv = ['ma-entrypoint', *sys.argv[2:]]\n"
+    "from malaunch.entrypoint.main import main\n"
+    "frozen = gc.get_freeze_count()\n"
+    "code = main(own_process=own)\n"
+    "sys.stdout.flush()\n"
+    "print(f'collector: {gc.isenabled()} {gc.get_freeze_count() > frozen}', file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_the_shims_own_process_freezes_its_start_up_and_collects_after(tmp_path: Path, dry_run: bool) -> None:
+    boot = tmp_path / "train.py"
+    boot.write_text("print('the boot file ran')\n")
+    table = tmp_path / "table.json"
+    write_v10_table(table, 1, 2)  # one host: a real run starts its two ranks at once
+    env = {**_env(tmp_path), "MA_NUM_HOSTS": "1", "VC_TASK_INDEX": "0", "RANK_TABLE_FILE": str(table),
+           "MA_CURRENT_HOST_IP": "127.0.0.1"}  # fmt: skip
+    for own, frozen in (("own", True), ("caller", False)):  # a caller of main() keeps its collector as it was
+        argv = [sys.executable, "-c", COLLECTOR_PROBE, own, *(["--dry-run"] if dry_run else []), str(boot)]
+        done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == f"collector: True {frozen}", (own, done.stderr[-2000:])
+        assert dry_run == ('"processes"' in done.stdout) and dry_run != ("the boot file ran" in done.stdout)
+
+
+@pytest.mark.process
 def test_a_misspelt_dry_run_is_still_refused_by_the_parser(tmp_path: Path) -> None:
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")

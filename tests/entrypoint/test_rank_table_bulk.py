@@ -118,6 +118,30 @@ def test_servers_with_different_device_counts_and_orders() -> None:
     assert [d.device_id for d in fast.servers[2].devices] == ["3", "2", "1", "0"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_columns_added_part_by_part_give_the_item_by_item_servers(data: st.DataObject) -> None:
+    """As the part-by-part reader adds them: where every server lists the same ids the column holds only the first
+    server's id strings; a server listing them otherwise, in any part, gives the column as listed from there on."""
+    servers, size = data.draw(st.integers(min_value=1, max_value=6)), data.draw(st.integers(min_value=1, max_value=4))
+    table = v10_table(servers, size)
+    listed = table["server_list"]
+    reordered = data.draw(st.sets(st.integers(min_value=0, max_value=servers - 1), max_size=2))
+    for index in reordered:  # its ids in reverse order, its ranks still in file order
+        devices = listed[index]["device"]
+        for device, device_id in zip(devices, [str(d) for d in reversed(range(size))]):
+            device["device_id"] = device_id
+    cuts = sorted(data.draw(st.sets(st.integers(min_value=1, max_value=max(1, servers - 1))))) if servers > 1 else []
+    columns = bulk.ServerColumns()
+    for start, end in zip([0, *cuts], [*cuts, servers]):
+        assert columns.add(copy.deepcopy(listed[start:end]))
+    parted = columns.servers()
+    assert parted is not None and parted == parse_rank_table(item_by_item(table), "t.json").servers
+    ids = parted[0].columns[0]
+    if not reordered or size == 1:
+        assert all(ids[i] is ids[i % size] for i in range(len(ids)))  # the first server's strings, repeated
+
+
 @pytest.mark.parametrize(
     ("server", "device", "key", "value", "where"),
     [

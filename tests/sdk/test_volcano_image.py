@@ -5,6 +5,7 @@ carries the package data (the Volcano template, the job schema). Docker itself c
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -47,11 +48,12 @@ def pyproject() -> Dict[str, object]:
 def test_entrypoint_is_the_shim_console_script() -> None:
     (entry,) = [args for word, args in instructions() if word == "ENTRYPOINT"]
     assert json.loads(entry) == [ENTRYPOINT] == ["ma-entrypoint"]
-    scripts = pyproject()["project"]["scripts"]  # type: ignore[index]
-    assert scripts["ma-entrypoint"] == "malaunch.entrypoint.main:console_main"
-    from malaunch.entrypoint.main import console_main
-
-    assert callable(console_main)
+    # the shim's command is the plain script entrypoint/ma-entrypoint (its docstring says why), not an entry point
+    assert "ma-entrypoint" not in pyproject()["project"]["scripts"]  # type: ignore[index,operator]
+    assert pyproject()["tool"]["setuptools"]["script-files"] == ["entrypoint/ma-entrypoint"]  # type: ignore[index]
+    script = REPO / "entrypoint" / "ma-entrypoint"
+    assert os.access(script, os.X_OK)
+    assert script.read_text().endswith("\nfrom malaunch.entrypoint.main import console_main\n\nconsole_main()\n")
 
 
 def copies() -> Dict[str, str]:
@@ -126,5 +128,10 @@ def test_the_copied_files_build_a_wheel_with_the_package_data(tmp_path: Path) ->
     assert "malaunch/sdk/backends/volcano/job-template.yaml" in names
     assert "malaunch/sdk/job.schema.json" in names
     assert "malaunch/entrypoint/main.py" in names
+    # the shim's command: the repository's script as it is, but for the first line (the installer sets the interpreter)
+    version = pyproject()["project"]["version"]  # type: ignore[index]
+    installed = zipfile.ZipFile(wheel).read(f"malaunch-{version}.data/scripts/ma-entrypoint").decode()
+    head, _, body = installed.partition("\n")
+    assert head == "#!python" and body == (REPO / "entrypoint" / "ma-entrypoint").read_text().partition("\n")[2]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ma-entrypoint = malaunch.entrypoint.main:console_main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "ma-entrypoint" not in zipfile.ZipFile(wheel).read(entry_points).decode()

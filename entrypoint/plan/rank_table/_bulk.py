@@ -95,7 +95,9 @@ class ServerColumns:
         self.server_ips: list[Any] = []
         self.pods: list[Any] = []
         self.sizes: list[int] = []  # devices per server
-        self.device_ids: list[Any] = []
+        self.device_ids: list[Any] = []  # every server's, as listed, once they are not all alike (see _add_ids)
+        self.same_ids: Optional[list[Any]] = None  # while every server so far lists these ids, in this order
+        self.same_count = 0  # that many servers
         self.device_ips: list[Any] = []
         self.counted = 0  # the ranks so far have been exactly "0", "1", ... in file order: this many
         self.rank_values: Optional[list[Any]] = None  # else all of them, as listed
@@ -114,10 +116,11 @@ class ServerColumns:
             flat = chain.from_iterable  # each pass walks the servers' lists again: cheaper than one flat list
             device_ips = list(map(_DEVICE_IP, flat(lists)))
             "".join(device_ips)  # TypeError unless all are strings
-            self.device_ids += map(_DEVICE_ID, flat(lists))
+            device_ids = list(map(_DEVICE_ID, flat(lists)))
             ranks = list(map(_RANK_ID, flat(lists)))
         except (TypeError, KeyError, IndexError):
             return False
+        self._add_ids(device_ids, sizes)
         if self.rank_values is None and _counts_up(ranks, self.counted):
             self.counted += len(ranks)  # the usual case: the part's rank strings need not be kept
         else:
@@ -131,6 +134,21 @@ class ServerColumns:
         self.sizes += sizes
         self.device_ips += device_ips
         return True
+
+    def _add_ids(self, device_ids: list[Any], sizes: list[int]) -> None:
+        """Keep the part's device ids. While every server lists the same ids in the same order (the usual case),
+        that is only the first server's list and a count: the part's own id strings are freed with the part, where
+        keeping them would hold 32,768 new strings for a 32,768-rank table (fresh memory, touched page by page)."""
+        if not self.sizes:  # the first part
+            self.same_ids = device_ids[:sizes[0]]
+        same = self.same_ids
+        if same is not None:
+            if sizes.count(len(same)) == len(sizes) and device_ids == same * len(sizes):
+                self.same_count += len(sizes)
+                return
+            self.device_ids = same * self.same_count  # servers differ from here on: the column as listed
+            self.same_ids = None
+        self.device_ids += device_ids
 
     def servers(self) -> Optional[tuple[Server, ...]]:
         """The servers of everything added, ordered by their lowest rank; None if the whole is not well-formed."""
@@ -146,13 +164,14 @@ class ServerColumns:
                     value is None or (type(value) is str and value.strip()) for value in column):  # fmt: skip
                 return None
         starts = list(accumulate(self.sizes, initial=0))
+        device_ids = self.device_ids if self.same_ids is None else self.same_ids * self.same_count
         try:
-            if not _device_ids_valid(self.device_ids, starts):
+            if not _device_ids_valid(device_ids, starts):
                 return None
         except TypeError:  # an unhashable id
             return None
         rank_values = self.rank_values
-        total = len(self.device_ids)
+        total = len(device_ids)
         ranks: Sequence[int]
         if rank_values is None:  # the usual case: ranks 0..N-1 in file order
             ranks = range(total)
@@ -161,7 +180,7 @@ class ServerColumns:
             if listed_ranks is None or len(set(listed_ranks)) != total or max(listed_ranks) >= total:
                 return None
             ranks = listed_ranks
-        columns = (self.device_ids, self.device_ips, ranks)
+        columns = (device_ids, self.device_ips, ranks)
         # tuple.__new__ straight: a NamedTuple's own __new__ is a Python function, one call per server
         servers: list[Server] = list(map(tuple.__new__, repeat(Server), zip(ids, self.pods, hosts, repeat(columns),
                                                                             starts, starts[1:])))
