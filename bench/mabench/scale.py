@@ -147,7 +147,7 @@ class _Installs:
         return [self.editable, self.wheel, self.floor, self.over, self.wrapped]
 
     def measure(self, rounds: int, env: Dict[str, str], scratch: Path) -> None:
-        """``rounds`` rounds, each running the three subjects once, the first of them rotating round by round."""
+        """``rounds`` rounds, each running every subject once, the first of them rotating round by round."""
         boot = str(WORKERS / "start_worker.py")
         try:
             self.venv = wheel_venv(scratch / "wheel-install")
