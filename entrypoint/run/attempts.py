@@ -31,6 +31,7 @@ from .policy import RestartPolicy, backoff_for, classify_result, describe_failur
 
 if TYPE_CHECKING:
     from ..report.failure_class import Classification
+    from .hosts.messages import Cause
 
 __all__ = ["Attempt", "RestartOutcome", "restart_report", "run_with_restarts"]
 
@@ -53,7 +54,7 @@ class Attempt:
     ) -> None:
         self.index, self.result, self.classification = index, result, classification
         self.restarted, self.log_dir = restarted, log_dir
-        self.cause: Optional[Dict[str, Any]] = None  # several hosts: the job's root cause, as the coordinator chose
+        self.cause: Optional[Cause] = None  # several hosts: the job's root cause, as the coordinator chose
         self.members: Optional[Tuple[int, ...]] = None  # elastic torchrun: the attempt's hosts
         self.world_size: Optional[int] = None  # elastic torchrun: its ranks
 
@@ -236,7 +237,7 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
     if outcome.hosts is not None:
         report["hosts"] = outcome.hosts
         for entry, attempt in zip(report["attempts"], outcome.attempts):
-            entry["job_cause"] = attempt.cause
+            entry["job_cause"] = attempt.cause.to_wire() if attempt.cause is not None else None
             if attempt.members is not None:
                 entry.update(members=list(attempt.members), world_size=attempt.world_size)
     return report

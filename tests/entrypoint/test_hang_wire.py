@@ -8,7 +8,7 @@ import time
 from typing import List
 
 from malaunch.entrypoint.run.events import Event, HostsEnd
-from malaunch.entrypoint.run.hosts.jobstate import JobState
+from malaunch.entrypoint.run.hosts.jobstate import JobState, Phase
 from malaunch.entrypoint.run.hosts.link import HostLink, Start
 from malaunch.entrypoint.run.hosts.server import Coordinator
 from malaunch.entrypoint.run.hosts.wire import job_key
@@ -37,7 +37,7 @@ def test_every_host_silent_reaches_every_host_as_a_hung_end() -> None:
         for box in boxes:
             end = _end(box, 10.0)
             assert isinstance(end, HostsEnd) and end.hung, said
-        assert state.phase == "ending"
+        assert state.phase is Phase.ENDING
     finally:
         for link in links:
             link.close()

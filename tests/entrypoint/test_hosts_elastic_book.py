@@ -7,7 +7,9 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 from malaunch.entrypoint.run.hosts.jobloop import membership_event
-from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Send, members_text, read_members
+from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Phase, Send
+from malaunch.entrypoint.run.hosts.members import members_text, read_members
+from malaunch.entrypoint.run.hosts.messages import Cause, End, Start, Welcome
 
 
 def _book(hosts: int = 2, min_hosts: Optional[int] = 1, restarts: int = 0, lost_ok: bool = True) -> JobState:
@@ -20,14 +22,14 @@ class _Conn:
 
 
 def _kinds(sends: List[Send]) -> List[Any]:
-    return [(s.to, s.payload["t"]) for s in sends if s.payload["t"] != "welcome"]
+    return [(s.to, s.message.to_wire()["t"]) for s in sends if not isinstance(s.message, Welcome)]
 
 
 def _starts(sends: List[Send]) -> List[Dict[str, Any]]:
-    return [s.payload for s in sends if s.payload["t"] == "start"]
+    return [s.message.to_wire() for s in sends if isinstance(s.message, Start)]
 
 
-ENDED: Dict[str, Any] = {"code": 143, "kind": "signal", "accept": True, "peer": False, "ended": True, "line": "x"}
+ENDED = Cause(code=143, kind="signal", accept=True, peer=False, ended=True, line="x")
 
 
 def _running(book: JobState, hosts: int = 2) -> List[_Conn]:
@@ -76,7 +78,7 @@ def test_a_start_of_thousands_of_hosts_lost_here_and_there_fits_a_wire_line() ->
         book.leave(host, conns[host], "its connection closed", 1.0)
     tail = ["x" * 160] * 5
     for host in sorted(set(range(hosts)) - lost):
-        book.over(host, 0, dict(ENDED, line="y" * 160, tail=tail), 2.0)
+        book.over(host, 0, ENDED._replace(line="y" * 160, tail=tuple(tail)), 2.0)
     sends = book.advance(12.0)
     (start,) = _starts(sends)
     from malaunch.entrypoint.run.hosts.wire import Channel, job_key
@@ -89,9 +91,8 @@ def test_a_start_of_thousands_of_hosts_lost_here_and_there_fits_a_wire_line() ->
     # then a rank fails with a long account (a charged restart): its tail gives way to the members, its line stays
     members = read_members(received["members"])
     assert members is not None
-    own = {"code": 7, "kind": "user_error", "accept": True, "peer": False, "ended": False, "line": "z" * 160,
-           "tail": tail, "log": "/" + "l" * 199, "name": "rank-0", "addr": "10.0.0.1", "rank": 0, "signal": None,
-           "retryable": False, "score": 0}  # fmt: skip
+    own = Cause(code=7, kind="user_error", accept=True, peer=False, ended=False, line="z" * 160, tail=tuple(tail),
+                log="/" + "l" * 199, name="rank-0", addr="10.0.0.1", rank=0, signal=None, retryable=False, score=0)
     book.over(0, 1, own, 13.0)
     for host in members[1:]:
         book.over(host, 1, ENDED, 13.0)
@@ -105,13 +106,14 @@ def test_a_host_lost_for_good_leaves_the_survivors_going_on_without_it_at_no_cos
     book = _book(restarts=0)
     conns = _running(book)
     assert _kinds(book.leave(1, conns[1], "its connection closed", 1.0)) == [(0, "end")]
-    assert book.over(0, 0, ENDED, 2.0) == [] and book.phase == "waiting"
+    assert book.over(0, 0, ENDED, 2.0) == [] and book.phase is Phase.WAITING
     assert book.advance(11.9) == []  # the lost host has MALAUNCH_HOST_WAIT to come back
     sends = book.advance(12.0)
-    assert _starts(sends) == [{"t": "start", "attempt": 1, "cause": sends[0].payload["cause"], "members": "0",
-                               "free": True}]  # fmt: skip
-    assert sends[0].payload["cause"]["kind"] == "host_lost" and book.free == 1
-    assert _kinds(book.over(0, 1, None, 13.0)) == [(None, "finish")] and book.final == (0, None)
+    cause = sends[0].message.to_wire()["cause"]
+    assert _starts(sends) == [{"t": "start", "attempt": 1, "cause": cause, "members": "0", "free": True}]
+    assert sends[0].message.cause.kind == "host_lost" and book.free == 1
+    assert _kinds(book.over(0, 1, None, 13.0)) == [(None, "finish")]
+    assert book.final is not None and (book.final.code, book.final.cause) == (0, None)
 
 
 def test_a_host_that_comes_back_ends_the_smaller_attempt_and_the_next_takes_it_in() -> None:
@@ -120,16 +122,16 @@ def test_a_host_that_comes_back_ends_the_smaller_attempt_and_the_next_takes_it_i
     book.leave(1, conns[1], "its connection closed", 1.0)
     book.over(0, 0, ENDED, 2.0)
     book.advance(12.0)
-    assert book.members == (0,)
+    assert book.round.members == (0,)
     sends = book.join(1, _Conn(), "10.0.0.2", -1, 20.0)
     assert _kinds(sends) == [(0, "end")]
-    end = next(s.payload for s in sends if s.payload["t"] == "end")
+    end = next(s.message.to_wire() for s in sends if isinstance(s.message, End))
     assert (end["why"], end["host"], end["attempt"]) == ("joined", 1, 1)
     sends = book.over(0, 1, ENDED, 21.0)  # no back-off: a change of hosts is no failure
     assert [(p["attempt"], p["members"], p["free"]) for p in _starts(sends)] == [(2, "0-1", True)]
     assert book.free == 2  # attempts 1 and 2 cost nothing: MA_MAX_RESTARTS=0 still has its budget
     book.over(0, 2, None, 22.0)
-    assert book.over(1, 2, None, 22.0)[-1].payload == {"t": "finish", "code": 0, "cause": None, "attempt": 2}
+    assert book.over(1, 2, None, 22.0)[-1].message.to_wire() == {"t": "finish", "code": 0, "cause": None, "attempt": 2}
 
 
 def test_a_lost_host_back_within_the_wait_restarts_everyone_at_no_cost() -> None:
@@ -137,7 +139,7 @@ def test_a_lost_host_back_within_the_wait_restarts_everyone_at_no_cost() -> None
     conns = _running(book)
     book.leave(1, conns[1], "no heartbeat for 3 s", 1.0)
     book.over(0, 0, ENDED, 2.0)
-    assert book.join(1, _Conn(), "10.0.0.2", 0, 3.0)[-1].payload["members"] == "0-1"
+    assert book.join(1, _Conn(), "10.0.0.2", 0, 3.0)[-1].message.to_wire()["members"] == "0-1"
 
 
 def test_fewer_hosts_than_the_minimum_end_the_job_with_75() -> None:
@@ -147,8 +149,8 @@ def test_fewer_hosts_than_the_minimum_end_the_job_with_75() -> None:
     book.leave(2, conns[2], "its connection closed", 1.0)
     book.over(0, 0, ENDED, 2.0)
     sends = book.advance(12.0)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
-    assert "did not come back within 10 s" in sends[0].payload["cause"]["line"]
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == EXIT_HOST_LOST
+    assert "did not come back within 10 s" in sends[0].message.cause.line
 
 
 def test_with_enough_hosts_three_become_two() -> None:
@@ -163,10 +165,10 @@ def test_with_enough_hosts_three_become_two() -> None:
 def test_a_failure_of_a_rank_is_still_charged() -> None:
     book = _book(restarts=0)
     _running(book)
-    own = {"code": 7, "kind": "user_error", "accept": True, "peer": False, "ended": False, "line": "exit 7"}
+    own = Cause(code=7, kind="user_error", accept=True, peer=False, ended=False, line="exit 7")
     book.over(1, 0, own, 1.0)
     sends = book.over(0, 0, ENDED, 1.5)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 7
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == 7
 
 
 def test_a_failure_of_a_smaller_world_restarts_it_without_waiting_for_the_host_gone_before() -> None:
@@ -175,12 +177,12 @@ def test_a_failure_of_a_smaller_world_restarts_it_without_waiting_for_the_host_g
     book.leave(1, conns[1], "its connection closed", 1.0)
     book.over(0, 0, ENDED, 2.0)
     book.advance(12.0)
-    own = {"code": 137, "kind": "signal", "accept": True, "peer": False, "ended": False, "line": "killed"}
-    assert book.over(0, 1, own, 13.0) == [] and book.phase == "backoff"
+    own = Cause(code=137, kind="signal", accept=True, peer=False, ended=False, line="killed")
+    assert book.over(0, 1, own, 13.0) == [] and book.phase is Phase.BACKOFF
     sends = book.advance(14.0)  # the back-off (1 s), not MALAUNCH_HOST_WAIT for host 1 again
     assert [(p["attempt"], p["members"], p["free"]) for p in _starts(sends)] == [(2, "0", False)]
     sends = book.over(0, 2, own, 15.0)  # the one charged restart is spent
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 137
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == 137
 
 
 def test_a_restart_on_that_refuses_host_lost_does_not_stop_a_membership_restart() -> None:
@@ -206,7 +208,7 @@ def test_not_elastic_nothing_changes() -> None:
     assert start == {"t": "start", "attempt": 0, "cause": None}
     book.leave(1, conns[1], "its connection closed", 1.0)
     sends = book.over(0, 0, ENDED, 1.5)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == EXIT_HOST_LOST
 
 
 @pytest.mark.parametrize(("before", "after", "left", "joined"), [([0, 1], (0,), [1], []), ([0], (0, 1), [], [1])])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
-from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Send
+from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Phase, Send
+from malaunch.entrypoint.run.hosts.messages import Cause, Welcome, Why
 from malaunch.entrypoint.run.hosts.wire import Channel, WireError, job_key
 
 
@@ -14,11 +15,11 @@ def _book(hosts: int = 2, restarts: int = 3, lost_ok: bool = True) -> JobState:
 
 
 def _kinds(sends: List[Send]) -> List[Any]:
-    return [(s.to, s.payload["t"]) for s in sends if s.payload["t"] != "welcome"]
+    return [(s.to, s.message.to_wire()["t"]) for s in sends if not isinstance(s.message, Welcome)]
 
 
-def _cause(code: int, kind: str = "signal", accept: bool = True, peer: bool = False) -> Dict[str, Any]:
-    return {"code": code, "kind": kind, "accept": accept, "peer": peer, "ended": False, "line": f"exit {code}"}
+def _cause(code: int, kind: str = "signal", accept: bool = True, peer: bool = False) -> Cause:
+    return Cause(code=code, kind=kind, accept=accept, peer=peer, ended=False, line=f"exit {code}")
 
 
 class _Conn:
@@ -49,8 +50,8 @@ def test_a_host_missing_at_the_start_ends_the_job_with_3() -> None:
     book = _book()
     book.join(0, "c0", "a", -1, 0.0)
     sends = book.advance(31.0)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 3
-    assert "host(s) 1" in sends[0].payload["cause"]["line"]
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == 3
+    assert "host(s) 1" in sends[0].message.cause.line
 
 
 def test_a_failure_ends_the_others_and_restarts_everyone_after_the_backoff() -> None:
@@ -58,11 +59,11 @@ def test_a_failure_ends_the_others_and_restarts_everyone_after_the_backoff() -> 
     _join_all(book)
     assert _kinds(book.failing(1, 0, 1.0)) == [(0, "end")]
     assert _kinds(book.over(1, 0, _cause(137), 2.0)) == []
-    assert _kinds(book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 3.0)) == []
-    assert book.phase == "backoff"
+    assert _kinds(book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 3.0)) == []
+    assert book.phase is Phase.BACKOFF
     sends = book.advance(4.1)
-    assert _kinds(sends) == [(None, "start")] and sends[0].payload["attempt"] == 1
-    assert sends[0].payload["cause"]["host"] == 1 and sends[0].payload["cause"]["code"] == 137
+    assert _kinds(sends) == [(None, "start")] and sends[0].message.attempt == 1
+    assert sends[0].message.cause.host == 1 and sends[0].message.cause.code == 137
 
 
 def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> None:
@@ -71,7 +72,7 @@ def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> N
     book.over(0, 0, _cause(134, peer=True), 1.0)  # gloo: Connection closed by peer, seen first
     sends = book.over(1, 0, _cause(7, "user_error", accept=False), 1.5)
     assert _kinds(sends) == [(None, "finish")]
-    assert (sends[0].payload["code"], sends[0].payload["cause"]["host"]) == (7, 1)
+    assert (sends[0].message.code, sends[0].message.cause.host) == (7, 1)
 
 
 def test_a_failure_that_says_a_peer_failed_holds_the_others_end_so_the_peer_can_die_by_itself() -> None:
@@ -79,14 +80,14 @@ def test_a_failure_that_says_a_peer_failed_holds_the_others_end_so_the_peer_can_
     _join_all(book, 3)
     assert book.failing(0, 0, 1.0, hold=5.0) == []  # gloo's "Connection closed by peer" on host 0
     assert book.failing(2, 0, 1.5, hold=5.0) == []  # host 2 saw it too: the first hold stands
-    assert book.advance(5.9) == [] and book.phase == "running"
+    assert book.advance(5.9) == [] and book.phase is Phase.RUNNING
     sends = book.failing(1, 0, 2.0)  # the peer that really failed, by itself: everyone else ends now
-    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload["host"] == 1
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].message.host == 1
     assert book.advance(6.5) == []  # the hold is over: nothing is sent twice
     book.over(0, 0, _cause(134, peer=True), 6.1)
     book.over(2, 0, _cause(134, peer=True), 6.2)
     sends = book.over(1, 0, _cause(7, "user_error", accept=False), 6.3)
-    assert (sends[0].payload["code"], sends[0].payload["cause"]["host"]) == (7, 1)
+    assert (sends[0].message.code, sends[0].message.cause.host) == (7, 1)
 
 
 def test_a_held_end_goes_out_when_the_hold_is_over_or_a_failure_without_peer_evidence_comes() -> None:
@@ -95,7 +96,7 @@ def test_a_held_end_goes_out_when_the_hold_is_over_or_a_failure_without_peer_evi
     book.failing(1, 0, 1.0, hold=60.0)  # at most HOLD_MAX seconds, whatever a host asks
     assert book.advance(5.9) == []
     sends = book.advance(6.0)
-    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload == {
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].message.to_wire() == {
         "t": "end", "attempt": 0, "host": 1, "addr": "10.0.0.2", "why": "failed"}  # fmt: skip
     book = _book(hosts=2)
     _join_all(book)
@@ -110,9 +111,9 @@ def test_a_held_end_goes_out_when_the_hold_is_over_or_a_failure_without_peer_evi
     _join_all(book, 3)
     book.failing(1, 0, 1.0, hold=5.0)
     assert _kinds(book.leave(2, CONN["conn1b"], "x", 1.5)) == []  # not host 2's connection: nothing changes
-    assert book.held is not None
+    assert book.round.held is not None
     assert _kinds(book.failing(1, 0, 1.6)) == [(0, "end"), (2, "end")]  # host 1's hold ended early: now
-    assert book.phase == "ending" and book.held is None
+    assert book.phase is Phase.ENDING and book.round.held is None
 
 
 def test_a_host_lost_during_a_hold_ends_the_others_at_once() -> None:
@@ -120,7 +121,7 @@ def test_a_host_lost_during_a_hold_ends_the_others_at_once() -> None:
     _join_all(book, 3)
     book.failing(0, 0, 1.0, hold=5.0)
     sends = book.leave(1, CONN["conn1"], "its connection closed", 1.2)
-    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].payload["why"] == "lost"
+    assert _kinds(sends) == [(0, "end"), (2, "end")] and sends[0].message.why is Why.LOST
 
 
 def test_a_hold_from_an_old_attempt_is_forgotten() -> None:
@@ -128,10 +129,10 @@ def test_a_hold_from_an_old_attempt_is_forgotten() -> None:
     _join_all(book)
     book.failing(1, 0, 1.0, hold=5.0)
     book.over(1, 0, _cause(137), 1.5)
-    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.6)
+    book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 1.6)
     book.advance(3.0)
-    assert book.attempt == 1 and book.held is None
-    assert book.failing(1, 0, 3.1, hold=5.0) == [] and book.held is None  # attempt 0's word, too late
+    assert book.attempt == 1 and book.round.held is None
+    assert book.failing(1, 0, 3.1, hold=5.0) == [] and book.round.held is None  # attempt 0's word, too late
 
 
 def test_the_budget_is_the_jobs() -> None:
@@ -143,7 +144,7 @@ def test_the_budget_is_the_jobs() -> None:
     assert book.attempt == 1
     book.over(1, 1, _cause(137), 6.0)
     sends = book.over(0, 1, None, 6.0)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 137
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == 137
 
 
 def test_a_lost_host_is_waited_for_and_joins_the_next_attempt() -> None:
@@ -151,30 +152,30 @@ def test_a_lost_host_is_waited_for_and_joins_the_next_attempt() -> None:
     _join_all(book)
     sends = book.leave(1, CONN["conn1"], "its connection closed", 1.0)
     assert _kinds(sends) == [(0, "end")]
-    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 2.0)
-    assert book.phase == "waiting"
+    book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 2.0)
+    assert book.phase is Phase.WAITING
     assert _kinds(book.join(1, CONN["conn1b"], "10.0.0.2", -1, 5.0)) == []
-    assert book.phase == "backoff"
+    assert book.phase is Phase.BACKOFF
     sends = book.advance(6.5)
-    assert _kinds(sends) == [(None, "start")] and sends[0].payload["cause"]["kind"] == "host_lost"
+    assert _kinds(sends) == [(None, "start")] and sends[0].message.cause.kind == "host_lost"
 
 
 def test_a_lost_host_that_does_not_come_back_ends_the_job_with_75() -> None:
     book = _book()
     _join_all(book)
     book.leave(1, CONN["conn1"], "no heartbeat for 20 s", 1.0)
-    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 2.0)
+    book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 2.0)
     sends = book.advance(12.5)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
-    assert sends[0].payload["cause"]["line"].endswith("did not come back within 10 s")
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == EXIT_HOST_LOST
+    assert sends[0].message.cause.line.endswith("did not come back within 10 s")
 
 
 def test_without_restarts_a_lost_host_ends_the_job_at_once() -> None:
     book = _book(restarts=0, lost_ok=False)
     _join_all(book)
     book.leave(1, CONN["conn1"], "its connection closed", 1.0)
-    sends = book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.5)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == EXIT_HOST_LOST
+    sends = book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 1.5)
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == EXIT_HOST_LOST
 
 
 def test_an_old_connection_of_a_host_that_came_back_changes_nothing() -> None:
@@ -190,7 +191,7 @@ def test_a_host_that_succeeded_and_then_vanished_does_not_fail_the_job() -> None
     book.over(1, 0, None, 1.0)
     book.leave(1, CONN["conn1"], "its connection closed", 1.1)
     sends = book.over(0, 0, None, 1.2)
-    assert _kinds(sends) == [(None, "finish")] and sends[0].payload["code"] == 0
+    assert _kinds(sends) == [(None, "finish")] and sends[0].message.code == 0
 
 
 def test_lines_prove_the_secret_and_cannot_be_replayed_reordered_or_reflected() -> None:
@@ -227,18 +228,18 @@ def test_the_config_never_shows_the_secret() -> None:
 
 
 
-def _hung(score: int) -> Dict[str, Any]:
-    return {**_cause(124, "hang"), "score": score}
+def _hung(score: int) -> Cause:
+    return _cause(124, "hang")._replace(score=score)
 
 
 def test_one_host_silent_while_another_prints_is_not_a_hang() -> None:
     book = _book()
     _join_all(book)
     assert book.silent(0, 0, True, 1.0) == []
-    assert book.phase == "running"
+    assert book.phase is Phase.RUNNING
     assert book.silent(0, 0, False, 2.0) == []  # host 0 spoke again
     assert book.silent(1, 0, True, 3.0) == []  # now host 1 is silent, host 0 is not
-    assert book.phase == "running"
+    assert book.phase is Phase.RUNNING
 
 
 def test_every_host_silent_ends_the_attempt_on_every_host_as_hung() -> None:
@@ -247,10 +248,10 @@ def test_every_host_silent_ends_the_attempt_on_every_host_as_hung() -> None:
     book.silent(1, 0, True, 1.0)
     sends = book.silent(0, 0, True, 1.5)
     assert sorted(_kinds(sends)) == [(0, "end"), (1, "end")]
-    assert {s.payload["why"] for s in sends} == {"hung"} and book.phase == "ending"
+    assert {s.message.to_wire()["why"] for s in sends} == {"hung"} and book.phase is Phase.ENDING
     book.over(0, 0, _hung(0), 2.0)  # host 0's rank waits in a collective: no evidence
     book.over(1, 0, _hung(4), 2.5)  # host 1's rank is stopped: it is the root cause, though it spoke later
-    assert book.phase == "backoff" and book.verdicts[-1] is not None and book.verdicts[-1]["host"] == 1
+    assert book.phase is Phase.BACKOFF and book.verdicts[-1] is not None and book.verdicts[-1].host == 1
 
 
 def test_a_host_done_counts_no_more_and_silence_from_an_old_attempt_is_ignored() -> None:
@@ -259,7 +260,7 @@ def test_a_host_done_counts_no_more_and_silence_from_an_old_attempt_is_ignored()
     book.over(1, 0, None, 1.0)  # host 1's ranks succeeded
     assert book.silent(0, 1, True, 1.5) == []  # not the running attempt
     sends = book.silent(0, 0, True, 2.0)  # host 0 is the only one left, and silent: hung
-    assert _kinds(sends) == [(0, "end")] and sends[0].payload["why"] == "hung"
+    assert _kinds(sends) == [(0, "end")] and sends[0].message.why is Why.HUNG
 
 
 def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
@@ -268,9 +269,9 @@ def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
     book.silent(0, 0, True, 1.0)
     book.failing(1, 0, 1.1)
     book.over(1, 0, _cause(137), 1.2)
-    book.over(0, 0, {**_cause(3, "rendezvous_timeout"), "ended": True}, 1.3)
+    book.over(0, 0, _cause(3, "rendezvous_timeout")._replace(ended=True), 1.3)
     book.advance(3.0)
-    assert book.attempt == 1 and book.quiet == set()
+    assert book.attempt == 1 and book.round.quiet == set()
     assert book.silent(1, 1, True, 3.5) == []  # host 0 has not said it is silent in attempt 1
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
@@ -33,8 +33,12 @@ from ..policy import RestartPolicy, backoff_for, should_restart
 from . import HostsConfig
 from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
+from .messages import Cause
 from .server import Coordinator
 from .wire import job_key
+
+if TYPE_CHECKING:
+    from ...report.failure_class import Classification
 
 __all__ = ["membership_event", "run_coordinated"]
 
@@ -124,9 +128,8 @@ class _Drive:
             if isinstance(command, Gone):
                 self.announce(max(self.link.last_attempt, 0), "ended")
                 line = f"ma-entrypoint: host 0 ({self.config.master}) lost: {command.why}"
-                return self._outcome(self._final(EXIT_HOST_LOST, {"host": 0, "addr": self.config.master,
-                                                                   "kind": "host_lost", "retryable": True,
-                                                                   "line": line, "tail": [line]}))  # fmt: skip
+                lost = Cause(host=0, addr=self.config.master, kind="host_lost", retryable=True, line=line, tail=(line,))
+                return self._outcome(self._final(EXIT_HOST_LOST, lost))
             return self._finish(command)
 
     def _attempt(self, command: Start) -> bool:
@@ -173,19 +176,18 @@ class _Drive:
         self.announce(max(self.link.last_attempt, 0), "ended")
         if command.code == 0 and self.result is not None:
             return self._outcome(self._own_result(), None)
-        return self._outcome(self._final(command.code, command.cause or {}))
+        return self._outcome(self._final(command.code, command.cause or Cause()))
 
-    def _final(self, code: int, cause: Dict[str, Any]) -> RunResult:
+    def _final(self, code: int, cause: Cause) -> RunResult:
         own = self.result.root_cause if self.result is not None else None
         duration = time.monotonic() - self.started
-        if cause.get("host") == self.config.host and own is not None and own.source != "peer":
+        if cause.host == self.config.host and own is not None and own.source != "peer":
             return RunResult(code, own, None, duration)
-        host = cause.get("host")
-        line = str(cause.get("line") or f"host {host} failed")
-        failure = Failure(name=str(cause.get("name") or f"host {host}"), rank=_int(cause.get("rank")),
-                          local_rank=None, host=str(cause.get("addr") or f"host {host}"), pid=None, exit_code=code,
-                          signal=_int(cause.get("signal")), log_file=str(cause.get("log") or ""),
-                          tail=tuple(str(t) for t in cause.get("tail") or [line])[-_TAIL:], source="peer",
+        host = cause.host
+        line = cause.line or f"host {host} failed"
+        failure = Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
+                          host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
+                          log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="peer",
                           why=f"host {host} reported it to the job's coordinator")  # fmt: skip
         return RunResult(code, failure, None, duration)
 
@@ -202,13 +204,13 @@ class _Drive:
         return RestartOutcome(final, tuple(self.loop.attempts), self.policy, stopped_in_backoff=signum,
                               hosts=self.hosts)  # fmt: skip
 
-    def _outcome(self, final: RunResult, cause: Optional[Dict[str, Any]] = None) -> RestartOutcome:
+    def _outcome(self, final: RunResult, cause: Optional[Cause] = None) -> RestartOutcome:
         from ...report.failure_class import Classification, classify_failure
 
         job_class = None
         if final.exit_code != 0 and final.shim_signal is None and final.root_cause is not None:
             found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal)
-            kind = (cause or {}).get("kind")
+            kind = cause.kind if cause is not None else None
             job_class = Classification(kind, found.retryable, found.reason) if kind == found.kind else found
         return RestartOutcome(final, tuple(self.loop.attempts), self.policy, hosts=self.hosts, job_class=job_class)
 
@@ -239,30 +241,26 @@ def membership_event(attempt: int, before: Sequence[int], members: Sequence[int]
 
 
 def _restart_line(index: int, command: Start, policy: RestartPolicy) -> str:
-    cause = command.cause or {}
+    cause = command.cause or Cause()
     if command.free:
         return (f"attempt {index} of the job ended with a change of its hosts: every host here starts attempt "
                 f"{command.attempt} now")  # fmt: skip
-    who = f"rank {cause['rank']}" if isinstance(cause.get("rank"), int) else "it"
-    return (f"attempt {index} of the job failed on host {cause.get('host')} ({who}, exit {cause.get('code')}, "
-            f"{cause.get('kind')}): every host starts attempt {command.attempt} of {policy.max_restarts} now")
+    who = f"rank {cause.rank}" if cause.rank is not None else "it"
+    return (f"attempt {index} of the job failed on host {cause.host} ({who}, exit {cause.code}, "
+            f"{cause.kind}): every host starts attempt {command.attempt} of {policy.max_restarts} now")
 
 
-def _cause(result: RunResult, kind: Any, policy: RestartPolicy, config: HostsConfig) -> Dict[str, Any]:
+def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:
     """This host's account of a failed attempt, for the coordinator (small: a few short lines)."""
     from ...report.failure_class import peer_failure
 
     failure = result.root_cause
     accept = result.shim_signal is None and should_restart(policy, kind, result.exit_code)
     tail = [line[:_LINE] for line in (failure.tail if failure is not None else ())][-_TAIL:]
-    return {
-        "addr": config.addr, "rank": failure.rank if failure else None, "name": failure.name if failure else "",
-        "code": result.exit_code, "signal": failure.signal if failure else None, "kind": kind.kind,
-        "retryable": kind.retryable, "accept": accept, "ended": bool(failure and failure.source == "peer"),
-        "peer": peer_failure(tail) is not None, "line": tail[-1] if tail else kind.reason[:_LINE], "tail": tail,
-        "log": (failure.log_file if failure else "")[-200:], "score": result.hang_score,
-    }  # fmt: skip
-
-
-def _int(value: object) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return Cause(
+        addr=config.addr, rank=failure.rank if failure else None, name=failure.name if failure else "",
+        code=result.exit_code, signal=failure.signal if failure else None, kind=kind.kind,
+        retryable=kind.retryable, accept=accept, ended=bool(failure and failure.source == "peer"),
+        peer=peer_failure(tail) is not None, line=tail[-1] if tail else kind.reason[:_LINE], tail=tuple(tail),
+        log=(failure.log_file if failure else "")[-200:], score=result.hang_score,
+    )  # fmt: skip

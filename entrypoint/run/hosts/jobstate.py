@@ -1,8 +1,10 @@
 """The job's state as the coordinator keeps it: who is here, which attempt runs, how it ended. Pure.
 
 :class:`JobState` is fed what the coordinator hears (a host joined or left, a host's attempt is failing or is
-over, time passed) and answers with the messages to send (:class:`Send`). It holds O(hosts) state and never
-blocks. The rules (docs/recovery.md, "Multi-host"):
+over, time passed) and answers with the messages to send (:class:`Send`, records of :mod:`.messages`). It holds
+O(hosts) state and never blocks. Its state is named: the job's :class:`Phase`, its fixed :class:`Rules`, the
+hosts here and lost, the running attempt (:class:`Round`) and the verdict of every attempt so far. The rules
+(docs/recovery.md, "Multi-host"):
 
 1. Attempt 0 starts when every host has joined (a host that ran attempts before, under a coordinator that was
    lost, brings its last attempt: the job goes on after it). Hosts missing after ``join_wait``: the job ends
@@ -36,12 +38,13 @@ blocks. The rules (docs/recovery.md, "Multi-host"):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+import enum
+from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ...report.rootcause import PEER_WINDOW
-from .wire import MAX_LINE
+from .messages import Cause, End, Finish, Message, Start, Welcome, Why
 
-__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Cause", "JobState", "Send", "lost_cause", "members_text", "read_members"]
+__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send", "lost_cause"]
 
 #: The shim's exit code when a lost host did not come back (retryable: the platform's job restart takes over).
 EXIT_HOST_LOST = 75
@@ -50,102 +53,72 @@ EXIT_NO_JOIN = 3
 HOLD_MAX = PEER_WINDOW
 _OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
 
-Cause = Dict[str, Any]  # JSON: host, addr, rank, code, signal, kind, retryable, accept, peer, ended, line, tail
+
+class Phase(enum.Enum):
+    """Where the job is; :attr:`JobState.deadline` is what the phase waits for at most."""
+
+    JOINING = "joining"  # the hosts join (deadline: give up, exit 3)
+    RUNNING = "running"  # an attempt runs
+    ENDING = "ending"  # the attempt ends on every host: their accounts are awaited
+    WAITING = "waiting"  # a lost host may come back (deadline: its time is over)
+    BACKOFF = "backoff"  # the next attempt starts at the deadline
+    DONE = "done"  # the job's finish is sent
 
 
 class Send(NamedTuple):
     """A message for one host (``to``), or for every host here (``to`` None)."""
 
     to: Optional[int]
-    payload: Dict[str, Any]
+    message: Message
+
+
+class Rules(NamedTuple):
+    """What the book is told once, for the job's life."""
+
+    num_hosts: int
+    max_restarts: int
+    lost_accepted: bool  # restart_on accepts a lost host (class host_lost)
+    backoff: Callable[[int], float]  # the pause before restart K
+    host_wait: float  # how long a lost host may take to come back
+    min_hosts: Optional[int] = None  # elastic (rule 5): the fewest hosts an attempt may start with; None: all
+
+
+class Hold(NamedTuple):
+    """Rule 2a: a host whose failure's log says a peer failed holds the others' end until ``until``."""
+
+    host: Optional[int]
+    until: float
+
+
+class Round:
+    """The running (or last) attempt as the book follows it."""
+
+    __slots__ = ("causes", "dropped", "held", "members", "number", "pending", "quiet", "rejoined")
+
+    def __init__(self, number: int = -1, members: Tuple[int, ...] = ()) -> None:
+        self.number = number  # the attempt (-1: none started yet)
+        self.members = members  # its hosts
+        self.pending: Set[int] = set(members)  # hosts whose account of the attempt is awaited
+        self.causes: List[Tuple[int, int, Cause]] = []  # (priority, order, cause) of each failure told
+        self.quiet: Set[int] = set()  # hosts whose ranks are silent (hang detection)
+        self.dropped: Set[int] = set()  # members lost during the attempt
+        self.rejoined = False  # elastic: a host joined while the attempt ran without it
+        self.held: Optional[Hold] = None  # rule 2a
 
 
 def lost_cause(host: int, addr: str, why: str, accept: bool) -> Cause:
     """The cause naming a lost host (class ``host_lost``, retryable)."""
     line = f"ma-entrypoint: host {host} ({addr}) lost: {why}"
-    return {"host": host, "addr": addr, "rank": None, "code": EXIT_HOST_LOST, "signal": None,
-            "kind": "host_lost", "retryable": True, "accept": accept, "peer": False, "ended": False, "line": line,
-            "tail": [line]}  # fmt: skip
-
-
-_PACKED = "z:"  # members as a bitmap (bit i: host i), zlib-packed, in base64
-_RANGES_MAX = 2000  # longer ranges (hosts lost here and there) travel packed
-_PACKED_MAX = 3000  # 16,384 hosts in no order at all: 2,048 bytes that do not pack, 2,750 characters
-_BITMAP_MAX = 2048  # bytes: MA_NUM_HOSTS is at most 16,384
-
-
-def members_text(members: Tuple[int, ...]) -> str:
-    """Host indexes as ranges (``0-3,5``), or packed (``z:...``) when the ranges would be long (hosts lost here
-    and there): a start message stays within a wire line however many hosts the job has."""
-    runs: List[List[int]] = []
-    for host in sorted(set(members)):
-        if runs and runs[-1][1] == host - 1:
-            runs[-1][1] = host
-        else:
-            runs.append([host, host])
-    text = ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
-    if len(text) <= _RANGES_MAX:
-        return text
-    import base64
-    import zlib
-
-    bits = bytearray((max(members) >> 3) + 1)
-    for host in members:
-        bits[host >> 3] |= 1 << (host & 7)
-    return _PACKED + base64.b64encode(zlib.compress(bytes(bits), 9)).decode("ascii")
-
-
-def read_members(text: object) -> Optional[Tuple[int, ...]]:
-    """The hosts of :func:`members_text`'s text; None when it is not one."""
-    if isinstance(text, str) and text.startswith(_PACKED) and len(text) <= _PACKED_MAX:
-        return _unpack(text[len(_PACKED) :])
-    if not isinstance(text, str) or not text or len(text) > _RANGES_MAX:
-        return None
-    found: List[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or not (high.isdigit() or not high):
-            return None
-        first, last = int(low), int(high or low)
-        if last < first or last - first > 100000:
-            return None
-        found += range(first, last + 1)
-    return tuple(sorted(set(found)))
-
-
-def _unpack(text: str) -> Optional[Tuple[int, ...]]:
-    import base64
-    import binascii
-    import zlib
-
-    try:
-        unpacker = zlib.decompressobj()
-        bits = unpacker.decompress(base64.b64decode(text, validate=True), _BITMAP_MAX + 1)
-    except (binascii.Error, ValueError, zlib.error):
-        return None
-    if len(bits) > _BITMAP_MAX or unpacker.unconsumed_tail or not unpacker.eof:
-        return None
-    found = tuple(index * 8 + bit for index, byte in enumerate(bits) for bit in range(8) if byte >> bit & 1)
-    return found or None
-
-
-def _fitting(payload: Dict[str, Any]) -> Dict[str, Any]:
-    """A start message that fits a wire line: the previous cause keeps its line, not its tail, when the members
-    take the room (thousands of hosts, lost here and there)."""
-    import json
-
-    cause = payload.get("cause")
-    if not cause or len(json.dumps(payload, separators=(",", ":"))) <= MAX_LINE - 128:
-        return payload
-    return dict(payload, cause=dict(cause, tail=[str(cause.get("line") or "")[:300]]))
+    return Cause(host=host, addr=addr, rank=None, code=EXIT_HOST_LOST, signal=None, kind="host_lost",
+                 retryable=True, accept=accept, peer=False, ended=False, line=line, tail=(line,))  # fmt: skip
 
 
 def _priority(cause: Cause) -> int:
-    if cause.get("kind") == "host_lost":
+    if cause.kind == "host_lost":
         return _LOST
-    if cause.get("ended"):
+    if cause.ended:
         return _ENDED
-    return _PEER if cause.get("peer") else _OWN
+    return _PEER if cause.peer else _OWN
 
 
 class JobState:
@@ -153,26 +126,28 @@ class JobState:
 
     def __init__(self, num_hosts: int, max_restarts: int, lost_accepted: bool, backoff: Callable[[int], float],
                  host_wait: float, join_wait: float, now: float, min_hosts: Optional[int] = None) -> None:  # fmt: skip
-        self.num_hosts, self.max_restarts, self.lost_accepted = num_hosts, max_restarts, lost_accepted
-        self.backoff, self.host_wait = backoff, host_wait
+        self.rules = Rules(num_hosts, max_restarts, lost_accepted, backoff, host_wait, min_hosts)
+        self.phase = Phase.JOINING
+        self.deadline = now + join_wait  # what the phase waits for at most (see Phase)
+        # the hosts
         self.here: Dict[int, Tuple[object, str]] = {}  # host -> (its connection, its address)
-        self.attempt = -1
-        self.seen = -1  # the latest attempt a joining host says it ran
-        self.phase = "joining"  # running, ending, waiting, backoff, done
-        self.pending: Set[int] = set()  # hosts whose account of the attempt is awaited
-        self.causes: List[Tuple[int, int, Cause]] = []
         self.lost: Dict[int, Cause] = {}  # hosts lost and not back, with their cause
-        self.deadline = now + join_wait  # joining: give up; waiting: the lost host's time; backoff: start
-        self.final: Optional[Tuple[int, Optional[Cause]]] = None
+        self.seen = -1  # the latest attempt a joining host says it ran
+        # the attempts
+        self.round = Round()
         self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
-        self.quiet: Set[int] = set()  # hosts whose ranks are silent in the running attempt (hang detection)
-        self.min_hosts = min_hosts  # elastic (rule 5): the fewest hosts an attempt may start with; None: all
-        self.members: Tuple[int, ...] = ()  # the hosts of the running (or last) attempt
-        self.dropped: Set[int] = set()  # members lost during the running attempt
-        self.rejoined = False  # elastic: a host joined while the attempt ran without it
         self.free = 0  # attempts started for a change of membership (not charged to max_restarts)
         self.free_next = False  # the next attempt is one of them
-        self.held: Optional[Tuple[Optional[int], float]] = None  # rule 2a: (the holding host, until when)
+        self.final: Optional[Finish] = None  # the job's end, once decided
+
+    @property
+    def num_hosts(self) -> int:
+        return self.rules.num_hosts
+
+    @property
+    def attempt(self) -> int:
+        """The running (or last) attempt; -1 before the first."""
+        return self.round.number
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
     def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
@@ -183,10 +158,10 @@ class JobState:
         self.here[host] = (conn, addr)
         self.lost.pop(host, None)
         self.seen = max(self.seen, last)
-        out.append(Send(host, {"t": "welcome", "hosts": self.num_hosts, "attempt": self.attempt}))
+        out.append(Send(host, Welcome(self.rules.num_hosts, self.attempt)))
         if self.final is not None:
-            out.append(Send(host, _finish_message(self.final, self.attempt)))
-        elif self.min_hosts is not None and self.phase in ("running", "ending") and host not in self.members:
+            out.append(Send(host, self.final))
+        elif self.rules.min_hosts is not None and self._in_attempt() and host not in self.round.members:
             out += self._take_in(host, addr)
         return out + self.advance(now)
 
@@ -195,167 +170,174 @@ class JobState:
         if self.here.get(host, (None,))[0] is not conn:
             return []  # an older connection of a host that came back
         addr = self.here.pop(host)[1]
-        cause = lost_cause(host, addr, why, self.lost_accepted)
+        cause = lost_cause(host, addr, why, self.rules.lost_accepted)
         self.lost[host] = cause
-        if self.phase in ("running", "ending") and host in self.members:
-            self.dropped.add(host)
+        if self._in_attempt() and host in self.round.members:
+            self.round.dropped.add(host)
         out: List[Send] = []
-        if self.phase in ("running", "ending") and host in self.pending:
-            self.pending.discard(host)
+        if self._in_attempt() and host in self.round.pending:
+            self.round.pending.discard(host)
             out += self._failed(cause, now)
         return out + self.advance(now)
 
     def failing(self, host: int, attempt: int, now: float, hold: float = 0.0) -> List[Send]:
         """Host ``host``'s attempt is ending after a failure of its own (its account comes with :meth:`over`);
         ``hold``: its log says a peer failed, and it holds its stop that long (rule 2a)."""
-        if attempt != self.attempt or self.phase != "running":
+        if attempt != self.attempt or self.phase is not Phase.RUNNING:
             return []
         if hold > 0:
-            if self.held is None:
-                self.held = (host, now + min(hold, HOLD_MAX))
+            if self.round.held is None:
+                self.round.held = Hold(host, now + min(hold, HOLD_MAX))
             return []
         return self._end_others(host, now)
 
     def silent(self, host: int, attempt: int, silent: bool, now: float) -> List[Send]:
         """Host ``host``'s ranks went silent (``silent``) or spoke again in attempt ``attempt`` (rule 2b)."""
         del now
-        if attempt != self.attempt or self.phase != "running":
+        if attempt != self.attempt or self.phase is not Phase.RUNNING:
             return []
-        (self.quiet.add if silent else self.quiet.discard)(host)
-        if not self.pending or not self.pending <= self.quiet:
+        (self.round.quiet.add if silent else self.round.quiet.discard)(host)
+        pending = self.round.pending
+        if not pending or not pending <= self.round.quiet:
             return []
-        self.phase = "ending"
-        payload = {"t": "end", "attempt": self.attempt, "host": None, "addr": "", "why": "hung"}
-        return [Send(other, payload) for other in sorted(self.pending)]
+        self.phase = Phase.ENDING
+        message = End(self.attempt, None, "", Why.HUNG)
+        return [Send(other, message) for other in sorted(pending)]
 
     def over(self, host: int, attempt: int, cause: Optional[Cause], now: float) -> List[Send]:
         """Host ``host``'s attempt ended: ``cause`` is its root cause (None: its ranks succeeded)."""
-        if attempt != self.attempt or host not in self.pending:
+        if attempt != self.attempt or host not in self.round.pending:
             return []
-        self.pending.discard(host)
-        out = self._failed(dict(cause, host=host), now) if cause is not None else []
+        self.round.pending.discard(host)
+        out = self._failed(cause._replace(host=host), now) if cause is not None else []
         return out + self.advance(now)
 
     # -- time -------------------------------------------------------------------------------------------------
     def advance(self, now: float) -> List[Send]:
         """Move on as far as the hosts and the clock allow."""
-        if self.phase == "joining":
-            if len(self.here) == self.num_hosts:
+        rules, phase = self.rules, self.phase
+        if phase is Phase.JOINING:
+            if len(self.here) == rules.num_hosts:
                 return self._start(self.seen + 1, now)
             if now >= self.deadline and self._enough():
                 return self._start(self.seen + 1, now)
             if now >= self.deadline:
-                missing = ", ".join(str(h) for h in range(self.num_hosts) if h not in self.here)
-                line = (f"ma-entrypoint: gave up waiting for host(s) {missing} to join the job's coordinator; "
-                        "check that every host started and can reach the master host")  # fmt: skip
-                return self._finish(EXIT_NO_JOIN, {"host": None, "addr": "", "rank": None, "code": EXIT_NO_JOIN,
-                                                   "kind": "rendezvous_timeout", "line": line, "tail": [line]})
-        elif self.phase in ("running", "ending") and not self.pending:
+                missing = [host for host in range(rules.num_hosts) if host not in self.here]
+                return self._finish(EXIT_NO_JOIN, _no_join(missing))
+        elif self._in_attempt() and not self.round.pending:
             return self._decide(now)
-        elif self.phase == "running" and self.held is not None and now >= self.held[1]:
-            return self._end_others(self.held[0], now)
-        elif self.phase == "waiting":
-            if len(self.here) == self.num_hosts:
-                pause = 0.0 if self.free_next else self.backoff(self.attempt + 1 - self.free)
-                self.phase, self.deadline = "backoff", now + pause
+        elif phase is Phase.RUNNING and self.round.held is not None and now >= self.round.held.until:
+            return self._end_others(self.round.held.host, now)
+        elif phase is Phase.WAITING:
+            if len(self.here) == rules.num_hosts:
+                pause = 0.0 if self.free_next else rules.backoff(self.attempt + 1 - self.free)
+                self.phase, self.deadline = Phase.BACKOFF, now + pause
                 return self.advance(now)
             if now >= self.deadline and self._enough():
                 return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
             if now >= self.deadline:
-                return self._finish(EXIT_HOST_LOST, _gone(self.lost, self.host_wait))
-        elif self.phase == "backoff":
-            if (len(self.here) < self.num_hosts) if self.min_hosts is None else not self._enough():
-                self.phase, self.deadline = "waiting", now + self.host_wait
+                return self._finish(EXIT_HOST_LOST, _gone(self.lost, rules.host_wait))
+        elif phase is Phase.BACKOFF:
+            if (len(self.here) < rules.num_hosts) if rules.min_hosts is None else not self._enough():
+                self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
             elif now >= self.deadline:
                 return self._start(self.attempt + 1, now)
         return []
 
     # -- inside -------------------------------------------------------------------------------------------------
+    def _in_attempt(self) -> bool:
+        return self.phase is Phase.RUNNING or self.phase is Phase.ENDING
+
     def _start(self, attempt: int, now: float) -> List[Send]:
         previous = self.verdicts[-1] if self.verdicts else None
         free, self.free_next = self.free_next, False
         self.free += int(free)
-        if attempt - self.free > self.max_restarts and attempt > 0:
-            line = (f"ma-entrypoint: the job's restarts are spent ({self.max_restarts}): it cannot start attempt "
-                    f"{attempt}")  # fmt: skip
-            return self._finish(EXIT_HOST_LOST, dict(previous or {}, code=EXIT_HOST_LOST, line=line, tail=[line]))
-        self.attempt, self.phase = attempt, "running"
-        self.pending = set(self.here)
-        self.causes, self.quiet, self.held = [], set(), None
-        self.members, self.dropped, self.rejoined = tuple(sorted(self.here)), set(), False
-        payload: Dict[str, Any] = {"t": "start", "attempt": attempt, "cause": previous}
-        if self.min_hosts is not None:
-            payload.update(members=members_text(self.members), free=free)
-            payload = _fitting(payload)
-        return [Send(None, payload)]
+        if attempt - self.free > self.rules.max_restarts and attempt > 0:
+            return self._finish(EXIT_HOST_LOST, _spent(previous, self.rules.max_restarts, attempt))
+        self.phase = Phase.RUNNING
+        self.round = Round(attempt, tuple(sorted(self.here)))
+        if self.rules.min_hosts is None:
+            return [Send(None, Start(attempt, previous))]
+        return [Send(None, Start(attempt, previous, self.round.members, free))]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
-        score = cause.get("score")  # a hung attempt: the host whose ranks show the strongest evidence first
-        self.causes.append((_priority(cause) * 8 - (score if isinstance(score, int) and 0 <= score < 8 else 0),
-                            len(self.causes), cause))  # fmt: skip
-        if self.phase != "running" or (self.held is not None and cause.get("peer") and not cause.get("ended")):
+        score = cause.score  # a hung attempt: the host whose ranks show the strongest evidence first
+        strength = score if score is not None and 0 <= score < 8 else 0
+        self.round.causes.append((_priority(cause) * 8 - strength, len(self.round.causes), cause))
+        if self.phase is not Phase.RUNNING or (self.round.held is not None and cause.peer and not cause.ended):
             return []  # rule 2a: an account that says a peer failed leaves the hold as it is
-        return self._end_others(cause.get("host"), now)
+        return self._end_others(cause.host, now)
 
     def _end_others(self, host: Optional[int], now: float) -> List[Send]:
         del now
-        self.phase, self.held = "ending", None
+        self.phase, self.round.held = Phase.ENDING, None
         addr = self.here.get(host, (None, "?"))[1] if host is not None else "?"
-        if host in self.lost:
-            addr = self.lost[host]["addr"]
-        word = "lost" if host in self.lost else "failed"
-        payload = {"t": "end", "attempt": self.attempt, "host": host, "addr": addr, "why": word}
-        return [Send(other, payload) for other in sorted(self.pending) if other != host]
+        if host is not None and host in self.lost:
+            addr = self.lost[host].addr
+        message = End(self.attempt, host, addr, Why.LOST if host in self.lost else Why.FAILED)
+        return [Send(other, message) for other in sorted(self.round.pending) if other != host]
 
     def _decide(self, now: float) -> List[Send]:
-        if not self.causes:  # every host's ranks succeeded (a host lost after saying so changes nothing)
+        if not self.round.causes:  # every host's ranks succeeded (a host lost after saying so changes nothing)
             self.verdicts.append(None)
             return self._finish(0, None)
-        cause = min(self.causes, key=lambda item: (item[0], item[1]))[2]
+        cause = min(self.round.causes, key=lambda item: (item[0], item[1]))[2]
         self.verdicts.append(cause)
-        if self.min_hosts is not None and (self.dropped or self.rejoined):  # rule 5: a change of membership
+        if self.rules.min_hosts is not None and (self.round.dropped or self.round.rejoined):  # rule 5
             self.free_next = True
-            self.phase, self.deadline = "waiting", now + (self.host_wait if self.dropped else 0.0)
+            self.phase = Phase.WAITING
+            self.deadline = now + (self.rules.host_wait if self.round.dropped else 0.0)
             return self.advance(now)
-        again = bool(cause.get("accept")) and self.attempt - self.free < self.max_restarts
+        again = cause.accept and self.attempt - self.free < self.rules.max_restarts
         if not again:
-            return self._finish(int(cause.get("code") or 1), cause)
+            return self._finish(int(cause.code or 1), cause)
         return self._after_loss(cause, now)
 
     def _after_loss(self, cause: Cause, now: float) -> List[Send]:
-        if self.min_hosts is not None:  # elastic, a failure (charged): hosts lost before are not waited for again
-            self.phase, self.deadline = "backoff", now + self.backoff(self.attempt + 1 - self.free)
+        rules = self.rules
+        if rules.min_hosts is not None:  # elastic, a failure (charged): hosts lost before are not waited for again
+            self.phase, self.deadline = Phase.BACKOFF, now + rules.backoff(self.attempt + 1 - self.free)
             return self.advance(now)
-        if self.lost and not self.lost_accepted:  # the next attempt needs a host the job may not wait for
-            named = cause if cause.get("kind") == "host_lost" else _gone(self.lost, self.host_wait)
+        if self.lost and not rules.lost_accepted:  # the next attempt needs a host the job may not wait for
+            named = cause if cause.kind == "host_lost" else _gone(self.lost, rules.host_wait)
             return self._finish(EXIT_HOST_LOST, named)
-        self.phase, self.deadline = "waiting", now + self.host_wait
+        self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
         return self.advance(now)
 
     def _enough(self) -> bool:
         """Elastic: the hosts here may start an attempt (at least ``min_hosts``, the master among them)."""
-        return self.min_hosts is not None and 0 in self.here and len(self.here) >= self.min_hosts
+        least = self.rules.min_hosts
+        return least is not None and 0 in self.here and len(self.here) >= least
 
     def _take_in(self, host: int, addr: str) -> List[Send]:
         """Elastic: ``host`` joined while the attempt runs without it: the attempt ends, the next takes it in."""
-        self.rejoined = True
-        if self.phase != "running":
+        self.round.rejoined = True
+        if self.phase is not Phase.RUNNING:
             return []
-        self.phase = "ending"
-        payload = {"t": "end", "attempt": self.attempt, "host": host, "addr": addr, "why": "joined"}
-        return [Send(other, payload) for other in sorted(self.pending)]
+        self.phase = Phase.ENDING
+        message = End(self.attempt, host, addr, Why.JOINED)
+        return [Send(other, message) for other in sorted(self.round.pending)]
 
     def _finish(self, code: int, cause: Optional[Cause]) -> List[Send]:
-        self.phase, self.final = "done", (code, cause)
-        return [Send(None, _finish_message(self.final, self.attempt))]
+        self.phase, self.final = Phase.DONE, Finish(code, cause, self.attempt)
+        return [Send(None, self.final)]
+
+
+def _no_join(missing: List[int]) -> Cause:
+    """The cause of a job whose hosts ``missing`` did not join in time."""
+    line = (f"ma-entrypoint: gave up waiting for host(s) {', '.join(map(str, missing))} to join the job's "
+            "coordinator; check that every host started and can reach the master host")  # fmt: skip
+    return Cause(host=None, addr="", rank=None, code=EXIT_NO_JOIN, kind="rendezvous_timeout", line=line, tail=(line,))
+
+
+def _spent(previous: Optional[Cause], max_restarts: int, attempt: int) -> Cause:
+    """The cause of a job that cannot start ``attempt``: its restarts are spent (the previous cause, if any)."""
+    line = f"ma-entrypoint: the job's restarts are spent ({max_restarts}): it cannot start attempt {attempt}"
+    return (previous or Cause())._replace(code=EXIT_HOST_LOST, line=line, tail=(line,))
 
 
 def _gone(lost: Dict[int, Cause], host_wait: float) -> Cause:
     """The cause naming the first host still lost once its time to come back ran out."""
-    cause = dict(lost[min(lost)])
-    line = f"{cause['line']}; it did not come back within {host_wait:g} s"
-    return dict(cause, line=line, tail=[line])
-
-
-def _finish_message(final: Tuple[int, Optional[Cause]], attempt: int) -> Dict[str, Any]:
-    return {"t": "finish", "code": final[0], "cause": final[1], "attempt": attempt}
+    cause = lost[min(lost)]
+    line = f"{cause.line}; it did not come back within {host_wait:g} s"
+    return cause._replace(line=line, tail=(line,))

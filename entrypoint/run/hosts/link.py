@@ -19,37 +19,24 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import secrets
 import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 from ..events import Event, HostsEnd
-from . import wire
-from .jobstate import read_members
+from . import messages, wire
+from .messages import Cause, End, Failing, Finish, Heartbeat, Hello, Over, Silent, Start, Welcome, Why
 
-__all__ = ["Finish", "Gone", "HostLink", "Start"]
-
-
-class Start(NamedTuple):
-    attempt: int
-    cause: Optional[Dict[str, Any]]  # the previous attempt's root cause, as the coordinator chose it
-    members: Optional[Tuple[int, ...]] = None  # elastic (MALAUNCH_MIN_HOSTS): the attempt's hosts
-    free: bool = False  # elastic: started for a change of membership (not charged to MA_MAX_RESTARTS)
-
-
-class Finish(NamedTuple):
-    code: int
-    cause: Optional[Dict[str, Any]]
-    attempt: int
+__all__ = ["Command", "Finish", "Gone", "HostLink", "Start"]
 
 
 class Gone(NamedTuple):
     why: str  # the coordinator was lost and did not come back
 
 
+#: What the attempt loop gets: the coordinator's ``start`` or ``finish``, or :class:`Gone`.
 Command = Union[Start, Finish, Gone]
 
 
@@ -76,7 +63,6 @@ class HostLink:
         self._channel: Optional[wire.Channel] = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="malaunch-hostlink", daemon=True)
-        self.incarnation = secrets.token_hex(4)
 
     def start(self) -> HostLink:
         self._thread.start()
@@ -99,16 +85,15 @@ class HostLink:
     def failing(self, attempt: int, hold: float = 0.0) -> None:
         """This host's attempt is ending after a failure of its own; ``hold``: the failure's log says a peer
         failed, and this host holds its stop that long (the coordinator holds the others' end as long)."""
-        self._send({"t": "failing", "attempt": attempt, "hold": round(hold, 3)} if hold > 0 else
-                   {"t": "failing", "attempt": attempt})  # fmt: skip
+        self._send(Failing(attempt, hold))
 
     def silent(self, attempt: int, silent: bool) -> None:
         """This host's ranks went silent (True) or spoke again (False): hang detection is the job's."""
-        self._send({"t": "silent", "attempt": attempt, "silent": silent})
+        self._send(Silent(attempt, silent))
 
-    def over(self, attempt: int, cause: Optional[Dict[str, Any]]) -> None:
+    def over(self, attempt: int, cause: Optional[Cause]) -> None:
         """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
-        self._send({"t": "over", "attempt": attempt, "cause": cause})
+        self._send(Over(attempt, cause))
 
     def close(self) -> None:
         self._closing.set()
@@ -119,13 +104,13 @@ class HostLink:
         self._thread.join(2.0)
 
     # -- the thread ----------------------------------------------------------------------------------------------
-    def _send(self, payload: Dict[str, Any]) -> None:
+    def _send(self, message: messages.Message) -> None:
         with self._send_lock:
             sock, channel = self._sock, self._channel
             if sock is None or channel is None:
                 return  # lost: the coordinator learns this host's state from its next hello
             with contextlib.suppress(OSError, wire.WireError):  # the reader notices the loss
-                sock.sendall(channel.seal(payload))
+                sock.sendall(channel.seal(message.to_wire()))
 
     def _run(self) -> None:
         wait = self.join_wait
@@ -174,12 +159,10 @@ class HostLink:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first, rest = _read_line(sock, b"")
             channel = wire.Channel(self.key, wire.read_challenge(first), "c")
-            hello = {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last_attempt,
-                     "inc": self.incarnation}  # fmt: skip
-            sock.sendall(channel.seal(hello))
+            sock.sendall(channel.seal(Hello(self.host, self.addr, self.last_attempt).to_wire()))
             line, rest = _read_line(sock, rest)
             welcome = channel.open(line)
-            if welcome.get("t") != "welcome":
+            if not isinstance(messages.parse(welcome), Welcome):
                 raise wire.WireError("malformed", f"expected a welcome, got {welcome.get('t')!r}")
         except BaseException:
             sock.close()
@@ -199,11 +182,11 @@ class HostLink:
                 return f"no heartbeat for {self.timeout:g} s"
             if now >= beat:
                 beat = now + self.interval
-                self._send({"t": "hb"})
+                self._send(Heartbeat())
             while b"\n" in buffer:
                 line, _, buffer = buffer.partition(b"\n")
                 try:
-                    self._dispatch(channel.open(line + b"\n"))
+                    self._dispatch(messages.parse(channel.open(line + b"\n")))
                 except wire.WireError as error:
                     return f"it sent a line this host refuses ({error.kind})"
                 heard = time.monotonic()
@@ -222,36 +205,26 @@ class HostLink:
                 return "it sent an oversized line"
         return "closing"
 
-    def _dispatch(self, message: Dict[str, Any]) -> None:
-        kind = message["t"]
-        if kind == "start" and isinstance(message.get("attempt"), int):
-            self.commands.put(Start(message["attempt"], _cause(message.get("cause")),
-                                    read_members(message.get("members")), message.get("free") is True))
-        elif kind == "finish" and isinstance(message.get("code"), int):
-            self.commands.put(Finish(message["code"], _cause(message.get("cause")), int(message.get("attempt") or 0)))
-            self._closing.set()
-        elif kind == "end":
+    def _dispatch(self, message: Optional[messages.Message]) -> None:
+        if isinstance(message, (Start, Finish)):
+            self.commands.put(message)
+            if isinstance(message, Finish):
+                self._closing.set()
+        elif isinstance(message, End):
             post = self._post
-            if post is not None and message.get("attempt") == self.last_attempt:
-                why = message.get("why")
-                if why == "hung":
+            if post is not None and message.attempt == self.last_attempt:
+                if message.why is Why.HUNG:
                     post(HostsEnd("every host's ranks are silent", hung=True))
-                    return
-                if why == "joined":
-                    post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", "joined",
-                                             "so that the next attempt takes it in")))
-                    return
-                why = "lost" if why == "lost" else "failed"
-                post(HostsEnd(_host_line(message.get("host"), wire.text(message.get("addr")) or "?", why)))
+                elif message.why is Why.JOINED:
+                    post(HostsEnd(_host_line(message.host, message.addr or "?", "joined",
+                                             "so that the next attempt takes it in")))  # fmt: skip
+                else:
+                    post(HostsEnd(_host_line(message.host, message.addr or "?", message.why.value)))
 
 
-def _host_line(host: object, addr: str, why: str, then: str = "with it") -> str:
-    name = f"host {host}" if isinstance(host, int) else "a host"
+def _host_line(host: Optional[int], addr: str, why: str, then: str = "with it") -> str:
+    name = f"host {host}" if host is not None else "a host"
     return f"ma-entrypoint: {name} ({addr}) {why}: this host's attempt ends {then}"
-
-
-def _cause(value: object) -> Optional[Dict[str, Any]]:
-    return value if isinstance(value, dict) else None
 
 
 def _read_line(sock: socket.socket, buffer: bytes) -> Tuple[bytes, bytes]:

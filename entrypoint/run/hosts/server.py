@@ -1,10 +1,12 @@
 """The coordinator the master host's shim serves: one thread, one selector, every host's connection.
 
-It speaks :mod:`.wire` and keeps the job's book in :class:`~.jobstate.JobState`. Nothing a client sends can
-crash or stall it: every socket is non-blocking, a line is at most :data:`~.wire.MAX_LINE` bytes, a connection
-that has not proved itself within :data:`HELLO_WITHIN` seconds is closed, so is one whose unsent output grows
-past :data:`_OUT_CAP`, and past :attr:`Coordinator.max_conns` connections new ones are closed at once. What is
-refused is said once per kind (``refused a connection from ADDR: bad_mac``), then only counted.
+It speaks :mod:`.wire` (its messages: :mod:`.messages`) and keeps the job's book in :class:`~.jobstate.JobState`.
+Nothing a client sends can crash or stall it: every socket is non-blocking, a line is at most
+:data:`~.wire.MAX_LINE` bytes, a connection that has not proved itself within :data:`HELLO_WITHIN` seconds is
+closed, so is one whose unsent output grows past :data:`_OUT_CAP`, and past :attr:`Coordinator.max_conns`
+connections new ones are closed at once. What is refused (a line unproved, replayed or oversized, or a proved
+message with a malformed field) is said once per kind (``refused a connection from ADDR: bad_mac``), then only
+counted.
 
 Heartbeats: every ``interval`` seconds the coordinator sends each host a ``hb``; a host it has heard nothing
 from for ``timeout`` seconds (a frozen or partitioned shim) is lost, as is one whose connection closed.
@@ -19,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import wire
+from . import messages, wire
 from .jobstate import JobState, Send
 
 __all__ = ["HELLO_WITHIN", "Coordinator"]
@@ -106,7 +108,7 @@ class Coordinator:
             self._beat_at = now + self.interval
             for conn in list(self.conns.values()):
                 if conn.host is not None:
-                    self._send(conn, {"t": "hb"})
+                    self._send(conn, messages.Heartbeat())
 
     def _accept(self) -> None:
         try:
@@ -152,31 +154,32 @@ class Coordinator:
             conn.last = time.monotonic()
             self._handle(conn, message)
 
-    def _handle(self, conn: _Conn, message: Dict[str, Any]) -> None:
-        kind, now = message["t"], time.monotonic()
+    def _handle(self, conn: _Conn, payload: Dict[str, Any]) -> None:
+        try:
+            message = messages.parse(payload)
+        except wire.WireError as error:
+            self._refuse(conn, error.kind, str(error))
+            return
+        now = time.monotonic()
         if conn.host is None:
-            host, last = message.get("host"), message.get("last", -1)
-            if kind != "hello" or not isinstance(host, int) or not isinstance(last, int):
+            if not isinstance(message, messages.Hello):
                 self._refuse(conn, "malformed", "the first message is not a hello")
-            elif not 0 <= host < self.state.num_hosts:
-                self._refuse(conn, "unknown_host", f"host {host} is not one of the job's {self.state.num_hosts}")
+            elif not 0 <= message.host < self.state.num_hosts:
+                said = f"host {message.host} is not one of the job's {self.state.num_hosts}"
+                self._refuse(conn, "unknown_host", said)
             else:
-                old = self.state.here.get(host)
+                old = self.state.here.get(message.host)
                 if old is not None and isinstance(old[0], _Conn) and old[0] is not conn:
                     self._drop(old[0])  # the book hears of it from join(): a new shim in its place
-                conn.host = host
-                self._apply(self.state.join(host, conn, wire.text(message.get("addr")) or conn.addr, last, now))
+                conn.host = message.host
+                self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now))
             return
-        attempt = message.get("attempt")
-        if kind == "failing" and isinstance(attempt, int):
-            hold = message.get("hold")
-            held = float(hold) if isinstance(hold, (int, float)) and not isinstance(hold, bool) else 0.0
-            self._apply(self.state.failing(conn.host, attempt, now, held))  # the book caps it (NaN: no hold)
-        elif kind == "silent" and isinstance(attempt, int) and isinstance(message.get("silent"), bool):
-            self._apply(self.state.silent(conn.host, attempt, message["silent"], now))
-        elif kind == "over" and isinstance(attempt, int):
-            cause = message.get("cause")
-            self._apply(self.state.over(conn.host, attempt, cause if isinstance(cause, dict) else None, now))
+        if isinstance(message, messages.Failing):  # the book caps the hold (NaN: no hold)
+            self._apply(self.state.failing(conn.host, message.attempt, now, message.hold))
+        elif isinstance(message, messages.Silent):
+            self._apply(self.state.silent(conn.host, message.attempt, message.silent, now))
+        elif isinstance(message, messages.Over):
+            self._apply(self.state.over(conn.host, message.attempt, message.cause, now))
 
     # -- sending and dropping -----------------------------------------------------------------------------------
     def _apply(self, sends: List[Send]) -> None:
@@ -185,13 +188,13 @@ class Coordinator:
             for host in targets:
                 entry: Optional[Tuple[object, str]] = self.state.here.get(host)
                 if entry is not None and isinstance(entry[0], _Conn):
-                    self._send(entry[0], send.payload)
+                    self._send(entry[0], send.message)
 
-    def _send(self, conn: _Conn, payload: Dict[str, Any]) -> None:
+    def _send(self, conn: _Conn, message: messages.Message) -> None:
         try:
-            self._queue(conn, conn.channel.seal(payload))
+            self._queue(conn, conn.channel.seal(message.to_wire()))
         except wire.WireError as error:
-            self.say(f"coordinator: cannot send {payload.get('t')!r} to host {conn.host}: {error}")
+            self.say(f"coordinator: cannot send {message.to_wire()['t']!r} to host {conn.host}: {error}")
 
     def _queue(self, conn: _Conn, data: bytes) -> None:
         conn.outbuf += data
