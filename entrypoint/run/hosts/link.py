@@ -176,6 +176,8 @@ class HostLink:
         assert sock is not None and channel is not None
         heard = beat = time.monotonic()
         sock.settimeout(_SEND_WAIT)
+        poller = select.poll()  # not select.select: it refuses a descriptor of 1,024 or more (a shim with many open)
+        poller.register(sock, select.POLLIN)
         while not self._closing.is_set():
             now = time.monotonic()
             if now - heard > self.timeout:
@@ -191,7 +193,7 @@ class HostLink:
                     return f"it sent a line this host refuses ({error.kind})"
                 heard = time.monotonic()
             try:  # wake for the next beat whatever arrives; sends keep the socket's own (longer) timeout
-                if not select.select([sock], [], [], max(0.01, min(beat - time.monotonic(), 0.5)))[0]:
+                if not poller.poll(max(10, int(min(beat - time.monotonic(), 0.5) * 1000))):
                     continue
                 chunk = sock.recv(65536)
             except TimeoutError:
