@@ -7,7 +7,11 @@ What happens inside an attempt is the launcher's too: torchrun's own restarts ju
 relaunch of one process (:meth:`~.launcher.Launcher.relaunch`); each of those shows here as an attempt of its
 own (``RunResult.launcher_attempts``). The policy is :mod:`.policy`'s.
 
-Contract of :func:`run_with_restarts`:
+:class:`AttemptLoop` runs every attempt, on one host and on several; who decides what comes next is its subclass
+(template methods, as torch elastic's agent has them): :class:`HostAlone`, this host alone, or
+:class:`~.hosts.jobloop.Coordinated`, the job's coordinator (several hosts).
+
+Contract of :func:`run_with_restarts` (:class:`HostAlone`):
 
 1. Attempt 0 runs the plan; after a failure whose class ``restart_on`` accepts, and while fewer than
    ``max_restarts`` restarts were made, the whole group (already torn down by ``run_plan``) starts again after
@@ -22,7 +26,7 @@ Contract of :func:`run_with_restarts`:
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
@@ -33,11 +37,12 @@ if TYPE_CHECKING:
     from ..report.failure_class import Classification
     from .hosts.messages import Cause
 
-__all__ = ["Attempt", "RestartOutcome", "restart_report", "run_with_restarts"]
+__all__ = ["Attempt", "AttemptLoop", "BackoffStop", "HostAlone", "RestartOutcome", "Step", "restart_report",
+           "run_with_restarts"]
 
 _BRIEF_TAIL = 10  # lines of an attempt's root-cause output kept in the report
 
-RunFunction = Callable[[LaunchPlan, Mapping[str, str]], RunResult]
+RunFunction = Callable[..., RunResult]  # run_plan: (plan, base_env, **options) -> RunResult
 
 
 class Attempt:
@@ -85,8 +90,9 @@ class RestartOutcome(NamedTuple):
         return self.attempts[-1].classification if self.attempts else None
 
 
-class _BackoffStop:
-    """The stop signal that ends a back-off at once (installed with :func:`.procs.selfproc.stop_signal_handlers`)."""
+class BackoffStop:
+    """The stop signal that ends a wait between attempts at once (installed with
+    :func:`.procs.selfproc.stop_signal_handlers`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -104,44 +110,100 @@ class _BackoffStop:
         return self.signum
 
 
-class _Announcer:
-    """Announces each attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart."""
-
-    def __init__(self, plan: LaunchPlan, active: bool) -> None:
-        self.log_dir = plan.log_dir
-        self.active = active
-
-    def __call__(self, attempt: int, state: str) -> None:
-        if self.active:
-            from .attempt_status import announce_attempt
-
-            announce_attempt(self.log_dir, attempt, state)
+#: What comes after an attempt: the next attempt's number, or the outcome that ends the loop.
+Step = Union[int, RestartOutcome]
 
 
-class _Loop:
-    """One :func:`run_with_restarts` call: its attempts so far and how they were judged."""
+class AttemptLoop:
+    """The one attempt loop: runs attempt after attempt, each the same way, while :meth:`first` and :meth:`after`
+    (who decides what comes next) say which attempt follows, or end it with the outcome.
 
-    def __init__(self, plan: LaunchPlan, policy: RestartPolicy, launcher: Launcher, say: Callable[[str], None]):
-        self.plan, self.policy, self.launcher, self.say = plan, policy, launcher, say
+    The template methods (like torch elastic's agent): :class:`HostAlone` decides on this host alone (the contract
+    in the module's docstring); :class:`~.hosts.jobloop.Coordinated` does what the job's coordinator says.
+    :meth:`attempt_plan`, :meth:`starting`, :meth:`run_options`, :meth:`begin` and :meth:`end` are hooks with
+    defaults. Each attempt: its plan, its plan's notes said, ``attempt.json`` announced ``running``, the run.
+    """
+
+    def __init__(self, plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy, run: RunFunction,
+                 say: Callable[[str], None], launcher: Launcher,
+                 plan_policy: Optional[RestartPolicy] = None) -> None:  # fmt: skip
+        self.started = time.monotonic()
+        self.plan, self.base_env, self.policy, self.run_one, self.say = plan, base_env, policy, run, say
+        self.launcher = launcher
+        self.plan_policy = plan_policy if plan_policy is not None else policy  # the policy attempts are planned with
+        self.stop = BackoffStop()
         self.attempts: List[Attempt] = []
         self.limit = launcher.attempt_limit(plan, policy)
         self.names = {spec.name for spec in plan.processes} if launcher.starts_workers else set()
+        self.announcing = launcher.announces_attempts(self.plan_policy)
 
-    def judge(self, index: int, result: RunResult, log_dir: str, stopping: bool) -> bool:
-        """Record attempt ``index``'s result; whether the group starts again."""
+    def run(self) -> RestartOutcome:
+        """Run attempts until the decider ends the loop; a stop signal between attempts ends it at once."""
+        from .procs import selfproc  # Linux only (fcntl): imported when a plan runs (other hosts: the refusal line)
+
+        with selfproc.stop_signal_handlers(self.stop.on_signal):
+            self.begin()
+            try:
+                step = self.first()
+                while not isinstance(step, RestartOutcome):
+                    attempt_plan = self.attempt_plan(step)
+                    for note in attempt_plan.notes[len(self.plan.notes) :]:
+                        self.say(note)
+                    self.starting(step)
+                    self.announce(step, "running")
+                    result = self.run_one(attempt_plan, self.base_env, **self.run_options(step))
+                    step = self.after(step, result, attempt_plan.log_dir)
+                return step
+            finally:
+                self.end()
+
+    # -- who decides what comes next ----------------------------------------------------------------------------
+    def first(self) -> Step:
+        """The first attempt's number, or the outcome when there is none."""
+        raise NotImplementedError
+
+    def after(self, index: int, result: RunResult, log_dir: str) -> Step:
+        """What follows attempt ``index``, which ran with ``result`` (its logs in ``log_dir``)."""
+        raise NotImplementedError
+
+    # -- hooks ------------------------------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Before the first decision (the stop signal's handlers are installed)."""
+
+    def end(self) -> None:
+        """After the last, whatever happened."""
+
+    def attempt_plan(self, index: int) -> LaunchPlan:
+        """Attempt ``index``'s plan (the launcher's)."""
+        return self.launcher.plan_attempt(self.plan, index, self.plan_policy)
+
+    def starting(self, index: int) -> None:
+        """Attempt ``index`` starts now (its notes said)."""
+
+    def run_options(self, index: int) -> Dict[str, Any]:
+        """Keyword arguments of the run function for attempt ``index``."""
+        del index
+        return {}
+
+    # -- what every decider uses ----------------------------------------------------------------------------------
+    def announce(self, attempt: int, state: str) -> None:
+        """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart."""
+        if self.announcing:
+            from .attempt_status import announce_attempt
+
+            announce_attempt(self.plan.log_dir, attempt, state)
+
+    def record(self, index: int, result: RunResult, log_dir: str) -> "Optional[Classification]":
+        """Record attempt ``index`` as run, not restarted yet (every attempt the launcher made inside it, too); its
+        class."""
         if any(item.restarted for item in result.launcher_attempts):
             self.attempts.extend(self._launcher_attempts(result, log_dir))
-            return False
-        classification = classify_result(result, self.names)
-        again = (
-            classification is not None
-            and result.shim_signal is None
-            and not stopping
-            and index + 1 < self.limit
-            and should_restart(self.policy, classification, result.exit_code)
-        )
-        self.attempts.append(Attempt(index, result, classification, again, log_dir))
-        return again
+        else:
+            self.attempts.append(Attempt(index, result, classify_result(result, self.names), False, log_dir))
+        return self.attempts[-1].classification
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
     def _launcher_attempts(self, result: RunResult, log_dir: str) -> List[Attempt]:
         """One :class:`Attempt` per attempt the launcher made itself; the one not restarted is ``result``."""
@@ -153,15 +215,44 @@ class _Loop:
             found.append(Attempt(first + number, one, kind, item.restarted, item.log_dir or log_dir))
         return found
 
-    def record(self, index: int, result: RunResult, log_dir: str) -> "Optional[Classification]":
-        """Record attempt ``index`` as run (several hosts: the coordinator decides what follows); its class."""
+
+class HostAlone(AttemptLoop):
+    """This host decides alone (one host, or a coordinator not wanted): the contract in the module's docstring."""
+
+    def first(self) -> Step:
+        return 0
+
+    def after(self, index: int, result: RunResult, log_dir: str) -> Step:
+        if not self._judge(index, result, log_dir):
+            self.announce(index, "ended")
+            final = result._replace(duration=self.elapsed())  # the last run's: the one that ended the job
+            return RestartOutcome(final, tuple(self.attempts), self.policy)
+        self.announce(index, "backoff")
+        signum = self.stop.wait(self._say_restart(index, result))
+        if signum is not None:
+            self.say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
+            final = RunResult(128 + signum, None, signum, self.elapsed())
+            self.announce(index, "ended")
+            return RestartOutcome(final, tuple(self.attempts), self.policy, stopped_in_backoff=signum)
+        return index + 1
+
+    def _judge(self, index: int, result: RunResult, log_dir: str) -> bool:
+        """Record attempt ``index``'s result; whether the group starts again."""
         if any(item.restarted for item in result.launcher_attempts):
             self.attempts.extend(self._launcher_attempts(result, log_dir))
-        else:
-            self.attempts.append(Attempt(index, result, classify_result(result, self.names), False, log_dir))
-        return self.attempts[-1].classification
+            return False
+        classification = classify_result(result, self.names)
+        again = (
+            classification is not None
+            and result.shim_signal is None
+            and self.stop.signum is None
+            and index + 1 < self.limit
+            and should_restart(self.policy, classification, result.exit_code)
+        )
+        self.attempts.append(Attempt(index, result, classification, again, log_dir))
+        return again
 
-    def say_restart(self, index: int, result: RunResult) -> float:
+    def _say_restart(self, index: int, result: RunResult) -> float:
         """Say why attempt ``index`` is restarted; returns the back-off before the next one."""
         classification = self.attempts[-1].classification
         kind = classification.kind if classification is not None else "unknown"
@@ -181,33 +272,7 @@ def run_with_restarts(
 ) -> RestartOutcome:
     """Run ``plan`` with ``run`` (``run_plan``), restarting the group as ``policy`` and the plan's ``launcher``
     allow (None: the defaults, every process a rank)."""
-    from .procs import selfproc  # Linux only (fcntl): imported when a plan runs, so other hosts get the refusal line
-
-    started = time.monotonic()
-    launcher = launcher if launcher is not None else Launcher()
-    stop = _BackoffStop()
-    loop = _Loop(plan, policy, launcher, say)
-    announce = _Announcer(plan, launcher.announces_attempts(policy))
-    index = 0
-    with selfproc.stop_signal_handlers(stop.on_signal):
-        for index in range(loop.limit):
-            attempt_plan = launcher.plan_attempt(plan, index, policy)
-            for note in attempt_plan.notes[len(plan.notes) :]:
-                say(note)
-            announce(index, "running")
-            result = run(attempt_plan, base_env)
-            if not loop.judge(index, result, attempt_plan.log_dir, stop.signum is not None):
-                break
-            announce(index, "backoff")
-            signum = stop.wait(loop.say_restart(index, result))
-            if signum is not None:
-                say(f"received {signal.Signals(signum).name} during the back-off: stopping, no further attempt")
-                final = RunResult(128 + signum, None, signum, time.monotonic() - started)
-                announce(index, "ended")
-                return RestartOutcome(final, tuple(loop.attempts), policy, stopped_in_backoff=signum)
-        announce(index, "ended")
-        final = result._replace(duration=time.monotonic() - started)  # the last run's: the one that ended the job
-        return RestartOutcome(final, tuple(loop.attempts), policy)
+    return HostAlone(plan, base_env, policy, run, say, launcher if launcher is not None else Launcher()).run()
 
 
 def _attempt_result(item: LauncherAttempt) -> RunResult:

@@ -1,6 +1,7 @@
 """The attempt loop of a host in a multi-host job: the coordinator says which attempt runs, and when it ends.
 
-Where :func:`~..attempts.run_with_restarts` decides alone on one host, here every decision is the job's:
+The one attempt loop (:class:`~..attempts.AttemptLoop`) runs each attempt; where :class:`~..attempts.HostAlone`
+decides alone on one host, :class:`Coordinated` does what the job's coordinator says:
 
 1. The master host (index 0) serves the coordinator (:mod:`.server`); every host joins it (:mod:`.link`).
 2. The host waits for ``start K`` (attempt 0 once every host joined), runs attempt K with the ``run`` function,
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.report import Failure, RunResult
-from ..attempts import RestartOutcome, _Announcer, _BackoffStop, _Loop
+from ..attempts import AttemptLoop, RestartOutcome, Step
 from ..events import Event
 from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
@@ -40,7 +41,7 @@ from .wire import job_key
 if TYPE_CHECKING:
     from ...report.failure_class import Classification
 
-__all__ = ["membership_event", "run_coordinated"]
+__all__ = ["Coordinated", "membership_event", "run_coordinated"]
 
 _TAIL = 5
 _LINE = 160
@@ -84,80 +85,96 @@ def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Ca
 def run_coordinated(plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy, run: Callable[..., RunResult],
                     say: Callable[[str], None], launcher: Launcher, config: HostsConfig) -> RestartOutcome:  # fmt: skip
     """Run ``plan``'s attempts as the job's coordinator says (see the module's docstring)."""
-    from ..procs import selfproc
-
-    started = time.monotonic()
-    stop = _BackoffStop()
-    loop = _Loop(plan, policy, launcher, say)
-    announce = _Announcer(plan, launcher.announces_attempts(_plan_policy(policy, config)))
-    with selfproc.stop_signal_handlers(stop.on_signal):
-        server = serve(config, loop.limit - 1, policy, say) if config.host == 0 else None
-        link = HostLink(job_key(config.secret), config.host, config.addr, "127.0.0.1" if server else config.master,
-                        config.port, config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
-                        say).start()  # fmt: skip
-        try:
-            return _Drive(plan, base_env, policy, run, loop, link, config, announce, stop, started).go()
-        finally:
-            link.close()
-            if server is not None:
-                server.close()
+    return Coordinated(plan, base_env, policy, run, say, launcher, config).run()
 
 
-class _Drive:
+class Coordinated(AttemptLoop):
+    """The attempt loop of a host of a coordinated job: the coordinator decides what comes next."""
+
     def __init__(self, plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy,
-                 run: Callable[..., RunResult], loop: _Loop, link: HostLink, config: HostsConfig,
-                 announce: _Announcer, stop: _BackoffStop, started: float) -> None:  # fmt: skip
-        self.plan, self.base_env, self.policy, self.run, self.loop = plan, base_env, policy, run, loop
-        self.link, self.config, self.announce, self.stop, self.started = link, config, announce, stop, started
+                 run: Callable[..., RunResult], say: Callable[[str], None], launcher: Launcher,
+                 config: HostsConfig) -> None:  # fmt: skip
+        super().__init__(plan, base_env, policy, run, say, launcher, _plan_policy(policy, config))
+        self.config = config
+        self.server: Optional[Coordinator] = None
+        self.link: Optional[HostLink] = None
+        self.command: Optional[Start] = None  # the running (or last) attempt's start
         self.result: Optional[RunResult] = None
         self.hosts: Dict[str, Any] = {"host": config.host, "num_hosts": config.num_hosts, "master": config.master,
                                       "port": config.port, "secret_given": config.secret_given}  # fmt: skip
-        self.plan_policy = _plan_policy(policy, config)
         if config.min_hosts is not None:
             self.hosts.update(min_hosts=config.min_hosts, membership=[])
 
-    def go(self) -> RestartOutcome:
-        while True:
-            command = self.link.next_command(lambda seconds: self.stop.wait(seconds) is not None)
-            if command is None:
-                return self._stopped()
-            if isinstance(command, Start):
-                if not self._attempt(command):
-                    return self._outcome(self._own_result())
-                continue
-            if isinstance(command, Gone):
-                self.announce(max(self.link.last_attempt, 0), "ended")
-                line = f"ma-entrypoint: host 0 ({self.config.master}) lost: {command.why}"
-                lost = Cause(host=0, addr=self.config.master, kind="host_lost", retryable=True, line=line, tail=(line,))
-                return self._outcome(self._final(EXIT_HOST_LOST, lost))
-            return self._finish(command)
+    # -- the session ------------------------------------------------------------------------------------------
+    def begin(self) -> None:
+        config = self.config
+        self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
+        master = "127.0.0.1" if self.server else config.master
+        self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
+                             config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
+                             self.say).start()  # fmt: skip
 
-    def _attempt(self, command: Start) -> bool:
-        """Run attempt K; False when this host was stopped during it (it leaves the job now)."""
-        if self.loop.attempts:
-            last = self.loop.attempts[-1]
-            last.restarted, last.cause = True, command.cause
-            self.loop.say(_restart_line(last.index, command, self.policy))
-        index = command.attempt
-        attempt_plan = self.loop.launcher.plan_attempt(self.plan, index, self.plan_policy)
-        if command.members is not None:
-            attempt_plan = self.loop.launcher.plan_members(attempt_plan, index, len(command.members))
-            self._membership(command)
-        for note in attempt_plan.notes[len(self.plan.notes):]:
-            self.loop.say(note)
-        self.link.last_attempt = index
-        self.announce(index, "running")
-        self.result = self.run(attempt_plan, self.base_env, link=_AttemptSide(self.link, index))
-        kind = self.loop.record(index, self.result, attempt_plan.log_dir)
-        if command.members is not None:
-            self.loop.attempts[-1].members = command.members
-            self.loop.attempts[-1].world_size = len(command.members) * self.config.procs_per_host
-        self.link.over(index, _cause(self.result, kind, self.policy, self.config) if kind is not None else None)
-        if self.result.shim_signal is not None:
+    def end(self) -> None:
+        if self.link is not None:
+            self.link.close()
+        if self.server is not None:
+            self.server.close()
+
+    def _link(self) -> HostLink:
+        assert self.link is not None, "begin() starts the link"
+        return self.link
+
+    # -- what the coordinator decides --------------------------------------------------------------------------
+    def first(self) -> Step:
+        return self._next()
+
+    def after(self, index: int, result: RunResult, log_dir: str) -> Step:
+        assert self.command is not None
+        self.result = result
+        kind = self.record(index, result, log_dir)
+        if self.command.members is not None:
+            self.attempts[-1].members = self.command.members
+            self.attempts[-1].world_size = len(self.command.members) * self.config.procs_per_host
+        self._link().over(index, _cause(result, kind, self.policy, self.config) if kind is not None else None)
+        if result.shim_signal is not None:  # this host was stopped during the attempt: it leaves the job now
             self.announce(index, "ended")
-            return False
+            return self._outcome(self._own_result())
         self.announce(index, "backoff" if kind is not None else "ended")
-        return True
+        return self._next()
+
+    def _next(self) -> Step:
+        link = self._link()
+        command = link.next_command(lambda seconds: self.stop.wait(seconds) is not None)
+        if command is None:
+            return self._stopped()
+        if isinstance(command, Start):
+            if self.attempts:
+                last = self.attempts[-1]
+                last.restarted, last.cause = True, command.cause
+                self.say(_restart_line(last.index, command, self.policy))
+            self.command = command
+            return command.attempt
+        if isinstance(command, Gone):
+            self.announce(max(link.last_attempt, 0), "ended")
+            line = f"ma-entrypoint: host 0 ({self.config.master}) lost: {command.why}"
+            lost = Cause(host=0, addr=self.config.master, kind="host_lost", retryable=True, line=line, tail=(line,))
+            return self._outcome(self._final(EXIT_HOST_LOST, lost))
+        return self._finish(command)
+
+    # -- each attempt -----------------------------------------------------------------------------------------
+    def attempt_plan(self, index: int) -> LaunchPlan:
+        command = self.command
+        attempt_plan = super().attempt_plan(index)
+        if command is not None and command.members is not None:
+            attempt_plan = self.launcher.plan_members(attempt_plan, index, len(command.members))
+            self._membership(command)
+        return attempt_plan
+
+    def starting(self, index: int) -> None:
+        self._link().last_attempt = index
+
+    def run_options(self, index: int) -> Dict[str, Any]:
+        return {"link": _AttemptSide(self._link(), index)}
 
     def _membership(self, command: Start) -> None:
         """Elastic: note attempt K's hosts, and the change from the attempt before (an event in the report)."""
@@ -168,41 +185,40 @@ class _Drive:
                                  command.free)  # fmt: skip
         if event is not None:
             events.append(event)
-            self.loop.say(event["line"])
+            self.say(event["line"])
 
+    # -- the end ------------------------------------------------------------------------------------------------
     def _finish(self, command: Finish) -> RestartOutcome:
-        if self.loop.attempts:
-            self.loop.attempts[-1].cause = command.cause
-        self.announce(max(self.link.last_attempt, 0), "ended")
+        if self.attempts:
+            self.attempts[-1].cause = command.cause
+        self.announce(max(self._link().last_attempt, 0), "ended")
         if command.code == 0 and self.result is not None:
             return self._outcome(self._own_result(), None)
         return self._outcome(self._final(command.code, command.cause or Cause()))
 
     def _final(self, code: int, cause: Cause) -> RunResult:
         own = self.result.root_cause if self.result is not None else None
-        duration = time.monotonic() - self.started
         if cause.host == self.config.host and own is not None and own.source != "peer":
-            return RunResult(code, own, None, duration)
+            return RunResult(code, own, None, self.elapsed())
         host = cause.host
         line = cause.line or f"host {host} failed"
         failure = Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
                           host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
                           log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="peer",
                           why=f"host {host} reported it to the job's coordinator")  # fmt: skip
-        return RunResult(code, failure, None, duration)
+        return RunResult(code, failure, None, self.elapsed())
 
     def _own_result(self) -> RunResult:
         assert self.result is not None
-        return self.result._replace(duration=time.monotonic() - self.started)
+        return self.result._replace(duration=self.elapsed())
 
     def _stopped(self) -> RestartOutcome:
         signum = self.stop.signum or signal.SIGTERM
-        self.loop.say(f"received {signal.Signals(signum).name} while waiting for the other hosts: stopping, "
-                      "no further attempt")  # fmt: skip
-        self.announce(max(self.link.last_attempt, 0), "ended")
-        final = RunResult(128 + signum, None, signum, time.monotonic() - self.started)
-        return RestartOutcome(final, tuple(self.loop.attempts), self.policy, stopped_in_backoff=signum,
-                              hosts=self.hosts)  # fmt: skip
+        self.say(f"received {signal.Signals(signum).name} while waiting for the other hosts: stopping, "
+                 "no further attempt")  # fmt: skip
+        self.announce(max(self._link().last_attempt, 0), "ended")
+        final = RunResult(128 + signum, None, signum, self.elapsed())
+        return RestartOutcome(final, tuple(self.attempts), self.policy, stopped_in_backoff=signum, hosts=self.hosts)
 
     def _outcome(self, final: RunResult, cause: Optional[Cause] = None) -> RestartOutcome:
         from ...report.failure_class import Classification, classify_failure
@@ -212,7 +228,7 @@ class _Drive:
             found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal)
             kind = cause.kind if cause is not None else None
             job_class = Classification(kind, found.retryable, found.reason) if kind == found.kind else found
-        return RestartOutcome(final, tuple(self.loop.attempts), self.policy, hosts=self.hosts, job_class=job_class)
+        return RestartOutcome(final, tuple(self.attempts), self.policy, hosts=self.hosts, job_class=job_class)
 
 
 def _plan_policy(policy: RestartPolicy, config: HostsConfig) -> RestartPolicy:
