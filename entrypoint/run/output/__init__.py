@@ -32,7 +32,7 @@ from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan, ProcessSpec
 from ...report.report import LostOutput, reserve_room
 from ..launcher import Launcher
-from .console import CONSOLE_DRAIN, Console
+from .console import CONSOLE_DRAIN, consoles
 from .pump import FileFollower, LineStream, Sink, follow, pump
 from .readback import MirrorFeed
 from .splice import SpliceSink, splice_pump
@@ -60,8 +60,7 @@ class Output:
         self.plan = plan
         self.launcher = launcher if launcher is not None else Launcher()
         self.specs: List[ProcessSpec] = list(plan.processes)
-        self.out = Console(out, "stdout")
-        self.err = Console(err, "stderr")
+        self.out, self.err = consoles(out, err)  # one queue when stdout and stderr are one file
         self.sinks: List[Sink] = []  # one per process
         self.rank_sinks: Dict[int, Sink] = {}
         self._rank_feeds: Dict[int, MirrorFeed] = {}
@@ -210,13 +209,14 @@ class Output:
                 f"{self.plan.log_dir} have every line"
             )
 
-        left = self.out.close(_CONSOLE_PATIENCE, cut("stdout"))
+        name = "stdout and stderr" if self.out.shared else "stdout"
+        left = self.out.close(_CONSOLE_PATIENCE, cut(name))
         if self.out.dropped or left:
             what = [f"{self.out.dropped} writes to it were dropped"] if self.out.dropped else []
             if left:
                 what.append(f"it accepted nothing for {_CONSOLE_PATIENCE:.0f} s at the end ({left} bytes not shown)")
             self.warn(
-                f"the console (stdout) did not keep up: {' and '.join(what)}; "
+                f"the console ({name}) did not keep up: {' and '.join(what)}; "
                 f"the log files under {self.plan.log_dir} have every line"
             )
         self.err.close(_CONSOLE_PATIENCE, cut("stderr"))
