@@ -23,8 +23,11 @@ from typing import Dict, List, Mapping
 
 import pytest
 from hostsutil import Hosts
+from malaunch.entrypoint.launchers.torchrun.logs import TorchrunLogs
+from malaunch.entrypoint.launchers.torchrun.stub import RANK_NOTE
 from malaunch.entrypoint.run.output.console import Console, consoles
-from malaunch.entrypoint.run.output.pump import LineStream
+from malaunch.entrypoint.run.output.pump import LineStream, Sink
+from malaunch.entrypoint.run.output.splice import SpliceSink
 from shimutil import SCRIPTS, assert_nothing_left, die_with_the_test, free_port, marked_env, v10_table
 from test_console_lag import SlowReader
 
@@ -201,3 +204,36 @@ def test_consoles_of_two_files_stay_apart() -> None:
     assert (out.getvalue(), err.getvalue()) == (b"to stdout\n", b"to stderr\n")
     assert isinstance(stdout, Console)
 
+
+def test_an_elastic_workers_files_are_followed_once_its_rank_is_noted_and_its_log_takes_that_rank(
+    tmp_path: Path,
+) -> None:
+    """Issue 43 §7: torchrun's worker folders as an elastic attempt leaves them; place ranks 4 and 5 of this
+    host are ranks 1 and 0 to the scripts (the rendezvous's order). A worker without its note and without
+    output is not followed yet; with output but no note (no stub), its place's name stays."""
+    logs = tmp_path / "torchrun"
+    logs.mkdir()
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout, stderr = consoles(out, err)
+    sinks = {rank: SpliceSink(str(tmp_path / f"rank-{rank}.log"), lambda text: None) for rank in (4, 5, 6)}
+    named: List[tuple[int, int]] = []
+    follower = TorchrunLogs(str(logs), [4, 5, 6], sinks, Sink(str(tmp_path / "torchrun.log"), lambda text: None),
+                            stdout, stderr, lambda place, rank: named.append((place, rank)))  # fmt: skip
+    attempt = logs / "job_abc" / "attempt_0"
+    for local in ("0", "1", "2"):
+        (attempt / local).mkdir(parents=True)
+        for name in ("stdout.log", "stderr.log"):
+            (attempt / local / name).touch()
+    follower.poll()
+    assert named == [] and follower._attempts[str(attempt)] == set()  # no worker started: nothing followed
+    (attempt / "1" / RANK_NOTE).write_text("0")
+    (attempt / "2" / "stdout.log").write_text("@6@ no note\n")
+    follower.poll()
+    assert named == [(5, 0)] and follower._attempts[str(attempt)] == {"1", "2"}
+    (attempt / "0" / RANK_NOTE).write_text("1")
+    follower.poll()
+    assert named == [(5, 0), (4, 1)]
+    follower.finish()
+    for sink in sinks.values():
+        sink.close()
+    assert (tmp_path / "rank-6.log").read_bytes() == b"@6@ no note\n"
