@@ -7,6 +7,9 @@ slowly so that the console's writes queue up. Every method (rank-table fan-out, 
 and on two. Every console line is parsed: it starts with one ``[rank N] `` (or is the shim's or the launcher's
 own), and what it says names rank N only. Before the fix the stdout and stderr consoles wrote the prefix and
 its line in separate writes to the one file: ``[rank 1] [rank 0] ...`` lines, and lines with none.
+
+Issue 43 §7: under elastic torchrun a worker's log and prefix take the rank its script sees, noted by the
+worker's start; the follower waits for that note (the three-host case is in ``test_hosts_elastic.py``).
 """
 
 from __future__ import annotations
