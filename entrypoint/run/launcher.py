@@ -158,8 +158,12 @@ class Launcher:
         launcher_sink: Sink,
         out: Console,
         err: Console,
+        relabel: Callable[[int, int], None] = lambda place, rank: None,
     ) -> Optional[FileFollower]:
-        """For ``log_source == "attempt_files"``: the follower that copies the workers' files into the rank logs."""
+        """For ``log_source == "attempt_files"``: the follower that copies the workers' files into the rank logs.
+        ``relabel(place, rank)``: the worker of this host's place rank ``place`` sees itself as rank ``rank``
+        (an elastic rendezvous numbers the hosts its own way): its log and console prefix take that rank, before
+        its first byte is copied (:meth:`.output.Output.relabel`)."""
         return None
 
     def read_lines(self, plan: LaunchPlan, lines: bytes) -> LauncherSays:

@@ -26,8 +26,12 @@ class Hosts:
     """A job of ``count`` emulated hosts; every shim is this test's own child (its own session)."""
 
     def __init__(self, tmp: Path, count: int, extra: Mapping[str, str], script: str = "hosts_job.py",
-                 args: tuple[str, ...] = (), netns: bool = False) -> None:  # fmt: skip
+                 args: tuple[str, ...] = (), netns: bool = False,
+                 consoles: Mapping[int, int] = {}) -> None:  # fmt: skip
+        """``consoles``: host index -> a descriptor (a pipe the test reads) to take the place of that host's
+        ``host<i>.<run>.out`` as its shim's stdout and stderr."""
         self.tmp, self.count, self.script, self.args = tmp, count, script, args
+        self.consoles = dict(consoles)
         self.port = free_port()
         self.secret = os.urandom(16).hex()
         self.network: Optional[NetnsNetwork] = None
@@ -50,7 +54,8 @@ class Hosts:
         self.starts[index] = run + 1
         env = {**self.env, "VC_TASK_INDEX": str(index), "MALAUNCH_LOG_DIR": str(self.tmp / f"h{index}"),
                "MA_CURRENT_HOST_IP": self.addresses[index]}
-        with open(self.tmp / f"host{index}.{run}.out", "wb") as out:
+        with open(self.tmp / f"host{index}.{run}.out", "wb") as file:
+            out = self.consoles.get(index, file.fileno())
             argv: Sequence[str] = [sys.executable, "-m", "malaunch.entrypoint", str(SCRIPTS / self.script), *self.args]
             if self.network is not None:
                 argv = self.network.wrap(index, argv)

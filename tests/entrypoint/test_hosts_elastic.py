@@ -91,6 +91,12 @@ def test_three_hosts_lose_the_middle_one_and_two_go_on_with_their_ranks_renumber
             if "WORLD_SIZE=2 rank" in line}  # (rank, host), from the console and the logs alike
     assert sorted(rank for rank, _ in seen) == ["0", "1"], said[-3000:]  # ranks 0 and 1 of 2: numbered again
     assert sorted(host for _, host in seen) == ["0", "2"]
+    for index in (0, 2):  # issue 43 §7: the console prefix and the rank log name the rank the script sees
+        [line] = [line for line in job.console(index).splitlines() if "WORLD_SIZE=2 rank" in line]
+        rank = line.split("WORLD_SIZE=2 rank ")[1].split()[0]
+        assert line.startswith(f"[rank {rank}] WORLD_SIZE=2 rank {rank} host {index} attempt 1"), line
+        [log] = [p for p in (tmp_path / f"h{index}").rglob("rank-*.log") if "WORLD_SIZE=2" in p.read_text()]
+        assert log.name == f"rank-{rank}.log" and log.parent.name == "attempt-1", log
     for index in (0, 2):
         assert _worlds(job.report(index)) == [(0, [0, 1, 2], 3), (1, [0, 2], 2)]
 

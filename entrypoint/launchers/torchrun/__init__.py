@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os.path
-from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Tuple
 
 from ...contract.cluster_env import ClusterEnv, require_master
 from ...plan.build import flag_value, make_plan, merge_flags, node_ranks
@@ -166,12 +166,16 @@ class TorchrunLauncher(Launcher):
         launcher_sink: Sink,
         out: Console,
         err: Console,
+        relabel: Callable[[int, int], None] = lambda place, rank: None,
     ) -> FileFollower:
+        from .elastic import is_elastic
         from .errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
         from .logs import TorchrunLogs
 
-        log_dir = torchrun_log_dir(plan.processes[0].argv) or os.path.join(plan.log_dir, "torchrun")
-        return TorchrunLogs(log_dir, sorted(plan.rank_logs), rank_sinks, launcher_sink, out, err)
+        argv = plan.processes[0].argv
+        log_dir = torchrun_log_dir(argv) or os.path.join(plan.log_dir, "torchrun")
+        elastic = relabel if is_elastic(argv) else None  # a static rendezvous gives each host its place's ranks
+        return TorchrunLogs(log_dir, sorted(plan.rank_logs), rank_sinks, launcher_sink, out, err, elastic)
 
     def read_lines(self, plan: LaunchPlan, lines: bytes) -> LauncherSays:
         # the agent saw a worker fail (one the watch may have missed): what it prints from here on is teardown

@@ -17,6 +17,8 @@ import os
 from collections import deque
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from .stub import noted_rank
+
 __all__ = ["ErrorRecord", "attempt_of", "read_error_files", "torchrun_log_dir", "worker_output_tail"]
 
 _ATTEMPT_PREFIX = "attempt_"
@@ -43,15 +45,17 @@ def read_error_files(
     """Every error file of this run (written at or after ``since``) that recorded an exception, by path.
 
     ``known`` maps the paths the workers' environments named to their ranks; torchrun's ``--log_dir`` in
-    ``argv`` is searched for the rest (local rank ``i`` is ``ranks[i]``).
+    ``argv`` is searched for the rest (the rank the worker's start noted beside it, else local rank ``i`` is
+    ``ranks[i]``).
     """
     paths = dict(known)
     log_dir = torchrun_log_dir(argv)
     if log_dir:
         for path in glob.glob(os.path.join(glob.escape(log_dir), "*", "attempt_*", "*", "error.json")):
             local = os.path.basename(os.path.dirname(path))
-            if local.isdigit() and int(local) < len(ranks):
-                paths.setdefault(path, ranks[int(local)])
+            noted = noted_rank(os.path.dirname(path))  # the rank the worker saw (elastic: not its place)
+            if noted is not None or (local.isdigit() and int(local) < len(ranks)):
+                paths.setdefault(path, noted if noted is not None else ranks[int(local)])
     found = []
     for path, rank in sorted(paths.items()):
         message = _error_message(path, since)

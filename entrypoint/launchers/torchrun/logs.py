@@ -18,17 +18,24 @@ whole lines with the ``[rank N] `` prefix, stdout to stdout and stderr to stderr
 attempt's files are always read before a later attempt's, so a rank log keeps the attempts in order. A local
 rank the plan has no rank for goes to the launcher's log with ``[local rank i] `` (console lines dropped
 once the console is 16 MiB behind, as for the launcher's own output).
+
+Elastic attempts (``relabel`` given): the c10d rendezvous numbers the hosts in an order of its own, so the rank
+a worker's script sees (``RANK``) need not be its host's place. Each worker's start (:mod:`.stub`) leaves its
+``RANK`` in its folder before the script runs; a worker's files are followed only once that note is there (or,
+without it, once they hold bytes), and ``relabel(place, rank)`` first names the rank log and the console prefix
+of that place by the rank the script sees.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Sequence, Set
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from ...run.output.console import Console
 from ...run.output.pump import Feed, FileFollower, LineStream, Sink
 from ...run.output.readback import CopyFeed, end_copies
 from ...run.output.splice import SpliceSink
+from .stub import noted_rank
 
 __all__ = ["TorchrunLogs"]
 
@@ -48,6 +55,13 @@ def _attempt_number(name: str) -> int:
     return int(number) if name.startswith(_ATTEMPT) and number.isascii() and number.isdigit() else -1
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 class TorchrunLogs(FileFollower):
     """Follows every worker file torchrun writes under ``log_dir`` from now on (see the module docstring).
 
@@ -59,6 +73,8 @@ class TorchrunLogs(FileFollower):
         launcher_sink: where a local rank outside ``ranks`` goes.
         out: the stdout console (for a local rank outside ``ranks``).
         err: the stderr console (for a local rank outside ``ranks``).
+        relabel: elastic attempts only: ``relabel(place, rank)`` names the log of this host's place rank
+            ``place`` by ``rank``, the rank its worker's script sees (see the module docstring).
     """
 
     def __init__(
@@ -69,8 +85,10 @@ class TorchrunLogs(FileFollower):
         launcher_sink: Sink,
         out: Console,
         err: Console,
+        relabel: Optional[Callable[[int, int], None]] = None,
     ) -> None:
         super().__init__({}, {})
+        self._relabel = relabel
         self.log_dir = log_dir
         self._ranks = list(ranks)
         self._rank_sinks = rank_sinks
@@ -109,9 +127,21 @@ class TorchrunLogs(FileFollower):
         for local in locals_:
             if local in seen:
                 continue
+            if self._relabel is not None and not self._named(os.path.join(attempt_dir, local), int(local)):
+                continue  # its worker has not started yet: look again at the next poll
             seen.add(local)
             for stream, (name, console) in enumerate(zip(_STREAMS, self._consoles)):
                 self.add(os.path.join(attempt_dir, local, name), self._destination(int(local), stream, console))
+
+    def _named(self, folder: str, local: int) -> bool:
+        """Elastic: whether the worker in ``folder`` can be followed (its rank is noted, or it wrote without a
+        note); its place's log is named by the noted rank first."""
+        rank = noted_rank(folder)
+        if rank is None:
+            return any(_size(os.path.join(folder, name)) > 0 for name in _STREAMS)
+        if local < len(self._ranks) and self._relabel is not None:
+            self._relabel(self._ranks[local], rank)
+        return True
 
     def _destination(self, local: int, stream: int, console: Console) -> Feed:
         if local < len(self._ranks) and self._ranks[local] in self._rank_sinks:

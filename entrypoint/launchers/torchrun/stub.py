@@ -7,18 +7,32 @@ into every worker's environment. So torchrun is started with ``--no_python`` and
 (the watch groups deaths by it), puts the shim's attempt and ``MA_MAX_RESTARTS`` into the two variables and
 ``exec``s the command torchrun would have run (``python -u SCRIPT ARGS``, or the boot file itself under
 ``--no_python``). Same pid, no extra process: the worker stays torchrun's direct child. Standard library only.
+
+Before the ``exec`` it leaves the ``RANK`` torchrun gave the worker in :data:`RANK_NOTE`, beside the worker's
+error file (``<run>/attempt_<K>/<local rank>/``): in an elastic attempt the rendezvous numbers the hosts in an
+order of its own, so a worker's rank need not be its host's place; the shim names its log and console prefix
+by the rank the script sees (:mod:`.logs`).
 """
 
+import os
 from typing import Optional, Tuple
 
-__all__ = ["LAUNCHER_COUNT", "STUB", "attempt_argv", "stub_argv"]
+__all__ = ["LAUNCHER_COUNT", "RANK_NOTE", "STUB", "attempt_argv", "noted_rank", "stub_argv"]
 
 LAUNCHER_COUNT = "MALAUNCH_TORCHRUN_RESTART_COUNT"
+#: The file, in a worker's folder of torchrun's log dir, that holds the ``RANK`` the worker's script sees.
+RANK_NOTE = "malaunch-rank"
 
 STUB = (
     "import os,sys;e=os.environ;a=sys.argv;"
     f"e['{LAUNCHER_COUNT}']=e.get('TORCHELASTIC_RESTART_COUNT','');"
     "e['TORCHELASTIC_RESTART_COUNT']=a[1];e['TORCHELASTIC_MAX_RESTARTS']=a[2];"
+    "f=e.get('TORCHELASTIC_ERROR_FILE','');r=e.get('RANK','')\n"
+    "if f and r.isdigit():\n"
+    " try:\n"
+    f"  with open(os.path.join(os.path.dirname(f),'{RANK_NOTE}.tmp'),'w') as n:n.write(r)\n"
+    f"  os.replace(n.name,os.path.join(os.path.dirname(f),'{RANK_NOTE}'))\n"
+    " except OSError:pass\n"
     "os.execvp(a[3],a[3:])"
 )
 
@@ -49,3 +63,14 @@ def attempt_argv(
     if script_at is not None:
         argv = stub_argv(argv, script_at, attempt, max_restarts)
     return (*argv[:3], "--max_restarts=0", *argv[3:])
+
+
+def noted_rank(folder: str) -> Optional[int]:
+    """The ``RANK`` a worker's start noted in its folder of torchrun's log dir (:data:`RANK_NOTE`); None before
+    the worker started, or without the stub."""
+    try:
+        with open(os.path.join(folder, RANK_NOTE), encoding="ascii") as note:
+            text = note.read(32).strip()
+    except (OSError, ValueError):
+        return None
+    return int(text) if text.isascii() and text.isdigit() else None

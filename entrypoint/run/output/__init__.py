@@ -32,7 +32,7 @@ from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan, ProcessSpec
 from ...report.report import LostOutput, reserve_room
 from ..launcher import Launcher
-from .console import CONSOLE_DRAIN, Console
+from .console import CONSOLE_DRAIN, consoles
 from .pump import FileFollower, LineStream, Sink, follow, pump
 from .readback import MirrorFeed
 from .splice import SpliceSink, splice_pump
@@ -60,11 +60,12 @@ class Output:
         self.plan = plan
         self.launcher = launcher if launcher is not None else Launcher()
         self.specs: List[ProcessSpec] = list(plan.processes)
-        self.out = Console(out, "stdout")
-        self.err = Console(err, "stderr")
+        self.out, self.err = consoles(out, err)  # one queue when stdout and stderr are one file
         self.sinks: List[Sink] = []  # one per process
         self.rank_sinks: Dict[int, Sink] = {}
         self._rank_feeds: Dict[int, MirrorFeed] = {}
+        self._rank_copies: Dict[int, List[LineStream]] = {}  # a rank log's console copy (its prefix), by place
+        self._labels: Dict[int, int] = {}  # place rank -> the rank its worker sees, where they differ (elastic)
         self._quiet = threading.Event()
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
@@ -97,7 +98,8 @@ class Output:
             self._follower = FileFollower(plan.rank_logs, self._rank_feeds)
         elif plan.log_source == "attempt_files":
             copies = {rank: sink for rank, sink in self.rank_sinks.items() if isinstance(sink, SpliceSink)}
-            self._follower = self.launcher.attempt_follower(plan, copies, self.sinks[0], self.out, self.err)
+            self._follower = self.launcher.attempt_follower(plan, copies, self.sinks[0], self.out, self.err,
+                                                            self.relabel)  # fmt: skip
 
     def add(self, spec: ProcessSpec) -> int:
         """Open the log of a process started later (a relaunch, ``log_source`` ``pipe``); its index.
@@ -117,6 +119,27 @@ class Output:
             LineStream(self.out, prefix, None, gap_note=_gap_note(label, "stdout", path)),
             LineStream(self.err, prefix, None, gap_note=_gap_note(label, "stderr", path)),
         ]
+
+    def relabel(self, place: int, rank: int) -> None:
+        """The worker at this host's place rank ``place`` sees itself as rank ``rank`` (an elastic rendezvous
+        numbers the hosts its own way): its log becomes ``rank-<rank>.log`` and its console prefix
+        ``[rank <rank>] ``. Called by the follower before it copies the worker's first byte; a place already
+        named, or a rank another place holds, stays as it is."""
+        sink = self.rank_sinks.get(place)
+        if rank == place or sink is None or rank in self.rank_sinks or place in self._labels:
+            return
+        path = os.path.join(os.path.dirname(sink.path), f"rank-{rank}.log")
+        try:
+            os.rename(sink.path, path)
+        except OSError as error:
+            self.warn(f"cannot rename {sink.path} to {path}: {error.strerror}; rank {rank}'s log keeps that name")
+            path = sink.path
+        sink.path = path
+        # a new dict, not a change of the one other threads may be reading (lost_output, log_of)
+        self.rank_sinks = {**{key: value for key, value in self.rank_sinks.items() if key != place}, rank: sink}
+        self._labels[place] = rank
+        for copy, stream in zip(self._rank_copies.get(place, ()), ("stdout", "stderr")):
+            copy.relabel(f"[rank {rank}] ".encode(), _gap_note(f"rank {rank}", stream, path))
 
     def _routers(self, index: int, spec: ProcessSpec) -> Tuple[LineStream, LineStream]:
         sink = self.sinks[index]
@@ -144,9 +167,9 @@ class Output:
             if isinstance(rank_sink, SpliceSink):  # torchrun, msrun: the follower feeds it, this reads back
 
                 def warn_rank(text: str, rank: int = rank) -> None:
-                    self.warn(f"rank {rank}: {text}")
+                    self.warn(f"rank {self._labels.get(rank, rank)}: {text}")
 
-                copies = self._copies(f"rank {rank}", rank_sink.path)
+                copies = self._rank_copies[rank] = self._copies(f"rank {rank}", rank_sink.path)
                 self._spawn(rank_sink.forward, (copies, (self.out, self.err), warn_rank), "console-copy")
         if self._follower is not None:
             self._spawn(follow, (self._follower, self._stop, _FOLLOW_INTERVAL, tick), "follow")
@@ -210,13 +233,14 @@ class Output:
                 f"{self.plan.log_dir} have every line"
             )
 
-        left = self.out.close(_CONSOLE_PATIENCE, cut("stdout"))
+        name = "stdout and stderr" if self.out.shared else "stdout"
+        left = self.out.close(_CONSOLE_PATIENCE, cut(name))
         if self.out.dropped or left:
             what = [f"{self.out.dropped} writes to it were dropped"] if self.out.dropped else []
             if left:
                 what.append(f"it accepted nothing for {_CONSOLE_PATIENCE:.0f} s at the end ({left} bytes not shown)")
             self.warn(
-                f"the console (stdout) did not keep up: {' and '.join(what)}; "
+                f"the console ({name}) did not keep up: {' and '.join(what)}; "
                 f"the log files under {self.plan.log_dir} have every line"
             )
         self.err.close(_CONSOLE_PATIENCE, cut("stderr"))

@@ -92,6 +92,12 @@ class LineStream:
         self._gap = 0  # bytes not shown since the last line that was
         self._gap_reason = ""
 
+    def relabel(self, prefix: bytes, gap_note: Optional[Callable[[int, str], str]]) -> None:
+        """A new line prefix (and gap note), before the stream's first byte: the rank its script sees."""
+        self._prefix = prefix
+        self._nl_prefix = b"\n" + prefix
+        self._gap_note = gap_note if self._gap_note is not None else None
+
     @property
     def holding(self) -> bool:
         """True while a partial line waits for its end."""
