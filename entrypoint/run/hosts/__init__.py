@@ -8,7 +8,8 @@ host's shim (the master's too) joins it for the job's life.
   of each attempt, restart or finish;
 - :mod:`.server`: the coordinator (one thread, one selector) on ``MALAUNCH_COORDINATOR_PORT``;
 - :mod:`.link`: a host's side (join, heartbeats, commands);
-- :mod:`.jobloop`: the attempt loop of a coordinated host.
+- :mod:`.jobloop`: :class:`~.jobloop.Coordinated`, the one attempt loop (:mod:`..attempts`) deciding as the
+  coordinator says.
 
 :func:`hosts_config` makes what they need from the contract's coordinator settings
 (:class:`~...contract.config.Coordinator`); a one-host job has none (:func:`hosts_config` returns None) and runs
