@@ -50,7 +50,10 @@ def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[
             yield f"host {host.index} ({host.address}) ended" + (f": {host.detail}" if host.detail else "")
         elif host.state is HostState.EXITED and (old is None or old.state is not HostState.EXITED):
             name = f"host {host.index} ({host.address})"
-            if host.exit_code is None:  # the backend knows it ended, not how: that is no failure
+            if host.detail.startswith("lost"):  # the platform lost it (its machine gone): the others decide
+                yield f"{name} {host.detail}" + (f" (exit code {host.exit_code})" if host.exit_code is not None and
+                                                 "exit" not in host.detail else "")  # fmt: skip
+            elif host.exit_code is None:  # the backend knows it ended, not how: that is no failure
                 yield f"{name} ended ({status.state.value.lower()} job; the platform reports no exit code)"
             elif host.exit_code == 0:
                 yield f"{name} finished, exit code 0"
@@ -174,7 +177,7 @@ class _Seen:
         if _LEFT.sub("", status.pending_reason) != self.reason and not status.is_terminal:
             self.reason = _LEFT.sub("", status.pending_reason)
             if self.reason:  # said when it changes, not on every poll (nor as its time left runs down)
-                yield FollowEvent("progress", f"job {status.id} waits: {self.reason}", status)
+                yield FollowEvent("progress", f"job {status.id} waits: {status.pending_reason}", status)
         for text in _host_changes(self.hosts, status):
             yield FollowEvent("progress", text, status)
         self.hosts = {h.index: h for h in status.hosts}

@@ -53,3 +53,17 @@ def test_a_lost_hosts_line_never_shows_the_survivors_code() -> None:
 def test_shim_line_drops_the_prefix_only() -> None:
     assert shim_line("ma-entrypoint: host 1 lost") == "host 1 lost"
     assert shim_line("host 1 lost") == "host 1 lost" and shim_line(None) == ""
+
+
+def test_a_report_whose_root_cause_is_a_lost_host_names_it_without_a_code_of_its_own() -> None:
+    from malaunch.entrypoint.report.report import Failure, RunResult, _failure_json, format_failure
+
+    line = "ma-entrypoint: host 1 (127.0.0.2) lost: no heartbeat for 3 s"
+    failure = Failure(name="host 1", rank=None, local_rank=None, host="127.0.0.2", pid=None, exit_code=75,
+                      signal=None, log_file="/logs/h1", tail=(line,), source="lost",
+                      why="the job's coordinator found host 1 lost")  # fmt: skip
+    text = format_failure(RunResult(75, failure, None, 36.8))
+    first = "The job failed after 36.8s. Root cause: host 1 (127.0.0.2) lost: no heartbeat for 3 s"
+    assert text.splitlines()[0] == first
+    assert "exit code :" not in text and "its logs  : /logs/h1" in text
+    assert "75" not in _failure_json(failure)["hint"]

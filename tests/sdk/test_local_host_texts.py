@@ -173,3 +173,17 @@ def test_json_of_the_history_round_trips(tmp_path: Path) -> None:
     assert data is not None and data["hosts"][0]["history"] == [
         {"at": 101.0, "kind": "started", "pid": 501, "exit_code": None, "signal": None, "detail": ""}]
     assert json.loads(Path(paths.state_file).read_text())["hosts"][1]["history"] == []
+
+
+def test_following_a_host_the_platform_lost_says_lost_not_failed() -> None:
+    lost = "lost: its shim (pid 6) was killed by SIGKILL (exit 137) and not replaced; the job goes on without it"
+
+    def status(host_one: HostStatus, state: JobState = JobState.RUNNING) -> JobStatus:
+        return JobStatus(id="j", backend="scripted", state=state, exit_code=0 if state.is_terminal else None,
+                         hosts=(HostStatus(0, "127.0.0.1", HostState.RUNNING, pid=5), host_one))  # fmt: skip
+
+    statuses = [status(HostStatus(1, "127.0.0.2", HostState.RUNNING, pid=6)),
+                status(HostStatus(1, "127.0.0.2", HostState.EXITED, exit_code=137, detail=lost)),
+                status(HostStatus(1, "127.0.0.2", HostState.EXITED, exit_code=137, detail=lost), JobState.SUCCEEDED)]
+    texts = [e.text for e in follow_job(ScriptedBackend(statuses, []).handle("j"), poll=0.001, clock=FakeClock(0.1))]
+    assert f"host 1 (127.0.0.2) {lost}" in texts and not any("failed" in text for text in texts), texts

@@ -69,6 +69,10 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended for a "
                                 "change of hosts (not charged to MA_MAX_RESTARTS); the shim started the next attempt",
                                 "Normal", index))  # fmt: skip
+        elif attempt.get("restarted") and isinstance(attempt.get("job_cause"), Mapping):  # the job's restart
+            out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} of the job "
+                                f"ended: root cause {attempt_cause(attempt)}; this host started the next attempt",
+                                "Warning", index))  # fmt: skip
         elif attempt.get("restarted"):
             cause = attempt_cause(attempt)
             why = f"; root cause {cause}" if cause else ""

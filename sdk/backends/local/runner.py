@@ -207,12 +207,14 @@ class Runner:
                 continue
             report = read_host_report(self.request.hosts[index].report_file)
             detail = f"its shim (pid {pid}) was {killed}" if killed else ""
+            if killed and self.killed:  # by this runner, as the job ended
+                detail += " as the job ended: it had not stopped within the grace period"
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
                 code, detail = report.exit_code, report.detail
                 if report.lost_output:
                     self.lost_output[index] = report.lost_output
             if os.WIFSIGNALED(status) and self._elastic() and self.teardown_at is None and not self.stop_requested:
-                self._mark_lost(index, f"its shim (pid {pid}) was {killed} (exit {code}) and not replaced: lost, the "
+                self._mark_lost(index, f"lost: its shim (pid {pid}) was {killed} (exit {code}) and not replaced; the "
                                 "job goes on without it while launcher.min_hosts remain", pid, code,
                                 os.WTERMSIG(status))  # fmt: skip
                 self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), pid=None)
@@ -229,8 +231,14 @@ class Runner:
         if report is not None and report.cause_host is not None and report.cause_host != index and detail:
             return report.cause_host, code, detail
         said = f" ({detail})" if detail else ""
-        console = "" if report is not None else f"; console: {self.request.hosts[index].console_log}"
-        return index, code, f"host {index} ({self.host(index)['address']}) exited with code {code}{said}{console}"
+        if report is not None:
+            return index, code, f"host {index} ({self.host(index)['address']}) exited with code {code}{said}"
+        from ...failures import failure_from_report  # its shim wrote no report: the class of its end as seen here
+
+        console = self.request.hosts[index].console_log
+        kind = failure_from_report(None, code, console)["class"]
+        return index, code, (f"host {index} ({self.host(index)['address']}) exited with code {code}{said}; class "
+                             f"{kind}; console: {console}")  # fmt: skip
 
     def _budget(self) -> int:
         text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")
