@@ -7,12 +7,14 @@ here is re-exported from its one home in the shim, imported on first use:
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
   number variable's bounds), ``DEFAULT_GRACE_PERIOD``;
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
-  ``signal_in_any_code`` (the signal an exit code stands for);
+  ``signal_in_any_code`` (the signal an exit code stands for); ``describe_cause``, the one line for a
+  multi-host job's root cause (a report's ``job_cause``);
 - files: ``write_atomic`` (a temporary file renamed over the target);
 - output: ``write_all``, ``OutputCut`` and ``StreamClosed`` (stdout written in full, or how much got through);
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
-- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
+- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
+  it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ if TYPE_CHECKING:
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
+    from .report.causetext import describe_cause
     from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
     from .report.streams import OutputCut, StreamClosed, write_all
-    from .run.attempt_status import attempt_file, read_attempt
+    from .run.attempt_status import attempt_file, events_file, read_attempt, read_events
     from .run.procs.proctree import (
         ProcKey,
         descendants,
@@ -62,8 +65,11 @@ _HOMES = {
     "SIGNAL": "report.failure_class",
     "Classification": "report.failure_class",
     "classify_exit": "report.failure_class",
+    "describe_cause": "report.causetext",
     "attempt_file": "run.attempt_status",
     "read_attempt": "run.attempt_status",
+    "events_file": "run.attempt_status",
+    "read_events": "run.attempt_status",
     "ProcKey": "run.procs.proctree",
     "descendants": "run.procs.proctree",
     "env_has": "run.procs.proctree",
@@ -97,13 +103,16 @@ __all__ = [
     "attempt_file",
     "classify_exit",
     "descendants",
+    "describe_cause",
     "env_has",
     "env_values",
+    "events_file",
     "int_bounds",
     "is_alive",
     "pids_with_env",
     "read_attempt",
     "read_environ",
+    "read_events",
     "read_info",
     "read_usage",
     "set_subreaper",

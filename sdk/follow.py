@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import signal
 import threading
 import time
@@ -24,6 +25,7 @@ from .status import HostState, HostStatus, JobState, JobStatus
 __all__ = ["FollowEvent", "describe_end", "follow_job"]
 
 _EOF = object()
+_LEFT = re.compile(r"\d+ s left")  # a wait's time left: the heartbeats say how it runs down
 _SIGTERM_CODE = 128 + signal.SIGTERM
 
 
@@ -39,13 +41,19 @@ class FollowEvent:
 def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[str]:
     for host in status.hosts:
         old = before.get(host.index)
-        if old is not None and (old.state, old.exit_code) == (host.state, host.exit_code):
+        if old is not None and (old.state, old.exit_code, old.pid) == (host.state, host.exit_code, host.pid):
             continue
-        if host.state is HostState.RUNNING and (old is None or old.state is not HostState.RUNNING):
+        again = old is not None and None not in (old.pid, host.pid) and old.pid != host.pid  # started again
+        if host.state is HostState.RUNNING and (old is None or old.state is not HostState.RUNNING or again):
             yield f"host {host.index} ({host.address}) started" + ("" if host.pid is None else f", pid {host.pid}")
+        elif host.state is HostState.PENDING and old is not None and old.state is HostState.RUNNING:
+            yield f"host {host.index} ({host.address}) ended" + (f": {host.detail}" if host.detail else "")
         elif host.state is HostState.EXITED and (old is None or old.state is not HostState.EXITED):
             name = f"host {host.index} ({host.address})"
-            if host.exit_code is None:  # the backend knows it ended, not how: that is no failure
+            if host.detail.startswith("lost"):  # the platform lost it (its machine gone): the others decide
+                yield f"{name} {host.detail}" + (f" (exit code {host.exit_code})" if host.exit_code is not None and
+                                                 "exit" not in host.detail else "")  # fmt: skip
+            elif host.exit_code is None:  # the backend knows it ended, not how: that is no failure
                 yield f"{name} ended ({status.state.value.lower()} job; the platform reports no exit code)"
             elif host.exit_code == 0:
                 yield f"{name} finished, exit code 0"
@@ -80,6 +88,8 @@ def _heartbeat(status: JobStatus, elapsed: float, silent: float) -> str:
     if ended:
         parts.append(f"hosts ended (host=exit code): {', '.join(ended)}")
     parts.append(f"no output for {silent:.0f}s")
+    if status.pending_reason:
+        parts.append(f"waiting: {status.pending_reason}")
     return "; ".join(parts)
 
 
@@ -164,10 +174,10 @@ class _Seen:
             self.state = status.state.value
             if not status.is_terminal:
                 yield FollowEvent("progress", f"job {status.id} is {status.state.value}", status)
-        if status.pending_reason != self.reason and not status.is_terminal:
-            self.reason = status.pending_reason
-            if self.reason:  # said when it changes, not on every poll
-                yield FollowEvent("progress", f"job {status.id} waits: {self.reason}", status)
+        if _LEFT.sub("", status.pending_reason) != self.reason and not status.is_terminal:
+            self.reason = _LEFT.sub("", status.pending_reason)
+            if self.reason:  # said when it changes, not on every poll (nor as its time left runs down)
+                yield FollowEvent("progress", f"job {status.id} waits: {status.pending_reason}", status)
         for text in _host_changes(self.hosts, status):
             yield FollowEvent("progress", text, status)
         self.hosts = {h.index: h for h in status.hosts}

@@ -51,7 +51,7 @@ class Failure(NamedTuple):
     log_file: str
     tail: Tuple[str, ...]  # the last lines of that rank's output
     message: Optional[str] = None  # the exception its TORCHELASTIC_ERROR_FILE recorded, if any
-    source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause)
+    source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause); peer, lost
     why: Optional[str] = None  # the rule (and the evidence) that made it the root cause (see rootcause)
 
 
@@ -130,6 +130,8 @@ def format_failure(result: RunResult) -> str:
         if result.exit_code == 0:
             return f"The job succeeded after {took}."
         return f"The job failed after {took} with exit code {result.exit_code}."
+    if failure.source == "lost":
+        return _format_lost(failure, took, result.exit_code)
     pid = f", pid {failure.pid}" if failure.pid is not None else ""
     lines: List[str] = [
         f"The job failed after {took}. Root cause: {_who(failure)} on host {failure.host}{pid}",
@@ -153,6 +155,24 @@ def format_failure(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+_LOST_HINT = "lost: its shim vanished or stopped answering the job's coordinator; its own end is not known here"
+
+
+def _format_lost(failure: Failure, took: str, code: int) -> str:
+    """The report of a job whose root cause is a host the coordinator found lost (``source`` ``lost``): its own
+    exit code is not known here; ``code`` is what this shim exits with for it."""
+    from .causetext import shim_line
+
+    said = shim_line(failure.tail[-1]) if failure.tail else f"{failure.name} ({failure.host}) lost"
+    logs = failure.log_file or f"on {failure.name} ({failure.host}); its shim did not say where"
+    return "\n".join([
+        f"The job failed after {took}. Root cause: {said}",
+        f"  its end   : {_LOST_HINT}",
+        f"  its logs  : {logs}",
+        f"  this host : exits {code}, the code of a job that lost a host",
+    ])  # fmt: skip
+
+
 def _failure_json(failure: Failure) -> Dict[str, Any]:
     return {
         "name": failure.name,
@@ -163,7 +183,7 @@ def _failure_json(failure: Failure) -> Dict[str, Any]:
         "exit_code": failure.exit_code,
         "signal": failure.signal,
         "signal_name": signal_name(failure.signal) if failure.signal is not None else None,
-        "hint": describe_exit(failure.exit_code, failure.signal),
+        "hint": _LOST_HINT if failure.source == "lost" else describe_exit(failure.exit_code, failure.signal),
         "log_file": failure.log_file,
         "message": failure.message,
         "source": failure.source,

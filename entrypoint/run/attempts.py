@@ -186,12 +186,13 @@ class AttemptLoop:
         return {}
 
     # -- what every decider uses ----------------------------------------------------------------------------------
-    def announce(self, attempt: int, state: str) -> None:
-        """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart."""
+    def announce(self, attempt: int, state: str, waiting: "Optional[Dict[str, Any]]" = None) -> None:
+        """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart;
+        ``waiting``: the lost host the hosts wait for (state ``waiting``)."""
         if self.announcing:
             from .attempt_status import announce_attempt
 
-            announce_attempt(self.plan.log_dir, attempt, state)
+            announce_attempt(self.plan.log_dir, attempt, state, waiting)
 
     def record(self, index: int, result: RunResult, log_dir: str) -> "Optional[Classification]":
         """Record attempt ``index`` as run, not restarted yet (every attempt the launcher made inside it, too); its

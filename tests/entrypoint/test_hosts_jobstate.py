@@ -281,3 +281,20 @@ def test_a_heartbeat_timeout_below_its_minimum_is_refused() -> None:
 
     with pytest.raises(ConfigError, match=r"MALAUNCH_HEARTBEAT_TIMEOUT='0'.*between 1"):
         parse_coordinator({"MALAUNCH_HEARTBEAT_TIMEOUT": "0"})  # every host lost at once
+
+
+def test_a_lost_hosts_cause_names_the_log_folder_its_hello_gave_and_never_a_survivors_code() -> None:
+    """Issue 43: the job's root cause for a lost host carries its own log folder; what is said of it never shows
+    the 75 the others exit with as its code."""
+    from malaunch.entrypoint.public import describe_cause
+
+    book = _book(restarts=0)
+    book.join(0, CONN["conn0"], "10.0.0.1", -1, 0.0, "/logs/h0")
+    book.join(1, CONN["conn1"], "10.0.0.2", -1, 0.0, "/logs/h1")
+    book.leave(1, CONN["conn1"], "no heartbeat for 3 s", 1.0)
+    sends = book.over(0, 0, _cause(3, kind="rendezvous_timeout")._replace(ended=True), 2.0)
+    (finish,) = [s.message for s in sends if s.message.to_wire()["t"] == "finish"]
+    assert finish.cause.host == 1 and finish.cause.log == "/logs/h1"
+    said = describe_cause(finish.cause.to_wire())
+    assert said == "host 1 (10.0.0.2) lost: no heartbeat for 3 s; class host_lost; log /logs/h1"
+

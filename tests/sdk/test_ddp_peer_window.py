@@ -40,4 +40,4 @@ def test_rank_3_exiting_7_is_the_root_cause_of_a_two_host_job(
     cause = report["root_cause"]
     assert (cause["rank"], cause["exit_code"]) == (3, 7), (cause, done.stderr[-3000:])
     assert "[rank 3] failing on purpose at epoch 1" in cause["tail"], cause["tail"]
-    assert "host 1 exited with code 7" in done.stderr, done.stderr[-3000:]
+    assert "rank 3 on host 1 (127.0.0.2) exited with 7; class user_error" in done.stderr, done.stderr[-3000:]

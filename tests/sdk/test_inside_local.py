@@ -128,8 +128,9 @@ def test_events_of_a_failed_job_with_a_restart_and_its_root_cause(tmp_path: Path
     job_id = LocalBackend(home=str(home)).list()[0].id
     events = list(LocalBackend(home=str(home)).handle(job_id).events())
     by_reason = {event.reason: event for event in events}
-    assert by_reason["Restarted"].message.startswith("attempt 0 ended with exit code 5 (user_error); root cause rank 0 "
-                                                     "exited with 5, log ")  # fmt: skip
+    assert by_reason["Restarted"].message.startswith(
+        "attempt 0 ended with exit code 5 (user_error); root cause rank 0 on host 127.0.0.1 exited with 5; class "
+        "user_error; log /")
     assert by_reason["RootCause"].level == "Error" and "exited with 6" in by_reason["RootCause"].message
     assert by_reason["Exited"].message.startswith("exit code 6") and events[-1].reason == "Failed"
     text = ma_submit(["events", job_id], cli_env)

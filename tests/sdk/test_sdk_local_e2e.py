@@ -82,7 +82,8 @@ def test_failing_rank_exit_code_reaches_ma_submit(tmp_path: Path, cli_env: Dict[
     # runner, playing the platform, stopped it first once host 0 had failed
     assert status["hosts"][1]["exit_code"] in (6, 128 + signal.SIGTERM)
     if status["hosts"][1]["exit_code"] == 6:
-        assert "root cause rank 1 on host 127.0.0.1" in status["hosts"][1]["detail"]
+        said = "root cause rank 1 on host 0 (127.0.0.1) exited with 6; class user_error; log "
+        assert said in status["hosts"][1]["detail"]
     assert "host 0" in status["message"]  # the job's failure is host 0's, whichever shim exited first
 
 

@@ -16,23 +16,30 @@ decides alone on one host, :class:`Coordinated` does what the job's coordinator 
    gets its own rendezvous and that many hosts (:meth:`~..launcher.Launcher.plan_members`), every attempt its
    own folder, and the report each attempt's ``members`` and ``world_size`` and each change of them
    (:func:`membership_event`).
+6. What it says names the job's root cause as the coordinator chose it, in one form
+   (:func:`~...report.causetext.describe_cause`): the restart line, and the report. As it happens, the master
+   says and notes (``events.jsonl``, :mod:`..attempt_status`) a host lost or back and the wait for a lost host,
+   which its ``attempt.json`` announces with the deadline (:class:`_BookWatch`); a host that lost the master does
+   the same for host 0; every host notes each change of an elastic job's hosts.
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
+from ...report.causetext import describe_cause, shim_line
 from ...report.report import Failure, RunResult
+from ..attempt_status import note_event
 from ..attempts import AttemptLoop, RestartOutcome, Step
 from ..events import Event
 from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
 from . import HostsConfig
-from .jobstate import EXIT_HOST_LOST, JobState
+from .jobstate import EXIT_HOST_LOST, JobState, Phase
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
 from .server import Coordinator
@@ -100,6 +107,8 @@ class Coordinated(AttemptLoop):
         self.link: Optional[HostLink] = None
         self.command: Optional[Start] = None  # the running (or last) attempt's start
         self.result: Optional[RunResult] = None
+        self.told: Optional[Cause] = None  # this host's account of its last failed attempt (``over``)
+        self.gone: Optional[Tuple[str, float]] = None  # the coordinator's loss this host last said
         self.hosts: Dict[str, Any] = {"host": config.host, "num_hosts": config.num_hosts, "master": config.master,
                                       "port": config.port, "secret_given": config.secret_given}  # fmt: skip
         if config.min_hosts is not None:
@@ -109,10 +118,12 @@ class Coordinated(AttemptLoop):
     def begin(self) -> None:
         config = self.config
         self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
+        if self.server is not None:
+            self.server.watch = _BookWatch(self.plan.log_dir, self.say, self.announce)
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
-                             self.say).start()  # fmt: skip
+                             self.say, self.plan.log_dir).start()  # fmt: skip
 
     def end(self) -> None:
         if self.link is not None:
@@ -135,23 +146,24 @@ class Coordinated(AttemptLoop):
         if self.command.members is not None:
             self.attempts[-1].members = self.command.members
             self.attempts[-1].world_size = len(self.command.members) * self.config.procs_per_host
-        self._link().over(index, _cause(result, kind, self.policy, self.config) if kind is not None else None)
-        if result.shim_signal is not None:  # this host was stopped during the attempt: it leaves the job now
-            self.announce(index, "ended")
-            return self._outcome(self._own_result())
-        self.announce(index, "backoff" if kind is not None else "ended")
-        return self._next()
+        self.told = _cause(result, kind, self.policy, self.config) if kind is not None else None
+        stopped = result.shim_signal is not None  # this host was stopped during the attempt: it leaves the job now
+        # said before the coordinator hears it: its answer (a wait for a lost host) is announced after this
+        self.announce(index, "backoff" if kind is not None and not stopped else "ended")
+        self._link().over(index, self.told)
+        return self._outcome(self._own_result()) if stopped else self._next()
 
     def _next(self) -> Step:
         link = self._link()
-        command = link.next_command(lambda seconds: self.stop.wait(seconds) is not None)
+        command = link.next_command(self._wait)
         if command is None:
             return self._stopped()
         if isinstance(command, Start):
+            self._watch_link()
             if self.attempts:
                 last = self.attempts[-1]
-                last.restarted, last.cause = True, command.cause
-                self.say(_restart_line(last.index, command, self.policy))
+                last.restarted, last.cause = True, command.cause or self.told
+                self.say(_restart_line(last.index, command, self.policy, self.told))
             self.command = command
             return command.attempt
         if isinstance(command, Gone):
@@ -160,6 +172,27 @@ class Coordinated(AttemptLoop):
             lost = Cause(host=0, addr=self.config.master, kind="host_lost", retryable=True, line=line, tail=(line,))
             return self._outcome(self._final(EXIT_HOST_LOST, lost))
         return self._finish(command)
+
+    def _wait(self, seconds: float) -> bool:
+        """Between attempts: whether a stop signal came (and :meth:`_watch_link`)."""
+        self._watch_link()
+        return self.stop.wait(seconds) is not None
+
+    def _watch_link(self) -> None:
+        """Note the coordinator lost or back (a host that joins the master's coordinator again waits for it, as
+        the others wait for a lost host: ``attempt.json`` says until when)."""
+        link = self._link()
+        gone = link.gone
+        if gone != self.gone:
+            self.gone = gone
+            attempt, master = max(link.last_attempt, 0), f"host 0 ({self.config.master})"
+            if gone is not None:
+                note_event(self.plan.log_dir, "HostLost", f"{master} lost: {gone[0]}", "Warning", host=0)
+                self.announce(attempt, "waiting", {"host": 0, "addr": self.config.master, "why": f"lost: {gone[0]}",
+                                                   "until": gone[1]})  # fmt: skip
+            else:
+                note_event(self.plan.log_dir, "HostBack", f"{master}: its coordinator answers again", host=0)
+                self.announce(attempt, "backoff")
 
     # -- each attempt -----------------------------------------------------------------------------------------
     def attempt_plan(self, index: int) -> LaunchPlan:
@@ -186,6 +219,7 @@ class Coordinated(AttemptLoop):
         if event is not None:
             events.append(event)
             self.say(event["line"])
+            note_event(self.plan.log_dir, "HostsChanged", event["line"], "Warning" if event["left"] else "Info")
 
     # -- the end ------------------------------------------------------------------------------------------------
     def _finish(self, command: Finish) -> RestartOutcome:
@@ -202,10 +236,13 @@ class Coordinated(AttemptLoop):
             return RunResult(code, own, None, self.elapsed())
         host = cause.host
         line = cause.line or f"host {host} failed"
+        lost = cause.kind == "host_lost" and not cause.ended and host is not None
+        why = (f"the job's coordinator found host {host} lost" if lost else
+               f"host {host} reported it to the job's coordinator")  # fmt: skip
         failure = Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
                           host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
-                          log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="peer",
-                          why=f"host {host} reported it to the job's coordinator")  # fmt: skip
+                          log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="lost" if lost else "peer",
+                          why=why)  # fmt: skip
         return RunResult(code, failure, None, self.elapsed())
 
     def _own_result(self) -> RunResult:
@@ -256,14 +293,57 @@ def membership_event(attempt: int, before: Sequence[int], members: Sequence[int]
             "left": left, "joined": joined, "charged": not free, "line": line}  # fmt: skip
 
 
-def _restart_line(index: int, command: Start, policy: RestartPolicy) -> str:
-    cause = command.cause or Cause()
+def _restart_line(index: int, command: Start, policy: RestartPolicy, own: Optional[Cause] = None) -> str:
+    """The line of a restart of the job: attempt ``index``'s root cause as the coordinator chose it, else (a
+    coordinator that was replaced does not know it) as this host saw it (``own``)."""
     if command.free:
         return (f"attempt {index} of the job ended with a change of its hosts: every host here starts attempt "
                 f"{command.attempt} now")  # fmt: skip
-    who = f"rank {cause.rank}" if cause.rank is not None else "it"
-    return (f"attempt {index} of the job failed on host {cause.host} ({who}, exit {cause.code}, "
-            f"{cause.kind}): every host starts attempt {command.attempt} of {policy.max_restarts} now")
+    cause = command.cause or own
+    said = f"root cause {describe_cause(cause.to_wire())}" if cause is not None else "its root cause is not known"
+    return (f"attempt {index} of the job ended: {said}: every host starts attempt {command.attempt} of "
+            f"{policy.max_restarts} now")  # fmt: skip
+
+
+class _BookWatch:
+    """The master host says and notes what its coordinator's book does to the job's hosts when it does it (called
+    on the coordinator's thread after each change): a host lost or back (a console line and ``events.jsonl``),
+    the wait for a lost host (also ``attempt.json``'s ``waiting``, with its deadline)."""
+
+    def __init__(self, log_dir: str, say: Callable[[str], None],
+                 announce: Callable[[int, str, Optional[Dict[str, Any]]], None]) -> None:  # fmt: skip
+        self.log_dir, self.say, self.announce = log_dir, say, announce
+        self.lost: Dict[int, str] = {}  # host -> its address, as said lost
+        self.waiting = False
+
+    def __call__(self, state: JobState) -> None:
+        lost = state.lost
+        if state.phase is Phase.DONE:  # the job's end is sent: the hosts leave, none is lost
+            return
+        if lost.keys() != self.lost.keys():
+            for host in sorted(lost.keys() - self.lost.keys()):
+                line = describe_cause(lost[host].to_wire())
+                self.say(f"coordinator: {line}")
+                note_event(self.log_dir, "HostLost", line, "Warning", host=host)
+            for host in sorted(self.lost.keys() - lost.keys()):
+                line = f"host {host} ({state.here.get(host, (None, self.lost[host]))[1]}) joined the job again"
+                self.say(f"coordinator: {line}")
+                note_event(self.log_dir, "HostBack", line, host=host)
+            self.lost = {host: cause.addr for host, cause in lost.items()}
+        waiting = state.phase is Phase.WAITING and bool(lost)
+        if waiting and not self.waiting:
+            first = lost[min(lost)]
+            left = max(0.0, state.deadline - time.monotonic())
+            why = shim_line(first.line).partition(" lost: ")[2] or "its connection ended"
+            line = (f"the job's hosts wait up to {left:.0f} s for host {first.host} ({first.addr}) to come back "
+                    f"(lost: {why})")  # fmt: skip
+            self.say(line)
+            note_event(self.log_dir, "WaitingForHost", line, "Warning", host=first.host)
+            self.announce(max(state.attempt, 0), "waiting", {"host": first.host, "addr": first.addr,
+                                                             "why": f"lost: {why}", "until": time.time() + left})
+        elif self.waiting and not waiting and state.phase is Phase.BACKOFF:
+            self.announce(max(state.attempt, 0), "backoff", None)
+        self.waiting = waiting
 
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:

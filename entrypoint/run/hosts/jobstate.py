@@ -106,11 +106,13 @@ class Round:
         self.held: Optional[Hold] = None  # rule 2a
 
 
-def lost_cause(host: int, addr: str, why: str, accept: bool) -> Cause:
-    """The cause naming a lost host (class ``host_lost``, retryable)."""
+def lost_cause(host: int, addr: str, why: str, accept: bool, log: str = "") -> Cause:
+    """The cause naming a lost host (class ``host_lost``, retryable); ``log``: its log folder, as its hello said.
+    Its own exit code is not known here: ``code`` is the one the job exits with for a lost host."""
     line = f"ma-entrypoint: host {host} ({addr}) lost: {why}"
     return Cause(host=host, addr=addr, rank=None, code=EXIT_HOST_LOST, signal=None, kind="host_lost",
-                 retryable=True, accept=accept, peer=False, ended=False, line=line, tail=(line,))  # fmt: skip
+                 retryable=True, accept=accept, peer=False, ended=False, line=line, tail=(line,),
+                 log=log)  # fmt: skip
 
 
 def _priority(cause: Cause) -> int:
@@ -132,6 +134,7 @@ class JobState:
         # the hosts
         self.here: Dict[int, Tuple[object, str]] = {}  # host -> (its connection, its address)
         self.lost: Dict[int, Cause] = {}  # hosts lost and not back, with their cause
+        self.logs: Dict[int, str] = {}  # host -> its log folder, as its hello said
         self.seen = -1  # the latest attempt a joining host says it ran
         # the attempts
         self.round = Round()
@@ -150,12 +153,14 @@ class JobState:
         return self.round.number
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
-    def join(self, host: int, conn: object, addr: str, last: int, now: float) -> List[Send]:
-        """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none)."""
+    def join(self, host: int, conn: object, addr: str, last: int, now: float, log: str = "") -> List[Send]:
+        """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none); ``log``: its log folder."""
         out: List[Send] = []
         if host in self.here:
             out += self.leave(host, self.here[host][0], "a new shim joined in its place", now)
         self.here[host] = (conn, addr)
+        if log:
+            self.logs[host] = log
         self.lost.pop(host, None)
         self.seen = max(self.seen, last)
         out.append(Send(host, Welcome(self.rules.num_hosts, self.attempt)))
@@ -170,7 +175,7 @@ class JobState:
         if self.here.get(host, (None,))[0] is not conn:
             return []  # an older connection of a host that came back
         addr = self.here.pop(host)[1]
-        cause = lost_cause(host, addr, why, self.rules.lost_accepted)
+        cause = lost_cause(host, addr, why, self.rules.lost_accepted, self.logs.get(host, ""))
         self.lost[host] = cause
         if self._in_attempt() and host in self.round.members:
             self.round.dropped.add(host)
@@ -331,9 +336,12 @@ def _no_join(missing: List[int]) -> Cause:
 
 
 def _spent(previous: Optional[Cause], max_restarts: int, attempt: int) -> Cause:
-    """The cause of a job that cannot start ``attempt``: its restarts are spent (the previous cause, if any)."""
+    """The cause of a job that cannot start ``attempt``: its restarts are spent. The previous cause when there is
+    one, as it was (its own code: the job's is the finish's); else one that says so."""
+    if previous is not None:
+        return previous
     line = f"ma-entrypoint: the job's restarts are spent ({max_restarts}): it cannot start attempt {attempt}"
-    return (previous or Cause())._replace(code=EXIT_HOST_LOST, line=line, tail=(line,))
+    return Cause(code=EXIT_HOST_LOST, line=line, tail=(line,))
 
 
 def _gone(lost: Dict[int, Cause], host_wait: float) -> Cause:

@@ -51,12 +51,14 @@ class HostLink:
     """This host's side of the coordinator (see the module's docstring)."""
 
     def __init__(self, key: bytes, host: int, addr: str, master: str, port: int, interval: float, timeout: float,
-                 join_wait: float, host_wait: float, say: Callable[[str], None]) -> None:  # fmt: skip
+                 join_wait: float, host_wait: float, say: Callable[[str], None], log: str = "") -> None:  # fmt: skip
         self.key, self.host, self.addr, self.master, self.port = key, host, addr, master, port
         self.interval, self.timeout, self.join_wait, self.host_wait = interval, timeout, join_wait, host_wait
-        self.say = say
+        self.say, self.log = say, log  # log: this host's log folder (the hello says it)
         self.commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self.last_attempt = -1  # the last attempt this host started (the hello says it)
+        #: The coordinator was lost and this host joins it again: why, and until when (seconds since the epoch).
+        self.gone: Optional[Tuple[str, float]] = None
         self._post: Optional[Callable[[Event], None]] = None
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
@@ -122,6 +124,7 @@ class HostLink:
             if post is not None:
                 post(HostsEnd(f"ma-entrypoint: host 0 ({self.master}) lost: {why}"))
             wait = self.host_wait
+            self.gone = (why, time.time() + self.host_wait)
             self.say(f"lost the job's coordinator (host 0, {self.master}:{self.port}): {why}; joining it again "
                      f"for up to {self.host_wait:g} s")  # fmt: skip
 
@@ -159,7 +162,7 @@ class HostLink:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first, rest = _read_line(sock, b"")
             channel = wire.Channel(self.key, wire.read_challenge(first), "c")
-            sock.sendall(channel.seal(Hello(self.host, self.addr, self.last_attempt).to_wire()))
+            sock.sendall(channel.seal(Hello(self.host, self.addr, self.last_attempt, self.log).to_wire()))
             line, rest = _read_line(sock, rest)
             welcome = channel.open(line)
             if not isinstance(messages.parse(welcome), Welcome):
@@ -169,6 +172,7 @@ class HostLink:
             raise
         with self._send_lock:
             self._sock, self._channel = sock, channel
+        self.gone = None
         return rest
 
     def _serve(self, buffer: bytes) -> str:

@@ -10,7 +10,8 @@ message        sent by      when                                                
 =============  ===========  ==================================================  ===================================
 ``challenge``  coordinator  first on every connection (the only unproved line;  ``v``, ``nonce``
                             :func:`.wire.challenge`, :func:`.wire.read_challenge`)
-``hello``      host         its first proved line                               ``host``, ``addr``, ``last``
+``hello``      host         its first proved line                               ``host``, ``addr``, ``last``,
+                                                                                [``log``]
 ``welcome``    coordinator  the answer to a hello                               ``hosts``, ``attempt``
 ``hb``         both         every ``interval`` seconds (heartbeat)              (none)
 ``start``      coordinator  every host starts attempt ``attempt``               ``attempt``, ``cause``,
@@ -100,14 +101,16 @@ class Why(enum.Enum):
 
 
 class Hello(NamedTuple):
-    """A host joins: its index, its address (None: the coordinator uses the connection's), its last attempt."""
+    """A host joins: its index, its address (None: the coordinator uses the connection's), its last attempt, and
+    its log folder (a lost host's cause names it)."""
 
     host: int
     addr: Optional[str] = None
     last: int = -1  # the last attempt this host ran (-1: none)
+    log: str = ""  # its log folder (MALAUNCH_LOG_DIR), "" when not said
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last}
+        return {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last, "log": self.log}
 
 
 class Welcome(NamedTuple):
@@ -222,7 +225,8 @@ def parse(payload: Mapping[str, Any]) -> Optional[Message]:
 
 
 def _hello(read: _Fields) -> Hello:
-    return Hello(read.whole("host"), read.opt_string("addr", _ADDR_MAX), read.whole("last", -1))
+    return Hello(read.whole("host"), read.opt_string("addr", _ADDR_MAX), read.whole("last", -1),
+                 read.opt_string("log", _ADDR_MAX) or "")
 
 
 def _welcome(read: _Fields) -> Welcome:

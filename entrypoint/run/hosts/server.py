@@ -59,6 +59,9 @@ class Coordinator:
         self.selector.register(self.listener, selectors.EVENT_READ, None)
         self.conns: Dict[int, _Conn] = {}  # fd -> connection
         self.refused: Dict[str, int] = {}  # kind -> count
+        #: Called on the coordinator's thread after each change the book may have made (a host lost or back, the
+        #: wait for a lost one): the master's attempt loop says it and notes it (:mod:`.jobloop`).
+        self.watch: Optional[Callable[[JobState], None]] = None
         self._stop = threading.Event()
         self._beat_at = 0.0
         self._tick_at = 0.0
@@ -172,7 +175,8 @@ class Coordinator:
                 if old is not None and isinstance(old[0], _Conn) and old[0] is not conn:
                     self._drop(old[0])  # the book hears of it from join(): a new shim in its place
                 conn.host = message.host
-                self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now))
+                self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now,
+                                            message.log))  # fmt: skip
             return
         if isinstance(message, messages.Failing):  # the book caps the hold (NaN: no hold)
             self._apply(self.state.failing(conn.host, message.attempt, now, message.hold))
@@ -189,6 +193,9 @@ class Coordinator:
                 entry: Optional[Tuple[object, str]] = self.state.here.get(host)
                 if entry is not None and isinstance(entry[0], _Conn):
                     self._send(entry[0], send.message)
+        watch = self.watch
+        if watch is not None:
+            watch(self.state)
 
     def _send(self, conn: _Conn, message: messages.Message) -> None:
         try:

@@ -19,14 +19,22 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from malaunch.entrypoint.public import attempt_file, descendants, read_attempt, read_usage, snapshot
+from malaunch.entrypoint.public import (
+    attempt_file,
+    descendants,
+    events_file,
+    read_attempt,
+    read_events,
+    read_usage,
+    snapshot,
+)
 
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .pending import pending_reason
-from .state import is_lost, read_state, report_detail
+from .state import attempt_cause, is_lost, read_state, report_detail
 
 # Running a command in a host (``local_exec``) imports what it needs when it runs.
 
@@ -61,9 +69,13 @@ def _report_events(index: int, path: str, started: float) -> List[JobEvent]:
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended for a "
                                 "change of hosts (not charged to MA_MAX_RESTARTS); the shim started the next attempt",
                                 "Normal", index))  # fmt: skip
+        elif attempt.get("restarted") and isinstance(attempt.get("job_cause"), Mapping):  # the job's restart
+            out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} of the job "
+                                f"ended: root cause {attempt_cause(attempt)}; this host started the next attempt",
+                                "Warning", index))  # fmt: skip
         elif attempt.get("restarted"):
-            cause = report_detail({"root_cause": attempt.get("root_cause")})
-            why = f"; {cause}" if cause else ""
+            cause = attempt_cause(attempt)
+            why = f"; root cause {cause}" if cause else ""
             out.append(JobEvent(min(at, when), source, "Restarted", f"attempt {attempt.get('attempt')} ended with "
                                 f"exit code {attempt.get('exit_code')} ({attempt.get('failure_class')}){why}; "
                                 "the shim started the next attempt", "Warning", index))  # fmt: skip
@@ -83,32 +95,70 @@ def _membership_restarts(report: Mapping[str, Any]) -> Set[int]:
 
 
 def _membership_events(host: Mapping[str, object]) -> List[JobEvent]:
-    """The platform's side of a membership change: the host lost for good (local/hostops.py), and back."""
-    index, out = int(str(host["index"])), []
+    """The platform's side of a host's life, as the runner recorded it when it happened (``history``): each start
+    of its shim (with that shim's pid), each death it answered (killed and replaced, lost for good), each return.
+    A state written before ``history`` was kept: its last start, loss and return only."""
+    index = int(str(host["index"]))
+    source = f"host {index}"
+    history = host.get("history")
+    if isinstance(history, list) and history:
+        return [_history_event(index, source, str(host.get("address") or ""), entry) for entry in history]
+    out = []
+    started, pid = host.get("started_at"), host.get("pid")
+    if isinstance(started, float):
+        shim = f", shim pid {pid}" if isinstance(pid, int) else ""
+        out.append(JobEvent(started, source, "Started", f"{host.get('address')}{shim}", host=index))
     lost, back = host.get("lost_at"), host.get("restored_at")
     if isinstance(lost, float):
-        out.append(JobEvent(lost, f"host {index}", "HostLost", "lost for good: its shim and everything under it "
+        out.append(JobEvent(lost, source, "HostLost", "lost for good: its shim and everything under it "
                             "were killed and it is not started again", "Warning", index))  # fmt: skip
     if isinstance(back, float):
-        out.append(JobEvent(back, f"host {index}", "HostBack", "a machine is back for it: its shim was started "
+        out.append(JobEvent(back, source, "HostBack", "a machine is back for it: its shim was started "
                             "again and joins the job", "Info", index))  # fmt: skip
     return out
 
 
-def _hosts_changed(paths: JobPaths, count: int) -> List[JobEvent]:
-    """Elastic jobs: each change of the job's hosts, as the shims recorded it (their reports' ``hosts.membership``:
-    ``attempt``, ``members``, ``left``, ``joined``, ``line``), once per change however many hosts saw it."""
-    seen: Dict[Tuple[object, str], JobEvent] = {}
+_HISTORY_REASONS = {"started": ("Started", "Info"), "killed": ("Killed", "Warning"), "lost": ("HostLost", "Warning"),
+                    "back": ("HostBack", "Info")}  # fmt: skip
+
+
+def _history_event(index: int, source: str, address: str, entry: Mapping[str, Any]) -> JobEvent:
+    reason, level = _HISTORY_REASONS[str(entry["kind"])]
+    detail = str(entry.get("detail") or "")
+    if reason == "Started":
+        text = f"{address}, shim pid {entry['pid']}" + (f" ({detail})" if detail else "")
+    elif reason == "HostLost":
+        text = detail or "lost for good: its shim and everything under it were killed and it is not started again"
+    else:
+        text = detail or "its shim was started again and joins the job"
+    return JobEvent(float(entry["at"]), source, reason, text, level, index)
+
+
+def _shim_events(paths: JobPaths, log_dirs: Mapping[object, object], count: int) -> List[JobEvent]:
+    """What the hosts' shims learned of the job's hosts as it happened (their ``events.jsonl``: a change of an
+    elastic job's hosts, a host lost or back as the job's coordinator saw it, the wait for a lost host, a restart
+    of the job with its root cause), and the changes their reports recorded (``hosts.membership``, for a shim
+    that kept no events file): each once however many hosts saw it, at the earliest time one did."""
+    seen: Dict[Tuple[str, str], JobEvent] = {}
+
+    def add(event: JobEvent) -> None:
+        key = (event.reason, event.message)
+        if key not in seen or event.time < seen[key].time:
+            seen[key] = event
+
     for index in range(count):
+        log_dir = log_dirs.get(index)
+        for noted in read_events(events_file(log_dir)) if isinstance(log_dir, str) else []:
+            host = noted["host"]
+            source = f"host {host}" if host is not None and noted["reason"] in ("HostLost", "HostBack") else "job"
+            add(JobEvent(noted["at"], source, noted["reason"], noted["line"], noted["level"], host))
         hosts = (read_json(paths.report_file(index)) or {}).get("hosts")
         changes = hosts.get("membership") if isinstance(hosts, Mapping) else None
         for change in changes if isinstance(changes, list) else []:
             if not isinstance(change, Mapping) or not isinstance(change.get("at"), (int, float)):
                 continue
-            line = str(change.get("line") or f"the job's hosts changed: {change.get('members')}")[:300]
-            key = (change.get("attempt"), str(change.get("members")))
-            level = "Warning" if change.get("left") else "Info"
-            seen.setdefault(key, JobEvent(float(change["at"]), "job", "HostsChanged", line, level))
+            line = str(change.get("line") or f"the job's hosts changed: {change.get('members')}")[:1000]
+            add(JobEvent(float(change["at"]), "job", "HostsChanged", line, "Warning" if change.get("left") else "Info"))
     return list(seen.values())
 
 
@@ -128,9 +178,7 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
     log_dirs = {h.get("index"): (h.get("env") or {}).get("MALAUNCH_LOG_DIR") for h in request.get("hosts") or []}
     for host in data["hosts"]:
         index, source = host["index"], f"host {host['index']}"
-        if host["started_at"] is not None:
-            out.append(JobEvent(host["started_at"], source, "Started", f"{host['address']}, shim pid {host['pid']}",
-                                host=index))  # fmt: skip
+        if host["started_at"] is not None:  # the report is its last shim's: its attempts count from its start
             out.extend(_report_events(index, paths.report_file(index), host["started_at"]))
         log_dir = log_dirs.get(index)
         announced = read_attempt(attempt_file(log_dir)) if isinstance(log_dir, str) else None
@@ -144,7 +192,7 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
             level = "Info" if code in (0, _SIGTERM_CODE) else "Error"
             detail = f"; {host['detail']}" if host["detail"] else ""
             out.append(JobEvent(host["ended_at"], source, "Exited", f"exit code {code}{detail}", level, index))
-    out.extend(_hosts_changed(paths, len(data["hosts"])))
+    out.extend(_shim_events(paths, log_dirs, len(data["hosts"])))
     if JobState(data["state"]).is_terminal and data["ended_at"] is not None:
         level = "Info" if data["state"] != "FAILED" else "Error"
         text = f"exit code {data['exit_code']}" + (f": {data['message']}" if data["message"] else "")

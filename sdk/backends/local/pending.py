@@ -4,12 +4,14 @@ From the job directory and ``/proc``: the runner not started yet, a host not sta
 still preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: the rank table, the master's name),
 or, once every host has launched, "waiting for a port": the master port that torchrun's store or msrun's
 scheduler opens on host 0 is not listening yet (read from ``/proc/<host 0's shim>/net/tcp``, its network
-namespace's sockets; nothing is connected to it).
+namespace's sockets; nothing is connected to it). Before all of these: the job's hosts waiting for a lost one to
+come back, with the time left (a host's ``attempt.json`` says ``waiting``: which host, why, until when).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from malaunch.entrypoint.public import Name
 
@@ -107,6 +109,31 @@ def _ranks_spoke(log_dir: Optional[str]) -> bool:
     return False
 
 
+def _host_waited(status: JobStatus, paths: JobPaths, now: float) -> Optional[str]:
+    """The job's hosts wait for a lost one to come back: which, why, and the time left; None when they do not."""
+    if len(status.hosts) < 2:
+        return None
+    from malaunch.entrypoint.public import attempt_file, read_attempt  # a running multi-host job only: list is light
+
+    running = {h.index for h in status.hosts if h.state is HostState.RUNNING}
+    try:
+        hosts = (read_json(paths.plan_file) or {})["request"]["hosts"]
+        log_dirs = {int(h["index"]): h["env"][Name.MALAUNCH_LOG_DIR] for h in hosts}
+    except (KeyError, TypeError, ValueError):
+        return None
+    for index in sorted(running):
+        log_dir = log_dirs.get(index)
+        announced = read_attempt(attempt_file(log_dir)) if isinstance(log_dir, str) else None
+        waiting = announced.get("waiting") if announced is not None and announced["state"] == "waiting" else None
+        if waiting is None:
+            continue
+        left = waiting["until"] - now
+        time_left = f"{left:.0f} s left" if left >= 0.5 else "its time is up: the job's coordinator decides now"
+        return (f"the job's hosts wait for host {waiting['host']} ({waiting['addr']}) to come back ({waiting['why']}): "
+                f"{time_left}")  # fmt: skip
+    return None
+
+
 def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
     """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits. With the
     job's ``paths``, also a master port (torchrun's store, msrun's scheduler) that is not open yet."""
@@ -114,7 +141,8 @@ def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
         return ""
     if status.state is JobState.PENDING:
         return "the job runner has not started the hosts yet"
-    reasons = []
+    waited = _host_waited(status, paths, time.time()) if paths is not None else None
+    reasons = [waited] if waited else []
     for host in status.hosts:
         if host.state is HostState.PENDING:
             reasons.append(f"host {host.index} ({host.address}) has not started yet")

@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from malaunch.entrypoint.public import Name, set_subreaper
 
@@ -47,7 +47,7 @@ from .hostnet import network_from_json
 from .hostops import kill_host_tree, take_requests
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
-from .state import StateWriter, disk_space_note, read_host_report, read_state
+from .state import HostReport, StateWriter, disk_space_note, note_history, read_host_report, read_state
 
 __all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
 
@@ -66,6 +66,17 @@ def _become_subreaper() -> None:
 def _exit_code(wait_status: int) -> int:
     code = os.waitstatus_to_exitcode(wait_status)
     return 128 - code if code < 0 else code
+
+
+def _killed(wait_status: int) -> str:
+    """``killed by SIGKILL`` when a wait status says a signal ended the process, else ""."""
+    if not os.WIFSIGNALED(wait_status):
+        return ""
+    number = os.WTERMSIG(wait_status)
+    try:
+        return f"killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"killed by signal {number}"
 
 
 class Runner:
@@ -123,7 +134,8 @@ class Runner:
         self.stop_signal = signum
 
     # -- life cycle ------------------------------------------------------------------------------------
-    def start_host(self, host: HostCommand) -> bool:
+    def start_host(self, host: HostCommand, why: str = "") -> bool:
+        """Start host ``host``'s shim; ``why``: what this start is (a replacement, a return), for its history."""
         record = self.host(host.index)
         env = host_environment(os.environ, host.env, sys.executable)
         env = with_secret(env, os.environ.get(Name.MALAUNCH_JOB_SECRET))  # LocalBackend.execute gave it to us
@@ -145,7 +157,9 @@ class Runner:
             return False
         self.procs.append(proc)
         self.pids[proc.pid] = host.index
-        record.update(state="RUNNING", pid=proc.pid, started_at=time.time())
+        now = time.time()
+        record.update(state="RUNNING", pid=proc.pid, started_at=now)
+        note_history(record, "started", now, pid=proc.pid, detail=why)
         return True
 
     def fail(self, index: int, code: int, message: str) -> None:
@@ -175,6 +189,7 @@ class Runner:
             if index is None:
                 continue  # an orphaned rank re-parented to us
             code = _exit_code(status)
+            killed = _killed(status)
             if index in self.lost:  # lost for good on request: the platform took its machine
                 self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), pid=None)
                 changed = True
@@ -182,27 +197,48 @@ class Runner:
             if os.WIFSIGNALED(status) and self._may_replace(index):
                 self.replaced += 1
                 self.replacing[index] = time.monotonic() + REPLACE_AFTER
-                self.host(index).update(state="PENDING", pid=None, detail=f"its shim was killed (exit {code}): "
-                                        f"started again, replacement {self.replaced} of {self._budget()}")  # fmt: skip
+                record = self.host(index)
+                said = (f"its shim (pid {pid}) was {killed} (exit {code}): the platform starts it again in "
+                        f"{REPLACE_AFTER:g} s, replacement {self.replaced} of {self._budget()}")  # fmt: skip
+                note_history(record, "killed", time.time(), pid=pid, exit_code=code, signal=os.WTERMSIG(status),
+                             detail=said)  # fmt: skip
+                record.update(state="PENDING", pid=None, detail=said)
                 changed = True
                 continue
             report = read_host_report(self.request.hosts[index].report_file)
-            detail = ""
+            detail = f"its shim (pid {pid}) was {killed}" if killed else ""
+            if killed and self.killed:  # by this runner, as the job ended
+                detail += " as the job ended: it had not stopped within the grace period"
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
                 code, detail = report.exit_code, report.detail
                 if report.lost_output:
                     self.lost_output[index] = report.lost_output
             if os.WIFSIGNALED(status) and self._elastic() and self.teardown_at is None and not self.stop_requested:
-                self._mark_lost(index, f"its shim was killed (exit {code}) and not replaced: lost, the job goes on "
-                                "without it while launcher.min_hosts remain")  # fmt: skip
+                self._mark_lost(index, f"lost: its shim (pid {pid}) was {killed} (exit {code}) and not replaced; the "
+                                "job goes on without it while launcher.min_hosts remain", pid, code,
+                                os.WTERMSIG(status))  # fmt: skip
                 self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), pid=None)
                 changed = True
                 continue
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
-                culprit = report.cause_host if report is not None and report.cause_host is not None else index
-                self.fail(culprit, code, f"host {culprit} exited with code {code}" + (f" ({detail})" if detail else ""))
+                self.fail(*self._failure(index, code, detail, report))
+
+    def _failure(self, index: int, code: int, detail: str, report: Optional[HostReport]) -> Tuple[int, int, str]:
+        """The job's failure when host ``index``'s shim ended with ``code``: the host its root cause is on (the
+        shims' choice when they agreed on one: ``detail`` names it), the job's code, and the line that says it."""
+        if report is not None and report.cause_host is not None and report.cause_host != index and detail:
+            return report.cause_host, code, detail
+        said = f" ({detail})" if detail else ""
+        if report is not None:
+            return index, code, f"host {index} ({self.host(index)['address']}) exited with code {code}{said}"
+        from ...failures import failure_from_report  # its shim wrote no report: the class of its end as seen here
+
+        console = self.request.hosts[index].console_log
+        kind = failure_from_report(None, code, console)["class"]
+        return index, code, (f"host {index} ({self.host(index)['address']}) exited with code {code}{said}; class "
+                             f"{kind}; console: {console}")  # fmt: skip
 
     def _budget(self) -> int:
         text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")
@@ -218,9 +254,12 @@ class Runner:
         """An elastic torchrun job (``launcher.min_hosts``): its shims go on without a lost host."""
         return Name.MALAUNCH_MIN_HOSTS in self.request.hosts[0].env
 
-    def _mark_lost(self, index: int, why: str) -> None:
+    def _mark_lost(self, index: int, why: str, pid: Optional[int] = None, code: Optional[int] = None,
+                   signum: Optional[int] = None) -> None:  # fmt: skip
         self.lost[index] = why
-        self.host(index).update(lost_at=time.time(), detail=why)
+        now = time.time()
+        note_history(self.host(index), "lost", now, pid=pid, exit_code=code, signal=signum, detail=why)
+        self.host(index).update(lost_at=now, detail=why)
 
     def host_requests(self) -> bool:
         """Act on the requests to lose a host for good or bring one back (:mod:`.hostops`); True when any."""
@@ -257,9 +296,11 @@ class Runner:
             return
         del self.lost[index]
         self.pids = {pid: i for pid, i in self.pids.items() if i != index}
-        record.update(detail="back: started again after it was lost", exit_code=None, ended_at=None,
-                      restored_at=time.time())  # fmt: skip
-        self.start_host(self.request.hosts[index])
+        now = time.time()
+        note_history(record, "back", now, detail="a machine is back for it: its shim is started again and joins "
+                     "the job")  # fmt: skip
+        record.update(detail="back: started again after it was lost", exit_code=None, ended_at=None, restored_at=now)
+        self.start_host(self.request.hosts[index], "back after it was lost")
 
     def replace_due(self) -> None:
         now = time.monotonic()
@@ -267,7 +308,7 @@ class Runner:
             if now >= when and self.teardown_at is None and not self.stop_requested:
                 del self.replacing[index]
                 self.pids = {pid: i for pid, i in self.pids.items() if i != index}
-                if self.start_host(self.request.hosts[index]):
+                if self.start_host(self.request.hosts[index], "a replacement: its shim before was killed"):
                     self.save()
 
     def record_stop(self) -> None:

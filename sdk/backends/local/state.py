@@ -35,15 +35,19 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
+    "HISTORY_KINDS",
+    "HISTORY_MAX",
     "RESERVE_BYTES",
     "SLACK_BYTES",
     "STATE_VERSION",
     "HostReport",
     "StateReading",
     "StateWriter",
+    "attempt_cause",
     "disk_space_note",
     "is_lost",
     "job_status",
+    "note_history",
     "new_state",
     "read_host_report",
     "read_state",
@@ -123,7 +127,43 @@ def _host(raw: object, position: int) -> Dict[str, Any]:
         "detail": _text(raw, "detail", where) or "",
         "lost_at": _time(raw, "lost_at", where),  # the platform lost it for good (local/hostops.py)
         "restored_at": _time(raw, "restored_at", where),  # ... and started it again
+        "history": _history(raw.get("history"), where),
     }
+
+
+#: What the runner records of a host as it happens (``history``): each start of its shim, each death of it the
+#: platform answers (killed and replaced, lost for good), each return. ``ma-submit events`` shows every one.
+HISTORY_KINDS = ("started", "killed", "lost", "back")
+HISTORY_MAX = 200  # entries kept per host (the oldest are dropped): a host replaced again and again stays small
+
+
+def _history(raw: object, where: str) -> List[Dict[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _Damaged(f"{where}history must be a list or null, got {show_value(raw)}")
+    found = []
+    for position, entry in enumerate(raw[-HISTORY_MAX:]):
+        at = f"{where}history[{position}]."
+        if not isinstance(entry, dict):
+            raise _Damaged(f"{where}history[{position}] must be an object, got {show_value(entry)}")
+        when = _time(entry, "at", at)
+        if when is None:
+            raise _Damaged(f"{at}at must be seconds since the epoch, got null")
+        found.append({"at": when, "kind": _choice(entry, "kind", at, HISTORY_KINDS),
+                      "pid": _int(entry, "pid", at, low=2), "exit_code": _int(entry, "exit_code", at),
+                      "signal": _int(entry, "signal", at, low=1), "detail": _text(entry, "detail", at) or ""})
+    return found
+
+
+def note_history(host: Dict[str, Any], kind: str, at: float, *, pid: Optional[int] = None,
+                 exit_code: Optional[int] = None, signal: Optional[int] = None, detail: str = "") -> None:
+    """Add an entry to a host record's ``history`` (in place; at most :data:`HISTORY_MAX` kept)."""
+    if kind not in HISTORY_KINDS:
+        raise ValueError(f"unknown history kind {kind!r}")
+    history = host.setdefault("history", [])
+    history.append({"at": at, "kind": kind, "pid": pid, "exit_code": exit_code, "signal": signal, "detail": detail})
+    del history[:-HISTORY_MAX]
 
 
 def is_lost(host: Mapping[str, Any]) -> bool:
@@ -212,7 +252,7 @@ def new_state(
         "first_failure": None, "write_error": None, "disk_full": None, "keep_for": keep_for,
         "hosts": [
             {"index": h["index"], "address": h["address"], "state": "PENDING", "pid": None, "exit_code": None,
-             "started_at": None, "ended_at": None, "log_file": h["log_file"], "detail": ""}
+             "started_at": None, "ended_at": None, "log_file": h["log_file"], "detail": "", "history": []}
             for h in hosts
         ],
     }  # fmt: skip
@@ -355,15 +395,39 @@ def report_detail(report: Mapping[str, Any]) -> str:
 
 
 def _cause_detail(report: Mapping[str, Any]) -> str:
-    cause = report.get("root_cause")
-    if isinstance(cause, dict):
-        rank = cause.get("rank")
-        who = f"rank {rank}" if isinstance(rank, int) else show_value(cause.get("name"))
-        where = f" on host {str(cause.get('host'))[:80]}" if cause.get("source") == "peer" else ""
-        return f"root cause {who}{where} exited with {cause.get('exit_code')}, log {cause.get('log_file')}"
+    """``root cause ...``: the job's root cause as the hosts' coordinator chose it (the last attempt's
+    ``job_cause``), else the shim's own (:func:`attempt_cause`); or how the shim was stopped."""
+    attempts = report.get("attempts")
+    last = attempts[-1] if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict) else {}
+    said = attempt_cause(last, report.get("root_cause"), report.get("failure_class"))
+    if said:
+        return f"root cause {said}"
     if isinstance(report.get("shim_signal_name"), str):
         return f"shim stopped by {report['shim_signal_name']}"
     return ""
+
+
+def attempt_cause(attempt: Mapping[str, Any], own: object = None, kind: object = None) -> str:
+    """One line for an attempt's root cause (a report's ``attempts[i]``): the coordinator's choice
+    (``job_cause``) when there is one, else the shim's own root cause (``own``, default the attempt's, with its
+    class ``kind``); "" when it has none."""
+    from malaunch.entrypoint.public import describe_cause
+
+    chosen = attempt.get("job_cause")
+    if isinstance(chosen, dict):
+        return describe_cause(chosen)
+    failure = own if own is not None else attempt.get("root_cause")
+    if not isinstance(failure, dict):
+        return ""
+    kind = kind if kind is not None else attempt.get("failure_class")
+    kind = kind.get("class") if isinstance(kind, dict) else kind
+    tail = failure.get("tail")
+    return describe_cause({
+        "rank": failure.get("rank"), "name": failure.get("name"), "code": failure.get("exit_code"),
+        "signal": failure.get("signal"), "kind": kind, "log": failure.get("log_file"),
+        "line": tail[-1] if isinstance(tail, list) and tail else "", "addr": failure.get("host"),
+        "ended": failure.get("source") == "peer",
+    })  # fmt: skip
 
 
 def read_host_report(path: str) -> Optional[HostReport]:
