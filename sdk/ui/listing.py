@@ -5,8 +5,9 @@ A page at ``offset`` of ``size`` asks each backend for its newest ``offset + siz
 creation time and keeps its slice; how many more match comes from each backend's count. A backend that cannot be
 opened or does not answer (a broken profile, a cloud that cannot be reached) gives its error line in
 :attr:`Listing.errors` and the others still list. Only the rows of the page are read further: their hosts (a
-status each), and their restarts where the platform does not count them: from the job's events, counted in the
-background (an ended job's count is kept; a row shows it from the next page on, and ``-`` until then).
+status each; an ended job's is kept, it no longer changes), and their restarts where the platform does not count
+them: from the job's events, counted in the background (an ended job's count is kept; a row shows it from the
+next page on, and ``-`` until then).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ __all__ = ["ANSWER_WITHIN", "Lister", "Listing", "Row", "Sources", "count_restar
 
 #: Seconds a backend's list may take before the page shows it as not answering (it is asked again next time).
 ANSWER_WITHIN = 8.0
+
+#: Ended jobs whose whole status (hosts included) is kept between pages.
+_KEEP_ENDED = 5000
 
 #: Backend name -> how to open it (raises MalaunchError when it cannot be).
 Sources = Mapping[str, Callable[[], Backend]]
@@ -90,6 +94,7 @@ class Lister:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="list")
         self._busy: Dict[str, concurrent.futures.Future[_Asked]] = {}
         self._restarts: Dict[Tuple[str, str], int] = {}  # (backend, job id) -> restarts of an ended job
+        self._ended: Dict[Tuple[str, str], JobStatus] = {}  # (backend, job id) -> an ended job's whole status
         self._counting: Set[Tuple[str, str]] = set()
 
     def close(self) -> None:
@@ -136,7 +141,12 @@ class Lister:
         return Listing(rows, more, tuple(errors), tuple(notes))
 
     def _with_restarts(self, name: str, backend: Backend, status: JobStatus) -> Row:
-        full, restarts = _row(backend, status)
+        kept = self._ended.get((name, status.id)) if status.is_terminal else None
+        full, restarts = (kept, kept.platform_restarts) if kept is not None else _row(backend, status)
+        if full.is_terminal and kept is None:  # an ended job's status never changes: read once
+            if len(self._ended) >= _KEEP_ENDED:
+                self._ended.clear()
+            self._ended[(name, full.id)] = full
         if restarts is None:
             key = (name, full.id)
             restarts = self._restarts.get(key)

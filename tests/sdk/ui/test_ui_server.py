@@ -17,14 +17,19 @@ from typing import Dict, List
 
 import pytest
 import requests
-from malaunch.sdk.backends.inside import JobEvent
+from malaunch.sdk.backends.inside import HostUsage, JobEvent, UsageReport
+from malaunch.sdk.backends.job_index import JobIndex
+from malaunch.sdk.errors import JobNotRunning
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
 from malaunch.sdk.ui.auth import Guard
+from malaunch.sdk.ui.command import shown_backends
 from malaunch.sdk.ui.logfiles import LogRefused, host_folders, read_log
 from malaunch.sdk.ui.markup import Markup, html, join
+from malaunch.sdk.ui.pages import usage_part
 from malaunch.sdk.ui.svg import timeline_svg
 from malaunch.sdk.ui.timeline import timeline_of
-from sdkutil import VENV_BIN, job_ids, ma_submit, write_job
+from malaunch.sdk.ui.usage import UsageWatch
+from sdkutil import VENV_BIN, job_ids, ma_submit, wait_for, write_job
 from uiutil import Ui, start_ui, stop_ui
 
 #: Fails in attempt 0 (exit 3) after printing a line with markup; succeeds in attempt 1.
@@ -123,6 +128,33 @@ def test_only_the_hosts_own_log_files_are_read_and_no_link_is_followed(tmp_path:
     for path in refused:
         with pytest.raises(LogRefused):
             read_log(str(job), folders, path, 0)
+
+
+def test_usage_is_sampled_while_asked_and_drawn_per_host(tmp_path: Path) -> None:
+    reports = [UsageReport("j", (HostUsage(0, "127.0.0.1", cpu_cores=0.5 + n, memory_bytes=(100 + n) << 20),
+                                 HostUsage(1, "127.0.0.2", cpu_cores=1.0, memory_bytes=50 << 20)), source="/proc")
+               for n in range(3)]  # fmt: skip
+
+    def usage() -> UsageReport:
+        if not reports:
+            raise JobNotRunning("j", "SUCCEEDED", "top needs a running job")
+        return reports.pop(0)
+
+    watch = UsageWatch(every=0.01)
+    wait_for(lambda: watch.read(("local", "j"), usage)[1] != "", 30, "the sampler to see the job end")
+    samples, note = watch.read(("local", "j"), usage)
+    assert [s.report.hosts[0].cpu_cores for s in samples] == [0.5, 1.5, 2.5]
+    assert "SUCCEEDED" in note
+    part = usage_part(samples, note)
+    assert part.count('class="series"') == 4  # CPU and memory, one line per host
+    assert "host 0" in part and "host 1" in part and "from /proc" in part
+
+
+def test_the_page_shows_local_the_profiles_backend_and_those_the_index_has(ui_env: Dict[str, str],
+                                                                            home: Path) -> None:  # fmt: skip
+    JobIndex.default(ui_env, str(home)).record("abc-uuid", "modelarts")
+    assert shown_backends((), None, str(home)) == ["local", "modelarts"]
+    assert shown_backends(("volcano",), None, str(home)) == ["local", "modelarts", "volcano"]
 
 
 # -- the verb ------------------------------------------------------------------------------------------------
