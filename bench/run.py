@@ -27,6 +27,8 @@ One command runs every case, prints a table of figures and ratios measured in th
 - ``hosts``: ``ma-submit status``, ``list``, ``logs``, and ``logs -f``'s lag and idle CPU, of a Volcano job of 1,
   16, 128 and 1,024 hosts on the tests' fake API server, beside a bare interpreter (``--baseline REF`` adds
   commit REF's status, list and logs); ``--only hosts`` rewrites its section.
+- ``ui``: ``ma-submit ui``'s jobs page with 10 and 10,000 ended jobs, a rank's line into an open page (headless
+  Chromium), and the idle server's CPU; ``--only ui`` rewrites its section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -62,6 +64,7 @@ from mabench.results import CaseResult, say
 from mabench.scale import run_scale
 from mabench.startup import run_startup
 from mabench.teardown import run_teardown
+from mabench.uipage import run_ui
 from mabench.verbs import run_verbs
 
 __all__ = ["CASES", "main"]
@@ -69,7 +72,7 @@ __all__ = ["CASES", "main"]
 CASES = (
     "startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator", "verbs",
     "latency",
-    "history", "hosts",
+    "history", "hosts", "ui",
 )  # fmt: skip
 
 
@@ -109,6 +112,7 @@ def _runners(
         "latency": lambda: run_latency(s["scale_reps"], s["local_reps"], baseline or "main"),
         "history": lambda: run_history(s["reps"], baseline or "main"),
         "hosts": lambda: run_hosts(s["reps"], baseline=baseline),
+        "ui": lambda: run_ui(s["reps"]),
     }
 
 
@@ -130,6 +134,8 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         "this tree and main",
         "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",
         "hosts": f"status/list/logs/logs -f of a Volcano job of 1 to 1,024 hosts (stand-in); {s['reps']} runs each",
+        "ui": f"ma-submit ui: jobs page at 10 and 10,000 jobs ({s['reps'] * 4} loads), {s['reps'] * 2} lines into an "
+        "open page (Chromium), idle CPU",
     }[case]
 
 

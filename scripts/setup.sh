@@ -29,3 +29,22 @@ fi
 # Bytecode for the package, as a pip-installed wheel has it: an editable install has none, and with
 # PYTHONDONTWRITEBYTECODE set (as on these machines) every start of the shim would compile it from source.
 "$venv/bin/python" -m compileall -q sdk entrypoint
+# Headless Chromium and its driver from the distribution (Debian: chromium, chromium-driver), which the page's
+# browser tests drive through Selenium (tests/sdk/ui). Nothing to do, and nothing printed, once both are there.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  as_root=""
+  [ "$(id -u)" = 0 ] || as_root="sudo -n"
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing chromium and chromium-driver (apt-get) for the browser tests"
+    log="$venv/apt-install.log"
+    if ! { $as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -q --no-install-recommends \
+             chromium chromium-driver; } > "$log" 2>&1; then
+      tail -n 20 "$log"
+      echo "apt-get install chromium chromium-driver failed; full log: $log" >&2
+      exit 1
+    fi
+  else
+    echo "chromium and chromedriver are missing and there is no apt-get: install them for tests/sdk/ui" >&2
+    exit 1
+  fi
+fi

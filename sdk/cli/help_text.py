@@ -43,6 +43,7 @@ GROUP_HELP = (
     "  submit     Submit JOB.yaml; follow it and exit with its exit code...\n"
     "  sweep      Run JOB.yaml as many trials with different parameters, and...\n"
     "  top        Show what each host of JOB_ID uses: CPU, memory,...\n"
+    "  ui         Serve a page of your jobs (local, ModelArts, Volcano) on...\n"
     "  wait       Wait for JOB_ID to end and exit with its exit code.\n"
     "\n"
     "  Exit codes: the job's own exit code when following (submit, wait); 0\n"

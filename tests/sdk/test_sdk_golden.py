@@ -44,7 +44,7 @@ _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
 _BACKENDS = ("local", "modelarts", "volcano")
 _VERBS = (
     "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep",
-    "configure",
+    "configure", "ui",
 )  # fmt: skip
 _SWEEP_VERBS = ("status", "wait", "stop", "logs", "list")
 _BOOT = "print('hello')\n"

@@ -1,0 +1,128 @@
+"""A job's attempts, made from what every backend reports: its status and its events (``Backend.events``).
+
+An attempt ends where the events say the job was restarted (the local shims' ``Restarted``, one per host and
+attempt, its message naming the attempt, its exit code, its class and its root cause; a platform's restart
+events, one per restart). The last attempt ends with the job (still open while it runs) and its cause is the
+job's root cause (the ``RootCause`` event, else the status's message). Hosts lost and back, changes of an elastic
+job's hosts and hangs are markers on the way. Pure: the clock is an argument.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..backends.inside import JobEvent
+from ..status import JobState, JobStatus
+
+__all__ = ["Attempt", "Marker", "Timeline", "restarts_in", "timeline_of"]
+
+_ATTEMPT = re.compile(r"\battempt (\d+) ended\b")
+_ANNOUNCED = re.compile(r"\Aattempt (\d+) is\b")
+_MARKS = {"HostLost": "lost", "HostBack": "back", "HostsChanged": "hosts"}
+
+
+class Attempt(NamedTuple):
+    """One attempt: its number, start, end (None: still running), how it ended and why."""
+
+    number: int
+    start: float
+    end: Optional[float]
+    outcome: str  # restarted, succeeded, failed, stopped, running, pending, unknown
+    cause: str
+    hang: bool = False
+
+    def duration(self, now: float) -> float:
+        """Seconds it ran (so far)."""
+        return max((now if self.end is None else self.end) - self.start, 0.0)
+
+
+class Marker(NamedTuple):
+    """Something that happened on the way: a host lost or back, a change of hosts, a hang."""
+
+    time: float
+    kind: str  # lost, back, hosts, hang
+    label: str
+
+
+class Timeline(NamedTuple):
+    """The attempts in order, the markers, and the span they are drawn over."""
+
+    start: float
+    end: float
+    attempts: Tuple[Attempt, ...]
+    markers: Tuple[Marker, ...]
+
+
+def _is_hang(text: str) -> bool:
+    return "(hang)" in text or text.startswith("hung") or " hung" in text
+
+
+def restarts_in(events: Sequence[JobEvent]) -> List[Tuple[float, str]]:
+    """(when, why) of each restart, oldest first: one per attempt number however many hosts reported it."""
+    numbered: Dict[int, Tuple[float, str]] = {}
+    plain: List[Tuple[float, str]] = []
+    for event in events:
+        if "restart" not in event.reason.lower():
+            continue
+        found = _ATTEMPT.search(event.message)
+        if found is None:
+            plain.append((event.time, event.message))
+            continue
+        number = int(found.group(1))
+        known = numbered.get(number)
+        # the host whose own rank was the root cause says so ("root cause rank N"); a peer's word never wins over it
+        own = "root cause" in event.message and (known is None or "root cause" not in known[1])
+        if known is None or event.time < known[0] or own:
+            numbered[number] = (min(event.time, known[0]) if known else event.time, event.message)
+    # a running job's attempt in progress (the local shims' "Attempt N is running"), before any report says why the
+    # attempts before it ended
+    reported = set(numbered)
+    for event in events:
+        found = _ANNOUNCED.search(event.message) if event.reason == "Attempt" else None
+        for number in range(int(found.group(1)) if found else 0):
+            if number not in reported and (number not in numbered or event.time < numbered[number][0]):
+                numbered[number] = (event.time, f"attempt {number} ended; the job's report says why once it ends")
+    return sorted([*numbered.values(), *plain])
+
+
+def _last_outcome(status: JobStatus) -> str:
+    return {
+        JobState.SUCCEEDED: "succeeded", JobState.FAILED: "failed", JobState.STOPPED: "stopped",
+        JobState.RUNNING: "running", JobState.PENDING: "pending",
+    }.get(status.state, "unknown")  # fmt: skip
+
+
+def _last_cause(status: JobStatus, events: Sequence[JobEvent]) -> str:
+    causes = [event.message for event in events if event.reason == "RootCause"]
+    if causes:
+        return causes[-1]
+    if status.state is JobState.FAILED:
+        failure = status.failure_class or {}
+        parts = [status.message, str(failure.get("description") or "")]
+        return "; ".join(part for part in parts if part) or f"exit code {status.exit_code}"
+    if status.state is JobState.STOPPED:
+        return status.message or "stopped"
+    return ""
+
+
+def timeline_of(status: JobStatus, events: Sequence[JobEvent], now: float) -> Timeline:
+    """The attempts of the job ``status`` describes, from its ``events`` (oldest first)."""
+    times = [event.time for event in events]
+    start = status.started_at or status.created_at or (min(times) if times else now)
+    end = status.ended_at if status.is_terminal and status.ended_at is not None else now
+    attempts: List[Attempt] = []
+    at = start
+    for number, (when, why) in enumerate(restarts_in(events)):
+        attempts.append(Attempt(number, at, max(when, at), "restarted", why, _is_hang(why)))
+        at = max(when, at)
+    cause = _last_cause(status, events)
+    last_end = end if status.is_terminal else None
+    if status.state is not JobState.PENDING or attempts:
+        attempts.append(Attempt(len(attempts), at, last_end, _last_outcome(status), cause, _is_hang(cause)))
+    markers = [Marker(event.time, _MARKS[event.reason], f"{event.source}: {event.message}")
+               for event in events if event.reason in _MARKS]  # fmt: skip
+    markers += [Marker(event.time, "hang", f"{event.source}: {event.message}") for event in events
+                if event.reason not in _MARKS and "hang" in event.reason.lower()]  # fmt: skip
+    span_end = max([end, *(m.time for m in markers), *(a.end or now for a in attempts)])
+    return Timeline(start, max(span_end, start + 1e-3), tuple(attempts), tuple(sorted(markers)))
