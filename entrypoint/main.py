@@ -222,6 +222,7 @@ def _announce(plan: LaunchPlan) -> None:
 
 def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     from .report.report import format_failure, report_json, write_report
+    from .run import notify
     from .run.attempts import restart_report
 
     result = outcome.result
@@ -233,6 +234,7 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     if outcome.classification is not None:
         kind = outcome.classification
         _say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
+    notify.job_over(outcome)  # host 0 only (see install); at most the targets' timeout
     _say(f"exit code {result.exit_code}; report: {plan.report_file}")
     return result.exit_code
 
@@ -332,7 +334,10 @@ def main(
             return _print_plan(launcher.plan_attempt(plan, 0, policy).render() + "\n")
         hosts = _hosts(config, plan)
         _announce(plan)
+        from .run import notify
         from .run.attempts import run_with_restarts
+
+        notify.install(env, plan, _say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
         from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:

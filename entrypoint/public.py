@@ -12,7 +12,10 @@ here is re-exported from its one home in the shim, imported on first use:
 - output: ``write_all``, ``OutputCut`` and ``StreamClosed`` (stdout written in full, or how much got through);
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
-- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``).
+- restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``);
+- notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
+  ``DEFAULT_NOTIFY_EVENTS``, ``DEFAULT_NOTIFY_TIMEOUT``, ``SIGNATURE_HEADER``, ``notify_payload``, ``sign``,
+  ``target_label``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ if TYPE_CHECKING:
     from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
     from .report.streams import OutputCut, StreamClosed, write_all
     from .run.attempt_status import attempt_file, read_attempt
+    from .run.notify import (
+        DEFAULT_NOTIFY_EVENTS,
+        DEFAULT_NOTIFY_TIMEOUT,
+        NOTIFY_EVENTS,
+        SIGNATURE_HEADER,
+        notify_payload,
+        sign,
+        target_label,
+    )
     from .run.procs.proctree import (
         ProcKey,
         descendants,
@@ -76,6 +88,8 @@ _HOMES = {
     "signal_proven": "run.procs.proctree",
     "snapshot": "run.procs.proctree",
     "set_subreaper": "run.procs.selfproc",
+    **dict.fromkeys(("DEFAULT_NOTIFY_EVENTS", "DEFAULT_NOTIFY_TIMEOUT", "NOTIFY_EVENTS", "SIGNATURE_HEADER",
+                     "notify_payload", "sign", "target_label"), "run.notify"),
 }
 
 
@@ -85,8 +99,12 @@ __getattr__, __dir__ = lazy_names(__name__, __package__, _HOMES, globals())
 __all__ = [
     "CLASSES",
     "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_NOTIFY_EVENTS",
+    "DEFAULT_NOTIFY_TIMEOUT",
+    "NOTIFY_EVENTS",
     "RETRYABLE",
     "SIGNAL",
+    "SIGNATURE_HEADER",
     "VARIABLES",
     "Classification",
     "Name",
@@ -100,6 +118,7 @@ __all__ = [
     "env_has",
     "env_values",
     "int_bounds",
+    "notify_payload",
     "is_alive",
     "pids_with_env",
     "read_attempt",
@@ -107,9 +126,11 @@ __all__ = [
     "read_info",
     "read_usage",
     "set_subreaper",
+    "sign",
     "signal_in_any_code",
     "signal_proven",
     "snapshot",
+    "target_label",
     "write_all",
     "write_atomic",
 ]

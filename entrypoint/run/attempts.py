@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple
 
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
+from . import notify
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
 
@@ -197,6 +198,7 @@ def run_with_restarts(
             result = run(attempt_plan, base_env)
             if not loop.judge(index, result, attempt_plan.log_dir, stop.signum is not None):
                 break
+            notify.attempt_over(loop.attempts)
             announce(index, "backoff")
             signum = stop.wait(loop.say_restart(index, result))
             if signum is not None:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.report import Failure, RunResult
+from .. import notify
 from ..attempts import RestartOutcome, _Announcer, _BackoffStop, _Loop
 from ..events import Event
 from ..launcher import Launcher
@@ -135,6 +136,7 @@ class _Drive:
             last = self.loop.attempts[-1]
             last.restarted, last.cause = True, command.cause
             self.loop.say(_restart_line(last.index, command, self.policy))
+            notify.attempt_over(self.loop.attempts)
         index = command.attempt
         attempt_plan = self.loop.launcher.plan_attempt(self.plan, index, self.plan_policy)
         if command.members is not None:

@@ -169,6 +169,10 @@ class LocalBackend(Backend):
         """
         spec = plan.spec
         check_code(spec)
+        if spec.notify:
+            from ...notify.check import check_targets_here
+
+            check_targets_here(spec, self.environ)
         for item in spec.inputs:
             if item.path is not None and not os.path.exists(item.path):
                 raise SpecError(f"inputs.{item.name}.path", "does not exist", item.path, "check the path")
