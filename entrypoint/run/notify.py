@@ -10,8 +10,8 @@ first-hand, so nothing is sent twice. ``MALAUNCH_NOTIFY`` is JSON written by the
 Contract:
 
 1. Events: ``succeeded``, ``failed``, ``stopped`` (the job's end), ``restarted`` (an attempt failed and the group
-   starts again), ``hung`` (an attempt ended as hung), ``host_lost``, ``host_back`` (sent by whoever sees them:
-   the local backend's runner plays the platform). A target gets only the events it lists.
+   starts again), ``hung`` (an attempt ended as hung); ``host_lost`` and ``host_back`` are the platform's to
+   send (none does yet). A target gets only the events it lists.
 2. The payload (:func:`payload`) is one JSON object: ``version``, ``event``, ``job`` (id, name, backend),
    ``attempt``, ``time`` (UTC, ISO 8601), ``text`` (one line: a Slack or Teams incoming webhook shows it as is),
    ``exit_code`` at the end, and ``cause`` (host, address, rank, exit_code, signal, class) when something failed.

@@ -57,6 +57,7 @@ _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(Job
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
     "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",
+    "priority",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -255,7 +256,7 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         fields["notify"] = targets_from_data(fields["notify"])
     if isinstance(fields.get("notify_timeout"), str):
         fields["notify_timeout"] = _duration("notify_timeout", fields["notify_timeout"])
-    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout"):
+    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):

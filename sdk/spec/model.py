@@ -16,6 +16,7 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``,
   ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many);
 - ``notify`` (targets told of the job's events, :mod:`malaunch.sdk.notify`) and ``notify_timeout``;
+- ``priority`` (the local queue: a higher one goes ahead of jobs submitted earlier);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
   it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
@@ -275,6 +276,7 @@ class JobSpec:
     keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
     notify: Tuple[NotifyTarget, ...] = ()  # who is told of the job's events (malaunch.sdk.notify)
     notify_timeout: Optional[float] = None  # seconds each event's delivery may take in all (None: 10)
+    priority: int = 0  # the local queue: a higher one starts before the jobs submitted earlier
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -309,6 +311,8 @@ class JobSpec:
             data["notify"] = [target.to_dict() for target in self.notify]
         if self.notify_timeout is not None:
             data["notify_timeout"] = self.notify_timeout
+        if self.priority:
+            data["priority"] = self.priority
         return data
 
 
@@ -359,6 +363,7 @@ def _check_spec(spec: JobSpec) -> None:
         raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
     check_targets(spec.notify)
     check_notify_timeout(spec.notify_timeout)
+    _check_int("priority", spec.priority, -1000, 1000)
 
 
 def _check_sections(spec: JobSpec) -> None:
