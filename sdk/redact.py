@@ -38,10 +38,16 @@ def mask_env(env: Mapping[str, str]) -> Dict[str, str]:
 
 
 def mask_data(data: Any, notify: bool = False) -> Any:
-    """A copy of JSON-like ``data`` in which every scalar under a secret-looking key is masked, at any depth (and
-    the ``url`` of each ``notify`` target, and ``MALAUNCH_NOTIFY``, show their URLs' hosts only)."""
+    """A copy of JSON-like ``data`` in which every scalar under a secret-looking key (or the ``value`` of a
+    ``{name, value}`` entry with a secret-looking name) is masked, at any depth; the ``url`` of each ``notify``
+    target, and ``MALAUNCH_NOTIFY``, show their URLs' hosts only."""
     if isinstance(data, Mapping):
         out: Dict[Any, Any] = {}
+        named, given = data.get("name"), data.get("value")
+        entry = isinstance(named, str) and isinstance(given, str) and bool(given)  # a Kubernetes env {name, value}
+        if entry and (is_secret_name(str(named)) or named in _URL_VARIABLES):
+            shown = MASK if is_secret_name(str(named)) else mask_urls(str(given))
+            return {**{key: mask_data(value, notify) for key, value in data.items()}, "value": shown}
         for key, value in data.items():
             secret = isinstance(key, str) and is_secret_name(key)
             plain = isinstance(value, (str, int, float)) and not isinstance(value, bool)

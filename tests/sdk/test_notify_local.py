@@ -241,3 +241,17 @@ def test_two_hosts_send_each_event_once_from_host_0_naming_the_host_that_failed(
     assert receiver.events() == ["failed"] and receiver.signed()
     cause = receiver.posts[0]["data"]["cause"]
     assert (cause["host"], cause["exit_code"], cause["rank"]) == (1, 9, 1), cause
+
+
+@pytest.mark.parametrize("backend", ["volcano", "modelarts"])
+def test_cloud_plans_give_host_0_its_targets_and_show_no_token_or_secret(
+    tmp_path: Path, cli_env: Dict[str, str], backend: str
+) -> None:
+    target = {"url": "https://hooks.example.org/services/T0/B0/token-42", "secret_env": "HOOK_SECRET"}
+    job = write_job(tmp_path / "job", FAILS_ONCE, name="cloud", notify=[target], image="train:1",
+                    env={"HOOK_SECRET": SECRET}, resources={"flavor": "modelarts.vm.cpu.8u"},
+                    modelarts={"obs_dir": "obs://bucket/jobs/"})  # fmt: skip
+    done = ma_submit(["--dry-run", "--backend", backend, "--output", "json", str(job)], cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "MALAUNCH_NOTIFY" in done.stdout and "https://hooks.example.org/..." in done.stdout
+    assert "token-42" not in done.stdout + done.stderr and SECRET not in done.stdout + done.stderr
