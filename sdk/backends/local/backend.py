@@ -314,6 +314,7 @@ class LocalBackend(Backend):
             waiting = store.entries()
             if not waiting and need <= capacity - used_devices(self.home, ()):
                 self._start_runner(paths, new_job_secret())
+                store.mark_running(paths.job_id, need)
                 return
             write_json_atomic(os.path.join(paths.job_dir, ENV_FILE), dict(self.environ))  # 0600, gone at start
             store.add(paths.job_id, need, spec.priority)

@@ -20,9 +20,9 @@ import time
 from typing import Dict, Iterable, Mapping, Optional, Set
 
 from ....home import write_json_atomic
-from ..jobdir import JobPaths, is_job_process, job_processes, read_json
+from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive
 from ..state import read_state
-from .capacity import job_need, machine_capacity
+from .capacity import machine_capacity
 from .store import QueueEntry, QueueStore, plan_queue
 
 __all__ = ["ENV_FILE", "SCHEDULER_MODULE", "ensure_scheduler", "main", "schedule_once", "used_devices"]
@@ -30,17 +30,7 @@ __all__ = ["ENV_FILE", "SCHEDULER_MODULE", "ensure_scheduler", "main", "schedule
 SCHEDULER_MODULE = "malaunch.sdk.backends.local.queue.scheduler"
 ENV_FILE = "queued-env.json"
 _TICK = 0.25
-
-
-def _need_of(paths: JobPaths) -> int:
-    """The devices a started job takes, from its plan (hosts times MA_NUM_GPUS)."""
-    request = (read_json(paths.plan_file) or {}).get("request")
-    hosts = request.get("hosts") if isinstance(request, dict) else None
-    if not isinstance(hosts, list) or not hosts:
-        return 1
-    env = hosts[0].get("env") if isinstance(hosts[0], dict) else None
-    devices = env.get("MA_NUM_GPUS", "1") if isinstance(env, dict) else "1"
-    return job_need(len(hosts), int(devices) if str(devices).isdigit() else 1)
+_FRESH = 5.0  # seconds a runner just started counts as running before its environment can be read
 
 
 def _runner_pid(paths: JobPaths, state: Mapping[str, object]) -> Optional[int]:
@@ -54,24 +44,34 @@ def _runner_pid(paths: JobPaths, state: Mapping[str, object]) -> Optional[int]:
         return None
 
 
-def used_devices(home: str, queued: Iterable[str]) -> int:
-    """The devices the started, unended jobs of ``home`` take (a runner proven alive by its job id)."""
-    waiting: Set[str] = set(queued)
-    root = JobPaths.jobs_root(home)
+def _runs(paths: JobPaths, pid: Optional[int]) -> bool:
+    """The job's runner still runs: proven by its job id, or alive and started a moment ago (a process caught in
+    its exec shows no environment yet)."""
+    if is_job_process(pid, paths.job_id):
+        return True
     try:
-        names = os.listdir(root)
+        fresh = time.time() - os.stat(paths.runner_pid_file).st_mtime < _FRESH
     except OSError:
-        return 0
+        fresh = False
+    return fresh and pid_alive(pid)
+
+
+def used_devices(home: str, queued: Iterable[str]) -> int:
+    """The devices the started, unended jobs of ``home`` take: those noted as started (``running/``) whose runner
+    still runs; an ended one's note is dropped here."""
+    waiting: Set[str] = set(queued)
+    store = QueueStore(home)
     used = 0
-    for name in names:
+    for name, need in store.running().items():
         if name in waiting:
             continue
         paths = JobPaths(home, name)
         data = read_state(paths.state_file).data
-        if data is None or data["state"] not in ("PENDING", "RUNNING"):
-            continue
-        if is_job_process(_runner_pid(paths, data), name):
-            used += _need_of(paths)
+        ended = data is None or data["state"] not in ("PENDING", "RUNNING")
+        if not ended and data is not None and _runs(paths, _runner_pid(paths, data)):
+            used += need
+        else:
+            store.forget_running(name)  # ended, or its runner is gone: it takes nothing any more
     return used
 
 
@@ -90,6 +90,7 @@ def start_entry(home: str, entry: QueueEntry, store: QueueStore) -> None:
         env = dict(os.environ)
     if os.path.isdir(paths.job_dir):
         spawn_runner(paths, env, new_job_secret())
+        store.mark_running(entry.job_id, entry.need)
     for path in (env_path, claimed):
         store.remove(path)
 

@@ -145,6 +145,34 @@ class QueueStore:
         except FileNotFoundError:
             return False
 
+    def mark_running(self, job_id: str, need: int) -> None:
+        """Note a started job and its need (``running/<job id>``), so that counting what is used reads the jobs
+        that run, not every job of the home."""
+        os.makedirs(self._path("running"), exist_ok=True)
+        write_json_atomic(os.path.join(self._path("running"), job_id), {"need": need})
+
+    def running(self) -> Dict[str, int]:
+        """The started jobs noted, and their needs."""
+        folder = self._path("running")
+        found: Dict[str, int] = {}
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return found
+        for name in names:
+            if name.startswith("."):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    need = json.load(handle).get("need")
+            except (OSError, ValueError, AttributeError):
+                need = None
+            found[name] = need if isinstance(need, int) and not isinstance(need, bool) and need > 0 else 1
+        return found
+
+    def forget_running(self, job_id: str) -> None:
+        self.remove(os.path.join(self._path("running"), job_id))
+
     def write_capacity(self, devices: int) -> None:
         """The capacity the last submitter found (its profile's ``local.capacity`` counts): the scheduler's."""
         with contextlib.suppress(OSError):
