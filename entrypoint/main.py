@@ -336,9 +336,9 @@ def main(
         _announce(plan)
         from .run import notify
         from .run.attempts import run_with_restarts
+        from .run.supervisor import run_plan
 
         notify.install(env, plan, _say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
-        from .run.supervisor import run_plan
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
             return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link,
