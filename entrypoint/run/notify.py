@@ -181,10 +181,23 @@ class Notifier:
                 self.last[index] = thread
 
     def wait(self) -> None:
-        """Wait for the sends still going, at most ``timeout`` seconds from now."""
+        """Wait for the sends still going, at most ``timeout`` seconds from now. A stop signal meanwhile (the
+        platform ending the other hosts of a job that has ended) waits with them; a second one ends the wait."""
+        import signal
+
         deadline = time.monotonic() + self.timeout
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        signals: List[int] = []
+        previous: Dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                previous[int(stop)] = signal.signal(stop, lambda signum, _frame: signals.append(signum))
+        try:
+            while len(signals) < 2 and time.monotonic() < deadline and any(t.is_alive() for t in self.threads):
+                for thread in self.threads:
+                    thread.join(min(0.1, max(0.0, deadline - time.monotonic())))
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         for thread in self.threads:
             if thread.is_alive():  # its target still has not answered: said now, the shim does not wait longer
                 index, target, event = self.jobs[thread]
