@@ -222,6 +222,7 @@ def _announce(plan: LaunchPlan) -> None:
 
 def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     from .report.report import format_failure, report_json, write_report
+    from .run import notify
     from .run.attempts import restart_report
 
     result = outcome.result
@@ -233,6 +234,7 @@ def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
     if outcome.classification is not None:
         kind = outcome.classification
         _say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
+    notify.job_over(outcome)  # host 0 only (see install); at most the targets' timeout
     _say(f"exit code {result.exit_code}; report: {plan.report_file}")
     return result.exit_code
 
@@ -332,8 +334,11 @@ def main(
             return _print_plan(launcher.plan_attempt(plan, 0, policy).render() + "\n")
         hosts = _hosts(config, plan)
         _announce(plan)
+        from .run import notify
         from .run.attempts import run_with_restarts
         from .run.supervisor import run_plan
+
+        notify.install(env, plan, _say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
             return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link,

@@ -14,7 +14,10 @@ here is re-exported from its one home in the shim, imported on first use:
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
-  it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``).
+  it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``);
+- notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
+  ``DEFAULT_NOTIFY_EVENTS``, ``DEFAULT_NOTIFY_TIMEOUT``, ``SIGNATURE_HEADER``, ``notify_payload``, ``sign``,
+  ``target_label``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ if TYPE_CHECKING:
     from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
     from .report.streams import OutputCut, StreamClosed, write_all
     from .run.attempt_status import attempt_file, events_file, read_attempt, read_events
+    from .run.notify import (
+        DEFAULT_NOTIFY_EVENTS,
+        DEFAULT_NOTIFY_TIMEOUT,
+        NOTIFY_EVENTS,
+        SIGNATURE_HEADER,
+        notify_payload,
+        sign,
+        target_label,
+    )
     from .run.procs.proctree import (
         ProcKey,
         descendants,
@@ -82,6 +94,8 @@ _HOMES = {
     "signal_proven": "run.procs.proctree",
     "snapshot": "run.procs.proctree",
     "set_subreaper": "run.procs.selfproc",
+    **dict.fromkeys(("DEFAULT_NOTIFY_EVENTS", "DEFAULT_NOTIFY_TIMEOUT", "NOTIFY_EVENTS", "SIGNATURE_HEADER",
+                     "notify_payload", "sign", "target_label"), "run.notify"),
 }
 
 
@@ -91,8 +105,12 @@ __getattr__, __dir__ = lazy_names(__name__, __package__, _HOMES, globals())
 __all__ = [
     "CLASSES",
     "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_NOTIFY_EVENTS",
+    "DEFAULT_NOTIFY_TIMEOUT",
+    "NOTIFY_EVENTS",
     "RETRYABLE",
     "SIGNAL",
+    "SIGNATURE_HEADER",
     "VARIABLES",
     "Classification",
     "Name",
@@ -108,6 +126,7 @@ __all__ = [
     "env_values",
     "events_file",
     "int_bounds",
+    "notify_payload",
     "is_alive",
     "pids_with_env",
     "read_attempt",
@@ -116,9 +135,11 @@ __all__ = [
     "read_info",
     "read_usage",
     "set_subreaper",
+    "sign",
     "signal_in_any_code",
     "signal_proven",
     "snapshot",
+    "target_label",
     "write_all",
     "write_atomic",
 ]

@@ -51,6 +51,7 @@ def _isolate(environ: MutableMapping[str, str], sandbox: str) -> None:
     environ["MALAUNCH_HOME"] = os.path.join(home, ".malaunch")
     environ["KUBECONFIG"] = os.path.join(home, ".kube", "no-config")
     environ["XDG_CONFIG_HOME"] = os.path.join(home, ".config")
+    environ.setdefault("MALAUNCH_LOCAL_CAPACITY", "256")  # the local queue never holds a test's job back unless asked
 
 
 _isolate(os.environ, _SANDBOX)

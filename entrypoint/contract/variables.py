@@ -165,6 +165,10 @@ _ROWS = (
     Variable("MALAUNCH_HANG_TIMEOUT", "seconds", "input", ("sdk", "user"), "an attempt whose ranks (every host's) "
              "wrote no output and touched no progress file this long is hung: it ends with class hang (0: off)",
              default=0.0, minimum=0, maximum=86400, sdk_field="launcher.hang_timeout"),
+    # ---- inputs: notifications
+    Variable("MALAUNCH_NOTIFY", "text", "input", _S, "JSON: the job's notification targets (webhooks, commands), "
+             "the events each wants and the timeout; host 0's shim sends the job's events (secrets stay in the "
+             "variables the targets name)", sdk_field="notify"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -217,6 +221,7 @@ class Name:
     MALAUNCH_LOG_DIR = "MALAUNCH_LOG_DIR"
     MALAUNCH_MASTER_PORT = "MALAUNCH_MASTER_PORT"
     MALAUNCH_MIN_HOSTS = "MALAUNCH_MIN_HOSTS"
+    MALAUNCH_NOTIFY = "MALAUNCH_NOTIFY"
     MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
     MALAUNCH_RESTART_ON = "MALAUNCH_RESTART_ON"
     MA_CURRENT_HOST_IP = "MA_CURRENT_HOST_IP"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple
 
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
+from . import notify
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
 
@@ -228,6 +229,7 @@ class HostAlone(AttemptLoop):
             self.announce(index, "ended")
             final = result._replace(duration=self.elapsed())  # the last run's: the one that ended the job
             return RestartOutcome(final, tuple(self.attempts), self.policy)
+        notify.attempt_over(self.attempts)
         self.announce(index, "backoff")
         signum = self.stop.wait(self._say_restart(index, result))
         if signum is not None:

@@ -218,7 +218,7 @@ def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] =
 
     chosen = select(os.environ, profile)
     if chosen is not None:
-        from ..profiles.apply import backend_arguments, profile_environ  # only when a profile is in use
+        from ..profiles.arguments import backend_arguments, profile_environ  # only when a profile is in use
         from ..profiles.check import check_keys
 
         options.update(backend_arguments(name, check_keys(chosen), os.environ))

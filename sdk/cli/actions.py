@@ -105,6 +105,8 @@ def render_list(statuses: List[JobStatus], now: float) -> str:
     for status in statuses:
         age = None if status.created_at is None else now - status.created_at
         code = "-" if status.exit_code is None else str(status.exit_code)
+        if status.pending_reason.startswith("waiting for "):  # the local queue: why it waits, at the row's end
+            code = f"{code}  ({status.pending_reason})"
         rows.append((status.id, status.state.value, format_age(age), format_age(_duration_of(status, now)), code))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join(

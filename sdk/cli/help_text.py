@@ -37,6 +37,7 @@ GROUP_HELP = (
     "  exec       Run COMMAND inside a running host of JOB_ID and exit with...\n"
     "  list       List the jobs of a backend, newest first (jobs whose state...\n"
     "  logs       Print the output of JOB_ID merged by time, each line...\n"
+    "  notify     Try the notification targets of a job file or a profile (see...\n"
     "  prune      Delete every ended job that ended longer ago than...\n"
     "  status     Show the state of JOB_ID (and of each of its hosts).\n"
     "  stop       Stop JOB_ID; returns when nothing of it is left running...\n"

@@ -52,6 +52,8 @@ VERB_TABLE = (
     Verb("top", "inside", "top_cmd",
          "Show what each host of JOB_ID uses: CPU, memory, accelerators where the platform reports them."),
     Verb("exec", "inside", "exec_cmd", "Run COMMAND inside a running host of JOB_ID and exit with its exit code."),
+    Verb("notify", "notify", "notify_group",
+         "Try the notification targets of a job file or a profile (see docs/cli.md, Notifications)."),
     Verb("configure", "app", "configure_cmd", "Write, list or show named profiles (see 'ma-submit configure --help')."),
     Verb("ui", "ui", "ui_cmd", "Serve a page of your jobs (local, ModelArts, Volcano) on this machine and open it in a "
          "browser."),

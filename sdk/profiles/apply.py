@@ -24,9 +24,10 @@ from ..errors import SpecError
 from ..spec.loader import JOB_FIELDS, load_job_file, read_job_data, spec_from_mapping
 from ..spec.model import JobSpec
 from ..sweep.spec import check_trial_variables
+from .arguments import backend_arguments, profile_environ
 from .check import keys_of
 from .keys import ProfileKey
-from .store import PROFILE_VARIABLE, Profile
+from .store import Profile
 
 __all__ = [
     "HIDDEN",
@@ -172,21 +173,3 @@ def render_origins(profile: Profile, rows: List[Origin]) -> str:
     lines = [f"values (profile {profile.name}, {profile.path}):"]
     lines += [f"  {row.key.ljust(width)}  {row.shown.ljust(shown)}  {row.source}".rstrip() for row in rows]
     return "\n".join(lines)
-
-
-def backend_arguments(backend: str, profile: Optional[Profile], environ: Mapping[str, str]) -> Dict[str, str]:
-    """Keyword arguments of backend ``backend``'s ``create_backend`` that ``profile`` gives (a key with an
-    ``argument``), except where the environment's variable beats it."""
-    if profile is None:
-        return {}
-    out: Dict[str, str] = {}
-    for name, key in keys_of(backend).items():
-        value = profile.get(name)
-        if key.argument and value is not None and key.from_env(environ) is None:
-            out[key.argument] = value
-    return out
-
-
-def profile_environ(environ: Mapping[str, str], name: Optional[str]) -> Mapping[str, str]:
-    """A copy of ``environ`` with ``$MALAUNCH_PROFILE`` set to ``name`` (``environ`` itself for None)."""
-    return environ if name is None else {**environ, PROFILE_VARIABLE: name}

@@ -59,4 +59,6 @@ SHARED_KEYS: Tuple[ProfileKey, ...] = (
     ProfileKey("backend", "the backend of a job file that names none", fills="backend", default="local"),
     ProfileKey("image", "the training image of a job file that names none", fills="image"),
     ProfileKey("keep_for", "how long an ended job is kept (90s, 30m, 12h, 7d, 2w)", fills="keep_for"),
+    ProfileKey("notify", "the notification targets of a job file that names none (a YAML or JSON list)",
+               fills="notify", secret=True),  # a webhook's URL may hold its token: never printed
 )

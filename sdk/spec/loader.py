@@ -34,6 +34,7 @@ from malaunch.entrypoint.public import int_bounds
 from ..backends import option_sections, options_hook
 from ..backends.contract import LAUNCHER_VARIABLES
 from ..errors import SpecError, show_value
+from ..notify.targets import TARGET_KEYS, targets_from_data
 from ..redact import MASK, is_secret_name
 from ..sweep.spec import check_trial_variables
 from ..units import parse_duration
@@ -55,7 +56,8 @@ _FALSE = ("false", "0", "no", "off")
 _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for",
+    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",
+    "priority",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -73,6 +75,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "data": _DATA,
     **{section.name: section.keys for section in _SECTIONS},
     "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
+    "notify": TARGET_KEYS,
 }
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
@@ -249,7 +252,11 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             del fields[section.name]
     if "keep_for" in fields:
         fields["keep_for"] = _keep_for(fields["keep_for"])
-    for key in ("run_method", "backend", "image", "keep_for"):
+    if "notify" in fields:
+        fields["notify"] = targets_from_data(fields["notify"])
+    if isinstance(fields.get("notify_timeout"), str):
+        fields["notify_timeout"] = _duration("notify_timeout", fields["notify_timeout"])
+    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):
@@ -265,6 +272,14 @@ def _keep_for(value: object) -> object:
         except ValueError:
             raise SpecError("keep_for", "must be a duration (seconds, or 90s, 30m, 12h, 7d, 2w)", value) from None
     return value
+
+
+def _duration(field: str, text: str) -> float:
+    """A duration text (``30``, ``90s``, ``2m``) as seconds."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise SpecError(field, "must be a duration (seconds, or 90s, 30m)", text) from None
 
 
 def _env_value(name: str, text: str, target: str) -> object:

@@ -15,6 +15,8 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
   ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``,
   ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many);
+- ``notify`` (targets told of the job's events, :mod:`malaunch.sdk.notify`) and ``notify_timeout``;
+- ``priority`` (the local queue: a higher one goes ahead of jobs submitted earlier);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
   it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
@@ -34,6 +36,7 @@ from malaunch.entrypoint.public import VARIABLES, int_bounds
 
 from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, new_section, option_sections
 from ..errors import show_value
+from ..notify.targets import NotifyTarget, check_notify_timeout, check_targets
 from ..redact import MASK, is_secret_name
 from .checks import check_int as _check_int
 from .checks import check_text as _check_text
@@ -271,6 +274,9 @@ class JobSpec:
     volcano: VolcanoOptions = field(default_factory=lambda: new_section("volcano"))
     modelarts: Optional[ModelArtsOptions] = None
     keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
+    notify: Tuple[NotifyTarget, ...] = ()  # who is told of the job's events (malaunch.sdk.notify)
+    notify_timeout: Optional[float] = None  # seconds each event's delivery may take in all (None: 10)
+    priority: int = 0  # the local queue: a higher one starts before the jobs submitted earlier
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -301,6 +307,12 @@ class JobSpec:
         }
         if self.keep_for is not None:
             data["keep_for"] = self.keep_for
+        if self.notify:  # only when set: a job file without it reads (and dry-runs) as before the field
+            data["notify"] = [target.to_dict() for target in self.notify]
+        if self.notify_timeout is not None:
+            data["notify_timeout"] = self.notify_timeout
+        if self.priority:
+            data["priority"] = self.priority
         return data
 
 
@@ -349,6 +361,9 @@ def _check_spec(spec: JobSpec) -> None:
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep)
                              or keep < 0):  # fmt: skip
         raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
+    check_targets(spec.notify)
+    check_notify_timeout(spec.notify_timeout)
+    _check_int("priority", spec.priority, -1000, 1000)
 
 
 def _check_sections(spec: JobSpec) -> None:

@@ -26,6 +26,7 @@ def home(tmp_path: Path) -> Path:
 def cli_env(home: Path) -> Dict[str, str]:
     """Environment for ``ma-submit`` subprocesses: isolated home, the venv first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env["MALAUNCH_LOCAL_CAPACITY"] = os.environ.get("MALAUNCH_LOCAL_CAPACITY", "256")  # the queue: see tests/conftest
     env["MALAUNCH_HOME"] = str(home)
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"

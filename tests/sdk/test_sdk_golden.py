@@ -43,7 +43,7 @@ class Case:
 _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
 _BACKENDS = ("local", "modelarts", "volcano")
 _VERBS = (
-    "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep",
+    "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep", "notify",
     "configure", "ui",
 )  # fmt: skip
 _SWEEP_VERBS = ("status", "wait", "stop", "logs", "list")

@@ -33,6 +33,7 @@ from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.causetext import describe_cause, shim_line
 from ...report.report import Failure, RunResult
+from .. import notify
 from ..attempt_status import note_event
 from ..attempts import AttemptLoop, RestartOutcome, Step
 from ..events import Event
@@ -164,6 +165,7 @@ class Coordinated(AttemptLoop):
                 last = self.attempts[-1]
                 last.restarted, last.cause = True, command.cause or self.told
                 self.say(_restart_line(last.index, command, self.policy, self.told))
+                notify.attempt_over(self.attempts)
             self.command = command
             return command.attempt
         if isinstance(command, Gone):

@@ -4,7 +4,8 @@ Modules: :mod:`.backend` (``LocalBackend``, the ``Backend`` implementation), :mo
 commands), :mod:`.runner` (the detached job runner process), :mod:`.jobdir` (the job's folder, its one layout,
 and its processes), :mod:`.state` (``state.json``), :mod:`.hostnet` (host addresses: loopback or network
 namespaces), :mod:`.inside` (events, usage, exec), :mod:`.hostops` (a host lost for good and brought back, as a
-platform does), :mod:`.consolelog`, :mod:`.options` (what the registry asks without loading the rest).
+platform does), :mod:`.consolelog`, :mod:`.options` (what the registry asks without loading the rest),
+:mod:`.queue` (jobs wait until the machine has their devices), :mod:`.profile` (``local.capacity``).
 
 The names below are imported on first use, so asking :mod:`.options` loads nothing else.
 """

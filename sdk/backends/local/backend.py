@@ -115,6 +115,29 @@ def _still_ours(pid: int, job_id: str) -> bool:
         time.sleep(0.02)
 
 
+def spawn_runner(paths: JobPaths, environ: Mapping[str, str], secret: str) -> subprocess.Popen[bytes]:
+    """Start the job's detached runner with ``environ`` (the job id and ``secret`` added; the secret is in its
+    environment only, never in a file) and record its pid."""
+    import subprocess
+
+    env = dict(environ)
+    env["MALAUNCH_JOB_ID"] = paths.job_id
+    env[Name.MALAUNCH_JOB_SECRET] = secret
+    with open(paths.runner_log, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", RUNNER_MODULE, paths.job_dir],
+            env=env,
+            cwd=paths.job_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
+        handle.write(f"{proc.pid}\n")
+    return proc
+
+
 def _request_json(paths: JobPaths) -> Dict[str, Any]:
     """The ``request`` of the job's ``plan.json``, or {} when it is missing or damaged."""
     request = (read_json(paths.plan_file) or {}).get("request")
@@ -134,8 +157,10 @@ class LocalBackend(Backend):
         python: str = sys.executable,
         network: str = "auto",
         environ: Optional[Mapping[str, str]] = None,
+        capacity: Optional[str] = None,
     ) -> None:
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.capacity_setting = capacity  # local.capacity of the profile (MALAUNCH_LOCAL_CAPACITY beats it)
         self.home = home_dir(self.environ, home)
         self.python = python
         if network not in NETWORK_MODES:
@@ -169,6 +194,11 @@ class LocalBackend(Backend):
         """
         spec = plan.spec
         check_code(spec)
+        self._check_fits(spec)
+        if spec.notify:
+            from ...notify.check import check_targets_here
+
+            check_targets_here(spec, self.environ)
         for item in spec.inputs:
             if item.path is not None and not os.path.exists(item.path):
                 raise SpecError(f"inputs.{item.name}.path", "does not exist", item.path, "check the path")
@@ -180,6 +210,19 @@ class LocalBackend(Backend):
         if request.network.get("kind") == NETNS:
             NetnsNetwork.check_available(spec.resources.hosts)
         return snapshot_notes(request.code_src, self._snapshot_files(request))
+
+    def _check_fits(self, spec: JobSpec) -> None:
+        """A job larger than the whole machine is refused (it would wait forever)."""
+        from .queue.capacity import job_need, machine_capacity
+
+        need = job_need(spec.resources.hosts, spec.resources.devices_per_host)
+        capacity = machine_capacity(self.environ, self.capacity_setting)
+        if need > capacity.devices:
+            raise ConfigError(
+                f"resources: the job takes {need} devices (hosts x devices_per_host), more than this machine has "
+                f"({capacity.devices}: {capacity.source})", need,
+                "make the job smaller, or set MALAUNCH_LOCAL_CAPACITY (local.capacity) if the machine has more",
+            )  # fmt: skip
 
     def _snapshot_files(self, request: LocalRequest) -> List[CodeFile]:
         """The files of ``code_dir`` the snapshot takes (``.malaunchignore`` applied; never the jobs' home)."""
@@ -224,9 +267,7 @@ class LocalBackend(Backend):
 
         try:
             self._prepare(plan, request, paths, files)
-            from ...plan import new_job_secret
-
-            self._start_runner(paths, new_job_secret())
+            self._start_or_queue(plan.spec, paths)
         except BaseException as exc:
             shutil.rmtree(paths.job_dir, ignore_errors=True)
             if isinstance(exc, OSError):
@@ -256,24 +297,76 @@ class LocalBackend(Backend):
         write_json_atomic(paths.plan_file, data)
 
     def _start_runner(self, paths: JobPaths, secret: str) -> None:
-        import subprocess
+        self._runners[paths.job_id] = spawn_runner(paths, self.environ, secret)
 
-        env = dict(self.environ)
-        env["MALAUNCH_JOB_ID"] = paths.job_id
-        env[Name.MALAUNCH_JOB_SECRET] = secret  # the hosts' secret: in the runner's environment only, never in a file
-        with open(paths.runner_log, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, paths.job_dir],
-                env=env,
-                cwd=paths.job_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._runners[paths.job_id] = proc
-        with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
-            handle.write(f"{proc.pid}\n")
+    def _start_or_queue(self, spec: JobSpec, paths: JobPaths) -> None:
+        """Start the job's runner now when it fits and nothing waits, else queue it (:mod:`.queue`): all under the
+        queue's lock, so two submits never start more than the machine holds."""
+        from ...plan import new_job_secret
+        from .queue.capacity import job_need, machine_capacity
+        from .queue.scheduler import ENV_FILE, ensure_scheduler, used_devices
+        from .queue.store import QueueStore, plan_queue
+
+        store = QueueStore(self.home)
+        need = job_need(spec.resources.hosts, spec.resources.devices_per_host)
+        capacity = machine_capacity(self.environ, self.capacity_setting).devices
+        with store.locked():
+            waiting = store.entries()
+            if not waiting and need <= capacity - used_devices(self.home, ()):
+                self._start_runner(paths, new_job_secret())
+                store.mark_running(paths.job_id, need)
+                return
+            write_json_atomic(os.path.join(paths.job_dir, ENV_FILE), dict(self.environ))  # 0600, gone at start
+            store.add(paths.job_id, need, spec.priority)
+            store.write_capacity(capacity)
+            entries = store.entries()
+            store.write_reasons(plan_queue(entries, capacity, used_devices(self.home, [e.job_id for e in entries]))[1])
+            ensure_scheduler(self.home, self.environ)
+
+    def _queued(self) -> bool:
+        """Whether any job waits in the queue (a look at one folder: the everyday verbs import nothing more)."""
+        try:
+            return any(name[:1].isdigit() for name in os.listdir(os.path.join(self.home, "queue")))
+        except OSError:
+            return False
+
+    def _take_over(self) -> None:
+        """Jobs wait and no scheduler runs (it was killed): start one (cheap when nothing waits)."""
+        if not self._queued():
+            return
+        from .queue.store import QueueStore
+
+        store = QueueStore(self.home)
+        if not store.entries() and not store.entries(starting=True):
+            return
+        from .queue.scheduler import ensure_scheduler
+
+        with store.locked():
+            ensure_scheduler(self.home, self.environ)
+
+    def _unqueue(self, paths: JobPaths) -> bool:
+        """Take a waiting job out of the queue and record it STOPPED; False when it is not waiting."""
+        if not self._queued():
+            return False
+        from .queue.scheduler import ENV_FILE
+        from .queue.store import QueueStore
+
+        store = QueueStore(self.home)
+        if store.find(paths.job_id) is None:
+            return False
+        with store.locked():
+            found = store.find(paths.job_id)
+            if found is None or job_processes(paths.job_id):
+                return False  # started meanwhile: stopped as a running job
+            store.remove(found[1])
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(paths.job_dir, ENV_FILE))
+            final = read_state(paths.state_file).data
+            if final is not None and not JobState(final["state"]).is_terminal:
+                final.update(state="STOPPED", exit_code=128 + signal.SIGTERM, ended_at=time.time(),
+                             message="stopped while it waited in the local queue (it never started)")  # fmt: skip
+                StateWriter(paths).save_final(final)
+        return True
 
     # -- management ----------------------------------------------------------------------------------------
     def _job_names(self) -> List[str]:
@@ -320,6 +413,10 @@ class LocalBackend(Backend):
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
         reason = pending_reason(status, paths)
+        if status.state is JobState.PENDING and runner is None and self._queued():
+            from .queue.store import QueueStore
+
+            reason = QueueStore(self.home).reason(paths.job_id) or reason
         return status._replace(pending_reason=reason) if reason else status
 
     def _let_runner_exit(self, paths: JobPaths, runner: int) -> None:
@@ -330,6 +427,7 @@ class LocalBackend(Backend):
             time.sleep(0.01)
 
     def status(self, job_id: str) -> JobStatus:
+        self._take_over()
         return self._status_of(self._paths(job_id))
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
@@ -366,6 +464,8 @@ class LocalBackend(Backend):
     def stop(self, job_id: str) -> JobStatus:
         paths = self._paths(job_id)
         job_id = paths.job_id  # the full id when a prefix was given
+        if self._unqueue(paths):
+            return self._status_of(paths)
         status = self._status_of(paths)
         request = _request_json(paths)
         grace = request.get("grace_period", 30.0)
@@ -396,6 +496,7 @@ class LocalBackend(Backend):
         return self._status_of(paths)
 
     def list(self) -> List[JobStatus]:
+        self._take_over()
         found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
@@ -444,6 +545,7 @@ class LocalBackend(Backend):
 
     def delete(self, job_id: str) -> str:
         paths = self._paths(job_id)
+        self._unqueue(paths)  # a waiting job goes at once
         status = self._status_of(paths)
         left = job_processes(paths.job_id)
         if left or not (status.is_terminal or status.state is JobState.UNKNOWN):
@@ -475,6 +577,7 @@ class LocalBackend(Backend):
         from .history import History
         from .retention import expire_due
 
+        self._take_over()
         history = History(self.home)
         snap = history.snapshot(self._read_for_history)
         page = snap.page(query, now, gone=expire_due(self.home, snap, now))

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from malaunch.entrypoint.public import DEFAULT_GRACE_PERIOD, Name
 
 from ...errors import ConfigError
+from ...notify.payload import notify_variable
 from ...plan import AUTO, SECRET
 from ...redact import mask_env
 from ...spec.model import JobSpec
@@ -276,6 +277,9 @@ def plan_local(
         Name.MALAUNCH_JOB_ID: job_id,
         Name.MALAUNCH_JOB_SECRET: SECRET,  # the placeholder; the runner gives each host the value (with_secret)
     }
+    notify = notify_variable(spec, job_id, "local")
+    if notify is not None:  # host 0's shim sends the job's events; secrets stay in the variables named
+        common[Name.MALAUNCH_NOTIFY] = notify
     launcher_env = contract.launcher_env(spec, open_port=AUTO)
     auto = [name for name, value in launcher_env.items() if value == AUTO]
     common.update(launcher_env)

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from malaunch.entrypoint.public import Name
 
 from ...errors import SpecError
+from ...notify.payload import notify_variable
 from ...plan import SECRET
 from ...spec.model import JobSpec
 from ..contract import launcher_env
@@ -137,6 +138,9 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
     env.update(launcher_env(spec))  # ports left open stay unset: the platform assigns them
     env["MALAUNCH_JOB_ID"] = job_id
     env[Name.MALAUNCH_JOB_SECRET] = SECRET  # the real one only in the body execute sends
+    notify = notify_variable(spec, job_id, "modelarts")
+    if notify is not None:  # host 0's shim sends the job's events (the secrets' variables come from env:)
+        env[Name.MALAUNCH_NOTIFY] = notify
     env.update(sorted(spec.env.items()))
     if len(env) > MAX_ENVIRONMENTS:
         raise SpecError(

@@ -26,6 +26,7 @@ import yaml
 from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError
+from ...notify.payload import notify_variable
 from ...plan import SubmitPlan
 from ...spec.model import JobSpec
 from ..contract import launcher_env
@@ -127,6 +128,9 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
         Name.MALAUNCH_JOB_ID: job_name,
     }
     values.update(launcher_env(spec))
+    notify = notify_variable(spec, job_name, "volcano")
+    if notify is not None:  # host 0's shim sends the job's events (the secrets' variables come from env:)
+        values[Name.MALAUNCH_NOTIFY] = notify
     env: List[Dict[str, Any]] = [{"name": key, "value": values[key]} for key in sorted(values)]
     env.append(_field_env(Name.MA_CURRENT_HOST_IP, "status.podIP"))
     env.append(_field_env(Name.MA_CURRENT_INSTANCE_NAME, "metadata.name"))

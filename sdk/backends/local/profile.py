@@ -1,0 +1,25 @@
+"""What a profile may keep for the local backend: ``local.capacity``, the devices its queue lets jobs take at once.
+
+Read by the registry (:func:`malaunch.sdk.backends.registry.profile_keys`) only when a profile is used.
+"""
+
+from __future__ import annotations
+
+from ...profiles.keys import ProfileKey
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Tuple
+
+__all__ = ["PROFILE_KEYS"]
+
+#: The keys, in the order ``ma-submit configure`` asks for them.
+PROFILE_KEYS: Tuple[ProfileKey, ...] = (
+    ProfileKey(
+        "capacity",
+        "the devices local jobs may take at once (the queue); MALAUNCH_LOCAL_CAPACITY beats it",
+        argument="capacity",
+        env="MALAUNCH_LOCAL_CAPACITY",
+        default="the accelerators this machine shows, else its CPUs",
+    ),
+)

@@ -1,0 +1,167 @@
+"""Issue 42, the local queue: real jobs, real runners, the real scheduler process.
+
+A machine whose capacity is small (``MALAUNCH_LOCAL_CAPACITY``) runs as many jobs at once as fit, in submit order;
+a waiting job says why, is stopped at once, and survives a SIGKILLed scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from malaunch.entrypoint.public import read_info
+from malaunch.sdk.backends.local.queue.store import QueueEntry, plan_queue
+from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
+
+#: Each job notes when it runs (a file in RUNNING while it does) and how many ran with it, then waits for its
+#: gate file (so the test decides when it ends), and notes that it started once (STARTS, O_APPEND lines).
+SCRIPT = """
+import os, sys, time
+mark = os.path.join(os.environ["RUNNING"], os.environ["MALAUNCH_JOB_ID"])
+open(mark, "w").close()
+with open(os.environ["STARTS"], "a") as log:
+    log.write(f"{os.environ['JOB_INDEX']} {len(os.listdir(os.environ['RUNNING']))}\\n")
+gate = os.path.join(os.environ["GATES"], os.environ["JOB_INDEX"])
+while not os.path.exists(gate):
+    time.sleep(0.05)
+os.unlink(mark)
+"""
+
+
+def _jobs(tmp_path: Path, count: int, **fields: Any) -> List[Path]:
+    for folder in ("running", "gates"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    env = {"RUNNING": str(tmp_path / "running"), "GATES": str(tmp_path / "gates"), "STARTS": str(tmp_path / "starts")}
+    return [write_job(tmp_path / f"job{index}", SCRIPT, name=f"q{index}", env={**env, "JOB_INDEX": str(index)},
+                      **fields) for index in range(count)]  # fmt: skip
+
+
+def _env(cli_env: Dict[str, str], capacity: int) -> Dict[str, str]:
+    return {**cli_env, "MALAUNCH_LOCAL_CAPACITY": str(capacity)}
+
+
+def _status(env: Dict[str, str], job_id: str) -> Dict[str, Any]:
+    data: Dict[str, Any] = json.loads(ma_submit(["status", "--output", "json", job_id], env).stdout)
+    return data
+
+
+def _starts(tmp_path: Path) -> List[List[int]]:
+    path = tmp_path / "starts"
+    return [[int(x) for x in line.split()] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _submit(jobs: List[Path], env: Dict[str, str], home: Path) -> List[str]:
+    ids: List[str] = []
+    for job in jobs:
+        done = ma_submit(["--detach", str(job)], env)
+        assert done.returncode == 0, done.stderr
+        prefix = job.parent.name.replace("job", "q") + "-"
+        ids.append(next(name for name in job_ids(home) if name.startswith(prefix)))
+    return ids
+
+
+def _open_gate(tmp_path: Path, index: int) -> None:
+    (tmp_path / "gates" / str(index)).touch()
+
+
+def test_plan_queue_starts_in_order_and_says_why_the_others_wait() -> None:
+    entries = [QueueEntry(f"j{n}", need, 0, n, 0.0) for n, need in enumerate((2, 4, 1))]
+    start, reasons = plan_queue(entries, 4, 1)
+    assert [entry.job_id for entry in start] == ["j0"]
+    assert reasons == {"j1": "waiting for 4 devices: 1 free, 0 jobs ahead",
+                       "j2": "waiting for 1 device: 1 free, 1 job ahead"}  # fmt: skip
+    urgent = QueueEntry("j9", 1, 5, 99, 0.0)
+    assert [entry.job_id for entry in plan_queue([*entries, urgent], 4, 1)[0]] == ["j9", "j0"]
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_ten_jobs_on_a_machine_that_fits_two_run_two_at_a_time_in_order(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    env = _env(cli_env, 2)
+    ids = _submit(_jobs(tmp_path, 10), env, home)
+    wait_for(lambda: len(_starts(tmp_path)) == 2, what="the first two jobs run")
+    waiting = _status(env, ids[9])
+    assert waiting["state"] == "PENDING"
+    assert waiting["pending_reason"] == "waiting for 1 device: 0 free, 7 jobs ahead", waiting
+    listed = ma_submit(["list", "--limit", "0"], env).stdout
+    assert "(waiting for 1 device: 0 free, 0 jobs ahead)" in listed, listed
+    for index in range(10):  # each job ends when told: the next one in line takes its place
+        started = min(index + 2, 10)
+        wait_for(lambda n=started: len(_starts(tmp_path)) >= n, what=f"job {index + 1} starts")
+        _open_gate(tmp_path, index)
+    for job_id in ids:
+        ma_submit(["wait", job_id], env)
+        assert _status(env, job_id)["state"] == "SUCCEEDED"
+        assert_nothing_running(job_id)
+    starts = _starts(tmp_path)
+    assert [index for index, _ in starts] == list(range(10)), starts  # in submit order, each once
+    assert max(running for _, running in starts) <= 2, starts
+    runners = [os.stat(home / "jobs" / job_id / "runner.pid").st_mtime_ns for job_id in ids]
+    assert runners == sorted(runners)
+    assert not (home / "queue" / "scheduler.json").exists() or not _scheduler_alive(home)
+
+
+def _scheduler_alive(home: Path) -> bool:
+    try:
+        data = json.loads((home / "queue" / "scheduler.json").read_text())
+    except (OSError, ValueError):
+        return False
+    info = read_info(int(data["pid"]))
+    return info is not None and info.start == data["start"] and not info.zombie
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_stop_and_delete_of_a_waiting_job_work_at_once(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+    env = _env(cli_env, 1)
+    ids = _submit(_jobs(tmp_path, 3), env, home)
+    wait_for(lambda: len(_starts(tmp_path)) == 1, what="the first job runs")
+    stopped = ma_submit(["stop", ids[1]], env)
+    assert stopped.returncode == 0, stopped.stderr
+    status = _status(env, ids[1])
+    assert status["state"] == "STOPPED" and "waited in the local queue" in status["message"], status
+    assert not (home / "jobs" / ids[1] / "runner.pid").exists()
+    assert ma_submit(["delete", ids[2]], env).returncode == 0
+    assert not (home / "jobs" / ids[2]).exists()
+    assert [name for name in os.listdir(home / "queue") if name[:1].isdigit()] == []
+    _open_gate(tmp_path, 0)
+    ma_submit(["wait", ids[0]], env)
+    assert [index for index, _ in _starts(tmp_path)] == [0]  # neither waiting job ever started
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_sigkilled_scheduler_loses_nothing(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+    env = _env(cli_env, 1)
+    ids = _submit(_jobs(tmp_path, 3), env, home)
+    wait_for(lambda: _scheduler_alive(home), what="the scheduler runs")
+    data = json.loads((home / "queue" / "scheduler.json").read_text())
+    os.kill(int(data["pid"]), signal.SIGKILL)
+    wait_for(lambda: not _scheduler_alive(home), what="the scheduler is gone")
+    _open_gate(tmp_path, 0)
+    ma_submit(["wait", ids[0]], env)
+    assert _status(env, ids[1])["state"] == "PENDING"  # nobody started it: the scheduler is dead ...
+    assert ma_submit(["list"], env).returncode == 0  # ... and the next ma-submit call takes over
+    for index, job_id in enumerate(ids[1:], start=1):
+        wait_for(lambda n=index: len(_starts(tmp_path)) > n, what=f"job {index} starts")
+        _open_gate(tmp_path, index)
+        ma_submit(["wait", job_id], env)
+        assert _status(env, job_id)["state"] == "SUCCEEDED"
+    assert [index for index, _ in _starts(tmp_path)] == [0, 1, 2]
+
+
+def test_a_job_larger_than_the_machine_is_refused_at_submit_in_one_line(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    (job,) = _jobs(tmp_path, 1, resources={"hosts": 2, "devices_per_host": 2})
+    done = ma_submit([str(job)], _env(cli_env, 3))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "takes 4 devices" in lines[0] and "(3: MALAUNCH_LOCAL_CAPACITY)" in lines[0]
+    assert job_ids(home) == []
