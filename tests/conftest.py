@@ -17,6 +17,10 @@ At the end of the session the real ``~/.malaunch``, ``~/.config/malaunch``, ``~/
 (found through the password database, not ``$HOME``) are compared with how they were at the start: a file
 written, added or removed there fails the session (``huaweicloudsdkcore``, for one, writes
 ``~/.huaweicloud/application_id`` when first used).
+
+Run in parallel (pytest-xdist, ``-n``), every worker process imports this file too, so each worker has a
+sandbox of its own. The comparison is made once, by the controlling process: it took its snapshot before any
+worker started and compares after the last one ended (xdist drops the exit status a worker's session sets).
 """
 
 from __future__ import annotations
@@ -61,7 +65,10 @@ _BEFORE = {folder: snapshot(folder) for folder in GUARDED}
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session when the real ``~/.malaunch``, ``~/.kube`` or ``~/.huaweicloud`` changed; remove the
-    sandbox."""
+    sandbox. An xdist worker only removes its sandbox: the controlling process compares, once every worker ended."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker
+        shutil.rmtree(_SANDBOX, ignore_errors=True)
+        return
     touched = {path: what for folder in GUARDED for path, what in changes(_BEFORE[folder], snapshot(folder)).items()}
     shutil.rmtree(_SANDBOX, ignore_errors=True)
     if touched:
