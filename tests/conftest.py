@@ -80,6 +80,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A scratch folder of a short path (``/tmp/ma-test-XXXXXXXX``), removed after the test, for a test that looks
+    for a whole path in a message: messages cut a value past 80 characters, and ``tmp_path`` grows with the test's
+    name, pytest's run number and, in a parallel run, the worker's folder (``popen-gw3/``)."""
+    path = Path(tempfile.mkdtemp(prefix="ma-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def tmpfs() -> Iterator[Callable[[Path, str], Path]]:
     """``tmpfs(path, size)`` mounts a tmpfs of ``size`` (``"2m"``) at ``path`` (a disk that fills up) and returns
     ``path``. Everything mounted is unmounted when the test ends, however it ends (a failed assertion before the
