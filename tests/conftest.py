@@ -63,6 +63,22 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # started in the backgrou
 _BEFORE = {folder: snapshot(folder) for folder in GUARDED}
 
 
+#: A test with one of these marks or fixtures starts real processes or servers (a shim, torchrun, msrun, a local
+#: job, ``ma-submit``, emulated hosts, moto's S3 server, the fake ModelArts and Kubernetes APIs): it is ``slow``.
+_SLOW_MARKS = ("process", "torch", "mindspore", "netns")
+_SLOW_FIXTURES = frozenset({"cleanup_jobs", "cli_env", "hosts", "moto_s3", "fake_ma", "kube", "ma_env", "s3"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """Mark ``slow`` every test that starts real processes or servers (``_SLOW_MARKS``, ``_SLOW_FIXTURES``); the
+    other tests of seconds are marked ``slow`` where they are. ``-m "not slow"`` runs the rest."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if any(item.get_closest_marker(name) for name in _SLOW_MARKS) or _SLOW_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session when the real ``~/.malaunch``, ``~/.kube`` or ``~/.huaweicloud`` changed; remove the
     sandbox. An xdist worker only removes its sandbox: the controlling process compares, once every worker ended."""

@@ -93,6 +93,7 @@ def test_writes_nothing():
 """
 
 
+@pytest.mark.slow  # a pytest session each
 @pytest.mark.parametrize("parallel", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.parametrize("selected", ["writes_the_home", "writes_nothing"])
 def test_a_session_fails_when_a_test_touched_the_home_serial_or_parallel(
