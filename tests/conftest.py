@@ -17,6 +17,10 @@ At the end of the session the real ``~/.malaunch``, ``~/.config/malaunch``, ``~/
 (found through the password database, not ``$HOME``) are compared with how they were at the start: a file
 written, added or removed there fails the session (``huaweicloudsdkcore``, for one, writes
 ``~/.huaweicloud/application_id`` when first used).
+
+Run in parallel (pytest-xdist, ``-n``), every worker process imports this file too, so each worker has a
+sandbox of its own. The comparison is made once, by the controlling process: it took its snapshot before any
+worker started and compares after the last one ended (xdist drops the exit status a worker's session sets).
 """
 
 from __future__ import annotations
@@ -60,9 +64,28 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # started in the backgrou
 _BEFORE = {folder: snapshot(folder) for folder in GUARDED}
 
 
+#: A test with one of these marks or fixtures starts real processes or servers (a shim, torchrun, msrun, a local
+#: job, ``ma-submit``, emulated hosts, moto's S3 server, the fake ModelArts and Kubernetes APIs): it is ``slow``.
+_SLOW_MARKS = ("process", "torch", "mindspore", "netns")
+_SLOW_FIXTURES = frozenset({"cleanup_jobs", "cli_env", "hosts", "moto_s3", "fake_ma", "kube", "ma_env", "s3"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """Mark ``slow`` every test that starts real processes or servers (``_SLOW_MARKS``, ``_SLOW_FIXTURES``); the
+    other tests of seconds are marked ``slow`` where they are. ``-m "not slow"`` runs the rest."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if any(item.get_closest_marker(name) for name in _SLOW_MARKS) or _SLOW_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session when the real ``~/.malaunch``, ``~/.kube`` or ``~/.huaweicloud`` changed; remove the
-    sandbox."""
+    sandbox. An xdist worker only removes its sandbox: the controlling process compares, once every worker ended."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker
+        shutil.rmtree(_SANDBOX, ignore_errors=True)
+        return
     touched = {path: what for folder in GUARDED for path, what in changes(_BEFORE[folder], snapshot(folder)).items()}
     shutil.rmtree(_SANDBOX, ignore_errors=True)
     if touched:
@@ -71,6 +94,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(f"ERROR: tests touched the real home {REAL_HOME}: {shown}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A scratch folder of a short path (``/tmp/ma-test-XXXXXXXX``), removed after the test, for a test that looks
+    for a whole path in a message: messages cut a value past 80 characters, and ``tmp_path`` grows with the test's
+    name, pytest's run number and, in a parallel run, the worker's folder (``popen-gw3/``)."""
+    path = Path(tempfile.mkdtemp(prefix="ma-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

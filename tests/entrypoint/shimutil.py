@@ -100,6 +100,65 @@ def start_shim(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> subpro
     )
 
 
+def pidfds_of(holder: int, pid: int) -> Set[str]:
+    """The fds of ``holder`` that are pidfds for ``pid`` (their fdinfo says ``Pid: <pid>``)."""
+    folder = Path(f"/proc/{holder}/fdinfo")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return set()
+    found = set()
+    for name in names:
+        try:
+            text = (folder / name).read_text()
+        except OSError:
+            continue
+        if f"\nPid:\t{pid}\n" in f"\n{text}":
+            found.add(name)
+    return found
+
+
+def launcher_workers(shim: int) -> Dict[int, int]:
+    """``rank -> pid`` of the live workers of the shim's launchers (torchrun, msrun): its children's children with a
+    rank in their environment, msrun's scheduler not counted; what the shim's worker watch looks for."""
+    table = proctree.snapshot()
+    launchers = {info.pid for info in table.values() if info.ppid == shim}
+    found = {}
+    for info in table.values():
+        environ = proctree.read_environ(info.pid) if info.ppid in launchers and not info.zombie else None
+        if not environ or proctree.env_value(environ, "MS_ROLE") == b"MS_SCHED":
+            continue
+        for name in ("MS_NODE_ID", "RANK_ID", "RANK"):
+            raw = proctree.env_value(environ, name)
+            if raw is not None and raw.strip().isdigit():
+                found[int(raw)] = info.pid
+                break
+    return found
+
+
+def wait_watched(shim: subprocess.Popen[Any], workers: int, within: float = 120.0) -> None:
+    """Return once the shim's worker watch holds a pidfd for ``workers`` workers of its launchers. Call it after
+    the workers said they are ready: they have exec'd long before, so a pidfd the shim holds for one is the
+    watch's own, kept (a scan drops at once only the pidfd of a process that is not a worker yet)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = launcher_workers(shim.pid)
+        watched = sorted(pid for pid in found.values() if pidfds_of(shim.pid, pid))
+        if len(watched) >= workers:
+            return
+        assert shim.poll() is None, f"the shim ended (code {shim.returncode}) before its watch saw {workers} workers"
+        assert time.monotonic() < deadline, f"the shim's watch holds {watched} of the workers {found} after {within} s"
+        time.sleep(0.01)
+
+
+def wait_reaped(pid: int, within: float = 120.0) -> None:
+    """Return once ``pid`` is gone, not even a zombie: its parent (a launcher) has reaped it."""
+    deadline = time.monotonic() + within
+    while proctree.read_info(pid) is not None:
+        assert time.monotonic() < deadline, f"process {pid} was not reaped within {within} s"
+        time.sleep(0.01)
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     import socket

@@ -24,6 +24,9 @@ from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgro
 JOB = str(SCRIPTS / "rank_job.py")
 
 
+WATCHDOG = b"malaunch.entrypoint.run.procs.watchdog"  # the module the watchdog's command line imports
+
+
 def _job_cgroup_of(pid: int) -> Optional[str]:
     """The ``malaunch-...`` cgroup path (relative to its hierarchy) that ``pid`` is in, if any."""
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
@@ -55,7 +58,8 @@ def test_ranks_are_born_in_the_job_cgroup_and_the_shim_and_its_watchdog_stay_out
         while b"line 0" not in proc.stdout.readline():  # the shim reads output only once its guards are up
             assert proc.poll() is None
         children = [info.pid for info in proctree.descendants(proc.pid) if info.ppid == proc.pid]
-        watchdogs = [pid for pid in children if Path(f"/proc/{pid}/comm").read_text().strip() == "malaunch-wdog"]
+        # by its command line, there from its exec: it names itself malaunch-wdog only once its interpreter is up
+        watchdogs = [pid for pid in children if WATCHDOG in Path(f"/proc/{pid}/cmdline").read_bytes()]
         ranks = [pid for pid in children if pid not in watchdogs]
         assert len(ranks) == 2 and len(watchdogs) == 1, (ranks, watchdogs)
         cgroups = {_job_cgroup_of(pid) for pid in ranks}

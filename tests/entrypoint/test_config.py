@@ -80,12 +80,14 @@ def _environment_reads(modules: Iterator[Tuple[str, ast.AST]]) -> Dict[str, List
     return {name: lines for name, tree in modules if (lines := list(_os_reads(tree)))}
 
 
+@pytest.mark.slow
 def test_only_the_contract_parses_a_variable() -> None:
     assert _parses_outside_the_contract(_modules()) == [], (
         "read the value from the ShimConfig main hands on (contract/config.py), not from the environment"
     )
 
 
+@pytest.mark.slow
 def test_main_reads_the_process_environment_once_and_nothing_else_does() -> None:
     assert _environment_reads(_modules()) == {"main.py": [_only_read_line()]}
 

@@ -7,11 +7,14 @@ import io
 from pathlib import Path
 from typing import Dict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.main import main
+
+pytestmark = pytest.mark.slow  # searches of many examples
 
 VARIABLES = [
     "MA_RUN_METHOD", "MA_NUM_HOSTS", "MA_NUM_GPUS", "VC_TASK_INDEX", "MA_TASK_INDEX", "VC_WORKER_HOSTS",

@@ -65,6 +65,7 @@ def test_members_lost_here_and_there_travel_packed_and_come_back_whole() -> None
         assert read_members(bad) is None, bad[:40]
 
 
+@pytest.mark.slow
 def test_a_start_of_thousands_of_hosts_lost_here_and_there_fits_a_wire_line() -> None:
     import random
 

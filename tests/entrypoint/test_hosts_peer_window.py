@@ -18,7 +18,7 @@ from typing import Dict
 
 import pytest
 from hostsutil import Hosts, job_causes
-from shimutil import free_port, write_v10_table
+from shimutil import free_port, wait_watched, write_v10_table
 
 
 def _method_env(method: str, tmp: Path, per_host: int = 1) -> Dict[str, str]:
@@ -43,7 +43,9 @@ def _culprit_job(hosts: list[Hosts], tmp: Path, method: str, culprit: int, per_h
         assert time.monotonic() < deadline, job.console(0)[-2000:] + job.console(1)[-2000:]
         assert all(proc.poll() is None for proc in job.procs.values()), job.console(0) + job.console(1)
         time.sleep(0.02)
-    time.sleep(0.3)  # each host's watch has seen its ranks
+    if method == "torchrun":  # each host's watch has found its torchrun's workers (the fan-out's are its own)
+        for proc in job.procs.values():
+            wait_watched(proc, per_host)
     (folder / "go.tmp").write_text(repr(time.time() + 0.3))
     os.replace(folder / "go.tmp", folder / "go")
     codes = [job.wait(0, timeout=120), job.wait(1, timeout=120)]

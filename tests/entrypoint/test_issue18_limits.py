@@ -18,6 +18,8 @@ from typing import Callable, Dict, Iterator, List, Tuple
 import pytest
 from layoututil import prefix_families
 
+pytestmark = pytest.mark.slow  # each reads and parses every module
+
 SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
 ISSUE = 18
 MAX_MODULE_LINES = 400

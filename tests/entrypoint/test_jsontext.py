@@ -43,12 +43,14 @@ def _outcome(decode: Any, text: str) -> Tuple[str, Any]:
     return "value", json.dumps(value, sort_keys=True)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(values)
 def test_the_indented_text_is_json_dumps_indent_2(value: Any) -> None:
     assert dumps_indented(value) == json.dumps(value, indent=2)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(values, st.integers(min_value=0, max_value=400), st.sampled_from(["", " ", "\n\t ", "x", "]", " 1"]))
 def test_any_text_decodes_as_json_loads_decodes_it(value: Any, cut: int, tail: str) -> None:
@@ -63,6 +65,7 @@ def test_json_shaped_garbage_fails_as_json_loads_fails(text: str) -> None:
     assert _outcome(loads, text) == _outcome(json.loads, text)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(values, st.integers(min_value=0, max_value=400), st.sampled_from(["", ", 2]", "] x", " ", "}"]))
 def test_a_value_inside_a_text_scans_as_raw_decode_scans_it(value: Any, at: int, tail: str) -> None:

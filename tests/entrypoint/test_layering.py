@@ -180,6 +180,7 @@ def _sdk_seam_breaches() -> List[str]:
     ]
 
 
+@pytest.mark.slow
 def test_the_sdk_uses_the_shim_only_through_its_public_module() -> None:
     assert _sdk_seam_breaches() == [], f"the SDK imports the shim only through {PUBLIC}: add the name there"
     uses = {name for path in SDK.rglob("*.py") for _, name in _shim_imports_of(path)}

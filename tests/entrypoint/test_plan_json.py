@@ -45,6 +45,7 @@ plans = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(plans)
 def test_every_plan_survives_its_json_through_a_file(plan: LaunchPlan) -> None:

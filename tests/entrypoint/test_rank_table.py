@@ -244,8 +244,8 @@ class FakeTime:
             self.hook(self.now)
 
 
-def test_wait_logic_polls_until_deadline_and_reports_progress(tmp_path: Path) -> None:
-    path = write_json(tmp_path / "hccl.json", {"status": "initializing"})
+def test_wait_logic_polls_until_deadline_and_reports_progress(short_tmp: Path) -> None:
+    path = write_json(short_tmp / "hccl.json", {"status": "initializing"})  # the whole path is in the message
     fake = FakeTime()
     reports: list[tuple[str, float]] = []
     with pytest.raises(WaitTimeout) as caught:

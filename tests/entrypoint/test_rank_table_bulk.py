@@ -205,6 +205,7 @@ ID_VALUES = st.sampled_from(["0", "1", "2", "3", "01", "1023", "1024", "", " 1",
 RANK_STRINGS = st.sampled_from(["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "007", "1,2", "", 3])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_bulk_and_item_by_item_paths_agree_on_random_tables(data: st.DataObject) -> None:

@@ -14,10 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from malaunch.entrypoint.contract.errors import RankTableError
 from malaunch.entrypoint.plan.rank_table import RankTable, RankTableNotReady, parse_rank_table, read_rank_table
+
+pytestmark = pytest.mark.slow  # searches of many examples
 
 DATA = Path(__file__).parent / "data" / "ranktables"
 SAMPLES = {path.name: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}

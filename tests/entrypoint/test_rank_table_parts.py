@@ -126,6 +126,7 @@ def shuffled_keys(data: Any, rng: random.Random) -> Any:
     return data
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_random_tables_read_by_parts_alike(data: st.DataObject) -> None:

@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
-from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, start_shim, write_v10_table
+from shimutil import (
+    MARK,
+    SCRIPTS,
+    assert_nothing_left,
+    free_port,
+    marked_env,
+    start_shim,
+    wait_watched,
+    write_v10_table,
+)
 
 # case -> the exit code of the root cause (always the rank that died first)
 EXPECTED = {"exit": 7, "abort": 134, "terminate": 5}
@@ -45,7 +54,8 @@ def run_two_deaths(
         while len(list(folder.glob("ready-*"))) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
-        time.sleep(0.3)  # the watch's scan (50 ms) has seen both workers
+        if method != "fanout":  # the launcher's workers: the shim's watch has found both (the fan-out's are its own)
+            wait_watched(proc, 2)
         at = time.time() + 0.3
         (folder / "go.tmp").write_text(repr(at))
         os.replace(folder / "go.tmp", folder / "go")
@@ -163,7 +173,8 @@ def test_every_other_rank_dying_of_the_culprit_first_keeps_the_hold_until_it_die
         while len(list(folder.glob("ready-*"))) < 3:
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
-        time.sleep(0.3)
+        if method == "torchrun":
+            wait_watched(proc, 3)
         (folder / "go.tmp").write_text(repr(time.time() + 0.3))
         os.replace(folder / "go.tmp", folder / "go")
         err = proc.communicate(timeout=120)[1]

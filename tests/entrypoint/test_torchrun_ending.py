@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from shimutil import MARK, SCRIPTS, assert_nothing_left, free_port, marked_env, start_shim
+from shimutil import (
+    MARK,
+    SCRIPTS,
+    assert_nothing_left,
+    free_port,
+    launcher_workers,
+    marked_env,
+    start_shim,
+    wait_reaped,
+    wait_watched,
+)
 
 # Well below torchrun's own 30 s wait for workers that ignore SIGTERM: a job that ends within it was ended by
 # the shim (a bound on a hang, not a speed measure).
@@ -32,7 +42,7 @@ def _start(tmp_path: Path, grace: str, args: List[str]) -> tuple[subprocess.Pope
     while len(list(folder.glob("ready-*"))) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.02)
-    time.sleep(0.3)  # the watch has seen both workers
+    wait_watched(proc, 2)
     return proc, env, folder
 
 
@@ -64,10 +74,11 @@ def test_second_sigint_ends_everything_at_once(tmp_path: Path, gap: float) -> No
 def test_failure_seen_late_ends_within_the_shims_grace_with_the_ranks_code(tmp_path: Path, repeat: int) -> None:
     # rank 0 exits 5 while the shim is stopped (torchrun reaps it first and starts its own 30 s wait for rank 1)
     proc, env, folder = _start(tmp_path, "3", ["0", "5"])
+    rank0 = launcher_workers(proc.pid)[0]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         (folder / "go").touch()
-        time.sleep(2)
+        wait_reaped(rank0)
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     assert _end(proc) == 5

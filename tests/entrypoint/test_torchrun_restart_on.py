@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from shimutil import SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, start_shim
+from shimutil import SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, start_shim, wait_reaped
 
 pytestmark = [pytest.mark.process, pytest.mark.torch]
 
@@ -36,7 +36,7 @@ def _run_with_the_shim_stopped_across_the_failure(folder: Path, mode: str, resta
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGSTOP)  # rank 0 fails 1 s after its start: torchrun sees it, the shim does not
-        time.sleep(4.0)
+        wait_reaped(_starts(folder, 0)[0]["pid"])
         os.kill(proc.pid, signal.SIGCONT)
         proc.communicate(timeout=180)
     finally:

@@ -9,7 +9,8 @@ from typing import Dict, Iterator, List
 
 import pytest
 from kubefake import FakeKube
-from malaunch.sdk.backends.local.jobdir import job_processes
+from malaunch.entrypoint.run.procs import proctree
+from malaunch.sdk.backends.local.jobdir import JOB_ID_VARIABLE, job_processes
 from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, s3  # noqa: F401 - ModelArts fixtures (moto, fake API)
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids
 
@@ -41,11 +42,12 @@ def cleanup_jobs(home: Path) -> Iterator[None]:
 
     backend = LocalBackend(home=str(home))
     failures: List[str] = []
+    live = proctree.env_values(JOB_ID_VARIABLE)  # one look at every process, not one per job (a home may hold 10,000)
     for job_id in job_ids(home):
-        if job_processes(job_id):
+        if job_id in live and job_processes(job_id):
             backend.stop(job_id)
             failures.append(job_id)
-        assert_nothing_running(job_id)
+        assert_nothing_running(job_id, processes=job_id in live)
     assert not failures, f"jobs were still running at the end of the test: {failures}"
 
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
+import pytest
 from homeguard import changes, snapshot
 from malaunch.sdk.backends.job_index import JobIndex
 from malaunch.sdk.backends.local import LocalBackend
 
 REAL_HOME = pwd.getpwuid(os.getuid()).pw_dir
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_the_session_runs_in_a_temporary_home() -> None:
@@ -56,3 +60,60 @@ def test_the_check_sees_a_file_added_written_or_removed(tmp_path: Path) -> None:
         str(folder / "job-index.json"): "removed",
         str(folder / "jobs" / "state.json"): "removed",
     }
+
+
+FAKE_PASSWD = """
+import os
+import pwd
+
+_real = pwd.getpwuid
+
+
+def _with_fake_home(uid):  # the password database says the home is FAKE_HOME: the real home is never written
+    entry = _real(uid)
+    return pwd.struct_passwd((*entry[:5], os.environ["FAKE_HOME"], entry[6]))
+
+
+pwd.getpwuid = _with_fake_home
+"""
+
+WRITES_THE_HOME = """
+import os
+
+
+def test_writes_the_home():
+    folder = os.path.join(os.environ["FAKE_HOME"], ".malaunch")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "job-index.json"), "w") as fh:
+        fh.write("{}")
+
+
+def test_writes_nothing():
+    pass
+"""
+
+
+@pytest.mark.slow  # a pytest session each
+@pytest.mark.parametrize("parallel", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("selected", ["writes_the_home", "writes_nothing"])
+def test_a_session_fails_when_a_test_touched_the_home_serial_or_parallel(
+    tmp_path: Path, parallel: List[str], selected: str
+) -> None:
+    # the suite's own conftest, in a session whose password database names a scratch folder as the home
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for name in ("conftest.py", "sdk/homeguard.py"):
+        shutil.copy(TESTS / name, tests)
+    (tests / "test_probe.py").write_text(WRITES_THE_HOME)
+    (tmp_path / "fakepasswd.py").write_text(FAKE_PASSWD)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "FAKE_HOME": str(home), "PYTHONPATH": os.pathsep.join([str(tmp_path), str(tests)])}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fakepasswd", *parallel,
+            "-k", selected, "tests"]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    touched = f"ERROR: tests touched the real home {home}: {home}/.malaunch/job-index.json (added)"
+    if selected == "writes_the_home":
+        assert done.returncode == 1 and touched in done.stdout, done.stdout + done.stderr
+    else:
+        assert done.returncode == 0 and "touched" not in done.stdout, done.stdout + done.stderr

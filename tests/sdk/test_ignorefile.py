@@ -76,6 +76,7 @@ def _pattern(draw: st.DrawFn) -> str:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_pattern(), min_size=1, max_size=4), st.lists(_SEGMENT, min_size=1, max_size=4))
 def test_agrees_with_pathspec(patterns: List[str], segments: List[str]) -> None:

@@ -13,10 +13,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
+import pytest
 from layoututil import prefix_families
 from malaunch.entrypoint.public import int_bounds
 from malaunch.sdk.backends import BACKEND_NAMES
 from malaunch.sdk.home import DEFAULT_HOME, HOME_VARIABLE
+
+pytestmark = pytest.mark.slow  # each reads and parses every module
 
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 BACKENDS = SDK / "backends"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from malaunch.sdk import JobSpec, SpecError
 from malaunch.sdk.cli import cli
 from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_text, spec_from_mapping
+
+pytestmark = pytest.mark.slow  # searches of many examples
 
 KEYS = sorted({key for keys in JOB_FIELDS.values() for key in keys} | {"gpus", "nodes", "", "0"})
 scalars = st.one_of(

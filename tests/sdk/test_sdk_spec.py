@@ -183,9 +183,9 @@ def test_relative_paths_resolve_against_job_file(tmp_path: Path) -> None:
     assert spec.inputs[1].path == "obs://b/d"
 
 
-def test_missing_job_file_is_a_spec_error(tmp_path: Path) -> None:
+def test_missing_job_file_is_a_spec_error(short_tmp: Path) -> None:
     with pytest.raises(SpecError) as info:
-        load_job_file(str(tmp_path / "nope.yaml"))
+        load_job_file(str(short_tmp / "nope.yaml"))  # the whole path is in the message
     assert "cannot be read" in str(info.value) and "nope.yaml" in str(info.value)
 
 

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+import pytest
 import tomllib
 from malaunch.sdk.backends.volcano.manifest import ENTRYPOINT
 from malaunch.sdk.spec import VolcanoOptions
@@ -94,6 +95,7 @@ def test_framework_pin_is_the_tested_one_and_the_workdir_is_the_default_code_pat
     assert [a for w, a in instructions() if w == "USER"] == ["ma-user"]
 
 
+@pytest.mark.slow
 def test_the_copied_files_build_a_wheel_with_the_package_data(tmp_path: Path) -> None:
     """What ``pip install /tmp/malaunch`` does in the image, from exactly the files the Dockerfile copies."""
     import shutil
