@@ -37,7 +37,7 @@ from ..errors import SpecError, show_value
 from ..redact import MASK, is_secret_name
 from ..sweep.spec import check_trial_variables
 from ..units import parse_duration
-from .model import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, Resources, key_text
+from .model import RUN_METHODS, CheckpointOptions, DataSpec, JobSpec, LauncherOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
@@ -55,7 +55,7 @@ _FALSE = ("false", "0", "no", "off")
 _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for",
+    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "checkpoint",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -64,6 +64,7 @@ _LAUNCHER = (
     "host_wait", "hang_timeout", "min_hosts",
 )  # fmt: skip
 _DATA = ("name", "path")
+_CHECKPOINT = ("keep",)
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -71,6 +72,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "resources": _RESOURCES,
     "launcher": _LAUNCHER,
     "data": _DATA,
+    "checkpoint": _CHECKPOINT,
     **{section.name: section.keys for section in _SECTIONS},
     "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
 }
@@ -249,6 +251,11 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             del fields[section.name]
     if "keep_for" in fields:
         fields["keep_for"] = _keep_for(fields["keep_for"])
+    if fields.get("checkpoint") is not None:
+        fields["checkpoint"] = _section(fields["checkpoint"], "checkpoint", CheckpointOptions, _CHECKPOINT)
+    for key in ("checkpoint",):
+        if key in fields and fields[key] is None:
+            del fields[key]
     for key in ("run_method", "backend", "image", "keep_for"):
         if key in fields and fields[key] is None:
             del fields[key]

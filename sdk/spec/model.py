@@ -17,7 +17,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
-  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
+  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
+- ``checkpoint``: ``keep`` (complete checkpoints kept, default 2). The section's presence gives every rank
+  ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md).
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ if TYPE_CHECKING:
     from ..backends import ModelArtsOptions, VolcanoOptions
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_KEEP",
     "DEFAULT_RUN_METHOD",
     "ELASTIC_RUN_METHODS",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
     "RUN_METHODS",
+    "CheckpointOptions",
     "DataSpec",
     "JobSpec",
     "LauncherOptions",
@@ -101,6 +105,9 @@ _HEARTBEAT_BOUNDS = _seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
 _HOST_WAIT_BOUNDS = _seconds_bounds("MALAUNCH_HOST_WAIT")
 #: ``launcher.hang_timeout``: the shim's bounds, in seconds (0: off).
 _HANG_BOUNDS = _seconds_bounds("MALAUNCH_HANG_TIMEOUT")
+#: ``checkpoint.keep``: the shim's bounds and default of MALAUNCH_CHECKPOINT_KEEP.
+_KEEP_BOUNDS = int_bounds("MALAUNCH_CHECKPOINT_KEEP")
+DEFAULT_CHECKPOINT_KEEP = int(VARIABLES["MALAUNCH_CHECKPOINT_KEEP"].default or 2)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -252,6 +259,20 @@ def _check_data(data: DataSpec, prefix: str) -> None:
 
 
 @dataclass(frozen=True)
+class CheckpointOptions:
+    """The ``checkpoint:`` section: every rank gets ``MALAUNCH_CHECKPOINT_DIR``; ``keep`` complete ones stay."""
+
+    keep: int = DEFAULT_CHECKPOINT_KEEP  # MALAUNCH_CHECKPOINT_KEEP
+
+    def __post_init__(self) -> None:
+        _check_int("checkpoint.keep", self.keep, *_KEEP_BOUNDS)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML."""
 
@@ -271,6 +292,7 @@ class JobSpec:
     volcano: VolcanoOptions = field(default_factory=lambda: new_section("volcano"))
     modelarts: Optional[ModelArtsOptions] = None
     keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
+    checkpoint: Optional[CheckpointOptions] = None  # None: no checkpoint folder
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -301,6 +323,8 @@ class JobSpec:
         }
         if self.keep_for is not None:
             data["keep_for"] = self.keep_for
+        if self.checkpoint is not None:
+            data["checkpoint"] = self.checkpoint.to_dict()
         return data
 
 
@@ -349,6 +373,8 @@ def _check_spec(spec: JobSpec) -> None:
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep)
                              or keep < 0):  # fmt: skip
         raise _fail("keep_for", "must be a duration >= 0 (seconds, or 90s, 30m, 12h, 7d, 2w)", keep)
+    if spec.checkpoint is not None and not isinstance(spec.checkpoint, CheckpointOptions):
+        raise _fail("checkpoint", "must be a mapping with keep", spec.checkpoint)
 
 
 def _check_sections(spec: JobSpec) -> None:
