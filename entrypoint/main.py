@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
     from .plan.launch_plan import LaunchPlan
     from .report.report import RunResult
     from .run.attempts import RestartOutcome
+    from .run.checkpoints import CheckpointKeeper
     from .run.events import AttemptLink
     from .run.hosts import HostsConfig
     from .run.procs.cgroup import CgroupEntry
@@ -209,6 +210,22 @@ def _say(message: str) -> None:
     _stderr(f"[{PROG}] {message}\n")
 
 
+def _checkpoint_keeper(config: ShimConfig) -> Optional[CheckpointKeeper]:
+    """The checkpoint folder's keeper, its folder checked (None without ``MALAUNCH_CHECKPOINT_DIR``). Only host 0
+    prunes: the folder is the job's, one for every host (:mod:`.run.checkpoints`).
+
+    Raises:
+        ConfigError: the folder is not writable (exit 2).
+    """
+    if config.checkpoints is None:
+        return None
+    from .run.checkpoints import CheckpointKeeper
+
+    keeper = CheckpointKeeper(config.checkpoints, config.cluster.node_rank == 0, _say)
+    keeper.check()
+    return keeper
+
+
 def _announce(plan: LaunchPlan) -> None:
     ranks = len(plan.rank_logs) or len(plan.processes)  # a launcher (torchrun, msrun) is one process for N ranks
     started = "" if ranks == len(plan.processes) else f" (started by {plan.method})"
@@ -333,6 +350,7 @@ def main(
         if options.dry_run:
             return _print_plan(launcher.plan_attempt(plan, 0, policy).render() + "\n")
         hosts = _hosts(config, plan)
+        keeper = _checkpoint_keeper(config)
         _announce(plan)
         from .run import notify
         from .run.attempts import run_with_restarts
@@ -346,11 +364,11 @@ def main(
 
         ranks_env = _without_secret(env)
         if hosts is None:
-            outcome = run_with_restarts(plan, ranks_env, policy, run, _say, launcher)
+            outcome = run_with_restarts(plan, ranks_env, policy, run, _say, launcher, keeper)
         else:
             from .run.hosts.jobloop import run_coordinated
 
-            outcome = run_coordinated(plan, ranks_env, policy, run, _say, launcher, hosts)
+            outcome = run_coordinated(plan, ranks_env, policy, run, _say, launcher, hosts, keeper)
     except EntrypointError as error:
         _error(str(error))
         return exit_code_for(error)

@@ -12,7 +12,9 @@ variable (``tests/entrypoint/test_config.py`` checks it). What each part holds:
 - ``coordinator``: a multi-host job's coordinator settings (``MALAUNCH_COORDINATOR``, ``..._PORT``,
   ``MALAUNCH_HEARTBEAT_TIMEOUT``, ``MALAUNCH_HOST_WAIT``, ``MALAUNCH_JOB_SECRET``); None on one host, where they
   are not read;
-- ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it).
+- ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it);
+- ``checkpoints``: the checkpoint folder and how many complete checkpoints to keep (``MALAUNCH_CHECKPOINT_DIR``,
+  ``MALAUNCH_CHECKPOINT_KEEP``); None without the folder.
 
 ``MALAUNCH_MIN_HOSTS`` (read with the cluster) is refused with any method but torchrun, and with the
 coordinator turned off.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_RECOVERY_DELAY",
+    "Checkpoints",
     "Coordinator",
     "MsRecovery",
     "RestartPolicy",
@@ -124,10 +127,25 @@ class Coordinator(_Frozen):
                 f"host_wait={self.host_wait}, secret_given={self.secret is not None})")  # fmt: skip
 
 
+class Checkpoints(_Frozen):
+    """The checkpoint folder (``MALAUNCH_CHECKPOINT_DIR``) and the complete checkpoints kept in it."""
+
+    __slots__ = ("directory", "keep")
+
+    directory: str
+    keep: int  # MALAUNCH_CHECKPOINT_KEEP
+
+    def __init__(self, directory: str, keep: int) -> None:
+        self._set(directory=directory, keep=keep)
+
+    def __repr__(self) -> str:
+        return f"Checkpoints(directory={self.directory!r}, keep={self.keep})"
+
+
 class ShimConfig(_Frozen):
     """Everything the shim takes from its environment, validated. Frozen."""
 
-    __slots__ = ("cluster", "coordinator", "hang_timeout", "path", "policy", "recovery")
+    __slots__ = ("checkpoints", "cluster", "coordinator", "hang_timeout", "path", "policy", "recovery")
 
     cluster: ClusterEnv
     policy: RestartPolicy
@@ -135,11 +153,13 @@ class ShimConfig(_Frozen):
     recovery: MsRecovery
     coordinator: Optional[Coordinator]
     path: str
+    checkpoints: Optional[Checkpoints]
 
     def __init__(self, cluster: ClusterEnv, policy: RestartPolicy, hang_timeout: float, recovery: MsRecovery,
-                 coordinator: Optional[Coordinator], path: str) -> None:  # fmt: skip
+                 coordinator: Optional[Coordinator], path: str,
+                 checkpoints: Optional[Checkpoints] = None) -> None:  # fmt: skip
         self._set(cluster=cluster, policy=policy, hang_timeout=hang_timeout, recovery=recovery,
-                  coordinator=coordinator, path=path)  # fmt: skip
+                  coordinator=coordinator, path=path, checkpoints=checkpoints)  # fmt: skip
 
     def __repr__(self) -> str:
         return (f"ShimConfig(method={self.cluster.method!r}, hosts={self.cluster.num_hosts}, policy={self.policy}, "
@@ -193,4 +213,7 @@ def parse_shim_config(environ: Mapping[str, str]) -> ShimConfig:
     if coordinator is not None and not coordinator.wanted and cluster.min_hosts is not None:
         raise ConfigError("MALAUNCH_MIN_HOSTS", str(cluster.min_hosts), "elastic hosts need the hosts' coordinator, "
                           "which MALAUNCH_COORDINATOR=False turns off: unset one of the two")  # fmt: skip
-    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""))
+    keep = parse_int(environ, "MALAUNCH_CHECKPOINT_KEEP")  # checked whether or not the folder is given
+    folder = raw_value(environ, "MALAUNCH_CHECKPOINT_DIR")
+    checkpoints = Checkpoints(folder, keep) if folder else None
+    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints)

@@ -169,6 +169,13 @@ _ROWS = (
     Variable("MALAUNCH_NOTIFY", "text", "input", _S, "JSON: the job's notification targets (webhooks, commands), "
              "the events each wants and the timeout; host 0's shim sends the job's events (secrets stay in the "
              "variables the targets name)", sdk_field="notify"),
+    # ---- inputs: checkpoints (docs/recovery.md#checkpoints)
+    Variable("MALAUNCH_CHECKPOINT_DIR", "path", "input", ("sdk", "user"), "the checkpoint folder: one sub-folder per "
+             "checkpoint, complete once it holds .complete (made at start; not writable: exit 2)",
+             sdk_field="checkpoint"),
+    Variable("MALAUNCH_CHECKPOINT_KEEP", "int", "input", ("sdk", "user"), "complete checkpoints kept in "
+             "MALAUNCH_CHECKPOINT_DIR (older ones go between attempts)", default=2, minimum=1, maximum=1000,
+             sdk_field="checkpoint.keep"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -202,6 +209,8 @@ _ROWS = (
     Variable("MALAUNCH_TORCHRUN_RESTART_COUNT", "int", "output", _SH,
              "torchrun, MA_MAX_RESTARTS > 0: torchrun's own count (0)"),
     Variable("MALAUNCH_SHIM_TOKEN", "text", "output", _SH, "every process: finds the job's descendants"),
+    Variable("MALAUNCH_RESUME_FROM", "path", "output", _SH, "with MALAUNCH_CHECKPOINT_DIR: the newest complete "
+             "checkpoint's folder, once there is one"),
     Variable("MALAUNCH_PROGRESS_FILE", "path", "output", _SH, "with MALAUNCH_HANG_TIMEOUT: a file under the "
              "attempt's log folder; touching it counts as output"),
 )
@@ -211,6 +220,8 @@ class Name:
     spell them, so a misspelt name fails mypy and import-time use instead of setting a variable nobody reads.
     Each is a row of the table (tests/entrypoint/test_contract_strict.py)."""
 
+    MALAUNCH_CHECKPOINT_DIR = "MALAUNCH_CHECKPOINT_DIR"
+    MALAUNCH_CHECKPOINT_KEEP = "MALAUNCH_CHECKPOINT_KEEP"
     MALAUNCH_COORDINATOR_PORT = "MALAUNCH_COORDINATOR_PORT"
     MALAUNCH_GRACE_PERIOD = "MALAUNCH_GRACE_PERIOD"
     MALAUNCH_HANG_TIMEOUT = "MALAUNCH_HANG_TIMEOUT"

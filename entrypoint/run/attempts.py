@@ -9,7 +9,9 @@ own (``RunResult.launcher_attempts``). The policy is :mod:`.policy`'s.
 
 :class:`AttemptLoop` runs every attempt, on one host and on several; who decides what comes next is its subclass
 (template methods, as torch elastic's agent has them): :class:`HostAlone`, this host alone, or
-:class:`~.hosts.jobloop.Coordinated`, the job's coordinator (several hosts).
+:class:`~.hosts.jobloop.Coordinated`, the job's coordinator (several hosts). With a checkpoint folder
+(:mod:`.checkpoints`) the loop, the same for both, checks it before anything starts and, before every attempt,
+prunes it (host 0) and gives the attempt ``MALAUNCH_RESUME_FROM``.
 
 Contract of :func:`run_with_restarts` (:class:`HostAlone`):
 
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
 from . import notify
+from .checkpoints import CheckpointKeeper
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
 
@@ -127,8 +130,10 @@ class AttemptLoop:
 
     def __init__(self, plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy, run: RunFunction,
                  say: Callable[[str], None], launcher: Launcher,
-                 plan_policy: Optional[RestartPolicy] = None) -> None:  # fmt: skip
+                 plan_policy: Optional[RestartPolicy] = None,
+                 checkpoints: Optional[CheckpointKeeper] = None) -> None:  # fmt: skip
         self.started = time.monotonic()
+        self.checkpoints = checkpoints  # the checkpoint folder's keeper (None: no MALAUNCH_CHECKPOINT_DIR)
         self.plan, self.base_env, self.policy, self.run_one, self.say = plan, base_env, policy, run, say
         self.launcher = launcher
         self.plan_policy = plan_policy if plan_policy is not None else policy  # the policy attempts are planned with
@@ -142,6 +147,8 @@ class AttemptLoop:
         """Run attempts until the decider ends the loop; a stop signal between attempts ends it at once."""
         from .procs import selfproc  # Linux only (fcntl): imported when a plan runs (other hosts: the refusal line)
 
+        if self.checkpoints is not None:  # before begin(): no host's rank of this run has started
+            self.checkpoints.clear_stale_parts()
         with selfproc.stop_signal_handlers(self.stop.on_signal):
             self.begin()
             try:
@@ -152,7 +159,7 @@ class AttemptLoop:
                         self.say(note)
                     self.starting(step)
                     self.announce(step, "running")
-                    result = self.run_one(attempt_plan, self.base_env, **self.run_options(step))
+                    result = self.run_one(attempt_plan, self.attempt_env(step), **self.run_options(step))
                     step = self.after(step, result, attempt_plan.log_dir)
                 return step
             finally:
@@ -187,6 +194,13 @@ class AttemptLoop:
         return {}
 
     # -- what every decider uses ----------------------------------------------------------------------------------
+    def attempt_env(self, index: int) -> Mapping[str, str]:
+        """Attempt ``index``'s environment: the base one, with the checkpoint to resume from (:mod:`.checkpoints`)."""
+        if self.checkpoints is None:
+            return self.base_env
+        self.checkpoints.before(index)
+        return self.checkpoints.env(self.base_env)
+
     def announce(self, attempt: int, state: str, waiting: "Optional[Dict[str, Any]]" = None) -> None:
         """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart;
         ``waiting``: the lost host the hosts wait for (state ``waiting``)."""
@@ -272,10 +286,12 @@ def run_with_restarts(
     run: RunFunction,
     say: Callable[[str], None],
     launcher: Optional[Launcher] = None,
+    checkpoints: Optional[CheckpointKeeper] = None,
 ) -> RestartOutcome:
     """Run ``plan`` with ``run`` (``run_plan``), restarting the group as ``policy`` and the plan's ``launcher``
-    allow (None: the defaults, every process a rank)."""
-    return HostAlone(plan, base_env, policy, run, say, launcher if launcher is not None else Launcher()).run()
+    allow (None: the defaults, every process a rank); ``checkpoints``: the checkpoint folder's keeper."""
+    return HostAlone(plan, base_env, policy, run, say, launcher if launcher is not None else Launcher(),
+                     checkpoints=checkpoints).run()  # fmt: skip
 
 
 def _attempt_result(item: LauncherAttempt) -> RunResult:

@@ -38,7 +38,7 @@ from ..notify.targets import TARGET_KEYS, targets_from_data
 from ..redact import MASK, is_secret_name
 from ..sweep.spec import check_trial_variables
 from ..units import parse_duration
-from .model import RUN_METHODS, DataSpec, JobSpec, LauncherOptions, Resources, key_text
+from .model import RUN_METHODS, CheckpointOptions, DataSpec, JobSpec, LauncherOptions, Resources, key_text
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
@@ -57,7 +57,7 @@ _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(Job
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
     "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",
-    "priority",
+    "priority", "checkpoint",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -66,6 +66,7 @@ _LAUNCHER = (
     "host_wait", "hang_timeout", "min_hosts",
 )  # fmt: skip
 _DATA = ("name", "path")
+_CHECKPOINT = ("keep",)
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
@@ -73,6 +74,7 @@ JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
     "resources": _RESOURCES,
     "launcher": _LAUNCHER,
     "data": _DATA,
+    "checkpoint": _CHECKPOINT,
     **{section.name: section.keys for section in _SECTIONS},
     "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
     "notify": TARGET_KEYS,
@@ -256,7 +258,9 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         fields["notify"] = targets_from_data(fields["notify"])
     if isinstance(fields.get("notify_timeout"), str):
         fields["notify_timeout"] = _duration("notify_timeout", fields["notify_timeout"])
-    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority"):
+    if fields.get("checkpoint") is not None:
+        fields["checkpoint"] = _section(fields["checkpoint"], "checkpoint", CheckpointOptions, _CHECKPOINT)
+    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority", "checkpoint"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):

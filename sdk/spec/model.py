@@ -19,7 +19,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``priority`` (the local queue: a higher one goes ahead of jobs submitted earlier);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
-  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are.
+  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
+- ``checkpoint``: ``keep`` (complete checkpoints kept, default 2). The section's presence gives every rank
+  ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md).
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ if TYPE_CHECKING:
     from ..backends import ModelArtsOptions, VolcanoOptions
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_KEEP",
     "DEFAULT_RUN_METHOD",
     "ELASTIC_RUN_METHODS",
     "RESERVED_ENV",
     "RESTART_ON_WORDS",
     "RUN_METHODS",
+    "CheckpointOptions",
     "DataSpec",
     "JobSpec",
     "LauncherOptions",
@@ -104,6 +108,9 @@ _HEARTBEAT_BOUNDS = _seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
 _HOST_WAIT_BOUNDS = _seconds_bounds("MALAUNCH_HOST_WAIT")
 #: ``launcher.hang_timeout``: the shim's bounds, in seconds (0: off).
 _HANG_BOUNDS = _seconds_bounds("MALAUNCH_HANG_TIMEOUT")
+#: ``checkpoint.keep``: the shim's bounds and default of MALAUNCH_CHECKPOINT_KEEP.
+_KEEP_BOUNDS = int_bounds("MALAUNCH_CHECKPOINT_KEEP")
+DEFAULT_CHECKPOINT_KEEP = int(VARIABLES["MALAUNCH_CHECKPOINT_KEEP"].default or 2)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -255,6 +262,20 @@ def _check_data(data: DataSpec, prefix: str) -> None:
 
 
 @dataclass(frozen=True)
+class CheckpointOptions:
+    """The ``checkpoint:`` section: every rank gets ``MALAUNCH_CHECKPOINT_DIR``; ``keep`` complete ones stay."""
+
+    keep: int = DEFAULT_CHECKPOINT_KEEP  # MALAUNCH_CHECKPOINT_KEEP
+
+    def __post_init__(self) -> None:
+        _check_int("checkpoint.keep", self.keep, *_KEEP_BOUNDS)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-shaped data."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML."""
 
@@ -277,6 +298,7 @@ class JobSpec:
     notify: Tuple[NotifyTarget, ...] = ()  # who is told of the job's events (malaunch.sdk.notify)
     notify_timeout: Optional[float] = None  # seconds each event's delivery may take in all (None: 10)
     priority: int = 0  # the local queue: a higher one starts before the jobs submitted earlier
+    checkpoint: Optional[CheckpointOptions] = None  # None: no checkpoint folder
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -313,6 +335,8 @@ class JobSpec:
             data["notify_timeout"] = self.notify_timeout
         if self.priority:
             data["priority"] = self.priority
+        if self.checkpoint is not None:
+            data["checkpoint"] = self.checkpoint.to_dict()
         return data
 
 
@@ -364,6 +388,8 @@ def _check_spec(spec: JobSpec) -> None:
     check_targets(spec.notify)
     check_notify_timeout(spec.notify_timeout)
     _check_int("priority", spec.priority, -1000, 1000)
+    if spec.checkpoint is not None and not isinstance(spec.checkpoint, CheckpointOptions):
+        raise _fail("checkpoint", "must be a mapping with keep", spec.checkpoint)
 
 
 def _check_sections(spec: JobSpec) -> None:

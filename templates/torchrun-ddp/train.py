@@ -7,10 +7,14 @@ needs no port here. Runs on CPU. Exit code 0 when the sum is right, 1 when it is
 What makes it survive a host lost or taken back in (an elastic job, ``launcher.min_hosts``; each change starts
 the script again with another world size, docs/recovery.md#surviving-a-change-of-world-size):
 
-- **checkpoint each epoch**: rank 0 writes the model and the next epoch to ``--checkpoint-dir`` (a temporary
-  file renamed over ``checkpoint.pt``, so a rank killed while writing leaves the previous one whole);
-- **resume**: at start rank 0 reads the checkpoint if there is one and broadcasts it, so every rank starts from
-  the same weights and epoch whatever the world size (only rank 0 needs to see the folder);
+- **checkpoint each epoch** through the contract (the job file's ``checkpoint:`` section gives every rank
+  ``MALAUNCH_CHECKPOINT_DIR``, docs/recovery.md#checkpoints): rank 0 writes the model and the next epoch into
+  ``<folder>/step-<epoch>/model.pt`` with ``malaunch.entrypoint.checkpoint.save``, which writes ``.complete``
+  last, so a rank killed while writing leaves the checkpoint incomplete and the one before is used;
+  ``--checkpoint-dir`` names another folder;
+- **resume**: at start rank 0 reads ``MALAUNCH_RESUME_FROM`` (the newest complete checkpoint, set by the shim)
+  if there is one and broadcasts it, so every rank starts from the same weights and epoch whatever the world size
+  (only rank 0 needs to see the folder);
 - **shard by the current world**: rank ``r`` of ``w`` trains on samples ``r, r + w, r + 2w, ...``, read from
   the process group at every start (never from the job file), and gradients are averaged over ``w``.
 
@@ -30,6 +34,7 @@ from typing import List, Mapping, Optional
 
 import torch
 import torch.distributed as dist
+from malaunch.entrypoint import checkpoint
 
 SAMPLES = 64
 
@@ -46,30 +51,35 @@ def expected_world_sizes(environ: Mapping[str, str]) -> Optional[List[int]]:
     return [count * per_host for count in range(least, hosts + 1)]
 
 
-def checkpoint_dir(given: Optional[str], environ: Mapping[str, str]) -> str:
-    """``--checkpoint-dir``, else ``checkpoints`` beside the code (``MA_JOB_DIR``), else in the working folder."""
-    return given or os.path.join(environ.get("MA_JOB_DIR") or ".", "checkpoints")
+def checkpoint_dir(given: Optional[str], environ: Mapping[str, str]) -> Optional[str]:
+    """``--checkpoint-dir``, else ``MALAUNCH_CHECKPOINT_DIR`` (the job file's ``checkpoint:`` section), else None
+    (no checkpoints)."""
+    return given or checkpoint.directory(environ)
 
 
-def resume(model: torch.nn.Module, path: str, rank: int) -> int:
+def resume(model: torch.nn.Module, folder: Optional[str], rank: int) -> int:
     """Every rank gets rank 0's checkpoint (weights, next epoch); 0 when there is none."""
     start = torch.zeros(1, dtype=torch.int64)
-    if rank == 0 and os.path.isfile(path):
-        saved = torch.load(path)
+    found = None
+    if rank == 0 and folder is not None:
+        newest = checkpoint.latest(folder)
+        given = os.environ.get("MALAUNCH_RESUME_FROM") if folder == checkpoint.directory() else None
+        found = given or (newest.path if newest is not None else None)
+    if found is not None:
+        saved = torch.load(os.path.join(found, "model.pt"))
         model.load_state_dict(saved["model"])
         start[0] = int(saved["epoch"])
+        print(f"resuming from {found}", flush=True)
     dist.broadcast(start, src=0)
     for parameter in model.parameters():
         dist.broadcast(parameter.data, src=0)
     return int(start.item())
 
 
-def save(model: torch.nn.Module, path: str, epoch: int) -> None:
-    """Rank 0's checkpoint after ``epoch``: written whole or not at all."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path}.{os.getpid()}.tmp"
-    torch.save({"model": model.state_dict(), "epoch": epoch + 1}, partial)
-    os.replace(partial, path)
+def save(model: torch.nn.Module, folder: str, epoch: int) -> None:
+    """Rank 0's checkpoint after ``epoch`` (rank 0 alone writes it: the one part of the save)."""
+    with checkpoint.save(epoch + 1, folder, rank=0, ranks=1) as target:
+        torch.save({"model": model.state_dict(), "epoch": epoch + 1}, os.path.join(target, "model.pt"))
 
 
 def train(options: argparse.Namespace, rank: int, world: int) -> None:
@@ -77,10 +87,10 @@ def train(options: argparse.Namespace, rank: int, world: int) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    path = os.path.join(checkpoint_dir(options.checkpoint_dir, os.environ), "checkpoint.pt")
-    start = resume(model, path, rank)
+    folder = checkpoint_dir(options.checkpoint_dir, os.environ)
+    start = resume(model, folder, rank)
     if rank == 0 and start:
-        print(f"resumed at epoch {start} from {path}", flush=True)
+        print(f"resumed at epoch {start} from {folder}", flush=True)
     inputs = torch.linspace(-1.0, 1.0, SAMPLES).unsqueeze(1)
     shard = inputs[rank::world]
     for epoch in range(start, options.epochs):
@@ -92,8 +102,9 @@ def train(options: argparse.Namespace, rank: int, world: int) -> None:
                 dist.all_reduce(parameter.grad, op=dist.ReduceOp.SUM)
                 parameter.grad /= world
         optimizer.step()
+        if rank == 0 and folder is not None:
+            save(model, folder, epoch)
         if rank == 0:
-            save(model, path, epoch)
             print(f"epoch {epoch + 1}/{options.epochs}: world size {world}, {len(shard)} samples per rank, "
                   f"loss {loss.item():.4f}", flush=True)  # fmt: skip
         time.sleep(options.epoch_seconds)
@@ -104,7 +115,8 @@ def main() -> int:
     parser.add_argument("--expect-world-size", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--epoch-seconds", type=float, default=0.0, help="pause after each epoch (a longer run)")
-    parser.add_argument("--checkpoint-dir", default=None, help="a folder every host sees (default: see checkpoint_dir)")
+    parser.add_argument("--checkpoint-dir", default=None, help="a folder every host sees (default: "
+                        "MALAUNCH_CHECKPOINT_DIR, from the job file's checkpoint: section)")
     options = parser.parse_args()
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()

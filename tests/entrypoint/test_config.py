@@ -39,9 +39,14 @@ PUBLIC_NAMES = "__init__.py"
 OS_READERS = frozenset({"environ", "environb", "getenv", "getenvb"})
 
 
+#: Modules of the package that run in the ranks, not in the shim: they read the environment the shim gave them.
+RANK_SIDE = ("checkpoint.py",)
+
+
 def _modules() -> Iterator[Tuple[str, ast.AST]]:
     for path in sorted(SHIM.rglob("*.py")):
-        yield path.relative_to(SHIM).as_posix(), ast.parse(path.read_text())
+        if path.relative_to(SHIM).as_posix() not in RANK_SIDE:
+            yield path.relative_to(SHIM).as_posix(), ast.parse(path.read_text())
 
 
 def _names(tree: ast.AST) -> Iterator[Tuple[int, str]]:

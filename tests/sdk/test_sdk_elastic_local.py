@@ -34,7 +34,7 @@ def _submit(tmp_path: Path, cli_env: Dict[str, str], home: Path, epochs: int) ->
     job.write_text(yaml.safe_dump({
         "name": "elastic", "run_method": "torchrun", "code_dir": str(TEMPLATES / "torchrun-ddp"),
         "boot_file": "train.py", "args": ["--epochs", str(epochs), "--epoch-seconds", "0.5"],
-        "resources": {"hosts": 2, "devices_per_host": 1}, "env": {"OMP_NUM_THREADS": "1"},
+        "resources": {"hosts": 2, "devices_per_host": 1}, "env": {"OMP_NUM_THREADS": "1"}, "checkpoint": {},
         "launcher": {"min_hosts": 1, "grace_period": 3, "heartbeat_timeout": 3, "host_wait": 3},
     }))  # fmt: skip
     submitted = ma_submit(["--detach", str(job)], cli_env)

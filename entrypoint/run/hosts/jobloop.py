@@ -36,6 +36,7 @@ from ...report.report import Failure, RunResult
 from .. import notify
 from ..attempt_status import note_event
 from ..attempts import AttemptLoop, RestartOutcome, Step
+from ..checkpoints import CheckpointKeeper
 from ..events import Event
 from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
@@ -91,9 +92,10 @@ def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Ca
 
 
 def run_coordinated(plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy, run: Callable[..., RunResult],
-                    say: Callable[[str], None], launcher: Launcher, config: HostsConfig) -> RestartOutcome:  # fmt: skip
+                    say: Callable[[str], None], launcher: Launcher, config: HostsConfig,
+                    checkpoints: Optional[CheckpointKeeper] = None) -> RestartOutcome:  # fmt: skip
     """Run ``plan``'s attempts as the job's coordinator says (see the module's docstring)."""
-    return Coordinated(plan, base_env, policy, run, say, launcher, config).run()
+    return Coordinated(plan, base_env, policy, run, say, launcher, config, checkpoints).run()
 
 
 class Coordinated(AttemptLoop):
@@ -101,8 +103,8 @@ class Coordinated(AttemptLoop):
 
     def __init__(self, plan: LaunchPlan, base_env: Mapping[str, str], policy: RestartPolicy,
                  run: Callable[..., RunResult], say: Callable[[str], None], launcher: Launcher,
-                 config: HostsConfig) -> None:  # fmt: skip
-        super().__init__(plan, base_env, policy, run, say, launcher, _plan_policy(policy, config))
+                 config: HostsConfig, checkpoints: Optional[CheckpointKeeper] = None) -> None:  # fmt: skip
+        super().__init__(plan, base_env, policy, run, say, launcher, _plan_policy(policy, config), checkpoints)
         self.config = config
         self.server: Optional[Coordinator] = None
         self.link: Optional[HostLink] = None

@@ -78,6 +78,12 @@ class JobPaths(NamedTuple):
         return os.path.join(self.job_dir, "outputs", name)
 
     @property
+    def checkpoint_dir(self) -> str:
+        """The job's checkpoint folder (``MALAUNCH_CHECKPOINT_DIR``): outlives every restart of a rank, a host or
+        the job, as the job folder does."""
+        return os.path.join(self.job_dir, "checkpoints")
+
+    @property
     def runner_pid_file(self) -> str:
         """The detached runner's pid, written when it is started."""
         return os.path.join(self.job_dir, "runner.pid")

@@ -11,6 +11,7 @@ Job directory layout (``<home>/jobs/<job id>/``)::
     code/<code folder>/...                      snapshot of code_dir (MA_JOB_DIR=code)
     hosts/<i>/console.log  hosts/<i>/report.json  hosts/<i>/logs/
     outputs/<name>/                             outputs without a path
+    checkpoints/                                with a checkpoint: section (MALAUNCH_CHECKPOINT_DIR)
 """
 
 from __future__ import annotations
@@ -280,6 +281,10 @@ def plan_local(
     notify = notify_variable(spec, job_id, "local")
     if notify is not None:  # host 0's shim sends the job's events; secrets stay in the variables named
         common[Name.MALAUNCH_NOTIFY] = notify
+    if spec.checkpoint is not None:
+        common[Name.MALAUNCH_CHECKPOINT_DIR] = paths.checkpoint_dir
+        common[Name.MALAUNCH_CHECKPOINT_KEEP] = str(spec.checkpoint.keep)
+        dirs.append(paths.checkpoint_dir)
     launcher_env = contract.launcher_env(spec, open_port=AUTO)
     auto = [name for name, value in launcher_env.items() if value == AUTO]
     common.update(launcher_env)

@@ -143,6 +143,9 @@ class ModelArtsBackend(Backend):
             notes.append("resources.devices_per_host is set by the flavor on ModelArts (MA_NUM_GPUS)")
         if spec.keep_for is not None:
             notes.append("keep_for is not applied on ModelArts: the platform keeps its jobs; delete them there")
+        if spec.checkpoint is not None:
+            notes.append("checkpoint: is not applied on ModelArts yet: no MALAUNCH_CHECKPOINT_DIR is set; the "
+                         "script's own folder must survive a retry (docs/recovery.md#checkpoints)")  # fmt: skip
         return SubmitPlan(
             backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=tuple(notes)
         )

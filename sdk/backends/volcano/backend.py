@@ -162,6 +162,9 @@ class VolcanoBackend(Backend):
             notes.append(f"no volcano.namespace: the job goes to the kubeconfig context's namespace ({chosen})")
         if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
             notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")
+        if spec.checkpoint is not None:
+            notes.append("checkpoint: is not applied on Volcano yet: no MALAUNCH_CHECKPOINT_DIR is set; the "
+                         "script's own folder must survive a restart (docs/recovery.md#checkpoints)")  # fmt: skip
         request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
         plan_id = f"{chosen}/{name}" if chosen else name
         return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))

@@ -1,0 +1,199 @@
+"""Checkpoints for training scripts: the newest complete one, a save every rank takes part in, and progress.
+
+Standard library only; it ships with the shim, so ``from malaunch.entrypoint import checkpoint`` works in any
+image that has the shim. It follows the contract the shim keeps (``MALAUNCH_CHECKPOINT_DIR``,
+``MALAUNCH_RESUME_FROM``; the layout in :mod:`.contract.checkpoint_dir`)::
+
+    from malaunch.entrypoint import checkpoint
+
+    start = 0
+    resume = checkpoint.resume_from()          # None on the first attempt
+    if resume:
+        state = torch.load(f"{resume}/rank-{rank}.pt"); start = state["step"]
+    for step in range(start, total):
+        train(step)
+        checkpoint.progress(step + 1, total)
+        if (step + 1) % every == 0:
+            with checkpoint.save(step + 1) as folder:   # every rank writes its own part
+                torch.save(state, f"{folder}/rank-{rank}.pt")
+
+:func:`save` marks the checkpoint complete only once every rank of the job has finished its part: each rank, as
+its ``with`` block ends without an error, leaves a file in the checkpoint's ``.parts`` folder naming its step and
+its attempt; the rank that then finds every rank's part of this attempt there writes ``.complete`` (through a
+hard link, so exactly one rank does, and whole). No collective of the training framework is used, so it works the
+same for ``torch.save``, torch's distributed checkpoint and MindSpore's ``ModelCheckpoint``. A rank killed in the
+middle leaves the folder incomplete: the shim never offers it, and the next attempt resumes from the one before.
+
+:func:`progress` touches ``MALAUNCH_PROGRESS_FILE`` when hang detection is on (a step counts as output) and
+records the rank's step in ``<checkpoint folder>/.progress/rank-<R>.json``, where the shim reads it between
+attempts (its console line says how far the last attempt got).
+
+The rank and the number of ranks are ``RANK``/``WORLD_SIZE`` (torchrun, the fan-out), else ``RANK_ID``/
+``RANK_SIZE`` (MindSpore), else 0 and 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import Iterator, Mapping, Optional, Tuple
+
+from .contract._record import NamedTuple
+from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, scan
+from .report.atomicfile import write_atomic
+
+__all__ = ["Checkpoint", "directory", "folder_name", "latest", "progress", "rank_and_size", "resume_from", "save"]
+
+DIR_VAR = "MALAUNCH_CHECKPOINT_DIR"
+RESUME_VAR = "MALAUNCH_RESUME_FROM"
+PROGRESS_VAR = "MALAUNCH_PROGRESS_FILE"
+#: What tells one attempt's parts from another's (the shim's attempt, then torchrun's own restart count).
+_ATTEMPT_VARS = ("MALAUNCH_ATTEMPT", "MALAUNCH_TORCHRUN_RESTART_COUNT")
+
+
+class Checkpoint(NamedTuple):
+    """A complete checkpoint: its folder, its name, and the step and time its ``.complete`` records."""
+
+    path: str
+    name: str
+    step: int
+    time: float
+
+
+def directory(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The job's checkpoint folder (``MALAUNCH_CHECKPOINT_DIR``), or None when the job has none."""
+    return (os.environ if environ is None else environ).get(DIR_VAR) or None
+
+
+def folder_name(step: int) -> str:
+    """The sub-folder :func:`save` uses for ``step`` (sorts by step: ``step-00000040``)."""
+    return f"step-{step:08d}"
+
+
+def latest(folder: Optional[str] = None) -> Optional[Checkpoint]:
+    """The newest complete checkpoint in ``folder`` (default: the job's), or None."""
+    where = folder if folder is not None else directory()
+    if where is None:
+        return None
+    best = newest(scan(where))
+    if best is None or best.marker is None:
+        return None
+    return Checkpoint(best.path, best.name, best.marker.step, best.marker.time)
+
+
+def resume_from(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The folder to resume from: ``MALAUNCH_RESUME_FROM`` as the shim set it, else the newest complete one, else
+    None (start from the beginning)."""
+    env = os.environ if environ is None else environ
+    given = env.get(RESUME_VAR)
+    if given:
+        return given
+    found = latest(directory(env))
+    return found.path if found is not None else None
+
+
+def rank_and_size(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, int]:
+    """This process's rank and the job's number of ranks (see the module's docstring)."""
+    env = os.environ if environ is None else environ
+    for rank_var, size_var in (("RANK", "WORLD_SIZE"), ("RANK_ID", "RANK_SIZE")):
+        if env.get(rank_var, "").isdigit() and env.get(size_var, "").isdigit():
+            return int(env[rank_var]), int(env[size_var])
+    return 0, 1
+
+
+def _attempt(env: Mapping[str, str]) -> str:
+    return ".".join(env.get(name, "0") or "0" for name in _ATTEMPT_VARS)
+
+
+@contextlib.contextmanager
+def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None, ranks: Optional[int] = None,
+         environ: Optional[Mapping[str, str]] = None) -> Iterator[str]:  # fmt: skip
+    """Save checkpoint ``step``: yields its folder (``<checkpoint folder>/step-<N>``, made) for this rank's part.
+
+    When the block ends without an error, this rank's part is recorded; the rank that finds every rank's part of
+    this attempt writes ``.complete`` (see the module's docstring). An error in the block records nothing.
+
+    Args:
+        step: the step the checkpoint holds (``.complete`` records it; the newest is the largest).
+        folder: the checkpoint folder (default: ``MALAUNCH_CHECKPOINT_DIR``).
+        rank, ranks: this rank and the number of ranks (default: from the environment).
+
+    Raises:
+        ValueError: no checkpoint folder, a bad step, or that step's checkpoint is complete already.
+    """
+    env = os.environ if environ is None else environ
+    where = folder if folder is not None else directory(env)
+    if where is None:
+        raise ValueError(f"no checkpoint folder: {DIR_VAR} is unset; add a checkpoint: section to the job file, "
+                         "or pass folder=")  # fmt: skip
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be a whole number >= 0, not {step!r}")
+    found_rank, found_size = rank_and_size(env)
+    me = found_rank if rank is None else rank
+    size = found_size if ranks is None else ranks
+    target = os.path.join(where, folder_name(step))
+    if os.path.exists(os.path.join(target, MARKER)):
+        raise ValueError(f"checkpoint {target} is complete already; save each step once (resume from "
+                         f"{RESUME_VAR})")  # fmt: skip
+    os.makedirs(os.path.join(target, PARTS), exist_ok=True)
+    yield target
+    attempt = _attempt(env)
+    part = {"step": step, "attempt": attempt, "rank": me}
+    write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
+    if _parts_done(target, step, attempt, size):
+        _write_marker(target, step, size, me)
+
+
+def _parts_done(target: str, step: int, attempt: str, size: int) -> bool:
+    """Whether every rank's part of this attempt's save of ``step`` is recorded."""
+    done = set()
+    try:
+        names = os.listdir(os.path.join(target, PARTS))
+    except OSError:
+        return False
+    for name in names:
+        if not name.startswith("rank-"):
+            continue
+        try:
+            with open(os.path.join(target, PARTS, name), "rb") as handle:
+                value = json.loads(handle.read(4096).decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(value, dict) and value.get("step") == step and value.get("attempt") == attempt:
+            done.add(value.get("rank"))
+    return done >= set(range(size))
+
+
+def _write_marker(target: str, step: int, size: int, rank: int) -> None:
+    """Write ``.complete`` whole, once: a finished temporary file linked to its name (a rank that finds it made by
+    another leaves it)."""
+    temp = os.path.join(target, f".complete-{rank}-{os.getpid()}.tmp")
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write(marker_text(step, time.time(), size))
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(temp, os.path.join(target, MARKER))
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(temp)
+
+
+def progress(step: int, total: Optional[int] = None, *, environ: Optional[Mapping[str, str]] = None) -> None:
+    """Record that this rank reached ``step`` (of ``total``): a sign of life for hang detection, and the step the
+    shim reads between attempts (see the module's docstring). Never raises for a folder it cannot write."""
+    env = os.environ if environ is None else environ
+    touch = env.get(PROGRESS_VAR)
+    if touch:
+        with contextlib.suppress(OSError):
+            os.utime(touch)
+    where = directory(env)
+    if where is None:
+        return
+    rank, _ = rank_and_size(env)
+    record = {"step": step, "total": total, "time": round(time.time(), 3), "attempt": _attempt(env)}
+    with contextlib.suppress(OSError):
+        write_atomic(os.path.join(where, PROGRESS, f"rank-{rank}.json"), json.dumps(record) + "\n")

@@ -1,0 +1,117 @@
+"""The shim's side of the checkpoint contract: before each attempt, which checkpoint it resumes from, and what goes.
+
+With ``MALAUNCH_CHECKPOINT_DIR`` set (:class:`~..contract.config.Checkpoints`), the attempt loop
+(:class:`~.attempts.AttemptLoop`, one host or several) calls :meth:`CheckpointKeeper.before` ahead of every
+attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
+
+1. At start (:meth:`CheckpointKeeper.check`), the folder is made if missing and must take a file: a folder that
+   is not writable ends the shim with exit 2 and one line, before any rank starts.
+2. ``MALAUNCH_RESUME_FROM`` is the newest complete checkpoint's folder, in every attempt after one exists, and
+   unset before (a value inherited from outside is dropped). Each incomplete or damaged folder newer than it is
+   passed over with one line saying which and why.
+3. Retention (this host prunes only when it is the job's host 0, or alone): the ``keep`` newest complete
+   checkpoints stay; older complete ones go, and incomplete ones older than the newest complete one. The newest
+   complete one, and an incomplete one newer than it (a save that may still be written, or the one a killed rank
+   left), are never removed. Why host 0 alone: on several hosts the folder is one shared folder; one remover
+   means no two hosts race over the same folder, and every host still reads it to choose its resume point.
+4. Before the first attempt host 0 also clears the parts (``.parts``) left in incomplete checkpoints by an
+   earlier run of the job, so that a save of the same step in this run counts only this run's parts (within one
+   run, parts carry the attempt). On several hosts host 0 does this before its coordinator serves, so no host's
+   rank of this run is started yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Callable, Dict, List, Mapping, Optional
+
+from ..contract.checkpoint_dir import PARTS, Found, newest, reached, scan
+from ..contract.config import Checkpoints
+from ..contract.errors import ConfigError
+
+__all__ = ["RESUME_VAR", "CheckpointKeeper"]
+
+RESUME_VAR = "MALAUNCH_RESUME_FROM"
+DIR_VAR = "MALAUNCH_CHECKPOINT_DIR"
+
+
+class CheckpointKeeper:
+    """Checks the checkpoint folder at start; before each attempt, prunes it and says where the attempt resumes."""
+
+    def __init__(self, config: Checkpoints, prunes: bool, say: Callable[[str], None]) -> None:
+        self.config, self.prunes, self.say = config, prunes, say
+        self.resume: Optional[str] = None
+
+    def check(self) -> None:
+        """Make the folder if missing and prove it takes a file.
+
+        Raises:
+            ConfigError: the folder cannot be made or written (exit 2, one line).
+        """
+        folder = self.config.directory
+        probe = os.path.join(folder, f".write-test-{os.getpid()}")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with open(probe, "wb"):
+                pass
+            os.unlink(probe)
+        except OSError as error:
+            raise ConfigError(DIR_VAR, folder, f"the checkpoint folder is not writable ({error.strerror}): point "
+                              "MALAUNCH_CHECKPOINT_DIR at a folder this user can write") from None  # fmt: skip
+
+    def clear_stale_parts(self) -> None:
+        """Host 0, before the first attempt: remove the parts an earlier run left in incomplete checkpoints."""
+        if not self.prunes:
+            return
+        for item in scan(self.config.directory):
+            if not item.complete:
+                shutil.rmtree(os.path.join(item.path, PARTS), ignore_errors=True)
+
+    def before(self, attempt: int) -> Optional[str]:
+        """Before attempt ``attempt``: prune (host 0), say what is passed over; the folder to resume from."""
+        found = scan(self.config.directory)
+        best = newest(found)
+        if self.prunes and best is not None:
+            found = self._prune(found, best)
+        for item in found:
+            if not item.complete and (best is None or _newer(item, best)):
+                instead = f"; resuming from {best.name} (step {best.order()[0]})" if best is not None else ""
+                self.say(f"checkpoint {item.path} passed over: {item.why}{instead}")
+        if best is not None and (attempt > 0 or best.path != self.resume):
+            got = reached(self.config.directory)
+            far = f"; the ranks had reached step {got}" if got is not None else ""
+            self.say(f"attempt {attempt} resumes from {best.path} (step {best.order()[0]}{far}; MALAUNCH_RESUME_FROM)")
+        self.resume = best.path if best is not None else None
+        return self.resume
+
+    def env(self, base_env: Mapping[str, str]) -> Dict[str, str]:
+        """``base_env`` with ``MALAUNCH_RESUME_FROM`` as :meth:`before` chose it (unset when there is none)."""
+        env = {name: value for name, value in base_env.items() if name != RESUME_VAR}
+        if self.resume is not None:
+            env[RESUME_VAR] = self.resume
+        return env
+
+    def _prune(self, found: List[Found], best: Found) -> List[Found]:
+        """Remove what retention says goes; the folders that stay."""
+        complete = sorted((item for item in found if item.complete), key=Found.order, reverse=True)
+        doomed = {item.path for item in complete[self.config.keep :]}
+        doomed.update(item.path for item in found if not item.complete and not _newer(item, best))
+        doomed.discard(best.path)
+        removed = []
+        for item in found:
+            if item.path in doomed:
+                shutil.rmtree(item.path, ignore_errors=True)
+                if not os.path.exists(item.path):
+                    removed.append(item.name)
+        if removed:
+            self.say(f"checkpoints removed (keeping the {self.config.keep} newest complete): {', '.join(removed)}")
+        return [item for item in found if item.name not in removed]
+
+
+def _newer(item: Found, best: Found) -> bool:
+    """Whether the incomplete ``item`` is newer than the complete ``best``: by the step its parts record, else by
+    its files' times against ``best``'s."""
+    if item.step is not None:
+        return item.step >= best.order()[0]
+    return item.touched >= best.touched

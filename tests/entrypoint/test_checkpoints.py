@@ -1,0 +1,171 @@
+"""The checkpoint folder between attempts (``run/checkpoints.py``) and the scripts' helper (``checkpoint.py``), on
+real folders: which one is offered, what retention removes, a save every rank takes part in (issue 39)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+from malaunch.entrypoint import checkpoint
+from malaunch.entrypoint.contract.config import Checkpoints, parse_shim_config
+from malaunch.entrypoint.contract.errors import ConfigError
+from malaunch.entrypoint.run.checkpoints import CheckpointKeeper
+
+
+def _complete(root: Path, name: str, step: int, when: float = 1.0) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / ".complete").write_text(json.dumps({"step": step, "time": when, "ranks": 1}))
+    return folder
+
+
+def _keeper(root: Path, keep: int = 2, prunes: bool = True) -> Tuple[CheckpointKeeper, List[str]]:
+    said: List[str] = []
+    return CheckpointKeeper(Checkpoints(str(root), keep), prunes, said.append), said
+
+
+def test_the_helper_module_exports_exactly_its_api() -> None:
+    assert checkpoint.__all__ == ["Checkpoint", "directory", "folder_name", "latest", "progress", "rank_and_size",
+                                  "resume_from", "save"]  # fmt: skip
+    for name in checkpoint.__all__:
+        assert getattr(checkpoint, name) is not None
+
+
+def test_newest_is_the_recorded_step_not_the_folders_time(tmp_path: Path) -> None:
+    late = _complete(tmp_path, "b-late", 5)
+    early = _complete(tmp_path, "a-early", 9)
+    os.utime(early, (1, 1))  # the newer checkpoint's folder looks oldest
+    keeper, said = _keeper(tmp_path)
+    assert keeper.before(1) == str(early)
+    assert keeper.env({"X": "1", "MALAUNCH_RESUME_FROM": "/stale"}) == {"X": "1", "MALAUNCH_RESUME_FROM": str(early)}
+    assert late.is_dir() and said == [f"attempt 1 resumes from {early} (step 9; MALAUNCH_RESUME_FROM)"]
+
+
+def test_before_any_complete_one_the_variable_is_unset(tmp_path: Path) -> None:
+    (tmp_path / "step-1").mkdir()
+    keeper, said = _keeper(tmp_path)
+    assert keeper.before(0) is None
+    assert keeper.env({"MALAUNCH_RESUME_FROM": "/from/outside"}) == {}
+    assert said == [f"checkpoint {tmp_path / 'step-1'} passed over: it has no .complete (a save that did not finish)"]
+    assert (tmp_path / "step-1").is_dir()  # no complete one: nothing is older than it
+
+
+@pytest.mark.parametrize("text, why", [("{}", "no whole-number 'step'"), ('{"step": -1}', "no whole-number"),
+                                       ("\xff", "not JSON"), ('{"step": true}', "no whole-number")])  # fmt: skip
+def test_a_damaged_marker_is_passed_over_with_a_line(tmp_path: Path, text: str, why: str) -> None:
+    good = _complete(tmp_path, "step-3", 3)
+    bad = tmp_path / "step-6"
+    bad.mkdir()
+    (bad / ".complete").write_text(text, encoding="latin-1")
+    (bad / ".parts").mkdir()
+    (bad / ".parts" / "rank-0").write_text('{"step": 6}')
+    keeper, said = _keeper(tmp_path)
+    assert keeper.before(1) == str(good)
+    assert any(line.startswith(f"checkpoint {bad} passed over: its .complete is damaged") and why in line
+               for line in said), said  # fmt: skip
+
+
+def test_retention_keeps_keep_complete_and_never_the_one_being_written(tmp_path: Path) -> None:
+    for step in (3, 6, 9, 12):
+        _complete(tmp_path, f"step-{step:02d}", step)
+    old_unfinished = tmp_path / "step-05"
+    (old_unfinished / ".parts").mkdir(parents=True)
+    (old_unfinished / ".parts" / "rank-0").write_text('{"step": 5}')
+    writing = tmp_path / "step-15"
+    (writing / ".parts").mkdir(parents=True)
+    (writing / ".parts" / "rank-0").write_text('{"step": 15}')
+    keeper, said = _keeper(tmp_path, keep=2)
+    assert keeper.before(2) == str(tmp_path / "step-12")
+    assert sorted(os.listdir(tmp_path)) == ["step-09", "step-12", "step-15"]
+    assert "checkpoints removed (keeping the 2 newest complete): step-03, step-05, step-06" in said
+
+
+def test_only_the_pruning_host_removes(tmp_path: Path) -> None:
+    for step in (1, 2, 3):
+        _complete(tmp_path, f"step-{step}", step)
+    keeper, _ = _keeper(tmp_path, keep=1, prunes=False)
+    assert keeper.before(1) == str(tmp_path / "step-3")
+    assert sorted(os.listdir(tmp_path)) == ["step-1", "step-2", "step-3"]
+
+
+def test_an_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    keeper, _ = _keeper(tmp_path / "file" / "ckpt")
+    with pytest.raises(ConfigError, match=r"MALAUNCH_CHECKPOINT_DIR.*not writable"):
+        keeper.check()
+    keeper, _ = _keeper(tmp_path / "new" / "ckpt")
+    keeper.check()
+    assert (tmp_path / "new" / "ckpt").is_dir() and os.listdir(tmp_path / "new" / "ckpt") == []
+
+
+def test_the_config_reads_the_folder_and_keep() -> None:
+    base = {"PATH": "/usr/bin"}
+    assert parse_shim_config(base).checkpoints is None
+    found = parse_shim_config({**base, "MALAUNCH_CHECKPOINT_DIR": "/ck", "MALAUNCH_CHECKPOINT_KEEP": "5"}).checkpoints
+    assert found == Checkpoints("/ck", 5)
+    assert parse_shim_config({**base, "MALAUNCH_CHECKPOINT_DIR": "/ck"}).checkpoints == Checkpoints("/ck", 2)
+    with pytest.raises(ConfigError, match="MALAUNCH_CHECKPOINT_KEEP"):
+        parse_shim_config({**base, "MALAUNCH_CHECKPOINT_KEEP": "0"})
+
+
+def _env(root: Path, rank: int, attempt: int = 0) -> Dict[str, str]:
+    return {"MALAUNCH_CHECKPOINT_DIR": str(root), "RANK": str(rank), "WORLD_SIZE": "2",
+            "MALAUNCH_ATTEMPT": str(attempt)}  # fmt: skip
+
+
+def test_save_is_complete_only_once_every_rank_finished(tmp_path: Path) -> None:
+    with checkpoint.save(4, environ=_env(tmp_path, 0)) as folder:
+        Path(folder, "rank-0.bin").write_text("zero")
+    assert checkpoint.latest(str(tmp_path)) is None and checkpoint.resume_from(_env(tmp_path, 0)) is None
+    with checkpoint.save(4, environ=_env(tmp_path, 1)) as folder:
+        Path(folder, "rank-1.bin").write_text("one")
+    found = checkpoint.latest(str(tmp_path))
+    assert found is not None and (found.name, found.step) == ("step-00000004", 4)
+    assert json.loads(Path(found.path, ".complete").read_text())["ranks"] == 2
+    assert checkpoint.resume_from(_env(tmp_path, 0)) == found.path
+    assert [name for name in os.listdir(found.path) if name.endswith(".tmp")] == []
+    with pytest.raises(ValueError, match="complete already"), checkpoint.save(4, environ=_env(tmp_path, 0)):
+        pass
+
+
+def test_a_part_of_an_earlier_attempt_does_not_count(tmp_path: Path) -> None:
+    with checkpoint.save(6, environ=_env(tmp_path, 1, attempt=0)):
+        pass  # rank 1 finished in attempt 0; rank 0 was killed in that save
+    with checkpoint.save(6, environ=_env(tmp_path, 0, attempt=1)):
+        pass  # attempt 1: rank 0 is done, rank 1 not yet
+    assert checkpoint.latest(str(tmp_path)) is None
+    with checkpoint.save(6, environ=_env(tmp_path, 1, attempt=1)):
+        pass
+    assert checkpoint.latest(str(tmp_path)) is not None
+
+
+def test_an_error_in_the_block_records_no_part(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        with pytest.raises(RuntimeError), checkpoint.save(2, environ=_env(tmp_path, rank)):
+            raise RuntimeError("disk full")
+    assert checkpoint.latest(str(tmp_path)) is None
+
+
+def test_stale_parts_of_an_earlier_run_are_cleared_at_start(tmp_path: Path) -> None:
+    with checkpoint.save(6, environ=_env(tmp_path, 1)):
+        pass
+    keeper, _ = _keeper(tmp_path)
+    keeper.clear_stale_parts()
+    with checkpoint.save(6, environ=_env(tmp_path, 0)):
+        pass  # the same attempt number in a new run of the job: rank 1's old part no longer counts
+    assert checkpoint.latest(str(tmp_path)) is None
+
+
+def test_progress_is_recorded_where_the_shim_reads_it(tmp_path: Path) -> None:
+    touched = tmp_path / "progress"
+    touched.write_text("")
+    os.utime(touched, (1, 1))
+    env = {**_env(tmp_path / "ck", 1), "MALAUNCH_PROGRESS_FILE": str(touched)}
+    checkpoint.progress(7, 100, environ=env)
+    assert touched.stat().st_mtime > 1
+    record: Optional[Dict[str, object]] = json.loads((tmp_path / "ck" / ".progress" / "rank-1.json").read_text())
+    assert record is not None and (record["step"], record["total"]) == (7, 100)
+    checkpoint.progress(8, environ={"RANK": "0"})  # no folder, no file: nothing, no error
