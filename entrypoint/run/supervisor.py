@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, BinaryIO, Mapping, Optional, Sequence, Set, Tu
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, RunResult
-from ..report.rootcause import Death
+from ..report.rootcause import Death, teardown_signals
 from .ending import Ending
 from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
 from .hang import (
@@ -81,6 +81,7 @@ __all__ = ["TOKEN_VAR", "Failure", "RunResult", "Supervisor", "run_plan"]
 _TICK = 0.02
 _SETTLE = 0.25  # a failed process's pipes get this long to be read to their end before its log is evidence
 _ANNOUNCE_EVERY = 0.5
+_STOP_SIGNALS = teardown_signals(False, False)  # deaths a stop signal caused: collateral, never evidence
 
 
 class Supervisor:
@@ -198,8 +199,10 @@ class Supervisor:
             self.output.quiet()
             self.relauncher.pending.clear()
         says_peer = (first or held) and failure is not None and self.facts.says_peer_failed(failure, own)
-        if held and says_peer:
-            return  # another death that names a peer's failure: the hold goes on, for that peer to die by itself
+        if held and (says_peer or _stopped(failure)):
+            return  # another death that names a peer's failure, or one by a stop signal the shim never sent (a
+            # launcher's own: torchrun's monitor tick may have seen the first failure before its gate paused it):
+            # the hold goes on, for that peer to die by itself
         pause = self.plan.restart_on is None and not self.launcher.kills_peers  # torchrun without a gate of its own
         self.ending.begin(hold=says_peer, pause_launchers=pause)  # (paused while the stop is held)
         if self.link is not None and self.hosts_end is None and self.shim_signal is None and (first or held):
@@ -283,6 +286,11 @@ class Supervisor:
         failure = self.hung.failure if self.hung is not None and self.shim_signal is None else failure
         return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
                                  self.relauncher.relaunched, self.hung)  # fmt: skip
+
+
+def _stopped(death: Optional[Death]) -> bool:
+    """A death by a stop signal (SIGTERM, SIGINT, SIGHUP): it says nothing of its own about the job."""
+    return death is not None and death.code is not None and -death.code in _STOP_SIGNALS
 
 
 def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunResult:

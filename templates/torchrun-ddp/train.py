@@ -34,6 +34,7 @@ from typing import List, Mapping, Optional
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # before init_process_group (see exit_now)
 from malaunch.entrypoint import checkpoint
 
 SAMPLES = 64
@@ -143,9 +144,13 @@ def main() -> int:
 def exit_now(code: int) -> None:
     """End with ``code`` once the output is out, without the interpreter's teardown. torch 2.13 with gloo on CPU
     can abort in that teardown (SIGABRT, exit 134, ``terminate called without an active exception``) after
-    ``destroy_process_group`` has returned and ``main`` has too: about one run in 40 of two ranks here, which
-    turns a finished training into a failed job. Everything worth keeping (checkpoint, output) is written by
-    then."""
+    ``destroy_process_group`` has returned and ``main`` has too (about one run in 40 of two ranks here), when the
+    process group is still alive then. It was, until ``torch.distributed.nn`` was imported above: the first
+    optimizer imports it (through ``torch._dynamo``), and imported after ``init_process_group`` its collectives'
+    default argument ``group=group.WORLD`` keeps the group, so ``destroy_process_group`` freed nothing and gloo's
+    threads were ended only in the teardown. Imported first, the default is None and the group is gone when
+    ``destroy_process_group`` returns; the ending stays as a guard. Everything worth keeping (checkpoint, output)
+    is written by then."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -29,13 +29,13 @@ def _method_env(method: str, tmp: Path, per_host: int = 1) -> Dict[str, str]:
     return {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": str(per_host), "MA_TORCHRUN_MASTER_PORT": str(free_port())}
 
 
-def _culprit_job(hosts: list[Hosts], tmp: Path, method: str, culprit: int, per_host: int) -> Hosts:
-    """Run peer_death.py's ``slow`` case on 2 hosts x ``per_host`` ranks; the job, once every host exited 7 with
-    rank ``culprit`` as the job's root cause."""
+def _culprit_job(hosts: list[Hosts], tmp: Path, method: str, culprit: int, per_host: int, case: str = "slow") -> Hosts:
+    """Run peer_death.py's ``case`` (``slow`` or ``slow-term``) on 2 hosts x ``per_host`` ranks; the job, once every
+    host exited 7 with rank ``culprit`` as the job's root cause."""
     folder = tmp / "sync"
     folder.mkdir()
     job = Hosts(tmp, 2, {**_method_env(method, tmp, per_host), "MALAUNCH_GRACE_PERIOD": "8"}, script="peer_death.py",
-                args=(str(folder), "slow", str(culprit), str(2 * per_host)))  # fmt: skip
+                args=(str(folder), case, str(culprit), str(2 * per_host)))  # fmt: skip
     hosts.append(job)
     job.start_all()
     deadline = time.monotonic() + 120
@@ -86,3 +86,17 @@ def test_every_other_rank_of_both_hosts_dying_first_does_not_hide_the_real_failu
     # host holds for a local peer death too
     job = _culprit_job(hosts, tmp_path, method, culprit, per_host=2)
     assert "failed after a peer" in job.report(culprit // 2)["root_cause"]["why"]
+
+
+@pytest.mark.process
+@pytest.mark.torch
+def test_a_sibling_stopped_by_torchrun_itself_during_the_hold_does_not_end_it(
+    hosts: list[Hosts], tmp_path: Path
+) -> None:
+    # issue 43.6: torchrun's own 0.1 s monitor may see host 0's first failed worker (rank 0, aborting on the
+    # culprit's closed connection) before the gate pauses it, and SIGTERM rank 1. That death by a stop signal the
+    # shim never sent says nothing of its own: host 0's hold goes on, the coordinator does not end host 1, and
+    # rank 3 exits 7 by itself. peer_death.py's slow-term makes rank 1 die so every time (before: host 0 ended
+    # its hold at rank 1's death, the coordinator ended host 1, and rank 0's abort was the job's cause)
+    job = _culprit_job(hosts, tmp_path, "torchrun", 3, per_host=2, case="slow-term")
+    assert "failed after a peer" in job.report(1)["root_cause"]["why"]

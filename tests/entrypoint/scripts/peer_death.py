@@ -11,11 +11,15 @@ end ends: FIRST, or rank 0 after it), then dies 20 ms later. WORLD (default 2) r
   slow       FIRST closes the connection at T and exits 7 two seconds later (an interpreter still tearing down);
              the other prints the gloo error and "terminate called without an active exception" and aborts, so
              it dies first
+  slow-term  as slow, but rank 1 (unless it is FIRST) dies of a SIGTERM once its connection closes, silently: the
+             stop torchrun's own monitor sends a failed worker's siblings when its tick sees the failure before
+             the shim paused torchrun
 """
 
 import os
 import resource
 import select
+import signal
 import socket
 import sys
 import time
@@ -59,7 +63,7 @@ if rank == first:
         print("terminate called after throwing an instance of 'std::runtime_error'", file=sys.stderr, flush=True)
         os.abort()
     print(f"rank {rank} failing on purpose", flush=True)
-    if case == "slow":
+    if case in ("slow", "slow-term"):
         for link in links:
             os.close(link)
         time.sleep(2.0)
@@ -67,12 +71,14 @@ if rank == first:
 while all(os.read(link, 1) for link in select.select(links, [], [])[0]):  # EOF: a peer's process ended
     pass
 time.sleep(0.02)
+if case == "slow-term" and rank == 1:
+    os.kill(os.getpid(), signal.SIGTERM)  # Python's default for SIGTERM: the process dies of it
 if case == "terminate":
     print("terminate called without an active exception", file=sys.stderr, flush=True)
     os.abort()
 print(GLOO, file=sys.stderr, flush=True)
-if case == "slow":
+if case in ("slow", "slow-term"):
     print("terminate called without an active exception", file=sys.stderr, flush=True)
-if case in ("exit", "slow"):
+if case in ("exit", "slow", "slow-term"):
     os.abort()
 sys.exit(1)
