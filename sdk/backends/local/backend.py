@@ -228,6 +228,7 @@ class LocalBackend(Backend):
 
             self._start_runner(paths, new_job_secret())
         except BaseException as exc:
+            self._undo_start(paths, request)
             shutil.rmtree(paths.job_dir, ignore_errors=True)
             if isinstance(exc, OSError):
                 raise BackendError(f"cannot prepare job {plan.job_id}: {exc}; check MALAUNCH_HOME") from None
@@ -274,6 +275,20 @@ class LocalBackend(Backend):
         self._runners[paths.job_id] = proc
         with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
             handle.write(f"{proc.pid}\n")
+
+    def _undo_start(self, paths: JobPaths, request: LocalRequest) -> None:
+        """A submit that fails after its runner started (the runner's pid file could not be written, a Ctrl-C):
+        the runner, whatever it started and its network are gone, and the runner reaped, before the submit says
+        it failed. The runner is our unreaped child, so its pid is still its own; the rest is proven by job id."""
+        proc = self._runners.pop(paths.job_id, None)
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        kill_processes(lambda: job_processes(paths.job_id), grace=0.0, job_id=paths.job_id)
+        with contextlib.suppress(KeyError, TypeError, ValueError, BackendError):
+            network_from_json(dict(request.network)).teardown()
 
     # -- management ----------------------------------------------------------------------------------------
     def _job_names(self) -> List[str]:
