@@ -18,7 +18,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point (``ma-submit``); ``argv``: the arguments (default: ``sys.argv[1:]``)."""
     from . import quick
 
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = quick.verb_first(sys.argv[1:] if argv is None else argv)  # options before the verb go after it
     if quick.may_run() and quick.asks_group_help(args):
         quick.show_group_help()
     found = quick.recognise(args) if quick.may_run() else None
@@ -26,4 +26,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         quick.run(found, args)
     from .app import main as click_main  # every other argument list, and every usage error, is click's
 
-    click_main(argv)
+    click_main(args)
