@@ -410,7 +410,30 @@ class LocalBackend(Backend):
             StateWriter(paths).save_final(final)
         return self._status_of(paths)
 
+    def _check_home(self) -> None:
+        """A home that cannot hold jobs (a file, or a path under one) is an error, not an empty list; one that does
+        not exist yet holds no jobs."""
+        import stat
+
+        path = self.home
+        while True:
+            try:
+                info = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                if os.path.dirname(path) == path:
+                    return
+                path = os.path.dirname(path)
+                continue
+            except OSError as exc:
+                raise ConfigError(f"the jobs' home cannot be read ({exc.strerror})", self.home,
+                                  "set MALAUNCH_HOME to a folder of yours") from None  # fmt: skip
+            if stat.S_ISDIR(info.st_mode):
+                return
+            where = "is a file" if path == self.home else f"is under the file {path}"
+            raise ConfigError(f"the jobs' home {where}, not a folder", self.home, "set MALAUNCH_HOME to a folder")
+
     def list(self) -> List[JobStatus]:
+        self._check_home()
         found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
@@ -490,6 +513,7 @@ class LocalBackend(Backend):
         from .history import History
         from .retention import expire_due
 
+        self._check_home()
         history = History(self.home)
         snap = history.snapshot(self._read_for_history)
         page = snap.page(query, now, gone=expire_due(self.home, snap, now))
@@ -515,6 +539,7 @@ class LocalBackend(Backend):
         """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
         from .retention import prune_home
 
+        self._check_home()
         when = time.time() if now is None else now
         return prune_home(self.home, self._read_for_history, older_than, now=when, states=states, keep=keep,
                           dry_run=dry_run)  # fmt: skip
