@@ -110,6 +110,7 @@ def cli() -> None:
     ma-submit sweep JOB.yaml [--param lr=1e-3,3e-4]... | sweep status|wait|stop|logs SWEEP_ID
     ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     ma-submit configure [--profile NAME] ... | configure list|show   (then --profile NAME on any verb)
+    ma-submit host lose|restore JOB_ID HOST                (local jobs: try a recovery by hand)
     """
 
 

@@ -53,6 +53,8 @@ VERB_TABLE = (
          "Show what each host of JOB_ID uses: CPU, memory, accelerators where the platform reports them."),
     Verb("exec", "inside", "exec_cmd", "Run COMMAND inside a running host of JOB_ID and exit with its exit code."),
     Verb("configure", "app", "configure_cmd", "Write, list or show named profiles (see 'ma-submit configure --help')."),
+    Verb("host", "hostverb", "host_cmd",
+         "Lose host HOST of a running local job for good, or bring a lost one back (to try its recovery)."),
 )  # fmt: skip
 VERBS = tuple(verb.name for verb in VERB_TABLE)
 _BY_NAME: Dict[str, Verb] = {verb.name: verb for verb in VERB_TABLE}
