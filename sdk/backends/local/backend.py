@@ -433,9 +433,17 @@ class LocalBackend(Backend):
             raise ConfigError(f"the jobs' home {where}, not a folder", self.home, "set MALAUNCH_HOME to a folder")
 
     def list(self) -> List[JobStatus]:
+        """Every job, newest first, from the history index as ``ma-submit list`` reads it (:meth:`list_page`): an
+        ended job with a row is not read again. Nothing is removed (``keep_for`` is applied by the commands)."""
+        from ..listing import ListQuery
+        from .history import History
+
         self._check_home()
-        found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
-        return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+        history = History(self.home)
+        snap = history.snapshot(self._read_for_history)
+        page = snap.page(ListQuery(limit=0), time.time())
+        history.settle(snap)
+        return list(page.statuses)
 
     def events(self, job_id: str) -> List[JobEvent]:
         from .inside import local_events
