@@ -28,6 +28,7 @@ import click
 
 from ..errors import EXIT_CONFIG, MalaunchError
 from .exits import EXIT_INTERRUPTED, PROG, Outcome, finish, json_output_requested, outcome_of, said_write_failure
+from .quick import verb_first
 from .verbs import VERBS, VerbGroup
 
 __all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
@@ -48,6 +49,7 @@ class MaSubmitGroup(VerbGroup):
     """The command group: implicit ``submit`` for a job file, and the one place exit codes are decided."""
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        args = verb_first(args)  # ma-submit --profile lab list: the options given before the verb go after it
         if args and args[0] not in VERBS and args[0] not in ("--help", "-h", "--version"):
             verb = _did_you_mean(args[0])
             if verb is not None:
@@ -108,6 +110,7 @@ def cli() -> None:
     ma-submit sweep JOB.yaml [--param lr=1e-3,3e-4]... | sweep status|wait|stop|logs SWEEP_ID
     ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     ma-submit configure [--profile NAME] ... | configure list|show   (then --profile NAME on any verb)
+    ma-submit host lose|restore JOB_ID HOST                (local jobs: try a recovery by hand)
     """
 
 

@@ -7,7 +7,8 @@
 - ``stop JOB_ID [--backend NAME] [--profile NAME]``
 - ``list [--backend NAME] [--profile NAME] [--output text|json] [--limit N]``
 
-where NAME after ``--backend`` is one of the backends' names, a profile's NAME and a JOB_ID are words not
+(:func:`verb_first` first moves ``--profile``, ``--backend`` and ``--output`` given before the verb after it, on
+both paths), where NAME after ``--backend`` is one of the backends' names, a profile's NAME and a JOB_ID are words not
 starting with ``-``, and N is decimal digits. The group's own help, ``--help`` or ``-h`` alone on the line, is
 recognised by :func:`asks_group_help` when click would render it at the width of the text stored in
 :mod:`.help_text` (a terminal of 80 columns or more, or none: :mod:`.width`); :func:`show_group_help` prints that
@@ -31,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeAlias
 
-__all__ = ["Quick", "asks_group_help", "may_run", "recognise", "run", "show_group_help"]
+__all__ = ["Quick", "asks_group_help", "may_run", "recognise", "run", "show_group_help", "verb_first"]
 
 #: (verb, the parameters its function takes as click passes them, the ``--profile`` named or None)
 Quick: TypeAlias = "Tuple[str, Dict[str, Any], Optional[str]]"
@@ -49,6 +50,26 @@ _VERBS: Dict[str, Tuple[Tuple[str, ...], bool]] = {
 _COMPLETION = "_MA_SUBMIT_COMPLETE"
 #: The group's help options (``context_settings`` of the group in :mod:`.app`).
 _HELP = ("--help", "-h")
+
+
+#: The options that may come before the verb (``ma-submit --profile lab list``, as with git), each with a value.
+_LEADING = ("--profile", "--backend", "--output")
+#: Every verb of ``ma-submit`` (:data:`.verbs.VERBS`, which imports click; a test proves the two equal).
+VERB_NAMES = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec",
+              "configure", "host")  # fmt: skip
+
+
+def verb_first(args: Sequence[str]) -> List[str]:
+    """``args`` with the options given before the verb moved after it: ``--profile lab list`` is ``list --profile
+    lab``. Only :data:`_LEADING` options (``--profile NAME`` or ``--profile=NAME``) followed by a verb are moved;
+    anything else is left as it is (a job file after them is an implicit ``submit``, which takes them as given)."""
+    words = list(args)
+    at = 0
+    while at < len(words) and words[at].split("=", 1)[0] in _LEADING:
+        at += 1 if "=" in words[at] else 2
+    if 0 < at < len(words) and words[at] in VERB_NAMES:
+        return [words[at], *words[:at], *words[at + 1 :]]
+    return words
 
 
 def _defaults(verb: str) -> Dict[str, Any]:

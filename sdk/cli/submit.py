@@ -47,14 +47,26 @@ def _follow(handle: JobHandle, output: str) -> int:
     return exit_code_of(handle.status())  # pragma: no cover - follow_job always ends with an "end" event
 
 
+#: The fields a variable is set from that an option of submit sets too.
+_FIELD_OPTIONS = {"resources.hosts": "--hosts", "resources.devices_per_host": "--devices-per-host",
+                  "run_method": "--run-method"}  # fmt: skip
+
+
 def _named_option(error: SpecError, options: Mapping[str, str]) -> SpecError:
     """``error`` naming the command-line option that set its field (``--hosts``), not the job file;
     ``options``: field -> option, for the options given."""
     option = options.get(error.field)
     if option is None:
         return error
-    hint = "remove it" if option.startswith("--env") and error.hint.startswith("remove") else f"give another {option}"
-    return SpecError(option, error.problem, error.value, hint)
+    if not option.startswith("--env"):
+        return SpecError(option, error.problem, error.value, f"give another {option}")
+    field = error.hint[len("set ") : -len(" instead")] if error.hint.endswith(" instead") else ""
+    if not field:  # remove it (a variable the backend or the sweep sets itself), or another value
+        return SpecError(option, error.problem, error.value,
+                         error.hint if error.hint.startswith("remove") else f"give another {option}")  # fmt: skip
+    flag = _FIELD_OPTIONS.get(field)
+    return SpecError(option, f"is set by the backend from {field}, not by env", error.value,
+                     f"set {field} instead" + (f" (or give {flag})" if flag else ""))  # fmt: skip
 
 
 def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:

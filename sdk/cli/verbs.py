@@ -57,6 +57,8 @@ VERB_TABLE = (
     Verb("configure", "app", "configure_cmd", "Write, list or show named profiles (see 'ma-submit configure --help')."),
     Verb("ui", "ui", "ui_cmd", "Serve a page of your jobs (local, ModelArts, Volcano) on this machine and open it in a "
          "browser."),
+    Verb("host", "hostverb", "host_cmd",
+         "Lose host HOST of a running local job for good, or bring a lost one back (to try its recovery)."),
 )  # fmt: skip
 VERBS = tuple(verb.name for verb in VERB_TABLE)
 _BY_NAME: Dict[str, Verb] = {verb.name: verb for verb in VERB_TABLE}

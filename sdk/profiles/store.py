@@ -4,8 +4,10 @@
   unset or not an absolute path, as the XDG rules say); :func:`profiles_path`.
 - Which profile: the one named (``--profile NAME``), else ``$MALAUNCH_PROFILE``, else ``default`` when the file
   has it; a profile that is named but missing is an error, a missing ``default`` is no profile (:func:`select`).
-- Rules: the file is written atomically with mode 0600 (:func:`write_profile`), and refused when group or others
-  may read it, exactly as the ModelArts credentials file is; a damaged file, an unknown key or a value on several
+- Rules: the file is written atomically with mode 0600 (:func:`write_profile`). When group or others may read it,
+  every read warns once on stderr, and the secrets in it (``modelarts.ak``, ``modelarts.sk``) are refused where
+  they are read (:func:`check_private`), exactly as the ModelArts credentials file is; the rest of the profile
+  still works (a local ``list`` does not fail for it). A damaged file, an unknown key or a value on several
   lines is one clear line (:class:`~malaunch.sdk.errors.ConfigError`), never a traceback. Values are never part
   of a message or a ``repr`` (a profile may hold a secret key).
 """
@@ -25,12 +27,13 @@ from ..home import file_lock
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import configparser
-    from typing import Dict, Mapping, Optional
+    from typing import Dict, Mapping, Optional, Tuple
 
 __all__ = [
     "DEFAULT_PROFILE",
     "PROFILE_VARIABLE",
     "Profile",
+    "check_private",
     "check_profile_name",
     "profiles_path",
     "read_profiles",
@@ -52,6 +55,8 @@ class Profile(NamedTuple):
     name: str
     path: str
     values: Mapping[str, str]
+    #: The file's permission bits when it was read.
+    mode: int = 0o600
 
     def __repr__(self) -> str:  # never the values: they may hold keys
         return f"Profile(name={self.name!r}, path={self.path!r})"
@@ -78,13 +83,38 @@ def check_profile_name(name: str) -> str:
     return name
 
 
-def _check_private(path: str, info: os.stat_result) -> None:
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigError(
-            f"the profile file {path} can be read by others (mode {stat.S_IMODE(info.st_mode):o})",
-            None,
-            f"run 'chmod 600 {path}'",
-        )
+#: The shared profile files this process warned of (once each).
+_WARNED: set[str] = set()
+
+
+def _shared(path: str, mode: int) -> str:
+    return f"the profile file {path} can be read by others (mode {stat.S_IMODE(mode):o})"
+
+
+def _warn_shared(path: str, mode: int) -> None:
+    """Say once per process, on stderr, that others may read the file (its secrets are refused where read)."""
+    if not mode & (stat.S_IRWXG | stat.S_IRWXO) or path in _WARNED:
+        return
+    _WARNED.add(path)
+    import sys
+
+    try:
+        sys.stderr.write(f"ma-submit: warning: {_shared(path, mode)}; its secrets are not used until you run "
+                         f"'chmod 600 {path}'\n")  # fmt: skip
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr gone: the refusal where a secret is read still says it
+        pass
+
+
+def check_private(profile: Profile) -> Profile:
+    """``profile`` when its file is private; where a secret of it is about to be read.
+
+    Raises:
+        ConfigError: group or others may read the profile file.
+    """
+    if profile.mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(_shared(profile.path, profile.mode), None, f"run 'chmod 600 {profile.path}'")
+    return profile
 
 
 def _where(exc: configparser.Error) -> str:
@@ -97,17 +127,23 @@ def _where(exc: configparser.Error) -> str:
 
 
 def read_profiles(path: str) -> Dict[str, Dict[str, str]]:
-    """Every profile of the file at ``path`` (name -> key -> value); ``{}`` when there is no file.
+    """Every profile of the file at ``path`` (name -> key -> value); ``{}`` when there is no file. A file others
+    may read is warned of (:func:`check_private` refuses its secrets).
 
     Raises:
-        ConfigError: others may read the file, it cannot be read or parsed, or a value spans several lines.
+        ConfigError: the file cannot be read or parsed, or a value spans several lines.
     """
+    return _read_profiles(path)[0]
+
+
+def _read_profiles(path: str) -> Tuple[Dict[str, Dict[str, str]], int]:
+    """:func:`read_profiles`, and the file's mode."""
     try:
         with open(path, encoding="utf-8") as handle:
-            _check_private(path, os.fstat(handle.fileno()))
+            mode = os.fstat(handle.fileno()).st_mode
             text = handle.read()
     except FileNotFoundError:
-        return {}
+        return {}, 0o600
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
         raise ConfigError(f"cannot read the profile file {path} ({reason})", None, "fix it or remove it") from None
@@ -131,7 +167,8 @@ def read_profiles(path: str) -> Dict[str, Dict[str, str]]:
                     f"put {key} on one line, or run 'ma-submit configure --profile {name}' again",
                 )  # fmt: skip
         profiles[name] = values
-    return profiles
+    _warn_shared(path, mode)
+    return profiles, mode
 
 
 def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[Profile]:
@@ -144,7 +181,7 @@ def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[
     named = given or environ.get(PROFILE_VARIABLE) or None
     name = check_profile_name(named) if named is not None else DEFAULT_PROFILE
     path = profiles_path(environ)
-    profiles = read_profiles(path)
+    profiles, mode = _read_profiles(path)
     if name not in profiles:
         if named is None:
             return None
@@ -155,7 +192,7 @@ def select(environ: Mapping[str, str], given: Optional[str] = None) -> Optional[
             None,
             f"create it with 'ma-submit configure --profile {name}' (profiles: {known})",
         )
-    return Profile(name, path, profiles[name])
+    return Profile(name, path, profiles[name], stat.S_IMODE(mode))
 
 
 def _render(profiles: Mapping[str, Mapping[str, str]]) -> str:

@@ -102,9 +102,17 @@ def _suggest(key: str, known: Tuple[str, ...]) -> str:
     alias = _ALIASES.get(lowered)
     if alias in known:
         return f"did you mean {alias}?"
+    homes = [section for section, fields in JOB_FIELDS.items() if section and alias in fields]
+    if alias is not None and homes:  # a section's field written elsewhere (gpus: at the top, for resources)
+        return f"did you mean {homes[0]}.{alias}?"
     close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]}?"
+    elsewhere = {f"{section}.{field}": field for section, fields in JOB_FIELDS.items() if section for field in fields
+                 if fields is not known}  # fmt: skip
+    close = difflib.get_close_matches(lowered, list(elsewhere.values()), n=1, cutoff=0.8)
+    if close:  # a section's field, spelt nearly right, in another place
+        return f"did you mean {next(path for path, field in elsewhere.items() if field == close[0])}?"
     return f"known fields: {', '.join(known)}"
 
 

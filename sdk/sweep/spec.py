@@ -270,6 +270,10 @@ def parse_param_option(text: str) -> Param:
     name, sep, values = text.partition("=")
     if not sep or not values:
         raise SpecError("--param", "must be NAME=V1,V2,...", text, "e.g. --param lr=1e-3,3e-4")
+    if not _PARAM_NAME.match(name.strip()):  # named on the command line: fixed there, not in the sweep section
+        what = f"names {name.strip()!r}, not a parameter name (letters, digits, _)" if name.strip() else (
+            "has an empty parameter name before '='")  # fmt: skip
+        raise SpecError("--param", what, text, f"name it: --param lr={values}")
     words = [word.strip() for word in values.split(",")]
     parsed: List[object] = []
     for word in words:

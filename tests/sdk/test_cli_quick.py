@@ -19,8 +19,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 import pytest
+from malaunch.sdk.backends.local.jobdir import job_processes
 from malaunch.sdk.cli.app import cli
-from malaunch.sdk.cli.quick import may_run, recognise
+from malaunch.sdk.cli.quick import VERB_NAMES, may_run, recognise, verb_first
+from malaunch.sdk.cli.verbs import VERBS
 from pipeutil import into_a_pipe_that_fills_then_closes
 from sdkutil import (
     REPO,
@@ -285,3 +287,67 @@ def test_stopping_a_running_job_prints_the_same_both_ways(cli_env: Dict[str, str
     assert through_click == (0, f"job {running[1]} STOPPED\n", "")
     for job in running:
         assert_nothing_running(job)
+
+
+# --- options before the verb (issue 43: ma-submit --profile lab list read 'list' as a job file) -----------------
+
+_LEADING = {"--backend", "--profile", "--output"}
+
+
+def _leading_forms() -> List[Tuple[List[str], List[str]]]:
+    """(the form with its --backend/--profile/--output options before the verb, the recognised form)."""
+    pairs: List[Tuple[List[str], List[str]]] = []
+    for form in _recognised_forms():
+        words, front, rest = form[1:], [], []
+        while words:
+            word = words.pop(0)
+            if word in _LEADING:
+                front += [word, words.pop(0)]
+            else:
+                rest.append(word)
+        if front:
+            pairs.append(([*front, form[0], *rest], [form[0], *front, *rest]))
+    return pairs
+
+
+def test_the_quick_path_knows_every_verb() -> None:
+    assert VERB_NAMES == VERBS
+
+
+@pytest.mark.parametrize("pair", _leading_forms(), ids=lambda pair: " ".join(pair[0]))
+def test_options_before_the_verb_parse_as_after_it_both_ways(pair: Tuple[List[str], List[str]]) -> None:
+    before, after = pair
+    assert recognise(verb_first(before)) == recognise(after) is not None
+    root = click.Context(cli, info_name="ma-submit", **cli.context_settings)
+    assert cli.parse_args(root, list(before)) == after[1:]  # the click path takes the verb as its command too
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--name", "list", "job.yaml"], ["--detach", "list"], ["--profile", "lab", "job.yaml"], ["--profile", "lab"],
+     ["--profile"], ["--", "list"], ["job.yaml", "--profile", "lab"], ["--help"], ["list", "--profile", "lab"]],
+    ids=" ".join,
+)  # fmt: skip
+def test_other_words_before_a_verb_stay_where_they_are(args: List[str]) -> None:
+    assert verb_first(args) == args
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_profile_named_before_the_verb_is_used_both_ways(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    """The issue's case: ``ma-submit --profile NAME list`` (kubectl and git take options before the verb)."""
+    cli_env = {**cli_env, "XDG_CONFIG_HOME": str(tmp_path / "config")}  # this test's profiles only
+    made = ma_submit(["configure", "--profile", "lab", "--backend", "local"], cli_env)
+    assert made.returncode == 0, made.stderr
+    job = ma_submit(["--profile", "lab", "--detach", str(write_job(tmp_path / "ok", COLOURED, name="ok"))], cli_env)
+    assert job.returncode == 0, job.stderr
+    wait_for(lambda: not job_processes(job.stdout.strip()), what="the job to end")
+    for args in (["--profile", "lab", "list"], ["--profile=lab", "--output", "json", "list"],
+                 ["--profile", "lab", "--output", "json", "list"], ["--profile", "lab", "status", job.stdout.strip()]):
+        code, out, err = _run([os.path.join(VENV_BIN, "ma-submit"), *args], cli_env)
+        assert (code, err) == (0, ""), (args, err)
+        assert job.stdout.strip() in out
+        if "--output" in args or "status" in args:  # (a text list shows the job's age, which moves on)
+            assert _through_click(args, cli_env) == (code, out, err)
+    nosuch = _run([os.path.join(VENV_BIN, "ma-submit"), "--profile", "nosuch", "list"], cli_env)
+    assert nosuch[0] == 2 and "no profile 'nosuch' (--profile)" in nosuch[2], nosuch

@@ -29,7 +29,7 @@ _LIMITS = range(0, 140)
 def test_verbs_keep_their_order() -> None:
     assert VERBS == (
         "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec",
-        "notify", "configure", "ui",
+        "notify", "configure", "ui", "host",
     )  # fmt: skip
     assert len(set(VERBS)) == len(VERBS)
 

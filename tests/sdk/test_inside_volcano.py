@@ -45,6 +45,9 @@ def test_a_pending_job_says_why_from_podgroup_pods_events_and_queue(
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("unschedulable", queue="closed-q")))
     wait_for(lambda: "Insufficient" in handle.status().pending_reason, WAIT, "the PodGroup's condition")
+    # The PodGroup says why from its creation on, the pods' FailedScheduling events come once the pods exist (a
+    # later step of the cluster): under load the events were read before them (0 of 2). Wait for both.
+    wait_for(lambda: sum(e.reason == "FailedScheduling" for e in handle.events()) == 2, WAIT, "the pods' events")
     status = handle.status()
     assert status.state is JobState.PENDING
     reason = status.pending_reason

@@ -114,6 +114,20 @@ def test_list_answers_from_the_history_not_from_every_job(
     assert "SUCCEEDED" in ma_submit(["status", job_id], cli_env).stdout
 
 
+def test_list_from_python_answers_from_the_history_too(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+    """``LocalBackend.list()`` read every job's folder; it reads the index as the CLI does."""
+    job_id = _ended_job(tmp_path, cli_env, home)
+    _copies(home, job_id, 2)
+    backend = LocalBackend(home=str(home))
+    assert [s.id for s in backend.list()] == [job_id, "copy-0000", "copy-0001"]
+    assert _history_ids(home) == [job_id, "copy-0000", "copy-0001"]
+    (home / "jobs" / "copy-0000" / "state.json").write_text("{not json")  # an ended job is not read again
+    listed = {s.id: s for s in backend.list()}
+    assert listed["copy-0000"].state is JobState.SUCCEEDED, listed["copy-0000"]
+    shutil.rmtree(home / "jobs" / "copy-0001")  # a folder removed by hand drops its row
+    assert [s.id for s in backend.list()] == [job_id, "copy-0000"]
+
+
 def test_a_damaged_history_is_rebuilt_with_one_line(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job_id = _ended_job(tmp_path, cli_env, home)
     _copies(home, job_id, 2)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from malaunch.sdk import Job
 from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.pending import _ranks_spoke
 from sdkutil import wait_for, write_job
 
 pytestmark = pytest.mark.process
@@ -61,3 +62,18 @@ def test_a_master_port_not_open_yet_is_a_pending_reason(tmp_path: Path, home: Pa
         assert handle.status().pending_reason == ""  # closed again after the ranks ran: nothing waits
     finally:
         backend.stop(handle.id)
+
+
+def test_msruns_worker_logs_count_as_ranks_that_spoke(tmp_path: Path) -> None:
+    """The msrun template said 'waiting for a port: msrun's scheduler ... is not open yet' after 'AllReduce OK':
+    msrun's scheduler closes its port when the workers are done, and its workers' logs are msrun/worker_N.log
+    (msrun writes them itself), not the shim's rank-N.log, so the ranks were not seen to have run."""
+    logs = tmp_path / "logs"
+    (logs / "msrun").mkdir(parents=True)
+    (logs / "msrun" / "worker_0.log").write_text("")
+    assert not _ranks_spoke(str(logs))  # launched, nothing said yet: the port may still be waited for
+    (logs / "msrun" / "worker_0.log").write_text("AllReduce OK\n")
+    assert _ranks_spoke(str(logs))
+    (logs / "msrun" / "worker_0.log").write_text("")
+    (logs / "rank-1.log").write_text("the ranks ran\n")  # the shim's copy, as before
+    assert _ranks_spoke(str(logs))

@@ -199,11 +199,20 @@ def test_bad_name_missing_profile_damaged_or_readable_file_is_one_clear_line(env
     path = profiles_file(env)
     good = path.read_text()
 
-    path.chmod(0o644)
-    for args in (["--profile", "ma", "job.yaml", "--dry-run"], ["list"], ["configure", "show"]):
-        line = one_error_line(ma_submit(args, env, cwd=str(work)))
-        assert f"the profile file {path} can be read by others (mode 644)" in line
-        assert f"run 'chmod 600 {path}'" in line
+    path.chmod(0o644)  # others may read it: a warning wherever it is read, a refusal only where a secret is read
+    warning = (f"ma-submit: warning: the profile file {path} can be read by others (mode 644); its secrets are not "
+               f"used until you run 'chmod 600 {path}'")  # fmt: skip
+    for args in (["--profile", "ma", "job.yaml", "--dry-run"], ["list"], ["configure", "show", "--profile", "ma"],
+                 ["configure", "list"]):  # fmt: skip
+        done = ma_submit(args, env, cwd=str(work))
+        assert done.returncode == 0, (args, done.stderr)
+        assert done.stderr.splitlines().count(warning) == 1 and "error" not in done.stderr, (args, done.stderr)
+    uuid = "7afee9aa-df1c-409f-ae62-9737dcb0f2e2"
+    refused = ma_submit(["status", "--profile", "ma", "--backend", "modelarts", uuid], env)  # reads the keys
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines()[-1] == (f"ma-submit: error: the profile file {path} can be read by others "
+                                               f"(mode 644); run 'chmod 600 {path}'"), refused.stderr  # fmt: skip
+    assert SK not in refused.stderr and AK not in refused.stderr
     path.chmod(0o600)
 
     path.write_text("[ma\nbackend = modelarts\n")

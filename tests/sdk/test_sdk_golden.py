@@ -44,7 +44,7 @@ _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
 _BACKENDS = ("local", "modelarts", "volcano")
 _VERBS = (
     "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep", "notify",
-    "configure", "ui",
+    "configure", "ui", "host",
 )  # fmt: skip
 _SWEEP_VERBS = ("status", "wait", "stop", "logs", "list")
 _BOOT = "print('hello')\n"
@@ -95,6 +95,7 @@ _BAD_ARGS: Dict[str, Tuple[str, ...]] = {
     "logs-unknown-id": ("logs", "no-such-job"),
     "wait-unknown-id": ("wait", "no-such-job"),
     "delete-unknown-id": ("delete", "no-such-job"),
+    "host-unknown-id": ("host", "lose", "no-such-job", "1"),
     "prune-bad-duration": ("prune", "--older-than", "soon"),
     "sweep-status-unknown": ("sweep", "status", "no-such-sweep"),
     "sweep-bad-param": ("sweep", "--dry-run", "job.yaml", "--param", "lr"),

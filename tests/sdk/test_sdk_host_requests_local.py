@@ -52,14 +52,16 @@ def test_a_host_lost_and_given_back_rejoins_and_the_job_succeeds(
     backend = LocalBackend(home=str(home))
     shim = backend.status(job_id).hosts[1].pid
     assert shim is not None
-    status = backend.lose_host(job_id, 1)
-    assert status.state.value == "RUNNING"  # the runner did not end the job for it
+    lost = ma_submit(["host", "lose", job_id, "1"], cli_env)  # ma-submit host, as a user tries it by hand
+    assert (lost.returncode, lost.stderr) == (0, ""), lost.stderr
+    assert f"id:        {job_id}\nstate:     RUNNING\n" in lost.stdout, lost.stdout  # the job goes on without it
     wait_for(lambda: backend.status(job_id).hosts[1].state.value == "EXITED", 30, "host 1 reaped as lost")
     assert not is_job_process(shim, job_id)
     console = home / "jobs" / job_id / "hosts" / "0" / "console.log"
     wait_for(lambda: "lost" in console.read_text(), 60, "host 0's shim noticing host 1 lost")
     assert backend.status(job_id).state.value == "RUNNING"  # host 0 waits for it (host_wait)
-    backend.restore_host(job_id, 1)
+    back = ma_submit(["host", "restore", job_id[:12], "1"], cli_env)  # a prefix of the id, as every verb takes
+    assert (back.returncode, back.stderr) == (0, ""), back.stderr
     done = ma_submit(["wait", job_id], cli_env)
     status_json = _status(job_id, cli_env)
     assert status_json["state"] == "SUCCEEDED", (done.stdout[-2000:], status_json)
@@ -94,9 +96,16 @@ def test_requests_are_refused_for_an_ended_job_or_a_host_it_does_not_have(
     backend = LocalBackend(home=str(home))
     with pytest.raises(ConfigError, match=r"^host: job .* has hosts 0 to 1, got 2; name one of them$"):
         backend.lose_host(job_id, 2)
+    refused = ma_submit(["host", "lose", job_id, "2"], cli_env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "has hosts 0 to 1, got 2; name one of them" in refused.stderr, refused.stderr
+    refused = ma_submit(["host", "restore", job_id, "0"], cli_env)
+    assert refused.returncode == 2 and "only a lost host is brought back" in refused.stderr, refused.stderr
     backend.stop(job_id)
     with pytest.raises(JobNotRunning, match="is STOPPED"):
         backend.restore_host(job_id, 1)
+    refused = ma_submit(["host", "restore", job_id, "1"], cli_env)
+    assert refused.returncode == 2 and "is STOPPED" in refused.stderr and "Traceback" not in refused.stderr
     assert not Path(request_file(JobPaths(str(home), job_id), 1)).exists()
 
 

@@ -379,3 +379,43 @@ def test_a_test_that_fails_with_its_tmpfs_mounted_leaves_no_mount(tmp_path: Path
     assert not [line for line in mounts if f" {small} " in line], "the tmpfs was left mounted"
     assert "rm_rf" not in done.stdout + done.stderr
     shutil.rmtree(base)  # what pytest does to an old base folder: no "Device or resource busy"
+
+
+def _leave_free(disk: Path, free: int) -> None:
+    """Empty ``disk`` but for a pad that leaves ``free`` bytes of it (a multiple of its 4 KiB pages)."""
+    for item in disk.iterdir():
+        if item.is_dir():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+    _fill(disk / "pad")
+    os.truncate(disk / "pad", os.path.getsize(disk / "pad") - free)
+
+
+def test_a_submit_that_fails_on_a_full_disk_leaves_nothing_running(
+    tmp_path: Path, tmpfs: Callable[[Path, str], Path], cli_env: Dict[str, str]
+) -> None:
+    """The issue's case: with a few KiB free, ``ma-submit --detach`` failed (exit 3) after the runner had started
+    (its pid file could not be written), and the runner lived on for seconds. Every amount of free room from
+    none to 64 KiB: a submit that fails has nothing of its job running when it says so."""
+    small = tmpfs(tmp_path / "small", "1m")
+    job = write_job(tmp_path / "code", "print('done', flush=True)\n", name="tight")
+    env = {**cli_env, "MALAUNCH_HOME": str(small)}
+    failed: List[str] = []
+    submitted: List[str] = []
+    for free in range(0, 68 << 10, 4 << 10):
+        _leave_free(small, free)
+        done = ma_submit(["--detach", str(job)], env)
+        if done.returncode == 0:
+            job_id = done.stdout.strip()
+            submitted.append(job_id)
+            wait_for(lambda done_id=job_id: not job_processes(done_id), what=f"job {job_id} to end")
+            continue
+        assert done.returncode == 3, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        named = [word.rstrip(":") for word in done.stderr.split() if word.startswith("tight-")]
+        for job_id in named:  # the job folder's mkdir may fail before the id is named: then nothing started
+            failed.append(job_id)
+            assert job_processes(job_id) == [], f"{free} bytes free: {done.stderr.strip()}"
+            assert not (small / "jobs" / job_id).exists(), done.stderr
+    assert failed and submitted, (failed, submitted)  # the sweep spans the failures and the first success

@@ -221,6 +221,10 @@ def test_cli_manages_a_job(kube_env: Dict[str, str], tmp_path: Path) -> None:
     assert logs.stdout.splitlines()[0] == "[host 0] [rank 0] hello from host 0", logs.stderr
     listed = ma_submit(["list", "--backend", "volcano"], kube_env)
     assert job_id in listed.stdout
+    name = job_id.split("/", 1)[1]  # a bare name, and a bare prefix of it: the context's namespace (ml)
+    for bare in (name, name[: len("vc-succeed-2026")]):
+        found = ma_submit(["status", "--backend", "volcano", bare], kube_env)
+        assert found.returncode == 0 and f"id:        {job_id}\n" in found.stdout, (bare, found.stderr)
     stopped = ma_submit(["stop", "--backend", "volcano", job_id], kube_env)
     assert stopped.returncode == 0 and f"job {job_id} SUCCEEDED" in stopped.stdout  # ended: stop is a no-op
 

@@ -50,8 +50,11 @@ def test_entrypoint_is_the_shim_console_script() -> None:
     (entry,) = [args for word, args in instructions() if word == "ENTRYPOINT"]
     assert json.loads(entry) == [ENTRYPOINT] == ["ma-entrypoint"]
     # the shim's command is the plain script entrypoint/ma-entrypoint (its docstring says why), not an entry point
-    assert "ma-entrypoint" not in pyproject()["project"]["scripts"]  # type: ignore[index,operator]
-    assert pyproject()["tool"]["setuptools"]["script-files"] == ["entrypoint/ma-entrypoint"]  # type: ignore[index]
+    # (ma-submit is one too: its first lines hold Ctrl-C before the package is imported; sdk/ma-submit says why)
+    assert "scripts" not in pyproject()["project"]  # type: ignore[operator]
+    files = pyproject()["tool"]["setuptools"]["script-files"]  # type: ignore[index]
+    assert files == ["entrypoint/ma-entrypoint", "sdk/ma-submit"]
+    assert os.access(REPO / "sdk" / "ma-submit", os.X_OK)
     script = REPO / "entrypoint" / "ma-entrypoint"
     assert os.access(script, os.X_OK)
     assert script.read_text().endswith("\nfrom malaunch.entrypoint.main import console_main\n\nconsole_main()\n")
@@ -132,8 +135,10 @@ def test_the_copied_files_build_a_wheel_with_the_package_data(tmp_path: Path) ->
     assert "malaunch/entrypoint/main.py" in names
     # the shim's command: the repository's script as it is, but for the first line (the installer sets the interpreter)
     version = pyproject()["project"]["version"]  # type: ignore[index]
-    installed = zipfile.ZipFile(wheel).read(f"malaunch-{version}.data/scripts/ma-entrypoint").decode()
-    head, _, body = installed.partition("\n")
-    assert head == "#!python" and body == (REPO / "entrypoint" / "ma-entrypoint").read_text().partition("\n")[2]
-    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ma-entrypoint" not in zipfile.ZipFile(wheel).read(entry_points).decode()
+    # and ma-submit's, which holds Ctrl-C before the package is imported (a pip wrapper would import it first)
+    for script, source in (("ma-entrypoint", REPO / "entrypoint"), ("ma-submit", REPO / "sdk")):
+        installed = zipfile.ZipFile(wheel).read(f"malaunch-{version}.data/scripts/{script}").decode()
+        head, _, body = installed.partition("\n")
+        assert head == "#!python" and body == (source / script).read_text().partition("\n")[2]
+    entry_points = [n for n in names if n.endswith("entry_points.txt")]
+    assert not entry_points or "ma-" not in zipfile.ZipFile(wheel).read(entry_points[0]).decode()

@@ -269,6 +269,7 @@ class LocalBackend(Backend):
             self._prepare(plan, request, paths, files)
             self._start_or_queue(plan.spec, paths)
         except BaseException as exc:
+            self._undo_start(paths, request)
             shutil.rmtree(paths.job_dir, ignore_errors=True)
             if isinstance(exc, OSError):
                 raise BackendError(f"cannot prepare job {plan.job_id}: {exc}; check MALAUNCH_HOME") from None
@@ -367,6 +368,20 @@ class LocalBackend(Backend):
                              message="stopped while it waited in the local queue (it never started)")  # fmt: skip
                 StateWriter(paths).save_final(final)
         return True
+
+    def _undo_start(self, paths: JobPaths, request: LocalRequest) -> None:
+        """A submit that fails after its runner started (the runner's pid file could not be written, a Ctrl-C):
+        the runner, whatever it started and its network are gone, and the runner reaped, before the submit says
+        it failed. The runner is our unreaped child, so its pid is still its own; the rest is proven by job id."""
+        proc = self._runners.pop(paths.job_id, None)
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        kill_processes(lambda: job_processes(paths.job_id), grace=0.0, job_id=paths.job_id)
+        with contextlib.suppress(KeyError, TypeError, ValueError, BackendError):
+            network_from_json(dict(request.network)).teardown()
 
     # -- management ----------------------------------------------------------------------------------------
     def _job_names(self) -> List[str]:
@@ -495,10 +510,41 @@ class LocalBackend(Backend):
             StateWriter(paths).save_final(final)
         return self._status_of(paths)
 
+    def _check_home(self) -> None:
+        """A home that cannot hold jobs (a file, or a path under one) is an error, not an empty list; one that does
+        not exist yet holds no jobs."""
+        import stat
+
+        path = self.home
+        while True:
+            try:
+                info = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                if os.path.dirname(path) == path:
+                    return
+                path = os.path.dirname(path)
+                continue
+            except OSError as exc:
+                raise ConfigError(f"the jobs' home cannot be read ({exc.strerror})", self.home,
+                                  "set MALAUNCH_HOME to a folder of yours") from None  # fmt: skip
+            if stat.S_ISDIR(info.st_mode):
+                return
+            where = "is a file" if path == self.home else f"is under the file {path}"
+            raise ConfigError(f"the jobs' home {where}, not a folder", self.home, "set MALAUNCH_HOME to a folder")
+
     def list(self) -> List[JobStatus]:
+        """Every job, newest first, from the history index as ``ma-submit list`` reads it (:meth:`list_page`): an
+        ended job with a row is not read again. Nothing is removed (``keep_for`` is applied by the commands)."""
+        from ..listing import ListQuery
+        from .history import History
+
+        self._check_home()
         self._take_over()
-        found = [self._status_of(JobPaths(self.home, name)) for name in self._job_names()]
-        return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
+        history = History(self.home)
+        snap = history.snapshot(self._read_for_history)
+        page = snap.page(ListQuery(limit=0), time.time())
+        history.settle(snap)
+        return list(page.statuses)
 
     def events(self, job_id: str) -> List[JobEvent]:
         from .inside import local_events
@@ -577,6 +623,7 @@ class LocalBackend(Backend):
         from .history import History
         from .retention import expire_due
 
+        self._check_home()
         self._take_over()
         history = History(self.home)
         snap = history.snapshot(self._read_for_history)
@@ -603,6 +650,7 @@ class LocalBackend(Backend):
         """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
         from .retention import prune_home
 
+        self._check_home()
         when = time.time() if now is None else now
         return prune_home(self.home, self._read_for_history, older_than, now=when, states=states, keep=keep,
                           dry_run=dry_run)  # fmt: skip

@@ -94,13 +94,17 @@ def _port_waited(status: JobStatus, paths: JobPaths) -> Optional[str]:
     return f"waiting for a port: {what} on host 0 ({master.address}) port {port} is not open yet"
 
 
+#: How a rank's log is named: the shim's copy (``rank-N.log``), msrun's own (``msrun/worker_N.log``).
+_RANK_LOGS = ("rank-", "worker_")
+
+
 def _ranks_spoke(log_dir: Optional[str]) -> bool:
     """Some rank of the master host has written output (its launcher met the others long ago)."""
     if not log_dir:
         return False
     for folder, _, names in os.walk(log_dir):
         for name in names:
-            if name.startswith("rank-") and name.endswith(".log"):
+            if name.startswith(_RANK_LOGS) and name.endswith(".log"):
                 try:
                     if os.stat(os.path.join(folder, name)).st_size > 0:
                         return True

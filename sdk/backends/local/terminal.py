@@ -5,7 +5,8 @@ that terminal as its controlling terminal and as its stdin, stdout and stderr, a
 writes to this process's stdout (or keeps it, with ``capture``). With ``forward_input`` this process's stdin
 goes to the command, this terminal switched to raw mode meanwhile (restored after, whatever happens), so
 ``vim`` and ``top`` work; without it the command's terminal gets no input. The window size is copied from
-this process's terminal when it has one.
+this process's terminal when it has one, at the start and again at each SIGWINCH (a window resized), so the
+command sees every resize as it would on our terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import fcntl
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -57,6 +59,30 @@ def _take_terminal() -> None:  # in the child, after setsid: the pty (its stdin)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+def _copy_size(own: Optional[int], target: int) -> None:
+    """Our terminal's window size onto ``target`` (the command's terminal; its session gets SIGWINCH)."""
+    if own is not None:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(target, termios.TIOCSWINSZ, fcntl.ioctl(own, termios.TIOCGWINSZ, b"\0" * 8))
+
+
+@contextlib.contextmanager
+def _passing_resizes(own: Optional[int], master: int) -> Iterator[None]:
+    """While the block runs, each SIGWINCH to this process copies our window size to the command's terminal."""
+    if own is None:
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGWINCH, lambda signum, frame: _copy_size(own, master))
+    except ValueError:  # not the main thread: no handler can be set, the size stays the one copied at the start
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGWINCH, previous)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data) :]
@@ -78,9 +104,7 @@ def run_on_terminal(
     """
     master, slave = os.openpty()
     own = _own_terminal()
-    if own is not None:
-        with contextlib.suppress(OSError):
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(own, termios.TIOCGWINSZ, b"\0" * 8))
+    _copy_size(own, slave)
     try:
         proc = subprocess.Popen(
             list(argv), env=env, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
@@ -94,7 +118,7 @@ def run_on_terminal(
     kept: List[bytes] = []
     sources = [master, 0] if forward_input else [master]
     try:
-        with _raw(0 if forward_input and own == 0 else None):
+        with _raw(0 if forward_input and own == 0 else None), _passing_resizes(own, master):
             while True:
                 ready, _, _ = select.select(sources, [], [], 0.2)
                 if not ready and proc.poll() is not None:

@@ -24,7 +24,7 @@ from typing import Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError
-from ...profiles.store import Profile, select
+from ...profiles.store import Profile, check_private, select
 from .variables import (
     ENV_AK,
     ENV_MODELARTS_ENDPOINT,
@@ -140,6 +140,7 @@ def _modelarts_values(profile: Optional[Profile]) -> Dict[str, str]:
 
 
 def _from_malaunch_profile(profile: Profile) -> Credentials:
+    check_private(profile)  # its secrets are read here: refused while others may read them
     where = f"profile {profile.name} in {profile.path}"
     hint = f"run 'ma-submit configure --profile {profile.name}' and give modelarts.{{key}}"
     return _from_values(_modelarts_values(profile), f"profile {profile.name} ({profile.path})", where, hint)

@@ -134,6 +134,12 @@ class VolcanoBackend(Backend):
         except ConfigError:
             return None
 
+    def resolve_id(self, job_id: str) -> str:
+        """As :meth:`Backend.resolve_id`, a bare name, or a bare prefix of one, in :meth:`default_namespace` (as
+        every other call takes a bare name): ``ms-allreduce-2026`` finds ``ml/ms-allreduce-20261122-...``."""
+        namespace = self.default_namespace() if "/" not in job_id else None
+        return super().resolve_id(f"{namespace}/{job_id}" if namespace else job_id)
+
     def _where(self, job_id: str) -> Tuple[str, str]:
         return split_job_id(job_id, self._namespace or self.api.namespace)
 
