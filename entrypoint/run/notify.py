@@ -10,8 +10,9 @@ first-hand, so nothing is sent twice. ``MALAUNCH_NOTIFY`` is JSON written by the
 Contract:
 
 1. Events: ``succeeded``, ``failed``, ``stopped`` (the job's end), ``restarted`` (an attempt failed and the group
-   starts again), ``hung`` (an attempt ended as hung); ``host_lost`` and ``host_back`` are the platform's to
-   send (none does yet). A target gets only the events it lists.
+   starts again), ``hung`` (an attempt ended as hung), ``host_lost`` and ``host_back`` (a host of a multi-host job
+   lost, or joined again, as host 0's coordinator saw it: :func:`host_event`). A target gets only the events it
+   lists.
 2. The payload (:func:`payload`) is one JSON object: ``version``, ``event``, ``job`` (id, name, backend),
    ``attempt``, ``time`` (UTC, ISO 8601), ``text`` (one line: a Slack or Teams incoming webhook shows it as is),
    ``exit_code`` at the end, and ``cause`` (host, address, rank, exit_code, signal, class) when something failed.
@@ -87,22 +88,32 @@ def target_label(target: Mapping[str, Any]) -> str:
 
 
 def _cause_text(cause: Mapping[str, Any]) -> str:
-    rank = cause.get("rank")
+    rank, host, code, signum = cause.get("rank"), cause.get("host"), cause.get("exit_code"), cause.get("signal")
     who = f"rank {rank}" if isinstance(rank, int) else "the shim"
-    code = cause.get("exit_code")
+    where = f" on host {host}" if isinstance(host, int) else ""
+    if isinstance(code, int):
+        what = f"exited with {code}"
+    elif isinstance(signum, int):
+        what = f"was ended by signal {signum}"
+    else:
+        what = "failed"
     kind = cause.get("class")
-    return f"{who} on host {cause.get('host')} exited with {code}" + (f" ({kind})" if kind else "")
+    return f"{who}{where} {what}" + (f" ({kind})" if kind else "")
 
 
 def payload(event: str, job: Mapping[str, Any], attempt: int, *, cause: Optional[Mapping[str, Any]] = None,
-            exit_code: Optional[int] = None, now: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
-    """The JSON object sent for ``event`` (see the module's docstring); pure given ``now``."""
+            exit_code: Optional[int] = None, now: Optional[float] = None,
+            detail: Optional[str] = None) -> Dict[str, Any]:  # fmt: skip
+    """The JSON object sent for ``event`` (see the module's docstring); pure given ``now``. ``detail`` says what
+    happened in the text in place of the cause (a host lost or back)."""
     when = time.time() if now is None else now
     name = job.get("name") or job.get("id")
     said = {"succeeded": "succeeded", "failed": "failed", "stopped": "was stopped", "hung": "hung",
             "restarted": "failed and restarts", "host_lost": "lost a host", "host_back": "has a host back"}  # fmt: skip
     text = f"malaunch job {name} ({job.get('backend')}) {said.get(event, event)}, attempt {attempt}"
-    if cause:
+    if detail:
+        text += f": {detail}"
+    elif cause:
         text += f": {_cause_text(cause)}"
     if exit_code is not None and event in ("failed", "stopped"):
         text += f"; exit code {exit_code}"
@@ -154,20 +165,22 @@ class Notifier:
         self.environ, self.say, self.host = environ, say, host
         self.threads: List[threading.Thread] = []
         self.failed: Set[int] = set()  # targets already said to have failed (once each)
-        self.sent: Set[Tuple[str, int]] = set()  # (event, attempt): never twice
+        self.sent: Set[Tuple[str, int, int]] = set()  # (event, attempt, host or -1): never twice
         self.last: Dict[int, threading.Thread] = {}  # each target's latest send
         self.jobs: Dict[threading.Thread, Tuple[int, Mapping[str, Any], str]] = {}  # a send: target, event
         self.lock = threading.Lock()
 
     def send(self, event: str, attempt: int, cause: Optional[Mapping[str, Any]] = None,
-             exit_code: Optional[int] = None) -> None:  # fmt: skip
-        """Send ``event`` to every target that wants it, in the background (once per event and attempt)."""
-        if (event, attempt) in self.sent:
-            return
-        self.sent.add((event, attempt))
+             exit_code: Optional[int] = None, detail: Optional[str] = None, key: int = -1) -> None:  # fmt: skip
+        """Send ``event`` to every target that wants it, in the background (once per event, attempt and ``key``:
+        the host a host event is about)."""
+        with self.lock:
+            if (event, attempt, key) in self.sent:
+                return
+            self.sent.add((event, attempt, key))
         import json
 
-        data = payload(event, self.job, attempt, cause=cause, exit_code=exit_code)
+        data = payload(event, self.job, attempt, cause=cause, exit_code=exit_code, detail=detail)
         body = json.dumps(data, sort_keys=True).encode("utf-8")
         deadline = time.monotonic() + self.timeout
         for index, target in enumerate(self.targets):
@@ -320,6 +333,16 @@ def attempt_over(attempts: Sequence[Attempt]) -> None:
                 notifier.send("hung", attempt.index, cause)
             if attempt.restarted:
                 notifier.send("restarted", attempt.index, cause)
+
+
+def host_event(event: str, attempt: int, host: int, addr: str, detail: str) -> None:
+    """A host of the job lost (``host_lost``) or joined again (``host_back``), as the coordinator's book on host 0
+    saw it; ``detail`` says it in a line (``host 1 (10.0.0.2) lost: no heartbeat for 30 s``). Once per host and
+    attempt. A no-op unless :func:`install` made this shim the sender."""
+    for notifier in _INSTALLED:
+        cause = {"host": host, "address": addr or None, "class": "host_lost" if event == "host_lost" else None}
+        notifier.send(event, attempt, {key: value for key, value in cause.items() if value is not None},
+                      detail=detail, key=host)  # fmt: skip
 
 
 def job_over(outcome: RestartOutcome) -> None:

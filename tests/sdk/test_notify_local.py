@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 from notify_receiver import Receiver
-from sdkutil import assert_nothing_running, job_ids, ma_submit, write_job
+from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 SECRET = "s3cr3t-value-for-tests"
 HANG = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hang_job.py").read_text()
@@ -255,3 +255,37 @@ def test_cloud_plans_give_host_0_its_targets_and_show_no_token_or_secret(
     assert done.returncode == 0, done.stderr
     assert "MALAUNCH_NOTIFY" in done.stdout and "https://hooks.example.org/..." in done.stdout
     assert "token-42" not in done.stdout + done.stderr and SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_host_lost_and_back_is_told_once_each_naming_the_host(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path, receiver: Receiver
+) -> None:
+    """Host 0's coordinator sees host 1 lost (the platform took its machine: ``ma-submit host lose``) and back
+    (``host restore``): each is sent once, with the host, its address and a line that says what happened."""
+    hosts_job = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"HOSTS_JOB_PLAN": "0:0=sleep,0:1=sleep", "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"}
+    job = _job(tmp_path, receiver.url, ["host_lost", "host_back", "succeeded"], script=hosts_job,
+               resources={"hosts": 2}, env=env,
+               launcher={"grace_period": 3, "heartbeat_timeout": 3, "max_restarts": 2, "restart_on": "always",
+                         "host_wait": 60})  # fmt: skip
+    submitted = ma_submit(["--detach", str(job)], _env(cli_env))
+    assert submitted.returncode == 0, submitted.stderr
+    (job_id,) = job_ids(home)
+    for mark in ("started-h0-a0", "started-h1-a0"):
+        wait_for((marks / mark).exists, 60, mark)
+    assert ma_submit(["host", "lose", job_id, "1"], cli_env).returncode == 0
+    wait_for(lambda: receiver.events() == ["host_lost"], 60, "host_lost delivered")
+    assert ma_submit(["host", "restore", job_id, "1"], cli_env).returncode == 0
+    ma_submit(["wait", job_id], cli_env)
+    assert_nothing_running(job_id)
+    assert receiver.events() == ["host_lost", "host_back", "succeeded"] and receiver.signed(), receiver.events()
+    lost, back = (post["data"] for post in receiver.posts[:2])
+    assert (lost["cause"]["host"], lost["cause"]["class"], back["cause"]["host"]) == (1, "host_lost", 1), lost
+    assert "lost a host, attempt 0: host 1 (" in lost["text"] and " lost" in lost["text"].split(": ", 1)[1]
+    assert "has a host back" in back["text"] and "host 1 (" in back["text"] and "joined the job again" in back["text"]
+    for post in receiver.posts:
+        assert "None" not in post["data"]["text"], post["data"]["text"]

@@ -325,14 +325,18 @@ class _BookWatch:
         if state.phase is Phase.DONE:  # the job's end is sent: the hosts leave, none is lost
             return
         if lost.keys() != self.lost.keys():
+            attempt = max(state.attempt, 0)
             for host in sorted(lost.keys() - self.lost.keys()):
                 line = describe_cause(lost[host].to_wire())
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostLost", line, "Warning", host=host)
+                notify.host_event("host_lost", attempt, host, lost[host].addr, line)
             for host in sorted(self.lost.keys() - lost.keys()):
-                line = f"host {host} ({state.here.get(host, (None, self.lost[host]))[1]}) joined the job again"
+                addr = state.here.get(host, (None, self.lost[host]))[1]
+                line = f"host {host} ({addr}) joined the job again"
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostBack", line, host=host)
+                notify.host_event("host_back", attempt, host, addr, line)
             self.lost = {host: cause.addr for host, cause in lost.items()}
         waiting = state.phase is Phase.WAITING and bool(lost)
         if waiting and not self.waiting:
