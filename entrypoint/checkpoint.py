@@ -41,7 +41,7 @@ import time
 from typing import Iterator, Mapping, Optional, Tuple
 
 from .contract._record import NamedTuple
-from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, scan
+from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, records, scan
 from .report.atomicfile import write_atomic
 
 __all__ = ["Checkpoint", "directory", "folder_name", "latest", "progress", "rank_and_size", "resume_from", "save"]
@@ -148,21 +148,8 @@ def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None,
 
 def _parts_done(target: str, step: int, attempt: str, size: int) -> bool:
     """Whether every rank's part of this attempt's save of ``step`` is recorded."""
-    done = set()
-    try:
-        names = os.listdir(os.path.join(target, PARTS))
-    except OSError:
-        return False
-    for name in names:
-        if not name.startswith("rank-"):
-            continue
-        try:
-            with open(os.path.join(target, PARTS, name), "rb") as handle:
-                value = json.loads(handle.read(4096).decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-        if isinstance(value, dict) and value.get("step") == step and value.get("attempt") == attempt:
-            done.add(value.get("rank"))
+    done = {value.get("rank") for value in records(os.path.join(target, PARTS), prefix="rank-")
+            if value.get("step") == step and value.get("attempt") == attempt}  # fmt: skip
     return done >= set(range(size))
 
 

@@ -25,9 +25,12 @@ import os
 from ._record import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from typing import List, Optional, Tuple, Union
+    from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-__all__ = ["MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "read_marker", "reached", "scan"]
+__all__ = [
+    "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "read_marker", "reached", "records",
+    "scan",
+]  # fmt: skip
 
 MARKER = ".complete"
 PARTS = ".parts"  # in an unfinished checkpoint: one file per rank that finished its part
@@ -100,23 +103,35 @@ def read_marker(folder: str) -> Union[Marker, str, None]:
     return Marker(step, float(when), ranks)
 
 
-def _part_step(folder: str) -> Optional[int]:
-    """The largest step the parts of an unfinished checkpoint record (None: none recorded)."""
-    steps = []
+def records(folder: str, prefix: str = "", suffix: str = "") -> Iterator[Dict[str, object]]:
+    """The small JSON records (at most 4 KiB each) of the files in ``folder`` whose names start with ``prefix`` and
+    end with ``suffix``: the parts of a save, the ranks' progress. A missing folder, or a file that cannot be read
+    or is no JSON object, gives nothing (read defensively: it may be half written by a rank that died)."""
     try:
-        names = os.listdir(os.path.join(folder, PARTS))
+        names = os.listdir(folder)
     except OSError:
-        return None
+        return
     for name in names:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
         try:
-            with open(os.path.join(folder, PARTS, name), "rb") as handle:
+            with open(os.path.join(folder, name), "rb") as handle:
                 value = json.loads(handle.read(4096).decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError):
             continue
-        step = value.get("step") if isinstance(value, dict) else None
-        if isinstance(step, int) and not isinstance(step, bool):
-            steps.append(step)
+        if isinstance(value, dict):
+            yield value
+
+
+def _largest_step(found: Iterable[Dict[str, object]]) -> Optional[int]:
+    steps = [step for step in (item.get("step") for item in found)
+             if isinstance(step, int) and not isinstance(step, bool)]  # fmt: skip
     return max(steps) if steps else None
+
+
+def _part_step(folder: str) -> Optional[int]:
+    """The largest step the parts of an unfinished checkpoint record (None: none recorded)."""
+    return _largest_step(records(os.path.join(folder, PARTS)))
 
 
 def _touched(folder: str) -> float:
@@ -163,20 +178,4 @@ def newest(found: List[Found]) -> Optional[Found]:
 
 def reached(directory: str) -> Optional[int]:
     """The largest step any rank recorded with ``progress`` (``.progress/rank-<R>.json``); None: none recorded."""
-    steps = []
-    try:
-        names = os.listdir(os.path.join(directory, PROGRESS))
-    except OSError:
-        return None
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(directory, PROGRESS, name), "rb") as handle:
-                value = json.loads(handle.read(4096).decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-        step = value.get("step") if isinstance(value, dict) else None
-        if isinstance(step, int) and not isinstance(step, bool):
-            steps.append(step)
-    return max(steps) if steps else None
+    return _largest_step(records(os.path.join(directory, PROGRESS), suffix=".json"))

@@ -145,8 +145,10 @@ def test_a_sigkilled_scheduler_loses_nothing(tmp_path: Path, cli_env: Dict[str, 
     os.kill(int(data["pid"]), signal.SIGKILL)
     wait_for(lambda: not _scheduler_alive(home), what="the scheduler is gone")
     _open_gate(tmp_path, 0)
-    ma_submit(["wait", ids[0]], env)
-    assert _status(env, ids[1])["state"] == "PENDING"  # nobody started it: the scheduler is dead ...
+    state = home / "jobs" / ids[0] / "state.json"  # read as a file: any ma-submit call would take over
+    wait_for(lambda: json.loads(state.read_text()).get("ended_at") is not None, what="the first job ends")
+    assert len(_starts(tmp_path)) == 1  # nobody started the next one: the scheduler is dead ...
+    assert not (home / "jobs" / ids[1] / "runner.pid").exists()
     assert ma_submit(["list"], env).returncode == 0  # ... and the next ma-submit call takes over
     for index, job_id in enumerate(ids[1:], start=1):
         wait_for(lambda n=index: len(_starts(tmp_path)) > n, what=f"job {index} starts")

@@ -37,6 +37,7 @@ from .jobdir import (
     kill_processes,
     pid_alive,
     read_json,
+    runner_pid,
     signal_job_process,
 )
 from .pending import pending_reason
@@ -408,14 +409,7 @@ class LocalBackend(Backend):
         proc = self._runners.get(paths.job_id)
         if proc is not None:
             proc.poll()  # reap our own child so it does not linger as a zombie
-        pid = state.get("runner_pid")
-        if isinstance(pid, int):
-            return pid
-        try:
-            with open(paths.runner_pid_file, encoding="utf-8") as handle:
-                return int(handle.read().strip())
-        except (OSError, ValueError):
-            return None
+        return runner_pid(paths, state)
 
     def _status_of(self, paths: JobPaths, reading: Optional[StateReading] = None) -> JobStatus:
         reading = read_state(paths.state_file) if reading is None else reading

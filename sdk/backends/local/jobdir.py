@@ -26,7 +26,7 @@ from malaunch.entrypoint.public import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional
+    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 __all__ = [
     "JOB_ID_VARIABLE",
@@ -36,6 +36,7 @@ __all__ = [
     "kill_processes",
     "pid_alive",
     "read_json",
+    "runner_pid",
     "signal_job_process",
 ]
 
@@ -133,6 +134,18 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def runner_pid(paths: JobPaths, state: Mapping[str, object]) -> Optional[int]:
+    """The job's runner: as its state records it, else as its pid file says (None: neither says)."""
+    pid = state.get("runner_pid")
+    if isinstance(pid, int):
+        return pid
+    try:
+        with open(paths.runner_pid_file, encoding="utf-8") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def pid_alive(pid: Optional[int]) -> bool:

@@ -20,7 +20,7 @@ import time
 from typing import Dict, Iterable, Mapping, Optional, Set
 
 from ....home import write_json_atomic
-from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive
+from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive, runner_pid
 from ..state import read_state
 from .capacity import machine_capacity
 from .store import QueueEntry, QueueStore, plan_queue
@@ -31,17 +31,6 @@ SCHEDULER_MODULE = "malaunch.sdk.backends.local.queue.scheduler"
 ENV_FILE = "queued-env.json"
 _TICK = 0.25
 _FRESH = 5.0  # seconds a runner just started counts as running before its environment can be read
-
-
-def _runner_pid(paths: JobPaths, state: Mapping[str, object]) -> Optional[int]:
-    pid = state.get("runner_pid")
-    if isinstance(pid, int):
-        return pid
-    try:
-        with open(paths.runner_pid_file, encoding="utf-8") as handle:
-            return int(handle.read().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def _runs(paths: JobPaths, pid: Optional[int]) -> bool:
@@ -68,7 +57,7 @@ def used_devices(home: str, queued: Iterable[str]) -> int:
         paths = JobPaths(home, name)
         data = read_state(paths.state_file).data
         ended = data is None or data["state"] not in ("PENDING", "RUNNING")
-        if not ended and data is not None and _runs(paths, _runner_pid(paths, data)):
+        if not ended and data is not None and _runs(paths, runner_pid(paths, data)):
             used += need
         else:
             store.forget_running(name)  # ended, or its runner is gone: it takes nothing any more
