@@ -15,7 +15,7 @@ Contract:
    lists.
 2. The payload (:func:`payload`) is one JSON object: ``version``, ``event``, ``job`` (id, name, backend),
    ``attempt``, ``time`` (UTC, ISO 8601), ``text`` (one line: a Slack or Teams incoming webhook shows it as is),
-   ``exit_code`` at the end, and ``cause`` (host, address, rank, exit_code, signal, class) when something failed.
+   ``exit_code`` at the end, and ``cause`` (host, address, rank, name, exit_code, signal, class) when something failed.
 3. A webhook gets it POSTed with ``X-Malaunch-Signature: sha256=<hex>``, the HMAC-SHA256 of the body with the
    value of the variable ``secret_env`` names (:func:`sign`); the secret is never printed. A command gets it on
    stdin and in ``MALAUNCH_EVENT`` / ``MALAUNCH_EVENT_JSON`` (its argv is run as is, no shell).
@@ -89,7 +89,9 @@ def target_label(target: Mapping[str, Any]) -> str:
 
 def _cause_text(cause: Mapping[str, Any]) -> str:
     rank, host, code, signum = cause.get("rank"), cause.get("host"), cause.get("exit_code"), cause.get("signal")
-    who = f"rank {rank}" if isinstance(rank, int) else "the shim"
+    name = cause.get("name")
+    named = f"process {name}" if isinstance(name, str) and name else "the shim"
+    who = f"rank {rank}" if isinstance(rank, int) else named
     where = f" on host {host}" if isinstance(host, int) else ""
     if isinstance(code, int):
         what = f"exited with {code}"
@@ -312,14 +314,14 @@ def _own_cause(attempt: Attempt, host: int) -> Optional[Dict[str, Any]]:
     """An attempt's root cause: the job's as the coordinator chose it (several hosts), else this host's own."""
     chosen = attempt.cause
     if chosen is not None:
-        return {"host": chosen.host, "address": chosen.addr or None, "rank": chosen.rank, "exit_code": chosen.code,
-                "signal": chosen.signal, "class": chosen.kind}  # fmt: skip
+        return {"host": chosen.host, "address": chosen.addr or None, "rank": chosen.rank, "name": chosen.name or None,
+                "exit_code": chosen.code, "signal": chosen.signal, "class": chosen.kind}  # fmt: skip
     failure = attempt.result.root_cause
     kind = attempt.classification.kind if attempt.classification is not None else None
     if failure is None:
         return {"host": host, "exit_code": attempt.result.exit_code, "class": kind}
-    return {"host": host, "address": failure.host, "rank": failure.rank, "exit_code": failure.exit_code,
-            "signal": failure.signal, "class": kind}  # fmt: skip
+    return {"host": host, "address": failure.host, "rank": failure.rank, "name": failure.name or None,
+            "exit_code": failure.exit_code, "signal": failure.signal, "class": kind}  # fmt: skip
 
 
 def attempt_over(attempts: Sequence[Attempt]) -> None:

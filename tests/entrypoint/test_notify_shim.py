@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from malaunch.entrypoint.run.notify import parse_notify, payload, sign, target_label
+from notify_receiver import Receiver
 
 
 def test_parse_reads_the_sdks_value_and_refuses_what_it_cannot_send() -> None:
@@ -46,3 +47,31 @@ def test_an_unreadable_value_is_said_once_and_the_job_runs_as_without(tmp_path: 
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "MALAUNCH_NOTIFY" in line]
     assert len(said) == 1 and "no notifications are sent" in said[0], done.stderr
+
+
+@pytest.mark.process
+def test_a_shim_started_as_a_pod_sends_restarted_then_succeeded_signed(tmp_path: Path) -> None:
+    """No SDK, no runner: the shim alone, with the platform's variables and the SDK's ``MALAUNCH_NOTIFY``, as a
+    pod starts it. Attempt 0 exits 7, attempt 1 succeeds: the receiver gets ``restarted`` naming the process and
+    its own 7, then ``succeeded``, each once and signed with the secret from the variable the target names."""
+    (tmp_path / "boot.py").write_text("import os, sys\nsys.exit(7 if os.environ['MALAUNCH_ATTEMPT'] == '0' else 0)\n")
+    receiver = Receiver(secret="pod-secret")
+    try:
+        value = {"job": {"id": "pod-1", "name": "pod", "backend": "volcano"}, "timeout": 20,
+                 "targets": [{"url": receiver.url, "secret_env": "HOOK_SECRET",
+                              "events": ["restarted", "failed", "succeeded"]}]}  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "MALAUNCH_"))}
+        env.update(MA_NUM_HOSTS="1", VC_TASK_INDEX="0", MA_MAX_RESTARTS="1", MALAUNCH_RESTART_ON="always",
+                   MALAUNCH_RESTART_BACKOFF="0.1", HOOK_SECRET="pod-secret", MALAUNCH_NOTIFY=json.dumps(value),
+                   MALAUNCH_LOG_DIR=str(tmp_path / "logs"), MALAUNCH_REPORT_FILE=str(tmp_path / "report.json"))
+        done = subprocess.run([sys.executable, "-m", "malaunch.entrypoint", "boot.py"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert receiver.events() == ["restarted", "succeeded"] and receiver.signed(), receiver.events()
+        restarted = receiver.posts[0]["data"]
+        cause = restarted["cause"]
+        assert (cause["host"], cause["name"], cause["exit_code"], cause["class"]) == (0, "boot", 7, "user_error")
+        assert "process boot on host 0 exited with 7 (user_error)" in restarted["text"], restarted["text"]
+        assert "pod-secret" not in done.stdout + done.stderr
+    finally:
+        receiver.close()
