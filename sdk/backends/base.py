@@ -78,7 +78,7 @@ import time
 
 from malaunch.entrypoint.public import NamedTuple
 
-from ..errors import BackendError, JobStateUnknown, SpecError, WaitTimeout
+from ..errors import BackendError, ConfigError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..status import JobState, JobStatus
 
@@ -277,6 +277,19 @@ class Backend(abc.ABC):
     ) -> ExecResult:
         """Run ``command`` inside host ``host`` of the running job (contract 14)."""
         raise BackendError(f"the {self.name} backend cannot run commands in job {job_id}")
+
+    def lose_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform losing host ``host``'s machine for good, to try a job's recovery by hand (``ma-submit
+        host lose``). Only the local backend plays a platform; a cloud's hosts are its own."""
+        raise self._no_host_requests("lose", job_id)
+
+    def restore_host(self, job_id: str, host: int) -> JobStatus:
+        """Play the platform giving lost host ``host`` a machine again (``ma-submit host restore``)."""
+        raise self._no_host_requests("restore", job_id)
+
+    def _no_host_requests(self, action: str, job_id: str) -> ConfigError:
+        return ConfigError(f"host {action} works on local jobs only; job {job_id} is on {self.name}", job_id,
+                           "try the recovery on a local copy of the job (backend: local)")  # fmt: skip
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""

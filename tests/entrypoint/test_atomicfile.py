@@ -73,10 +73,14 @@ def test_readers_see_the_old_or_the_new_file_never_half(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
 
 
-#: Renames that write nothing: module -> the one line that moves something aside (and why it is not a write).
+#: Renames that write nothing: module -> the lines that move something aside or mark a state (and why neither is
+#: a write).
 NOT_WRITES = {
     # a job's folder is renamed aside before it is removed, so no reader ever sees half a folder
-    "sdk/backends/local/retention.py": "os.rename(paths.job_dir, aside)",
+    "sdk/backends/local/retention.py": ("os.rename(paths.job_dir, aside)",),
+    # a waiting job's queue entry is claimed (being started) and put back by renaming it: one scheduler wins
+    "sdk/backends/local/queue/store.py": ("os.replace(self.entry_name(entry), target)",
+                                          "os.replace(self.entry_name(entry, _STARTING), self.entry_name(entry))"),
 }
 
 
@@ -86,10 +90,11 @@ def test_it_is_the_only_atomic_write_in_the_shim_and_the_sdk() -> None:
         for path in sorted((ROOT / folder).rglob("*.py")):
             module = path.relative_to(ROOT).as_posix()
             for number, line in enumerate(path.read_text().splitlines(), 1):
-                if NOT_WRITES.get(module) == line.strip():
+                if line.strip() in NOT_WRITES.get(module, ()):
                     continue
                 if re.search(r"\bos\.(replace|rename)\(|\.rename\(", line):
                     renames.append(f"{module}:{number}")
     assert [entry.split(":")[0] for entry in renames] == ["entrypoint/report/atomicfile.py"], renames
-    for module, line in NOT_WRITES.items():  # each exception still exists, exactly as listed
-        assert line in [text.strip() for text in (ROOT / module).read_text().splitlines()], module
+    for module, lines in NOT_WRITES.items():  # each exception still exists, exactly as listed
+        for line in lines:
+            assert line in [text.strip() for text in (ROOT / module).read_text().splitlines()], (module, line)

@@ -27,7 +27,7 @@ def test_each_section_is_declared_in_its_backends_folder() -> None:
 def test_the_spec_defines_no_backend_section() -> None:
     tree = ast.parse((SDK / "spec" / "model.py").read_text())
     classes = sorted(node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef))
-    assert classes == ["DataSpec", "JobSpec", "LauncherOptions", "Resources"]
+    assert classes == ["CheckpointOptions", "DataSpec", "JobSpec", "LauncherOptions", "Resources"]
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert not names & {"_DNS_LABEL", "_DNS_NAME", "_RESOURCE_NAME", "_OBS_DIR"}
 
