@@ -118,7 +118,9 @@ def _still_ours(pid: int, job_id: str) -> bool:
 
 def spawn_runner(paths: JobPaths, environ: Mapping[str, str], secret: str) -> subprocess.Popen[bytes]:
     """Start the job's detached runner with ``environ`` (the job id and ``secret`` added; the secret is in its
-    environment only, never in a file) and record its pid."""
+    environment only, never in a file) and record its pid. When its pid cannot be recorded (a full disk, a
+    Ctrl-C), the runner and whatever it started are killed and the runner reaped before the error goes on: the
+    caller never got the process, so it could not undo it."""
     import subprocess
 
     env = dict(environ)
@@ -134,9 +136,22 @@ def spawn_runner(paths: JobPaths, environ: Mapping[str, str], secret: str) -> su
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
-        handle.write(f"{proc.pid}\n")
+    try:
+        with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
+            handle.write(f"{proc.pid}\n")
+    except BaseException:
+        _end_runner(proc, paths.job_id)
+        raise
     return proc
+
+
+def _end_runner(proc: subprocess.Popen[bytes], job_id: str) -> None:
+    """Kill and reap runner ``proc`` (our unreaped child, so its pid is still its own), then whatever of the job
+    it started (proven by job id)."""
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+    kill_processes(lambda: job_processes(job_id), grace=0.0, job_id=job_id)
 
 
 def _request_json(paths: JobPaths) -> Dict[str, Any]:
@@ -318,12 +333,21 @@ class LocalBackend(Backend):
                 self._start_runner(paths, new_job_secret())
                 store.mark_running(paths.job_id, need)
                 return
-            write_json_atomic(os.path.join(paths.job_dir, ENV_FILE), dict(self.environ))  # 0600, gone at start
-            store.add(paths.job_id, need, spec.priority)
-            store.write_capacity(capacity)
-            entries = store.entries()
-            store.write_reasons(plan_queue(entries, capacity, used_devices(self.home, [e.job_id for e in entries]))[1])
-            ensure_scheduler(self.home, self.environ)
+            entry = None
+            try:
+                write_json_atomic(os.path.join(paths.job_dir, ENV_FILE), dict(self.environ))  # 0600, gone at start
+                entry = store.add(paths.job_id, need, spec.priority)
+                store.write_capacity(capacity)
+                entries = store.entries()
+                used = used_devices(self.home, [e.job_id for e in entries])
+                store.write_reasons(plan_queue(entries, capacity, used)[1])
+                ensure_scheduler(self.home, self.environ)
+            except BaseException:
+                # Out of the queue before its lock goes: no scheduler may start a job whose submit failed. A
+                # scheduler started here finds the queue empty and exits by itself (it serves every job).
+                if entry is not None:
+                    store.remove(store.entry_name(entry))
+                raise
 
     def _queued(self) -> bool:
         """Whether any job waits in the queue (a look at one folder: the everyday verbs import nothing more)."""
@@ -377,10 +401,7 @@ class LocalBackend(Backend):
         proc = self._runners.pop(paths.job_id, None)
         if proc is None:
             return
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
-        kill_processes(lambda: job_processes(paths.job_id), grace=0.0, job_id=paths.job_id)
+        _end_runner(proc, paths.job_id)
         with contextlib.suppress(KeyError, TypeError, ValueError, BackendError):
             network_from_json(dict(request.network)).teardown()
 
