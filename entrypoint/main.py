@@ -102,12 +102,10 @@ def build_parser(given: str = "") -> argparse.ArgumentParser:
         help="read the environment and the rank table once, print the launch plan as JSON, start nothing, never wait",
     )
     parser.add_argument("--log-dir", metavar="DIR", help="per-rank logs go here (env MALAUNCH_LOG_DIR)")
+    parser.add_argument("--report-file", metavar="FILE",
+                        help="write the JSON run report here (env MALAUNCH_REPORT_FILE)")
     parser.add_argument(
-        "--report-file", metavar="FILE", help="write the JSON run report here (env MALAUNCH_REPORT_FILE)"
-    )
-    parser.add_argument(
-        "--grace-period",
-        metavar="SECONDS",
+        "--grace-period", metavar="SECONDS",
         help="time between SIGTERM and SIGKILL when the group is torn down (env MALAUNCH_GRACE_PERIOD, default 30)",
     )
     return parser
@@ -186,11 +184,8 @@ def _parse_options(flags: List[str]) -> Any:
 
 def _overlay(environ: Mapping[str, str], options: Any) -> Dict[str, str]:
     merged = dict(environ)
-    for flag, variable in (
-        ("log_dir", "MALAUNCH_LOG_DIR"),
-        ("report_file", "MALAUNCH_REPORT_FILE"),
-        ("grace_period", "MALAUNCH_GRACE_PERIOD"),
-    ):
+    for flag, variable in (("log_dir", "MALAUNCH_LOG_DIR"), ("report_file", "MALAUNCH_REPORT_FILE"),
+                           ("grace_period", "MALAUNCH_GRACE_PERIOD")):
         value = getattr(options, flag)
         if value is not None:
             merged[variable] = value

@@ -226,7 +226,7 @@ class Supervisor:
         if now >= self._announce_at:
             self._announce_at = now + _ANNOUNCE_EVERY
             self.guards.watchdog.announce(self.tree.find())
-            proctree.reap_zombie_children(self._own_pids())
+            proctree.reap_zombie_children(_own_pids(self.group, self.tree))
             if self.silence is not None and self.ending.at is None:
                 self._look(now, self.silence)
         self.relauncher.start_due(now, self._start_failed)
@@ -249,9 +249,6 @@ class Supervisor:
     def _start_failed(self, error: LaunchError) -> None:
         self.error = error
         self.begin_ending()
-
-    def _own_pids(self) -> Set[int]:
-        return self.group.pids() | self.tree.foreign
 
     def _pause(self, seconds: float) -> bool:
         """The ending's pause between looks: events still count (a second signal to the shim ends the grace)."""
@@ -288,6 +285,11 @@ class Supervisor:
                                  self.relauncher.relaunched, self.hung)  # fmt: skip
 
 
+def _own_pids(group: ProcessGroup, tree: JobTree) -> Set[int]:
+    """The children not to reap as orphans: the run's processes, the shim's from before it, the watchdog."""
+    return group.pids() | tree.foreign
+
+
 def _stopped(death: Optional[Death]) -> bool:
     """A death by a stop signal (SIGTERM, SIGINT, SIGHUP): it says nothing of its own about the job."""
     return death is not None and death.code is not None and -death.code in _STOP_SIGNALS
@@ -313,7 +315,7 @@ def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunRes
         raise
     finally:
         supervisor.output.close()
-        supervisor.guards.release(lambda: proctree.reap_zombie_children(supervisor._own_pids()))
+        supervisor.guards.release(lambda: proctree.reap_zombie_children(_own_pids(supervisor.group, supervisor.tree)))
 
 
 def run_plan(

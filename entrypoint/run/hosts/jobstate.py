@@ -123,6 +123,13 @@ def _priority(cause: Cause) -> int:
     return _PEER if cause.peer else _OWN
 
 
+def _weight(cause: Cause) -> int:
+    """A failure's place among its attempt's causes, lowest first: its priority, then (a hung attempt) the host
+    whose ranks show the strongest evidence."""
+    score = cause.score
+    return _priority(cause) * 8 - (score if score is not None and 0 <= score < 8 else 0)
+
+
 class JobState:
     """The coordinator's book of one job (see the module's docstring for the rules)."""
 
@@ -266,9 +273,7 @@ class JobState:
         return [Send(None, Start(attempt, previous, self.round.members, free))]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
-        score = cause.score  # a hung attempt: the host whose ranks show the strongest evidence first
-        strength = score if score is not None and 0 <= score < 8 else 0
-        self.round.causes.append((_priority(cause) * 8 - strength, len(self.round.causes), cause))
+        self.round.causes.append((_weight(cause), len(self.round.causes), cause))
         if self.phase is not Phase.RUNNING or (self.round.held is not None and cause.peer and not cause.ended):
             return []  # rule 2a: an account that says a peer failed leaves the hold as it is
         return self._end_others(cause.host, now)
@@ -290,8 +295,7 @@ class JobState:
         self.verdicts.append(cause)
         if self.rules.min_hosts is not None and (self.round.dropped or self.round.rejoined):  # rule 5
             self.free_next = True
-            self.phase = Phase.WAITING
-            self.deadline = now + (self.rules.host_wait if self.round.dropped else 0.0)
+            self.phase, self.deadline = Phase.WAITING, now + (self.rules.host_wait if self.round.dropped else 0.0)
             return self.advance(now)
         again = cause.accept and self.attempt - self.free < self.rules.max_restarts
         if not again:

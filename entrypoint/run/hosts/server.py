@@ -49,11 +49,7 @@ class Coordinator:
                  say: Callable[[str], None], bind: str = "") -> None:  # fmt: skip
         self.key, self.state, self.interval, self.timeout, self.say = key, state, interval, timeout, say
         self.max_conns = 2 * state.num_hosts + 64
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((bind, port))
-        self.listener.listen(min(4096, max(128, 2 * state.num_hosts)))
-        self.listener.setblocking(False)
+        self.listener = _listener(bind, port, min(4096, max(128, 2 * state.num_hosts)))
         self.port = int(self.listener.getsockname()[1])
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, None)
@@ -105,7 +101,7 @@ class Coordinator:
             if conn.host is None and now - conn.born > HELLO_WITHIN:
                 self._refuse(conn, "slow", f"no hello within {HELLO_WITHIN:g} s")
             elif conn.host is not None and now - conn.last > self.timeout:
-                self._lose(conn, f"no heartbeat for {self.timeout:g} s")
+                self._gone(conn, f"no heartbeat for {self.timeout:g} s")
         self._apply(self.state.advance(now))
         if now >= self._beat_at:
             self._beat_at = now + self.interval
@@ -223,12 +219,7 @@ class Coordinator:
         self.selector.modify(conn.sock, events, conn)
 
     def _gone(self, conn: _Conn, why: str) -> None:
-        if conn.host is not None:
-            self._lose(conn, why)
-        else:
-            self._drop(conn)
-
-    def _lose(self, conn: _Conn, why: str) -> None:
+        """The connection is over (closed, broken, silent): dropped, and the book told if it was a host's."""
         host = conn.host
         self._drop(conn)
         if host is not None:
@@ -249,6 +240,16 @@ class Coordinator:
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(conn.sock)
         conn.sock.close()
+
+
+def _listener(bind: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking TCP socket listening on ``(bind, port)``."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((bind, port))
+    listener.listen(backlog)
+    listener.setblocking(False)
+    return listener
 
 
 def _json_line(payload: Dict[str, Any]) -> bytes:

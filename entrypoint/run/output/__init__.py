@@ -128,13 +128,7 @@ class Output:
         sink = self.rank_sinks.get(place)
         if rank == place or sink is None or rank in self.rank_sinks or place in self._labels:
             return
-        path = os.path.join(os.path.dirname(sink.path), f"rank-{rank}.log")
-        try:
-            os.rename(sink.path, path)
-        except OSError as error:
-            self.warn(f"cannot rename {sink.path} to {path}: {error.strerror}; rank {rank}'s log keeps that name")
-            path = sink.path
-        sink.path = path
+        sink.path = path = _renamed_log(sink.path, rank, self.warn)
         # a new dict, not a change of the one other threads may be reading (lost_output, log_of)
         self.rank_sinks = {**{key: value for key, value in self.rank_sinks.items() if key != place}, rank: sink}
         self._labels[place] = rank
@@ -257,6 +251,18 @@ class Output:
         """The sink with the best log of a rank (its own), else of process ``index``."""
         sink = self.rank_sinks.get(rank) if rank is not None else None
         return sink if sink is not None else self.sinks[index]
+
+
+def _renamed_log(old: str, rank: int, warn: Callable[[str], None]) -> str:
+    """Rename the log ``old`` to ``rank-<rank>.log`` beside it; the log's path after (``old`` when the rename
+    failed, which ``warn`` says)."""
+    path = os.path.join(os.path.dirname(old), f"rank-{rank}.log")
+    try:
+        os.rename(old, path)
+    except OSError as error:
+        warn(f"cannot rename {old} to {path}: {error.strerror}; rank {rank}'s log keeps that name")
+        return old
+    return path
 
 
 def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
