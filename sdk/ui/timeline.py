@@ -17,7 +17,7 @@ from ..status import JobState, JobStatus
 
 __all__ = ["Attempt", "Marker", "Timeline", "restarts_in", "timeline_of"]
 
-_ATTEMPT = re.compile(r"\battempt (\d+) ended\b")
+_ATTEMPT = re.compile(r"\battempt (\d+) (?:of the job )?ended\b")  # a host's own, or the job's restart
 _ANNOUNCED = re.compile(r"\Aattempt (\d+) is\b")
 _MARKS = {"HostLost": "lost", "HostBack": "back", "HostsChanged": "hosts"}
 

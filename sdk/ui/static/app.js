@@ -22,14 +22,19 @@
   if (!log) return;
   const file = document.getElementById("logfile"), search = document.getElementById("logsearch");
   const follow = document.getElementById("follow");
-  let offset = 0, timer = null, round = 0;
+  let offset = 0, timer = null, round = 0, failed = false;
   function poll() {
     const mine = round;
     const url = log.dataset.src + "&file=" + encodeURIComponent(file.value) + "&offset=" + offset +
       "&q=" + encodeURIComponent(search.value);
     fetch(url, {credentials: "same-origin"}).then(function (r) { return r.json(); }).then(function (d) {
       if (mine !== round) return;
-      if (d.error) { log.textContent = d.error; return; }
+      if (d.error) {  // shown in place; a running job's may pass (its status read while it changed): ask again
+        log.textContent = d.error; failed = true; offset = 0;
+        if (live) timer = setTimeout(poll, 2000);
+        return;
+      }
+      if (failed) { log.textContent = ""; failed = false; }
       offset = d.offset;
       d.lines.forEach(function (line) {
         const div = document.createElement("div");

@@ -20,7 +20,7 @@ import pytest
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.status import JobState
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from uiutil import Ui, screenshot, start_ui, stop_ui
@@ -50,7 +50,12 @@ def _log_text(driver: Any) -> str:
 def _until(driver: Any, condition: Any, what: str) -> Any:
     """Wait for ``condition``; the parts the page refreshes are replaced while we look (stale elements)."""
     waiting = WebDriverWait(driver, WAIT, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,))
-    return waiting.until(condition, what)
+    try:
+        return waiting.until(condition, what)
+    except TimeoutException:  # say what the page showed instead
+        shown = driver.execute_script("const l = document.getElementById('log'); return l ? l.innerText : null")
+        drawn = _outcomes(driver)
+        raise TimeoutException(f"{what}; the page's log showed: {shown!r}; attempts drawn: {drawn}") from None
 
 
 def _open_job(driver: Any, ui: Ui, job_id: str) -> None:
@@ -80,42 +85,47 @@ def test_a_job_that_fails_restarts_and_succeeds_shows_live_logs_and_its_attempts
     done = ma_submit(["--detach", str(job)], ui_env)
     assert done.returncode == 0, done.stderr
     (job_id,) = job_ids(Path(ui_env["MALAUNCH_HOME"]))
-    console = Path(ui_env["MALAUNCH_HOME"]) / "jobs" / job_id / "hosts" / "0" / "console.log"
-    wait_for(lambda: console.is_file() and "attempt 1 <script>" in console.read_text(errors="replace"), WAIT,
-             "attempt 1 to start")  # fmt: skip
+    try:
+        console = Path(ui_env["MALAUNCH_HOME"]) / "jobs" / job_id / "hosts" / "0" / "console.log"
+        wait_for(lambda: console.is_file() and "attempt 1 <script>" in console.read_text(errors="replace"), WAIT,
+                 "attempt 1 to start")  # fmt: skip
 
-    _open_job(browser, ui, job_id)
-    assert Select(browser.find_element(By.ID, "logfile")).first_selected_option.text == "hosts/0/console.log"
-    shown = "attempt 0 <script>alert('x')</script>"
-    _until(browser, lambda d: shown in _log_text(d), "the <script> line, as text")
-    assert browser.find_elements(By.CSS_SELECTOR, "#log script, #log *:not(div)") == []
-    with pytest.raises(NoAlertPresentException):
-        browser.switch_to.alert.text  # noqa: B018 (reading it is the check)
-    _until(browser, lambda d: "restarted" in _outcomes(d), "attempt 0 drawn as restarted")
-    assert _outcomes(browser) == ["restarted", "running"]
-    screenshot(browser, "ui-job-running", tmp_path)
+        _open_job(browser, ui, job_id)
+        assert Select(browser.find_element(By.ID, "logfile")).first_selected_option.text == "hosts/0/console.log"
+        shown = "attempt 0 <script>alert('x')</script>"
+        _until(browser, lambda d: shown in _log_text(d), "the <script> line, as text")
+        assert browser.find_elements(By.CSS_SELECTOR, "#log script, #log *:not(div)") == []
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018 (reading it is the check)
+        _until(browser, lambda d: "restarted" in _outcomes(d), "attempt 0 drawn as restarted")
+        assert _outcomes(browser) == ["restarted", "running"]
+        screenshot(browser, "ui-job-running", tmp_path)
 
-    word = secrets.token_hex(4)
-    go.write_text(word)  # the ranks write their line now, while the page follows host 0's log
-    _until(browser, lambda d: f"live {word}" in _log_text(d), "the line written while the page was open")
-    search = browser.find_element(By.ID, "logsearch")
-    search.send_keys("live")
-    _until(browser, lambda d: _log_text(d).splitlines() and all("live" in line for line in _log_text(d).splitlines()),
-           "only the lines holding the search")  # fmt: skip
-    Select(browser.find_element(By.ID, "logfile")).select_by_visible_text("hosts/1/console.log")
-    _until(browser, lambda d: f"live {word}" in _log_text(d) and "[rank 1]" in _log_text(d), "host 1's line")
+        word = secrets.token_hex(4)
+        go.write_text(word)  # the ranks write their line now, while the page follows host 0's log
+        _until(browser, lambda d: f"live {word}" in _log_text(d), "the line written while the page was open")
+        search = browser.find_element(By.ID, "logsearch")
+        search.send_keys("live")
+        _until(browser, lambda d: _log_text(d).splitlines() and all("live" in x for x in _log_text(d).splitlines()),
+               "only the lines holding the search")  # fmt: skip
+        Select(browser.find_element(By.ID, "logfile")).select_by_visible_text("hosts/1/console.log")
+        _until(browser, lambda d: f"live {word}" in _log_text(d) and "[rank 1]" in _log_text(d), "host 1's line")
 
-    _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#summary [data-ended]"), "the page to see the end")
-    browser.refresh()
-    _until(browser, lambda d: _outcomes(d) == ["restarted", "succeeded"], "both attempts drawn")
-    cause = _until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#timeline tr.attempt-row").text, "the table")
-    assert "exit code 3" in cause and "root cause rank" in cause, cause
-    assert "SUCCEEDED" in browser.find_element(By.ID, "summary").text
-    screenshot(browser, "ui-job", tmp_path)
-    browser.get(f"{ui.base}/")
-    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{job_id}"]').text
-    assert row.split()[1:] == ["SUCCEEDED", "local", "flaky", row.split()[4], "2", row.split()[6], "0"], row
-    screenshot(browser, "ui-jobs", tmp_path)
+        _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#summary [data-ended]"), "the page to see the end")
+        browser.refresh()
+        _until(browser, lambda d: _outcomes(d) == ["restarted", "succeeded"], "both attempts drawn")
+        cause = _until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#timeline tr.attempt-row").text, "the table")
+        assert "exited with 3" in cause and "root cause rank" in cause, cause  # the failure texts since the merge
+        assert "SUCCEEDED" in browser.find_element(By.ID, "summary").text
+        screenshot(browser, "ui-job", tmp_path)
+        browser.get(f"{ui.base}/")
+        row = browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{job_id}"]').text
+        assert row.split()[1:] == ["SUCCEEDED", "local", "flaky", row.split()[4], "2", row.split()[6], "0"], row
+        screenshot(browser, "ui-jobs", tmp_path)
+    finally:  # a failed assertion stops the job it started here (cleanup_jobs then proves nothing runs)
+        backend = LocalBackend(home=ui_env["MALAUNCH_HOME"])
+        if not backend.status(job_id).is_terminal:
+            backend.stop(job_id)
 
 
 @pytest.mark.process

@@ -95,6 +95,19 @@ def test_the_attempts_come_from_the_restarts_the_events_record() -> None:
     assert svg.count('class="attempt"') == 3 and 'data-kind="lost"' in svg
 
 
+def test_a_restart_of_the_whole_job_reported_by_every_host_is_one_attempt() -> None:
+    status = JobStatus("j", "local", JobState.SUCCEEDED, 0, created_at=100.0, started_at=100.0, ended_at=130.0)
+    said = "attempt 0 of the job ended: root cause rank 0 on host 0 (127.0.0.1) exited with 3; class user_error"
+    events = [
+        JobEvent(110.0, "host 0", "Restarted", f"{said}; this host started the next attempt", "Warning", 0),
+        JobEvent(110.5, "host 1", "Restarted", f"{said}; this host started the next attempt", "Warning", 1),
+        JobEvent(130.0, "job", "Succeeded", "exit code 0"),
+    ]  # fmt: skip
+    line = timeline_of(status, events, now=200.0)
+    assert [(a.number, a.outcome) for a in line.attempts] == [(0, "restarted"), (1, "succeeded")]
+    assert line.attempts[0].cause.startswith(said)
+
+
 def test_the_guard_wants_the_token_once_then_the_cookie_and_the_loopbacks_host() -> None:
     guard = Guard("127.0.0.1", 8765, token="t0ken")
     assert not guard.check(None, {}, "127.0.0.1:8765").ok
