@@ -14,11 +14,11 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Set
+from typing import Callable, Dict, List
 
 import pytest
 from malaunch.entrypoint.run.procs import proctree
-from shimutil import MARK, SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, start_shim
+from shimutil import MARK, SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, pidfds_of, start_shim
 
 pytestmark = [pytest.mark.process, pytest.mark.mindspore]
 
@@ -49,32 +49,14 @@ def _gone_or_zombie(pid: int) -> bool:
     return info is None or info.zombie
 
 
-def _pidfds_of(holder: int, pid: int) -> Set[str]:
-    """The fds of ``holder`` that are pidfds for ``pid`` (their fdinfo says ``Pid: <pid>``)."""
-    folder = Path(f"/proc/{holder}/fdinfo")
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return set()
-    found = set()
-    for name in names:
-        try:
-            text = (folder / name).read_text()
-        except OSError:
-            continue
-        if f"\nPid:\t{pid}\n" in f"\n{text}":
-            found.add(name)
-    return found
-
-
 def _watched(holder: int, pid: int) -> bool:
     """The shim's watch keeps a pidfd for ``pid``: the same fd open 0.3 s apart (a scan's pidfd for a process that
     turns out not to be a worker is closed at once; a worker's is kept)."""
-    first = _pidfds_of(holder, pid)
+    first = pidfds_of(holder, pid)
     if not first:
         return False
     time.sleep(0.3)
-    return bool(first & _pidfds_of(holder, pid))
+    return bool(first & pidfds_of(holder, pid))
 
 
 def _run(tmp_path: Path, mode: str) -> tuple[int, Dict[str, object], str, str]:
@@ -98,7 +80,7 @@ def _run(tmp_path: Path, mode: str) -> tuple[int, Dict[str, object], str, str]:
         stopped.append(msrun)
         # the shim stops within ms of msrun's start, seconds before msrun's workers; should a loaded machine
         # have let its watch see rank 1 anyway, rank 1's death is the watch's fact, not only msrun's line
-        source = "watch" if _pidfds_of(proc.pid, rank1) else "summary"
+        source = "watch" if pidfds_of(proc.pid, rank1) else "summary"
         (folder / "go").write_text("")
         _wait("rank 1 to fail", lambda: _gone_or_zombie(rank1), alive)  # msrun's zombie: no environment left
         os.kill(proc.pid, signal.SIGCONT)
