@@ -24,7 +24,7 @@ def _env(method: str, tmp_path: Path) -> Dict[str, str]:
                       "MA_TORCHRUN_MASTER_PORT": str(free_port())})  # fmt: skip
     else:
         write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-        extra["RANK_TABLE_FILE"] = str(tmp_path / "table.json")
+        extra.update(RANK_TABLE_FILE=str(tmp_path / "table.json"), MALAUNCH_MASTER_PORT=str(free_port()))
     return marked_env(extra)
 
 

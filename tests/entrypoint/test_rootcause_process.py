@@ -36,7 +36,7 @@ def _env(method: str, tmp_path: Path) -> Dict[str, str]:
         extra.update({"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MSRUN_MASTER_PORT": str(free_port())})
     else:
         write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-        extra["RANK_TABLE_FILE"] = str(tmp_path / "table.json")
+        extra.update(RANK_TABLE_FILE=str(tmp_path / "table.json"), MALAUNCH_MASTER_PORT=str(free_port()))
     return marked_env(extra)
 
 

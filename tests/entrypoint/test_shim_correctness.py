@@ -97,7 +97,7 @@ def test_ddp_tutorial_script_error_file_names_the_raising_rank(tmp_path: Path) -
 def _method_env(method: str, tmp_path: Path) -> Dict[str, str]:
     if method == "ranktable":
         write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-        return marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json")})
+        return marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_MASTER_PORT": str(free_port())})
     if method == "torchrun":
         return marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"})
     return marked_env({"MA_RUN_METHOD": "msrun", "MA_NUM_GPUS": "2", "MA_MSRUN_MASTER_PORT": str(free_port()),
@@ -154,7 +154,8 @@ def _pkill_f_like(pattern: str, mark: str) -> list:
 @pytest.mark.process
 def test_watchdog_survives_pkill_f_of_the_shim_and_ends_the_ranks(tmp_path: Path) -> None:
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_MASTER_PORT": str(free_port()),
+                      "MALAUNCH_GRACE_PERIOD": "2"})
     shim_bin = str(Path(sys.executable).with_name("ma-entrypoint"))
     proc = subprocess.Popen([sys.executable, shim_bin, JOB, "--sleep", "120", "--say", "up"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
@@ -180,7 +181,8 @@ def test_watchdog_survives_pkill_f_of_the_shim_and_ends_the_ranks(tmp_path: Path
 def test_a_stuck_console_loses_no_log_line_and_keeps_the_grace_period(tmp_path: Path) -> None:
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
     grace = 3.0
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": str(grace)})
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_MASTER_PORT": str(free_port()),
+                      "MALAUNCH_GRACE_PERIOD": str(grace)})
     lines = 100_000  # ~7 MB per rank: far more than any pipe holds
     args = [JOB, "--lines", str(lines), "--fail-rank", "1", "--code", "4", "--delay", "1", "--sleep", "120",
             "--ignore-term"]  # fmt: skip
@@ -248,7 +250,8 @@ def test_a_daemon_is_ended_by_the_watchdog_when_the_shim_is_sigkilled(tmp_path: 
     """``--daemon-first`` forks before the rank imports anything, possibly before the shim moved the ranks into
     the job's cgroup; only ranks born inside keep such a daemon findable (and in the cgroup when it appears)."""
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "2"})
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_MASTER_PORT": str(free_port()),
+                      "MALAUNCH_GRACE_PERIOD": "2"})
     proc = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, when, str(tmp_path),
                              "--sleep", "120"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip

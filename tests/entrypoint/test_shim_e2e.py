@@ -82,7 +82,8 @@ def test_ranktable_fan_out_four_ranks_from_a_v10_table(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_ranktable_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> None:
     write_v10_table(tmp_path / "table.json", servers=1, devices=4)
-    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "5"})
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "5",
+                      "MALAUNCH_MASTER_PORT": str(free_port())})
     done = shim([str(SCRIPTS / "dump_env.py"), str(tmp_path), "--fail-rank", "2", "--exit-code", "6",
                  "--sleep", "60"], env, tmp_path)  # fmt: skip
     assert done.returncode == 6, done.stderr
