@@ -14,6 +14,7 @@ from typing import Any, Dict, List
 
 import pytest
 from malaunch.entrypoint.public import read_info
+from malaunch.sdk.backends.local.queue.capacity import machine_capacity
 from malaunch.sdk.backends.local.queue.store import QueueEntry, plan_queue
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
@@ -167,3 +168,13 @@ def test_a_job_larger_than_the_machine_is_refused_at_submit_in_one_line(
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "takes 4 devices" in lines[0] and "(3: MALAUNCH_LOCAL_CAPACITY)" in lines[0]
     assert job_ids(home) == []
+
+
+def test_a_cpu_counted_machine_runs_a_larger_job_alone_and_a_counted_one_refuses_it(tmp_path: Path) -> None:
+    """With no accelerator and nothing set, capacity is the CPUs, which CPU jobs share: the README's 2 x 2 job on a
+    2-core machine takes the whole machine (it waits for it, then runs alone) instead of being refused; a capacity
+    that was set, or accelerators counted, still refuses a job larger than the machine."""
+    soft = machine_capacity({}, None, dev=str(tmp_path))  # a /dev with no accelerator
+    assert soft.soft and soft.need_of(2, 2) == min(4, soft.devices) and soft.need_of(1, 1) == 1
+    given = machine_capacity({"MALAUNCH_LOCAL_CAPACITY": "2"}, None, dev=str(tmp_path))
+    assert not given.soft and given.need_of(2, 2) == 4

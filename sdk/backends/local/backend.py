@@ -229,10 +229,10 @@ class LocalBackend(Backend):
 
     def _check_fits(self, spec: JobSpec) -> None:
         """A job larger than the whole machine is refused (it would wait forever)."""
-        from .queue.capacity import job_need, machine_capacity
+        from .queue.capacity import machine_capacity
 
-        need = job_need(spec.resources.hosts, spec.resources.devices_per_host)
         capacity = machine_capacity(self.environ, self.capacity_setting)
+        need = capacity.need_of(spec.resources.hosts, spec.resources.devices_per_host)
         if need > capacity.devices:
             raise ConfigError(
                 f"resources: the job takes {need} devices (hosts x devices_per_host), more than this machine has "
@@ -320,13 +320,13 @@ class LocalBackend(Backend):
         """Start the job's runner now when it fits and nothing waits, else queue it (:mod:`.queue`): all under the
         queue's lock, so two submits never start more than the machine holds."""
         from ...plan import new_job_secret
-        from .queue.capacity import job_need, machine_capacity
+        from .queue.capacity import machine_capacity
         from .queue.scheduler import ENV_FILE, ensure_scheduler, used_devices
         from .queue.store import QueueStore, plan_queue
 
         store = QueueStore(self.home)
-        need = job_need(spec.resources.hosts, spec.resources.devices_per_host)
-        capacity = machine_capacity(self.environ, self.capacity_setting).devices
+        machine = machine_capacity(self.environ, self.capacity_setting)
+        need, capacity = machine.need_of(spec.resources.hosts, spec.resources.devices_per_host), machine.devices
         with store.locked():
             waiting = store.entries()
             if not waiting and need <= capacity - used_devices(self.home, ()):

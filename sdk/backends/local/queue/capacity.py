@@ -21,10 +21,18 @@ _DEVICE = re.compile(r"(davinci|nvidia)\d+\Z")
 
 
 class Capacity(NamedTuple):
-    """The devices local jobs may take at once, and where that number came from."""
+    """The devices local jobs may take at once, and where that number came from. ``soft``: counted from the
+    CPUs (no accelerator, nothing set), which a CPU job may share: a larger job is not refused, it waits until the
+    machine is free and runs alone (:meth:`need_of`)."""
 
     devices: int
     source: str
+    soft: bool = False
+
+    def need_of(self, hosts: int, devices_per_host: int) -> int:
+        """What a job takes of this capacity: :func:`job_need`, at most the whole machine when it is soft."""
+        need = job_need(hosts, devices_per_host)
+        return min(need, self.devices) if self.soft else need
 
 
 def _parse(text: str, where: str) -> int:
@@ -52,7 +60,7 @@ def machine_capacity(environ: Mapping[str, str], given: Optional[str] = None, de
     if found:
         return Capacity(len(found), f"{len(found)} accelerator(s) in {dev}")
     cpus = os.cpu_count() or 1
-    return Capacity(cpus, f"{cpus} CPU(s), no accelerator found")
+    return Capacity(cpus, f"{cpus} CPU(s), no accelerator found", soft=True)
 
 
 def job_need(hosts: int, devices_per_host: int) -> int:
