@@ -21,6 +21,7 @@ _PYTHONS_OWN = re.compile(
     r"\AFatal Python error: init_"
     r"|\Apython: failed to set __main__.__loader__\n"
     r"|\AFailed checking if argv\[0\] is an import path entry\n"
+    r"|\AError processing line \d+ of [^\n]*\.pth:\n"  # ``site`` running an installed .pth (an editable install's)
     r"|ma-submit\", line 0, in <module>\nKeyboardInterrupt\n\Z"
     r"|\AKeyboardInterrupt\n\Z"  # the bare word, no traceback: SIGINT in its start-up or its finalisation
 )
