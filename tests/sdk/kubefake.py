@@ -24,7 +24,8 @@ Volcano's phases, one step per ``tick``:
 As unkind as a real API server: a job list is answered in pages of at most :data:`PAGE_CAP` items, whatever
 ``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
 likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
-queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``) are answered
+queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``; ``"500 stored"`` for
+``POST job``: stored, then answered 500) are answered
 before the request is served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by
 a request for a later page, which is refused as the API server refuses an expired ``continue`` token.
 
@@ -451,6 +452,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault in ("500", "503"):
             self._send(int(fault), _status(int(fault), "InternalError", "etcdserver: request timed out"))
+            return
+        if fault == "500 stored":  # the write went through, its answer did not (etcd's timeout after the commit)
+            with cluster.lock:
+                if jobs and self.command == "POST" and not jobs.group(2):
+                    cluster.create(jobs.group(1), json.loads(raw))
+            self._send(500, _status(500, "InternalError", "etcdserver: request timed out"))
             return
         if "continue" in query and cluster.fault(f"{route} continue") == "410":  # only a later page can expire
             self._send(410, _status(410, "Expired", "The provided continue parameter is too old to display a "

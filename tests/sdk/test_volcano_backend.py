@@ -312,6 +312,35 @@ def test_429_and_5xx_are_retried_with_the_one_policy(kube: FakeKube, kubeconfig:
         handle.status()
 
 
+def test_a_create_stored_but_not_answered_is_found_on_the_retry_not_a_409(kube: FakeKube, kubeconfig: Path) -> None:
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    waits: List[float] = []
+    backend = VolcanoBackend(
+        kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=waits.append, policy=RetryPolicy(attempts=4)
+    )
+    kube.cluster.faults["POST job"] = ["500 stored"]  # the job is stored; the answer is a 500
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    assert kube.cluster.faults["POST job"] == [] and len(waits) == 1  # retried once, and that retry met its own job
+    assert len(kube.cluster.created) == 1 and handle.id.endswith(kube.cluster.created[0]["metadata"]["name"])
+    assert handle.wait(timeout=60).state.value == "SUCCEEDED"
+
+
+def test_a_409_for_a_job_that_is_not_ours_stands(kube: FakeKube, kubeconfig: Path) -> None:
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    def a_stranger_takes_the_name(_seconds: float) -> None:  # between our two posts, the stored job becomes another
+        with kube.cluster.lock:
+            (job,) = kube.cluster.jobs.values()
+            job.manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"] = "someone/else:1"
+
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2,
+                             sleep=a_stranger_takes_the_name, policy=RetryPolicy(attempts=4))  # fmt: skip
+    kube.cluster.faults["POST job"] = ["500 stored"]
+    with pytest.raises(BackendError, match=r"answered 409, .*already exists.*a job of that name exists already"):
+        backend.submit(spec_from_mapping(job_data("succeed")))
+
+
 def test_an_unreachable_api_is_retried_then_one_line(tmp_path: Path) -> None:
     from malaunch.sdk.backends._http import RetryPolicy
 

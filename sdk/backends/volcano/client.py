@@ -53,6 +53,7 @@ __all__ = [
     "connect",
     "context_namespace",
     "core_path",
+    "holds",
     "objects_path",
     "resolve_target",
 ]
@@ -344,11 +345,31 @@ class KubeApi:
         return f"{what}: the Kubernetes API answered {exc.status}, {show_value(message)}; {hint}"
 
     def create_job(self, namespace: str, manifest: Mapping[str, Any]) -> Dict[str, Any]:
-        """Create the Volcano Job; returns the object as stored."""
-        result: Dict[str, Any] = self._call(
-            f"creating Volcano job in namespace {namespace}",
-            lambda: self.send("POST", objects_path(GROUP, VERSION, namespace, PLURAL), body=manifest),
-        )
+        """Create the Volcano Job; returns the object as stored.
+
+        A create that the API stored but whose answer was lost (a 5xx such as etcd's "request timed out", or a
+        dropped connection) is retried by the policy, and the retry meets 409 for the job it made itself. Then the
+        stored job is read: when it holds everything this manifest says, it is ours and the create succeeded;
+        otherwise the 409 stands (a job of that name that is not this one)."""
+        name = str(manifest["metadata"]["name"])
+        jobs = objects_path(GROUP, VERSION, namespace, PLURAL)
+        posts = 0
+
+        def create() -> Dict[str, Any]:
+            nonlocal posts
+            posts += 1
+            try:
+                created: Dict[str, Any] = self.send("POST", jobs, body=manifest)
+                return created
+            except _Refused as exc:
+                if exc.status != 409 or posts == 1:
+                    raise
+                stored: Dict[str, Any] = self.send("GET", objects_path(GROUP, VERSION, namespace, PLURAL, name))
+                if not holds(stored, manifest):
+                    raise
+                return stored
+
+        result: Dict[str, Any] = self._call(f"creating Volcano job in namespace {namespace}", create)
         return result
 
     def create_secret(self, namespace: str, manifest: Mapping[str, Any]) -> None:
@@ -507,3 +528,15 @@ def objects_path(group: str, version: str, namespace: Optional[str], plural: str
     None: cluster-scoped (a Volcano Queue)."""
     scope = ("namespaces", namespace) if namespace is not None else ()
     return f"/apis/{group}/{version}" + _segments(*scope, plural, *rest)
+
+
+def holds(stored: Any, sent: Any) -> bool:
+    """True when ``stored`` (an object as the API keeps it) holds everything ``sent`` says: every key of a mapping
+    with a value it holds in turn, lists of the same length item by item, other values equal. What the API adds
+    (uid, timestamps, status, defaults of the admission webhooks) is ignored."""
+    if isinstance(sent, Mapping):
+        return isinstance(stored, Mapping) and all(key in stored and holds(stored[key], value)
+                                                   for key, value in sent.items())  # fmt: skip
+    if isinstance(sent, list):
+        return isinstance(stored, list) and len(stored) == len(sent) and all(map(holds, stored, sent))
+    return bool(stored == sent)
