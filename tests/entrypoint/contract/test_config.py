@@ -26,7 +26,7 @@ from malaunch.entrypoint.contract.config import (
 )
 from malaunch.entrypoint.contract.errors import ConfigError
 
-SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
+SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
 #: The contract's parsers: a module outside ``contract/`` that names one re-reads a variable.
 PARSERS = frozenset({
     "parse_bool", "parse_choice", "parse_codes", "parse_int", "parse_seconds", "parse_words", "raw_value",

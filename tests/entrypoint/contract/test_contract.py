@@ -3,7 +3,7 @@
 Drifts of issue 18 that fail on main before the table: ``MA_MAX_RESTARTS`` took full-width digits, ``1_0`` and
 ``+3`` (``int()``) where cluster_env refuses them; an invalid ``MS_ENABLE_RECOVERY`` was read as false under msrun;
 the SDK's spec refused ``msrun_cluster_time_out: -1`` which the shim and docs allow (that one is in
-tests/sdk/test_sdk_spec_contract.py).
+tests/sdk/spec/test_spec_contract.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.config import parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "entrypoint.md").read_text()
 ROWS = list(contract.VARIABLES.values())
 

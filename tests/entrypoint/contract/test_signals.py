@@ -13,7 +13,7 @@ from malaunch.entrypoint.contract.signals import signal_in_any_code, signal_in_s
 from malaunch.entrypoint.report.failure_class import classify_failure
 from malaunch.entrypoint.report.report import describe_exit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

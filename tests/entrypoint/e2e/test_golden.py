@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from golden import capture, cases
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 EXPECTED = GOLDEN / "expected"
 
 NAMES = [case.name for case in cases.CASES]

@@ -240,7 +240,7 @@ def test_entrypoint_imports_only_the_standard_library() -> None:
 
 @pytest.mark.process
 def test_v0_table_ranks_get_a_converted_v10_file(tmp_path: Path) -> None:
-    source = Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
+    source = Path(__file__).parents[1] / "data" / "ranktables" / "v0_jobstart_hccl.json"
     out = tmp_path / "out"
     out.mkdir()
     env = marked_env(

@@ -23,7 +23,7 @@ from malaunch.entrypoint.run.output.splice import SpliceSink
 from shimutil import MARK, assert_nothing_left, free_port, marked_env
 from test_console_lag import SlowReader, flood_line, split_console
 
-FLOOD = str(Path(__file__).resolve().parent / "bin" / "flood.py")
+FLOOD = str(Path(__file__).resolve().parents[1] / "bin" / "flood.py")
 LINES = 300_000  # 100-byte lines: 30 MB per rank, far more than the console's 16 MiB backlog
 
 

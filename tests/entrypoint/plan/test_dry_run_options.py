@@ -18,7 +18,7 @@ import pytest
 from pipeutil import into_a_pipe_that_fills_then_closes
 from shimutil import write_v10_table
 
-TABLE = Path(__file__).parent / "data" / "ranktables" / "v1_0_2x4.json"
+TABLE = Path(__file__).parents[1] / "data" / "ranktables" / "v1_0_2x4.json"
 
 #: Runs the shim's console entry point as ``ma-entrypoint`` does, then prints (to stderr) which of the modules
 #: named in argv[1] were imported by then.
@@ -81,7 +81,7 @@ def test_a_dry_run_from_a_plain_install_imports_neither_typing_nor_json(tmp_path
     # are never needed to print a plan, and cost a 32,768-rank dry-run milliseconds.
     site = tmp_path / "site"
     (site / "malaunch").mkdir(parents=True)
-    (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[2] / "entrypoint")
+    (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[3] / "entrypoint")
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")
     watched = ["typing", "threading", "json", "re", "enum", "contextlib", "collections",
@@ -100,7 +100,7 @@ def test_the_command_as_installed_imports_no_more_than_the_shim(tmp_path: Path) 
     # file): it must not import what the shim avoids, as the wrapper pip writes for an entry point does (re).
     site = tmp_path / "site"
     (site / "malaunch").mkdir(parents=True)
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     (site / "malaunch" / "entrypoint").symlink_to(repo / "entrypoint")
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")

@@ -14,7 +14,7 @@ from shimutil import marked_env
 
 pytestmark = pytest.mark.process
 
-DATA = Path(__file__).parent / "data" / "ranktables"
+DATA = Path(__file__).parents[1] / "data" / "ranktables"
 
 
 def dry_run(tmp: Path, table: str, extra: Dict[str, str]) -> Dict[str, Any]:

@@ -126,7 +126,7 @@ def test_bad_input_in_a_process_that_never_imported_json_fails_as_json_does(tmp_
     # (no site hooks, the shim alone on the path) must still get json's own error, not a SystemError.
     site = tmp_path / "site"
     (site / "malaunch").mkdir(parents=True)
-    (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[2] / "entrypoint")
+    (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[3] / "entrypoint")
     texts = ['{"a": [1, 2', '[1, 2,]', '{"a" 1}', "[1] x", "", '"\\x"', "[NaN, -]"]
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-S", "-c", FRESH, *texts], env=env, capture_output=True, text=True,

@@ -181,7 +181,7 @@ def test_v0_table_is_converted_to_v10_for_the_ranks() -> None:
 
     from malaunch.entrypoint.plan.rank_table.v1 import to_v1_text
 
-    source = pathlib.Path(__file__).parent / "data" / "ranktables" / "v0_jobstart_hccl.json"
+    source = pathlib.Path(__file__).parents[1] / "data" / "ranktables" / "v0_jobstart_hccl.json"
     table = parse_rank_table(json.loads(source.read_text()), str(source))
     assert table.format == "v0"
     env = {"RANK_TABLE_FILE": str(source), "MA_CURRENT_INSTANCE_NAME": table.servers[0].pod_name or ""}

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from malaunch.entrypoint.plan.launch_plan import LOG_SOURCES, METHODS, LaunchPlan, ProcessSpec
 
-GOLDEN = Path(__file__).parent / "golden" / "expected"
+GOLDEN = Path(__file__).parents[1] / "golden" / "expected"
 _text = st.text(max_size=12)
 _names = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789", min_size=1, max_size=10)
 _env = st.dictionaries(_names, _text, max_size=4)

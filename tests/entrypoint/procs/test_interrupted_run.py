@@ -45,7 +45,7 @@ def test_a_test_run_killed_mid_test_leaves_no_process(tmp_path: Path) -> None:
     (tmp_path / "test_held.py").write_text(INNER)
     ready = tmp_path / "ready"
     mark = uuid.uuid4().hex
-    here = str(Path(__file__).resolve().parent)
+    here = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, **{OUTER: mark, "MALAUNCH_TEST_READY": str(ready), "PYTHONPATH": here})
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull,
             "--rootdir", str(tmp_path), str(tmp_path / "test_held.py")]  # fmt: skip

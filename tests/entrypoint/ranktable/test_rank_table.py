@@ -23,7 +23,7 @@ from malaunch.entrypoint.plan.rank_table import (
     wait_for_rank_table,
 )
 
-DATA = Path(__file__).parent / "data" / "ranktables"
+DATA = Path(__file__).parents[1] / "data" / "ranktables"
 
 
 def v1_table(servers: int = 2, devices: int = 4, version: str = "1.0") -> dict[str, Any]:

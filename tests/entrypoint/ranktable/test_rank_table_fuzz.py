@@ -22,7 +22,7 @@ from malaunch.entrypoint.plan.rank_table import RankTable, RankTableNotReady, pa
 
 pytestmark = pytest.mark.slow  # searches of many examples
 
-DATA = Path(__file__).parent / "data" / "ranktables"
+DATA = Path(__file__).parents[1] / "data" / "ranktables"
 SAMPLES = {path.name: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}
 KEYS = ["status", "version", "server_count", "server_list", "server_id", "host_ip", "device", "device_id",
         "device_ip", "rank_id", "super_pod_list", "super_pod_id", "group_list", "instance_list", "devices",

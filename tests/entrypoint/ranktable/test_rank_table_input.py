@@ -20,7 +20,7 @@ from malaunch.entrypoint.plan.rank_table import (
 )
 from malaunch.entrypoint.plan.rank_table.v1 import to_v1_text
 
-DATA = Path(__file__).parent / "data" / "ranktables"
+DATA = Path(__file__).parents[1] / "data" / "ranktables"
 SAMPLES = sorted(path.name for path in DATA.glob("*.json"))
 
 

@@ -25,7 +25,7 @@ from malaunch.entrypoint.plan import rank_table
 from malaunch.entrypoint.plan.rank_table import RankTableNotReady, _bounded_int, _bulk, _parts, read_rank_table
 from shimutil import v10_table
 
-DATA = Path(__file__).parent / "data" / "ranktables"
+DATA = Path(__file__).parents[1] / "data" / "ranktables"
 #: How the tables are written: Python's json.dumps defaults, compact, indented as hccl_tools writes them, and
 #: with odd whitespace.
 WRITERS: dict[str, Callable[[Any], str]] = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from malaunch.entrypoint.report.atomicfile import write_atomic
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_writes_the_text_and_makes_the_folder(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from layoututil import prefix_families
 
 pytestmark = pytest.mark.slow  # each reads and parses every module
 
-SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
+SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
 ISSUE = 18
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 200

@@ -23,8 +23,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-SHIM = Path(__file__).resolve().parents[2] / "entrypoint"
-SDK = Path(__file__).resolve().parents[2] / "sdk"
+SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
 PACKAGE = "malaunch.entrypoint"
 PUBLIC = f"{PACKAGE}.public"
 LAYERS = ("contract", "plan", "report", "run", "launchers")

@@ -23,7 +23,7 @@ from shimutil import marked_env, write_v10_table
 
 pytestmark = pytest.mark.process
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PYPROJECT = (ROOT / "pyproject.toml").read_text()
 
 

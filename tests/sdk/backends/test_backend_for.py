@@ -16,7 +16,7 @@ from malaunch.sdk.backends.job_index import JobIndex
 from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit
-from test_sdk_modelarts_api import body
+from test_modelarts_api import body
 
 pytestmark = pytest.mark.process
 

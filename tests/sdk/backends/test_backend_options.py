@@ -17,9 +17,9 @@ from malaunch.sdk.backends.modelarts import options as modelarts_options
 from malaunch.sdk.backends.volcano import options as volcano_options
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit
-from test_sdk_modelarts_api import body
+from test_modelarts_api import body
 
-SDK = Path(__file__).resolve().parents[2] / "sdk"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
 
 
 def test_each_backend_says_which_ids_are_its() -> None:

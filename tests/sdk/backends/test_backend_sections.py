@@ -12,7 +12,7 @@ from malaunch.sdk.backends import option_sections
 from malaunch.sdk.errors import SpecError
 from malaunch.sdk.spec import ModelArtsOptions, VolcanoOptions
 
-SDK = Path(__file__).resolve().parents[2] / "sdk"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
 BASE = {"name": "a", "code_dir": "/tmp", "boot_file": "b.py"}
 
 

@@ -164,7 +164,7 @@ def test_status_json_of_a_recorded_job(home: Path) -> None:
 
 
 def test_docs_show_every_verb_and_flag() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
     ctx = click.Context(cli)  # the verbs are imported when asked for: every one of them, through the group
     for name, command in ((name, cli.get_command(ctx, name)) for name in cli.list_commands(ctx)):
         assert command is not None, name

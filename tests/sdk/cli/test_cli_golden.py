@@ -28,7 +28,7 @@ from sdkutil import REPO, ma_submit
 
 pytestmark = pytest.mark.process
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "cli"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cli"
 
 
 @dataclass(frozen=True)

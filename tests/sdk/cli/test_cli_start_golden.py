@@ -1,6 +1,6 @@
 """What ``ma-submit`` prints before any verb does its work, byte for byte: the group's help however it is asked
 (``--help``, ``-h``, no arguments), ``--version``, an unknown option, a did-you-mean, a job file run with
-``--dry-run`` (text and JSON), and the help of the verbs :mod:`test_sdk_golden` does not already record.
+``--dry-run`` (text and JSON), and the help of the verbs :mod:`test_cli_golden` does not already record.
 
 Recorded from the tree where every verb was imported up front, so that loading each verb only when it runs (issue
 28) is proved to change none of it. The records live in ``golden/start/`` and are written and compared like the
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
-from test_sdk_golden import _BOOT, _GOOD, Case, assert_golden, capture
+from test_cli_golden import _BOOT, _GOOD, Case, assert_golden, capture
 
 pytestmark = pytest.mark.process
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "start"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "start"
 _FILES = {"job.yaml": _GOOD, "boot.py": _BOOT}
 
 _ARGS: Dict[str, Tuple[str, ...]] = {

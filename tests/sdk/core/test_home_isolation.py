@@ -18,7 +18,7 @@ from malaunch.sdk.backends.job_index import JobIndex
 from malaunch.sdk.backends.local import LocalBackend
 
 REAL_HOME = pwd.getpwuid(os.getuid()).pw_dir
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 
 
 def test_the_session_runs_in_a_temporary_home() -> None:

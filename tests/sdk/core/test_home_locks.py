@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 import pytest
 from malaunch.sdk.home import file_lock
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 Hold = Callable[[str], "subprocess.Popen[str]"]  # start a process holding the lock (exclusive or shared)
 _HOLDER = (
     "import sys,time\n"

@@ -1,5 +1,5 @@
 """Following a job prints why it waits when the reason changes, not on every poll; ``handle.events(follow=True)``
-yields each event once until the job ends. A scripted backend (the one of ``test_sdk_follow``) stands in."""
+yields each event once until the job ends. A scripted backend (the one of ``test_follow``) stands in."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from malaunch.sdk import JobEvent, JobState
 from malaunch.sdk.backends.inside import follow_events, merge_events
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.status import HostState
-from test_sdk_follow import FakeClock, ScriptedBackend, host, job
+from test_follow import FakeClock, ScriptedBackend, host, job
 
 
 def test_following_prints_the_pending_reason_when_it_changes() -> None:

@@ -21,7 +21,7 @@ from malaunch.sdk.home import DEFAULT_HOME, HOME_VARIABLE
 
 pytestmark = pytest.mark.slow  # each reads and parses every module
 
-SDK = Path(__file__).resolve().parents[2] / "sdk"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
 BACKENDS = SDK / "backends"
 PACKAGE = "malaunch.sdk"
 

@@ -18,7 +18,7 @@ from sdkutil import assert_nothing_running, job_ids, ma_submit
 
 pytestmark = [pytest.mark.process, pytest.mark.torch]
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "entrypoint" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "entrypoint" / "scripts"
 TOTAL, EVERY = 12, 3
 
 

@@ -26,7 +26,7 @@ from sdkutil import VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_f
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "entrypoint" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "entrypoint" / "scripts"
 #: What no line about a failure may say: a missing fact shown as None, an empty log, a placeholder name.
 _WRONG = re.compile(r"\bNone\b|log ;|log $|log file  : $|'another host'|on host None|\(it, |:\s*;")
 

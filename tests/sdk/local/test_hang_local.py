@@ -10,7 +10,7 @@ from typing import Any, Dict
 import pytest
 from sdkutil import assert_nothing_running, job_ids, ma_submit, write_job
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hang_job.py").read_text()
+SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hang_job.py").read_text()
 
 
 def _submit(tmp_path: Path, plan: str, **launcher: Any) -> Path:

@@ -19,7 +19,7 @@ from malaunch.sdk.backends.local.state import job_status, new_state, read_state
 from malaunch.sdk.home import write_json_atomic
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
 
 
 def _submit(tmp_path: Path, cli_env: Dict[str, str], home: Path, plan: str, **launcher: Any) -> str:

@@ -14,7 +14,7 @@ import pytest
 from malaunch.entrypoint.run.procs import proctree
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
 
 
 def _state(home: Path, job_id: str) -> Dict[str, Any]:

@@ -18,7 +18,7 @@ from malaunch.sdk.backends.local.state import job_status, new_state, note_histor
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.home import write_json_atomic
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
-from test_sdk_follow import FakeClock, ScriptedBackend
+from test_follow import FakeClock, ScriptedBackend
 
 LOST_CAUSE = {"host": 1, "addr": "127.0.0.2", "rank": None, "code": 75, "signal": None, "kind": "host_lost",
               "line": "ma-entrypoint: host 1 (127.0.0.2) lost: no heartbeat for 3 s", "tail": []}  # fmt: skip

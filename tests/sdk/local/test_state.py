@@ -365,7 +365,7 @@ def test_a_test_that_fails_with_its_tmpfs_mounted_leaves_no_mount(tmp_path: Path
         pytest.skip("a full disk is emulated with a small tmpfs, which needs root; run the tests as root")
     (tmp_path / "test_inner.py").write_text(LEFT_MOUNTED)
     record, base = tmp_path / "mounted-at", tmp_path / "base"
-    tests = Path(__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parents[2]
     env = dict(os.environ, MOUNTED_AT=str(record), PYTHONPATH=os.pathsep.join([str(tests), str(tests / "sdk")]))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "-c", os.devnull,

@@ -22,7 +22,7 @@ from malaunch.sdk.backends.modelarts.credentials import Credentials
 from malaunch.sdk.follow import follow_job
 from modelarts_env import AK, BUCKET, PROJECT, SK
 from sdkutil import ma_submit
-from test_sdk_modelarts_api import FAST, body, client
+from test_modelarts_api import FAST, body, client
 
 LOG_FOLDER = f"obs://{BUCKET}/jobs/edge/logs/"
 

@@ -23,7 +23,7 @@ from malaunch.sdk.backends.modelarts.obs import make_s3_client
 from malaunch.sdk.backends.modelarts.upload import CodeUploader, manifest_key
 from modelarts_env import AK, BUCKET, PROJECT, SK
 from sdkutil import ma_submit
-from test_sdk_modelarts_e2e import objects, write_job
+from test_modelarts_e2e import objects, write_job
 
 pytestmark = pytest.mark.process
 

@@ -17,7 +17,7 @@ from notify_receiver import Receiver
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 SECRET = "s3cr3t-value-for-tests"
-HANG = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hang_job.py").read_text()
+HANG = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hang_job.py").read_text()
 FAILS_ONCE = """
 import os, sys
 attempt = int(os.environ.get("MALAUNCH_ATTEMPT", "0"))
@@ -264,7 +264,7 @@ def test_a_host_lost_and_back_is_told_once_each_naming_the_host(
 ) -> None:
     """Host 0's coordinator sees host 1 lost (the platform took its machine: ``ma-submit host lose``) and back
     (``host restore``): each is sent once, with the host, its address and a line that says what happened."""
-    hosts_job = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+    hosts_job = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
     marks = tmp_path / "marks"
     marks.mkdir()
     env = {"HOSTS_JOB_PLAN": "0:0=sleep,0:1=sleep", "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"}

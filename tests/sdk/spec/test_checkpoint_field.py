@@ -17,7 +17,7 @@ from malaunch.sdk.backends.local.hostnet import LoopbackNetwork
 from malaunch.sdk.backends.local.plan import plan_local
 from malaunch.sdk.spec.loader import load_job_text
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "templates" / "job.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "templates" / "job.schema.json").read_text())
 
 BASE: Dict[str, Any] = {"name": "demo", "code_dir": "/c", "boot_file": "train.py", "run_method": "torchrun",
                         "resources": {"hosts": 2}}  # fmt: skip

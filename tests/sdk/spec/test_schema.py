@@ -12,7 +12,7 @@ import yaml
 from malaunch.sdk import SpecError
 from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_file, spec_from_mapping
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = REPO / "templates" / "job.schema.json"
 PACKAGE_SCHEMA = REPO / "sdk" / "job.schema.json"
 TEMPLATES = sorted((REPO / "templates").glob("*/job.yaml"))

@@ -17,7 +17,7 @@ from malaunch.sdk.backends.contract import LAUNCHER_VARIABLES, launcher_env
 from malaunch.sdk.errors import SpecError
 from malaunch.sdk.spec import RESERVED_ENV, LauncherOptions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("value", [-1, 0, 1, 600])

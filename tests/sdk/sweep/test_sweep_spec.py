@@ -29,7 +29,7 @@ from malaunch.sdk.sweep.spec import (
 )
 from malaunch.sdk.sweep.state import SweepPaths, read_record
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 JOB: Dict[str, Any] = {
     "name": "demo",
     "code_dir": "/c",

@@ -19,7 +19,7 @@ import tomllib
 from malaunch.sdk.backends.volcano.manifest import ENTRYPOINT
 from malaunch.sdk.spec import VolcanoOptions
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO / "templates" / "Dockerfile"
 
 

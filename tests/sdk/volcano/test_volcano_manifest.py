@@ -22,8 +22,8 @@ from malaunch.sdk.spec import VolcanoOptions
 from malaunch.sdk.spec.loader import JOB_FIELDS
 from volcano_checks import crd_errors, pod_template_errors
 
-REPO = Path(__file__).resolve().parents[2]
-GOLDEN = Path(__file__).resolve().parent / "golden" / "volcano"
+REPO = Path(__file__).resolve().parents[3]
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "volcano"
 UPDATE = os.environ.get("MALAUNCH_UPDATE_GOLDEN") == "1"
 
 BASE: Dict[str, Any] = {"name": "demo", "code_dir": "/c", "boot_file": "train.py", "image": "reg.example/ml:1"}
