@@ -1,6 +1,6 @@
 """What the SDK may use of the shim: the one seam between ``malaunch.sdk`` and ``malaunch.entrypoint``.
 
-The SDK imports the shim only through this module (``tests/entrypoint/test_layering.py`` fails on any other
+The SDK imports the shim only through this module (``tests/entrypoint/shape/test_layering.py`` fails on any other
 ``sdk/`` import of a shim module), so the shim's folders can move without the SDK following them. Everything
 here is re-exported from its one home in the shim, imported on first use:
 

@@ -1,7 +1,7 @@
 """Write ``sdk/cli/help_text.py``: the group's help of ``ma-submit`` as click renders it at :data:`WIDTH`.
 
 The quick path prints that stored text for ``ma-submit --help`` (and ``-h``) without importing click; run this
-after changing a verb, an option or a docstring the group's help shows (``tests/sdk/test_cli_quick_help.py`` fails
+after changing a verb, an option or a docstring the group's help shows (``tests/sdk/cli/test_cli_quick_help.py`` fails
 until then). Run it with the project's interpreter: ``.venv/bin/python scripts/render_group_help.py``.
 """
 

@@ -214,7 +214,7 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
         "stored as click renders it for 80 columns or more, `sdk/cli/help_text.py`) and `list`, `status`, `logs` and "
         "`stop` in their simple forms take the console script's quick path "
         "(`sdk/cli/quick.py`), which never imports click; every other form goes through click, with the same output. "
-        "A verb imports only what it uses (`tests/sdk/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
+        "A verb imports only what it uses (`tests/sdk/cli/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
         "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
         "the CPU columns (what the process itself spent, the same excess taken round by round) say more. Each "

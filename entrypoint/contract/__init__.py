@@ -5,7 +5,7 @@ its aliases, which way it goes (``input``: the shim reads it; ``output``: the sh
 starts; ``both``), who may set it (``platform``, ``sdk``, ``user`` through the job's ``env``/options, ``shim``) and
 the job-file field the SDK fills it from (``sdk_field``; ``""`` for a variable the backend sets itself).
 The rows are in :mod:`.variables`; ``docs/entrypoint.md``'s tables and this one are checked against each other by
-``tests/entrypoint/test_contract.py``. Every variable the shim reads is parsed here, once, by
+``tests/entrypoint/contract/test_contract.py``. Every variable the shim reads is parsed here, once, by
 :func:`~.config.parse_shim_config` into the :class:`~.config.ShimConfig` the rest of the shim receives; the SDK
 imports names (:class:`Name`, ``spec.RESERVED_ENV``, its launcher rows) and bounds from here instead of spelling
 them.

@@ -4,7 +4,7 @@ Type checkers see :class:`typing.NamedTuple` itself. At run time ``class Device(
 ``typing.NamedTuple`` would make: a tuple subclass with the annotated fields in order, their defaults, the class
 body's methods, properties and docstring, and the named-tuple API (``_fields``, ``_field_defaults``, ``_make``,
 ``_replace``, ``_asdict``, the ``repr``, pickling, ``__match_args__``), as :func:`collections.namedtuple` makes it
-(``tests/entrypoint/test_record.py`` compares the two). It is built here rather than by :mod:`collections`, whose
+(``tests/entrypoint/shape/test_record.py`` compares the two). It is built here rather than by :mod:`collections`, whose
 import (keyword, operator, reprlib and its own classes) costs a ``--dry-run`` about 2 ms, as importing :mod:`typing`
 costs a few more (it also compiles every string annotation of a named tuple's fields); nothing else the shim's
 start-up imports needs either. A module that uses this one reads its own ``typing`` names under ``TYPE_CHECKING``

@@ -2,7 +2,7 @@
 
 :func:`parse_shim_config` is a pure function of a ``Mapping``: ``main`` calls it once with ``os.environ`` (its
 options laid over) and hands the result on; no other module of the shim reads the environment or parses a
-variable (``tests/entrypoint/test_config.py`` checks it). What each part holds:
+variable (``tests/entrypoint/contract/test_config.py`` checks it). What each part holds:
 
 - ``cluster``: the platform's facts (:class:`~.cluster_env.ClusterEnv`: hosts, devices, method, ports, folders);
 - ``policy``: the restart policy (``MA_MAX_RESTARTS``, ``MALAUNCH_RESTART_ON``, ``MALAUNCH_RESTART_BACKOFF``);

@@ -218,7 +218,7 @@ _ROWS = (
 class Name:
     """The names the SDK's backends write, as attributes (``Name.MA_NUM_HOSTS``): they import them rather than
     spell them, so a misspelt name fails mypy and import-time use instead of setting a variable nobody reads.
-    Each is a row of the table (tests/entrypoint/test_contract_strict.py)."""
+    Each is a row of the table (tests/entrypoint/contract/test_contract_strict.py)."""
 
     MALAUNCH_CHECKPOINT_DIR = "MALAUNCH_CHECKPOINT_DIR"
     MALAUNCH_CHECKPOINT_KEEP = "MALAUNCH_CHECKPOINT_KEEP"

@@ -15,7 +15,7 @@ recognised by :func:`asks_group_help` when click would render it at the width of
 text as click prints it. Anything else (another word or option, ``--help`` with more on the line, ``--``, an
 ``--option=value``, a repeated option, a value click would convert otherwise) is declined: click then runs as
 it always does, so every usage error still comes from click. A recognised verb gets the parameters click would
-give its callback (``tests/sdk/test_cli_quick.py`` compares them with click's own parser), runs the same function
+give its callback (``tests/sdk/cli/test_cli_quick.py`` compares them with click's own parser), runs the same function
 in :mod:`.actions` and ends through :mod:`.exits` as the click path does, byte for byte on stdout and stderr.
 """
 

@@ -1,7 +1,7 @@
 """Run the real shim over a matrix of inputs and record what it shows the world, as golden files.
 
 ``python tests/entrypoint/golden/capture.py --write DIR [CASE ...]`` writes ``DIR/<case>.json`` for every case
-(or the cases named); ``--list`` prints the case names. ``tests/entrypoint/test_golden.py`` runs each case and
+(or the cases named); ``--list`` prints the case names. ``tests/entrypoint/e2e/test_golden.py`` runs each case and
 compares it byte for byte with ``tests/entrypoint/golden/expected/<case>.json``.
 
 A case is the shim (``python -m malaunch.entrypoint``) started in a fresh work folder (the boot file, a copy of

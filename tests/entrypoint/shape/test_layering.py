@@ -1,0 +1,201 @@
+"""The shim's folders show its flow, and imports only point down (issue 18).
+
+Layers, lowest first: ``contract/`` (the environment-contract table, errors, the cluster environment) ->
+``plan/`` (rank tables, inputs, the ``LaunchPlan``) -> ``report/`` (facts, root cause, classes, report.json) ->
+``run/`` (supervisor, output, process tree, the attempt loop, the ``Launcher`` interface) -> ``launchers/`` (one
+module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A module may import from its own
+layer or any layer below, never from one above: checked on every import, including those inside functions and
+``TYPE_CHECKING`` blocks.
+
+Inside ``run/`` two rooms stand apart (issue 27): ``run/output/`` (log files and the console) and ``run/procs/``
+(the processes and their ownership: ``/proc``, proof, cgroup, watchdog, guards). Neither imports the other; what
+needs both (the supervisor, the worker view, hang detection) sits in ``run/`` itself.
+
+The SDK uses the shim through one module only, ``public.py`` (top layer): no ``sdk/`` module imports any other
+module of the shim, so the shim's folders can move without the SDK following them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
+PACKAGE = "malaunch.entrypoint"
+PUBLIC = f"{PACKAGE}.public"
+LAYERS = ("contract", "plan", "report", "run", "launchers")
+TOP = len(LAYERS)
+#: Rooms of one layer that never import each other.
+ROOMS = (("run", "output"), ("run", "procs"))
+
+
+def _layer(parts: Tuple[str, ...]) -> int:
+    """The layer of a module given by its parts under the package (``("run", "supervisor")``)."""
+    return LAYERS.index(parts[0]) if parts and parts[0] in LAYERS else TOP
+
+
+def _target(module: Tuple[str, ...], is_package: bool, node: ast.ImportFrom) -> Optional[Tuple[str, ...]]:
+    """The parts under the package an import names (None: outside the package)."""
+    if node.level == 0:
+        name = node.module or ""
+        if name != PACKAGE and not name.startswith(PACKAGE + "."):
+            return None
+        return tuple(name.split(".")[2:])
+    here = module if is_package else module[:-1]
+    base = here[: len(here) - (node.level - 1)]
+    return (*base, *(node.module.split(".") if node.module else ()))
+
+
+def _edges() -> List[Tuple[str, str, int, int]]:
+    """(module, imported, layer of module, layer of imported) for every import inside the package."""
+    found = []
+    for path in sorted(SHIM.rglob("*.py")):
+        rel = path.relative_to(SHIM).with_suffix("")
+        parts = tuple(rel.parts)
+        is_package = parts[-1] == "__init__"
+        module = parts[:-1] if is_package else parts
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: List[Tuple[str, ...]] = []
+            if isinstance(node, ast.ImportFrom):
+                target = _target(module, is_package, node)
+                if target is not None:
+                    # "from . import x" / "from ..run import proctree": the names may be modules of that package
+                    targets = [target] if target else [(alias.name,) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [tuple(a.name.split(".")[2:]) for a in node.names if a.name.startswith(PACKAGE + ".")]
+            for target in targets:
+                found.append((path.relative_to(SHIM).as_posix(), ".".join(target), _layer(module), _layer(target)))
+    return found
+
+
+def test_imports_only_point_down() -> None:
+    upward = [f"{module} imports {target}" for module, target, here, there in _edges() if there > here]
+    assert upward == [], "a lower layer imports a higher one: pass a hook (run/launcher.py) instead"
+
+
+def _room(dotted: str) -> Optional[Tuple[str, ...]]:
+    parts = tuple(dotted.split("."))
+    return next((room for room in ROOMS if parts[: len(room)] == room), None)
+
+
+def _crossings(edges: List[Tuple[str, str, int, int]]) -> List[str]:
+    found = []
+    for module, target, _, _ in edges:
+        here = _room(module[: -len(".py")].replace("/", ".").removesuffix(".__init__"))
+        there = _room(target)
+        if here is not None and there is not None and here != there:
+            found.append(f"{module} imports {target}")
+    return found
+
+
+def test_the_output_and_process_rooms_do_not_import_each_other() -> None:
+    assert _crossings(_edges()) == [], "output and process ownership are two rooms: pass what one needs from run/"
+    assert all((SHIM / Path(*room)).is_dir() for room in ROOMS)
+
+
+def test_the_room_check_sees_a_crossing() -> None:
+    edges = [("run/output/pump.py", "run.procs.proctree", 3, 3), ("run/procs/__init__.py", "run.output", 3, 3),
+             ("run/supervisor.py", "run.procs.guards", 3, 3), ("run/output/sink.py", "run.output.pump", 3, 3)]
+    assert _crossings(edges) == ["run/output/pump.py imports run.procs.proctree",
+                                 "run/procs/__init__.py imports run.output"]  # fmt: skip
+
+
+def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
+    folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(LAYERS)
+    loose = sorted(p.name for p in SHIM.glob("*.py"))
+    # beside the layers: the entry points, the SDK's seam, the lazy exports that the root and the seam share, and
+    # the scripts' checkpoint helper (it runs in the ranks)
+    assert loose == ["__init__.py", "__main__.py", "_lazy.py", "checkpoint.py", "main.py", "public.py"]
+
+
+def test_the_check_sees_the_imports() -> None:
+    edges = _edges()
+    layers: Dict[str, int] = {module: here for module, _, here, _ in edges}
+    assert layers["run/supervisor.py"] == LAYERS.index("run")
+    assert layers["main.py"] == TOP
+    assert ("launchers/torchrun/__init__.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
+    assert ("plan/launch_plan.py", "contract") in {(m, t) for m, t, _, _ in edges}
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "level", "expected"),
+    [
+        (("run", "supervisor"), "from ..report.rootcause import Death", 2, ("report", "rootcause")),
+        (("run", "supervisor"), "from .ending import Ending", 1, ("run", "ending")),
+        (("launchers",), "from .torchrun import T", 1, ("launchers", "torchrun")),
+        (("main",), "from .run.attempts import x", 1, ("run", "attempts")),
+    ],
+)
+def test_relative_imports_resolve(module: Tuple[str, ...], line: str, level: int, expected: Tuple[str, ...]) -> None:
+    node = ast.parse(line).body[0]
+    assert isinstance(node, ast.ImportFrom) and node.level == level
+    is_package = module == ("launchers",)
+    assert _target(module, is_package, node) == expected
+
+
+def test_every_module_of_the_shim_needs_only_the_standard_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib\n"
+        "before = set(sys.modules)\n"
+        "import malaunch.entrypoint as shim\n"
+        "names = [i.name for i in pkgutil.walk_packages(shim.__path__, prefix='malaunch.entrypoint.')]\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "std = set(sys.stdlib_module_names) | {'malaunch'}\n"
+        "print(len(names), ','.join(sorted(m for m in new if m not in std and not m.startswith('_'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    count, foreign = done.stdout.split(" ", 1)
+    assert int(count) > 40 and foreign.strip() == ""
+
+
+def _shim_imports_of(path: Path) -> List[Tuple[int, str]]:
+    """(line, imported module) for every import of a shim module in the SDK file ``path`` (any nesting)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: List[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module != PACKAGE else [f"{PACKAGE}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found.extend((node.lineno, name) for name in names if name == PACKAGE or name.startswith(PACKAGE + "."))
+    return found
+
+
+def _sdk_seam_breaches() -> List[str]:
+    return [
+        f"{path.relative_to(SDK).as_posix()}:{line} imports {name}"
+        for path in sorted(SDK.rglob("*.py"))
+        for line, name in _shim_imports_of(path)
+        if name != PUBLIC
+    ]
+
+
+@pytest.mark.slow
+def test_the_sdk_uses_the_shim_only_through_its_public_module() -> None:
+    assert _sdk_seam_breaches() == [], f"the SDK imports the shim only through {PUBLIC}: add the name there"
+    uses = {name for path in SDK.rglob("*.py") for _, name in _shim_imports_of(path)}
+    assert uses == {PUBLIC}
+
+
+def test_the_seam_check_sees_every_form_of_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from malaunch.entrypoint.public import write_atomic\n"
+        "from malaunch.entrypoint.run import proctree\n"
+        "import malaunch.entrypoint.contract\n"
+        "def f():\n    from malaunch.entrypoint import public, main\n"
+    )
+    assert [name for _, name in _shim_imports_of(sample)] == [
+        PUBLIC, f"{PACKAGE}.run", f"{PACKAGE}.contract", PUBLIC, f"{PACKAGE}.main",
+    ]  # fmt: skip
