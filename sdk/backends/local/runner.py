@@ -47,6 +47,7 @@ from .hostnet import network_from_json
 from .hostops import kill_host_tree, take_requests
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
+from .spawn import start_detached
 from .state import HostReport, StateWriter, disk_space_note, note_history, read_host_report, read_state
 
 __all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
@@ -141,16 +142,7 @@ class Runner:
         env = with_secret(env, os.environ.get(Name.MALAUNCH_JOB_SECRET))  # LocalBackend.execute gave it to us
         try:
             os.makedirs(os.path.dirname(host.console_log), exist_ok=True)
-            with open(host.console_log, "ab") as log:
-                proc = subprocess.Popen(
-                    list(host.argv),
-                    env=env,
-                    cwd=host.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            proc = start_detached(host.argv, env, host.cwd, host.console_log)
         except OSError as exc:
             record.update(state="EXITED", exit_code=127, ended_at=time.time(), error=str(exc))
             self.fail(host.index, 127, f"host {host.index} could not start: {exc}")
