@@ -20,9 +20,10 @@ import threading
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from ..backends import Backend, open_backend
+from ..backends.base import Backend
 from ..errors import JobNotFound, MalaunchError
 from ..failures import TAIL_LINES
+from ..opening import open_backend
 from ..spec.loader import spec_from_mapping
 from ..status import JobState, JobStatus
 from .state import TRIAL_SKIPPED, TRIAL_WAITING, SweepPaths, read_record, save_record, sweep_lock
