@@ -5,7 +5,7 @@ The SDK imports the shim only through this module (``tests/entrypoint/shape/test
 here is re-exported from its one home in the shim, imported on first use:
 
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
-  number variable's bounds), ``DEFAULT_GRACE_PERIOD``;
+  number variable's bounds), ``seconds_bounds`` (a seconds variable's), ``DEFAULT_GRACE_PERIOD``;
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
   ``signal_in_any_code`` (the signal an exit code stands for); ``describe_cause``, the one line for a
   multi-host job's root cause (a report's ``job_cause``);
@@ -26,7 +26,7 @@ from ._lazy import lazy_names
 from .contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .contract import VARIABLES, Name, int_bounds
+    from .contract import VARIABLES, Name, int_bounds, seconds_bounds
     from .contract._record import NamedTuple
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
@@ -65,6 +65,7 @@ _HOMES = {
     "VARIABLES": "contract",
     "Name": "contract",
     "int_bounds": "contract",
+    "seconds_bounds": "contract",
     "NamedTuple": "contract._record",
     "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
     "signal_in_any_code": "contract.signals",
@@ -134,6 +135,7 @@ __all__ = [
     "read_events",
     "read_info",
     "read_usage",
+    "seconds_bounds",
     "set_subreaper",
     "sign",
     "signal_in_any_code",

@@ -6,7 +6,7 @@ Public names (``__all__`` is explicit and tested)::
     Sweep, SweepHandle, attach_sweep               sweeps: one job, many trials (malaunch.sdk.sweep)
     JobSpec, Resources, LauncherOptions, DataSpec  the job spec (malaunch.sdk.spec)
     load_job_file, spec_from_mapping               job files -> JobSpec (malaunch.sdk.spec.loader)
-    Backend, JobHandle, get_backend                backends (malaunch.sdk.backends)
+    Backend, JobHandle, get_backend                backends (malaunch.sdk.backends, malaunch.sdk.opening)
     JobEvent, UsageReport, HostUsage, ExecResult   inside a job: handle.events(), .usage(), .exec()
     SubmitPlan, JobState, JobStatus, HostStatus    plans and states
     MalaunchError, ConfigError, SpecError, ...     errors (malaunch.sdk.errors)
@@ -21,8 +21,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, List
 
-    from .backends import Backend, JobHandle, available_backends, get_backend
+    from .backends.base import Backend, JobHandle
     from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
+    from .backends.registry import available_backends
     from .errors import (
         BackendError,
         BackendNotAvailable,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from .job import Job, attach
+    from .opening import get_backend
     from .plan import SubmitPlan
     from .spec.loader import load_job_file, spec_from_mapping
     from .spec.model import DataSpec, JobSpec, LauncherOptions, Resources
@@ -50,7 +52,9 @@ _ERRORS = (
 #: subpackage: importing it runs this module) loads only what its verb needs: no sweeps, YAML or job API for
 #: ``list``, ``status``, ``logs``, ``stop`` and ``--help``.
 _HOMES = {
-    **dict.fromkeys(("Backend", "JobHandle", "available_backends", "get_backend"), "backends"),
+    **dict.fromkeys(("Backend", "JobHandle"), "backends.base"),
+    "available_backends": "backends.registry",
+    "get_backend": "opening",
     **dict.fromkeys(("ExecResult", "HostUsage", "JobEvent", "UsageReport"), "backends.inside"),
     **dict.fromkeys(_ERRORS, "errors"),
     **dict.fromkeys(("Job", "attach"), "job"),

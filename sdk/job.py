@@ -22,12 +22,13 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from .backends import Backend, JobHandle, get_backend, job_owner
+from .backends.base import Backend, JobHandle
 from .errors import JobNotFound
+from .opening import get_backend, job_owner
 from .plan import SubmitPlan
 from .spec.loader import LAUNCHER_ENV, load_job_file, spec_from_mapping
 from .spec.model import JobSpec
-from .sweep.spec import check_trial_variables
+from .spec.trials import check_trial_variables
 
 __all__ = ["Job", "attach"]
 

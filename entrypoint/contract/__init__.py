@@ -43,6 +43,7 @@ __all__ = [
     "parse_seconds",
     "parse_words",
     "raw_value",
+    "seconds_bounds",
 ]
 
 _MAX_DIGITS = 9
@@ -77,6 +78,14 @@ def int_bounds(name: str) -> Tuple[int, Optional[int]]:
     if not isinstance(minimum, int) or not (maximum is None or isinstance(maximum, int)):
         raise TypeError(f"{name} has no whole-number bounds")
     return minimum, maximum
+
+
+def seconds_bounds(name: str) -> Tuple[float, float]:
+    """The bounds of a seconds variable: ``(minimum, maximum)``, both set."""
+    row = _row(name, ("seconds",))
+    if row.minimum is None or row.maximum is None:
+        raise TypeError(f"{name} has no bounds in the contract table")
+    return float(row.minimum), float(row.maximum)
 
 
 def parse_int(environ: Mapping[str, str], name: str) -> int:

@@ -40,7 +40,7 @@ __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_RECOVERY_DELAY",
     "Checkpoints",
-    "Coordinator",
+    "CoordinatorSettings",
     "MsRecovery",
     "RestartPolicy",
     "ShimConfig",
@@ -107,7 +107,7 @@ class MsRecovery(_Frozen):
         return f"MsRecovery(enabled={self.enabled}, delay={self.delay}, path={self.path!r})"
 
 
-class Coordinator(_Frozen):
+class CoordinatorSettings(_Frozen):
     """A multi-host job's coordinator settings (the secret is never shown)."""
 
     __slots__ = ("heartbeat_timeout", "host_wait", "port", "secret", "wanted")
@@ -123,8 +123,9 @@ class Coordinator(_Frozen):
         self._set(wanted=wanted, port=port, heartbeat_timeout=heartbeat_timeout, host_wait=host_wait, secret=secret)
 
     def __repr__(self) -> str:  # never the secret
-        return (f"Coordinator(wanted={self.wanted}, port={self.port}, heartbeat_timeout={self.heartbeat_timeout}, "
-                f"host_wait={self.host_wait}, secret_given={self.secret is not None})")  # fmt: skip
+        return (f"CoordinatorSettings(wanted={self.wanted}, port={self.port}, "
+                f"heartbeat_timeout={self.heartbeat_timeout}, host_wait={self.host_wait}, "
+                f"secret_given={self.secret is not None})")  # fmt: skip
 
 
 class Checkpoints(_Frozen):
@@ -151,12 +152,12 @@ class ShimConfig(_Frozen):
     policy: RestartPolicy
     hang_timeout: float
     recovery: MsRecovery
-    coordinator: Optional[Coordinator]
+    coordinator: Optional[CoordinatorSettings]
     path: str
     checkpoints: Optional[Checkpoints]
 
     def __init__(self, cluster: ClusterEnv, policy: RestartPolicy, hang_timeout: float, recovery: MsRecovery,
-                 coordinator: Optional[Coordinator], path: str,
+                 coordinator: Optional[CoordinatorSettings], path: str,
                  checkpoints: Optional[Checkpoints] = None) -> None:  # fmt: skip
         self._set(cluster=cluster, policy=policy, hang_timeout=hang_timeout, recovery=recovery,
                   coordinator=coordinator, path=path, checkpoints=checkpoints)  # fmt: skip
@@ -177,13 +178,13 @@ def parse_restart_policy(environ: Mapping[str, str]) -> RestartPolicy:
     return RestartPolicy(max_restarts, restart_on, parse_seconds(environ, "MALAUNCH_RESTART_BACKOFF"))
 
 
-def parse_coordinator(environ: Mapping[str, str]) -> Coordinator:
+def parse_coordinator(environ: Mapping[str, str]) -> CoordinatorSettings:
     """The coordinator settings of a multi-host job. Pure.
 
     Raises:
         ConfigError: a coordinator variable has an invalid value.
     """
-    return Coordinator(
+    return CoordinatorSettings(
         parse_bool(environ, "MALAUNCH_COORDINATOR"),
         parse_int(environ, "MALAUNCH_COORDINATOR_PORT"),
         parse_seconds(environ, "MALAUNCH_HEARTBEAT_TIMEOUT"),

@@ -84,7 +84,7 @@ from ..status import JobState, JobStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
-    from typing import AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, Tuple
+    from typing import AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
     from ..plan import SubmitPlan
     from ..spec.model import JobSpec
@@ -160,6 +160,13 @@ class Backend(abc.ABC):
     name: ClassVar[str] = ""
     #: Where a backend that runs jobs on this machine keeps them (the SDK's home); None for the others.
     home: Optional[str] = None
+    #: Where the backend's notes go (:meth:`note`; None: nowhere). A backend never writes to stderr itself.
+    progress: Optional[TextIO] = None
+
+    def note(self, text: str) -> None:
+        """Tell the user ``text`` (one line, ``ma-submit: note: text``) through :attr:`progress`, if it is set."""
+        if self.progress is not None:
+            self.progress.write(f"ma-submit: note: {text}\n")
 
     @abc.abstractmethod
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:

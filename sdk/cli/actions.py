@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from ..backends.registry import job_owner
+from ..opening import job_owner
 from ..status import JobState, JobStatus, exit_code_of
 from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED

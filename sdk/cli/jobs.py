@@ -25,7 +25,7 @@ from .output import OUTPUT
 from .profile_option import chosen_profile, profile_option
 
 if TYPE_CHECKING:
-    from ..backends import Backend
+    from ..backends.base import Backend
 
 __all__ = [
     "EXIT_INTERRUPTED",

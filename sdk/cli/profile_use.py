@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..backends.registry import DEFAULT_BACKEND, open_backend
+from ..backends.registry import DEFAULT_BACKEND
+from ..opening import open_backend
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from .output import OUTPUT
 from .profile_option import job_for, open_for, profile_option
 
 if TYPE_CHECKING:
-    from ..backends import JobHandle
+    from ..backends.base import JobHandle
 
 __all__ = ["submit_cmd"]
 

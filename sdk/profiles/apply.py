@@ -23,7 +23,7 @@ from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND
 from ..errors import SpecError
 from ..spec.loader import JOB_FIELDS, load_job_file, read_job_data, spec_from_mapping
 from ..spec.model import JobSpec
-from ..sweep.spec import check_trial_variables
+from ..spec.trials import check_trial_variables
 from .arguments import backend_arguments, profile_environ
 from .check import keys_of
 from .keys import ProfileKey

@@ -13,7 +13,7 @@ Contract:
    ``launcher.restart_on`` is a word or a list of exit codes.
 5. The platform's launcher variables may be set in ``env`` as a ModelArts job does (:data:`LAUNCHER_ENV`:
    ``MA_TORCHRUN_MASTER_PORT``, ``MA_EXTRA_TORCHRUN_PARAMS``, ``MSRUN_CLUSTER_TIME_OUT``,
-   ``MA_RUN_METHOD``, ...; the same table the backends write them from, :mod:`malaunch.sdk.backends.contract`).
+   ``MA_RUN_METHOD``, ...; the same table the backends write them from, :mod:`malaunch.sdk.spec.contract`).
    They are moved into the field they stand for; a field already set to another value is an error naming
    both. Variables only the platform sets (``MA_NUM_HOSTS``, ``VC_TASK_INDEX``, ...) stay refused.
 """
@@ -32,13 +32,13 @@ import yaml
 from malaunch.entrypoint.public import int_bounds
 
 from ..backends import option_sections, options_hook
-from ..backends.contract import LAUNCHER_VARIABLES
 from ..errors import SpecError, show_value
 from ..notify.targets import TARGET_KEYS, targets_from_data
 from ..redact import MASK, is_secret_name
-from ..sweep.spec import check_trial_variables
 from ..units import parse_duration
+from .contract import LAUNCHER_VARIABLES
 from .model import RUN_METHODS, CheckpointOptions, DataSpec, JobSpec, LauncherOptions, Resources, key_text
+from .trials import check_trial_variables
 
 __all__ = ["JOB_FIELDS", "LAUNCHER_ENV", "load_job_file", "load_job_text", "read_job_data", "spec_from_mapping"]
 
@@ -48,7 +48,7 @@ LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
         "MA_RUN_METHOD": "run_method",
         **{name: f"launcher.{row.field}" for name, row in LAUNCHER_VARIABLES.items() if row.from_env},
     }
-)  # one table with the backends' direction: malaunch.sdk.backends.contract
+)  # one table with the backends' direction: malaunch.sdk.spec.contract
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 

@@ -34,7 +34,7 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
-from malaunch.entrypoint.public import VARIABLES, int_bounds
+from malaunch.entrypoint.public import VARIABLES, int_bounds, seconds_bounds
 
 from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, new_section, option_sections
 from ..errors import show_value
@@ -95,19 +95,11 @@ _MIN_HOSTS_BOUNDS = int_bounds("MALAUNCH_MIN_HOSTS")
 ELASTIC_RUN_METHODS = ("torchrun",)
 
 
-def _seconds_bounds(name: str) -> Tuple[float, float]:
-    """The shim's bounds of a seconds variable (both ends are set for the coordinator's)."""
-    row = VARIABLES[name]
-    if row.minimum is None or row.maximum is None:
-        raise TypeError(f"{name} has no bounds in the contract table")
-    return float(row.minimum), float(row.maximum)
-
-
 #: ``launcher.heartbeat_timeout`` / ``launcher.host_wait``: the shim's bounds, in seconds.
-_HEARTBEAT_BOUNDS = _seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
-_HOST_WAIT_BOUNDS = _seconds_bounds("MALAUNCH_HOST_WAIT")
+_HEARTBEAT_BOUNDS = seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
+_HOST_WAIT_BOUNDS = seconds_bounds("MALAUNCH_HOST_WAIT")
 #: ``launcher.hang_timeout``: the shim's bounds, in seconds (0: off).
-_HANG_BOUNDS = _seconds_bounds("MALAUNCH_HANG_TIMEOUT")
+_HANG_BOUNDS = seconds_bounds("MALAUNCH_HANG_TIMEOUT")
 #: ``checkpoint.keep``: the shim's bounds and default of MALAUNCH_CHECKPOINT_KEEP.
 _KEEP_BOUNDS = int_bounds("MALAUNCH_CHECKPOINT_KEEP")
 DEFAULT_CHECKPOINT_KEEP = int(VARIABLES["MALAUNCH_CHECKPOINT_KEEP"].default or 2)

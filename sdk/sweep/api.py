@@ -29,10 +29,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..backends import Backend, get_backend, make_job_id, runs_here
+from ..backends.base import Backend, make_job_id
+from ..backends.registry import runs_here
 from ..errors import ConfigError, MalaunchError, SpecError, WaitTimeout
 from ..home import home_dir
 from ..job import Job
+from ..opening import get_backend
 from ..plan import SubmitPlan
 from ..spec.loader import read_job_data, spec_from_mapping
 from ..spec.model import JobSpec

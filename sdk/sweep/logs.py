@@ -12,7 +12,7 @@ import queue
 import threading
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
-from ..backends import Backend
+from ..backends.base import Backend
 from ..errors import MalaunchError
 from .run import is_done
 

@@ -20,9 +20,10 @@ import threading
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from ..backends import Backend, open_backend
+from ..backends.base import Backend
 from ..errors import JobNotFound, MalaunchError
 from ..failures import TAIL_LINES
+from ..opening import open_backend
 from ..spec.loader import spec_from_mapping
 from ..status import JobState, JobStatus
 from .state import TRIAL_SKIPPED, TRIAL_WAITING, SweepPaths, read_record, save_record, sweep_lock
@@ -102,6 +103,18 @@ def _read_metric(backend: Backend, job_id: str, status: JobStatus, regex: str) -
     return metric_from_lines(lines[-50 * TAIL_LINES :], regex, _root_host(status))
 
 
+def _take_status(trial: Dict[str, Any], status: JobStatus) -> None:
+    """Record the job's ``status`` in ``trial``: its state, exit code, times, message and failure class."""
+    trial.update(
+        state=status.state.value,
+        exit_code=status.exit_code,
+        started_at=status.started_at,
+        ended_at=status.ended_at,
+        message=status.message,
+        failure_class=None if status.failure_class is None else dict(status.failure_class),
+    )
+
+
 def _refresh(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any]) -> None:
     try:
         status = backend.status(str(trial["job_id"]))
@@ -115,14 +128,7 @@ def _refresh(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any]) ->
         trial["message"] = str(error)
         return
     trial.pop("submitting", None)
-    trial.update(
-        state=status.state.value,
-        exit_code=status.exit_code,
-        started_at=status.started_at,
-        ended_at=status.ended_at,
-        message=status.message,
-        failure_class=None if status.failure_class is None else dict(status.failure_class),
-    )
+    _take_status(trial, status)
     if status.state is JobState.UNKNOWN:
         trial.setdefault("unknown_since", time.time())
         if _given_up(trial, time.time()):
@@ -255,13 +261,7 @@ def _stop_trial(backend: Backend, record: Dict[str, Any], trial: Dict[str, Any])
     except MalaunchError as error:
         trial["message"] = f"could not be stopped: {error}"
         return
-    trial.update(
-        state=status.state.value,
-        exit_code=status.exit_code,
-        ended_at=status.ended_at,
-        started_at=status.started_at,
-        message=status.message,
-    )
+    _take_status(trial, status)
 
 
 def stop_sweep(backend: Backend, paths: SweepPaths, reason: str = "stopped by the user") -> Dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import SpecError
 from ..spec.model import JobSpec
+from ..spec.trials import PARAM_PREFIX, SWEEP_ID_VARIABLE, TRIAL_INDEX_VARIABLE, check_trial_variables
 
 __all__ = [
     "GOALS",
@@ -57,9 +58,6 @@ __all__ = [
 ]
 
 GOALS = ("minimize", "maximize")
-TRIAL_INDEX_VARIABLE = "MALAUNCH_TRIAL_INDEX"
-SWEEP_ID_VARIABLE = "MALAUNCH_SWEEP_ID"
-PARAM_PREFIX = "MALAUNCH_PARAM_"
 #: The keys of a ``sweep:`` section.
 SWEEP_FIELDS = ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric")
 KINDS = ("values", "choice", "uniform", "log_uniform")
@@ -329,15 +327,6 @@ def _fill(text: str, values: Mapping[str, Value], path: str, used: set[str]) -> 
         return format_value(values[name])
 
     return _PLACEHOLDER.sub(one, text)
-
-
-def check_trial_variables(env: Mapping[str, str]) -> None:
-    """Refuse the variables a sweep sets for each trial (``MALAUNCH_TRIAL_INDEX``, ``MALAUNCH_SWEEP_ID``,
-    ``MALAUNCH_PARAM_*``) in a job's own ``env``: a job file's, or the command line's."""
-    for key in env:
-        if key in (TRIAL_INDEX_VARIABLE, SWEEP_ID_VARIABLE) or key.startswith(PARAM_PREFIX):
-            problem = "is set for each trial by the sweep, not by env"
-            raise SpecError(f"env.{key}", problem, env[key], "remove it from env")
 
 
 def expand(job: JobSpec, sweep: SweepSpec, sweep_id: str = "") -> List[Trial]:

@@ -12,8 +12,8 @@ host's shim (the master's too) joins it for the job's life.
   coordinator says.
 
 :func:`hosts_config` makes what they need from the contract's coordinator settings
-(:class:`~...contract.config.Coordinator`); a one-host job has none (:func:`hosts_config` returns None) and runs
-exactly as before.
+(:class:`~...contract.config.CoordinatorSettings`); a one-host job has none (:func:`hosts_config` returns None) and
+runs exactly as before.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 if TYPE_CHECKING:
-    from ...contract.config import Coordinator
+    from ...contract.config import CoordinatorSettings
 
 __all__ = ["HostsConfig", "hosts_config"]
 
@@ -52,8 +52,8 @@ class HostsConfig(NamedTuple):
                 f"port={self.port}, secret_given={self.secret_given})")  # fmt: skip
 
 
-def hosts_config(settings: Optional[Coordinator], host: int, num_hosts: int, addr: str, master: Optional[str],
-                 job_name: str, join_wait: float, min_hosts: Optional[int] = None,
+def hosts_config(settings: Optional[CoordinatorSettings], host: int, num_hosts: int, addr: str,
+                 master: Optional[str], job_name: str, join_wait: float, min_hosts: Optional[int] = None,
                  procs_per_host: int = 1) -> Optional[HostsConfig]:  # fmt: skip
     """This host's coordinator settings; None for a one-host job, one whose master is unknown, or one that
     opted out (``MALAUNCH_COORDINATOR=False``). Pure."""

@@ -23,8 +23,6 @@ import signal
 import sys
 import time
 
-from malaunch.entrypoint.public import Name
-
 from ...errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError
 from ...home import home_dir, one_by_prefix, write_json_atomic
 from ...status import JobState, JobStatus
@@ -62,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
 
 NETWORK_MODES = ("auto", LOOPBACK, NETNS)
-RUNNER_MODULE = "malaunch.sdk.backends.local.runner"
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # A process caught inside exec (just after Popen returned) shows an empty /proc/<pid>/environ for a moment.
 _EXEC_SETTLE = 0.5
@@ -114,44 +111,6 @@ def _still_ours(pid: int, job_id: str) -> bool:
         if not pid_alive(pid) or time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
-
-
-def spawn_runner(paths: JobPaths, environ: Mapping[str, str], secret: str) -> subprocess.Popen[bytes]:
-    """Start the job's detached runner with ``environ`` (the job id and ``secret`` added; the secret is in its
-    environment only, never in a file) and record its pid. When its pid cannot be recorded (a full disk, a
-    Ctrl-C), the runner and whatever it started are killed and the runner reaped before the error goes on: the
-    caller never got the process, so it could not undo it."""
-    import subprocess
-
-    env = dict(environ)
-    env["MALAUNCH_JOB_ID"] = paths.job_id
-    env[Name.MALAUNCH_JOB_SECRET] = secret
-    with open(paths.runner_log, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", RUNNER_MODULE, paths.job_dir],
-            env=env,
-            cwd=paths.job_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        with open(paths.runner_pid_file, "w", encoding="utf-8") as handle:
-            handle.write(f"{proc.pid}\n")
-    except BaseException:
-        _end_runner(proc, paths.job_id)
-        raise
-    return proc
-
-
-def _end_runner(proc: subprocess.Popen[bytes], job_id: str) -> None:
-    """Kill and reap runner ``proc`` (our unreaped child, so its pid is still its own), then whatever of the job
-    it started (proven by job id)."""
-    with contextlib.suppress(OSError):
-        proc.kill()
-    proc.wait()
-    kill_processes(lambda: job_processes(job_id), grace=0.0, job_id=job_id)
 
 
 def _request_json(paths: JobPaths) -> Dict[str, Any]:
@@ -314,6 +273,8 @@ class LocalBackend(Backend):
         write_json_atomic(paths.plan_file, data)
 
     def _start_runner(self, paths: JobPaths, secret: str) -> None:
+        from .spawn import spawn_runner  # submit only
+
         self._runners[paths.job_id] = spawn_runner(paths, self.environ, secret)
 
     def _start_or_queue(self, spec: JobSpec, paths: JobPaths) -> None:
@@ -401,7 +362,9 @@ class LocalBackend(Backend):
         proc = self._runners.pop(paths.job_id, None)
         if proc is None:
             return
-        _end_runner(proc, paths.job_id)
+        from .spawn import end_runner
+
+        end_runner(proc, paths.job_id)
         with contextlib.suppress(KeyError, TypeError, ValueError, BackendError):
             network_from_json(dict(request.network)).teardown()
 

@@ -28,8 +28,8 @@ from ...errors import ConfigError
 from ...notify.payload import notify_variable
 from ...plan import AUTO, SECRET
 from ...redact import mask_env
+from ...spec import contract
 from ...spec.model import JobSpec
-from .. import contract
 from .hostnet import HostNetwork
 from .jobdir import JobPaths
 

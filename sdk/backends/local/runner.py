@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from malaunch.entrypoint.public import Name, set_subreaper
 
@@ -47,6 +47,7 @@ from .hostnet import network_from_json
 from .hostops import kill_host_tree, take_requests
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
+from .spawn import start_detached
 from .state import HostReport, StateWriter, disk_space_note, note_history, read_host_report, read_state
 
 __all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
@@ -82,10 +83,11 @@ def _killed(wait_status: int) -> str:
 class Runner:
     """Runs the hosts of one job and records what happens in ``state.json``."""
 
-    def __init__(self, paths: JobPaths, request: LocalRequest, state: Dict[str, Any]) -> None:
+    def __init__(self, paths: JobPaths, request: LocalRequest, state: Dict[str, Any], max_restarts: int = 0) -> None:
         self.paths = paths
         self.request = request
         self.state = state
+        self.max_restarts = max_restarts  # launcher.max_restarts: hosts killed from outside that are replaced
         self.network = network_from_json(dict(request.network))
         self.pids: Dict[int, int] = {}  # pid -> host index
         # Keep every Popen referenced: an unreferenced one is polled by subprocess's cleanup on the next Popen()
@@ -141,16 +143,7 @@ class Runner:
         env = with_secret(env, os.environ.get(Name.MALAUNCH_JOB_SECRET))  # LocalBackend.execute gave it to us
         try:
             os.makedirs(os.path.dirname(host.console_log), exist_ok=True)
-            with open(host.console_log, "ab") as log:
-                proc = subprocess.Popen(
-                    list(host.argv),
-                    env=env,
-                    cwd=host.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            proc = start_detached(host.argv, env, host.cwd, host.console_log)
         except OSError as exc:
             record.update(state="EXITED", exit_code=127, ended_at=time.time(), error=str(exc))
             self.fail(host.index, 127, f"host {host.index} could not start: {exc}")
@@ -199,7 +192,7 @@ class Runner:
                 self.replacing[index] = time.monotonic() + REPLACE_AFTER
                 record = self.host(index)
                 said = (f"its shim (pid {pid}) was {killed} (exit {code}): the platform starts it again in "
-                        f"{REPLACE_AFTER:g} s, replacement {self.replaced} of {self._budget()}")  # fmt: skip
+                        f"{REPLACE_AFTER:g} s, replacement {self.replaced} of {self.max_restarts}")  # fmt: skip
                 note_history(record, "killed", time.time(), pid=pid, exit_code=code, signal=os.WTERMSIG(status),
                              detail=said)  # fmt: skip
                 record.update(state="PENDING", pid=None, detail=said)
@@ -240,15 +233,11 @@ class Runner:
         return index, code, (f"host {index} ({self.host(index)['address']}) exited with code {code}{said}; class "
                              f"{kind}; console: {console}")  # fmt: skip
 
-    def _budget(self) -> int:
-        text = self.request.hosts[0].env.get("MA_MAX_RESTARTS", "0")
-        return int(text) if text.isdigit() else 0
-
     def _may_replace(self, index: int) -> bool:
         """A host killed from outside is replaced (multi-host jobs with restarts left, nothing ending)."""
         del index
         return (len(self.request.hosts) > 1 and self.teardown_at is None and not self.stop_requested
-                and self.replaced < self._budget())  # fmt: skip
+                and self.replaced < self.max_restarts)  # fmt: skip
 
     def _elastic(self) -> bool:
         """An elastic torchrun job (``launcher.min_hosts``): its shims go on without a lost host."""
@@ -396,6 +385,14 @@ class Runner:
         return 0
 
 
+def max_restarts(plan: Mapping[str, Any]) -> int:
+    """The job's ``launcher.max_restarts`` as its validated spec in ``plan.json`` holds it (0 when not set)."""
+    spec = plan.get("spec")
+    launcher = spec.get("launcher") if isinstance(spec, dict) else None
+    value = launcher.get("max_restarts") if isinstance(launcher, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the job in ``argv[0]`` (a job directory); returns 0 once the end is recorded."""
     args = sys.argv[1:] if argv is None else argv
@@ -412,7 +409,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     state = reading.data
     request = LocalRequest.from_json(plan["request"])
     _become_subreaper()
-    runner = Runner(paths, request, state)
+    runner = Runner(paths, request, state, max_restarts(plan))
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, runner.on_signal)
     try:

@@ -204,11 +204,10 @@ class ModelArtsBackend(Backend):
         try:
             self.index.record(plan.job_id, self.name, platform_id=platform_id, created_at=plan.created_at)
         except OSError as exc:
-            if self.progress is not None:
-                self.progress.write(
-                    f"note: job {plan.job_id} was created but not recorded in {self.index.path} ({exc.strerror}); "
-                    "give --backend modelarts when you manage it\n"
-                )
+            self.note(
+                f"job {plan.job_id} was created but not recorded in {self.index.path} ({exc.strerror}); give "
+                "--backend modelarts when you manage it"
+            )
         return self.handle(plan.job_id)
 
     # -- ids ---------------------------------------------------------------------------------------------------
@@ -360,11 +359,11 @@ class ModelArtsBackend(Backend):
             status_from_job(job, self.api.job_url(str((job.get("metadata") or {}).get("id", ""))))
             for job in self.api.search_jobs()
         ]
-        if self.api.left_out and self.progress is not None:
-            self.progress.write(
-                f"note: listed the newest {len(found)} jobs of the project; {self.api.left_out} older job(s) were "
-                "left out (the search pages through at most "
-                f"{MAX_PAGES * SEARCH_PAGE} jobs); find one by its name with 'ma-submit status NAME'\n"
+        if self.api.left_out:
+            self.note(
+                f"listed the newest {len(found)} jobs of the project; {self.api.left_out} older job(s) were left out "
+                f"(the search pages through at most {MAX_PAGES * SEARCH_PAGE} jobs); find one by its name with "
+                "'ma-submit status NAME'"
             )
         return sorted(found, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 

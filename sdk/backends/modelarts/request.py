@@ -36,8 +36,8 @@ from malaunch.entrypoint.public import Name
 from ...errors import SpecError
 from ...notify.payload import notify_variable
 from ...plan import SECRET
+from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
-from ..contract import launcher_env
 
 __all__ = [
     "CONTAINER_JOB_DIR",

@@ -98,7 +98,7 @@ class VolcanoBackend(Backend):
         progress: Optional[TextIO] = sys.stderr,
     ) -> None:
         self._kubeconfig = kubeconfig
-        self.progress = progress  # where notes go (None: nowhere); the backend never writes to stderr itself
+        self.progress = progress  # where notes go (Backend.note; None: nowhere)
         self._context = context
         self._namespace = namespace
         self._environ = environ if environ is not None else os.environ
@@ -200,11 +200,10 @@ class VolcanoBackend(Backend):
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
             self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
         except OSError as exc:
-            if self.progress is not None:
-                self.progress.write(
-                    f"ma-submit: note: job {job_id} was created but not recorded in {self._index.path} "
-                    f"({exc.strerror}); give --backend volcano when you manage it\n"
-                )
+            self.note(
+                f"job {job_id} was created but not recorded in {self._index.path} ({exc.strerror}); give "
+                "--backend volcano when you manage it"
+            )
         return self.handle(job_id)
 
     def _create_secret(self, namespace: str, name: str, created: Mapping[str, Any]) -> None:
@@ -425,9 +424,7 @@ class VolcanoBackend(Backend):
         try:
             self._index.forget(status.id)
         except OSError as exc:
-            sys.stderr.write(
-                f"ma-submit: note: job {status.id} was deleted but is still in {self._index.path} ({exc.strerror})\n"
-            )
+            self.note(f"job {status.id} was deleted but is still in {self._index.path} ({exc.strerror})")
         return status.id
 
     def list(self) -> List[JobStatus]:

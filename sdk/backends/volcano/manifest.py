@@ -28,8 +28,8 @@ from malaunch.entrypoint.public import Name
 from ...errors import ConfigError
 from ...notify.payload import notify_variable
 from ...plan import SubmitPlan
+from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
-from ..contract import launcher_env
 from .options import VolcanoOptions
 from .template import fill_template, parse_template
 

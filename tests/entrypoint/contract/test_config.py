@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 from malaunch.entrypoint.contract.config import (
-    Coordinator,
+    CoordinatorSettings,
     MsRecovery,
     RestartPolicy,
     ShimConfig,
@@ -143,7 +143,7 @@ def test_one_host_reads_no_coordinator_variable_and_other_methods_no_recovery() 
     config = parse_shim_config({"MALAUNCH_COORDINATOR_PORT": "not-a-port", "MS_ENABLE_RECOVERY": "maybe"})
     assert config.coordinator is None and not config.recovery.enabled
     assert isinstance(config, ShimConfig)
-    assert parse_coordinator({}) == Coordinator(True, 29510, 20.0, 120.0, None)  # the contract table's defaults
+    assert parse_coordinator({}) == CoordinatorSettings(True, 29510, 20.0, 120.0, None)  # the contract table's defaults
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,8 @@ from fake_modelarts import FakeJob, FakeModelArts
 from kubefake import FakeJob as FakeVolcanoJob
 from kubefake import FakeKube
 from malaunch.sdk import JobNotFound, JobSpec, JobState, spec_from_mapping
-from malaunch.sdk.backends import Backend
 from malaunch.sdk.backends._http import RetryPolicy
+from malaunch.sdk.backends.base import Backend
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
 from malaunch.sdk.backends.local.state import new_state

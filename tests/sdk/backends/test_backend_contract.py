@@ -1,4 +1,4 @@
-"""The one launcher-variable table (``malaunch.sdk.backends.contract``): what each backend writes from the
+"""The one launcher-variable table (``malaunch.sdk.spec.contract``): what each backend writes from the
 ``launcher:`` section, and the loader's way back from ``env:`` to the same fields. Pure; no servers."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from typing import Any, Dict
 
 import pytest
 from malaunch.sdk import SpecError, spec_from_mapping
-from malaunch.sdk.backends.contract import LAUNCHER_VARIABLES, launcher_env
 from malaunch.sdk.backends.local.hostnet import LoopbackNetwork
 from malaunch.sdk.backends.local.plan import plan_local
 from malaunch.sdk.backends.modelarts.request import build_create_body
 from malaunch.sdk.backends.volcano.manifest import contract_env
 from malaunch.sdk.plan import AUTO
 from malaunch.sdk.spec import RESERVED_ENV, JobSpec
+from malaunch.sdk.spec.contract import LAUNCHER_VARIABLES, launcher_env
 from malaunch.sdk.spec.loader import LAUNCHER_ENV
 
 BASE: Dict[str, Any] = {

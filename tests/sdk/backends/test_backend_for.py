@@ -11,9 +11,9 @@ import pytest
 import yaml
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import attach
-from malaunch.sdk.backends import backend_for
 from malaunch.sdk.backends.job_index import JobIndex
 from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.opening import backend_for
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit
 from test_modelarts_api import body

@@ -1,5 +1,6 @@
 """A backend says its notes through the sink it is given, never on stderr by itself (issue 27): a Volcano job that
-is created but cannot be recorded in the job index (its home is no folder) is noted through ``progress``."""
+is created, or deleted, but cannot be recorded in (or forgotten by) the job index (its home is no folder) is noted
+through ``progress``, in the one form of a note (``Backend.note``: ``ma-submit: note: ...``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,12 @@ def test_a_volcano_note_goes_to_the_sink_given(
     handle = backend.submit(spec)
     assert handle.id.startswith("ml/vc-note-")
     assert "was created but not recorded in" in notes.getvalue() and "give --backend volcano" in notes.getvalue()
+    assert notes.getvalue().startswith(f"ma-submit: note: job {handle.id} was created")
     assert capfd.readouterr().err == ""
+    handle.wait(timeout=60)
+    assert backend.delete(handle.id) == handle.id
+    assert f"ma-submit: note: job {handle.id} was deleted but is still in " in notes.getvalue(), notes.getvalue()
+    assert capfd.readouterr().err == ""  # on the old code the deletion's note went to stderr
     quiet = VolcanoBackend(kubeconfig=str(kubeconfig), environ={"MALAUNCH_HOME": str(blocked)}, progress=None)
     quiet.submit(spec)
     assert capfd.readouterr().err == ""

@@ -2,9 +2,9 @@
 
 Each case is one run of the real ``ma-submit`` in a fresh work folder, recorded as ``golden/cli/<case>.json``
 (the arguments, the exit code, stdout and stderr as lists of lines): the dry-run JSON of every template on every
-backend (the local plan, the ModelArts create body, the Volcano manifest), the text dry run, a sweep's dry run on
-every backend, the ``--help`` of every verb, and the one error line (with its exit code) of bad job files, bad
-options and unknown ids. ``MALAUNCH_UPDATE_GOLDEN=1`` rewrites the files.
+backend (the local plan, the ModelArts create body, the Volcano manifest), the text dry run of every template on
+every backend, a sweep's dry run on every backend, the ``--help`` of every verb, and the one error line (with its
+exit code) of bad job files, bad options and unknown ids. ``MALAUNCH_UPDATE_GOLDEN=1`` rewrites the files.
 
 Normalised, only where the output varies by nature: the work folder -> ``<WORK>``, the repository -> ``<REPO>``,
 the isolated home -> ``<HOME>``, the time stamp and random token of a job or sweep id -> ``<STAMP>``, the clock
@@ -113,6 +113,8 @@ def _cases() -> Tuple[Case, ...]:
             args = ("--backend", backend, "--dry-run", "--output", "json", job)
             cases.append(Case(f"dry-{template}-{backend}", args))
         cases.append(Case(f"dry-text-{template}", ("--dry-run", job)))
+        cases.extend(Case(f"dry-text-{template}-{backend}", ("--backend", backend, "--dry-run", job))
+                     for backend in _BACKENDS[1:])  # fmt: skip
     sweep = ("sweep", "--dry-run", "--output", "json", "<REPO>/templates/torchrun-ddp/job.yaml", "--param", "lr=1,3")
     for backend in _BACKENDS:
         cases.append(Case(f"dry-sweep-{backend}", (*sweep, "--backend", backend)))

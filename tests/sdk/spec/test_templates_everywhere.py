@@ -4,7 +4,7 @@ Every template is dry-run on every backend through the real ``ma-submit --backen
 (no network, no cluster) and each plan is checked: the ModelArts create body against the official
 ``huaweicloudsdkmodelarts`` ``Job`` model, the Volcano manifest against the real CRD and the pod template
 against the ``kubernetes`` client's models, the local plan for its hosts and variables. The launcher variables
-are the same on all three (:mod:`malaunch.sdk.backends.contract`).
+are the same on all three (:mod:`malaunch.sdk.spec.contract`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Dict
 import pytest
 from ma_models import model_errors
 from malaunch.sdk import load_job_file
-from malaunch.sdk.backends.contract import LAUNCHER_VARIABLES, launcher_env
 from malaunch.sdk.plan import AUTO
+from malaunch.sdk.spec.contract import LAUNCHER_VARIABLES, launcher_env
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import TEMPLATES, ma_submit
 from volcano_checks import crd_errors, pod_template_errors

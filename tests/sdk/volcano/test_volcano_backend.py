@@ -284,7 +284,7 @@ def test_missing_kubernetes_client_names_the_extra(kube_env: Dict[str, str]) -> 
 
 
 def test_the_registry_finds_the_backend() -> None:
-    from malaunch.sdk.backends import available_backends, get_backend
+    from malaunch.sdk import available_backends, get_backend
 
     assert "volcano" in available_backends()
     backend = get_backend("volcano", environ={"KUBECONFIG": os.devnull})

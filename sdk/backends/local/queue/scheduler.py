@@ -20,7 +20,9 @@ import time
 from typing import Dict, Iterable, Mapping, Optional, Set
 
 from ....home import write_json_atomic
+from ....plan import new_job_secret
 from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive, runner_pid
+from ..spawn import spawn_runner
 from ..state import read_state
 from .capacity import machine_capacity
 from .store import QueueEntry, QueueStore, plan_queue
@@ -66,9 +68,6 @@ def used_devices(home: str, queued: Iterable[str]) -> int:
 
 def start_entry(home: str, entry: QueueEntry, store: QueueStore) -> None:
     """Start ``entry``'s job runner with the environment its submitter had; the entry is gone after."""
-    from ....plan import new_job_secret
-    from ..backend import spawn_runner  # the backend module, only to start a runner
-
     paths = JobPaths(home, entry.job_id)
     claimed = store.claim(entry)
     env_path = os.path.join(paths.job_dir, ENV_FILE)

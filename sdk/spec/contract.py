@@ -34,7 +34,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from malaunch.entrypoint.public import VARIABLES, Name
 
-from ..spec.model import RUN_METHODS, JobSpec, LauncherOptions
+from .model import RUN_METHODS, JobSpec, LauncherOptions
 
 __all__ = ["LAUNCHER_VARIABLES", "LauncherVariable", "launcher_env"]
 
