@@ -26,7 +26,7 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Set, Tuple
 
-SDK = Path(__file__).resolve().parents[2] / "sdk"
+SDK = Path(__file__).resolve().parents[3] / "sdk"
 PACKAGE = "malaunch.sdk"
 LAYERS = ("facts", "spec", "backends' shared parts", "one backend", "profiles", "the Python API", "the faces")
 #: Modules of the facts layer (dotted below the package); also each backend's own facts, ``_BACKEND_FACTS``.
