@@ -89,3 +89,8 @@ def test_volume_is_a_claims_name() -> None:
         _refused("volume", bad)
     _kept({"keep": 2, "volume": "ckpt-pvc"})
 
+
+def test_obs_path_is_an_obs_folder() -> None:
+    for bad in ("s3://bucket/x", "/bucket/x", "obs://B/x", 7):
+        _refused("obs_path", bad)
+    _kept({"keep": 2, "obs_path": "obs://bucket/ckpt/run-1/"})
