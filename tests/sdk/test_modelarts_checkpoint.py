@@ -24,6 +24,7 @@ from malaunch.sdk.backends.modelarts.checkpoint import (
     add_input,
     checkpoint_url_of,
     resume_channel,
+    resume_channel_at,
 )
 from malaunch.sdk.backends.modelarts.request import build_create_body
 from modelarts_env import BUCKET
@@ -111,6 +112,7 @@ def test_a_new_job_resumes_from_the_old_jobs_obs_folder(fake_ma: FakeModelArts, 
                        "remote": {"obs": {"obs_url": f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"}}}  # fmt: skip
     assert folder == f"{RESUME_DIR}/step-00000004"
     assert backend.resume_input(old.id)[1] == RESUME_DIR
+    assert resume_channel_at(f"obs://{BUCKET}/jobs/{old.id}/checkpoints", "step-00000004") == (channel, folder)
     new_spec = spec_from_mapping(job_data())
     plan = backend.plan(new_spec, job_id="ck-20261128-130000-abcdef", now=0.0)
     body = add_input(plan.request.body, channel)  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ import yaml
 from kubefake import FakeKube
 from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
-from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_source
+from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
 from sdkutil import ma_submit
@@ -130,6 +130,9 @@ def test_resuming_from_another_job_needs_the_same_claim() -> None:
         resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), without)
     with pytest.raises(SpecError, match=r"checkpoint\.volume: is required"):
         resume_source(spec_from_mapping(job_data()), old)
+    assert resume_dir(f"ml/{NAME}", "step-00000002") == resume_dir(NAME, "step-00000002") == (
+        f"{MOUNT_PATH}/{NAME}/step-00000002"
+    )
     with pytest.raises(SpecError, match="checkpoint: is required to resume from another job"):
         resume_source(spec_from_mapping({**job_data(), "checkpoint": None}), old)
 

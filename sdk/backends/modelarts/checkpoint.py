@@ -43,6 +43,7 @@ __all__ = [
     "checkpoint_url_of",
     "hosts_note",
     "resume_channel",
+    "resume_channel_at",
     "retry_note",
 ]
 
@@ -125,6 +126,14 @@ def checkpoint_url_of(job: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def resume_channel_at(url: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
+    """The input channel that downloads the OBS folder ``url`` before the start, and the folder in the container to
+    resume from (its checkpoint ``name`` in it, or the folder whose newest complete checkpoint is meant). Pure."""
+    channel = {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
+               "remote": {"obs": {"obs_url": _folder(url)}}}  # fmt: skip
+    return channel, (f"{RESUME_DIR}/{name}" if name else RESUME_DIR)
+
+
 def resume_channel(old_job: Mapping[str, Any], name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
     """``--resume-from OLD[:NAME]``: the input channel that downloads the old job's checkpoint folder (the same
     OBS path it was uploaded to) before the new job starts, and the folder in the container to resume from (its
@@ -138,9 +147,7 @@ def resume_channel(old_job: Mapping[str, Any], name: Optional[str] = None) -> Tu
     if url is None:
         raise ConfigError(f"--resume-from: job {old_name} uploaded no checkpoints (it had no checkpoint: section)",
                           old_name, "resume from a job that ran with a checkpoint: section")  # fmt: skip
-    channel = {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
-               "remote": {"obs": {"obs_url": _folder(url)}}}  # fmt: skip
-    return channel, (f"{RESUME_DIR}/{name}" if name else RESUME_DIR)
+    return resume_channel_at(url, name)
 
 
 def add_input(body: Mapping[str, Any], channel: Mapping[str, Any]) -> Dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "checkpoint_volume",
     "claim_of",
     "missing_mount",
+    "resume_dir",
     "resume_source",
 ]
 
@@ -116,6 +117,13 @@ def claim_of(manifest: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def resume_dir(job_id: str, name: Optional[str] = None) -> str:
+    """The folder a job resumes from when it resumes from job ``job_id`` (``<namespace>/<name>`` or ``<name>``):
+    that job's folder on the claim, or its checkpoint ``name`` there. Pure; :func:`resume_source` checks first."""
+    folder = checkpoint_dir(job_id.rpartition("/")[2])
+    return posixpath.join(folder, name) if name else folder
+
+
 def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str] = None) -> str:
     """Where a new job resumes from an ended job's checkpoints (``--resume-from OLD[:NAME]``): the old job's folder
     on the same claim, which the new job mounts at the same place (or its checkpoint ``name`` in it).
@@ -136,5 +144,4 @@ def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str]
     if claim != spec.checkpoint.volume:
         raise ConfigError(f"--resume-from: job {old_name} kept its checkpoints on volume {claim}, this job "
                           f"mounts {spec.checkpoint.volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
-    folder = checkpoint_dir(old_name)
-    return posixpath.join(folder, name) if name else folder
+    return resume_dir(old_name, name)
