@@ -126,8 +126,10 @@ def test_a_new_job_resumes_from_the_old_jobs_obs_folder(fake_ma: FakeModelArts, 
         backend.resume_input(plain.id)
     fake_ma.run_seconds = 60.0
     running = backend.submit(spec_from_mapping(job_data()))
-    with pytest.raises(ConfigError, match=f"--resume-from: job {running.id} is "):
+    with pytest.raises(ConfigError) as caught:
         backend.resume_input(running.id)
+    assert str(caught.value).startswith(f"--resume-from: job {running.id} is ")
+    assert str(caught.value).endswith(f"; wait for it to end, or stop it first: 'ma-submit stop {running.id}'")
     backend.stop(running.id)
     with pytest.raises(ConfigError, match="uploaded no checkpoints"):
         resume_channel({"metadata": {"name": "x"}, "algorithm": {"outputs": [{"name": "train_url"}]}})

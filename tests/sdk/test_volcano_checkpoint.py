@@ -19,7 +19,7 @@ from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
-from sdkutil import ma_submit
+from sdkutil import ma_submit, wait_for
 from shimutil import assert_nothing_left, free_port, marked_env, shim, write_v10_table
 from volcano_checks import crd_errors, pod_template_errors
 
@@ -117,6 +117,14 @@ def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kube
     assert resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), old, "step-00000004") == (
         f"{MOUNT_PATH}/{name}/step-00000004"
     )
+    busy = {**job_data(volume="ckpt-pvc"), "env": {"MALAUNCH_TEST_SCENARIO": "run"}}
+    running = backend.submit(spec_from_mapping(busy))
+    wait_for(lambda: running.status().state is JobState.RUNNING, WAIT, "the second job running")
+    with pytest.raises(ConfigError) as caught:
+        backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), running.id)
+    assert str(caught.value) == (f"--resume-from: job {running.id} is RUNNING; wait for it to "
+                                 f"end, or stop it first: 'ma-submit stop {running.id}'")  # fmt: skip
+    backend.stop(running.id)
 
 
 def test_resuming_from_another_job_needs_the_same_claim() -> None:

@@ -250,7 +250,7 @@ class ModelArtsBackend(Backend):
         job = self.api.get_job(self._platform_id(job_id))
         status = status_from_job(job)
         if not status.is_terminal:
-            raise ConfigError(f"--resume-from: job {job_id} is {status.state.value}", job_id,
+            raise ConfigError(f"--resume-from: job {job_id} is {status.state.value}", None,
                               f"wait for it to end, or stop it first: 'ma-submit stop {job_id}'")  # fmt: skip
         return resume_channel(job, name)
 

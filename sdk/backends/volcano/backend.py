@@ -186,7 +186,7 @@ class VolcanoBackend(Backend):
         job = self.api.get_job(namespace, job_name)
         status = self._status(namespace, job_name, job, self.api.list_pods(namespace, job_name), tails=False)
         if not status.is_terminal:
-            raise ConfigError(f"--resume-from: job {status.id} is {status.state.value}", status.id,
+            raise ConfigError(f"--resume-from: job {status.id} is {status.state.value}", None,
                               f"wait for it to end, or stop it first: 'ma-submit stop {status.id}'")  # fmt: skip
         return resume_source(spec, job, name)
 
