@@ -66,7 +66,7 @@ _LAUNCHER = (
     "host_wait", "hang_timeout", "min_hosts",
 )  # fmt: skip
 _DATA = ("name", "path")
-_CHECKPOINT = ("keep",)
+_CHECKPOINT = ("keep", "volume", "obs_path")
 
 #: The keys a job file may use, per section.
 JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {

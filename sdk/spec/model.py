@@ -20,8 +20,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
   its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
   it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
-- ``checkpoint``: ``keep`` (complete checkpoints kept, default 2). The section's presence gives every rank
-  ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md).
+- ``checkpoint``: ``keep`` (complete checkpoints kept, default 2), ``volume`` (Volcano: the PersistentVolumeClaim
+  that holds it), ``obs_path`` (ModelArts: the OBS folder it is uploaded to). The section's presence gives every
+  rank ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md).
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ DEFAULT_CHECKPOINT_KEEP = int(VARIABLES["MALAUNCH_CHECKPOINT_KEEP"].default or 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+#: ``checkpoint.volume``: a PersistentVolumeClaim's name (a DNS subdomain, as Kubernetes names it).
+_CLAIM_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+#: ``checkpoint.obs_path``: an OBS folder URL (the bucket's naming rules, then any prefix).
+_OBS_FOLDER = re.compile(r"obs://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+\Z")
@@ -258,9 +263,16 @@ class CheckpointOptions:
     """The ``checkpoint:`` section: every rank gets ``MALAUNCH_CHECKPOINT_DIR``; ``keep`` complete ones stay."""
 
     keep: int = DEFAULT_CHECKPOINT_KEEP  # MALAUNCH_CHECKPOINT_KEEP
+    volume: Optional[str] = None  # Volcano: the PersistentVolumeClaim mounted on every pod (required there)
+    obs_path: Optional[str] = None  # ModelArts: the OBS folder of the output channel (None: under modelarts.obs_dir)
 
     def __post_init__(self) -> None:
         _check_int("checkpoint.keep", self.keep, *_KEEP_BOUNDS)
+        if self.volume is not None and (not isinstance(self.volume, str) or not _CLAIM_NAME.match(self.volume)):
+            raise _fail("checkpoint.volume", "must be the name of a PersistentVolumeClaim (lower-case letters, "
+                        "digits, '-' and '.')", self.volume)  # fmt: skip
+        if self.obs_path is not None and (not isinstance(self.obs_path, str) or not _OBS_FOLDER.match(self.obs_path)):
+            raise _fail("checkpoint.obs_path", "must be an OBS folder URL like obs://bucket/prefix/", self.obs_path)
 
     def to_dict(self) -> Dict[str, Any]:
         """YAML-shaped data."""
@@ -381,7 +393,7 @@ def _check_spec(spec: JobSpec) -> None:
     check_notify_timeout(spec.notify_timeout)
     _check_int("priority", spec.priority, -1000, 1000)
     if spec.checkpoint is not None and not isinstance(spec.checkpoint, CheckpointOptions):
-        raise _fail("checkpoint", "must be a mapping with keep", spec.checkpoint)
+        raise _fail("checkpoint", "must be a mapping with keep, volume, obs_path", spec.checkpoint)
 
 
 def _check_sections(spec: JobSpec) -> None:

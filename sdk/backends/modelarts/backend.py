@@ -44,6 +44,7 @@ from ..codefiles import CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
+from .checkpoint import hosts_note, resume_channel, retry_note
 from .credentials import Credentials, Endpoints, load_credentials, load_endpoints
 from .ids import PLATFORM_ID
 from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
@@ -144,8 +145,9 @@ class ModelArtsBackend(Backend):
         if spec.keep_for is not None:
             notes.append("keep_for is not applied on ModelArts: the platform keeps its jobs; delete them there")
         if spec.checkpoint is not None:
-            notes.append("checkpoint: is not applied on ModelArts yet: no MALAUNCH_CHECKPOINT_DIR is set; the "
-                         "script's own folder must survive a retry (docs/recovery.md#checkpoints)")  # fmt: skip
+            notes.append(retry_note(spec, job_id))
+            if spec.resources.hosts > 1:
+                notes.append(hosts_note(spec))
         return SubmitPlan(
             backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=tuple(notes)
         )
@@ -236,6 +238,20 @@ class ModelArtsBackend(Backend):
         if not PLATFORM_ID.match(job_id):
             return super().resolve_id(job_id)
         return self._fetch_status(job_id).id
+
+    def resume_input(self, job_id: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
+        """``--resume-from JOB_ID[:NAME]``: the input channel that brings the ended job's uploaded checkpoints into
+        a new job (add it to the body with :func:`.checkpoint.add_input`) and the folder to resume from there.
+
+        Raises:
+            ConfigError: the job has not ended, or uploaded no checkpoints.
+        """
+        job = self.api.get_job(self._platform_id(job_id))
+        status = status_from_job(job)
+        if not status.is_terminal:
+            raise ConfigError(f"--resume-from: job {job_id} is {status.state.value}", None,
+                              f"wait for it to end, or stop it first: 'ma-submit stop {job_id}'")  # fmt: skip
+        return resume_channel(job, name)
 
     # -- management ----------------------------------------------------------------------------------------
     def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:

@@ -11,7 +11,9 @@ What maps where (``docs/modelarts.md`` has the table):
   the boot file itself, honouring ``MA_RUN_METHOD``;
 - a custom ``image``: ``algorithm.command`` is the shim, ``ma-entrypoint <boot file in the container> <args>``;
 - ``inputs``/``outputs`` with ``obs://`` paths are OBS channels passed as ``--<name>=<local dir>``; an output
-  without a path goes to ``<obs_dir>/<job id>/outputs/<name>/``;
+  without a path goes to ``<obs_dir>/<job id>/outputs/<name>/``; a ``checkpoint:`` section adds the output
+  channel of the checkpoint folder (:mod:`.checkpoint`: ``MALAUNCH_CHECKPOINT_DIR``, uploaded to
+  ``checkpoint.obs_path`` or ``<obs_dir>/<job id>/checkpoints/``);
 - ``environments``: ``MA_RUN_METHOD``, the launcher knobs in the platform's names, ``MALAUNCH_JOB_ID``,
   ``MALAUNCH_JOB_SECRET`` (the plan's :data:`~malaunch.sdk.plan.SECRET` placeholder; ``execute`` puts the job's
   secret in its place, :meth:`CreateRequest.with_secret`), then ``env`` (at most 100 in all);
@@ -38,6 +40,7 @@ from ...notify.payload import notify_variable
 from ...plan import SECRET
 from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
+from .checkpoint import checkpoint_env, checkpoint_output
 
 __all__ = [
     "CONTAINER_JOB_DIR",
@@ -138,6 +141,7 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
     env.update(launcher_env(spec))  # ports left open stay unset: the platform assigns them
     env["MALAUNCH_JOB_ID"] = job_id
     env[Name.MALAUNCH_JOB_SECRET] = SECRET  # the real one only in the body execute sends
+    env.update(checkpoint_env(spec))  # the checkpoint output channel's folder (.checkpoint)
     notify = notify_variable(spec, job_id, "modelarts")
     if notify is not None:  # host 0's shim sends the job's events (the secrets' variables come from env:)
         env[Name.MALAUNCH_NOTIFY] = notify
@@ -184,6 +188,8 @@ def _channels(spec: JobSpec, job_id: str) -> Tuple[List[Dict[str, Any]], List[Di
                 f"outputs[{index}].path", "must be an obs:// URL (or none) for the modelarts backend", item.path
             )
         outputs.append(_channel(item.name, url))
+    if spec.checkpoint is not None:
+        outputs.append(checkpoint_output(spec, job_id))
     return inputs, outputs
 
 

@@ -39,6 +39,7 @@ from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
+from .checkpoint import checkpoint_note, resume_source
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
 from .inside import KubeInside, pending_reason
 from .logs import follow_pod_logs, read_pod_logs
@@ -169,11 +170,25 @@ class VolcanoBackend(Backend):
         if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
             notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")
         if spec.checkpoint is not None:
-            notes.append("checkpoint: is not applied on Volcano yet: no MALAUNCH_CHECKPOINT_DIR is set; the "
-                         "script's own folder must survive a restart (docs/recovery.md#checkpoints)")  # fmt: skip
+            notes.append(checkpoint_note(spec, name))
         request = VolcanoRequest(manifest=manifest, namespace=chosen, template=source)
         plan_id = f"{chosen}/{name}" if chosen else name
         return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))
+
+    def resume_source(self, spec: JobSpec, job_id: str, name: Optional[str] = None) -> str:
+        """``--resume-from JOB_ID[:NAME]``: the folder the new job ``spec`` resumes from, the ended job's own
+        folder on the same ``checkpoint.volume`` (:func:`.checkpoint.resume_source`).
+
+        Raises:
+            ConfigError: the job has not ended, kept no checkpoints on a volume, or on another one.
+        """
+        namespace, job_name = self._where(job_id)
+        job = self.api.get_job(namespace, job_name)
+        status = self._status(namespace, job_name, job, self.api.list_pods(namespace, job_name), tails=False)
+        if not status.is_terminal:
+            raise ConfigError(f"--resume-from: job {status.id} is {status.state.value}", None,
+                              f"wait for it to end, or stop it first: 'ma-submit stop {status.id}'")  # fmt: skip
+        return resume_source(spec, job, name)
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""

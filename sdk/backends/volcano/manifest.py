@@ -9,6 +9,8 @@ names ``<job>-worker-<i>.<job>``. The container runs ``ma-entrypoint BOOT ARGS``
 environment contract (``docs/entrypoint.md``) set from the spec. The job's secret (``MALAUNCH_JOB_SECRET``)
 is no value in the manifest: the container reads it from the Secret ``<job>-secret`` (``secretKeyRef``), which
 the backend creates at submit, owned by the job (:func:`secret_manifest`), so it goes when the job goes.
+A ``checkpoint:`` section mounts ``checkpoint.volume`` on every pod and sets ``MALAUNCH_CHECKPOINT_DIR`` to the
+job's folder on it (:mod:`.checkpoint`).
 ``render_manifest`` is a pure function of the spec, the job name and the template text; :class:`VolcanoRequest`
 carries the result.
 """
@@ -30,6 +32,7 @@ from ...notify.payload import notify_variable
 from ...plan import SubmitPlan
 from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
+from .checkpoint import check_checkpoint, checkpoint_env, checkpoint_volume, missing_mount
 from .options import VolcanoOptions
 from .template import fill_template, parse_template
 
@@ -128,6 +131,7 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
         Name.MALAUNCH_JOB_ID: job_name,
     }
     values.update(launcher_env(spec))
+    values.update(checkpoint_env(spec, job_name))  # the job's folder on checkpoint.volume (.checkpoint)
     notify = notify_variable(spec, job_name, "volcano")
     if notify is not None:  # host 0's shim sends the job's events (the secrets' variables come from env:)
         values[Name.MALAUNCH_NOTIFY] = notify
@@ -199,6 +203,7 @@ def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> D
     if opts.code_volume is not None:
         mount = {"name": "code", "mountPath": opts.code_path}
         volume = {"name": "code", "persistentVolumeClaim": {"claimName": opts.code_volume}}
+    checkpoints, checkpoints_mount = checkpoint_volume(spec)
     return {
         "job_name": job_name,
         "namespace": namespace,
@@ -219,6 +224,8 @@ def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> D
         "resources": resources,
         "code_volume": volume,
         "code_volume_mount": mount,
+        "checkpoint_volume": checkpoints,
+        "checkpoint_volume_mount": checkpoints_mount,
         "run_method": spec.run_method,
     }
 
@@ -240,7 +247,8 @@ def render_manifest(
     """The Volcano Job for ``spec``; pure. ``namespace`` defaults to ``spec.volcano.namespace``.
 
     Raises:
-        ConfigError: the job cannot run on Volcano as given (no image, a URL as data path, a bad template).
+        ConfigError: the job cannot run on Volcano as given (no image, a URL as data path, a bad template, a
+            ``checkpoint:`` section without ``volume`` or a template that does not mount it).
     """
     check_job_name(job_name)
     if spec.run_method == "ranktable" and spec.resources.devices_per_host < 1:
@@ -249,9 +257,17 @@ def render_manifest(
             spec.resources.devices_per_host,
             "set devices_per_host >= 1, or use run_method torchrun or msrun",
         )
+    check_checkpoint(spec)
     values = template_values(spec, job_name, namespace or spec.volcano.namespace)
     manifest = fill_template(parse_template(template_text, source), values, source)
     _check_rendered(manifest, source)
+    if spec.checkpoint is not None and missing_mount(manifest) is not None:
+        raise ConfigError(
+            f"{source}: task {missing_mount(manifest)!r} does not mount the checkpoint volume",
+            spec.checkpoint.volume,
+            'keep "{{checkpoint_volume}}" in the pod\'s volumes and "{{checkpoint_volume_mount}}" in the '
+            "container's volumeMounts (as templates/volcano/job-template.yaml does)",
+        )
     return manifest
 
 

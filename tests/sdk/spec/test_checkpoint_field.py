@@ -66,3 +66,31 @@ def test_env_may_not_set_them() -> None:
     for name in NAMES:
         with pytest.raises(SpecError, match=rf"env\.{name}"):
             spec_from_mapping({**BASE, "env": {name: "/x"}})
+
+
+def _refused(key: str, bad: object) -> None:
+    with pytest.raises(SpecError, match=rf"checkpoint\.{key}"):
+        spec_from_mapping({**BASE, "checkpoint": {key: bad}})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "d", "code_dir": "/c", "boot_file": "t.py", "checkpoint": {key: bad}}, SCHEMA,
+                            cls=jsonschema.Draft202012Validator)  # fmt: skip
+
+
+def _kept(section: Dict[str, Any]) -> None:
+    jsonschema.validate({"name": "d", "code_dir": "/c", "boot_file": "t.py", "checkpoint": section}, SCHEMA,
+                        cls=jsonschema.Draft202012Validator)  # fmt: skip
+    spec = spec_from_mapping({**BASE, "checkpoint": section})
+    assert spec.checkpoint is not None and {k: v for k, v in spec.checkpoint.to_dict().items() if v} == section
+    assert spec_from_mapping(spec.to_dict()) == spec
+
+
+def test_volume_is_a_claims_name() -> None:
+    for bad in ("Not_A_Claim", 3, "", "-x"):
+        _refused("volume", bad)
+    _kept({"keep": 2, "volume": "ckpt-pvc"})
+
+
+def test_obs_path_is_an_obs_folder() -> None:
+    for bad in ("s3://bucket/x", "/bucket/x", "obs://B/x", 7):
+        _refused("obs_path", bad)
+    _kept({"keep": 2, "obs_path": "obs://bucket/ckpt/run-1/"})

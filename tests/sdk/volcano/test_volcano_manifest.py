@@ -45,6 +45,13 @@ CASES: Dict[str, Dict[str, Any]] = {
             "not_retryable_exit_codes": [2, 3],
         },
     },
+    "torchrun-checkpoint": {
+        **BASE,
+        "run_method": "torchrun",
+        "resources": {"hosts": 3, "devices_per_host": 1},
+        "checkpoint": {"keep": 3, "volume": "ckpt-pvc"},
+        "volcano": {"code_volume": "code-pvc"},
+    },
     "ranktable-ascend": {
         **BASE,
         "run_method": "ranktable",

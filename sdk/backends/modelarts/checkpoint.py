@@ -1,0 +1,165 @@
+"""The checkpoint folder of a ModelArts job: an output channel the platform uploads to OBS.
+
+A job with a ``checkpoint:`` section gets one more output channel, :data:`CHANNEL`: the container's folder
+:data:`LOCAL_DIR` (``MALAUNCH_CHECKPOINT_DIR``), uploaded by the platform while the job runs (the response
+model's ``mode`` ``upload_periodically``, every ``period`` 30 s) to ``checkpoint.obs_path``, else
+``<modelarts.obs_dir>/<job id>/checkpoints/``. ``access_method`` is ``env``: the platform names the folder in a
+variable, so the script's argument list stays as the job file gives it.
+
+What comes back after a restart: malaunch's own restarts (the shim's, inside the container) and the platform's
+in-place restarts keep the container's disk, so the folder is there. A job retry of the platform
+(``modelarts.job_retry_num``: ``fault-tolerance/job-retry-num``) makes new containers: the create body has no field
+that downloads an output channel back before the start (``Output`` carries ``name``, ``description``,
+``local_dir``, ``access_method`` and ``remote`` only; the console's "predownload" is not in the API's models), so
+the new containers start with an empty folder. Each host of a job has its own container and so its own
+folder; the platform uploads each to the same OBS folder, and a save that counts the parts of every rank of the
+job (:func:`malaunch.entrypoint.checkpoint.save`) completes only where all of them are: :func:`hosts_note`.
+:func:`retry_note` says so in the plan, and a new job resumes
+from the uploaded checkpoints with ``--resume-from``: the old job's OBS folder as an input channel
+(:func:`resume_channel`), which the platform downloads before the start.
+
+Pure functions of the spec, the job id and, for resuming, the old job as the API returns it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from malaunch.entrypoint.public import Name
+
+from ...errors import ConfigError, SpecError
+from ...spec.model import JobSpec
+
+__all__ = [
+    "CHANNEL",
+    "LOCAL_DIR",
+    "RESUME_CHANNEL",
+    "RESUME_DIR",
+    "add_input",
+    "checkpoint_env",
+    "checkpoint_output",
+    "checkpoint_url",
+    "checkpoint_url_of",
+    "hosts_note",
+    "resume_channel",
+    "resume_channel_at",
+    "retry_note",
+]
+
+#: The output channel of the checkpoint folder, and the folder in the container (``MALAUNCH_CHECKPOINT_DIR``).
+CHANNEL = "malaunch_checkpoints"
+LOCAL_DIR = "/home/ma-user/modelarts/outputs/malaunch_checkpoints"
+#: The input channel that brings another job's checkpoints in (``--resume-from``), and its folder.
+RESUME_CHANNEL = "malaunch_resume"
+RESUME_DIR = "/home/ma-user/modelarts/inputs/malaunch_resume"
+
+
+def _folder(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def checkpoint_url(spec: JobSpec, job_id: str) -> str:
+    """The OBS folder the checkpoints are uploaded to: ``checkpoint.obs_path``, else under ``modelarts.obs_dir``.
+
+    Raises:
+        SpecError: neither is given (the body needs ``modelarts.obs_dir`` for its logs anyway).
+    """
+    assert spec.checkpoint is not None
+    if spec.checkpoint.obs_path is not None:
+        return _folder(spec.checkpoint.obs_path)
+    obs_dir = spec.modelarts.obs_dir if spec.modelarts is not None else None
+    if obs_dir is None:
+        raise SpecError("modelarts.obs_dir", "is required for the modelarts backend", None,
+                        "add modelarts: {obs_dir: obs://bucket/prefix/}")  # fmt: skip
+    return f"{_folder(obs_dir)}{job_id}/checkpoints/"
+
+
+def checkpoint_output(spec: JobSpec, job_id: str) -> Dict[str, Any]:
+    """The create body's output channel of the checkpoint folder (see the module docstring).
+
+    Raises:
+        SpecError: no OBS folder for it, or an output of the job file already uses the channel's name.
+    """
+    for index, item in enumerate(spec.outputs):
+        if item.name == CHANNEL:
+            raise SpecError(f"outputs[{index}].name", "is the checkpoint folder's channel on ModelArts", item.name,
+                            "rename this output")  # fmt: skip
+    return {"name": CHANNEL, "local_dir": LOCAL_DIR, "access_method": "env",
+            "remote": {"obs": {"obs_url": checkpoint_url(spec, job_id)}}}  # fmt: skip
+
+
+def checkpoint_env(spec: JobSpec) -> Dict[str, str]:
+    """The checkpoint variables of the job's ``environments`` (none without a ``checkpoint:`` section)."""
+    if spec.checkpoint is None:
+        return {}
+    return {Name.MALAUNCH_CHECKPOINT_DIR: LOCAL_DIR, Name.MALAUNCH_CHECKPOINT_KEEP: str(spec.checkpoint.keep)}
+
+
+def retry_note(spec: JobSpec, job_id: str) -> str:
+    """The plan's one line on what a platform retry finds (``warning:``: submit prints it too)."""
+    return (f"warning: checkpoints are uploaded to {checkpoint_url(spec, job_id)}, but a platform job retry "
+            "(modelarts.job_retry_num) starts with an empty folder: the ModelArts API cannot download it back "
+            "(malaunch's own restarts keep it); resume in a new job with --resume-from")  # fmt: skip
+
+
+def hosts_note(spec: JobSpec) -> str:
+    """The plan's line for a job of several hosts: each host's folder is its own (see docs/modelarts.md)."""
+    return (f"each of the {spec.resources.hosts} hosts has its own checkpoint folder (all uploaded to the same OBS "
+            "folder): a checkpoint is complete where every part it counts was written, so save it from one rank "
+            "(checkpoint.save(step, rank=0, ranks=1) on rank 0) or count each host's ranks alone (rank=LOCAL_RANK, "
+            "ranks=LOCAL_WORLD_SIZE)")  # fmt: skip
+
+
+def _outputs_of(job: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    outputs = (job.get("algorithm") or {}).get("outputs") or []
+    return [item for item in outputs if isinstance(item, Mapping)]
+
+
+def checkpoint_url_of(job: Mapping[str, Any]) -> Optional[str]:
+    """The OBS folder a job's checkpoints were uploaded to, from the job as the API returns it (None: it had no
+    checkpoint channel)."""
+    for item in _outputs_of(job):
+        if item.get("name") == CHANNEL:
+            url = ((item.get("remote") or {}).get("obs") or {}).get("obs_url")
+            return str(url) if url else None
+    return None
+
+
+def resume_channel_at(url: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
+    """The input channel that downloads the OBS folder ``url`` before the start, and the folder in the container to
+    resume from (its checkpoint ``name`` in it, or the folder whose newest complete checkpoint is meant). Pure."""
+    channel = {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
+               "remote": {"obs": {"obs_url": _folder(url)}}}  # fmt: skip
+    return channel, (f"{RESUME_DIR}/{name}" if name else RESUME_DIR)
+
+
+def resume_channel(old_job: Mapping[str, Any], name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
+    """``--resume-from OLD[:NAME]``: the input channel that downloads the old job's checkpoint folder (the same
+    OBS path it was uploaded to) before the new job starts, and the folder in the container to resume from (its
+    checkpoint ``name`` in it, or the folder whose newest complete checkpoint is meant).
+
+    Raises:
+        ConfigError: the old job kept no checkpoints on OBS.
+    """
+    old_name = str((old_job.get("metadata") or {}).get("name") or "")
+    url = checkpoint_url_of(old_job)
+    if url is None:
+        raise ConfigError(f"--resume-from: job {old_name} uploaded no checkpoints (it had no checkpoint: section)",
+                          old_name, "resume from a job that ran with a checkpoint: section")  # fmt: skip
+    return resume_channel_at(url, name)
+
+
+def add_input(body: Mapping[str, Any], channel: Mapping[str, Any]) -> Dict[str, Any]:
+    """A copy of the create ``body`` with the input ``channel`` added (the resume channel of a new job).
+
+    Raises:
+        SpecError: an input of the job already uses the channel's name.
+    """
+    out: Dict[str, Any] = copy.deepcopy(dict(body))
+    inputs = out["algorithm"].setdefault("inputs", [])
+    if any(item.get("name") == channel.get("name") for item in inputs):
+        raise SpecError("inputs", f"uses the name {channel.get('name')}, the channel that brings checkpoints in",
+                        channel.get("name"), "rename that input")  # fmt: skip
+    inputs.append(dict(channel))
+    return out

@@ -1,0 +1,147 @@
+"""The checkpoint folder of a Volcano job: a PersistentVolumeClaim (``checkpoint.volume``) on every pod.
+
+A pod's own filesystem goes with the pod, and Volcano's ``RestartJob`` (the ``PodFailed``/``PodEvicted``
+policies, ``volcano.max_retry``) deletes every pod of the job and makes new ones; only a volume outlives that.
+So a job with a ``checkpoint:`` section must name a claim, which is mounted at :data:`MOUNT_PATH` in the one task's
+pod template (so on every pod, host 0 to the last), and every rank gets ``MALAUNCH_CHECKPOINT_DIR`` =
+``<MOUNT_PATH>/<job name>``. The folder is keyed by the Volcano Job's name, which a ``RestartJob`` keeps (the same
+Job object) and a new submit never reuses (it carries the submit's time and a random token): a restarted job finds
+its own checkpoints, another job sees them only when asked to (``--resume-from``: :func:`resume_source`).
+
+Pure functions of the spec, the job name and, for resuming, the old job's manifest as the API returns it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from malaunch.entrypoint.public import Name
+
+from ...errors import ConfigError, SpecError
+from ...spec.model import JobSpec
+
+__all__ = [
+    "MOUNT_PATH",
+    "VOLUME_NAME",
+    "check_checkpoint",
+    "checkpoint_dir",
+    "checkpoint_env",
+    "checkpoint_note",
+    "checkpoint_volume",
+    "claim_of",
+    "missing_mount",
+    "resume_dir",
+    "resume_source",
+]
+
+#: Where the checkpoint claim is mounted in every pod; the job's folder is ``<MOUNT_PATH>/<job name>``.
+MOUNT_PATH = "/home/ma-user/checkpoints"
+#: The name of the checkpoint volume in the pod template (how :func:`claim_of` finds it in a job's manifest).
+VOLUME_NAME = "malaunch-checkpoints"
+
+
+def check_checkpoint(spec: JobSpec) -> None:
+    """Refuse a ``checkpoint:`` section without ``volume``: nothing else outlives a ``RestartJob``.
+
+    Raises:
+        SpecError: the section is there and names no claim.
+    """
+    if spec.checkpoint is not None and spec.checkpoint.volume is None:
+        raise SpecError(
+            "checkpoint.volume",
+            "is required on the volcano backend (a pod's own disk does not survive a RestartJob)",
+            None,
+            "add checkpoint: {volume: <a PersistentVolumeClaim, ReadWriteMany for several hosts>}",
+        )
+
+
+def checkpoint_dir(job_name: str) -> str:
+    """``MALAUNCH_CHECKPOINT_DIR`` of job ``job_name``: its own folder on the claim."""
+    return posixpath.join(MOUNT_PATH, job_name)
+
+
+def checkpoint_env(spec: JobSpec, job_name: str) -> Dict[str, str]:
+    """The checkpoint variables of the container (none without a ``checkpoint:`` section)."""
+    if spec.checkpoint is None:
+        return {}
+    return {
+        Name.MALAUNCH_CHECKPOINT_DIR: checkpoint_dir(job_name),
+        Name.MALAUNCH_CHECKPOINT_KEEP: str(spec.checkpoint.keep),
+    }
+
+
+def checkpoint_note(spec: JobSpec, job_name: str) -> str:
+    """The plan's line saying where the checkpoints go (a job with a ``checkpoint:`` section)."""
+    assert spec.checkpoint is not None
+    shared = ", which must be ReadWriteMany: every host's ranks write there" if spec.resources.hosts > 1 else ""
+    return (f"checkpoints in {checkpoint_dir(job_name)} on volume {spec.checkpoint.volume}{shared}; kept across "
+            "the job's restarts (RestartJob too)")  # fmt: skip
+
+
+def checkpoint_volume(spec: JobSpec) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    """The pod template's volume and the container's mount of the claim; ``(None, None)`` without one."""
+    if spec.checkpoint is None or spec.checkpoint.volume is None:
+        return None, None
+    volume = {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": spec.checkpoint.volume}}
+    return volume, {"name": VOLUME_NAME, "mountPath": MOUNT_PATH}
+
+
+def _templates(manifest: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    tasks = (manifest.get("spec") or {}).get("tasks") or []
+    return [task.get("template") or {} for task in tasks if isinstance(task, Mapping)]
+
+
+def missing_mount(manifest: Mapping[str, Any]) -> Optional[str]:
+    """The first task whose pod template lacks the checkpoint volume or its mount (an adapted template that lost
+    the ``checkpoint_volume`` placeholders), or None when every task has both."""
+    for task, template in zip((manifest.get("spec") or {}).get("tasks") or [], _templates(manifest)):
+        pod = template.get("spec") or {}
+        volumes = [v for v in pod.get("volumes") or [] if isinstance(v, Mapping) and v.get("name") == VOLUME_NAME]
+        mounted = all(
+            any(m.get("name") == VOLUME_NAME and m.get("mountPath") == MOUNT_PATH for m in c.get("volumeMounts") or [])
+            for c in pod.get("containers") or []
+        )
+        if not volumes or not mounted:
+            return str(task.get("name"))
+    return None
+
+
+def claim_of(manifest: Mapping[str, Any]) -> Optional[str]:
+    """The checkpoint claim a job's manifest mounts (None: the job had no ``checkpoint.volume``)."""
+    for template in _templates(manifest):
+        for volume in (template.get("spec") or {}).get("volumes") or []:
+            if isinstance(volume, Mapping) and volume.get("name") == VOLUME_NAME:
+                claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+                return str(claim) if claim else None
+    return None
+
+
+def resume_dir(job_id: str, name: Optional[str] = None) -> str:
+    """The folder a job resumes from when it resumes from job ``job_id`` (``<namespace>/<name>`` or ``<name>``):
+    that job's folder on the claim, or its checkpoint ``name`` there. Pure; :func:`resume_source` checks first."""
+    folder = checkpoint_dir(job_id.rpartition("/")[2])
+    return posixpath.join(folder, name) if name else folder
+
+
+def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str] = None) -> str:
+    """Where a new job resumes from an ended job's checkpoints (``--resume-from OLD[:NAME]``): the old job's folder
+    on the same claim, which the new job mounts at the same place (or its checkpoint ``name`` in it).
+
+    Raises:
+        SpecError: the new job mounts no claim.
+        ConfigError: the old job kept no checkpoints on a claim, or on another claim than the new job mounts.
+    """
+    check_checkpoint(spec)
+    if spec.checkpoint is None:
+        raise SpecError("checkpoint", "is required to resume from another job (its folder is on the volume)", None,
+                        "add checkpoint: {volume: <the old job's PersistentVolumeClaim>}")  # fmt: skip
+    old_name = str((old_job.get("metadata") or {}).get("name") or "")
+    claim = claim_of(old_job)
+    if claim is None:
+        raise ConfigError(f"--resume-from: job {old_name} kept no checkpoints on a volume (it had no "
+                          "checkpoint: section)", old_name, "resume from a job that had checkpoint.volume")  # fmt: skip
+    if claim != spec.checkpoint.volume:
+        raise ConfigError(f"--resume-from: job {old_name} kept its checkpoints on volume {claim}, this job "
+                          f"mounts {spec.checkpoint.volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
+    return resume_dir(old_name, name)

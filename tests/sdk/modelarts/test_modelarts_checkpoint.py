@@ -1,0 +1,135 @@
+"""The checkpoint folder on ModelArts (issue 39 item 1): an output channel the platform uploads to OBS, under
+``modelarts.obs_dir`` unless ``checkpoint.obs_path`` says where. The create body carries it and passes the official
+``huaweicloudsdkmodelarts`` models (the fake API checks every create with them); what a platform retry does not
+bring back is said in one line by ``--dry-run`` and by submit; ``--resume-from`` brings an ended job's uploaded
+checkpoints in as an input channel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import yaml
+from fake_modelarts import FakeModelArts
+from ma_models import model_errors
+from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.checkpoint import (
+    CHANNEL,
+    LOCAL_DIR,
+    RESUME_CHANNEL,
+    RESUME_DIR,
+    add_input,
+    checkpoint_url_of,
+    resume_channel,
+    resume_channel_at,
+)
+from malaunch.sdk.backends.modelarts.request import build_create_body
+from modelarts_env import BUCKET
+from sdkutil import ma_submit
+
+JOB_ID = "ck-20261128-120000-abcdef"
+WAIT = 120.0
+
+
+def job_data(hosts: int = 1, **checkpoint: Any) -> Dict[str, Any]:
+    return {
+        "name": "ck", "backend": "modelarts", "run_method": "torchrun", "code_dir": f"obs://{BUCKET}/code/",
+        "boot_file": "train.py", "image": "swr.example/team/malaunch:1",
+        "resources": {"hosts": hosts, "flavor": "modelarts.vm.cpu.8u"},
+        "modelarts": {"obs_dir": f"obs://{BUCKET}/jobs/", "job_retry_num": 3}, "checkpoint": {"keep": 3, **checkpoint},
+    }  # fmt: skip
+
+
+def test_the_body_carries_the_output_channel_and_passes_the_models() -> None:
+    body = build_create_body(spec_from_mapping(job_data()), JOB_ID)
+    assert model_errors(body, "Job") == []
+    (channel,) = body["algorithm"]["outputs"]
+    assert channel == {"name": CHANNEL, "local_dir": LOCAL_DIR, "access_method": "env",
+                       "remote": {"obs": {"obs_url": f"obs://{BUCKET}/jobs/{JOB_ID}/checkpoints/"}}}  # fmt: skip
+    env = body["algorithm"]["environments"]
+    assert (env["MALAUNCH_CHECKPOINT_DIR"], env["MALAUNCH_CHECKPOINT_KEEP"]) == (LOCAL_DIR, "3")
+    assert checkpoint_url_of(body) == f"obs://{BUCKET}/jobs/{JOB_ID}/checkpoints/"
+    chosen = build_create_body(spec_from_mapping(job_data(obs_path=f"obs://{BUCKET}/ckpt/run-1")), JOB_ID)
+    assert checkpoint_url_of(chosen) == f"obs://{BUCKET}/ckpt/run-1/"
+    mine = {**job_data(), "outputs": [{"name": "train_url"}]}
+    outputs = build_create_body(spec_from_mapping(mine), JOB_ID)["algorithm"]["outputs"]
+    assert [item["name"] for item in outputs] == ["train_url", CHANNEL]
+    plain = build_create_body(spec_from_mapping({**job_data(), "checkpoint": None}), JOB_ID)
+    assert "outputs" not in plain["algorithm"] and "MALAUNCH_CHECKPOINT_DIR" not in plain["algorithm"]["environments"]
+
+
+def test_what_the_body_cannot_take_is_one_spec_error() -> None:
+    taken = {**job_data(), "outputs": [{"name": CHANNEL}]}
+    with pytest.raises(SpecError, match=r"outputs\[0\]\.name: is the checkpoint folder's channel on ModelArts"):
+        build_create_body(spec_from_mapping(taken), JOB_ID)
+    nowhere = {**job_data(), "modelarts": None, "code_dir": f"obs://{BUCKET}/code/"}
+    with pytest.raises(SpecError) as caught:
+        build_create_body(spec_from_mapping(nowhere), JOB_ID)
+    assert str(caught.value) == "modelarts.obs_dir: is required for the modelarts backend; add modelarts: {obs_dir: " \
+        "obs://bucket/prefix/}"
+
+
+NOTE = (f"warning: checkpoints are uploaded to obs://{BUCKET}/jobs/{{id}}/checkpoints/, but a platform job retry "
+        "(modelarts.job_retry_num) starts with an empty folder: the ModelArts API cannot download it back "
+        "(malaunch's own restarts keep it); resume in a new job with --resume-from")  # fmt: skip
+
+
+@pytest.mark.process
+def test_dry_run_and_submit_say_what_a_retry_finds(
+    fake_ma: FakeModelArts, ma_env: Dict[str, str], tmp_path: Path
+) -> None:
+    fake_ma.run_seconds = 0.2
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_data(hosts=2)))
+    dry = ma_submit(["--dry-run", "--output", "json", str(job)], ma_env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert model_errors(plan["request"]["body"], "Job") == []
+    assert plan["notes"][0] == NOTE.format(id=plan["job_id"])
+    assert plan["notes"][1].startswith("each of the 2 hosts has its own checkpoint folder (all uploaded to the same ")
+    text = ma_submit(["--dry-run", str(job)], ma_env)
+    assert text.stdout.splitlines().count(f"  note: {NOTE}".replace("{id}", text.stdout.split()[1])) == 1
+    submitted = ma_submit(["--detach", str(job)], ma_env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    warned = [line for line in submitted.stderr.splitlines() if "checkpoints are uploaded" in line]
+    assert warned == [f"ma-submit: {NOTE.format(id=job_id)}"]
+    assert fake_ma.body_errors == [] and fake_ma.signature_failures == []
+    (stored,) = [j.body for j in fake_ma.jobs.values()]
+    assert checkpoint_url_of(stored) == f"obs://{BUCKET}/jobs/{job_id}/checkpoints/"
+
+
+def test_a_new_job_resumes_from_the_old_jobs_obs_folder(fake_ma: FakeModelArts, ma_env: Dict[str, str]) -> None:
+    fake_ma.run_seconds = 0.2
+    backend = ModelArtsBackend(environ=ma_env, status_interval=0.0, poll=0.1, progress=None)
+    old = backend.submit(spec_from_mapping(job_data()))
+    assert old.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
+    channel, folder = backend.resume_input(old.id, "step-00000004")
+    assert channel == {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
+                       "remote": {"obs": {"obs_url": f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"}}}  # fmt: skip
+    assert folder == f"{RESUME_DIR}/step-00000004"
+    assert backend.resume_input(old.id)[1] == RESUME_DIR
+    assert resume_channel_at(f"obs://{BUCKET}/jobs/{old.id}/checkpoints", "step-00000004") == (channel, folder)
+    new_spec = spec_from_mapping(job_data())
+    plan = backend.plan(new_spec, job_id="ck-20261128-130000-abcdef", now=0.0)
+    body = add_input(plan.request.body, channel)  # type: ignore[attr-defined]
+    assert model_errors(body, "Job") == []
+    assert body["algorithm"]["inputs"] == [channel] and "inputs" not in plan.request.body["algorithm"]  # type: ignore
+    with pytest.raises(SpecError, match="uses the name malaunch_resume"):
+        add_input(body, channel)
+    plain = backend.submit(spec_from_mapping({**job_data(), "checkpoint": None}))
+    plain.wait(timeout=WAIT, poll_interval=0.1)
+    with pytest.raises(ConfigError, match=f"job {plain.id} uploaded no checkpoints"):
+        backend.resume_input(plain.id)
+    fake_ma.run_seconds = 60.0
+    running = backend.submit(spec_from_mapping(job_data()))
+    with pytest.raises(ConfigError) as caught:
+        backend.resume_input(running.id)
+    assert str(caught.value).startswith(f"--resume-from: job {running.id} is ")
+    assert str(caught.value).endswith(f"; wait for it to end, or stop it first: 'ma-submit stop {running.id}'")
+    backend.stop(running.id)
+    with pytest.raises(ConfigError, match="uploaded no checkpoints"):
+        resume_channel({"metadata": {"name": "x"}, "algorithm": {"outputs": [{"name": "train_url"}]}})

@@ -1,0 +1,205 @@
+"""The checkpoint folder on Volcano (issue 39 item 1): ``checkpoint.volume`` is mounted on every pod and
+``MALAUNCH_CHECKPOINT_DIR`` is the job's own folder on it, so a ``RestartJob`` of the same job finds what attempt 0
+saved. The manifest passes the real CRD schema and the ``kubernetes`` models (the fake API server checks both at
+create); a job with a ``checkpoint:`` section but no volume is refused in one line by ``--dry-run`` and submit; the
+real shim, started twice with one pod's environment as Volcano starts a pod and then its replacement, resumes from
+the checkpoint of its first start; and ``--resume-from`` maps onto the old job's folder on the same claim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import yaml
+from kubefake import FakeKube
+from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
+from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
+from malaunch.sdk.backends.volcano.manifest import render_manifest
+from malaunch.sdk.backends.volcano.template import load_template
+from sdkutil import ma_submit, wait_for
+from shimutil import assert_nothing_left, free_port, marked_env, shim, write_v10_table
+from volcano_checks import crd_errors, pod_template_errors
+
+NAME = "ck-20261128-120000-abcdef"
+WAIT = 120.0
+
+
+def job_data(**checkpoint: Any) -> Dict[str, Any]:
+    return {
+        "name": "ck", "run_method": "torchrun", "code_dir": ".", "boot_file": "train.py",
+        "image": "reg.example/malaunch:0.1.0", "backend": "volcano", "resources": {"hosts": 3, "devices_per_host": 1},
+        "env": {"MALAUNCH_TEST_SCENARIO": "succeed"}, "volcano": {"namespace": "ml"},
+        "checkpoint": {"keep": 3, **checkpoint},
+    }  # fmt: skip
+
+
+def manifest_for(data: Dict[str, Any], template: str | None = None) -> Dict[str, Any]:
+    spec = spec_from_mapping(data)
+    text, source = load_template(template)
+    return render_manifest(spec, NAME, text, source)
+
+
+def test_the_claim_is_mounted_on_every_pod_and_the_folder_is_the_jobs() -> None:
+    manifest = manifest_for(job_data(volume="ckpt-pvc"))
+    assert crd_errors(manifest) == []
+    tasks = manifest["spec"]["tasks"]
+    for task in tasks:
+        pod = task["template"]["spec"]
+        assert pod_template_errors(task["template"]) == []
+        assert {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": "ckpt-pvc"}} in pod["volumes"]
+        for container in pod["containers"]:
+            assert {"name": VOLUME_NAME, "mountPath": MOUNT_PATH} in container["volumeMounts"]
+            env = {item["name"]: item.get("value") for item in container["env"]}
+            assert env["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{NAME}"
+            assert env["MALAUNCH_CHECKPOINT_KEEP"] == "3"
+    assert sum(task["replicas"] for task in tasks) == 3  # one template for every host: host 0 to the last
+    assert claim_of(manifest) == "ckpt-pvc"
+    plain = manifest_for({**job_data(), "checkpoint": None})
+    assert claim_of(plain) is None and "checkpoints" not in json.dumps(plain)
+
+
+def test_an_adapted_template_that_drops_the_mount_is_refused(tmp_path: Path) -> None:
+    text, _ = load_template(None)
+    data = yaml.safe_load(text)
+    container = data["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m != "{{checkpoint_volume_mount}}"]
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as caught:
+        manifest_for(job_data(volume="ckpt-pvc"), str(mine))
+    assert str(caught.value) == (
+        f"{mine}: task 'worker' does not mount the checkpoint volume, got 'ckpt-pvc'; keep "
+        "\"{{checkpoint_volume}}\" in the pod's volumes and \"{{checkpoint_volume_mount}}\" in the container's "
+        "volumeMounts (as templates/volcano/job-template.yaml does)"
+    )
+    assert manifest_for({**job_data(), "checkpoint": None}, str(mine))  # without checkpoints it needs no mount
+
+
+REFUSAL = ("ma-submit: error: checkpoint.volume: is required on the volcano backend (a pod's own disk does not "
+           "survive a RestartJob); add checkpoint: {volume: <a PersistentVolumeClaim, ReadWriteMany for several "
+           "hosts>}\n")  # fmt: skip
+
+
+def test_checkpoints_without_a_volume_are_refused_in_one_line(
+    kube: FakeKube, kubeconfig: Path, cli_env: Dict[str, str], tmp_path: Path
+) -> None:
+    with pytest.raises(SpecError, match=r"checkpoint\.volume: is required on the volcano backend"):
+        manifest_for(job_data())
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_data()))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    env = {**cli_env, "KUBECONFIG": str(kubeconfig)}
+    for args in (["--dry-run"], ["--detach"], []):
+        done = ma_submit([*args, str(job)], env)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", REFUSAL), args
+    as_json = ma_submit(["--dry-run", "--output", "json", str(job)], env)
+    assert as_json.returncode == 2 and json.loads(as_json.stdout) == {
+        "error": REFUSAL[len("ma-submit: error: ") : -1], "field": "checkpoint.volume", "exit_code": 2}
+    assert kube.cluster.created == [] and kube.cluster.problems == []
+
+
+def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kubeconfig: Path) -> None:
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+    handle = backend.submit(spec_from_mapping(job_data(volume="ckpt-pvc")))
+    assert handle.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
+    assert kube.cluster.problems == []  # the fake checked the CRD and every task's pod template at create
+    (created,) = kube.cluster.created
+    name = handle.id.split("/")[1]
+    assert claim_of(created) == "ckpt-pvc"
+    (container,) = created["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{name}"
+    old = backend.api.get_job("ml", name)
+    assert backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), handle.id) == f"{MOUNT_PATH}/{name}"
+    assert resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), old, "step-00000004") == (
+        f"{MOUNT_PATH}/{name}/step-00000004"
+    )
+    busy = {**job_data(volume="ckpt-pvc"), "env": {"MALAUNCH_TEST_SCENARIO": "run"}}
+    running = backend.submit(spec_from_mapping(busy))
+    wait_for(lambda: running.status().state is JobState.RUNNING, WAIT, "the second job running")
+    with pytest.raises(ConfigError) as caught:
+        backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), running.id)
+    assert str(caught.value) == (f"--resume-from: job {running.id} is RUNNING; wait for it to "
+                                 f"end, or stop it first: 'ma-submit stop {running.id}'")  # fmt: skip
+    backend.stop(running.id)
+
+
+def test_resuming_from_another_job_needs_the_same_claim() -> None:
+    old = manifest_for(job_data(volume="ckpt-pvc"))
+    with pytest.raises(ConfigError) as other:
+        resume_source(spec_from_mapping(job_data(volume="other-pvc")), old)
+    assert str(other.value) == (f"--resume-from: job {NAME} kept its checkpoints on volume ckpt-pvc, this job mounts "
+                                "other-pvc; set checkpoint.volume: ckpt-pvc")  # fmt: skip
+    without = manifest_for({**job_data(), "checkpoint": None})
+    with pytest.raises(ConfigError, match=f"job {NAME} kept no checkpoints on a volume"):
+        resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), without)
+    with pytest.raises(SpecError, match=r"checkpoint\.volume: is required"):
+        resume_source(spec_from_mapping(job_data()), old)
+    assert resume_dir(f"ml/{NAME}", "step-00000002") == resume_dir(NAME, "step-00000002") == (
+        f"{MOUNT_PATH}/{NAME}/step-00000002"
+    )
+    with pytest.raises(SpecError, match="checkpoint: is required to resume from another job"):
+        resume_source(spec_from_mapping({**job_data(), "checkpoint": None}), old)
+
+
+SCRIPT = """\
+import json, os, sys
+from malaunch.entrypoint import checkpoint
+out = sys.argv[1]
+resume = os.environ.get("MALAUNCH_RESUME_FROM")
+with open(os.path.join(out, "starts.jsonl"), "a") as handle:
+    handle.write(json.dumps({"dir": os.environ["MALAUNCH_CHECKPOINT_DIR"], "resume": resume}) + "\\n")
+if resume is None:
+    with checkpoint.save(4) as folder:
+        with open(os.path.join(folder, "model.txt"), "w") as handle:
+            handle.write("weights at step 4")
+    sys.exit(1)  # the pod fails: the PodFailed policy restarts the whole job (RestartJob)
+with open(os.path.join(resume, "model.txt")) as handle:
+    print("resumed:", handle.read())
+"""
+
+
+@pytest.mark.process
+def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: Path) -> None:
+    """The pod's environment as the manifest gives it (the claim's mount point a folder here), run twice: the pod of
+    attempt 0, then the pod Volcano makes after RestartJob (a new process, nothing kept but the volume)."""
+    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
+    manifest = manifest_for(data)
+    (container,) = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    claim = tmp_path / "claim"
+    pod_env = {item["name"]: item["value"].replace(MOUNT_PATH, str(claim)) for item in container["env"]
+               if "value" in item and item["name"] != "MALAUNCH_TEST_SCENARIO"}  # fmt: skip
+    write_v10_table(tmp_path / "table.json", servers=1, devices=1)
+    pod_env.update(
+        MA_CURRENT_HOST_IP="127.0.0.1", MA_CURRENT_INSTANCE_NAME=f"{NAME}-worker-0", VC_TASK_INDEX="0",
+        MALAUNCH_JOB_SECRET="s" * 64, RANK_TABLE_FILE=str(tmp_path / "table.json"),
+        MALAUNCH_MASTER_PORT=str(free_port()), MALAUNCH_LOG_DIR=str(tmp_path / "logs"),
+    )  # fmt: skip
+    script, out = tmp_path / "train.py", tmp_path / "out"
+    script.write_text(SCRIPT)
+    out.mkdir()
+    env = marked_env(pod_env)
+    first = shim([str(script), str(out)], env, tmp_path)
+    assert first.returncode == 1, first.stderr[-3000:]
+    env["MALAUNCH_MASTER_PORT"] = str(free_port())
+    second = shim([str(script), str(out)], env, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert_nothing_left(env["MALAUNCH_TEST_MARK"])
+    folder = claim / NAME
+    starts = [json.loads(line) for line in (out / "starts.jsonl").read_text().splitlines()]
+    assert starts == [{"dir": str(folder), "resume": None},
+                      {"dir": str(folder), "resume": str(folder / "step-00000004")}]  # fmt: skip
+    assert "resumed: weights at step 4" in second.stdout + second.stderr
+    assert f"attempt 0 resumes from {folder / 'step-00000004'} (step 4" in second.stderr
+    assert (folder / "step-00000004" / ".complete").is_file()
+
+
+def test_the_mount_is_in_the_packaged_template_and_the_repos_copy() -> None:
+    repo = Path(__file__).resolve().parents[3]
+    packaged, _ = load_template(None)
+    assert (repo / "templates" / "volcano" / "job-template.yaml").read_text() == packaged
+    for placeholder in ("{{checkpoint_volume}}", "{{checkpoint_volume_mount}}"):
+        assert f'"{placeholder}"' in packaged
