@@ -11,6 +11,8 @@ here is re-exported from its one home in the shim, imported on first use:
   multi-host job's root cause (a report's ``job_cause``);
 - files: ``write_atomic`` (a temporary file renamed over the target);
 - output: ``write_all``, ``OutputCut`` and ``StreamClosed`` (stdout written in full, or how much got through);
+- checkpoints: a checkpoint folder's rows (``list_checkpoints``, ``CheckpointRow``) and the complete checkpoint a
+  new job would start from (``resume_point``), read as the shim reads the folder;
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
@@ -28,6 +30,7 @@ from .contract._record import TYPE_CHECKING
 if TYPE_CHECKING:
     from .contract import VARIABLES, Name, int_bounds
     from .contract._record import NamedTuple
+    from .contract.checkpoint_list import CheckpointRow, list_checkpoints, resume_point
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
@@ -66,6 +69,9 @@ _HOMES = {
     "Name": "contract",
     "int_bounds": "contract",
     "NamedTuple": "contract._record",
+    "CheckpointRow": "contract.checkpoint_list",
+    "list_checkpoints": "contract.checkpoint_list",
+    "resume_point": "contract.checkpoint_list",
     "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
     "signal_in_any_code": "contract.signals",
     "write_atomic": "report.atomicfile",
@@ -112,6 +118,7 @@ __all__ = [
     "SIGNAL",
     "SIGNATURE_HEADER",
     "VARIABLES",
+    "CheckpointRow",
     "Classification",
     "Name",
     "NamedTuple",
@@ -128,12 +135,14 @@ __all__ = [
     "int_bounds",
     "notify_payload",
     "is_alive",
+    "list_checkpoints",
     "pids_with_env",
     "read_attempt",
     "read_environ",
     "read_events",
     "read_info",
     "read_usage",
+    "resume_point",
     "set_subreaper",
     "sign",
     "signal_in_any_code",
