@@ -66,10 +66,11 @@ Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigEr
 
 16. ``checkpoints(job_id) -> CheckpointListing``: the job's checkpoint folder as the shim reads it (each
     checkpoint's step, time, size, and why one is not complete). An unknown id raises ``JobNotFound``.
-17. ``resume_check(ref) -> ResumeRef``: ``ref`` (``resume_from``) with the job's whole id, once it is proven to name
-    a complete checkpoint of an ended job; the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still
-    running, or no complete checkpoint, raises :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``).
-    :meth:`Backend.submit` and ``Job.plan`` call it (through :meth:`Backend.resolve_resume`) before the pure plan.
+17. ``resume_check(ref, spec) -> ResumeRef``: ``ref`` (``spec.resume_from``, parsed) with the job's whole id, once
+    it is proven to name a complete checkpoint of an ended job that ``spec`` can reach (a cloud: the same volume);
+    the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still running, or no complete checkpoint, raises
+    :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``). :meth:`Backend.submit`, ``Job.plan`` and a
+    sweep's plan and submit call it (through :meth:`Backend.resolve_resume`) before the pure plan.
 
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
@@ -308,8 +309,9 @@ class Backend(abc.ABC):
                           f"not applied on {self.name} yet", job_id,
                           "list the folder the script wrote its checkpoints to itself")  # fmt: skip
 
-    def resume_check(self, ref: ResumeRef) -> ResumeRef:
-        """``ref`` with its job's whole id, proven to name a complete checkpoint of an ended job (contract 17)."""
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
+        """``ref`` with its job's whole id, proven to name a complete checkpoint of an ended job that the new job
+        ``spec`` can reach (contract 17)."""
         raise ConfigError(f"resume_from works on local jobs only so far; {self.name} has no checkpoint folder a new "
                           "job could start from yet", ref.text(), "start from the checkpoint in the script itself, "
                           "or resume a local job")  # fmt: skip
@@ -320,7 +322,7 @@ class Backend(abc.ABC):
             return spec
         from ..spec.resume import parse_resume  # only a job that resumes from another needs it
 
-        return spec.replace(resume_from=self.resume_check(parse_resume(spec.resume_from)).text())
+        return spec.replace(resume_from=self.resume_check(parse_resume(spec.resume_from), spec).text())
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""

@@ -608,7 +608,7 @@ class LocalBackend(Backend):
         paths = self._paths(job_id)
         return listing(self.home, paths.job_id, not self._status_of(paths).is_terminal)
 
-    def resume_check(self, ref: ResumeRef) -> ResumeRef:
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
         """``ref`` with the whole id of the ended local job it names, its checkpoint proven complete."""
         from .checkpoints import resume_source
 
