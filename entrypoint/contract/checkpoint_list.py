@@ -6,6 +6,9 @@ folder (the local one on its disk; a cloud one once it has the files) lists and 
 - :func:`list_checkpoints`: every checkpoint sub-folder as a :class:`CheckpointRow` (name, step where known,
   time, size, and its state: ``complete``, ``no marker``, ``damaged marker`` or ``being written``, with why it
   is not complete), oldest first (``ma-submit checkpoints``).
+- :func:`checkpoint_rows` and :func:`found_of`: the same rows from what another store holds (a bucket's objects:
+  each checkpoint's marker bytes, its parts' records, its size and time), so a listing of OBS reads as one of a
+  folder.
 - :func:`resume_point`: what ``MALAUNCH_RESUME_SOURCE`` names, checked: a checkpoint folder must be complete; any
   other folder is a checkpoint folder of another job, whose newest complete checkpoint is meant. Either gives the
   complete checkpoint's :class:`~.checkpoint_dir.Found`, or a line saying why there is none.
@@ -19,13 +22,13 @@ from __future__ import annotations
 import os
 
 from ._record import TYPE_CHECKING, NamedTuple
-from .checkpoint_dir import MARKER, PARTS, Found, newest, read_marker, scan
+from .checkpoint_dir import MARKER, PARTS, Found, Marker, newest, parse_marker, read_marker, scan
 
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Union
+    from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["BEING_WRITTEN", "COMPLETE", "DAMAGED", "NO_MARKER", "STATES", "CheckpointRow", "folder_size",
-           "list_checkpoints", "resume_point"]  # fmt: skip
+__all__ = ["BEING_WRITTEN", "COMPLETE", "DAMAGED", "NO_MARKER", "STATES", "CheckpointRow", "checkpoint_rows",
+           "folder_size", "found_of", "list_checkpoints", "resume_point"]  # fmt: skip
 
 COMPLETE = "complete"
 NO_MARKER = "no marker"  # a save that did not finish (or a folder the script never marked)
@@ -88,7 +91,30 @@ def list_checkpoints(directory: str, *, running: bool = False) -> List[Checkpoin
     ``running``: whether the job that writes the folder still runs (an unmarked folder newer than every complete
     one is then ``being written``, not ``no marker``). A missing folder lists nothing."""
     found = scan(directory)
-    best = newest(found)
+    return checkpoint_rows(found, {item.path: folder_size(item.path) for item in found}, running=running)
+
+
+def found_of(name: str, path: str, marker: Optional[bytes], parts: Iterable[Mapping[str, object]],
+             touched: float) -> Found:  # fmt: skip
+    """One checkpoint as any store holds it (a bucket's objects as well as a folder): the bytes of its
+    ``.complete`` (None: it has none; a reader takes its first 64 KiB, as :func:`.checkpoint_dir.read_marker`
+    does), the records of its ``.parts`` and its newest modification time."""
+    if marker is not None:
+        parsed = parse_marker(marker)
+        if isinstance(parsed, Marker):
+            return Found(name, path, parsed, "", parsed.step, touched)
+        why = parsed
+    else:
+        why = f"it has no {MARKER} (a save that did not finish)"
+    steps = [step for step in (part.get("step") for part in parts)
+             if isinstance(step, int) and not isinstance(step, bool)]  # fmt: skip
+    return Found(name, path, None, why, max(steps) if steps else None, touched)
+
+
+def checkpoint_rows(found: Sequence[Found], sizes: Mapping[str, int], *, running: bool = False) -> List[CheckpointRow]:
+    """The rows of the checkpoints ``found`` (``sizes``: bytes per path), oldest first; see
+    :func:`list_checkpoints`. Pure: a backend that lists a bucket gives what it found there."""
+    best = newest(list(found))
     rows = []
     for item in found:
         state = _state(item, best, running)
@@ -96,7 +122,7 @@ def list_checkpoints(directory: str, *, running: bool = False) -> List[Checkpoin
         why = "" if state == COMPLETE else item.why
         if state == BEING_WRITTEN:
             why = f"{why}; the job still runs, so its save may still be under way"
-        rows.append(CheckpointRow(item.name, item.path, item.step, when, folder_size(item.path), state, why))
+        rows.append(CheckpointRow(item.name, item.path, item.step, when, sizes.get(item.path, 0), state, why))
     rows.sort(key=lambda row: (row.step if row.step is not None else -1, row.time, row.name))
     return rows
 
