@@ -131,12 +131,13 @@ def _is_checkpoint(path: str) -> bool:
     return os.path.lexists(os.path.join(path, MARKER)) or os.path.isdir(os.path.join(path, PARTS))
 
 
-def resume_point(source: str) -> Union[Found, str]:
-    """The complete checkpoint ``source`` names: itself when it is a checkpoint folder, else the newest complete
-    one in it. A line saying why there is none when it is missing, incomplete, damaged or holds no complete one."""
+def resume_point(source: str, *, one: bool = False) -> Union[Found, str]:
+    """The complete checkpoint ``source`` names: itself when it is a checkpoint folder (``one``: it is meant as one,
+    whatever it holds), else the newest complete one in it. A line saying why there is none when it is missing,
+    incomplete, damaged or holds no complete one."""
     if not os.path.isdir(source):
         return f"{source} is not a folder ({'missing' if not os.path.lexists(source) else 'not a directory'})"
-    if _is_checkpoint(source):
+    if one or _is_checkpoint(source):
         marker = read_marker(source)
         if marker is None:
             return f"checkpoint {source} is not complete: it has no {MARKER} (a save that did not finish)"

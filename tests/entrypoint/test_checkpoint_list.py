@@ -78,6 +78,14 @@ def test_a_complete_checkpoint_folder_is_its_own_resume_point(tmp_path: Path) ->
     assert not isinstance(found, str) and found.path == str(folder) and found.step == 3
 
 
+def test_a_folder_meant_as_one_checkpoint_is_judged_as_one(tmp_path: Path) -> None:
+    rank_folders = tmp_path / "step-5"
+    (rank_folders / "rank_0").mkdir(parents=True)  # per-rank folders, no marker, no parts: not a folder of them
+    found = resume_point(str(rank_folders), one=True)
+    assert isinstance(found, str) and found.startswith(f"checkpoint {rank_folders} is not complete: it has no")
+    assert "holds no complete checkpoint" in str(resume_point(str(rank_folders)))
+
+
 def test_a_folder_of_checkpoints_resumes_from_its_newest_complete_one(tmp_path: Path) -> None:
     _complete(tmp_path, "step-3", 3)
     _complete(tmp_path, "step-6", 6)

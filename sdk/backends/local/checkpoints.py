@@ -49,7 +49,7 @@ def resume_source(home: str, ref: ResumeRef, state: Optional[str]) -> ResumeRef:
     if not os.path.isdir(folder):
         raise SpecError(_FIELD, f"job {ref.job_id} has no checkpoint folder (its job file had no checkpoint: "
                         "section)", text, "name a job that saved checkpoints")  # fmt: skip
-    found = resume_point(source_folder(home, ref))
+    found = resume_point(source_folder(home, ref), one=ref.name is not None)
     if isinstance(found, str):
         raise SpecError(_FIELD, f"nothing to resume from: {found}", text,
                         f"name a complete one ('ma-submit checkpoints {ref.job_id}' lists them)")  # fmt: skip
