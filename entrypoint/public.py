@@ -11,6 +11,9 @@ here is re-exported from its one home in the shim, imported on first use:
   multi-host job's root cause (a report's ``job_cause``);
 - files: ``write_atomic`` (a temporary file renamed over the target);
 - output: ``write_all``, ``OutputCut`` and ``StreamClosed`` (stdout written in full, or how much got through);
+- checkpoints: a checkpoint folder's rows (``list_checkpoints``, ``CheckpointRow``; ``checkpoint_rows`` and
+  ``found_of`` for a bucket's objects) and the complete checkpoint a new job would start from (``resume_point``),
+  read as the shim reads the folder;
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
@@ -28,6 +31,7 @@ from .contract._record import TYPE_CHECKING
 if TYPE_CHECKING:
     from .contract import VARIABLES, Name, int_bounds, seconds_bounds
     from .contract._record import NamedTuple
+    from .contract.checkpoint_list import CheckpointRow, checkpoint_rows, found_of, list_checkpoints, resume_point
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
     from .report.atomicfile import write_atomic
@@ -67,6 +71,11 @@ _HOMES = {
     "int_bounds": "contract",
     "seconds_bounds": "contract",
     "NamedTuple": "contract._record",
+    "CheckpointRow": "contract.checkpoint_list",
+    "list_checkpoints": "contract.checkpoint_list",
+    "checkpoint_rows": "contract.checkpoint_list",
+    "found_of": "contract.checkpoint_list",
+    "resume_point": "contract.checkpoint_list",
     "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
     "signal_in_any_code": "contract.signals",
     "write_atomic": "report.atomicfile",
@@ -113,6 +122,7 @@ __all__ = [
     "SIGNAL",
     "SIGNATURE_HEADER",
     "VARIABLES",
+    "CheckpointRow",
     "Classification",
     "Name",
     "NamedTuple",
@@ -120,21 +130,25 @@ __all__ = [
     "ProcKey",
     "StreamClosed",
     "attempt_file",
+    "checkpoint_rows",
     "classify_exit",
     "descendants",
     "describe_cause",
     "env_has",
     "env_values",
     "events_file",
+    "found_of",
     "int_bounds",
     "notify_payload",
     "is_alive",
+    "list_checkpoints",
     "pids_with_env",
     "read_attempt",
     "read_environ",
     "read_events",
     "read_info",
     "read_usage",
+    "resume_point",
     "seconds_bounds",
     "set_subreaper",
     "sign",

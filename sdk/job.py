@@ -9,6 +9,9 @@ Example::
     for line in handle.logs(follow=True):
         print(line)
     print(handle.wait().exit_code)
+    for row in handle.checkpoints().rows:   # the job's checkpoints (a checkpoint: section)
+        print(row.name, row.step, row.state)
+    again = Job.from_yaml("job.yaml", resume_from=f"{handle.id}")   # a new job from its newest complete one
 
 ``Job(**fields)`` takes the job file's keys (nested sections as mappings or as the dataclasses in
 :mod:`malaunch.sdk.spec`) and validates them exactly as a job file is validated; relative paths are
@@ -105,12 +108,15 @@ class Job:
         backend: Optional[Backend] = None,
         check: bool = False,
     ) -> SubmitPlan:
-        """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted). With ``check``
+        """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted) and once
+        ``resume_from`` (if any) is resolved (:meth:`~malaunch.sdk.backends.Backend.resolve_resume`: the other job
+        must have ended with a complete checkpoint, else :class:`~malaunch.sdk.errors.SpecError`). With ``check``
         also what ``submit`` checks on this machine first (``code_dir``, ``boot_file``; ``Backend.check``)."""
         impl = self._backend(backend)
+        spec = impl.resolve_resume(self.spec)  # resume_from: the whole id, its checkpoint proven complete
         when = time.time() if now is None else now
-        ident = job_id if job_id is not None else impl.new_job_id(self.spec, when)
-        plan = impl.plan(self.spec, job_id=ident, now=when)
+        ident = job_id if job_id is not None else impl.new_job_id(spec, when)
+        plan = impl.plan(spec, job_id=ident, now=when)
         if check:
             found = impl.check(plan)
             if found:

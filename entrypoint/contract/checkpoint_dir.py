@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 __all__ = [
-    "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "read_marker", "reached", "records",
-    "scan",
+    "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "parse_marker", "read_marker", "reached",
+    "records", "scan",
 ]  # fmt: skip
 
 MARKER = ".complete"
@@ -86,6 +86,12 @@ def read_marker(folder: str) -> Union[Marker, str, None]:
         return None
     except OSError as error:
         return f"its {MARKER} cannot be read ({error.strerror})"
+    return parse_marker(data)
+
+
+def parse_marker(data: bytes) -> Union[Marker, str]:
+    """The marker a ``.complete`` holding ``data`` records, or a line saying how it is damaged (a folder on disk or
+    an object in a bucket alike)."""
     try:
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

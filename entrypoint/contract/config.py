@@ -13,8 +13,9 @@ variable (``tests/entrypoint/contract/test_config.py`` checks it). What each par
   ``MALAUNCH_HEARTBEAT_TIMEOUT``, ``MALAUNCH_HOST_WAIT``, ``MALAUNCH_JOB_SECRET``); None on one host, where they
   are not read;
 - ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it);
-- ``checkpoints``: the checkpoint folder and how many complete checkpoints to keep (``MALAUNCH_CHECKPOINT_DIR``,
-  ``MALAUNCH_CHECKPOINT_KEEP``); None without the folder.
+- ``checkpoints``: the checkpoint folder, how many complete checkpoints to keep and another job's checkpoint to
+  start from (``MALAUNCH_CHECKPOINT_DIR``, ``MALAUNCH_CHECKPOINT_KEEP``, ``MALAUNCH_RESUME_SOURCE``); None without
+  the folder (a source without one exits 2).
 
 ``MALAUNCH_MIN_HOSTS`` (read with the cluster) is refused with any method but torchrun, and with the
 coordinator turned off.
@@ -129,18 +130,20 @@ class CoordinatorSettings(_Frozen):
 
 
 class Checkpoints(_Frozen):
-    """The checkpoint folder (``MALAUNCH_CHECKPOINT_DIR``) and the complete checkpoints kept in it."""
+    """The checkpoint folder (``MALAUNCH_CHECKPOINT_DIR``), the complete checkpoints kept in it, and another job's
+    checkpoint to start from until the folder holds one of its own (``MALAUNCH_RESUME_SOURCE``; None: none)."""
 
-    __slots__ = ("directory", "keep")
+    __slots__ = ("directory", "keep", "source")
 
     directory: str
     keep: int  # MALAUNCH_CHECKPOINT_KEEP
+    source: Optional[str]  # MALAUNCH_RESUME_SOURCE
 
-    def __init__(self, directory: str, keep: int) -> None:
-        self._set(directory=directory, keep=keep)
+    def __init__(self, directory: str, keep: int, source: Optional[str] = None) -> None:
+        self._set(directory=directory, keep=keep, source=source)
 
     def __repr__(self) -> str:
-        return f"Checkpoints(directory={self.directory!r}, keep={self.keep})"
+        return f"Checkpoints(directory={self.directory!r}, keep={self.keep}, source={self.source!r})"
 
 
 class ShimConfig(_Frozen):
@@ -216,5 +219,10 @@ def parse_shim_config(environ: Mapping[str, str]) -> ShimConfig:
                           "which MALAUNCH_COORDINATOR=False turns off: unset one of the two")  # fmt: skip
     keep = parse_int(environ, "MALAUNCH_CHECKPOINT_KEEP")  # checked whether or not the folder is given
     folder = raw_value(environ, "MALAUNCH_CHECKPOINT_DIR")
-    checkpoints = Checkpoints(folder, keep) if folder else None
+    source = raw_value(environ, "MALAUNCH_RESUME_SOURCE")
+    if source and not folder:
+        raise ConfigError("MALAUNCH_RESUME_SOURCE", source, "a job resumes from another job's checkpoint only with "
+                          "a checkpoint folder of its own: set MALAUNCH_CHECKPOINT_DIR too (the job file's "
+                          "checkpoint: section)")  # fmt: skip
+    checkpoints = Checkpoints(folder, keep, source or None) if folder else None
     return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints)

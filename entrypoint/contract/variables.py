@@ -176,6 +176,10 @@ _ROWS = (
     Variable("MALAUNCH_CHECKPOINT_KEEP", "int", "input", ("sdk", "user"), "complete checkpoints kept in "
              "MALAUNCH_CHECKPOINT_DIR (older ones go between attempts)", default=2, minimum=1, maximum=1000,
              sdk_field="checkpoint.keep"),
+    Variable("MALAUNCH_RESUME_SOURCE", "path", "input", ("sdk", "user"), "with MALAUNCH_CHECKPOINT_DIR: another "
+             "job's complete checkpoint folder, or its checkpoint folder (the newest complete one is meant), given as "
+             "MALAUNCH_RESUME_FROM until the job's own folder holds a complete one (none: exit 2)",
+             sdk_field="resume_from"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -235,6 +239,7 @@ class Name:
     MALAUNCH_NOTIFY = "MALAUNCH_NOTIFY"
     MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
     MALAUNCH_RESTART_ON = "MALAUNCH_RESTART_ON"
+    MALAUNCH_RESUME_SOURCE = "MALAUNCH_RESUME_SOURCE"
     MA_CURRENT_HOST_IP = "MA_CURRENT_HOST_IP"
     MA_CURRENT_INSTANCE_NAME = "MA_CURRENT_INSTANCE_NAME"
     MA_EXTRA_MSRUN_PARAMS = "MA_EXTRA_MSRUN_PARAMS"

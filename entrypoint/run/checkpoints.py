@@ -14,7 +14,11 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
    complete one, and an incomplete one newer than it (a save that may still be written, or the one a killed rank
    left), are never removed. Why host 0 alone: on several hosts the folder is one shared folder; one remover
    means no two hosts race over the same folder, and every host still reads it to choose its resume point.
-4. Before the first attempt host 0 also clears the parts (``.parts``) left in incomplete checkpoints by an
+4. With ``MALAUNCH_RESUME_SOURCE`` (another job's checkpoint, :func:`..contract.checkpoint_list.resume_point`),
+   checked at start: one that names no complete checkpoint ends the shim with exit 2 and one line saying which
+   folder and why. It is ``MALAUNCH_RESUME_FROM`` in every attempt until the job's own folder holds a complete
+   checkpoint; from then on the job's own newest wins.
+5. Before the first attempt host 0 also clears the parts (``.parts``) left in incomplete checkpoints by an
    earlier run of the job, so that a save of the same step in this run counts only this run's parts (within one
    run, parts carry the attempt). On several hosts host 0 does this before its coordinator serves, so no host's
    rank of this run is started yet.
@@ -27,13 +31,15 @@ import shutil
 from typing import Callable, Dict, List, Mapping, Optional
 
 from ..contract.checkpoint_dir import PARTS, Found, newest, reached, scan
+from ..contract.checkpoint_list import resume_point
 from ..contract.config import Checkpoints
 from ..contract.errors import ConfigError
 
-__all__ = ["RESUME_VAR", "CheckpointKeeper"]
+__all__ = ["RESUME_VAR", "SOURCE_VAR", "CheckpointKeeper"]
 
 RESUME_VAR = "MALAUNCH_RESUME_FROM"
 DIR_VAR = "MALAUNCH_CHECKPOINT_DIR"
+SOURCE_VAR = "MALAUNCH_RESUME_SOURCE"
 
 
 class CheckpointKeeper:
@@ -42,6 +48,7 @@ class CheckpointKeeper:
     def __init__(self, config: Checkpoints, prunes: bool, say: Callable[[str], None]) -> None:
         self.config, self.prunes, self.say = config, prunes, say
         self.resume: Optional[str] = None
+        self.source: Optional[Found] = None  # another job's checkpoint (MALAUNCH_RESUME_SOURCE), once checked
 
     def check(self) -> None:
         """Make the folder if missing and prove it takes a file.
@@ -59,6 +66,13 @@ class CheckpointKeeper:
         except OSError as error:
             raise ConfigError(DIR_VAR, folder, f"the checkpoint folder is not writable ({error.strerror}): point "
                               "MALAUNCH_CHECKPOINT_DIR at a folder this user can write") from None  # fmt: skip
+        given = self.config.source
+        if given is not None:
+            found = resume_point(given)
+            if isinstance(found, str):
+                raise ConfigError(SOURCE_VAR, given, f"nothing to resume from: {found}; name a complete checkpoint "
+                                  "(ma-submit checkpoints JOB_ID lists them)")  # fmt: skip
+            self.source = found
 
     def clear_stale_parts(self) -> None:
         """Host 0, before the first attempt: remove the parts an earlier run left in incomplete checkpoints."""
@@ -82,6 +96,12 @@ class CheckpointKeeper:
             got = reached(self.config.directory)
             far = f"; the ranks had reached step {got}" if got is not None else ""
             self.say(f"attempt {attempt} resumes from {best.path} (step {best.order()[0]}{far}; MALAUNCH_RESUME_FROM)")
+        if best is None and self.source is not None:
+            source = self.source
+            if attempt > 0 or source.path != self.resume:
+                self.say(f"attempt {attempt} resumes from another job's checkpoint {source.path} (step "
+                         f"{source.order()[0]}; MALAUNCH_RESUME_FROM, from MALAUNCH_RESUME_SOURCE)")  # fmt: skip
+            best = source
         self.resume = best.path if best is not None else None
         return self.resume
 

@@ -62,6 +62,16 @@ Seeing inside a job (results in :mod:`malaunch.sdk.backends.inside`; defaults he
 15. A PENDING job's ``JobStatus.pending_reason`` says why it waits, in one line, from what the platform
     reports (empty when nothing waits).
 
+Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigError`, "not on this backend yet"):
+
+16. ``checkpoints(job_id) -> CheckpointListing``: the job's checkpoint folder as the shim reads it (each
+    checkpoint's step, time, size, and why one is not complete). An unknown id raises ``JobNotFound``.
+17. ``resume_check(ref, spec) -> ResumeRef``: ``ref`` (``spec.resume_from``, parsed) with the job's whole id, once
+    it is proven to name a complete checkpoint of an ended job that ``spec`` can reach (a cloud: the same volume);
+    the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still running, or no complete checkpoint, raises
+    :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``). :meth:`Backend.submit`, ``Job.plan`` and a
+    sweep's plan and submit call it (through :meth:`Backend.resolve_resume`) before the pure plan.
+
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
 
@@ -88,6 +98,8 @@ if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a 
 
     from ..plan import SubmitPlan
     from ..spec.model import JobSpec
+    from ..spec.resume import ResumeRef
+    from .checkpoints import CheckpointListing
     from .inside import ExecResult, JobEvent, UsageReport
     from .listing import ListPage, ListQuery  # nor listing's filters: only list_page needs them
 
@@ -298,6 +310,27 @@ class Backend(abc.ABC):
         return ConfigError(f"host {action} works on local jobs only; job {job_id} is on {self.name}", job_id,
                            "try the recovery on a local copy of the job (backend: local)")  # fmt: skip
 
+    def checkpoints(self, job_id: str) -> CheckpointListing:
+        """The checkpoints of job ``job_id`` (``ma-submit checkpoints``; contract 16)."""
+        raise ConfigError(f"checkpoints of {self.name} jobs cannot be listed yet (job {job_id}): checkpoint: is "
+                          f"not applied on {self.name} yet", job_id,
+                          "list the folder the script wrote its checkpoints to itself")  # fmt: skip
+
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
+        """``ref`` with its job's whole id, proven to name a complete checkpoint of an ended job that the new job
+        ``spec`` can reach (contract 17)."""
+        raise ConfigError(f"resume_from works on local jobs only so far; {self.name} has no checkpoint folder a new "
+                          "job could start from yet", ref.text(), "start from the checkpoint in the script itself, "
+                          "or resume a local job")  # fmt: skip
+
+    def resolve_resume(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with ``resume_from`` checked and naming its job's whole id (unchanged without one)."""
+        if spec.resume_from is None:
+            return spec
+        from ..spec.resume import parse_resume  # only a job that resumes from another needs it
+
+        return spec.replace(resume_from=self.resume_check(parse_resume(spec.resume_from), spec).text())
+
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""
         import secrets  # only when a job is submitted
@@ -306,6 +339,7 @@ class Backend(abc.ABC):
 
     def submit(self, spec: JobSpec) -> JobHandle:
         """Plan and execute ``spec`` with a new id; the only place the clock and randomness are read."""
+        spec = self.resolve_resume(spec)
         now = time.time()
         return self.execute(self.plan(spec, job_id=self.new_job_id(spec, now), now=now))
 
@@ -315,7 +349,7 @@ class Backend(abc.ABC):
 
 
 class JobHandle:
-    """A submitted job: ``status()``, ``wait()``, ``logs()``, ``stop()``; ``id`` is its job id.
+    """A submitted job: ``status()``, ``wait()``, ``logs()``, ``stop()``, ``checkpoints()``; ``id`` is its job id.
 
     Handles are cheap and hold no resources: every call asks the backend again, so a handle made in another
     process (``Backend.handle(job_id)``) behaves the same as the one ``submit()`` returned.
@@ -365,6 +399,10 @@ class JobHandle:
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The job's output lines (``[host N] ...``); with ``follow`` until the job ends."""
         return self.backend.logs(self.id, follow=follow)
+
+    def checkpoints(self) -> CheckpointListing:
+        """The job's checkpoints (``ma-submit checkpoints``): each one's step, time, size and whether complete."""
+        return self.backend.checkpoints(self.id)
 
     def stop(self) -> JobStatus:
         """Stop the job; idempotent; returns when nothing of it is left running."""

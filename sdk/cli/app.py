@@ -111,6 +111,7 @@ def cli() -> None:
     ma-submit events [-f]|top [--watch] JOB_ID | exec JOB_ID [--host N] -- COMMAND...
     ma-submit configure [--profile NAME] ... | configure list|show   (then --profile NAME on any verb)
     ma-submit host lose|restore JOB_ID HOST                (local jobs: try a recovery by hand)
+    ma-submit checkpoints JOB_ID | --resume-from JOB_ID[:NAME] JOB.yaml
     """
 
 

@@ -56,7 +56,7 @@ _HELP = ("--help", "-h")
 _LEADING = ("--profile", "--backend", "--output")
 #: Every verb of ``ma-submit`` (:data:`.verbs.VERBS`, which imports click; a test proves the two equal).
 VERB_NAMES = ("submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec",
-              "notify", "configure", "ui", "host")  # fmt: skip
+              "notify", "configure", "ui", "host", "checkpoints")  # fmt: skip
 
 
 def verb_first(args: Sequence[str]) -> List[str]:

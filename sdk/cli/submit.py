@@ -58,6 +58,8 @@ def _named_option(error: SpecError, options: Mapping[str, str]) -> SpecError:
     option = options.get(error.field)
     if option is None:
         return error
+    if option == "--resume-from":  # its hint says what to do about the other job (wait for it, which name)
+        return SpecError(option, error.problem, error.value, error.hint)
     if not option.startswith("--env"):
         return SpecError(option, error.problem, error.value, f"give another {option}")
     field = error.hint[len("set ") : -len(" instead")] if error.hint.endswith(" instead") else ""
@@ -90,6 +92,8 @@ def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @click.option("--hosts", type=click.IntRange(min=1), help="Override resources.hosts.")
 @click.option("--devices-per-host", type=click.IntRange(min=0), help="Override resources.devices_per_host.")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable).")
+@click.option("--resume-from", metavar="JOB_ID[:NAME]",
+              help="Start from an ended job's checkpoint (its newest complete one, or NAME); needs checkpoint:.")
 @click.option("--detach", is_flag=True, help="Print the job id and return; do not follow the job.")
 @click.option("--dry-run", is_flag=True, help="Check and print what would be submitted; start nothing.")
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
@@ -103,6 +107,7 @@ def submit_cmd(
     hosts: Optional[int],
     devices_per_host: Optional[int],
     env_pairs: Tuple[str, ...],
+    resume_from: Optional[str],
     detach: bool,
     dry_run: bool,
     output: str,
@@ -112,6 +117,9 @@ def submit_cmd(
     """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).
 
     Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
+
+    --resume-from JOB_ID[:NAME] starts from an ended job's checkpoint on the same backend: every rank gets it as
+    MALAUNCH_RESUME_FROM until this job saves a complete one of its own (ma-submit checkpoints JOB_ID lists them).
     """
 
     env = _parse_env(env_pairs)
@@ -119,11 +127,13 @@ def submit_cmd(
     given["resources.devices_per_host"] = devices_per_host
     options = {k: "--" + k.rsplit(".", 1)[-1].replace("_", "-") for k, value in given.items() if value is not None}
     options.update({f"env.{key}": f"--env {key}" for key in env})
+    if resume_from is not None:
+        options["resume_from"] = "--resume-from"
     try:
         job, origins = job_for(job_file, backend, run_method)
         job = job.with_overrides(
             name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
-        )
+        ).with_options(resume_from=resume_from)
         impl = open_for(job.spec.backend)
         plan = job.plan(check=True, backend=impl)
     except SpecError as error:

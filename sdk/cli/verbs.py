@@ -59,6 +59,8 @@ VERB_TABLE = (
          "browser."),
     Verb("host", "hostverb", "host_cmd",
          "Lose host HOST of a running local job for good, or bring a lost one back (to try its recovery)."),
+    Verb("checkpoints", "ckptverb", "checkpoints_cmd",
+         "List the checkpoints of JOB_ID: step, age, size, and whether each is complete (and why not)."),
 )  # fmt: skip
 VERBS = tuple(verb.name for verb in VERB_TABLE)
 _BY_NAME: Dict[str, Verb] = {verb.name: verb for verb in VERB_TABLE}

@@ -57,7 +57,7 @@ _SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(Job
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
     "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",
-    "priority", "checkpoint",
+    "priority", "checkpoint", "resume_from",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -268,7 +268,8 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         fields["notify_timeout"] = _duration("notify_timeout", fields["notify_timeout"])
     if fields.get("checkpoint") is not None:
         fields["checkpoint"] = _section(fields["checkpoint"], "checkpoint", CheckpointOptions, _CHECKPOINT)
-    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority", "checkpoint"):
+    for key in ("run_method", "backend", "image", "keep_for", "notify_timeout", "priority", "checkpoint",
+                "resume_from"):
         if key in fields and fields[key] is None:
             del fields[key]
     if fields.get("env"):

@@ -22,7 +22,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
   it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
 - ``checkpoint``: ``keep`` (complete checkpoints kept, default 2), ``volume`` (Volcano: the PersistentVolumeClaim
   that holds it), ``obs_path`` (ModelArts: the OBS folder it is uploaded to). The section's presence gives every
-  rank ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md).
+  rank ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md);
+- ``resume_from`` (``JOB_ID`` or ``JOB_ID:NAME``, :mod:`.resume`): start from an ended job's checkpoint (needs
+  ``checkpoint``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .checks import check_text as _check_text
 from .checks import check_words as _check_words
 from .checks import fail as _fail
 from .checks import one_of as _one_of
+from .resume import parse_resume
 
 if TYPE_CHECKING:
     from ..backends import ModelArtsOptions, VolcanoOptions
@@ -303,6 +306,7 @@ class JobSpec:
     notify_timeout: Optional[float] = None  # seconds each event's delivery may take in all (None: 10)
     priority: int = 0  # the local queue: a higher one starts before the jobs submitted earlier
     checkpoint: Optional[CheckpointOptions] = None  # None: no checkpoint folder
+    resume_from: Optional[str] = None  # another job's checkpoint, JOB_ID or JOB_ID:NAME (MALAUNCH_RESUME_SOURCE)
 
     def __post_init__(self) -> None:
         if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
@@ -341,6 +345,8 @@ class JobSpec:
             data["priority"] = self.priority
         if self.checkpoint is not None:
             data["checkpoint"] = self.checkpoint.to_dict()
+        if self.resume_from is not None:
+            data["resume_from"] = self.resume_from
         return data
 
 
@@ -394,6 +400,11 @@ def _check_spec(spec: JobSpec) -> None:
     _check_int("priority", spec.priority, -1000, 1000)
     if spec.checkpoint is not None and not isinstance(spec.checkpoint, CheckpointOptions):
         raise _fail("checkpoint", "must be a mapping with keep, volume, obs_path", spec.checkpoint)
+    if spec.resume_from is not None:
+        parse_resume(spec.resume_from)
+        if spec.checkpoint is None:
+            raise _fail("resume_from", "needs a checkpoint: section (the new job's own checkpoint folder)",
+                        spec.resume_from, "add 'checkpoint: {}' to the job file (checkpoint={} in Job(...))")
 
 
 def _check_sections(spec: JobSpec) -> None:

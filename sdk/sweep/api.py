@@ -210,6 +210,7 @@ class Sweep:
     ) -> SweepPlan:
         """Every trial's plan, with the job ids the backend would make; nothing starts."""
         impl = self._backend(backend)
+        self.spec = impl.resolve_resume(self.spec)  # resume_from: every trial starts from the same checkpoint
         when = time.time() if now is None else now
         ident = sweep_id if sweep_id is not None else self.new_id(when)
         trials = self.trials(ident)
@@ -234,6 +235,7 @@ class Sweep:
         the backend was made with, recorded so that the driver makes it the same way.
         """
         impl = self._backend(backend)
+        self.spec = impl.resolve_resume(self.spec)
         where = home_dir(os.environ, home or impl.home)
         now = time.time()
         ident = self.new_id(now)

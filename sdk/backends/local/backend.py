@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
     from ...plan import SubmitPlan
     from ...spec.model import JobSpec
+    from ...spec.resume import ResumeRef
     from ..base import PruneResult
+    from ..checkpoints import CheckpointListing
     from ..codefiles import CodeFile
     from ..inside import ExecResult, JobEvent, UsageReport
     from ..listing import ListPage, ListQuery
@@ -561,6 +563,22 @@ class LocalBackend(Backend):
         paths = self._paths(job_id)
         ask_runner(paths, self._status_of(paths), host, "restore", lambda: self._host_state(paths, host) == "RUNNING")
         return self._status_of(paths)
+
+    def checkpoints(self, job_id: str) -> CheckpointListing:
+        """The job's checkpoint folder, read as its shim reads it (:mod:`.checkpoints`)."""
+        from .checkpoints import listing
+
+        paths = self._paths(job_id)
+        return listing(self.home, paths.job_id, not self._status_of(paths).is_terminal)
+
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
+        """``ref`` with the whole id of the ended local job it names, its checkpoint proven complete."""
+        from .checkpoints import resume_source
+
+        paths = self._paths(ref.job_id)
+        status = self._status_of(paths)
+        return resume_source(self.home, ref._replace(job_id=paths.job_id),
+                             None if status.is_terminal else status.state.value)  # fmt: skip
 
     @staticmethod
     def _host_state(paths: JobPaths, host: int) -> str:

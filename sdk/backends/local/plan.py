@@ -11,7 +11,8 @@ Job directory layout (``<home>/jobs/<job id>/``)::
     code/<code folder>/...                      snapshot of code_dir (MA_JOB_DIR=code)
     hosts/<i>/console.log  hosts/<i>/report.json  hosts/<i>/logs/
     outputs/<name>/                             outputs without a path
-    checkpoints/                                with a checkpoint: section (MALAUNCH_CHECKPOINT_DIR)
+    checkpoints/                                with a checkpoint: section (MALAUNCH_CHECKPOINT_DIR; with
+                                                resume_from, MALAUNCH_RESUME_SOURCE is another job's)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ...plan import AUTO, SECRET
 from ...redact import mask_env
 from ...spec import contract
 from ...spec.model import JobSpec
+from ...spec.resume import ResumeRef, parse_resume
 from .hostnet import HostNetwork
 from .jobdir import JobPaths
 
@@ -41,6 +43,7 @@ __all__ = [
     "build_rank_table",
     "host_environment",
     "plan_local",
+    "source_folder",
     "with_secret",
 ]
 
@@ -247,6 +250,13 @@ def _check_local(spec: JobSpec, devices: int) -> None:
             )
 
 
+def source_folder(home: str, ref: ResumeRef) -> str:
+    """The folder ``ref`` names (its whole job id resolved): the job's checkpoint folder, or one checkpoint in it,
+    which the plan gives as ``MALAUNCH_RESUME_SOURCE``."""
+    folder = JobPaths(home, ref.job_id).checkpoint_dir
+    return folder if ref.name is None else os.path.join(folder, ref.name)
+
+
 def plan_local(
     spec: JobSpec, *, job_id: str, home: str, python: str, network: HostNetwork
 ) -> Tuple[LocalRequest, Tuple[str, ...]]:
@@ -285,6 +295,8 @@ def plan_local(
         common[Name.MALAUNCH_CHECKPOINT_DIR] = paths.checkpoint_dir
         common[Name.MALAUNCH_CHECKPOINT_KEEP] = str(spec.checkpoint.keep)
         dirs.append(paths.checkpoint_dir)
+    if spec.resume_from is not None:  # checked (whole id, ended, complete) by resume_check before the plan
+        common[Name.MALAUNCH_RESUME_SOURCE] = source_folder(home, parse_resume(spec.resume_from))
     launcher_env = contract.launcher_env(spec, open_port=AUTO)
     auto = [name for name, value in launcher_env.items() if value == AUTO]
     common.update(launcher_env)

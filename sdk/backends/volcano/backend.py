@@ -37,6 +37,7 @@ from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
+from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .checkpoint import checkpoint_note, resume_source
@@ -296,6 +297,13 @@ class VolcanoBackend(Backend):
         queue_name = ((group or {}).get("spec") or {}).get("queue") or (job.get("spec") or {}).get("queue")
         queue = inside.queue(str(queue_name)) if queue_name else None
         return pending_reason(job, group, pods, events, queue)
+
+    def checkpoints(self, job_id: str) -> CheckpointListing:
+        """Refused in one line: a Volcano job's checkpoint folder is on a volume of the cluster, not on this
+        machine; it says how to list it from inside the job."""
+        raise ConfigError(f"the checkpoints of Volcano job {job_id} are on the cluster's volume, which this machine "
+                          "cannot read", job_id, f"list them from inside while it runs: ma-submit exec {job_id} -- sh "
+                          "-c 'ls -la \"$MALAUNCH_CHECKPOINT_DIR\"/*'")  # fmt: skip
 
     def events(self, job_id: str) -> List[JobEvent]:
         """The Kubernetes events of the Job, its PodGroup and its pods, oldest first."""

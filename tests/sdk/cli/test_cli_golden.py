@@ -44,7 +44,7 @@ _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
 _BACKENDS = ("local", "modelarts", "volcano")
 _VERBS = (
     "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "events", "top", "exec", "sweep", "notify",
-    "configure", "ui", "host",
+    "configure", "ui", "host", "checkpoints",
 )  # fmt: skip
 _SWEEP_VERBS = ("status", "wait", "stop", "logs", "list")
 _BOOT = "print('hello')\n"
@@ -80,6 +80,8 @@ _BAD_FILES: Dict[str, str] = {
     "modelarts-bad-ssh": _GOOD + "modelarts:\n  ssh: [key]\n",
     "modelarts-unknown-field": _GOOD + "modelarts:\n  bucket: a\n",
     "sweep-in-job-file": _GOOD + "sweep:\n  params:\n    lr: [1, 2]\n",
+    "resume-from-without-checkpoint": _GOOD + "resume_from: old-job\n",
+    "resume-from-bad-name": _GOOD + "checkpoint: {}\nresume_from: 'old-job:../x'\n",
 }
 
 #: Bad options and ids: ``ma-submit *args`` (with a good ``job.yaml`` in the folder).
@@ -96,6 +98,8 @@ _BAD_ARGS: Dict[str, Tuple[str, ...]] = {
     "wait-unknown-id": ("wait", "no-such-job"),
     "delete-unknown-id": ("delete", "no-such-job"),
     "host-unknown-id": ("host", "lose", "no-such-job", "1"),
+    "checkpoints-unknown-id": ("checkpoints", "no-such-job"),
+    "resume-from-option-without-checkpoint": ("--resume-from", "no-such-job", "--dry-run", "job.yaml"),
     "prune-bad-duration": ("prune", "--older-than", "soon"),
     "sweep-status-unknown": ("sweep", "status", "no-such-sweep"),
     "sweep-bad-param": ("sweep", "--dry-run", "job.yaml", "--param", "lr"),

@@ -29,7 +29,7 @@ _LIMITS = range(0, 140)
 def test_verbs_keep_their_order() -> None:
     assert VERBS == (
         "submit", "status", "logs", "stop", "wait", "list", "delete", "prune", "sweep", "events", "top", "exec",
-        "notify", "configure", "ui", "host",
+        "notify", "configure", "ui", "host", "checkpoints",
     )  # fmt: skip
     assert len(set(VERBS)) == len(VERBS)
 

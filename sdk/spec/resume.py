@@ -1,0 +1,50 @@
+"""``resume_from``: start a job from another job's checkpoint (``JOB_ID`` or ``JOB_ID:NAME``; issue 39).
+
+The job file's ``resume_from``, ``Job(resume_from=...)`` and ``ma-submit --resume-from`` all hold the same text:
+the id of an ended job of the same backend (a unique prefix is enough until the backend resolves it) and,
+optionally, after one ``:``, the name of one of its checkpoints (without it, its newest complete one is meant).
+Checking the text is pure (:func:`parse_resume`); whether the job has ended and the checkpoint is complete is the
+backend's to check when it submits (:meth:`~malaunch.sdk.backends.Backend.resume_check`), and the shim's at start
+(``MALAUNCH_RESUME_SOURCE``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from .checks import fail
+
+__all__ = ["ResumeRef", "parse_resume"]
+
+_FIELD = "resume_from"
+
+
+class ResumeRef(NamedTuple):
+    """Another job's checkpoint: the job's id, and one checkpoint's name (None: its newest complete one)."""
+
+    job_id: str
+    name: Optional[str] = None
+
+    def text(self) -> str:
+        """The form the job file and ``--resume-from`` take (``JOB_ID`` or ``JOB_ID:NAME``)."""
+        return self.job_id if self.name is None else f"{self.job_id}:{self.name}"
+
+
+def parse_resume(value: object) -> ResumeRef:
+    """``value`` (``JOB_ID`` or ``JOB_ID:NAME``) as a :class:`ResumeRef`.
+
+    Raises:
+        SpecError: not such a text (field ``resume_from``).
+    """
+    if not isinstance(value, str):
+        raise fail(_FIELD, "must be a string, JOB_ID or JOB_ID:NAME", value)
+    job_id, colon, name = value.partition(":")
+    if not job_id.strip() or job_id != job_id.strip() or any(char.isspace() or char == "\x00" for char in job_id):
+        raise fail(_FIELD, "must start with a job id (JOB_ID or JOB_ID:NAME, no spaces)", value,
+                   "give the id of an ended job, as 'ma-submit list' shows it")  # fmt: skip
+    if not colon:
+        return ResumeRef(job_id)
+    if not name or name.startswith(".") or "/" in name or "\x00" in name or name != name.strip():
+        raise fail(_FIELD, "must name one checkpoint after ':' (a folder name, not a path, not starting with '.')",
+                   value, "'ma-submit checkpoints JOB_ID' lists the names; JOB_ID alone means the newest")
+    return ResumeRef(job_id, name)
