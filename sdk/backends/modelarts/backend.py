@@ -33,26 +33,34 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import requests
 
-from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound, JobNotRunning, SpecError
-from ...failures import TAIL_LINES
+from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound
 from ...plan import SubmitPlan, new_job_secret
 from ...spec.model import JobSpec
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
-from ..codefiles import CodeFile, select_code_files
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
-from .checkpoint import hosts_note, resume_channel, retry_note
+from .checkpoint import ended_resume_channel, hosts_note, retry_note
 from .credentials import Credentials, Endpoints, load_credentials, load_endpoints
 from .ids import PLATFORM_ID
-from .inside import PAGE, job_events, pending_reason, ssh_command, task_metrics, usage_row
+from .inside import (
+    PAGE,
+    failure_tail,
+    job_events,
+    latest_events,
+    pending_reason,
+    running_job,
+    ssh_command,
+    task_metrics,
+    task_names,
+    usage_row,
+)
+from .jobcode import JobCode
 from .logread import TaskLogReader
-from .obs import check_bucket, make_s3_client, parse_obs_url
-from .phases import failing_task, status_from_job, task_index
+from .phases import status_from_job, task_index
 from .request import CreateRequest
-from .upload import CodeUploader
 from .variables import ENV_REGION
 
 __all__ = ["ModelArtsBackend", "create_backend"]
@@ -91,7 +99,6 @@ class ModelArtsBackend(Backend):
         self.progress = progress
         self.index = JobIndex.default(self.environ)
         self.events_page = PAGE  # events asked per page (the API allows at most 100)
-        self._s3 = s3_client
         self._credentials: Optional[Credentials] = None
         self._credentials_error: Optional[ConfigError] = None
         try:
@@ -101,6 +108,7 @@ class ModelArtsBackend(Backend):
         region = self._credentials.region if self._credentials else self.environ.get(ENV_REGION) or "{region}"
         self.endpoints: Endpoints = load_endpoints(region, self.environ)
         self._api: Optional[ModelArtsClient] = None
+        self._code = JobCode(lambda: self.credentials, lambda: self.api, self.endpoints, s3_client, progress)
 
     # -- helpers -----------------------------------------------------------------------------------------
     @property
@@ -125,14 +133,6 @@ class ModelArtsBackend(Backend):
             )
         return self._api
 
-    def _s3_client(self) -> Any:
-        if self._s3 is None:
-            self._s3 = make_s3_client(self.endpoints, self.credentials)
-        return self._s3
-
-    def _uploader(self) -> CodeUploader:
-        return CodeUploader(self._s3_client(), self.credentials, endpoint=self.endpoints.obs, progress=self.progress)
-
     # -- planning (pure) -----------------------------------------------------------------------------------
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
         project = self._credentials.project_id if self._credentials else _PROJECT_PLACEHOLDER
@@ -153,36 +153,6 @@ class ModelArtsBackend(Backend):
         )
 
     # -- execution -----------------------------------------------------------------------------------------
-    def _code_files(self, spec: JobSpec, request: CreateRequest) -> List[Tuple[List[CodeFile], str]]:
-        """The files of every planned upload, checked locally (no network)."""
-        out = []
-        for upload in request.uploads:
-            boot = os.path.join(upload.source, os.path.normpath(spec.boot_file))
-            if not os.path.isfile(boot):
-                raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
-            files = select_code_files(upload.source)
-            boot_rel = os.path.normpath(spec.boot_file).replace(os.sep, "/")
-            if boot_rel not in {item.relpath for item in files}:
-                raise SpecError(
-                    "boot_file",
-                    "is excluded from the upload",
-                    spec.boot_file,
-                    "remove its pattern from .malaunchignore",
-                )
-            out.append((files, upload.target))
-        return out
-
-    def _upload(self, spec: JobSpec, request: CreateRequest) -> None:
-        """Local file checks, then the credentials, then every bucket, then the uploads: a wrong key or a missing
-        bucket fails before one byte is sent."""
-        uploads = self._code_files(spec, request)
-        self.api.check_credentials()  # a wrong key fails here, before anything is uploaded
-        for _files, target in uploads:
-            bucket, prefix = parse_obs_url(target)
-            check_bucket(self._s3_client(), bucket, self.credentials, self.endpoints.obs, prefix)
-        for files, target in uploads:
-            self._uploader().upload(files, target)
-
     def share_code(self, plan: SubmitPlan, *, upload: bool) -> SubmitPlan:
         """Sweeps: upload the code once (``upload=True``) and hand back the plan without its upload, so that N
         trials make one upload and N creates (every trial runs the same ``obs_dir/<name>/code/``)."""
@@ -190,14 +160,14 @@ class ModelArtsBackend(Backend):
         if not isinstance(request, CreateRequest) or not request.uploads:
             return plan
         if upload:
-            self._upload(plan.spec, request)
+            self._code.upload(plan.spec, request)
         return dataclasses.replace(plan, request=dataclasses.replace(request, uploads=()))
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         request = plan.request
         if not isinstance(request, CreateRequest):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
-        self._upload(plan.spec, request)
+        self._code.upload(plan.spec, request)
         job = self.api.create_job(request.with_secret(new_job_secret()).body)
         platform_id = str((job.get("metadata") or {}).get("id") or "")
         if not platform_id:
@@ -246,38 +216,21 @@ class ModelArtsBackend(Backend):
         Raises:
             ConfigError: the job has not ended, or uploaded no checkpoints.
         """
-        job = self.api.get_job(self._platform_id(job_id))
-        status = status_from_job(job)
-        if not status.is_terminal:
-            raise ConfigError(f"--resume-from: job {job_id} is {status.state.value}", None,
-                              f"wait for it to end, or stop it first: 'ma-submit stop {job_id}'")  # fmt: skip
-        return resume_channel(job, name)
+        return ended_resume_channel(self.api.get_job(self._platform_id(job_id)), job_id, name)
 
     # -- management ----------------------------------------------------------------------------------------
-    def _failure_tail(self, job_id: str, job: Mapping[str, Any]) -> Tuple[str, ...]:
-        """The failing task's last log lines (read once per job; none when the log cannot be read)."""
-        if job_id not in self._tails:
-            task = failing_task(job)
-            lines: Tuple[str, ...] = ()
-            if task is not None:
-                try:
-                    content, _size = self.api.task_log(job_id, task)
-                except BackendError:
-                    content = b""  # no log: the class is decided from the exit code alone
-                lines = tuple(content.decode("utf-8", errors="replace").splitlines()[-TAIL_LINES:])
-            self._tails[job_id] = lines
-        return self._tails[job_id]
-
     def _fetch_status(self, job_id: str) -> JobStatus:
         platform_id = self._platform_id(job_id)
         job = self.api.get_job(platform_id)
         status = status_from_job(job, self.api.job_url(platform_id))
         if status.state is JobState.FAILED:
-            status = status_from_job(job, self.api.job_url(platform_id), self._failure_tail(platform_id, job))
+            tail = failure_tail(self.api, self._tails, platform_id, job)
+            status = status_from_job(job, self.api.job_url(platform_id), tail)
         if PLATFORM_ID.match(job_id) and status.id:
             self._platform_ids[status.id] = platform_id
         if status.state is JobState.PENDING:
-            status = status._replace(pending_reason=pending_reason(job, self._latest_events(platform_id)))
+            events = latest_events(self.api, platform_id, self.events_page)
+            status = status._replace(pending_reason=pending_reason(job, events))
         self._recent[job_id] = (time.monotonic(), status)
         return status
 
@@ -288,20 +241,13 @@ class ModelArtsBackend(Backend):
             return recent[1]
         return self._fetch_status(job_id)
 
-    def _tasks(self, job: Mapping[str, Any]) -> List[str]:
-        tasks = [str(task) for task in (job.get("status") or {}).get("tasks") or []]
-        if tasks:
-            return tasks
-        count = ((job.get("spec") or {}).get("resource") or {}).get("node_count")
-        return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
-
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         job_id = self._platform_id(job_id)
         reader = TaskLogReader(self.api, self.session, self.policy)
         while True:
             job = reader.client.get_job(job_id)
             state = status_from_job(job).state
-            tasks = self._tasks(job)
+            tasks = task_names(job)
             for position, task in enumerate(tasks):
                 try:
                     yield from reader.read(job, task, task_index(task, position))
@@ -332,30 +278,15 @@ class ModelArtsBackend(Backend):
             self.sleep(self.poll)
 
     # -- inside a job (see .inside) -------------------------------------------------------------------------
-    def _latest_events(self, job_id: str) -> List[JobEvent]:
-        try:
-            return job_events(self.api, job_id, page=self.events_page)[-5:]
-        except BackendError:
-            return []  # the phase alone still says why
-
     def events(self, job_id: str) -> List[JobEvent]:
         """The platform's training-job events, every page, oldest first."""
         return job_events(self.api, self._platform_id(job_id), page=self.events_page)
 
-    def _running_job(self, job_id: str, what: str) -> Dict[str, Any]:
-        job = self.api.get_job(self._platform_id(job_id))
-        status = status_from_job(job)
-        if status.state is not JobState.RUNNING:
-            hint = f"see 'ma-submit events {job_id}'"
-            raise JobNotRunning(job_id, f"{status.state.value} ({status.raw_state})", f"{what} needs a running job; "
-                                f"{hint}")  # fmt: skip
-        return job
-
     def usage(self, job_id: str) -> UsageReport:
         """Each task's newest metric values (the platform averages them per minute)."""
-        job = self._running_job(job_id, "top")
+        job = running_job(self.api.get_job(self._platform_id(job_id)), job_id, "top")
         platform_id = self._platform_id(job_id)
-        tasks = self._tasks(job)
+        tasks = task_names(job)
         rows = [usage_row(task, i, task_metrics(self.api, platform_id, task)) for i, task in enumerate(tasks)]
         return UsageReport(job_id, tuple(rows), source="the ModelArts job metrics API (per-minute averages)")
 
@@ -365,7 +296,7 @@ class ModelArtsBackend(Backend):
     ) -> ExecResult:  # fmt: skip
         """No exec API: raises ``ExecElsewhere`` with the ssh command for the host (``modelarts.ssh`` in the job
         file), or a ``ConfigError`` saying how to enable it."""
-        job = self._running_job(job_id, "exec")
+        job = running_job(self.api.get_job(self._platform_id(job_id)), job_id, "exec")
         argv, note = ssh_command(job, job_id, host, command)
         raise ExecElsewhere(job_id, argv, note)
 

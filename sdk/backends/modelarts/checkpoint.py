@@ -30,8 +30,10 @@ from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError, SpecError
 from ...spec.model import JobSpec
+from .phases import status_from_job
 
 __all__ = [
+    "ended_resume_channel",
     "CHANNEL",
     "LOCAL_DIR",
     "RESUME_CHANNEL",
@@ -163,3 +165,16 @@ def add_input(body: Mapping[str, Any], channel: Mapping[str, Any]) -> Dict[str, 
                         channel.get("name"), "rename that input")  # fmt: skip
     inputs.append(dict(channel))
     return out
+
+
+def ended_resume_channel(job: Mapping[str, Any], job_id: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
+    """:func:`resume_channel` of ``job`` (its details as the API gives them) once it has ended.
+
+    Raises:
+        ConfigError: the job has not ended, or uploaded no checkpoints.
+    """
+    status = status_from_job(job)
+    if not status.is_terminal:
+        raise ConfigError(f"--resume-from: job {job_id} is {status.state.value}", None,
+                          f"wait for it to end, or stop it first: 'ma-submit stop {job_id}'")  # fmt: skip
+    return resume_channel(job, name)

@@ -17,12 +17,25 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import BackendError, ConfigError
+from ...errors import BackendError, ConfigError, JobNotRunning
+from ...failures import TAIL_LINES
+from ...status import JobState
 from ..inside import HostUsage, JobEvent
 from .api import ModelArtsClient
-from .phases import task_index
+from .phases import failing_task, status_from_job, task_index
 
-__all__ = ["event_of", "job_events", "pending_reason", "ssh_command", "task_metrics", "usage_row"]
+__all__ = [
+    "failure_tail",
+    "event_of",
+    "job_events",
+    "latest_events",
+    "pending_reason",
+    "running_job",
+    "ssh_command",
+    "task_metrics",
+    "task_names",
+    "usage_row",
+]
 
 PAGE = 100
 _URL = re.compile(r"\A(?:ssh://)?(?:(?P<user>[^@/]+)@)?(?P<host>\[[^\]]+\]|[^:/]+)(?::(?P<port>\d+))?/?\Z")
@@ -139,3 +152,47 @@ def ssh_command(job: Mapping[str, Any], job_id: str, host: int, command: Sequenc
     note = (f"ModelArts has no exec API; host {host} (task {task}) takes SSH with key pair {', '.join(keys)} "
             "(add '-i YOUR_KEY.pem' if it is not in your ssh agent)")  # fmt: skip
     return argv, note
+
+
+def latest_events(api: ModelArtsClient, platform_id: str, page: int) -> List[JobEvent]:
+    """The job's last five events (none when they cannot be read: the phase alone still says why it waits)."""
+    try:
+        return job_events(api, platform_id, page=page)[-5:]
+    except BackendError:
+        return []
+
+
+def running_job(job: Dict[str, Any], job_id: str, what: str) -> Dict[str, Any]:
+    """``job`` (the platform's record of ``job_id``) when it runs; else ``what`` (``top``, ``exec``) is refused."""
+    status = status_from_job(job)
+    if status.state is not JobState.RUNNING:
+        hint = f"see 'ma-submit events {job_id}'"
+        raise JobNotRunning(job_id, f"{status.state.value} ({status.raw_state})", f"{what} needs a running job; "
+                            f"{hint}")  # fmt: skip
+    return job
+
+
+def task_names(job: Mapping[str, Any]) -> List[str]:
+    """The job's task names (``worker-<i>`` by its node count while the platform lists none)."""
+    tasks = [str(task) for task in (job.get("status") or {}).get("tasks") or []]
+    if tasks:
+        return tasks
+    count = ((job.get("spec") or {}).get("resource") or {}).get("node_count")
+    return [f"worker-{i}" for i in range(count if isinstance(count, int) and count > 0 else 1)]
+
+
+def failure_tail(api: ModelArtsClient, tails: Dict[str, Tuple[str, ...]], job_id: str,
+                 job: Mapping[str, Any]) -> Tuple[str, ...]:  # fmt: skip
+    """The failing task's last log lines, read once per job and kept in ``tails`` (none when the log cannot be
+    read: the class is then decided from the exit code alone)."""
+    if job_id not in tails:
+        task = failing_task(job)
+        lines: Tuple[str, ...] = ()
+        if task is not None:
+            try:
+                content, _size = api.task_log(job_id, task)
+            except BackendError:
+                content = b""
+            lines = tuple(content.decode("utf-8", errors="replace").splitlines()[-TAIL_LINES:])
+        tails[job_id] = lines
+    return tails[job_id]

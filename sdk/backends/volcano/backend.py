@@ -23,26 +23,24 @@ job's ``failure_class`` comes from its root-cause pod's exit code and log tail (
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
-from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
-from ...failures import TAIL_LINES, failure_from_log
+from ...errors import BackendError, ConfigError, JobNotFound
 from ...plan import SubmitPlan, new_job_secret
 from ...spec.model import JobSpec
-from ...status import JobState, JobStatus
+from ...status import JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
 from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
-from .checkpoint import checkpoint_note, resume_source
+from .checkpoint import checkpoint_note, listing_refused, resume_source
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
-from .inside import KubeInside, pending_reason
+from .jobview import STOPPED_EXIT_CODE, JobView
 from .logs import follow_pod_logs, read_pod_logs
 from .manifest import (
     JOB_NAME_LABEL,
@@ -52,15 +50,13 @@ from .manifest import (
     render_manifest,
     secret_manifest,
     secret_name,
+    with_labels,
 )
-from .phases import host_index, host_statuses, job_state, parse_time, retry_count, root_cause
 from .template import load_template
 
 __all__ = ["STOPPED_EXIT_CODE", "VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
 
 _STAMP_AND_TOKEN = len("-20260101-000000-abcdef")
-#: The exit code a stopped job reports when its pods are gone (they were ended with SIGTERM).
-STOPPED_EXIT_CODE = 143
 _POD_LABEL = "app.kubernetes.io/managed-by=malaunch"
 
 
@@ -109,7 +105,7 @@ class VolcanoBackend(Backend):
         self._sleep = sleep
         self._policy = policy
         self._api: Optional[KubeApi] = None
-        self._tails: Dict[str, Tuple[str, ...]] = {}  # failed pod -> its log tail
+        self._view = JobView(self.name, lambda: self.api, self._where)
         self._index = JobIndex.default(self._environ)
 
     # -- connection ---------------------------------------------------------------------------------------
@@ -177,30 +173,13 @@ class VolcanoBackend(Backend):
         return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))
 
     def resume_source(self, spec: JobSpec, job_id: str, name: Optional[str] = None) -> str:
-        """``--resume-from JOB_ID[:NAME]``: the folder the new job ``spec`` resumes from, the ended job's own
-        folder on the same ``checkpoint.volume`` (:func:`.checkpoint.resume_source`).
-
-        Raises:
-            ConfigError: the job has not ended, kept no checkpoints on a volume, or on another one.
-        """
-        namespace, job_name = self._where(job_id)
-        job = self.api.get_job(namespace, job_name)
-        status = self._status(namespace, job_name, job, self.api.list_pods(namespace, job_name), tails=False)
-        if not status.is_terminal:
-            raise ConfigError(f"--resume-from: job {status.id} is {status.state.value}", None,
-                              f"wait for it to end, or stop it first: 'ma-submit stop {status.id}'")  # fmt: skip
-        return resume_source(spec, job, name)
+        """``--resume-from JOB_ID[:NAME]``: the ended job's folder on the same ``checkpoint.volume`` that ``spec``
+        resumes from; one :class:`ConfigError` line otherwise (:func:`.checkpoint.resume_source`)."""
+        return resume_source(spec, self._view.ended_job(job_id, "--resume-from"), name)
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""
-        request = plan.request
-        if not isinstance(request, VolcanoRequest) or not labels:
-            return plan
-        manifest = dict(request.manifest)
-        metadata = dict(manifest["metadata"])
-        metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
-        manifest["metadata"] = metadata
-        return dataclasses.replace(plan, request=dataclasses.replace(request, manifest=manifest))
+        return with_labels(plan, labels)
 
     def execute(self, plan: SubmitPlan) -> JobHandle:
         """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``, the plan's id) at once."""
@@ -235,152 +214,30 @@ class VolcanoBackend(Backend):
                 self.api.delete_job(namespace, name)
             raise
 
-    def _status(
-        self, namespace: str, name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], tails: bool = True
-    ) -> JobStatus:
-        """The job's status from its object and its pods (``tails``: read a failed pod's log for its class)."""
-        meta = job.get("metadata") or {}
-        state_info = (job.get("status") or {}).get("state") or {}
-        phase = str(state_info.get("phase") or "")
-        code, culprit = root_cause(pods)
-        state = job_state(phase, code)
-        message = str(state_info.get("message") or state_info.get("reason") or "")
-        if state is JobState.FAILED and culprit:
-            message = f"pod {culprit} exited with code {code}" + (f"; {message}" if message else "")
-        exit_code = None
-        if state is JobState.SUCCEEDED:
-            exit_code = 0
-        elif state is JobState.STOPPED:
-            exit_code = STOPPED_EXIT_CODE if code is None else code
-            message = message or "terminated"
-        elif state.is_terminal:
-            exit_code = code if code is not None else 1
-        failure = None
-        if state is JobState.FAILED and tails:
-            failure = failure_from_log(exit_code or 1, self._failure_tail(namespace, culprit) if culprit else ())
-        hosts = host_statuses(pods, namespace)
-        starts = [h.started_at for h in hosts if h.started_at is not None]
-        ends = [h.ended_at for h in hosts if h.ended_at is not None]
-        ended_at = max(ends) if ends else parse_time(state_info.get("lastTransitionTime"))
-        return JobStatus(
-            id=f"{namespace}/{name}",
-            backend=self.name,
-            state=state,
-            exit_code=exit_code,
-            message=message,
-            raw_state=phase,
-            name=str((meta.get("labels") or {}).get("malaunch.io/job-name", name)),
-            created_at=parse_time(meta.get("creationTimestamp")),
-            started_at=min(starts) if starts else None,
-            ended_at=ended_at if state.is_terminal else None,
-            hosts=hosts,
-            location=f"Volcano job {namespace}/{name} at {self.api.host}",
-            failure_class=failure,
-            pending_reason=self._pending_reason(namespace, job, pods) if tails and state is JobState.PENDING else "",
-            platform_restarts=retry_count(job),
-        )
-
-    # -- inside a job (events, usage, exec; see .inside) ---------------------------------------------------
-
-    def _pending_reason(self, namespace: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
-        """Why the job waits; a cluster that will not say (no PodGroup API, no permission) leaves it empty."""
-        inside = KubeInside(self.api)
-        try:
-            group = inside.podgroup(namespace, job)
-            names = [str((job.get("metadata") or {}).get("name"))]
-            names += [str((p.get("metadata") or {}).get("name")) for p in pods]
-            if group is not None:
-                names.append(str((group.get("metadata") or {}).get("name")))
-            events = inside.events(namespace, names, {})
-        except BackendError:
-            return ""
-        queue_name = ((group or {}).get("spec") or {}).get("queue") or (job.get("spec") or {}).get("queue")
-        queue = inside.queue(str(queue_name)) if queue_name else None
-        return pending_reason(job, group, pods, events, queue)
-
     def checkpoints(self, job_id: str) -> CheckpointListing:
-        """Refused in one line: a Volcano job's checkpoint folder is on a volume of the cluster, not on this
-        machine; it says how to list it from inside the job."""
-        raise ConfigError(f"the checkpoints of Volcano job {job_id} are on the cluster's volume, which this machine "
-                          "cannot read", job_id, f"list them from inside while it runs: ma-submit exec {job_id} -- sh "
-                          "-c 'ls -la \"$MALAUNCH_CHECKPOINT_DIR\"/*'")  # fmt: skip
+        """Refused in one line: the folder is on the cluster's volume (:func:`.checkpoint.listing_refused`)."""
+        raise listing_refused(job_id)
 
     def events(self, job_id: str) -> List[JobEvent]:
         """The Kubernetes events of the Job, its PodGroup and its pods, oldest first."""
-        namespace, name = self._where(job_id)
-        job = self.api.get_job(namespace, name)
-        pods = self.api.list_pods(namespace, name)
-        inside = KubeInside(self.api)
-        hosts = {str((p.get("metadata") or {}).get("name")): host_index(p) for p in pods}
-        names = [name, *hosts]
-        try:
-            group = inside.podgroup(namespace, job)
-        except BackendError:
-            group = None  # no PodGroup API or no permission: the other objects' events still tell the story
-        if group is not None:
-            names.append(str((group.get("metadata") or {}).get("name")))
-        return inside.events(namespace, names, {k: v for k, v in hosts.items() if v is not None})
-
-    def _running(self, job_id: str, what: str) -> Tuple[JobStatus, List[Dict[str, Any]]]:
-        namespace, name = self._where(job_id)
-        job = self.api.get_job(namespace, name)
-        pods = self.api.list_pods(namespace, name)
-        status = self._status(namespace, name, job, pods)
-        if status.state is not JobState.RUNNING:
-            hint = status.pending_reason or f"see 'ma-submit events {status.id}'"
-            raise JobNotRunning(status.id, status.state.value, f"{what} needs a running job; {hint}")
-        return status, pods
+        return self._view.events(job_id)
 
     def usage(self, job_id: str) -> UsageReport:
         """CPU and memory per pod from metrics.k8s.io (a note when metrics-server is not installed)."""
-        status, pods = self._running(job_id, "top")
-        namespace, name = self._where(status.id)
-        return KubeInside(self.api).usage(status.id, namespace, name, pods)
+        return self._view.usage(job_id)
 
     def exec(
         self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,
         stdin: Optional[bytes] = None,
     ) -> ExecResult:  # fmt: skip
         """The exec API on host ``host``'s pod (by task index); the command's exit code passed through."""
-        if not command:
-            raise ConfigError("exec needs a command", [], "give it after '--': ma-submit exec ID -- hostname")
-        status, pods = self._running(job_id, "exec")
-        by_index = {host_index(p): p for p in pods}
-        pod = by_index.get(host)
-        if pod is None:
-            raise ConfigError(f"job {status.id} has no pod for host {host}", host,
-                              f"use one of {sorted(i for i in by_index if i is not None)}")  # fmt: skip
-        if (pod.get("status") or {}).get("phase") != "Running":
-            raise JobNotRunning(f"{status.id} host {host}", str((pod.get("status") or {}).get("phase")),
-                                "pick a running host with --host")  # fmt: skip
-        namespace, _ = self._where(status.id)
-        pod_name = str((pod.get("metadata") or {}).get("name"))
-        return KubeInside(self.api).exec(namespace, pod_name, command, tty=tty, capture=capture, stdin=stdin)
-
-    def _failure_tail(self, namespace: str, pod: str) -> Tuple[str, ...]:
-        """The last lines of a failed pod's log (read once per pod; none when it cannot be read)."""
-        key = f"{namespace}/{pod}"
-        if key not in self._tails:
-            try:
-                data = b"".join(self.api.pod_log(namespace, pod, follow=False, tail_lines=TAIL_LINES))
-            except (BackendError, JobNotFound):
-                data = b""  # the pod or its log is gone: the class is decided from the exit code alone
-            self._tails[key] = tuple(data.decode("utf-8", errors="replace").splitlines()[-TAIL_LINES:])
-        return self._tails[key]
+        return self._view.exec(job_id, command, host=host, tty=tty, capture=capture, stdin=stdin)
 
     def status(self, job_id: str) -> JobStatus:
         """The job's state from its phase, its hosts from its pods, its exit code from the first failed pod."""
         namespace, name = self._where(job_id)
         job = self.api.get_job(namespace, name)
-        return self._status(namespace, name, job, self.api.list_pods(namespace, name))
-
-    def _ended(self, namespace: str, name: str) -> bool:
-        try:
-            job = self.api.get_job(namespace, name)
-        except JobNotFound:
-            return True
-        phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
-        return job_state(phase, None).is_terminal
+        return self._view.status_of(namespace, name, job, self.api.list_pods(namespace, name))
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         """``[host N] ...`` lines of the worker pods; with ``follow`` until the job ends."""
@@ -393,15 +250,15 @@ class VolcanoBackend(Backend):
         def read_log(pod: str, follow_it: bool) -> Iterator[bytes]:
             return self.api.pod_log(namespace, pod, follow=follow_it)
 
-        if not follow or self._ended(namespace, name):  # an ended job reads host after host, in order
+        if not follow or self._view.ended(namespace, name):  # an ended job reads host after host, in order
             return read_pod_logs(list_pods, read_log)
-        return follow_pod_logs(list_pods, read_log, lambda: self._ended(namespace, name), poll=self._poll)
+        return follow_pod_logs(list_pods, read_log, lambda: self._view.ended(namespace, name), poll=self._poll)
 
     def stop(self, job_id: str) -> JobStatus:
         """Terminate the job unless it has ended, keeping its record; returns once none of its pods runs."""
         namespace, name = self._where(job_id)
         job = self.api.get_job(namespace, name)
-        status = self._status(namespace, name, job, self.api.list_pods(namespace, name))
+        status = self._view.status_of(namespace, name, job, self.api.list_pods(namespace, name))
         if status.is_terminal:
             return status
         uid = str((job.get("metadata") or {}).get("uid") or "")
@@ -410,7 +267,7 @@ class VolcanoBackend(Backend):
         while True:
             job = self.api.get_job(namespace, name)
             pods = self.api.list_pods(namespace, name)
-            status = self._status(namespace, name, job, pods)
+            status = self._view.status_of(namespace, name, job, pods)
             if status.is_terminal and not any(_running(pod) for pod in pods):
                 return status
             if time.monotonic() > deadline:
@@ -465,7 +322,7 @@ class VolcanoBackend(Backend):
         out = []
         for job in jobs:
             name = str((job.get("metadata") or {}).get("name", ""))
-            out.append(self._status(namespace, name, job, pods.get(name, []), tails=False))
+            out.append(self._view.status_of(namespace, name, job, pods.get(name, []), tails=False))
         return sorted(out, key=lambda s: (s.created_at or 0.0, s.id), reverse=True)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "checkpoint_note",
     "checkpoint_volume",
     "claim_of",
+    "listing_refused",
     "missing_mount",
     "resume_dir",
     "resume_source",
@@ -145,3 +146,11 @@ def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str]
         raise ConfigError(f"--resume-from: job {old_name} kept its checkpoints on volume {claim}, this job "
                           f"mounts {spec.checkpoint.volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
     return resume_dir(old_name, name)
+
+
+def listing_refused(job_id: str) -> ConfigError:
+    """Why ``ma-submit checkpoints`` cannot list a Volcano job's checkpoints: they are on a volume of the cluster,
+    not on this machine; it says how to list them from inside the job."""
+    return ConfigError(f"the checkpoints of Volcano job {job_id} are on the cluster's volume, which this machine "
+                       "cannot read", job_id, f"list them from inside while it runs: ma-submit exec {job_id} -- sh "
+                       "-c 'ls -la \"$MALAUNCH_CHECKPOINT_DIR\"/*'")  # fmt: skip

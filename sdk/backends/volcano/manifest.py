@@ -18,6 +18,7 @@ carries the result.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import posixpath
 import re
@@ -37,6 +38,7 @@ from .options import VolcanoOptions
 from .template import fill_template, parse_template
 
 __all__ = [
+    "with_labels",
     "API_VERSION",
     "ENTRYPOINT",
     "GROUP",
@@ -305,3 +307,15 @@ class VolcanoPlan(SubmitPlan):
         summary = text[: len(text) - len(body)] if text.endswith(body) else text
         header = [f"# {line}".rstrip() for line in summary.rstrip("\n").splitlines()]
         return "\n".join([*header, body])
+
+
+def with_labels(plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
+    """``plan`` with ``labels`` added to its Volcano Job's metadata (a plan of another backend stays as it is)."""
+    request = plan.request
+    if not isinstance(request, VolcanoRequest) or not labels:
+        return plan
+    manifest = dict(request.manifest)
+    metadata = dict(manifest["metadata"])
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+    manifest["metadata"] = metadata
+    return dataclasses.replace(plan, request=dataclasses.replace(request, manifest=manifest))

@@ -236,3 +236,32 @@ def test_a_module_outside_every_layer_is_a_face() -> None:
     assert layer_of("backends.toy.options", {"toy"}) == 0
     assert layer_of("backends.toy.backend", {"toy"}) == 3
     assert layer_of("backends.toy.backend", set()) == 2  # not a folder with __init__.py: a shared module
+
+
+#: The most lines a backend's class may have: past it, its work wants a collaborator named by what it does.
+MAX_BACKEND_CLASS_LINES = 250
+
+
+def backend_class_sizes(root: Path = SDK) -> Dict[str, int]:
+    """``<module>.<class>`` -> lines, for every class in a backend folder whose bases name ``Backend``."""
+    sizes = {}
+    for path in sorted((root / "backends").glob("*/*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and any(getattr(base, "id", "") == "Backend" for base in node.bases):
+                name = f"{path.relative_to(root).with_suffix('').as_posix().replace('/', '.')}.{node.name}"
+                sizes[name] = (node.end_lineno or node.lineno) - node.lineno + 1
+    return sizes
+
+
+def test_no_backend_class_is_over_its_size() -> None:
+    sizes = backend_class_sizes()
+    assert {"backends.local.backend.LocalBackend", "backends.volcano.backend.VolcanoBackend"} <= set(sizes)
+    over = {name: lines for name, lines in sizes.items() if lines > MAX_BACKEND_CLASS_LINES}
+    assert over == {}, "move a part of the backend's work into a collaborator of its folder (docs/sdk.md)"
+
+
+def test_the_size_check_sees_a_big_backend(tmp_path: Path) -> None:
+    (tmp_path / "backends" / "big").mkdir(parents=True)
+    body = "".join(f"    def m{i}(self) -> None:\n        pass\n\n" for i in range(130))
+    (tmp_path / "backends" / "big" / "backend.py").write_text(f"class BigBackend(Backend):\n{body}")
+    assert backend_class_sizes(tmp_path) == {"backends.big.backend.BigBackend": 390}

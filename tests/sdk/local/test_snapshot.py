@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from malaunch.sdk.backends.local.backend import SNAPSHOT_WARN_BYTES
 from malaunch.sdk.backends.local.jobdir import JobPaths
+from malaunch.sdk.backends.local.submit import SNAPSHOT_WARN_BYTES
 from sdkutil import job_ids, ma_submit, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]

@@ -254,7 +254,7 @@ def test_a_running_job_with_damaged_files_can_be_stopped_by_prefix_and_deleted(
 def test_a_runner_read_in_the_middle_of_its_exec_is_not_declared_lost() -> None:
     """Right after Popen returns, /proc/<pid>/environ can still be empty (seen here under load): the status
     must not conclude from one such read that the runner is gone."""
-    from malaunch.sdk.backends.local.backend import _still_ours
+    from malaunch.sdk.backends.local.query import still_ours as _still_ours
 
     for attempt in range(40):
         job_id = f"exec-window-{attempt}"
