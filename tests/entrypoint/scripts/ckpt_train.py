@@ -1,25 +1,29 @@
 """A small deterministic CPU training that checkpoints through malaunch.entrypoint.checkpoint (issue 39's proof).
 
-Usage: ckpt_train.py OUT TOTAL EVERY FAULT
+Usage: ckpt_train.py OUT TOTAL EVERY FAULT [PAUSE]
 
 Every rank trains a replica of one linear model with SGD and momentum (fixed seed; the batch of step s is chosen by
 s and the rank; gradients averaged with gloo's all_reduce every step), and saves ``rank-<R>.pt`` every EVERY steps
 with ``checkpoint.save``; it resumes from ``checkpoint.resume_from()``. FAULT (first attempt only):
 ``none``, ``run:RANK:STEP`` (RANK kills itself with SIGKILL after step STEP), ``save:RANK:STEP`` (RANK kills itself
-in the middle of the save of step STEP, a half-written file left behind). Each trained step is appended to
-``OUT/trained-<R>.jsonl``; at the end rank 0 writes the weights' bytes (hex) to ``OUT/final.json``.
+in the middle of the save of step STEP, a half-written file left behind). PAUSE (seconds, default 0) follows
+each step, for a run long enough to be interrupted from outside. Each trained step is appended to
+``OUT/trained-<R>.jsonl`` with the attempt and the world size; at the end rank 0 writes the weights' bytes (hex)
+to ``OUT/final.json``.
 """
 
 import json
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 from malaunch.entrypoint import checkpoint
 
 out, total, every, fault = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
 attempt = int(os.environ.get("MALAUNCH_ATTEMPT", "0"))
 dist.init_process_group("gloo")
 rank, size = dist.get_rank(), dist.get_world_size()
@@ -51,7 +55,7 @@ for step in range(start + 1, total + 1):
         param.grad /= size
     opt.step()
     with open(os.path.join(out, f"trained-{rank}.jsonl"), "a") as log:
-        log.write(json.dumps({"step": step, "attempt": attempt}) + "\n")
+        log.write(json.dumps({"step": step, "attempt": attempt, "world": size}) + "\n")
     if faulty and kind == "run" and step == fault_step:
         os.kill(os.getpid(), signal.SIGKILL)
     checkpoint.progress(step, total)
@@ -63,6 +67,7 @@ for step in range(start + 1, total + 1):
                     half.write(b"half a checkpoint")
                 os.kill(os.getpid(), signal.SIGKILL)
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, path)
+    time.sleep(pause)
 
 if rank == 0:
     weights = {name: value.detach().numpy().tobytes().hex() for name, value in model.state_dict().items()}
