@@ -9,7 +9,8 @@ with ``checkpoint.save``; it resumes from ``checkpoint.resume_from()``. FAULT (f
 in the middle of the save of step STEP, a half-written file left behind). PAUSE (seconds, default 0) follows
 each step, for a run long enough to be interrupted from outside. Each trained step is appended to
 ``OUT/trained-<R>.jsonl`` with the attempt and the world size; at the end rank 0 writes the weights' bytes (hex)
-to ``OUT/final.json``.
+to ``OUT/final.json``. With ``CKPT_TRAIN_FORMAT=dcp`` in the environment the checkpoint is torch's distributed
+checkpoint (every rank saves into the one folder; ``rank-<R>.pt`` otherwise).
 """
 
 import json
@@ -20,7 +21,9 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from malaunch.entrypoint import checkpoint
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 out, total, every, fault = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
@@ -37,7 +40,14 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 start = 0
 resume = checkpoint.resume_from()
 print(f"rank {rank} attempt {attempt} MALAUNCH_RESUME_FROM={os.environ.get('MALAUNCH_RESUME_FROM')}", flush=True)
-if resume:
+use_dcp = os.environ.get("CKPT_TRAIN_FORMAT") == "dcp"
+if resume and use_dcp:
+    model_state, opt_state = get_state_dict(model, opt)
+    state = {"model": model_state, "opt": opt_state, "step": torch.tensor(0)}
+    dcp.load(state, checkpoint_id=resume)
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["opt"])
+    start = int(state["step"])
+elif resume:
     state = torch.load(os.path.join(resume, f"rank-{rank}.pt"))
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
@@ -66,7 +76,11 @@ for step in range(start + 1, total + 1):
                 with open(path, "wb") as half:
                     half.write(b"half a checkpoint")
                 os.kill(os.getpid(), signal.SIGKILL)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, path)
+            if use_dcp:  # every rank writes its shards into the one folder, rank 0 the metadata too
+                model_state, opt_state = get_state_dict(model, opt)
+                dcp.save({"model": model_state, "opt": opt_state, "step": torch.tensor(step)}, checkpoint_id=folder)
+            else:
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, path)
     time.sleep(pause)
 
 if rank == 0:
