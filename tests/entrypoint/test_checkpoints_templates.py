@@ -23,7 +23,7 @@ import pytest
 from malaunch.entrypoint.run.procs import proctree
 from shimutil import assert_nothing_left, free_port, launcher_workers, marked_env, shim, start_shim, write_v10_table
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.timeout(900)]  # two runs each, on a loaded machine
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 STEPS, EVERY, KILL_AFTER = 12, 3, 5

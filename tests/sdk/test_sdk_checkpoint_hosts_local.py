@@ -2,7 +2,8 @@
 
 ``ckpt_train.py`` trains deterministically, saves every EVERY steps through ``malaunch.entrypoint.checkpoint`` and
 records each step it trains (rank, attempt, world size). Host 1's pod is killed from outside in the middle of the
-run, once the ranks have recorded step KILL_AFTER:
+run, once the ranks have recorded step KILL_AFTER, or lost and given a machine again (``ma-submit host
+lose|restore``):
 
 - the platform (the runner) replaces it, the job restarts on both hosts from the newest complete checkpoint, and
   the final weights equal, bit for bit, those of the same job without a failure; no rank trains more steps twice
@@ -27,7 +28,7 @@ from malaunch.entrypoint.public import descendants, env_has, read_environ
 from malaunch.sdk.backends.local import LocalBackend
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for
 
-pytestmark = [pytest.mark.process, pytest.mark.torch]
+pytestmark = [pytest.mark.process, pytest.mark.torch, pytest.mark.timeout(900)]  # two jobs each, on a loaded machine
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "entrypoint" / "scripts"
 TOTAL, EVERY, KILL_AFTER = 15, 3, 5
@@ -70,7 +71,8 @@ def _reached(home: Path, job_id: str) -> Optional[int]:
 
 
 def _kill_pod(home: Path, job_id: str, host: int) -> None:
-    """Host ``host``'s pod dies: its shim and everything under it, each proven the job's by its MALAUNCH_JOB_ID."""
+    """Once both ranks have recorded step KILL_AFTER, host ``host``'s pod dies: its shim and everything under it,
+    each proven the job's by its MALAUNCH_JOB_ID."""
     wait_for(lambda: (_reached(home, job_id) or 0) >= KILL_AFTER, 180, f"both ranks at step {KILL_AFTER}")
     root = LocalBackend(home=str(home)).status(job_id).hosts[host].pid
     assert root is not None
@@ -99,12 +101,22 @@ def _submit(job: Path, cli_env: Dict[str, str], home: Path) -> str:
 
 
 @pytest.mark.usefixtures("cleanup_jobs")
-def test_a_host_lost_and_replaced_resumes_bit_for_bit(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+@pytest.mark.parametrize("how", ["pod killed", "lost and restored"])
+def test_a_host_lost_and_replaced_resumes_bit_for_bit(tmp_path: Path, cli_env: Dict[str, str], home: Path,
+                                                      how: str) -> None:  # fmt: skip
+    """The pod killed from outside is replaced by the platform (the runner); a host lost for good
+    (``ma-submit host lose``) is given a machine again (``ma-submit host restore``) while the other waits."""
     clean = _ended(cli_env, _submit(_job(tmp_path, "clean", "0"), cli_env, home))
     assert "resumes from" not in clean
     reference = json.loads((tmp_path / "out-clean" / "final.json").read_text())
     job_id = _submit(_job(tmp_path, "lost", "0.3", max_restarts=2, host_wait=60), cli_env, home)
-    _kill_pod(home, job_id, 1)
+    if how == "pod killed":
+        _kill_pod(home, job_id, 1)
+    else:
+        wait_for(lambda: (_reached(home, job_id) or 0) >= KILL_AFTER, 180, f"both ranks at step {KILL_AFTER}")
+        for verb in ("lose", "restore"):
+            done = ma_submit(["host", verb, job_id, "1"], cli_env)
+            assert done.returncode == 0, (verb, done.stdout, done.stderr)
     logs = _ended(cli_env, job_id)
     assert json.loads((tmp_path / "out-lost" / "final.json").read_text()) == reference
     report = json.loads((home / "jobs" / job_id / "hosts" / "0" / "report.json").read_text())
