@@ -89,10 +89,10 @@ def resume(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int) 
     return int(saved["step"])
 
 
-def save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
+def save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, rank: int) -> None:
     """This rank's part of the checkpoint of ``step`` (complete once every rank's part is written)."""
-    with checkpoint.save(step) as folder:  # the rank and the number of ranks: RANK_ID/RANK_SIZE
-        mine = os.path.join(folder, f"rank_{os.environ['RANK_ID']}")
+    with checkpoint.save(step) as folder:  # it reads the rank and the number of ranks from RANK/WORLD_SIZE
+        mine = os.path.join(folder, f"rank_{rank}")
         os.makedirs(mine, exist_ok=True)
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
                    os.path.join(mine, "model.pt"))  # fmt: skip
@@ -117,7 +117,7 @@ def train(options: argparse.Namespace, rank: int, world: int) -> torch.nn.Module
         print(f"rank {rank} step {step}/{options.steps} loss {loss.item():.6f}", flush=True)
         checkpoint.progress(step, options.steps)
         if saves and step % options.every == 0:
-            save(model, optimizer, step)
+            save(model, optimizer, step, rank)
         time.sleep(options.step_seconds)
     return model
 
