@@ -21,10 +21,10 @@ TRAIN = str(SCRIPTS / "ckpt_train.py")
 TOTAL, EVERY = 12, 3
 
 
-def _env(tmp_path: Path, method: str, keep: str = "2") -> Dict[str, str]:
+def _env(tmp_path: Path, method: str, keep: str = "2", fmt: str = "torch") -> Dict[str, str]:
     base = {"MALAUNCH_GRACE_PERIOD": "5", "MALAUNCH_LOG_DIR": str(tmp_path / "logs"), "MA_MAX_RESTARTS": "2",
             "MALAUNCH_RESTART_BACKOFF": "0.2", "MALAUNCH_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
-            "MALAUNCH_CHECKPOINT_KEEP": keep}  # fmt: skip
+            "MALAUNCH_CHECKPOINT_KEEP": keep, "CKPT_TRAIN_FORMAT": fmt}  # fmt: skip
     if method == "torchrun":
         base.update(MA_RUN_METHOD="torchrun", MA_NUM_GPUS="2", MA_TORCHRUN_MASTER_PORT=str(free_port()))
     else:
@@ -33,11 +33,12 @@ def _env(tmp_path: Path, method: str, keep: str = "2") -> Dict[str, str]:
     return marked_env(base)
 
 
-def _run(tmp_path: Path, method: str, fault: str, keep: str = "2") -> Tuple[str, Dict[str, str], List[int]]:
+def _run(tmp_path: Path, method: str, fault: str, keep: str = "2",
+         fmt: str = "torch") -> Tuple[str, Dict[str, str], List[int]]:  # fmt: skip
     """Run the training; its console, final weights and every step rank 0 trained (in order)."""
     out = tmp_path / "out"
     out.mkdir()
-    env = _env(tmp_path, method, keep)
+    env = _env(tmp_path, method, keep, fmt)
     done = shim([TRAIN, str(out), str(TOTAL), str(EVERY), fault], env, tmp_path, timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]
     assert_nothing_left(env["MALAUNCH_TEST_MARK"])
@@ -92,6 +93,20 @@ def test_a_rank_killed_in_a_save_resumes_from_the_one_before(tmp_path: Path, met
     assert (marker["step"], marker["ranks"]) == (9, 2)
     log0 = (tmp_path / "logs" / "attempt-0" / "rank-0.log").read_text()
     assert "MALAUNCH_RESUME_FROM=None" in log0
+
+
+def test_torchs_distributed_checkpoint_works_unchanged_with_the_helper(tmp_path: Path,
+                                                                     reference: Dict[str, str]) -> None:  # fmt: skip
+    """Every rank saves its shards into the one folder with torch.distributed.checkpoint inside checkpoint.save;
+    after rank 1 is killed mid-run every rank loads it back from MALAUNCH_RESUME_FROM."""
+    console, final, trained = _run(tmp_path, "torchrun", "run:1:8", fmt="dcp")
+    assert final == reference
+    assert sorted(set(trained)) == list(range(1, TOTAL + 1)) and 0 < _twice(trained) <= EVERY
+    ckpt = tmp_path / "ckpt"
+    assert f"attempt 1 resumes from {ckpt / 'step-00000006'} (step 6" in console
+    newest = ckpt / f"step-{TOTAL:08d}"
+    assert (newest / ".metadata").is_file() and list(newest.glob("*.distcp")), sorted(newest.iterdir())
+    assert json.loads((newest / ".complete").read_text())["ranks"] == 2
 
 
 def test_a_checkpoint_folder_that_cannot_be_written_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,151 @@
+"""Checkpoints across a host lost (issue 39), through the local backend: real runner, real shims, torchrun with gloo.
+
+``ckpt_train.py`` trains deterministically, saves every EVERY steps through ``malaunch.entrypoint.checkpoint`` and
+records each step it trains (rank, attempt, world size). Host 1's pod is killed from outside in the middle of the
+run, once the ranks have recorded step KILL_AFTER, or lost and given a machine again (``ma-submit host
+lose|restore``):
+
+- the platform (the runner) replaces it, the job restarts on both hosts from the newest complete checkpoint, and
+  the final weights equal, bit for bit, those of the same job without a failure; no rank trains more steps twice
+  than one checkpoint interval;
+- in an elastic job (``min_hosts: 1``) host 1 is lost for good: host 0 goes on alone from the newest complete
+  checkpoint, not from step 0 (the world size changes, so the weights are not compared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+import yaml
+from malaunch.entrypoint.public import descendants, env_has, read_environ
+from malaunch.sdk.backends.local import LocalBackend
+from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for
+
+pytestmark = [pytest.mark.process, pytest.mark.torch, pytest.mark.timeout(900)]  # two jobs each, on a loaded machine
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "entrypoint" / "scripts"
+TOTAL, EVERY, KILL_AFTER = 15, 3, 5
+_RESUMES = re.compile(r"attempt \d+ resumes from \S+/step-\d{8} \(step (\d+)")
+
+
+def _job(tmp_path: Path, name: str, pause: str, **launcher: Any) -> Path:
+    out = tmp_path / f"out-{name}"
+    out.mkdir()
+    job = tmp_path / f"job-{name}.yaml"
+    job.write_text(yaml.safe_dump({
+        "name": name, "run_method": "torchrun", "code_dir": str(SCRIPTS), "boot_file": "ckpt_train.py",
+        "args": [str(out), str(TOTAL), str(EVERY), "none", pause], "resources": {"hosts": 2, "devices_per_host": 1},
+        "env": {"OMP_NUM_THREADS": "1", "MALAUNCH_RESTART_BACKOFF": "0.2"}, "checkpoint": {"keep": 2},
+        "launcher": {"grace_period": 3, "heartbeat_timeout": 3, **launcher},
+    }))  # fmt: skip
+    return job
+
+
+def _records(out: Path) -> Dict[int, List[Dict[str, int]]]:
+    """Every step each rank recorded, in order (its attempt and world size with it)."""
+    found: Dict[int, List[Dict[str, int]]] = {}
+    for path in sorted(out.glob("trained-*.jsonl")):
+        rank = int(path.stem.split("-")[1])
+        found[rank] = [json.loads(line) for line in path.read_text().splitlines()]
+    return found
+
+
+def _reached(home: Path, job_id: str) -> Optional[int]:
+    """The smallest step the ranks of attempt 0 recorded with ``progress`` (None: not both yet)."""
+    folder = home / "jobs" / job_id / "checkpoints" / ".progress"
+    steps = []
+    for rank in (0, 1):
+        try:
+            record = json.loads((folder / f"rank-{rank}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        steps.append(int(record["step"]))
+    return min(steps)
+
+
+def _kill_pod(home: Path, job_id: str, host: int) -> None:
+    """Once both ranks have recorded step KILL_AFTER, host ``host``'s pod dies: its shim and everything under it,
+    each proven the job's by its MALAUNCH_JOB_ID."""
+    wait_for(lambda: (_reached(home, job_id) or 0) >= KILL_AFTER, 180, f"both ranks at step {KILL_AFTER}")
+    root = LocalBackend(home=str(home)).status(job_id).hosts[host].pid
+    assert root is not None
+    for pid in [root] + [info.pid for info in descendants(root)]:
+        environ = read_environ(pid)
+        if environ is not None and env_has(environ, "MALAUNCH_JOB_ID", job_id):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _ended(cli_env: Dict[str, str], job_id: str) -> str:
+    """Wait for the job; its logs (every host's console) once it has succeeded."""
+    done = ma_submit(["wait", job_id], cli_env, timeout=600)
+    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    logs = ma_submit(["logs", job_id], cli_env).stdout
+    assert (status["state"], status["exit_code"]) == ("SUCCEEDED", 0), (done.stdout[-3000:], logs[-3000:], status)
+    assert_nothing_running(job_id)
+    return logs
+
+
+def _submit(job: Path, cli_env: Dict[str, str], home: Path) -> str:
+    before = set(job_ids(home))
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
+    (job_id,) = set(job_ids(home)) - before
+    return job_id
+
+
+@pytest.mark.usefixtures("cleanup_jobs")
+@pytest.mark.parametrize("how", ["pod killed", "lost and restored"])
+def test_a_host_lost_and_replaced_resumes_bit_for_bit(tmp_path: Path, cli_env: Dict[str, str], home: Path,
+                                                      how: str) -> None:  # fmt: skip
+    """The pod killed from outside is replaced by the platform (the runner); a host lost for good
+    (``ma-submit host lose``) is given a machine again (``ma-submit host restore``) while the other waits."""
+    clean = _ended(cli_env, _submit(_job(tmp_path, "clean", "0"), cli_env, home))
+    assert "resumes from" not in clean
+    reference = json.loads((tmp_path / "out-clean" / "final.json").read_text())
+    job_id = _submit(_job(tmp_path, "lost", "0.3", max_restarts=2, host_wait=60), cli_env, home)
+    if how == "pod killed":
+        _kill_pod(home, job_id, 1)
+    else:
+        wait_for(lambda: (_reached(home, job_id) or 0) >= KILL_AFTER, 180, f"both ranks at step {KILL_AFTER}")
+        for verb in ("lose", "restore"):
+            done = ma_submit(["host", verb, job_id, "1"], cli_env)
+            assert done.returncode == 0, (verb, done.stdout, done.stderr)
+    logs = _ended(cli_env, job_id)
+    assert json.loads((tmp_path / "out-lost" / "final.json").read_text()) == reference
+    report = json.loads((home / "jobs" / job_id / "hosts" / "0" / "report.json").read_text())
+    assert report["attempts"][0]["job_cause"]["kind"] == "host_lost", report["attempts"][0]
+    (resumed,) = [int(step) for step in _RESUMES.findall(logs)[:1]]
+    assert resumed >= KILL_AFTER - KILL_AFTER % EVERY and resumed % EVERY == 0, logs[-3000:]
+    records = _records(tmp_path / "out-lost")
+    assert sorted(records) == [0, 1]
+    for rank, steps in records.items():
+        trained = [record["step"] for record in steps]
+        assert sorted(set(trained)) == list(range(1, TOTAL + 1)), (rank, trained)
+        assert 0 < sum(count - 1 for count in Counter(trained).values()) <= EVERY, (rank, trained)
+        after = [record["step"] for record in steps if record["attempt"] > 0]
+        assert after[0] == resumed + 1, (rank, steps)  # the next attempt went on from the checkpoint
+
+
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_an_elastic_shrink_goes_on_from_the_newest_complete_checkpoint(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    job_id = _submit(_job(tmp_path, "shrink", "0.3", min_hosts=1, host_wait=3), cli_env, home)
+    wait_for(lambda: (_reached(home, job_id) or 0) >= KILL_AFTER, 180, f"both ranks at step {KILL_AFTER}")
+    LocalBackend(home=str(home)).lose_host(job_id, 1)
+    logs = _ended(cli_env, job_id)
+    records = [record for steps in _records(tmp_path / "out-shrink").values() for record in steps]
+    before = [record["step"] for record in records if record["world"] == 2]
+    alone = [record["step"] for record in records if record["world"] == 1]
+    assert alone and alone[-1] == TOTAL and max(before) >= KILL_AFTER, records
+    resumed = [int(step) for step in _RESUMES.findall(logs)]
+    assert resumed and resumed[0] >= KILL_AFTER - KILL_AFTER % EVERY, logs[-3000:]
+    assert alone[0] == resumed[0] + 1, (alone, resumed)  # progress kept: the first step alone follows the checkpoint
+    assert max(before) - resumed[0] <= EVERY, (before, resumed)  # at most one interval trained again
