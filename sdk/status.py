@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from malaunch.entrypoint.public import NamedTuple
+from .records import record, replace_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,11 +58,13 @@ class HostState(str, enum.Enum):
             return cls.UNKNOWN
 
 
-class HostStatus(NamedTuple):
-    """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended. An immutable named
-    tuple: a changed copy is ``status._replace(field=value)``."""
+@record(frozen=True, slots=True)
+class HostStatus:
+    """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended. An immutable record
+    (:mod:`malaunch.sdk.records`), equal to an equal host status only: a changed copy is
+    ``status._replace(field=value)``."""
 
-    index: int  # type: ignore[assignment]  # a field, as typing.NamedTuple allows; shadows tuple.index
+    index: int
     address: str
     state: HostState
     pid: Optional[int] = None
@@ -71,6 +73,10 @@ class HostStatus(NamedTuple):
     ended_at: Optional[float] = None
     log_file: Optional[str] = None
     detail: str = ""  # e.g. the root-cause rank the host's shim reported
+
+    def _replace(self, **changes: Any) -> HostStatus:
+        """A copy with ``changes`` (field=value)."""
+        return replace_fields(self, changes)
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready data."""
@@ -87,9 +93,11 @@ class HostStatus(NamedTuple):
         }
 
 
-class JobStatus(NamedTuple):
-    """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED). An immutable named
-    tuple: a changed copy is ``status._replace(field=value)``."""
+@record(frozen=True, slots=True)
+class JobStatus:
+    """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED). An immutable record
+    (:mod:`malaunch.sdk.records`), equal to an equal job status only: a changed copy is
+    ``status._replace(field=value)``."""
 
     id: str
     backend: str
@@ -110,6 +118,10 @@ class JobStatus(NamedTuple):
     # How many times the platform restarted the whole job (Volcano's retryCount, ModelArts' running records);
     # None when the backend's API does not tell.
     platform_restarts: Optional[int] = None
+
+    def _replace(self, **changes: Any) -> JobStatus:
+        """A copy with ``changes`` (field=value)."""
+        return replace_fields(self, changes)
 
     @property
     def is_terminal(self) -> bool:

@@ -8,6 +8,10 @@
 - :class:`Silence` looks, from the supervisor's loop (no thread of its own), at the size of each rank's log
   file and the progress file's modification time. The host is *silent* once nothing changed for the timeout;
   before the first sign of life the allowance is :func:`startup_allowance` (imports, rendezvous, data loading).
+  Only a rank that runs can be silent: while every worker a launcher started has exited (torchrun's agent still
+  closing its store or in its exit barrier, msrun's scheduler still ending), the silent window does not run, and
+  such a host does not count as silent for the coordinator either (a peer that hangs is then found once this
+  host's launcher has ended, by the timeout of its own exit barrier at the latest).
 - A host whose ranks are silent is hung (one host; several hosts agree through the coordinator): the
   supervisor ends the attempt like a failure whose root cause is :func:`hang_failure` (class ``hang``,
   retryable, exit code :data:`~..report.failure_class.EXIT_HANG`).
@@ -82,13 +86,14 @@ class Silence:
     """When this host's ranks last showed a sign of life (their log files grew, the progress file was touched).
 
     ``sinks``: rank (or process name) -> its log; ``pids``: each rank's process now (its CPU use is noted at
-    each sign of life: the silent window's start). :meth:`look` is called now and then with the monotonic clock;
-    :meth:`silent` says whether the host is silent now.
+    each sign of life: the silent window's start); ``running``: whether a rank may still run (False once every
+    worker of a launcher has exited: no window runs then). :meth:`look` is called now and then with the monotonic
+    clock; :meth:`silent` says whether the host is silent now.
     """
 
     def __init__(self, timeout: float, sinks: Mapping[object, Sink], progress: str, now: float,
-                 pids: Callable[[], Mapping[object, int]]) -> None:  # fmt: skip
-        self.timeout, self.progress, self.started, self.pids = timeout, progress, now, pids
+                 pids: Callable[[], Mapping[object, int]], running: Callable[[], bool]) -> None:  # fmt: skip
+        self.timeout, self.progress, self.started, self.pids, self.running = timeout, progress, now, pids, running
         self.sinks = dict(sinks)
         self.sizes: Dict[object, int] = {key: _size(sink.path) for key, sink in self.sinks.items()}
         self.last: Dict[object, Optional[float]] = {key: None for key in self.sinks}  # each rank's last output
@@ -110,6 +115,8 @@ class Silence:
             self.touched, spoke = touched, True
         if spoke:
             self.since, self.spoke = now, True
+        elif not self.running():  # ranks that have exited are not silent: the window starts again with new ones
+            self.since = now
         if spoke or not self.cpu_at:
             usage = {key: proctree.read_usage(pid) for key, pid in self.pids().items()}
             self.cpu_at = {key: found[0] for key, found in usage.items() if found is not None}

@@ -365,7 +365,8 @@ def run_plan(
         raise
     if progress is not None:
         supervisor.silence = Silence(hang_timeout, rank_sinks(supervisor.output), progress, time.monotonic(),
-                                     lambda: rank_pids(supervisor.group, supervisor.workers))  # fmt: skip
+                                     lambda: rank_pids(supervisor.group, supervisor.workers),
+                                     supervisor.workers.running)  # fmt: skip
     if link is None:
         return _run(supervisor, handle_signals, started)
     link.attach(supervisor.events.put)  # the coordinator's "end" reaches this run from now on

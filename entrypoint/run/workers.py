@@ -61,6 +61,11 @@ class Workers:
         """Every worker the watch saw (pid -> rank); None without a watch."""
         return dict(self.watch.pid_ranks) if self.watch is not None else None
 
+    def running(self) -> bool:
+        """Whether a worker may still run: True without a watch or before the first worker is seen, False once
+        every worker seen has exited."""
+        return self.watch is None or self.watch.running()
+
     def error_files(self) -> Dict[str, int]:
         """Every worker error file the watch saw (path -> rank)."""
         return dict(self.watch.error_files) if self.watch is not None else {}

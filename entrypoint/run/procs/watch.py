@@ -140,6 +140,11 @@ class WorkerWatch:
                     os.close(worker.fd)
                 worker.fd = None
 
+    def running(self) -> bool:
+        """True before the first worker is seen and while one seen has not exited (counts: any thread may ask)."""
+        seen = len(self._workers)
+        return seen == 0 or len(self._done) < seen
+
     def _run(self) -> None:
         while True:
             self._scan()

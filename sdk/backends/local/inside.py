@@ -6,7 +6,8 @@ Everything is read from the job directory and ``/proc`` (through :mod:`malaunch.
 - :func:`local_events`: from recorded facts only: ``state.json`` (submitted, runner started, each host's start
   and exit with its code, a host lost for good and back), each host's ``attempt.json`` (a restart in progress)
   and ``report.json`` (every restarted attempt, the shim's root-cause line, an elastic job's changes of hosts:
-  ``HostsChanged``), and the job's end.
+  ``HostsChanged``), and the job's end. A host lost as the platform saw it (the runner's history) and as the
+  job's coordinator saw it (its events) is one fact: one ``HostLost`` that says both.
 - :func:`local_usage`: each running host's process tree (its shim, proven the job's, and its descendants):
   CPU cores over a short sample, resident memory, process count.
 - :func:`local_exec`: the command in the host's environment: its network namespace (when hosts have one), its
@@ -134,6 +135,40 @@ def _history_event(index: int, source: str, address: str, entry: Mapping[str, An
     return JobEvent(float(entry["at"]), source, reason, text, level, index)
 
 
+_MERGED = "; as the platform saw it: "
+
+
+def _one_loss_each(platform: Sequence[JobEvent], noted: Sequence[JobEvent]) -> List[JobEvent]:
+    """The platform's events and the shims' as one list, where a host's loss that both recorded is one
+    ``HostLost``: at the earlier time, the coordinator's line (host, address, how it was found lost) followed by
+    the platform's account (which shim died, of what, replaced or not). A loss pairs with the other side's first
+    loss of that host in the same life of the host (no start or return of it between the two)."""
+    merged = list(platform)
+    for event in noted:
+        partner = None
+        if event.reason == "HostLost" and event.host is not None:
+            partner = _same_loss(merged[: len(platform)], event)
+        if partner is None:
+            merged.append(event)
+            continue
+        lost = merged[partner]
+        merged[partner] = JobEvent(min(lost.time, event.time), lost.source, "HostLost",
+                                   f"{event.message}{_MERGED}{lost.message}", lost.level, lost.host)  # fmt: skip
+    return merged
+
+
+def _same_loss(platform: Sequence[JobEvent], noted: JobEvent) -> Optional[int]:
+    """The index of the platform's loss of ``noted``'s host in the same life of the host, if any and not merged."""
+    mine = [(i, e) for i, e in enumerate(platform) if e.host == noted.host]
+    for index, lost in mine:
+        if lost.reason != "HostLost" or _MERGED in lost.message:
+            continue
+        early, late = min(lost.time, noted.time), max(lost.time, noted.time)
+        if not any(e.reason in ("Started", "HostBack") and early < e.time <= late for _, e in mine):
+            return index
+    return None
+
+
 def _shim_events(paths: JobPaths, log_dirs: Mapping[object, object], count: int) -> List[JobEvent]:
     """What the hosts' shims learned of the job's hosts as it happened (their ``events.jsonl``: a change of an
     elastic job's hosts, a host lost or back as the job's coordinator saw it, the wait for a lost host, a restart
@@ -169,6 +204,7 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
     if data is None:
         raise JobStateUnknown(paths.job_id, reading.problem)
     out: List[JobEvent] = []
+    platform: List[JobEvent] = []
     if data["created_at"] is not None:
         out.append(JobEvent(data["created_at"], "job", "Submitted", f"job {paths.job_id} ({data['name']})"))
     if data["started_at"] is not None:
@@ -186,13 +222,13 @@ def local_events(paths: JobPaths) -> List[JobEvent]:
         if announced is not None and when is not None and announced["attempt"] > 0 and host["state"] != "EXITED":
             out.append(JobEvent(when, source, "Attempt", f"attempt {announced['attempt']} is {announced['state']}",
                                 "Warning", index))  # fmt: skip
-        out.extend(_membership_events(host))
+        platform.extend(_membership_events(host))
         if host["state"] == "EXITED" and host["ended_at"] is not None and not is_lost(host):
             code = host["exit_code"]
             level = "Info" if code in (0, _SIGTERM_CODE) else "Error"
             detail = f"; {host['detail']}" if host["detail"] else ""
             out.append(JobEvent(host["ended_at"], source, "Exited", f"exit code {code}{detail}", level, index))
-    out.extend(_shim_events(paths, log_dirs, len(data["hosts"])))
+    out.extend(_one_loss_each(platform, _shim_events(paths, log_dirs, len(data["hosts"]))))
     if JobState(data["state"]).is_terminal and data["ended_at"] is not None:
         level = "Info" if data["state"] != "FAILED" else "Error"
         text = f"exit code {data['exit_code']}" + (f": {data['message']}" if data["message"] else "")

@@ -1,12 +1,13 @@
 """Imitates torchrun --redirects=3 --log_dir=DIR for supervisor tests.
 
-``fake_torchrun.py --nproc N --log-dir DIR [--attempts K] [--no-summary] -- WORKER_ARGS...`` makes a run folder
-``DIR/<run id>_<random>`` as torchrun does (``tempfile.mkdtemp``) and, for each attempt ``k`` (K attempts one
+``fake_torchrun.py --nproc N --log-dir DIR [--attempts K] [--no-summary] [--linger S] -- WORKER_ARGS...`` makes a
+run folder ``DIR/<run id>_<random>`` as torchrun does (``tempfile.mkdtemp``) and, for each attempt ``k`` (K attempts one
 after another, all but the last succeed only if their workers do), starts N copies of worker.py, each in its own
 session with RANK/LOCAL_RANK set (and TORCHELASTIC_RESTART_COUNT when K > 1) and its stdout and stderr the files
 ``attempt_<k>/<local rank>/stdout.log`` and ``stderr.log``, which the worker writes itself. It prints launcher
 lines of its own. When a worker fails it SIGTERMs the others' process groups (SIGKILL after 5 s), prints
-torchrun's failure summary to stderr and exits 1, as torchrun does.
+torchrun's failure summary to stderr and exits 1, as torchrun does. With ``--linger S`` it stays S seconds after
+its workers succeeded, saying nothing, as torchrun's agent does in its exit barrier or while its store closes.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def main() -> int:
     parser.add_argument("--log-dir", "--log_dir", dest="log_dir", required=True)
     parser.add_argument("--attempts", type=int, default=1)
     parser.add_argument("--no-summary", action="store_true")
+    parser.add_argument("--linger", type=float, default=0.0)
     parser.add_argument("worker_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     worker_args = [a for a in args.worker_args if a != "--"]
@@ -127,6 +129,7 @@ def main() -> int:
         if failed is not None:
             break
     if failed is None:
+        time.sleep(args.linger)
         say("all workers succeeded")
         return 0
     if not args.no_summary:

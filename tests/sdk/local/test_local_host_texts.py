@@ -77,6 +77,28 @@ def test_events_of_a_host_lost_without_a_pid_never_say_none(tmp_path: Path) -> N
                     "HostLost": "its shim (pid 502) was killed by SIGKILL (exit 137) and not replaced: lost"}
 
 
+def test_a_loss_the_platform_and_the_coordinator_both_recorded_is_one_event_that_says_both(tmp_path: Path) -> None:
+    """Host 1 lost, back, and lost again; the coordinator noted the second loss: one HostLost per loss, the second
+    at the platform's time with the coordinator's line first (before, two HostLost events for one loss)."""
+    paths, state = _job(tmp_path)
+    now = time.time()
+    one = state["hosts"][1]
+    note_history(one, "started", now - 10, pid=502)
+    note_history(one, "lost", now - 8, pid=502, exit_code=137, signal=9, detail="lost for good: first")
+    note_history(one, "back", now - 6, detail="a machine is back for it")
+    note_history(one, "started", now - 6, pid=503)
+    note_history(one, "lost", now - 2, pid=503, exit_code=137, signal=9, detail="its shim (pid 503) was killed by "
+                 "SIGKILL (exit 137) and not replaced: lost")  # fmt: skip
+    one.update(state="EXITED", pid=None, exit_code=137, started_at=now - 6, ended_at=now - 2, lost_at=now - 2)
+    write_json_atomic(paths.state_file, state)
+    note_event(str(Path(paths.host_dir(0), "logs")), "HostLost", "host 1 (127.0.0.2) lost: its connection closed; "
+               "class host_lost", "Warning", host=1)  # fmt: skip
+    lost = [(event.time, event.message) for event in local_events(paths) if event.reason == "HostLost"]
+    both = ("host 1 (127.0.0.2) lost: its connection closed; class host_lost; as the platform saw it: its shim "
+            "(pid 503) was killed by SIGKILL (exit 137) and not replaced: lost")
+    assert lost == [(now - 8, "lost for good: first"), (now - 2, both)]
+
+
 def test_a_state_without_history_still_says_its_start_without_a_pid_it_does_not_know(tmp_path: Path) -> None:
     paths, state = _job(tmp_path)
     state["hosts"][1].update(state="EXITED", pid=None, started_at=101.0, exit_code=137, ended_at=110.0)
