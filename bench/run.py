@@ -29,6 +29,10 @@ One command runs every case, prints a table of figures and ratios measured in th
   commit REF's status, list and logs); ``--only hosts`` rewrites its section.
 - ``ui``: ``ma-submit ui``'s jobs page with 10 and 10,000 ended jobs, a rank's line into an open page (headless
   Chromium), and the idle server's CPU; ``--only ui`` rewrites its section.
+- ``recover``: time to recover (issue 39): a rank killed and a host lost (2 hosts, the shim with the fan-out and
+  with torchrun, through the local backend) -> the first step of the next attempt, beside a cold start of the same
+  script and torchrun's own agents (c10d, ``--max-restarts=1``) on the same rank killed; ``--only recover``
+  rewrites its section.
 
 ``--baseline REF`` adds this tree's shim and commit REF's to ``startup``, side by side in the same run (start-up
 before the first rank, e.g. before and after a refactor; ``bench/mabench/baseline.py``).
@@ -59,6 +63,7 @@ from mabench.localjob import run_local_backend
 from mabench.lograte import run_log_throughput
 from mabench.obsupload import run_obs_upload
 from mabench.procs import BENCH_DIR, REPO
+from mabench.recover import run_recover
 from mabench.report import OWN_SECTION, console_table, write_docs, write_section
 from mabench.results import CaseResult, say
 from mabench.scale import run_scale
@@ -72,7 +77,7 @@ __all__ = ["CASES", "main"]
 CASES = (
     "startup", "teardown", "log-throughput", "ranktable-scale", "local-backend", "obs-upload", "coordinator", "verbs",
     "latency",
-    "history", "hosts", "ui",
+    "history", "hosts", "ui", "recover",
 )  # fmt: skip
 
 
@@ -113,6 +118,7 @@ def _runners(
         "history": lambda: run_history(s["reps"], baseline or "main"),
         "hosts": lambda: run_hosts(s["reps"], baseline=baseline),
         "ui": lambda: run_ui(s["reps"]),
+        "recover": lambda: run_recover(s["reps"]),
     }
 
 
@@ -136,6 +142,8 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         "hosts": f"status/list/logs/logs -f of a Volcano job of 1 to 1,024 hosts (stand-in); {s['reps']} runs each",
         "ui": f"ma-submit ui: jobs page at 10 and 10,000 jobs ({s['reps'] * 4} loads), {s['reps'] * 2} lines into an "
         "open page (Chromium), idle CPU",
+        "recover": f"2 hosts: cold start, a rank killed, a host lost (shim: fan-out, torchrun) beside torchrun's c10d "
+        f"agents; {s['reps']} runs each",
     }[case]
 
 

@@ -25,8 +25,10 @@ same for ``torch.save``, torch's distributed checkpoint and MindSpore's ``ModelC
 middle leaves the folder incomplete: the shim never offers it, and the next attempt resumes from the one before.
 
 :func:`progress` touches ``MALAUNCH_PROGRESS_FILE`` when hang detection is on (a step counts as output) and
-records the rank's step in ``<checkpoint folder>/.progress/rank-<R>.json``, where the shim reads it between
-attempts (its console line says how far the last attempt got).
+records the rank's step in ``$MALAUNCH_PROGRESS_DIR/rank-<R>.json`` (every job: :mod:`.run.progress`), where
+``ma-submit status`` and ``top`` and the shim's time-to-recover record read it, and, with a checkpoint folder,
+in ``<checkpoint folder>/.progress/rank-<R>.json`` too, where the shim reads it between attempts (its console
+line says how far the last attempt got).
 
 The rank and the number of ranks are ``RANK``/``WORLD_SIZE`` (torchrun, the fan-out), else ``RANK_ID``/
 ``RANK_SIZE`` (MindSpore), else 0 and 1.
@@ -38,11 +40,12 @@ import contextlib
 import json
 import os
 import time
-from typing import Iterator, Mapping, Optional, Tuple
+from typing import Iterator, List, Mapping, Optional, Tuple
 
 from .contract._record import NamedTuple
 from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, records, scan
 from .report.atomicfile import write_atomic
+from .run.progress import PROGRESS_DIR_VAR, WINDOW, record_text
 
 __all__ = ["Checkpoint", "directory", "folder_name", "latest", "progress", "rank_and_size", "resume_from", "save"]
 
@@ -169,18 +172,50 @@ def _write_marker(target: str, step: int, size: int, rank: int) -> None:
         os.unlink(temp)
 
 
+class _Window:
+    """This process's recent progress calls: the points a rate is measured from (about one a second, at most
+    :data:`~.run.progress.WINDOW` seconds back, two at least) and its first call."""
+
+    def __init__(self) -> None:
+        self.points: List[Tuple[float, int]] = []
+        self.first: Optional[float] = None
+
+    def add(self, now: float, step: int) -> Tuple[int, float]:
+        """Note ``step`` at ``now``; the step and time the window starts at."""
+        if self.first is None:
+            self.first = now
+        if self.points and step < self.points[-1][1]:  # the step went back (a resume): a new window
+            self.points.clear()
+        if not self.points or now - self.points[-1][0] >= _POINT_EVERY:
+            self.points.append((now, step))
+        while len(self.points) > 2 and now - self.points[0][0] > WINDOW:
+            del self.points[0]
+        return self.points[0][1], self.points[0][0]
+
+
+_WINDOW = _Window()
+_POINT_EVERY = 1.0  # seconds between two points of the window (a fast loop keeps a few dozen)
+
+
 def progress(step: int, total: Optional[int] = None, *, environ: Optional[Mapping[str, str]] = None) -> None:
-    """Record that this rank reached ``step`` (of ``total``): a sign of life for hang detection, and the step the
-    shim reads between attempts (see the module's docstring). Never raises for a folder it cannot write."""
+    """Record that this rank reached ``step`` (of ``total``): a sign of life for hang detection, and the step
+    ``ma-submit status`` and ``top`` show and the shim reads (see the module's docstring). Works with or without a
+    checkpoint folder. Never raises for a folder it cannot write."""
     env = os.environ if environ is None else environ
     touch = env.get(PROGRESS_VAR)
     if touch:
         with contextlib.suppress(OSError):
             os.utime(touch)
-    where = directory(env)
-    if where is None:
-        return
+    now = time.time()
+    since = _WINDOW.add(now, step)
+    first = _WINDOW.first if _WINDOW.first is not None else now
     rank, _ = rank_and_size(env)
-    record = {"step": step, "total": total, "time": round(time.time(), 3), "attempt": _attempt(env)}
-    with contextlib.suppress(OSError):
-        write_atomic(os.path.join(where, PROGRESS, f"rank-{rank}.json"), json.dumps(record) + "\n")
+    text = record_text(rank, step, total, now, first, _attempt(env), (since[0], since[1]))
+    for folder in (env.get(PROGRESS_DIR_VAR), _progress_in(directory(env))):
+        if folder:
+            with contextlib.suppress(OSError):
+                write_atomic(os.path.join(folder, f"rank-{rank}.json"), text)
+
+
+def _progress_in(checkpoints: Optional[str]) -> Optional[str]:
+    return os.path.join(checkpoints, PROGRESS) if checkpoints else None

@@ -16,6 +16,9 @@ here is re-exported from its one home in the shim, imported on first use:
   read as the shim reads the folder;
 - records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
+- progress and recovery: each rank's progress records (``PROGRESS_DIR_NAME``, ``RankProgress``, ``read_progress``,
+  ``newest_attempt``, ``JobProgress``, ``summarize``, ``first_progress``) and the time to recover after each
+  failed attempt (``Recovery``, ``recovery_file``, ``read_recovery``, ``recovery_lines``);
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
   it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``);
 - notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
@@ -62,6 +65,16 @@ if TYPE_CHECKING:
         snapshot,
     )
     from .run.procs.selfproc import set_subreaper
+    from .run.progress import (
+        PROGRESS_DIR_NAME,
+        JobProgress,
+        RankProgress,
+        first_progress,
+        newest_attempt,
+        read_progress,
+        summarize,
+    )
+    from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines
 
 #: Where each name lives. Each is imported on first use, so that an SDK verb loads only the shim modules it uses
 #: (``ma-submit --help`` and ``list`` need the contract and ``write_atomic``, not the process readers).
@@ -92,6 +105,9 @@ _HOMES = {
     "read_attempt": "run.attempt_status",
     "events_file": "run.attempt_status",
     "read_events": "run.attempt_status",
+    **dict.fromkeys(("PROGRESS_DIR_NAME", "JobProgress", "RankProgress", "first_progress", "newest_attempt",
+                     "read_progress", "summarize"), "run.progress"),
+    **dict.fromkeys(("Recovery", "read_recovery", "recovery_file", "recovery_lines"), "run.recovery"),
     "ProcKey": "run.procs.proctree",
     "descendants": "run.procs.proctree",
     "env_has": "run.procs.proctree",
@@ -118,16 +134,20 @@ __all__ = [
     "DEFAULT_NOTIFY_EVENTS",
     "DEFAULT_NOTIFY_TIMEOUT",
     "NOTIFY_EVENTS",
+    "PROGRESS_DIR_NAME",
     "RETRYABLE",
     "SIGNAL",
     "SIGNATURE_HEADER",
     "VARIABLES",
     "CheckpointRow",
     "Classification",
+    "JobProgress",
     "Name",
     "NamedTuple",
     "OutputCut",
     "ProcKey",
+    "RankProgress",
+    "Recovery",
     "StreamClosed",
     "attempt_file",
     "checkpoint_rows",
@@ -137,17 +157,23 @@ __all__ = [
     "env_has",
     "env_values",
     "events_file",
+    "first_progress",
     "found_of",
     "int_bounds",
-    "notify_payload",
     "is_alive",
     "list_checkpoints",
+    "newest_attempt",
+    "notify_payload",
     "pids_with_env",
     "read_attempt",
     "read_environ",
     "read_events",
     "read_info",
+    "read_progress",
+    "read_recovery",
     "read_usage",
+    "recovery_file",
+    "recovery_lines",
     "resume_point",
     "seconds_bounds",
     "set_subreaper",
@@ -155,6 +181,7 @@ __all__ = [
     "signal_in_any_code",
     "signal_proven",
     "snapshot",
+    "summarize",
     "target_label",
     "write_all",
     "write_atomic",

@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Tuple
 
+    from malaunch.entrypoint.public import RankProgress, Recovery
+
 __all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]
 
 
@@ -118,6 +120,11 @@ class JobStatus:
     # How many times the platform restarted the whole job (Volcano's retryCount, ModelArts' running records);
     # None when the backend's API does not tell.
     platform_restarts: Optional[int] = None
+    # Each rank's last progress() record (every host's), as the shim keeps them; empty where the backend cannot
+    # see them (the local backend can; a cloud backend's status shows what the platform's API says).
+    progress: Tuple[RankProgress, ...] = ()
+    # The time to recover after each failed attempt, as the job's host 0 recorded it (same backends).
+    recovery: Tuple[Recovery, ...] = ()
 
     def _replace(self, **changes: Any) -> JobStatus:
         """A copy with ``changes`` (field=value)."""
@@ -145,7 +152,22 @@ class JobStatus:
             "failure_class": dict(self.failure_class) if self.failure_class is not None else None,
             "pending_reason": self.pending_reason,
             "platform_restarts": self.platform_restarts,
+            "progress": _progress_json(self.progress),
+            "recovery": [record.to_json() for record in self.recovery],
         }
+
+
+def _progress_json(records: Tuple[RankProgress, ...]) -> Optional[Dict[str, Any]]:
+    """The job's progress (the newest attempt's ranks) and each rank's record; None when no rank reported any."""
+    if not records:
+        return None
+    from malaunch.entrypoint.public import summarize
+
+    summary = summarize(records)
+    ranks = [{"rank": item.rank, "host": item.host, "step": item.step, "total": item.total, "time": item.time,
+              "attempt": item.attempt, "rate": None if item.rate is None else round(item.rate, 4)}
+             for item in records]  # fmt: skip
+    return {**(summary.to_json() if summary is not None else {}), "per_rank": ranks}
 
 
 def exit_code_of(status: JobStatus) -> int:

@@ -238,7 +238,7 @@ def markdown(
 
 
 #: Cases whose figures have a section of their own in docs/performance.md, which ``--only CASE`` rewrites in place.
-OWN_SECTION = ("coordinator", "verbs", "latency", "history", "ranktable-scale", "hosts", "ui")
+OWN_SECTION = ("coordinator", "verbs", "latency", "history", "ranktable-scale", "hosts", "ui", "recover")
 _TITLES = {"coordinator": "The hosts' coordinator at scale", "latency": "Daily-use latency: logs -f and --dry-run",
            "ranktable-scale": "Rank-table scale: a 32,768-rank table read, checked and planned",
            "ui": "ui: the jobs page, a rank's line in an open page, the idle server"}
@@ -318,6 +318,11 @@ def section(result: CaseResult, command: str, started: datetime.datetime, minute
 
         lines = verbs_section(result, command, f"{started:%Y-%m-%d %H:%M} UTC ({minutes:.1f} min)", facts)
         return "\n".join([_BEGIN.format(case=result.case), *lines, _END.format(case=result.case)])
+    if result.case == "recover":
+        from .recover import recover_section
+
+        body = recover_section(result, command, started, minutes, facts)
+        return "\n".join([_BEGIN.format(case=result.case), body, _END.format(case=result.case)])
     if result.case in ("history", "hosts"):
         from .history import history_section
         from .hosts import hosts_section

@@ -217,6 +217,8 @@ _ROWS = (
              "checkpoint's folder, once there is one"),
     Variable("MALAUNCH_PROGRESS_FILE", "path", "output", _SH, "with MALAUNCH_HANG_TIMEOUT: a file under the "
              "attempt's log folder; touching it counts as output"),
+    Variable("MALAUNCH_PROGRESS_DIR", "path", "output", _SH, "every process: the host's folder of the ranks' "
+             "progress records (<log dir>/progress.d)"),
 )
 
 class Name:

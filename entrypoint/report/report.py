@@ -88,6 +88,7 @@ class RunResult(NamedTuple):
     # cause (0: none, the rank silent longest was named; run/hang_report.py)
     hang: Tuple[Dict[str, Any], ...] = ()
     hang_score: int = 0
+    seen_at: Optional[float] = None  # when this host saw the run's first failure (seconds since the epoch)
 
 
 _CODE_HINTS = {

@@ -25,6 +25,8 @@ Contract of :func:`run_with_restarts` (:class:`HostAlone`):
    made inside one run (torchrun's own, a relaunched process) is one :class:`Attempt`.
 """
 
+import contextlib
+import os
 import signal
 import threading
 import time
@@ -36,6 +38,8 @@ from . import notify
 from .checkpoints import CheckpointKeeper
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
+from .progress import PROGRESS_DIR_NAME, PROGRESS_DIR_VAR
+from .recovery import Recovery, RecoveryClock, progress_dirs
 
 if TYPE_CHECKING:
     from ..report.failure_class import Classification
@@ -81,6 +85,7 @@ class RestartOutcome(NamedTuple):
     stopped_in_backoff: Optional[int] = None  # the signal that ended a back-off
     hosts: Optional[Dict[str, Any]] = None  # several hosts: this host's place and the job's verdict
     job_class: "Optional[Classification]" = None  # several hosts: the class of the job's root cause
+    recovery: Tuple[Recovery, ...] = ()  # the time to recover after each failed attempt (:mod:`.recovery`)
 
     @property
     def classification(self) -> "Optional[Classification]":
@@ -142,6 +147,8 @@ class AttemptLoop:
         self.limit = launcher.attempt_limit(plan, policy)
         self.names = {spec.name for spec in plan.processes} if launcher.starts_workers else set()
         self.announcing = launcher.announces_attempts(self.plan_policy)
+        self.progress_dir = os.path.join(plan.log_dir, PROGRESS_DIR_NAME)  # every attempt's MALAUNCH_PROGRESS_DIR
+        self.recovery = RecoveryClock(plan.log_dir, progress_dirs(plan.log_dir, base_env), say)
 
     def run(self) -> RestartOutcome:
         """Run attempts until the decider ends the loop; a stop signal between attempts ends it at once."""
@@ -159,9 +166,12 @@ class AttemptLoop:
                         self.say(note)
                     self.starting(step)
                     self.announce(step, "running")
-                    result = self.run_one(attempt_plan, self.attempt_env(step), **self.run_options(step))
+                    env = self.attempt_env(step)
+                    self.recovery.started(step)
+                    result = self.run_one(attempt_plan, env, **self.run_options(step))
+                    self.recovery.ended(step, result)
                     step = self.after(step, result, attempt_plan.log_dir)
-                return step
+                return step._replace(recovery=tuple(self.recovery.finish()))
             finally:
                 self.end()
 
@@ -195,11 +205,15 @@ class AttemptLoop:
 
     # -- what every decider uses ----------------------------------------------------------------------------------
     def attempt_env(self, index: int) -> Mapping[str, str]:
-        """Attempt ``index``'s environment: the base one, with the checkpoint to resume from (:mod:`.checkpoints`)."""
+        """Attempt ``index``'s environment: the base one, with the ranks' progress folder (:mod:`.progress`) and
+        the checkpoint to resume from (:mod:`.checkpoints`)."""
+        with contextlib.suppress(OSError):  # a folder that cannot be made costs the records, never the run
+            os.makedirs(self.progress_dir, exist_ok=True)
+        env = {**self.base_env, PROGRESS_DIR_VAR: self.progress_dir}
         if self.checkpoints is None:
-            return self.base_env
+            return env
         self.checkpoints.before(index)
-        return self.checkpoints.env(self.base_env)
+        return self.checkpoints.env(env)
 
     def announce(self, attempt: int, state: str, waiting: "Optional[Dict[str, Any]]" = None) -> None:
         """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart;
@@ -318,6 +332,8 @@ def restart_report(outcome: RestartOutcome) -> Dict[str, Any]:
     """Report fields the restart loop adds: the final failure's class and every attempt's root cause (several
     hosts: also ``hosts``, and each attempt's ``job_cause``, the same on every host)."""
     report = _attempts_report(outcome)
+    if outcome.recovery:
+        report["recovery"] = [record.to_json() for record in outcome.recovery]
     if outcome.hosts is not None:
         report["hosts"] = outcome.hosts
         for entry, attempt in zip(report["attempts"], outcome.attempts):

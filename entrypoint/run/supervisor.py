@@ -281,13 +281,18 @@ class Supervisor:
         killed = self.ending.killed_at is not None
         failure = self.facts.root_cause(killed, stopped, self.workers.pid_ranks(), self.ending.stopped_at)
         failure = self.hung.failure if self.hung is not None and self.shim_signal is None else failure
-        return self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
-                                 self.relauncher.relaunched, self.hung)  # fmt: skip
+        return _seen(self.facts.result(failure, self.shim_signal, self.hosts_end, started, self.workers.gate,
+                                       self.relauncher.relaunched, self.hung), self.ending.at)  # fmt: skip
 
 
 def _own_pids(group: ProcessGroup, tree: JobTree) -> Set[int]:
     """The children not to reap as orphans: the run's processes, the shim's from before it, the watchdog."""
     return group.pids() | tree.foreign
+
+
+def _seen(result: RunResult, ending: Optional[float]) -> RunResult:
+    """``result`` with the time its ending began (the first failure seen; ``ending``: monotonic) on the wall clock."""
+    return result if ending is None else result._replace(seen_at=time.time() - (time.monotonic() - ending))
 
 
 def _stopped(death: Optional[Death]) -> bool:

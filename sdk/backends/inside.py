@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+
+if TYPE_CHECKING:
+    from malaunch.entrypoint.public import RankProgress
 
 __all__ = ["LEVELS", "ExecResult", "HostUsage", "JobEvent", "UsageReport", "follow_events", "merge_events"]
 
@@ -131,6 +134,7 @@ class UsageReport:
     hosts: Tuple[HostUsage, ...]
     note: str = ""
     source: str = ""  # where the figures come from: "/proc", "metrics.k8s.io", "ModelArts metrics API"
+    ranks: Tuple[RankProgress, ...] = ()  # each rank's last progress() record of the newest attempt (local)
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready data."""
@@ -139,6 +143,9 @@ class UsageReport:
             "source": self.source,
             "note": self.note,
             "hosts": [host.to_json() for host in self.hosts],
+            "ranks": [{"rank": item.rank, "host": item.host, "step": item.step, "total": item.total,
+                       "attempt": item.attempt, "time": item.time,
+                       "rate": None if item.rate is None else round(item.rate, 4)} for item in self.ranks],
         }
 
 

@@ -63,8 +63,8 @@ def backend_named(backend: Optional[str], profile: Optional[str] = None) -> Back
     return open_with(backend or backend_of_profile(profile), profile)
 
 
-def render_status(status: JobStatus) -> str:
-    """The text of ``ma-submit status``."""
+def render_status(status: JobStatus, now: Optional[float] = None) -> str:
+    """The text of ``ma-submit status`` (``now``: the clock the progress line's ages are told from)."""
     code = "-" if status.exit_code is None else str(status.exit_code)
     lines = [
         f"id:        {status.id}",
@@ -90,6 +90,13 @@ def render_status(status: JobStatus) -> str:
         widths += [max(len(row[i]) for row in rows) for i in (1, 2)]
         for row in rows:
             lines.append(" ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " " + row[3])
+    if status.progress or status.recovery:
+        from ..progress_text import progress_line, recovery_block
+
+        said = progress_line(status.progress, status.state is JobState.RUNNING, time.time() if now is None else now)
+        if said is not None:
+            lines.append(f"progress:  {said}")
+        lines.extend(recovery_block(status.recovery))
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -43,7 +43,8 @@ def _memory(row: HostUsage) -> str:
 
 
 def render_usage(report: UsageReport) -> str:
-    """The table of ``ma-submit top``: one row per host, then the report's note."""
+    """The table of ``ma-submit top``: one row per host, then each rank's step (where the backend sees the ranks'
+    progress records), then the report's note."""
     rows: List[Tuple[str, ...]] = [("HOST", "NAME", "CPU", "MEMORY", "PROCS", "ACCELERATORS")]
     for row in report.hosts:
         accel = ", ".join(f"{name} {value:g}%" for name, value in sorted(row.accelerators.items())) or "-"
@@ -53,6 +54,12 @@ def render_usage(report: UsageReport) -> str:
         rows.append((str(row.host), row.name, _cpu(row), _memory(row), procs, accel))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows] if report.hosts else []
+    if report.ranks:
+        from ..progress_text import rank_rows
+
+        steps = rank_rows(report.ranks)
+        sizes = [max(len(r[i]) for r in steps) for i in range(len(steps[0]))]
+        lines += [""] + ["  ".join(c.ljust(w) for c, w in zip(r, sizes)) for r in steps]
     if report.note:
         lines.append(report.note)
     if report.source and report.hosts:

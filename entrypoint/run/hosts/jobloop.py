@@ -122,7 +122,7 @@ class Coordinated(AttemptLoop):
         config = self.config
         self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
         if self.server is not None:
-            self.server.watch = _BookWatch(self.plan.log_dir, self.say, self.announce)
+            self.server.watch = self.recovery.watching(_BookWatch(self.plan.log_dir, self.say, self.announce))
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,

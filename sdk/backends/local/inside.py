@@ -288,7 +288,10 @@ def local_usage(status: JobStatus, *, interval: float = 0.5) -> UsageReport:
             HostUsage(host.index, host.address, cpu_cores=round(ticks / hz / took, 2), memory_bytes=memory,
                       processes=len(second))
         )  # fmt: skip
-    return UsageReport(status.id, tuple(rows), source="/proc of each host's process tree")
+    from malaunch.entrypoint.public import newest_attempt
+
+    return UsageReport(status.id, tuple(rows), source="/proc of each host's process tree",
+                       ranks=tuple(newest_attempt(status.progress)))
 
 
 # -- exec ------------------------------------------------------------------------------------------------

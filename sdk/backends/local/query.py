@@ -86,6 +86,11 @@ class JobReader:
         )
         if status.state is JobState.FAILED:
             status = status._replace(failure_class=_failure_class(paths, status.state, reading.data or {}))
+        if status.started_at is not None:
+            from .progress import job_progress
+
+            progress, recovery = job_progress(paths, len(status.hosts))
+            status = status._replace(progress=progress, recovery=recovery)
         if status.is_terminal and runner is not None:
             self._let_runner_exit(paths, runner)
         reason = pending_reason(status, paths)

@@ -1,0 +1,286 @@
+"""Time to recover: for each attempt that failed, when the failure was seen, when the attempt's last rank was gone,
+when the next attempt started and when a rank of it first reported progress.
+
+:class:`RecoveryClock` is fed by the one attempt loop (:class:`~.attempts.AttemptLoop`): an attempt starts
+(:meth:`~RecoveryClock.started`), an attempt's run is over (:meth:`~RecoveryClock.ended`, with its result, whose
+``seen_at`` is when this host's supervisor saw the failure), and, on the job's host 0, the coordinator's book after
+each change (:meth:`~RecoveryClock.book`: when the job's coordinator first heard of the attempt's failure, from
+any host, and when every host's account of it was in). On several hosts host 0 therefore has the job's times
+(the earliest sight of the failure, the last host's end); another host has its own. The first progress is the
+earliest first ``progress()`` call of any rank of the next attempt, read from the ranks' records
+(:mod:`.progress`: this host's folder, and the checkpoint folder's ``.progress`` that every host shares).
+
+Every change is written atomically to ``<log dir>/recovery.json`` (``{"recovery": [...]}``, what ``ma-submit
+status`` reads while the job runs) and the records go into the report (``recovery``). Times are seconds since the
+epoch (UTC), as the report's other times; a phase that never happened is null, and the record's ``line`` says so
+in words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+from ..contract._record import TYPE_CHECKING, NamedTuple
+from .progress import first_progress, read_progress
+
+if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+    from ..report.report import RunResult
+    from .hosts.jobstate import JobState
+
+__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines"]
+
+RECOVERY_FILE = "recovery.json"
+_PHASES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
+
+
+def recovery_file(log_dir: str) -> str:
+    """Where a shim with log folder ``log_dir`` keeps its time-to-recover records."""
+    return os.path.join(log_dir, RECOVERY_FILE)
+
+
+def _seconds(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 3)
+
+
+def _clock(when: float) -> str:
+    """``when`` as the time of day, UTC, to the millisecond."""
+    millis = round(when * 1000)
+    return time.strftime("%H:%M:%S", time.gmtime(millis // 1000)) + f".{millis % 1000:03d} UTC"
+
+
+class Recovery(NamedTuple):
+    """The recovery after attempt ``attempt`` failed (absolute times: seconds since the epoch, UTC; None: that
+    phase has not happened, or never will)."""
+
+    attempt: int
+    failure_seen: float
+    last_rank_gone: Optional[float] = None
+    next_started: Optional[float] = None
+    first_progress: Optional[float] = None
+    ended: bool = False  # no next attempt will start (the job ended with this failure, or was stopped)
+
+    @property
+    def next_attempt(self) -> int:
+        return self.attempt + 1
+
+    def since_failure(self, phase: str) -> Optional[float]:
+        """Seconds from the failure seen to ``phase`` (one of the time fields), None when it has not happened."""
+        value = getattr(self, phase)
+        return None if value is None else max(0.0, value - self.failure_seen)
+
+    def missing(self, phase: str) -> str:
+        """Words for a phase that has not happened."""
+        after = self.next_attempt
+        if phase == "last_rank_gone":
+            return "not yet: the attempt's ranks are still ending"
+        if self.ended:
+            return "never: the job ended without another attempt"
+        if phase == "next_started":
+            return f"not yet: attempt {after} waits to start"
+        if self.next_started is None:
+            return f"not yet: attempt {after} has not started"
+        return f"not yet: no rank of attempt {after} called progress()"
+
+    def to_json(self) -> Dict[str, Any]:
+        """JSON-ready data: the four times, the seconds from the failure to each, and the record in one line."""
+        data: Dict[str, Any] = {"attempt": self.attempt, "next_attempt": self.next_attempt, "ended": self.ended}
+        for phase in _PHASES:
+            data[phase] = _seconds(getattr(self, phase))
+        for phase in _PHASES[1:]:
+            data[f"{phase}_after"] = _seconds(self.since_failure(phase))
+        data["line"] = "; ".join(recovery_lines(self, label=False))
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> Optional[Recovery]:
+        """A record as :meth:`to_json` wrote it, or None when it is not one (read defensively)."""
+        if not isinstance(data, dict):
+            return None
+        attempt, ended = data.get("attempt"), data.get("ended", False)
+        if not (isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0):
+            return None
+        times: List[Optional[float]] = []
+        for phase in _PHASES:
+            value = data.get(phase)
+            good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            times.append(float(value) if good and isinstance(value, (int, float)) else None)
+        seen = times[0]
+        if seen is None:
+            return None
+        return cls(attempt, seen, times[1], times[2], times[3], ended is True)
+
+
+def recovery_lines(record: Recovery, label: bool = True) -> List[str]:
+    """The record in words, one line per phase: its time of day (UTC) and the seconds since the failure, or why
+    it has not happened (``label``: the labels aligned, as ``ma-submit status`` prints them)."""
+    after = record.next_attempt
+    names = {"failure_seen": f"attempt {record.attempt} failure seen", "last_rank_gone": "last rank gone",
+             "next_started": f"attempt {after} started", "first_progress": f"attempt {after} first progress"}
+    width = max(len(name) for name in names.values()) if label else 0
+    lines = []
+    for phase in _PHASES:
+        value = getattr(record, phase)
+        if value is None:
+            said = record.missing(phase)
+        elif phase == "failure_seen":
+            said = _clock(value)
+        else:
+            said = f"{_clock(value)} (+{record.since_failure(phase):.2f} s)"
+        lines.append(f"{names[phase].ljust(width)}  {said}" if label else f"{names[phase]}: {said}")
+    return lines
+
+
+def read_recovery(path: str) -> List[Recovery]:
+    """The records in a ``recovery.json`` (or a report's ``recovery`` list), read defensively."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return []
+    items = data.get("recovery") if isinstance(data, dict) else None
+    found = [Recovery.from_json(item) for item in items] if isinstance(items, list) else []
+    return [item for item in found if item is not None]
+
+
+class _Book:
+    """What host 0's coordinator saw of one attempt: when it first heard of a failure, when every account was in."""
+
+    __slots__ = ("failed", "over")
+
+    def __init__(self) -> None:
+        self.failed: Optional[float] = None
+        self.over: Optional[float] = None
+
+
+class RecoveryClock:
+    """The time-to-recover records of one shim's attempts (see the module's docstring)."""
+
+    def __init__(self, log_dir: str, progress_dirs: Sequence[str], say: Callable[[str], None]) -> None:
+        self.path = recovery_file(log_dir)
+        self.progress_dirs = tuple(progress_dirs)
+        self.say = say
+        self.records: Dict[int, Recovery] = {}  # failed attempt -> its record
+        self.books: Dict[int, _Book] = {}  # attempt -> what the coordinator saw (host 0 of several)
+        import threading  # a running shim's only
+
+        self.lock = threading.Lock()  # book() runs on the coordinator's thread
+        self.told = False  # a write that failed was said once
+
+    # -- what the attempt loop says -------------------------------------------------------------------------
+    def started(self, index: int) -> None:
+        """Attempt ``index`` starts now."""
+        now = round(time.time(), 3)
+        with self.lock:
+            record = self.records.get(index - 1)
+            if record is not None and record.next_started is None:
+                self.records[index - 1] = self._merged(record)._replace(next_started=now)
+            self._progress()
+        self._write()
+
+    def ended(self, index: int, result: RunResult) -> None:
+        """Attempt ``index``'s run is over (every process of it on this host is gone) with ``result``."""
+        now = round(time.time(), 3)
+        with self.lock:
+            self._progress()
+            failed = result.exit_code != 0 or result.root_cause is not None
+            if failed and result.shim_signal is None:
+                seen = round(result.seen_at, 3) if result.seen_at is not None else now
+                self.records[index] = self._merged(Recovery(index, min(seen, now), now))
+        self._write()
+
+    def finish(self) -> List[Recovery]:
+        """The loop is over: no record waits for another attempt; every record, oldest first."""
+        with self.lock:
+            self._progress()
+            for index, record in self.records.items():
+                if record.next_started is None:
+                    self.records[index] = self._merged(record)._replace(ended=True)
+            found = [self.records[index] for index in sorted(self.records)]
+        self._write()
+        return found
+
+    # -- what host 0's coordinator says (its thread) --------------------------------------------------------
+    def book(self, state: JobState) -> None:
+        """Note, from the coordinator's book, when the running attempt's failure was first heard of and when every
+        host's account of it was in (called after each change)."""
+        from .hosts.jobstate import Phase
+
+        now = round(time.time(), 3)
+        with self.lock:
+            attempt = state.attempt
+            for done in range(len(state.verdicts)):  # decided attempts: every account is in
+                entry = self.books.setdefault(done, _Book())
+                if entry.failed is None and state.verdicts[done] is not None:
+                    entry.failed = now
+                if entry.over is None:
+                    entry.over = now
+            if attempt < 0:
+                return
+            entry = self.books.setdefault(attempt, _Book())
+            heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
+            if heard and entry.failed is None and attempt >= len(state.verdicts):
+                entry.failed = now
+
+    def watching(self, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
+        """A watch for the coordinator that calls ``other``, then :meth:`book`."""
+
+        def both(state: JobState) -> None:
+            other(state)
+            self.book(state)
+
+        return both
+
+    # -- inside -----------------------------------------------------------------------------------------------
+    def _merged(self, record: Recovery) -> Recovery:
+        """``record`` with the coordinator's view laid over this host's (host 0 of several): the failure seen at
+        the earliest, the last rank gone at the latest (under the lock)."""
+        book = self.books.get(record.attempt)
+        if book is None:
+            return record
+        seen = min(record.failure_seen, book.failed) if book.failed is not None else record.failure_seen
+        gone = record.last_rank_gone
+        if book.over is not None:
+            gone = book.over if gone is None else max(gone, book.over)
+        return record._replace(failure_seen=seen, last_rank_gone=gone)
+
+    def _progress(self) -> None:
+        """Fill in the first progress of each next attempt that has started (under the lock)."""
+        waiting = [record for record in self.records.values()
+                   if record.next_started is not None and record.first_progress is None]  # fmt: skip
+        if not waiting:
+            return
+        found = [item for folder in self.progress_dirs for item in read_progress(folder)]
+        for record in waiting:
+            first = first_progress(found, record.next_attempt)
+            if first is not None:
+                first = round(max(first, record.next_started or first), 3)
+                self.records[record.attempt] = record._replace(first_progress=first)
+
+    def _write(self) -> None:
+        from ..report.report import write_report
+
+        with self.lock:
+            if not self.records:
+                return
+            data = {"recovery": [self.records[index].to_json() for index in sorted(self.records)]}
+        problem = write_report(self.path, data)
+        if problem and not self.told:
+            self.told = True
+            self.say(problem)
+
+
+def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:
+    """Where this host's shim reads its ranks' progress: its own folder, and the checkpoint folder's (shared by
+    every host) when the job has one."""
+    from .progress import PROGRESS_DIR_NAME
+
+    found = [os.path.join(log_dir, PROGRESS_DIR_NAME)]
+    checkpoints = environ.get("MALAUNCH_CHECKPOINT_DIR")
+    if checkpoints:
+        found.append(os.path.join(checkpoints, ".progress"))
+    return found

@@ -1,0 +1,40 @@
+"""A local job's progress and time to recover, as its hosts' shims record them (``ma-submit status`` and ``top``).
+
+Each host's shim gives its ranks ``MALAUNCH_PROGRESS_DIR`` (``hosts/<i>/logs/progress.d``), where
+``checkpoint.progress()`` keeps each rank's last step; host 0's shim keeps the time to recover after each failed
+attempt in ``hosts/0/logs/recovery.json``. Both are read defensively (the shim's readers). A next attempt whose
+first progress the shim has not written down yet (it does when that attempt ends) gets it here from the ranks'
+records of every host.
+"""
+
+from __future__ import annotations
+
+import os
+
+from malaunch.entrypoint.public import PROGRESS_DIR_NAME, first_progress, read_progress, read_recovery, recovery_file
+
+from .jobdir import JobPaths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Tuple
+
+    from malaunch.entrypoint.public import RankProgress, Recovery
+
+__all__ = ["job_progress"]
+
+
+def job_progress(paths: JobPaths, hosts: int) -> Tuple[Tuple[RankProgress, ...], Tuple[Recovery, ...]]:
+    """Every rank's last progress record (each host's, host by host) and host 0's time-to-recover records."""
+    records: List[RankProgress] = []
+    for index in range(max(hosts, 1)):
+        records += read_progress(os.path.join(paths.log_dir(index), PROGRESS_DIR_NAME), host=index)
+    recovery = read_recovery(recovery_file(paths.log_dir(0)))
+    filled = []
+    for record in recovery:
+        if record.next_started is not None and record.first_progress is None:
+            first = first_progress(records, record.next_attempt)
+            if first is not None:
+                record = record._replace(first_progress=max(first, record.next_started))
+        filled.append(record)
+    return tuple(records), tuple(filled)

@@ -1,0 +1,168 @@
+"""Each rank's progress records and the time-to-recover records (issue 39), pure: the helper's writer, the
+defensive reader, the job's summary, the recovery record's words and the clock fed by the attempt loop and by the
+coordinator's book."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from malaunch.entrypoint import checkpoint
+from malaunch.entrypoint.report.report import RunResult
+from malaunch.entrypoint.run.hosts.jobstate import JobState
+from malaunch.entrypoint.run.progress import RankProgress, first_progress, newest_attempt, read_progress, summarize
+from malaunch.entrypoint.run.recovery import Recovery, RecoveryClock, read_recovery, recovery_lines
+
+T = 1795844400.0  # 2026-11-28 05:40:00 UTC
+
+
+def _rank(rank: int, step: int, total: int | None = 100, attempt: str = "1.0", when: float = T + 10,
+          since: tuple[int, float] = (0, T), host: int | None = None) -> RankProgress:  # fmt: skip
+    return RankProgress(rank, step, total, when, since[1], attempt, since[0], since[1], host)
+
+
+@pytest.fixture
+def fresh_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoint, "_WINDOW", checkpoint._Window())
+
+
+@pytest.mark.usefixtures("fresh_window")
+def test_progress_without_a_checkpoint_folder_writes_the_ranks_record(tmp_path: Path) -> None:
+    env = {"MALAUNCH_PROGRESS_DIR": str(tmp_path / "p"), "RANK": "3", "WORLD_SIZE": "4", "MALAUNCH_ATTEMPT": "2"}
+    for step in (1, 2):
+        checkpoint.progress(step, 10, environ=env)
+    (record,) = read_progress(str(tmp_path / "p"))
+    assert (record.rank, record.step, record.total, record.attempt, record.since_step) == (3, 2, 10, "2.0", 1)
+    assert record.first == record.since_time <= record.time
+
+
+@pytest.mark.usefixtures("fresh_window")
+def test_progress_with_a_checkpoint_folder_writes_both_records(tmp_path: Path) -> None:
+    env = {"MALAUNCH_PROGRESS_DIR": str(tmp_path / "p"), "MALAUNCH_CHECKPOINT_DIR": str(tmp_path / "c")}
+    checkpoint.progress(7, environ=env)
+    assert [(r.rank, r.step, r.total) for r in read_progress(str(tmp_path / "p"))] == [(0, 7, None)]
+    assert [(r.rank, r.step) for r in read_progress(str(tmp_path / "c" / ".progress"))] == [(0, 7)]
+
+
+@pytest.mark.usefixtures("fresh_window")
+def test_progress_with_no_folder_at_all_writes_nothing_and_never_raises(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    checkpoint.progress(1, environ={"MALAUNCH_PROGRESS_DIR": str(tmp_path / "file" / "under")})
+    checkpoint.progress(2, environ={"MALAUNCH_CHECKPOINT_DIR": str(tmp_path / "file")})
+    checkpoint.progress(3, environ={})
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_a_step_that_goes_back_starts_a_new_window() -> None:
+    window = checkpoint._Window()
+    assert window.add(100.0, 5) == (5, 100.0)
+    assert window.add(101.0, 6) == (5, 100.0)
+    assert window.add(102.0, 2) == (2, 102.0)  # resumed from a checkpoint
+    assert window.add(102.5, 3) == (2, 102.0)  # within a second: no new point
+    assert window.add(200.0, 9) == (2, 102.0)  # two points at least
+    assert window.add(201.0, 10) == (9, 200.0)  # older than the window: dropped
+    assert window.first == 100.0
+    for second in range(1000):  # a fast loop keeps about one point a second
+        window.add(300.0 + second / 100, second)
+    assert len(window.points) <= 2 + 31
+
+
+def test_the_reader_leaves_out_what_is_not_a_record(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    good = {"rank": 1, "step": 4, "total": "x", "time": T, "first": T - 1, "attempt": "0.0", "since": [1, T - 1]}
+    (folder / "rank-1.json").write_text(json.dumps(good))
+    (folder / "rank-2.json").write_text('{"rank": 2, "step": -1, "time": 1}')
+    (folder / "rank-3.json").write_text('{"rank": 3, "st')
+    (folder / "rank-4.json").write_text(json.dumps({"step": 9, "time": T, "since": "no"}))  # older: rank by name
+    (folder / "other.json").write_text(json.dumps(good))
+    found = read_progress(str(folder), host=2)
+    assert [(r.rank, r.step, r.total, r.host) for r in found] == [(1, 4, None, 2), (4, 9, None, 2)]
+    assert found[0].rate == pytest.approx(3.0) and found[1].rate is None
+    assert read_progress(str(tmp_path / "missing")) == []
+
+
+def test_the_job_is_as_far_as_its_slowest_rank_of_the_newest_attempt() -> None:
+    records = [_rank(0, 50, since=(40, T + 5)), _rank(1, 48, since=(38, T + 5)), _rank(2, 90, attempt="0.0")]
+    assert [r.rank for r in newest_attempt(records)] == [0, 1]
+    found = summarize(records)
+    assert found is not None
+    assert (found.step, found.total, found.ranks, found.fastest, found.attempt) == (48, 100, 2, 50, "1.0")
+    assert found.rate == pytest.approx(2.0) and found.left == pytest.approx(26.0)
+    assert summarize([]) is None
+    assert summarize([_rank(0, 3, total=None)]).left is None  # type: ignore[union-attr]
+    assert first_progress(records, 1) == T + 5 and first_progress(records, 0) == T
+    assert first_progress(records, 7) is None
+
+
+def test_a_recovery_record_in_words_has_every_phase_and_no_none() -> None:
+    whole = Recovery(0, T + 0.5, T + 0.75, T + 2.0, T + 3.25)
+    assert recovery_lines(whole) == [
+        "attempt 0 failure seen    05:40:00.500 UTC",
+        "last rank gone            05:40:00.750 UTC (+0.25 s)",
+        "attempt 1 started         05:40:02.000 UTC (+1.50 s)",
+        "attempt 1 first progress  05:40:03.250 UTC (+2.75 s)",
+    ]
+    waiting = Recovery(2, T, T + 1, T + 2)
+    assert recovery_lines(waiting)[3] == "attempt 3 first progress  not yet: no rank of attempt 3 called progress()"
+    ended = Recovery(1, T, T + 1, ended=True)
+    assert recovery_lines(ended)[2:] == ["attempt 2 started         never: the job ended without another attempt",
+                                         "attempt 2 first progress  never: the job ended without another attempt"]
+    data = whole.to_json()
+    assert (data["last_rank_gone_after"], data["next_started_after"], data["first_progress_after"]) == (0.25, 1.5, 2.75)
+    assert Recovery.from_json(json.loads(json.dumps(data))) == whole
+    assert Recovery.from_json({"attempt": 0}) is None and Recovery.from_json([]) is None
+    for record in (whole, waiting, ended, Recovery(0, T)):
+        assert "None" not in " ".join(recovery_lines(record)) + record.to_json()["line"]
+
+
+def _result(seen: float | None) -> RunResult:
+    return RunResult(137, None, None, 1.0, seen_at=seen)
+
+
+def test_one_host_the_clock_records_each_failed_attempt(tmp_path: Path) -> None:
+    clock = RecoveryClock(str(tmp_path), [str(tmp_path / "progress.d")], print)
+    clock.started(0)
+    clock.ended(0, _result(time.time() - 0.5))
+    clock.started(1)
+    (tmp_path / "progress.d").mkdir()
+    (tmp_path / "progress.d" / "rank-0.json").write_text(json.dumps(
+        {"rank": 0, "step": 1, "time": time.time() + 1, "first": time.time() + 1, "attempt": "1.0"}))  # fmt: skip
+    clock.ended(1, RunResult(0, None, None, 1.0))
+    (record,) = clock.finish()
+    times = [record.failure_seen, record.last_rank_gone, record.next_started, record.first_progress]
+    assert None not in times and times == sorted(times)  # type: ignore[type-var]
+    assert read_recovery(str(tmp_path / "recovery.json")) == [record]
+
+
+def test_a_run_the_shim_was_stopped_in_is_no_failure_to_recover_from(tmp_path: Path) -> None:
+    clock = RecoveryClock(str(tmp_path), [], print)
+    clock.ended(0, RunResult(143, None, 15, 1.0, seen_at=time.time()))
+    assert clock.finish() == [] and not (tmp_path / "recovery.json").exists()
+
+
+def test_host_0_takes_the_jobs_times_from_the_coordinators_book(tmp_path: Path) -> None:
+    """Host 1 is lost before host 0's own ranks see anything: the failure is seen when the book hears of it, and
+    the last rank is gone when every account is in, later than host 0's own end."""
+    book = JobState(2, 3, True, lambda n: 0.0, host_wait=10.0, join_wait=30.0, now=0.0)
+    clock = RecoveryClock(str(tmp_path), [], print)
+    conns = [object(), object()]
+    for host in (0, 1):
+        book.join(host, conns[host], f"10.0.0.{host}", -1, 0.0)
+    clock.book(book)
+    clock.started(0)
+    book.leave(1, conns[1], "its connection closed", 1.0)
+    clock.book(book)
+    heard = clock.books[0].failed
+    assert heard is not None and clock.books[0].over is None
+    clock.ended(0, _result(time.time() + 60))  # host 0's own sight of it came later
+    book.over(0, 0, None, 2.0)
+    clock.book(book)
+    over = clock.books[0].over
+    assert over is not None
+    clock.started(1)
+    (record,) = clock.finish()
+    assert record.failure_seen == heard and record.last_rank_gone == over
+    assert record.failure_seen <= record.last_rank_gone <= record.next_started  # type: ignore[operator]
