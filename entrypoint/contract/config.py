@@ -14,7 +14,9 @@ variable (``tests/entrypoint/test_config.py`` checks it). What each part holds:
   are not read;
 - ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it);
 - ``checkpoints``: the checkpoint folder and how many complete checkpoints to keep (``MALAUNCH_CHECKPOINT_DIR``,
-  ``MALAUNCH_CHECKPOINT_KEEP``); None without the folder.
+  ``MALAUNCH_CHECKPOINT_KEEP``); None without the folder;
+- ``prepare``: the commands every host runs before its first attempt and their time (``MALAUNCH_PREPARE``,
+  ``MALAUNCH_PREPARE_TIMEOUT``, :mod:`.prepare_steps`); None without any.
 
 ``MALAUNCH_MIN_HOSTS`` (read with the cluster) is refused with any method but torchrun, and with the
 coordinator turned off.
@@ -32,6 +34,7 @@ from . import VARIABLES, parse_bool, parse_codes, parse_int, parse_seconds, raw_
 from ._record import TYPE_CHECKING, NamedTuple
 from .cluster_env import ClusterEnv, parse_cluster_env
 from .errors import ConfigError
+from .prepare_steps import PrepareSteps, parse_prepare
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Tuple, Union
@@ -145,7 +148,7 @@ class Checkpoints(_Frozen):
 class ShimConfig(_Frozen):
     """Everything the shim takes from its environment, validated. Frozen."""
 
-    __slots__ = ("checkpoints", "cluster", "coordinator", "hang_timeout", "path", "policy", "recovery")
+    __slots__ = ("checkpoints", "cluster", "coordinator", "hang_timeout", "path", "policy", "prepare", "recovery")
 
     cluster: ClusterEnv
     policy: RestartPolicy
@@ -154,12 +157,13 @@ class ShimConfig(_Frozen):
     coordinator: Optional[Coordinator]
     path: str
     checkpoints: Optional[Checkpoints]
+    prepare: Optional[PrepareSteps]
 
     def __init__(self, cluster: ClusterEnv, policy: RestartPolicy, hang_timeout: float, recovery: MsRecovery,
-                 coordinator: Optional[Coordinator], path: str,
-                 checkpoints: Optional[Checkpoints] = None) -> None:  # fmt: skip
+                 coordinator: Optional[Coordinator], path: str, checkpoints: Optional[Checkpoints] = None,
+                 prepare: Optional[PrepareSteps] = None) -> None:  # fmt: skip
         self._set(cluster=cluster, policy=policy, hang_timeout=hang_timeout, recovery=recovery,
-                  coordinator=coordinator, path=path, checkpoints=checkpoints)  # fmt: skip
+                  coordinator=coordinator, path=path, checkpoints=checkpoints, prepare=prepare)  # fmt: skip
 
     def __repr__(self) -> str:
         return (f"ShimConfig(method={self.cluster.method!r}, hosts={self.cluster.num_hosts}, policy={self.policy}, "
@@ -216,4 +220,5 @@ def parse_shim_config(environ: Mapping[str, str]) -> ShimConfig:
     keep = parse_int(environ, "MALAUNCH_CHECKPOINT_KEEP")  # checked whether or not the folder is given
     folder = raw_value(environ, "MALAUNCH_CHECKPOINT_DIR")
     checkpoints = Checkpoints(folder, keep) if folder else None
-    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints)
+    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints,
+                      parse_prepare(environ))
