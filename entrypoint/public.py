@@ -15,6 +15,7 @@ here is re-exported from its one home in the shim, imported on first use:
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
   it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``);
+- prepare steps: what a host's prepare steps are doing (``prepare_line``);
 - notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
   ``DEFAULT_NOTIFY_EVENTS``, ``DEFAULT_NOTIFY_TIMEOUT``, ``SIGNATURE_HEADER``, ``notify_payload``, ``sign``,
   ``target_label``).
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         sign,
         target_label,
     )
+    from .run.prepare_status import prepare_line
     from .run.procs.proctree import (
         ProcKey,
         descendants,
@@ -82,6 +84,7 @@ _HOMES = {
     "read_attempt": "run.attempt_status",
     "events_file": "run.attempt_status",
     "read_events": "run.attempt_status",
+    "prepare_line": "run.prepare_status",
     "ProcKey": "run.procs.proctree",
     "descendants": "run.procs.proctree",
     "env_has": "run.procs.proctree",
@@ -129,6 +132,7 @@ __all__ = [
     "notify_payload",
     "is_alive",
     "pids_with_env",
+    "prepare_line",
     "read_attempt",
     "read_environ",
     "read_events",

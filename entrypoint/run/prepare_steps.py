@@ -4,8 +4,8 @@
 own, with the shim's environment (the ranks' one) and the job's token (:data:`~.procs.reaper.TOKEN_VAR`: its
 descendants are the job's). Their stdout and stderr go to the console through the ranks' console writer
 (:class:`~.output.console.Console`, one ``[prepare] `` prefix a line) and, raw, to ``<log dir>/prepare.log``.
-``<log dir>/prepare.json`` says which step runs since when, and how the steps ended (``ma-submit status`` shows
-it). The steps end:
+``<log dir>/prepare.json`` says which step runs since when, and how the steps ended (:mod:`.prepare_status`;
+``ma-submit status`` shows it). The steps end:
 
 - all with 0: :attr:`PrepareEnd.failure` is None;
 - a step with another code, killed by a signal, or one that cannot be started: the others do not run, and
@@ -38,13 +38,14 @@ from ..report.report import Failure, RunResult
 from .output.console import Console, consoles
 from .output.pump import LineStream, pump
 from .output.sink import Sink
+from .prepare_status import PREPARE_FILE, note_prepare
 from .procs.reaper import TOKEN_VAR, new_token
 
 __all__ = ["LOG_NAME", "PREFIX", "STATE_NAME", "TIMEOUT_CODE", "PrepareEnd", "end_result", "run_prepare",
            "step_line"]
 
 LOG_NAME = "prepare.log"
-STATE_NAME = "prepare.json"
+STATE_NAME = PREPARE_FILE
 PREFIX = "prepare"
 TIMEOUT_CODE = 124
 _TAIL = 20  # lines of the failing step's output kept in the report
@@ -118,7 +119,6 @@ class _Steps:
         self.consoles = streams
         self.env = {**base_env, TOKEN_VAR: new_token()}
         self.deadline = started + steps.timeout
-        self.state = os.path.join(plan.log_dir, STATE_NAME)
 
     def all(self, stopped: Callable[[], Optional[int]], cancelled: Callable[[], bool]) -> PrepareEnd:
         count = len(self.steps.steps)
@@ -209,11 +209,8 @@ class _Steps:
         return _failure(self.plan, number, self.steps, code, sig, self.sink.path, tail)
 
     def _note(self, state: str, number: int, argv: Tuple[str, ...]) -> None:
-        """``prepare.json``: the state, the step and since when (best effort: it only informs)."""
-        from ..report.report import write_report
-
-        write_report(self.state, {"state": state, "step": number, "of": len(self.steps.steps), "argv": list(argv),
-                                  "since": round(time.time(), 3), "pid": os.getpid()})  # fmt: skip
+        """``prepare.json`` (:mod:`.prepare_status`): the state, the step and since when."""
+        note_prepare(self.plan.log_dir, state, number, len(self.steps.steps), list(argv), time.time())
 
 
 def _failure(plan: LaunchPlan, number: int, steps: PrepareSteps, code: int, sig: Optional[int], log: str,
