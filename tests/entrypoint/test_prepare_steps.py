@@ -269,6 +269,44 @@ def test_a_host_that_prepares_60s_longer_starts_its_ranks_with_the_others_under_
 
 
 @pytest.mark.process
+@pytest.mark.torch
+@pytest.mark.slow
+def test_without_prepare_steps_the_same_skew_before_the_shim_ends_in_a_rendezvous_timeout(tmp_path: Path) -> None:
+    """The control (seed 004's flow): host 1 downloads for 60 s in its pod's command before its shim starts, and
+    the hosts do not wait for each other (no coordinator, as the platform's own launch): host 0's torchrun gives
+    up after the same 20 s static rendezvous the test above survives."""
+    import os
+    import subprocess
+    import sys
+
+    from shimutil import SCRIPTS, die_with_the_test, free_port, torchrun_host_env
+
+    port, mark = free_port(), ""  # the coordinator port (unused: no coordinator) next to it
+    procs = []
+    for index in (0, 1):
+        env = torchrun_host_env(index, gpus=1, port=port, job="skew", log_dir=tmp_path / f"h{index}",
+                                coordinator=port + 1)
+        env.update({"MALAUNCH_COORDINATOR": "False", "MA_EXTRA_TORCHRUN_PARAMS": "--rdzv_conf=timeout=20",
+                    "HOSTS_JOB_DIR": str(tmp_path), "MALAUNCH_GRACE_PERIOD": "3",
+                    "MALAUNCH_TEST_MARK": mark or env["MALAUNCH_TEST_MARK"]})  # fmt: skip
+        mark = env["MALAUNCH_TEST_MARK"]
+        shim_argv = [sys.executable, "-m", "malaunch.entrypoint", str(SCRIPTS / "prepare_ranks.py")]
+        argv = ["sh", "-c", 'if [ "$VC_TASK_INDEX" = 1 ]; then sleep 60; fi; exec "$@"', "sh", *shim_argv]
+        procs.append(subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True,
+                                      preexec_fn=die_with_the_test()))  # fmt: skip
+    try:
+        code = procs[0].wait(55)  # well before host 1's shim would start
+        assert procs[1].poll() is None and not (tmp_path / "rank-start-1").exists()
+    finally:
+        os.killpg(procs[1].pid, signal.SIGKILL)  # the test's own child's group: its sleep, before any shim
+        procs[1].wait(10)
+    report = json.loads((tmp_path / "h0" / "report.json").read_text())
+    assert code != 0 and report["failure_class"]["class"] == "rendezvous_timeout", report["failure_class"]
+    assert_nothing_left(mark)
+
+
+@pytest.mark.process
 def test_a_step_failing_on_one_host_ends_every_host_naming_it_and_stops_the_others_steps(
     hosts: List[Hosts], tmp_path: Path
 ) -> None:
