@@ -94,8 +94,9 @@ def run_prepare(plan: LaunchPlan, base_env: Mapping[str, str], say: Callable[[st
     try:
         sink = Sink(log, say)
     except OSError as error:
-        line = (f"ma-entrypoint: cannot write the prepare log {log}: {error.strerror or error}; point "
-                "MALAUNCH_LOG_DIR at a writable folder")  # fmt: skip
+        name = step_line(1, len(steps.steps), plan.node_rank, plan.host)
+        line = (f"ma-entrypoint: {name} cannot start: its log {log} cannot be written: {error.strerror or error}; "
+                "point MALAUNCH_LOG_DIR at a writable folder")  # fmt: skip
         say(line[len("ma-entrypoint: "):])
         return PrepareEnd(_failure(plan, 1, steps, 3, None, log, (line,)), duration=time.monotonic() - started)
     out, err = console if console is not None else (sys.stdout.buffer, sys.stderr.buffer)

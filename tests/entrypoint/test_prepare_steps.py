@@ -10,7 +10,10 @@ loss. The golden cases ``run-ranktable-prepare-*`` hold the exact texts of one h
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -20,11 +23,24 @@ from hostsutil import Hosts, lines
 from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
 from malaunch.entrypoint.contract.prepare_steps import PrepareSteps, parse_prepare
+from malaunch.entrypoint.plan.launch_plan import LaunchPlan
 from malaunch.entrypoint.report.causetext import describe_cause
+from malaunch.entrypoint.report.failure_class import classify_failure
 from malaunch.entrypoint.run.hosts.jobstate import JobState, Phase
 from malaunch.entrypoint.run.hosts.messages import Cause, Finish, Hello, Prepared, Start, parse
 from malaunch.entrypoint.run.hosts.wire import WireError
-from shimutil import assert_nothing_left, marked_env, marked_pids, shim, start_shim
+from malaunch.entrypoint.run.prepare_steps import run_prepare
+from shimutil import (
+    SCRIPTS,
+    assert_nothing_left,
+    die_with_the_test,
+    free_port,
+    marked_env,
+    marked_pids,
+    shim,
+    start_shim,
+    torchrun_host_env,
+)
 
 # -- the contract ----------------------------------------------------------------------------------------------
 
@@ -249,8 +265,6 @@ _SKEWED = [["sh", "-c", 'if [ "$VC_TASK_INDEX" = 1 ]; then sleep 60; fi; '
 def test_a_host_that_prepares_60s_longer_starts_its_ranks_with_the_others_under_a_20s_static_rendezvous(
     hosts: List[Hosts], tmp_path: Path
 ) -> None:
-    from shimutil import free_port
-
     extra = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": str(free_port()),
              "MA_EXTRA_TORCHRUN_PARAMS": "--rdzv_conf=timeout=20", "MALAUNCH_PREPARE": json.dumps(_SKEWED),
              "MALAUNCH_HEARTBEAT_TIMEOUT": "10"}  # fmt: skip
@@ -275,12 +289,6 @@ def test_without_prepare_steps_the_same_skew_before_the_shim_ends_in_a_rendezvou
     """The control (seed 004's flow): host 1 downloads for 60 s in its pod's command before its shim starts, and
     the hosts do not wait for each other (no coordinator, as the platform's own launch): host 0's torchrun gives
     up after the same 20 s static rendezvous the test above survives."""
-    import os
-    import subprocess
-    import sys
-
-    from shimutil import SCRIPTS, die_with_the_test, free_port, torchrun_host_env
-
     port, mark = free_port(), ""  # the coordinator port (unused: no coordinator) next to it
     procs = []
     for index in (0, 1):
@@ -350,3 +358,16 @@ def test_a_host_replaced_after_a_loss_runs_its_steps_again_before_the_next_attem
     for host in (0, 1):
         assert (tmp_path / f"started-h{host}-a1").stat().st_mtime >= again - 0.05  # after host 1 prepared again
     assert len(lines(job.console(0), "prepare step 1 of 1 on host 0")) == 1  # host 0 did not run them again
+
+
+@pytest.mark.process
+def test_a_log_folder_that_cannot_take_the_prepare_log_is_one_line_and_class_prepare_failed(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the log folder should be
+    plan = LaunchPlan("single", 0, 1, "h", (), "pipe", str(blocker / "logs"), {}, 1.0, str(tmp_path / "r.json"),
+                      prepare=PrepareSteps((("true",),), 60.0))  # fmt: skip
+    said: List[str] = []
+    end = run_prepare(plan, {}, said.append, lambda: None)
+    assert end.failure is not None and end.failure.exit_code == 3
+    assert end.failure.tail[-1].startswith("ma-entrypoint: prepare step 1 of 1 on host 0 (h) cannot start: its log ")
+    assert classify_failure(3, end.failure.tail).kind == "prepare_failed" and len(said) == 1
