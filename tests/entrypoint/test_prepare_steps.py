@@ -332,6 +332,7 @@ def test_a_step_failing_on_one_host_ends_every_host_naming_it_and_stops_the_othe
         assert report["failure_class"]["class"] == "prepare_failed" and report["attempts"] == []
         assert report["root_cause"]["tail"][-1].startswith("ma-entrypoint: prepare step 1 of 1 on host 1 (")
     assert job.report(0)["root_cause"]["source"] == "peer" and "no space left" in job.report(0)["root_cause"]["tail"]
+    assert job.report(0)["root_cause"]["tail"][-1] == job.report(1)["root_cause"]["tail"][-1]  # the whole line
     assert lines(job.console(0), "Root cause: prepare step 1 [") and lines(job.console(0), "on host 127.0.0.2")
     assert not any((tmp_path / f"started-h{host}-a0").exists() for host in (0, 1))
 

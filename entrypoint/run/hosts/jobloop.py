@@ -55,6 +55,7 @@ __all__ = ["Coordinated", "membership_event", "run_coordinated"]
 
 _TAIL = 5
 _LINE = 160
+_PREPARE_LINE = 400  # a prepare step's line names the step's argv (shortened to 120 characters) after the host
 
 
 class _AttemptSide:
@@ -154,7 +155,7 @@ class Coordinated(AttemptLoop):
         if end.failure is not None:
             self.result = end_result(end, self.elapsed())
             failure = end.failure
-            tail = tuple(line[:_LINE] for line in failure.tail[-_TAIL:])
+            tail = tuple(line[:_PREPARE_LINE] for line in failure.tail[-_TAIL:])  # the last: the step's whole line
             link.prepared(Cause(addr=self.config.addr, name=failure.name, code=failure.exit_code,
                                 signal=failure.signal, kind="prepare_failed", line=tail[-1], tail=tail,
                                 log=failure.log_file[-200:]))  # fmt: skip
