@@ -76,3 +76,39 @@ def test_a_failing_step_fails_the_local_job_with_its_class_and_code(
     assert status["failure_class"]["class"] == "prepare_failed"
     assert not list(tmp_path.glob("rank-start-*"))
     assert_nothing_running(job_id)
+
+
+HOSTS_SCRIPT = (Path(__file__).resolve().parents[1] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+#: Each run of the steps notes its host; the host given back holds its second run until the test lets it go.
+AGAIN = 'echo "h$VC_TASK_INDEX" >> "$HOSTS_JOB_DIR/runs"; if [ "$(grep -c "h$VC_TASK_INDEX" "$HOSTS_JOB_DIR/runs")" ' \
+        '-gt 1 ]; then while [ ! -e "$HOSTS_JOB_DIR/go" ]; do sleep 0.1; done; fi'
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_host_lost_and_given_back_runs_its_steps_again_and_the_next_attempt_waits_for_them(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = write_job(tmp_path / "job", HOSTS_SCRIPT, name="prepback", resources={"hosts": 2},
+                    launcher={"grace_period": 3, "heartbeat_timeout": 3, "host_wait": 60, "max_restarts": 2,
+                              "restart_on": "always", "prepare": [["sh", "-c", AGAIN]]},
+                    env={"HOSTS_JOB_PLAN": "0:0=sleep,0:1=sleep", "HOSTS_JOB_DIR": str(marks),
+                         "MALAUNCH_RESTART_BACKOFF": "0.5"})  # fmt: skip
+    assert ma_submit(["--detach", str(job)], cli_env).returncode == 0
+    (job_id,) = job_ids(home)
+    for mark in ("started-h0-a0", "started-h1-a0"):
+        wait_for((marks / mark).exists, 60, mark)
+    assert ma_submit(["host", "lose", job_id, "1"], cli_env).returncode == 0
+    assert ma_submit(["host", "restore", job_id, "1"], cli_env).returncode == 0
+    wait_for(lambda: (marks / "runs").read_text().split().count("h1") == 2, 60, "host 1's steps run again")
+    wait_for(lambda: "running prepare step 1 of 1" in _status(job_id, cli_env)["pending_reason"], 30, "status")
+    assert not (marks / "started-h0-a1").exists() and not (marks / "started-h1-a1").exists()
+    (marks / "go").touch()
+    ma_submit(["wait", job_id], cli_env)
+    status = _status(job_id, cli_env)
+    assert status["state"] == "SUCCEEDED", status
+    assert sorted((marks / "runs").read_text().split()) == ["h0", "h1", "h1"]
+    assert (marks / "started-h0-a1").exists() and (marks / "started-h1-a1").exists()
+    assert_nothing_running(job_id)
