@@ -338,6 +338,8 @@ def main(
                                    dry_run=options.dry_run)  # fmt: skip
             launcher = launcher_for(config)
             plan = launcher.plan(config.cluster, inputs)
+            if config.prepare is not None:  # every method's: run before the first attempt (run/prepare_steps.py)
+                plan = plan._replace(prepare=config.prepare)
         if own_process:
             gc.freeze()
             gc.enable()

@@ -21,6 +21,7 @@ here is re-exported from its one home in the shim, imported on first use:
   failed attempt (``Recovery``, ``recovery_file``, ``read_recovery``, ``recovery_lines``);
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
   it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``);
+- prepare steps: what a host's prepare steps are doing (``prepare_line``);
 - notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
   ``DEFAULT_NOTIFY_EVENTS``, ``DEFAULT_NOTIFY_TIMEOUT``, ``SIGNATURE_HEADER``, ``notify_payload``, ``sign``,
   ``target_label``).
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         sign,
         target_label,
     )
+    from .run.prepare_status import prepare_line
     from .run.procs.proctree import (
         ProcKey,
         descendants,
@@ -108,6 +110,7 @@ _HOMES = {
     **dict.fromkeys(("PROGRESS_DIR_NAME", "JobProgress", "RankProgress", "first_progress", "newest_attempt",
                      "read_progress", "summarize"), "run.progress"),
     **dict.fromkeys(("Recovery", "read_recovery", "recovery_file", "recovery_lines"), "run.recovery"),
+    "prepare_line": "run.prepare_status",
     "ProcKey": "run.procs.proctree",
     "descendants": "run.procs.proctree",
     "env_has": "run.procs.proctree",
@@ -165,6 +168,7 @@ __all__ = [
     "newest_attempt",
     "notify_payload",
     "pids_with_env",
+    "prepare_line",
     "read_attempt",
     "read_environ",
     "read_events",

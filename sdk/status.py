@@ -6,9 +6,8 @@ States form a closed set; a backend maps its native states onto it and keeps the
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-
-from .records import record, replace_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,10 +59,10 @@ class HostState(str, enum.Enum):
             return cls.UNKNOWN
 
 
-@record(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class HostStatus:
     """Where one host of the job is; ``exit_code`` is its shim's exit code once it has ended. An immutable record
-    (:mod:`malaunch.sdk.records`), equal to an equal host status only: a changed copy is
+    (a frozen dataclass), equal to an equal host status only: a changed copy is
     ``status._replace(field=value)``."""
 
     index: int
@@ -78,7 +77,7 @@ class HostStatus:
 
     def _replace(self, **changes: Any) -> HostStatus:
         """A copy with ``changes`` (field=value)."""
-        return replace_fields(self, changes)
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready data."""
@@ -95,10 +94,10 @@ class HostStatus:
         }
 
 
-@record(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class JobStatus:
     """A snapshot of a job. ``exit_code`` is set once the job is terminal (0 for SUCCEEDED). An immutable record
-    (:mod:`malaunch.sdk.records`), equal to an equal job status only: a changed copy is
+    (a frozen dataclass), equal to an equal job status only: a changed copy is
     ``status._replace(field=value)``."""
 
     id: str
@@ -128,7 +127,7 @@ class JobStatus:
 
     def _replace(self, **changes: Any) -> JobStatus:
         """A copy with ``changes`` (field=value)."""
-        return replace_fields(self, changes)
+        return dataclasses.replace(self, **changes)
 
     @property
     def is_terminal(self) -> bool:

@@ -15,7 +15,9 @@ variable (``tests/entrypoint/contract/test_config.py`` checks it). What each par
 - ``path``: the inherited ``PATH`` (the ranks' ``PATH`` under msrun starts with it);
 - ``checkpoints``: the checkpoint folder, how many complete checkpoints to keep and another job's checkpoint to
   start from (``MALAUNCH_CHECKPOINT_DIR``, ``MALAUNCH_CHECKPOINT_KEEP``, ``MALAUNCH_RESUME_SOURCE``); None without
-  the folder (a source without one exits 2).
+  the folder (a source without one exits 2);
+- ``prepare``: the commands every host runs before its first attempt and their time (``MALAUNCH_PREPARE``,
+  ``MALAUNCH_PREPARE_TIMEOUT``, :mod:`.prepare_steps`); None without any.
 
 ``MALAUNCH_MIN_HOSTS`` (read with the cluster) is refused with any method but torchrun, and with the
 coordinator turned off.
@@ -33,6 +35,7 @@ from . import VARIABLES, parse_bool, parse_codes, parse_int, parse_seconds, raw_
 from ._record import TYPE_CHECKING, NamedTuple
 from .cluster_env import ClusterEnv, parse_cluster_env
 from .errors import ConfigError
+from .prepare_steps import PrepareSteps, parse_prepare
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Tuple, Union
@@ -149,7 +152,7 @@ class Checkpoints(_Frozen):
 class ShimConfig(_Frozen):
     """Everything the shim takes from its environment, validated. Frozen."""
 
-    __slots__ = ("checkpoints", "cluster", "coordinator", "hang_timeout", "path", "policy", "recovery")
+    __slots__ = ("checkpoints", "cluster", "coordinator", "hang_timeout", "path", "policy", "prepare", "recovery")
 
     cluster: ClusterEnv
     policy: RestartPolicy
@@ -158,12 +161,13 @@ class ShimConfig(_Frozen):
     coordinator: Optional[CoordinatorSettings]
     path: str
     checkpoints: Optional[Checkpoints]
+    prepare: Optional[PrepareSteps]
 
     def __init__(self, cluster: ClusterEnv, policy: RestartPolicy, hang_timeout: float, recovery: MsRecovery,
-                 coordinator: Optional[CoordinatorSettings], path: str,
-                 checkpoints: Optional[Checkpoints] = None) -> None:  # fmt: skip
+                 coordinator: Optional[CoordinatorSettings], path: str, checkpoints: Optional[Checkpoints] = None,
+                 prepare: Optional[PrepareSteps] = None) -> None:  # fmt: skip
         self._set(cluster=cluster, policy=policy, hang_timeout=hang_timeout, recovery=recovery,
-                  coordinator=coordinator, path=path, checkpoints=checkpoints)  # fmt: skip
+                  coordinator=coordinator, path=path, checkpoints=checkpoints, prepare=prepare)  # fmt: skip
 
     def __repr__(self) -> str:
         return (f"ShimConfig(method={self.cluster.method!r}, hosts={self.cluster.num_hosts}, policy={self.policy}, "
@@ -225,4 +229,5 @@ def parse_shim_config(environ: Mapping[str, str]) -> ShimConfig:
                           "a checkpoint folder of its own: set MALAUNCH_CHECKPOINT_DIR too (the job file's "
                           "checkpoint: section)")  # fmt: skip
     checkpoints = Checkpoints(folder, keep, source or None) if folder else None
-    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints)
+    return ShimConfig(cluster, policy, hang_timeout, recovery, coordinator, environ.get("PATH", ""), checkpoints,
+                      parse_prepare(environ))

@@ -180,6 +180,14 @@ _ROWS = (
              "job's complete checkpoint folder, or its checkpoint folder (the newest complete one is meant), given as "
              "MALAUNCH_RESUME_FROM until the job's own folder holds a complete one (none: exit 2)",
              sdk_field="resume_from"),
+    # ---- inputs: prepare steps (docs/entrypoint.md#prepare-steps)
+    Variable("MALAUNCH_PREPARE", "text", "input", ("sdk", "user"), "JSON: a list of commands, each an argv (a list "
+             "of strings, never a shell string), that every host runs in order before attempt 0, and a replaced "
+             "host before it joins; the hosts' attempt 0 starts together once every host prepared",
+             sdk_field="launcher.prepare"),
+    Variable("MALAUNCH_PREPARE_TIMEOUT", "seconds", "input", ("sdk", "user"), "how long one host's prepare steps "
+             "(all of them) may take: the running one is killed (its process group) and the job ends",
+             default=3600.0, minimum=1, maximum=86400, sdk_field="launcher.prepare_timeout"),
     # ---- passed through, not read
     Variable("VC_WORKER_NUM", "int", "input", _PS, "hosts (Volcano); not read by the shim",
              sdk_field="resources.hosts"),
@@ -239,6 +247,8 @@ class Name:
     MALAUNCH_MASTER_PORT = "MALAUNCH_MASTER_PORT"
     MALAUNCH_MIN_HOSTS = "MALAUNCH_MIN_HOSTS"
     MALAUNCH_NOTIFY = "MALAUNCH_NOTIFY"
+    MALAUNCH_PREPARE = "MALAUNCH_PREPARE"
+    MALAUNCH_PREPARE_TIMEOUT = "MALAUNCH_PREPARE_TIMEOUT"
     MALAUNCH_REPORT_FILE = "MALAUNCH_REPORT_FILE"
     MALAUNCH_RESTART_ON = "MALAUNCH_RESTART_ON"
     MALAUNCH_RESUME_SOURCE = "MALAUNCH_RESUME_SOURCE"

@@ -27,6 +27,7 @@ from types import MappingProxyType
 
 from ..contract import VARIABLES
 from ..contract._record import TYPE_CHECKING, NamedTuple
+from ..contract.prepare_steps import PrepareSteps
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Tuple, Union
@@ -109,6 +110,8 @@ class _PlanFields(NamedTuple):
     # ``restart_on`` (a choice word or exit codes) to each worker failure and ends the job, root cause that
     # worker, when it does not accept it, before the launcher starts another attempt. None: no such check.
     restart_on: Optional[Union[str, Tuple[int, ...]]] = None
+    # Commands every host runs before its first attempt (MALAUNCH_PREPARE, run/prepare_steps.py); None: none.
+    prepare: Optional[PrepareSteps] = None
 
 
 class LaunchPlan(_PlanFields):
@@ -133,13 +136,15 @@ class LaunchPlan(_PlanFields):
         files: Mapping[str, str] = _EMPTY,
         watch_workers: bool = False,
         restart_on: Optional[Union[str, Tuple[int, ...]]] = None,
+        prepare: Optional[PrepareSteps] = None,
     ) -> LaunchPlan:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}")
         if log_source not in LOG_SOURCES:
             raise ValueError(f"unknown log_source {log_source!r}")
         return super().__new__(cls, method, node_rank, num_hosts, host, processes, log_source, log_dir, rank_logs,
-                               grace_period, report_file, notes, files, watch_workers, restart_on)  # fmt: skip
+                               grace_period, report_file, notes, files, watch_workers, restart_on,
+                               prepare)  # fmt: skip
 
     def to_json(self) -> Dict[str, Any]:
         """The plan as JSON-ready data: ``{"method": ..., "processes": [{"argv", "env", "cwd", ...}], ...}``."""
@@ -158,6 +163,7 @@ class LaunchPlan(_PlanFields):
             "files": dict(sorted(self.files.items())),
             "watch_workers": self.watch_workers,
             "restart_on": list(self.restart_on) if isinstance(self.restart_on, tuple) else self.restart_on,
+            **({} if self.prepare is None else {"prepare": self.prepare.to_json()}),
         }
 
     @classmethod
@@ -198,6 +204,7 @@ class LaunchPlan(_PlanFields):
             files=_text_map(data, "files"),
             watch_workers=watch,
             restart_on=restart_on,
+            prepare=_prepare(data.get("prepare")),
         )
 
     def render(self) -> str:
@@ -241,6 +248,17 @@ def _whole(value: Any, key: str, *, digits: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"plan field {key}: expected a whole number, got {value!r}")
     return value
+
+
+def _prepare(value: Any) -> Optional[PrepareSteps]:
+    if value is None:
+        return None
+    steps = value.get("steps") if isinstance(value, dict) else None
+    timeout = value.get("timeout") if isinstance(value, dict) else None
+    if (not isinstance(steps, list) or not all(isinstance(step, list) and step and all(isinstance(word, str)
+            for word in step) for step in steps) or isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise ValueError(f"plan field prepare: expected steps (lists of text) and a timeout, got {value!r}")
+    return PrepareSteps(tuple(tuple(step) for step in steps), float(timeout))
 
 
 def _optional_int(data: Mapping[str, Any], key: str) -> Optional[int]:

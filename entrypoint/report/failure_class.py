@@ -20,6 +20,8 @@ class                  retryable  when
 ``launcher_misuse``     no        the shim or a launcher rejected its input (2), a command not found (126/127)
 ``user_error``          no        the user's script exited non-zero on its own (1, 2, ...)
 ``stopped``             no        the shim itself was stopped (SIGTERM/SIGINT/SIGHUP from outside)
+``prepare_failed``      no        a prepare step (``MALAUNCH_PREPARE``) failed, was killed or timed out before
+                                  any attempt: the job's own setup, which a restart would only repeat
 =====================  =========  ==========================================================================
 
 Log patterns win over the exit code: the NCCL watchdog ends a rank with SIGABRT (134), a rendezvous failure
@@ -39,6 +41,7 @@ __all__ = [
     "HANG",
     "HOST_LOST",
     "LAUNCHER_MISUSE",
+    "PREPARE_FAILED",
     "RENDEZVOUS_TIMEOUT",
     "RETRYABLE",
     "SIGNAL",
@@ -60,9 +63,11 @@ SIGNAL = "signal"
 LAUNCHER_MISUSE = "launcher_misuse"
 USER_ERROR = "user_error"
 STOPPED = "stopped"
+PREPARE_FAILED = "prepare_failed"
 
 #: Every class, most specific first.
-CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, HANG, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED)
+CLASSES = (COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, HANG, SIGNAL, LAUNCHER_MISUSE, USER_ERROR, STOPPED,
+           PREPARE_FAILED)
 #: The classes a restart can help with (``launcher.restart_on: retryable``, the default).
 RETRYABLE = frozenset((COLLECTIVE_TIMEOUT, RENDEZVOUS_TIMEOUT, HOST_LOST, HANG, SIGNAL))
 
@@ -77,6 +82,8 @@ _DESCRIPTIONS = {
     LAUNCHER_MISUSE: "the launcher or the shim rejected its input: fix the job, a restart cannot help",
     USER_ERROR: "the script exited with an error of its own: fix the script, a restart cannot help",
     STOPPED: "the job was stopped from outside",
+    PREPARE_FAILED: "a prepare step failed, was killed or timed out before any attempt: fix the step (its "
+    "output is in the report and prepare.log); the shim does not run it again",
 }
 
 _COLLECTIVE = (
@@ -102,6 +109,7 @@ _RENDEZVOUS = (
 )
 _HOST_LOST = (r"^ma-entrypoint: host \d+ \([^)]*\) lost: ",)  # the shim's line (run/hosts)
 _HANG = (r"^ma-entrypoint: hung: ",)  # the shim's line (run/hang)
+_PREPARE = (r"^ma-entrypoint: prepare step \d+ of \d+ on host ",)  # the shim's line (run/prepare_steps)
 _MISUSE = (
     r"^ma-entrypoint: error:",
     r"^(?:torchrun|msrun|run\.py): error:",  # argparse of the launchers
@@ -216,6 +224,9 @@ def classify_failure(
     if stopped:
         return _make(STOPPED, "the shim received a stop signal")
     lines = list(tail)
+    found = _search(_PREPARE, lines[-1:])  # the step's own output before it may say anything
+    if found is not None:
+        return _make(PREPARE_FAILED, found)
     found = _search(_HOST_LOST, lines)
     if found is not None:
         return _make(HOST_LOST, found)

@@ -97,7 +97,8 @@ _CODE_HINTS = {
     2: "usage error: bad command-line arguments",
     126: "the command was found but cannot be executed (permissions?)",
     127: "command not found (check PATH)",
-    124: "timed out: the job hung (no output for MALAUNCH_HANG_TIMEOUT s, see the hang report), or a timeout",
+    124: "timed out: the job hung (no output for MALAUNCH_HANG_TIMEOUT s, see the hang report), a prepare step "
+    "outlived MALAUNCH_PREPARE_TIMEOUT, or a timeout",
 }
 
 
@@ -111,6 +112,8 @@ def describe_exit(code: int, signal: Optional[int]) -> str:
 
 
 def _who(failure: Failure) -> str:
+    if failure.rank is None and failure.name.startswith("prepare step "):  # a prepare step, on this host or another
+        return failure.name
     if failure.rank is None:
         return f"process {failure.name}"
     local = f" (local rank {failure.local_rank})" if failure.local_rank is not None else ""

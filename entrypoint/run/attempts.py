@@ -38,6 +38,7 @@ from . import notify
 from .checkpoints import CheckpointKeeper
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
+from .prepare_steps import PrepareEnd, end_result, run_prepare
 from .progress import PROGRESS_DIR_NAME, PROGRESS_DIR_VAR
 from .recovery import Recovery, RecoveryClock, progress_dirs
 
@@ -235,6 +236,17 @@ class AttemptLoop:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def prepare(self, cancelled: Callable[[], bool] = lambda: False) -> PrepareEnd:
+        """Run the plan's prepare steps (:mod:`.prepare_steps`), if any; a stop signal ends them."""
+        return run_prepare(self.plan, self.base_env, self.say, lambda: self.stop.signum, cancelled)
+
+    def unprepared(self, end: PrepareEnd) -> RestartOutcome:
+        """The outcome of a job whose prepare steps did not succeed: no attempt ran, and none will (a step is
+        the job's own setup: running it again cannot tell a typo from a flaky download; docs/recovery.md)."""
+        result = end_result(end, self.elapsed())
+        return RestartOutcome(result, tuple(self.attempts), self.policy, stopped_in_backoff=end.stopped,
+                              job_class=classify_result(result))  # fmt: skip
+
     def _launcher_attempts(self, result: RunResult, log_dir: str) -> List[Attempt]:
         """One :class:`Attempt` per attempt the launcher made itself; the one not restarted is ``result``."""
         found: List[Attempt] = []
@@ -250,7 +262,8 @@ class HostAlone(AttemptLoop):
     """This host decides alone (one host, or a coordinator not wanted): the contract in the module's docstring."""
 
     def first(self) -> Step:
-        return 0
+        end = self.prepare()
+        return 0 if end.ok else self.unprepared(end)
 
     def after(self, index: int, result: RunResult, log_dir: str) -> Step:
         if not self._judge(index, result, log_dir):

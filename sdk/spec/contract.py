@@ -27,6 +27,7 @@ Rules that hold on every backend:
 
 from __future__ import annotations
 
+import json
 import shlex
 import types
 from dataclasses import dataclass
@@ -80,13 +81,15 @@ _ROWS = (
     _row(Name.MALAUNCH_HOST_WAIT, from_env=False),
     _row(Name.MALAUNCH_HANG_TIMEOUT, from_env=False),
     _row(Name.MALAUNCH_MIN_HOSTS, ("torchrun",), from_env=False),
+    _row(Name.MALAUNCH_PREPARE, from_env=False),
+    _row(Name.MALAUNCH_PREPARE_TIMEOUT, from_env=False),
 )
 
 #: Platform variable -> its row; the order is the order variables are written in.
 LAUNCHER_VARIABLES: Mapping[str, LauncherVariable] = types.MappingProxyType({row.name: row for row in _ROWS})
 
 
-_SECONDS_FIELDS = ("grace_period", "heartbeat_timeout", "host_wait", "hang_timeout")
+_SECONDS_FIELDS = ("grace_period", "heartbeat_timeout", "host_wait", "hang_timeout", "prepare_timeout")
 
 
 def _text(opts: LauncherOptions, field: str) -> Optional[str]:
@@ -96,6 +99,8 @@ def _text(opts: LauncherOptions, field: str) -> Optional[str]:
         return shlex.join(value) if value else None
     if field == "msrun_rank_table":
         return "True" if value else None
+    if field == "prepare":  # the shim reads it as JSON: a list of argv lists
+        return json.dumps([list(step) for step in value], ensure_ascii=False) if value else None
     if field in _SECONDS_FIELDS:
         return None if value is None else f"{value:g}"
     if field == "max_restarts":

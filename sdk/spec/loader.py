@@ -63,7 +63,7 @@ _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
     "master_port", "torchrun_extra_params", "msrun_master_port", "msrun_extra_params", "msrun_cluster_time_out",
     "msrun_rank_table", "grace_period", "max_restarts", "restart_on", "coordinator_port", "heartbeat_timeout",
-    "host_wait", "hang_timeout", "min_hosts",
+    "host_wait", "hang_timeout", "min_hosts", "prepare", "prepare_timeout",
 )  # fmt: skip
 _DATA = ("name", "path")
 _CHECKPOINT = ("keep", "volume", "obs_path")
@@ -221,6 +221,10 @@ def _section(value: object, path: str, cls: Any, known: Tuple[str, ...], base_di
                 fields[key] = _words(fields[key], f"{path}.{key}")
         if isinstance(fields.get("restart_on"), list):
             fields["restart_on"] = tuple(fields["restart_on"])
+        if isinstance(fields.get("prepare"), list):  # a string stays one: the check refuses it in one line
+            fields["prepare"] = tuple(tuple(step) if isinstance(step, list) else step for step in fields["prepare"])
+        if fields.get("prepare", ()) is None:
+            fields["prepare"] = ()
         if fields.get("max_restarts", 0) is None:
             fields["max_restarts"] = 0
         if fields.get("restart_on", "") is None:

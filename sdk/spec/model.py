@@ -14,7 +14,8 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``launcher``: ``master_port``, ``torchrun_extra_params``, ``msrun_master_port``, ``msrun_extra_params``,
   ``msrun_cluster_time_out``, ``msrun_rank_table``, ``grace_period``, ``max_restarts``, ``restart_on``,
   ``coordinator_port``, ``heartbeat_timeout``, ``host_wait`` (the hosts' coordinator), ``hang_timeout``,
-  ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many);
+  ``min_hosts`` (elastic torchrun: the job goes on with fewer hosts, down to this many), ``prepare`` (commands,
+  each an argv, every host runs before its first attempt) and ``prepare_timeout``;
 - ``notify`` (targets told of the job's events, :mod:`malaunch.sdk.notify`) and ``notify_timeout``;
 - ``priority`` (the local queue: a higher one goes ahead of jobs submitted earlier);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
@@ -104,6 +105,10 @@ _HEARTBEAT_BOUNDS = seconds_bounds("MALAUNCH_HEARTBEAT_TIMEOUT")
 _HOST_WAIT_BOUNDS = seconds_bounds("MALAUNCH_HOST_WAIT")
 #: ``launcher.hang_timeout``: the shim's bounds, in seconds (0: off).
 _HANG_BOUNDS = seconds_bounds("MALAUNCH_HANG_TIMEOUT")
+#: ``launcher.prepare_timeout``: the shim's bounds, in seconds; ``launcher.prepare``: at most this many steps.
+_PREPARE_TIMEOUT_BOUNDS = seconds_bounds("MALAUNCH_PREPARE_TIMEOUT")
+_PREPARE_MAX = 100
+_PREPARE_HINT = 'give a list of commands, each a list of words: [["python", "fetch.py"], ["tar", "xf", "d.tar"]]'
 #: ``checkpoint.keep``: the shim's bounds and default of MALAUNCH_CHECKPOINT_KEEP.
 _KEEP_BOUNDS = int_bounds("MALAUNCH_CHECKPOINT_KEEP")
 DEFAULT_CHECKPOINT_KEEP = int(VARIABLES["MALAUNCH_CHECKPOINT_KEEP"].default or 2)
@@ -173,6 +178,8 @@ class LauncherOptions:
     host_wait: Optional[float] = None  # how long the others wait for a lost host (MALAUNCH_HOST_WAIT)
     hang_timeout: Optional[float] = None  # ranks silent this long: the attempt is hung (MALAUNCH_HANG_TIMEOUT)
     min_hosts: Optional[int] = None  # elastic torchrun: go on with at least this many hosts (MALAUNCH_MIN_HOSTS)
+    prepare: Tuple[Tuple[str, ...], ...] = ()  # commands every host runs before attempt 0 (MALAUNCH_PREPARE)
+    prepare_timeout: Optional[float] = None  # seconds a host's prepare steps may take (MALAUNCH_PREPARE_TIMEOUT)
 
     def __post_init__(self) -> None:
         _check_launcher(self, "launcher")
@@ -186,6 +193,12 @@ class LauncherOptions:
             data["restart_on"] = list(self.restart_on)
         if self.min_hosts is None:  # not elastic: the data (and every dry run showing it) is as before the field
             del data["min_hosts"]
+        if self.prepare:
+            data["prepare"] = [list(step) for step in self.prepare]
+        else:  # no prepare steps: as before the fields
+            del data["prepare"]
+        if self.prepare_timeout is None:
+            del data["prepare_timeout"]
         return data
 
 
@@ -213,6 +226,25 @@ def _check_launcher(opts: LauncherOptions, prefix: str) -> None:
     _check_seconds(f"{prefix}.hang_timeout", opts.hang_timeout, _HANG_BOUNDS)
     if opts.min_hosts is not None:
         _check_int(f"{prefix}.min_hosts", opts.min_hosts, *_MIN_HOSTS_BOUNDS)
+    _check_prepare(f"{prefix}.prepare", opts.prepare)
+    _check_seconds(f"{prefix}.prepare_timeout", opts.prepare_timeout, _PREPARE_TIMEOUT_BOUNDS)
+
+
+def _check_prepare(path: str, value: object) -> None:
+    """A list of commands, each a non-empty list of words (an argv): never a shell string."""
+    if isinstance(value, str):
+        raise _fail(path, f"must be a list of commands, not a shell string; {_PREPARE_HINT}", value)
+    if not isinstance(value, tuple):
+        raise _fail(path, f"must be a list of commands; {_PREPARE_HINT}", value)
+    if len(value) > _PREPARE_MAX:
+        raise _fail(path, f"must hold at most {_PREPARE_MAX} commands", len(value))
+    for index, step in enumerate(value):
+        if isinstance(step, str):
+            raise _fail(f"{path}[{index}]", f"is a shell string, not a list of words; {_PREPARE_HINT}", step)
+        if not isinstance(step, tuple) or not step or not all(isinstance(word, str) for word in step):
+            raise _fail(f"{path}[{index}]", f"must be a non-empty list of words; {_PREPARE_HINT}", step)
+        if not step[0] or any("\0" in word for word in step):
+            raise _fail(f"{path}[{index}]", "must name a program first and hold no NUL character", step)
 
 
 def _check_seconds(path: str, value: object, bounds: Tuple[float, float]) -> None:

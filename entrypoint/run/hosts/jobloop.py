@@ -40,6 +40,7 @@ from ..checkpoints import CheckpointKeeper
 from ..events import Event
 from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
+from ..prepare_steps import end_result
 from . import HostsConfig
 from .jobstate import EXIT_HOST_LOST, JobState, Phase
 from .link import Finish, Gone, HostLink, Start
@@ -54,6 +55,7 @@ __all__ = ["Coordinated", "membership_event", "run_coordinated"]
 
 _TAIL = 5
 _LINE = 160
+_PREPARE_LINE = 400  # a prepare step's line names the step's argv (shortened to 120 characters) after the host
 
 
 class _AttemptSide:
@@ -126,7 +128,9 @@ class Coordinated(AttemptLoop):
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
-                             self.say, self.plan.log_dir).start()  # fmt: skip
+                             self.say, self.plan.log_dir)  # fmt: skip
+        self.link.ready = self.plan.prepare is None  # a host joins at once, and prepares (first()) once joined
+        self.link.start()
 
     def end(self) -> None:
         if self.link is not None:
@@ -140,6 +144,23 @@ class Coordinated(AttemptLoop):
 
     # -- what the coordinator decides --------------------------------------------------------------------------
     def first(self) -> Step:
+        """This host's prepare steps (joined already: the coordinator waits for every host's), then the first
+        command."""
+        link = self._link()
+        if self.plan.prepare is None:
+            return self._next()
+        end = self.prepare(lambda: link.ended)
+        if end.stopped is not None:
+            return self._stopped()
+        if end.failure is not None:
+            self.result = end_result(end, self.elapsed())
+            failure = end.failure
+            tail = tuple(line[:_PREPARE_LINE] for line in failure.tail[-_TAIL:])  # the last: the step's whole line
+            link.prepared(Cause(addr=self.config.addr, name=failure.name, code=failure.exit_code,
+                                signal=failure.signal, kind="prepare_failed", line=tail[-1], tail=tail,
+                                log=failure.log_file[-200:]))  # fmt: skip
+        elif not end.cancelled:
+            link.prepared(None)
         return self._next()
 
     def after(self, index: int, result: RunResult, log_dir: str) -> Step:
@@ -229,6 +250,8 @@ class Coordinated(AttemptLoop):
     def _finish(self, command: Finish) -> RestartOutcome:
         if self.attempts:
             self.attempts[-1].cause = command.cause
+        elif command.cause is not None:  # no attempt ran (a prepare step failed): the report keeps the cause here
+            self.hosts["job_cause"] = command.cause.to_wire()
         self.announce(max(self._link().last_attempt, 0), "ended")
         if command.code == 0 and self.result is not None:
             return self._outcome(self._own_result(), None)
@@ -319,11 +342,13 @@ class _BookWatch:
         self.log_dir, self.say, self.announce = log_dir, say, announce
         self.lost: Dict[int, str] = {}  # host -> its address, as said lost
         self.waiting = False
+        self.preparing: Tuple[int, ...] = ()  # the hosts said to be preparing while the job waits for them
 
     def __call__(self, state: JobState) -> None:
         lost = state.lost
         if state.phase is Phase.DONE:  # the job's end is sent: the hosts leave, none is lost
             return
+        self._preparing(state)
         if lost.keys() != self.lost.keys():
             attempt = max(state.attempt, 0)
             for host in sorted(lost.keys() - self.lost.keys()):
@@ -352,6 +377,26 @@ class _BookWatch:
         elif self.waiting and not waiting and state.phase is Phase.BACKOFF:
             self.announce(max(state.attempt, 0), "backoff", None)
         self.waiting = waiting
+
+    def _preparing(self, state: JobState) -> None:
+        """Say which hosts the job still waits for to prepare, each time that changes."""
+        preparing = _waiting_for_prepare(state)
+        if preparing == self.preparing:
+            return
+        self.preparing = preparing
+        if preparing:
+            ready = len(state.here) - len(state.preparing)
+            hosts = ", ".join(f"{host} ({state.here[host][1]})" for host in preparing[:8])
+            more = f" and {len(preparing) - 8} more" if len(preparing) > 8 else ""
+            self.say(f"coordinator: the job's hosts wait for host(s) {hosts}{more} to finish their prepare steps "
+                     f"({ready} of {state.num_hosts} hosts ready)")  # fmt: skip
+
+
+def _waiting_for_prepare(state: JobState) -> Tuple[int, ...]:
+    """The hosts here whose prepare steps the job waits for before its next attempt (none while one runs)."""
+    if state.phase in (Phase.RUNNING, Phase.ENDING, Phase.DONE):
+        return ()
+    return tuple(sorted(state.preparing))
 
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:

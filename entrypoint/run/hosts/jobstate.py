@@ -34,6 +34,11 @@ hosts here and lost, the running attempt (:class:`Round`) and the verdict of eve
    while an attempt runs without it ends that attempt (``end`` with ``why: joined``) and the next one takes it
    in. Attempts started for a change of membership are not charged to ``max_restarts`` (:attr:`JobState.free`).
    A failure's restart (charged) starts after the back-off with the hosts here, at least ``min_hosts``.
+6. Prepare steps (``MALAUNCH_PREPARE``): a host that joins before its steps are done (its hello says so) is here
+   but not ready (:attr:`JobState.preparing`); every rule above that counts the hosts here counts the ready ones,
+   so attempt 0 (and the attempt a replaced host joins) starts on every host together once all have prepared.
+   A host that is here and preparing is never given up on by a deadline (its own ``MALAUNCH_PREPARE_TIMEOUT``
+   bounds it). A host whose steps failed (``prepared`` with a cause) ends the job with that cause.
 """
 
 from __future__ import annotations
@@ -143,6 +148,7 @@ class JobState:
         self.lost: Dict[int, Cause] = {}  # hosts lost and not back, with their cause
         self.logs: Dict[int, str] = {}  # host -> its log folder, as its hello said
         self.seen = -1  # the latest attempt a joining host says it ran
+        self.preparing: Set[int] = set()  # hosts here whose prepare steps are not done (rule 6)
         # the attempts
         self.round = Round()
         self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
@@ -160,8 +166,10 @@ class JobState:
         return self.round.number
 
     # -- what the coordinator hears ---------------------------------------------------------------------------
-    def join(self, host: int, conn: object, addr: str, last: int, now: float, log: str = "") -> List[Send]:
-        """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none); ``log``: its log folder."""
+    def join(self, host: int, conn: object, addr: str, last: int, now: float, log: str = "",
+             prepared: bool = True) -> List[Send]:  # fmt: skip
+        """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none); ``log``: its log folder;
+        ``prepared``: its prepare steps are done (rule 6)."""
         out: List[Send] = []
         if host in self.here:
             out += self.leave(host, self.here[host][0], "a new shim joined in its place", now)
@@ -169,12 +177,26 @@ class JobState:
         if log:
             self.logs[host] = log
         self.lost.pop(host, None)
+        (self.preparing.discard if prepared else self.preparing.add)(host)
         self.seen = max(self.seen, last)
         out.append(Send(host, Welcome(self.rules.num_hosts, self.attempt)))
         if self.final is not None:
             out.append(Send(host, self.final))
-        elif self.rules.min_hosts is not None and self._in_attempt() and host not in self.round.members:
+        elif prepared and self.rules.min_hosts is not None and self._in_attempt() and host not in self.round.members:
             out += self._take_in(host, addr)
+        return out + self.advance(now)
+
+    def prepared(self, host: int, cause: Optional[Cause], now: float) -> List[Send]:
+        """Host ``host``'s prepare steps ended: ``cause`` None when they succeeded, else the job ends with it."""
+        if host not in self.here or self.final is not None:
+            return []
+        if cause is not None:
+            cause = cause._replace(host=host)
+            return self._finish(int(cause.code or 1), cause)
+        self.preparing.discard(host)
+        out: List[Send] = []
+        if self.rules.min_hosts is not None and self._in_attempt() and host not in self.round.members:
+            out += self._take_in(host, self.here[host][1])
         return out + self.advance(now)
 
     def leave(self, host: int, conn: object, why: str, now: float) -> List[Send]:
@@ -182,6 +204,7 @@ class JobState:
         if self.here.get(host, (None,))[0] is not conn:
             return []  # an older connection of a host that came back
         addr = self.here.pop(host)[1]
+        self.preparing.discard(host)
         cause = lost_cause(host, addr, why, self.rules.lost_accepted, self.logs.get(host, ""))
         self.lost[host] = cause
         if self._in_attempt() and host in self.round.members:
@@ -229,11 +252,11 @@ class JobState:
         """Move on as far as the hosts and the clock allow."""
         rules, phase = self.rules, self.phase
         if phase is Phase.JOINING:
-            if len(self.here) == rules.num_hosts:
+            if self._ready() == rules.num_hosts:
                 return self._start(self.seen + 1, now)
             if now >= self.deadline and self._enough():
                 return self._start(self.seen + 1, now)
-            if now >= self.deadline:
+            if now >= self.deadline and len(self.here) < rules.num_hosts:  # here and preparing: not given up on
                 missing = [host for host in range(rules.num_hosts) if host not in self.here]
                 return self._finish(EXIT_NO_JOIN, _no_join(missing))
         elif self._in_attempt() and not self.round.pending:
@@ -241,16 +264,16 @@ class JobState:
         elif phase is Phase.RUNNING and self.round.held is not None and now >= self.round.held.until:
             return self._end_others(self.round.held.host, now)
         elif phase is Phase.WAITING:
-            if len(self.here) == rules.num_hosts:
+            if self._ready() == rules.num_hosts:
                 pause = 0.0 if self.free_next else rules.backoff(self.attempt + 1 - self.free)
                 self.phase, self.deadline = Phase.BACKOFF, now + pause
                 return self.advance(now)
             if now >= self.deadline and self._enough():
                 return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
-            if now >= self.deadline:
+            if now >= self.deadline and len(self.here) < rules.num_hosts:
                 return self._finish(EXIT_HOST_LOST, _gone(self.lost, rules.host_wait))
         elif phase is Phase.BACKOFF:
-            if (len(self.here) < rules.num_hosts) if rules.min_hosts is None else not self._enough():
+            if (self._ready() < rules.num_hosts) if rules.min_hosts is None else not self._enough():
                 self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
             elif now >= self.deadline:
                 return self._start(self.attempt + 1, now)
@@ -267,7 +290,7 @@ class JobState:
         if attempt - self.free > self.rules.max_restarts and attempt > 0:
             return self._finish(EXIT_HOST_LOST, _spent(previous, self.rules.max_restarts, attempt))
         self.phase = Phase.RUNNING
-        self.round = Round(attempt, tuple(sorted(self.here)))
+        self.round = Round(attempt, tuple(sorted(self.here.keys() - self.preparing)))
         if self.rules.min_hosts is None:
             return [Send(None, Start(attempt, previous))]
         return [Send(None, Start(attempt, previous, self.round.members, free))]
@@ -313,10 +336,14 @@ class JobState:
         self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
         return self.advance(now)
 
+    def _ready(self) -> int:
+        """How many hosts are here and prepared (rule 6)."""
+        return len(self.here) - len(self.preparing)
+
     def _enough(self) -> bool:
-        """Elastic: the hosts here may start an attempt (at least ``min_hosts``, the master among them)."""
+        """Elastic: the hosts here may start an attempt (at least ``min_hosts`` ready, the master among them)."""
         least = self.rules.min_hosts
-        return least is not None and 0 in self.here and len(self.here) >= least
+        return least is not None and 0 in self.here and 0 not in self.preparing and self._ready() >= least
 
     def _take_in(self, host: int, addr: str) -> List[Send]:
         """Elastic: ``host`` joined while the attempt runs without it: the attempt ends, the next takes it in."""

@@ -27,7 +27,7 @@ from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 from ..events import Event, HostsEnd
 from . import messages, wire
-from .messages import Cause, End, Failing, Finish, Heartbeat, Hello, Over, Silent, Start, Welcome, Why
+from .messages import Cause, End, Failing, Finish, Heartbeat, Hello, Over, Prepared, Silent, Start, Welcome, Why
 
 __all__ = ["Command", "Finish", "Gone", "HostLink", "Start"]
 
@@ -57,6 +57,8 @@ class HostLink:
         self.say, self.log = say, log  # log: this host's log folder (the hello says it)
         self.commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self.last_attempt = -1  # the last attempt this host started (the hello says it)
+        self.ready = True  # this host's prepare steps are done (the hello says it; :meth:`prepared`)
+        self._failed_prepare: Optional[Prepared] = None  # said again on every join: the job ends with it
         #: The coordinator was lost and this host joins it again: why, and until when (seconds since the epoch).
         self.gone: Optional[Tuple[str, float]] = None
         self._post: Optional[Callable[[Event], None]] = None
@@ -96,6 +98,19 @@ class HostLink:
     def over(self, attempt: int, cause: Optional[Cause]) -> None:
         """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
         self._send(Over(attempt, cause))
+
+    def prepared(self, cause: Optional[Cause]) -> None:
+        """This host's prepare steps ended (``cause`` None: they succeeded; else the step that failed)."""
+        self.ready = cause is None
+        message = Prepared(cause)
+        if cause is not None:
+            self._failed_prepare = message  # a link not joined yet (or joining again) says it once joined
+        self._send(message)
+
+    @property
+    def ended(self) -> bool:
+        """The link is over for good: the coordinator finished the job, or was lost and did not come back."""
+        return self._closing.is_set()
 
     def close(self) -> None:
         self._closing.set()
@@ -162,7 +177,8 @@ class HostLink:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first, rest = _read_line(sock, b"")
             channel = wire.Channel(self.key, wire.read_challenge(first), "c")
-            sock.sendall(channel.seal(Hello(self.host, self.addr, self.last_attempt, self.log).to_wire()))
+            hello = Hello(self.host, self.addr, self.last_attempt, self.log, self.ready)
+            sock.sendall(channel.seal(hello.to_wire()))
             line, rest = _read_line(sock, rest)
             welcome = channel.open(line)
             if not isinstance(messages.parse(welcome), Welcome):
@@ -173,6 +189,10 @@ class HostLink:
         with self._send_lock:
             self._sock, self._channel = sock, channel
         self.gone = None
+        if self._failed_prepare is not None:
+            self._send(self._failed_prepare)
+        elif self.ready and not hello.prepared:  # the steps ended while it joined: their end was not sent
+            self._send(Prepared(None))
         return rest
 
     def _serve(self, buffer: bytes) -> str:

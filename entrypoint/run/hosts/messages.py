@@ -11,7 +11,9 @@ message        sent by      when                                                
 ``challenge``  coordinator  first on every connection (the only unproved line;  ``v``, ``nonce``
                             :func:`.wire.challenge`, :func:`.wire.read_challenge`)
 ``hello``      host         its first proved line                               ``host``, ``addr``, ``last``,
-                                                                                [``log``]
+                                                                                [``log``, ``prepared``]
+``prepared``   host         its prepare steps ended (``cause`` None: they all   ``cause``
+                            succeeded; else the step that failed)
 ``welcome``    coordinator  the answer to a hello                               ``hosts``, ``attempt``
 ``hb``         both         every ``interval`` seconds (heartbeat)              (none)
 ``start``      coordinator  every host starts attempt ``attempt``               ``attempt``, ``cause``,
@@ -28,6 +30,10 @@ A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or a
 null; ``members`` is :func:`members_text`'s text; ``why`` one of :class:`Why`. Integers are JSON integers
 (never ``true``/``false``), strings JSON strings. A field not sent takes its record's default.
 
+``prepared`` in a hello is false while the host still runs its prepare steps (``MALAUNCH_PREPARE``); a hello
+without it (a shim with no steps) is a prepared host. The coordinator starts no attempt with a host that has not
+prepared (:mod:`.jobstate`).
+
 The hello carries no incarnation: whether the shim behind a host's new connection is the one that joined before
 or a new one changes nothing the coordinator decides (a new connection replaces the old one either way, and
 ``last`` tells which attempt the host ran), so none is sent.
@@ -42,8 +48,8 @@ from .members import members_text, read_members
 from .wire import MAX_LINE, WireError, text
 
 __all__ = [
-    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Silent", "Start", "Welcome",
-    "Why", "parse",
+    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Prepared", "Silent", "Start",
+    "Welcome", "Why", "parse",
 ]  # fmt: skip
 
 _ADDR_MAX = 300  # an address as a message names it, at most (a longer one is shortened)
@@ -101,16 +107,28 @@ class Why(enum.Enum):
 
 
 class Hello(NamedTuple):
-    """A host joins: its index, its address (None: the coordinator uses the connection's), its last attempt, and
-    its log folder (a lost host's cause names it)."""
+    """A host joins: its index, its address (None: the coordinator uses the connection's), its last attempt, its
+    log folder (a lost host's cause names it), and whether its prepare steps are done."""
 
     host: int
     addr: Optional[str] = None
     last: int = -1  # the last attempt this host ran (-1: none)
     log: str = ""  # its log folder (MALAUNCH_LOG_DIR), "" when not said
+    prepared: bool = True  # False: it still runs its prepare steps (a ``prepared`` follows)
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last, "log": self.log}
+        payload = {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last, "log": self.log}
+        return payload if self.prepared else {**payload, "prepared": False}
+
+
+class Prepared(NamedTuple):
+    """A host's prepare steps ended: ``cause`` None when every step succeeded, else the step that failed (class
+    ``prepare_failed``): the job ends with it."""
+
+    cause: Optional[Cause]
+
+    def to_wire(self) -> Dict[str, Any]:
+        return {"t": "prepared", "cause": _cause_wire(self.cause)}
 
 
 class Welcome(NamedTuple):
@@ -211,7 +229,7 @@ class Finish(NamedTuple):
         return {"t": "finish", "code": self.code, "cause": _cause_wire(self.cause), "attempt": self.attempt}
 
 
-Message = Union[Hello, Welcome, Heartbeat, Start, Failing, Silent, End, Over, Finish]
+Message = Union[Hello, Welcome, Heartbeat, Start, Failing, Silent, End, Over, Finish, Prepared]
 
 
 def parse(payload: Mapping[str, Any]) -> Optional[Message]:
@@ -225,8 +243,11 @@ def parse(payload: Mapping[str, Any]) -> Optional[Message]:
 
 
 def _hello(read: _Fields) -> Hello:
+    prepared = read.raw("prepared")
+    if prepared is not None and not isinstance(prepared, bool):
+        raise _malformed(read.where, "'prepared' is not true or false", prepared)
     return Hello(read.whole("host"), read.opt_string("addr", _ADDR_MAX), read.whole("last", -1),
-                 read.opt_string("log", _ADDR_MAX) or "")
+                 read.opt_string("log", _ADDR_MAX) or "", prepared is not False)
 
 
 def _welcome(read: _Fields) -> Welcome:
@@ -269,9 +290,13 @@ def _finish(read: _Fields) -> Finish:
     return Finish(read.whole("code"), read.cause("cause"), read.whole("attempt"))
 
 
+def _prepared(read: _Fields) -> Prepared:
+    return Prepared(read.cause("cause"))
+
+
 _READERS: Dict[str, Callable[[_Fields], Message]] = {
     "hello": _hello, "welcome": _welcome, "hb": lambda read: Heartbeat(), "start": _start, "failing": _failing,
-    "silent": _silent, "end": _end, "over": _over, "finish": _finish,
+    "silent": _silent, "end": _end, "over": _over, "finish": _finish, "prepared": _prepared,
 }  # fmt: skip
 
 

@@ -172,7 +172,7 @@ class Coordinator:
                     self._drop(old[0])  # the book hears of it from join(): a new shim in its place
                 conn.host = message.host
                 self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now,
-                                            message.log))  # fmt: skip
+                                            message.log, message.prepared))  # fmt: skip
             return
         if isinstance(message, messages.Failing):  # the book caps the hold (NaN: no hold)
             self._apply(self.state.failing(conn.host, message.attempt, now, message.hold))
@@ -180,6 +180,8 @@ class Coordinator:
             self._apply(self.state.silent(conn.host, message.attempt, message.silent, now))
         elif isinstance(message, messages.Over):
             self._apply(self.state.over(conn.host, message.attempt, message.cause, now))
+        elif isinstance(message, messages.Prepared):
+            self._apply(self.state.prepared(conn.host, message.cause, now))
 
     # -- sending and dropping -----------------------------------------------------------------------------------
     def _apply(self, sends: List[Send]) -> None:

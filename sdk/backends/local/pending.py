@@ -5,7 +5,8 @@ still preparing its launch (its last ``[ma-entrypoint] waiting for ...`` line: t
 or, once every host has launched, "waiting for a port": the master port that torchrun's store or msrun's
 scheduler opens on host 0 is not listening yet (read from ``/proc/<host 0's shim>/net/tcp``, its network
 namespace's sockets; nothing is connected to it). Before all of these: the job's hosts waiting for a lost one to
-come back, with the time left (a host's ``attempt.json`` says ``waiting``: which host, why, until when).
+come back, with the time left (a host's ``attempt.json`` says ``waiting``: which host, why, until when). A host
+whose prepare steps run (``launcher.prepare``; its ``prepare.json``) says which step, for how long.
 """
 
 from __future__ import annotations
@@ -138,6 +139,22 @@ def _host_waited(status: JobStatus, paths: JobPaths, now: float) -> Optional[str
     return None
 
 
+def _prepare_steps(paths: Optional[JobPaths], index: int) -> Optional[str]:
+    """The prepare step host ``index`` runs, and for how long (its ``prepare.json``); None when none runs."""
+    if paths is None:
+        return None
+    try:
+        hosts = (read_json(paths.plan_file) or {})["request"]["hosts"]
+        log_dir = {int(h["index"]): h["env"][Name.MALAUNCH_LOG_DIR] for h in hosts}.get(index)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(log_dir, str):
+        return None
+    from malaunch.entrypoint.public import prepare_line  # a running job's host only: status stays light
+
+    return prepare_line(log_dir, time.time())
+
+
 def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
     """Why the job or one of its hosts still waits (see the module docstring); "" when nothing waits. With the
     job's ``paths``, also a master port (torchrun's store, msrun's scheduler) that is not open yet."""
@@ -151,7 +168,7 @@ def pending_reason(status: JobStatus, paths: Optional[JobPaths] = None) -> str:
         if host.state is HostState.PENDING:
             reasons.append(f"host {host.index} ({host.address}) has not started yet")
         elif host.state is HostState.RUNNING and host.log_file:
-            what = _preparing(host.log_file)
+            what = _preparing(host.log_file) or _prepare_steps(paths, host.index)
             if what is not None:
                 reasons.append(f"host {host.index} ({host.address}) is {what}")
     if not reasons and paths is not None:  # every host has launched: the launchers meet at the master's port

@@ -52,7 +52,10 @@ def test_the_matrix_covers_every_method_and_failure_kind() -> None:
     for method in ("ranktable", "torchrun", "msrun", "msrun-recovery", "single"):
         assert any(name.startswith(f"dry-{method}") for name in NAMES), method
     for method in ("ranktable", "torchrun", "msrun"):
-        assert sum(name.startswith(f"run-{method}-") for name in NAMES) == 5, method
+        runs = [name for name in NAMES if name.startswith(f"run-{method}-") and "-prepare-" not in name]
+        assert len(runs) == 5, method
+    prepared = sorted(name for name in NAMES if name.startswith("run-") and "-prepare-" in name)
+    assert prepared == ["run-ranktable-prepare-failed", "run-ranktable-prepare-ok", "run-ranktable-prepare-timeout"]
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(name)) for name in NAMES])

@@ -8,7 +8,8 @@ Kinds of case:
 - ``run``: a real run of ``golden/job.py`` under the fan-out, torchrun and msrun: success, one rank exits 3,
   one rank SIGKILLed, a failure then a restart that succeeds;
 - ``sigterm``: the same job hanging; the shim is SIGTERMed once every rank is ready;
-- ``bad``: input the shim refuses (exit 2 and one message), no rank ever starts.
+- ``bad``: input the shim refuses (exit 2 and one message), no rank ever starts;
+- prepare steps (``MALAUNCH_PREPARE``): in a dry run, and real runs whose steps succeed, fail or time out.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ def _launcher_dry() -> List[Case]:
                                             "MA_EXTRA_MSRUN_PARAMS": "--cluster_time_out=50 --bind_core=True"},
              "local.json"),
         _dry("dry-msrun-restarts", {**ms, "MA_MAX_RESTARTS": "2", "MALAUNCH_RESTART_ON": "never"}),
+        _dry("dry-torchrun-prepare", {**tr, "MALAUNCH_PREPARE": '[["python", "fetch.py", "--to", "/cache"], '
+                                      '["tar", "xf", "/cache/d.tar"]]', "MALAUNCH_PREPARE_TIMEOUT": "900"}),
         _dry("dry-msrun-recovery-single-host", rec),
         _dry("dry-msrun-recovery-multi-host-worker", {**rec, **multi, "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2",
                                                       "MS_RECOVERY_PATH": "/data/rec",
@@ -191,7 +194,22 @@ def _runs() -> List[Case]:
             unstable, race = _UNSTABLE.get((method, mode), ()), RACES.get((method, mode), "")
             cases.append(Case(f"run-{method}-{mode}", "run", {**env, **extra}, args, table, port, unstable, race))
         cases.append(Case(f"run-{method}-sigterm", "sigterm", env, ("job.py", "hang", str(WORLD)), table, port))
-    return cases
+    return cases + _prepared(fan)
+
+
+def _prepared(fan: Mapping[str, str]) -> List[Case]:
+    """Prepare steps (MALAUNCH_PREPARE) before the fan-out's ranks: both succeed; the second fails with its own
+    code and output; one outlives MALAUNCH_PREPARE_TIMEOUT (its process group is killed, exit 124)."""
+    ok = '[["sh", "-c", "echo fetching the data set"], ["sh", "-c", "echo unpacked >&2"]]'
+    failed = '[["sh", "-c", "echo fetching the data set"], ["sh", "-c", "echo \'curl: (22) 404\' >&2; exit 22"]]'
+    late = '[["sh", "-c", "echo fetching the data set; exec sleep 60"]]'
+    job = ("job.py", "ok", str(WORLD))
+    return [
+        Case("run-ranktable-prepare-ok", "run", {**fan, "MALAUNCH_PREPARE": ok}, job, "local.json"),
+        Case("run-ranktable-prepare-failed", "run", {**fan, "MALAUNCH_PREPARE": failed}, job, "local.json"),
+        Case("run-ranktable-prepare-timeout", "run", {**fan, "MALAUNCH_PREPARE": late,
+                                                      "MALAUNCH_PREPARE_TIMEOUT": "1"}, job, "local.json"),
+    ]
 
 
 def _bad() -> List[Case]:
@@ -209,6 +227,8 @@ def _bad() -> List[Case]:
         Case("bad-ms-enable-recovery", "bad", {"MA_RUN_METHOD": "msrun", "MS_ENABLE_RECOVERY": "maybe"}),
         Case("bad-cluster-time-out", "bad", {"MA_RUN_METHOD": "msrun", "MSRUN_CLUSTER_TIME_OUT": "-2"}),
         Case("bad-grace-period", "bad", {"MALAUNCH_GRACE_PERIOD": "nan"}),
+        Case("bad-prepare-shell-string", "bad", {"MALAUNCH_PREPARE": "curl -o d.tar https://example.com/d.tar"}),
+        Case("bad-prepare-step-string", "bad", {"MALAUNCH_PREPARE": '["python fetch.py"]'}),
         Case("bad-missing-boot-file", "bad", {}, ("missing.py",)),
         Case("bad-no-boot-file", "bad", {}, ()),
         Case("bad-unknown-option", "bad", {}, ("--verbose", "train.py")),

@@ -13,6 +13,7 @@ from malaunch.entrypoint.report.failure_class import (
     HANG,
     HOST_LOST,
     LAUNCHER_MISUSE,
+    PREPARE_FAILED,
     RENDEZVOUS_TIMEOUT,
     RETRYABLE,
     SIGNAL,
@@ -103,7 +104,17 @@ def test_the_signal_class_without_a_signal_claims_none() -> None:
 
 def test_retryable_is_exactly_signals_timeouts_lost_hosts_and_hangs() -> None:
     assert {SIGNAL, RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT, HOST_LOST, HANG} == RETRYABLE
-    assert set(CLASSES) == RETRYABLE | {USER_ERROR, LAUNCHER_MISUSE, STOPPED}
+    assert set(CLASSES) == RETRYABLE | {USER_ERROR, LAUNCHER_MISUSE, STOPPED, PREPARE_FAILED}
+
+
+def test_a_failed_prepare_step_has_a_class_of_its_own_whatever_its_output_says() -> None:
+    line = 'ma-entrypoint: prepare step 2 of 3 on host 1 (w1) exited with 7: ["curl", "-o", "data.tar"]'
+    got = classify_failure(7, ["curl: (56) Connection reset by peer", line])
+    assert (got.kind, got.retryable, got.reason) == (PREPARE_FAILED, False, line)
+    killed = line.replace("exited with 7", "was killed by SIGKILL")
+    assert classify_failure(137, ["x", killed], signal=9).kind == PREPARE_FAILED  # not class signal
+    # a rank's own output that quotes such a line (not the shim's last line) is not a prepare step's failure
+    assert classify_failure(1, [line, "Traceback (most recent call last):"]).kind == USER_ERROR
 
 
 def test_a_lost_host_has_a_class_of_its_own() -> None:

@@ -10,7 +10,6 @@ import pickle
 
 import pytest
 from malaunch.sdk import HostState, HostStatus, JobState, JobStatus
-from malaunch.sdk.records import record, replace_fields
 
 HOST = HostStatus(1, "127.0.0.2", HostState.RUNNING, pid=42)
 JOB = JobStatus("j-1", "local", JobState.RUNNING, hosts=(HOST,))
@@ -37,9 +36,9 @@ def test_index_is_a_field_and_no_tuple_method_is_left() -> None:
 
 
 def test_immutable_changed_by_replace_copied_and_pickled() -> None:
-    with pytest.raises(AttributeError, match=r"HostStatus is immutable: its field 'pid' .* _replace\(pid=\.\.\.\)"):
+    with pytest.raises(AttributeError, match=r"cannot assign to field 'pid'"):
         HOST.pid = 7  # type: ignore[misc]
-    with pytest.raises(AttributeError, match="immutable"):
+    with pytest.raises(AttributeError, match="cannot delete field 'name'"):
         del JOB.name  # type: ignore[misc]
     with pytest.raises(TypeError, match="nope"):
         HOST._replace(nope=1)
@@ -58,20 +57,3 @@ def test_shown_and_written_by_field_as_before() -> None:
     assert json.loads(json.dumps(JOB.to_json()))["state"] == "RUNNING" and JOB.is_terminal is False
     with pytest.raises(TypeError):  # a named tuple was written as a list, silently
         json.dumps(JOB)
-
-
-def test_a_record_class_is_checked_when_it_is_made() -> None:
-    with pytest.raises(TypeError, match="'b' has no default but follows one that has"):
-
-        @record(frozen=True, slots=True)
-        class Bad:
-            a: int = 0
-            b: int
-
-    @record(frozen=True, slots=True)
-    class Point:
-        x: int
-        y: int = 2
-
-    assert Point(1) == Point(x=1, y=2) and replace_fields(Point(1), {"y": 5}) == Point(1, 5)
-    assert Point.__match_args__ == ("x", "y") and not hasattr(Point(1), "__dict__")
