@@ -147,26 +147,26 @@ def _normalise(text: str, work: Path, home: Path) -> List[str]:
     return text.split("\n")
 
 
-def _env(cli_env: Dict[str, str], tmp_path: Path) -> Dict[str, str]:
+def _env(cli_env: Dict[str, str], tmp_path: Path, columns: str = "100") -> Dict[str, str]:
     """Credentials that look real and endpoints nobody listens on, as the templates' test gives them."""
     env = {k: v for k, v in cli_env.items() if not k.startswith(("HUAWEICLOUD_", "KUBECONFIG"))}
     env.update(
         HUAWEICLOUD_SDK_AK=AK, HUAWEICLOUD_SDK_SK=SK, HUAWEICLOUD_SDK_PROJECT_ID=PROJECT,
         HUAWEICLOUD_SDK_REGION="cn-north-4", MALAUNCH_MODELARTS_ENDPOINT="http://127.0.0.1:9",
         MALAUNCH_MODELARTS_PROFILE=str(tmp_path / "no-profile.ini"), KUBECONFIG=str(tmp_path / "no-kubeconfig"),
-        COLUMNS="100",
+        COLUMNS=columns,
     )  # fmt: skip
     return env
 
 
-def capture(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path) -> Dict[str, Any]:
-    """Run ``case`` and return its record, normalised."""
+def capture(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path, columns: str = "100") -> Dict[str, Any]:
+    """Run ``case`` (in a terminal ``columns`` wide, as ``COLUMNS`` says) and return its record, normalised."""
     work = tmp_path / "work"
     work.mkdir()
     for name, text in case.files.items():
         (work / name).write_text(text)
     args = [arg.replace("<REPO>", str(REPO)) for arg in case.args]
-    done = ma_submit(args, _env(cli_env, tmp_path), cwd=str(work))
+    done = ma_submit(args, _env(cli_env, tmp_path, columns), cwd=str(work))
     return {
         "args": list(case.args),
         "exit_code": done.returncode,
