@@ -13,8 +13,9 @@ Public names (``__all__`` is explicit and tested)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_names
-from .contract._record import TYPE_CHECKING
 from .main import main  # eager: the submodule of the same name must not shadow the function
 
 if TYPE_CHECKING:

@@ -6,10 +6,7 @@ export names whose modules the shim's start-up, or a quick ``ma-submit`` verb, m
 
 from __future__ import annotations
 
-from .contract._record import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 __all__ = ["lazy_names"]
 

@@ -40,9 +40,8 @@ import contextlib
 import json
 import os
 import time
-from typing import Iterator, List, Mapping, Optional, Tuple
+from typing import Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
-from .contract._record import NamedTuple
 from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, records, scan
 from .report.atomicfile import write_atomic
 from .run.progress import PROGRESS_DIR_VAR, WINDOW, record_text

@@ -19,8 +19,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
-from .contract._record import TYPE_CHECKING
 from .contract.errors import (
     EXIT_CONFIG,
     EXIT_LAUNCH,
@@ -34,7 +34,6 @@ from .contract.errors import (
 if TYPE_CHECKING:  # imported where used: start-up imports only what runs before the first rank starts
     import argparse
     import signal as _signal
-    from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
     from .contract.config import ShimConfig
     from .plan.launch_plan import LaunchPlan

@@ -14,7 +14,6 @@ here is re-exported from its one home in the shim, imported on first use:
 - checkpoints: a checkpoint folder's rows (``list_checkpoints``, ``CheckpointRow``; ``checkpoint_rows`` and
   ``found_of`` for a bucket's objects) and the complete checkpoint a new job would start from (``resume_point``),
   read as the shim reads the folder;
-- records: ``NamedTuple``, the typing-free base of named tuples (the SDK's job statuses; no :mod:`typing` import);
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - progress and recovery: each rank's progress records (``PROGRESS_DIR_NAME``, ``RankProgress``, ``read_progress``,
   ``newest_attempt``, ``JobProgress``, ``summarize``, ``first_progress``) and the time to recover after each
@@ -29,12 +28,12 @@ here is re-exported from its one home in the shim, imported on first use:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_names
-from .contract._record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .contract import VARIABLES, Name, int_bounds, seconds_bounds
-    from .contract._record import NamedTuple
     from .contract.checkpoint_list import CheckpointRow, checkpoint_rows, found_of, list_checkpoints, resume_point
     from .contract.cluster_env import DEFAULT_GRACE_PERIOD
     from .contract.signals import signal_in_any_code
@@ -85,7 +84,6 @@ _HOMES = {
     "Name": "contract",
     "int_bounds": "contract",
     "seconds_bounds": "contract",
-    "NamedTuple": "contract._record",
     "CheckpointRow": "contract.checkpoint_list",
     "list_checkpoints": "contract.checkpoint_list",
     "checkpoint_rows": "contract.checkpoint_list",
@@ -146,7 +144,6 @@ __all__ = [
     "Classification",
     "JobProgress",
     "Name",
-    "NamedTuple",
     "OutputCut",
     "ProcKey",
     "RankProgress",

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import TYPE_CHECKING, Any, List
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List
-
     from .backends.base import Backend, JobHandle
     from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
     from .backends.registry import available_backends

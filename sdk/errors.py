@@ -21,9 +21,7 @@ Every message says what failed, the offending value, and what to do, e.g.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Optional, Sequence
+from typing import Optional, Sequence
 
 __all__ = [
     "EXIT_BACKEND",

@@ -16,14 +16,11 @@ import contextlib
 import fcntl
 import json
 import os
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from malaunch.entrypoint.public import write_atomic
 
 from .errors import ConfigError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Iterator, Mapping, Optional, Sequence
 
 __all__ = ["DEFAULT_HOME", "HOME_VARIABLE", "file_lock", "home_dir", "one_by_prefix", "write_json_atomic"]
 

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import collections
 import re
-
-from malaunch.entrypoint.public import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable, Dict, FrozenSet, Iterable, Iterator, Optional
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["LogQuery", "line_host", "line_rank", "select_lines", "view_logs"]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from .backends.registry import (
     BACKEND_MODULES,
@@ -30,10 +31,7 @@ from .backends.registry import (
 )
 from .errors import BackendError, BackendNotAvailable, ConfigError, JobNotFound
 
-TYPE_CHECKING = False  # typing is not loaded: the everyday verbs open a backend and start in a few ms
 if TYPE_CHECKING:
-    from typing import Any, Dict, Mapping, Optional, Tuple
-
     from .backends.base import Backend
 
 # The interface is loaded with the backend, the job index only for a verb given a job id, and the profile's modules

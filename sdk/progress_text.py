@@ -7,12 +7,11 @@ From the records the shim keeps (:class:`~malaunch.entrypoint.public.RankProgres
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
 from malaunch.entrypoint.public import recovery_lines, summarize
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Sequence, Tuple
-
     from malaunch.entrypoint.public import RankProgress, Recovery
 
 __all__ = ["duration_text", "progress_line", "rank_rows", "rate_text", "recovery_block"]

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Mapping, Optional, Tuple
-
     from malaunch.entrypoint.public import RankProgress, Recovery
 
 __all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]

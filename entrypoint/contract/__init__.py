@@ -20,12 +20,10 @@ Standard library only, and cheap to import: it is read before the first rank sta
 
 from __future__ import annotations
 
-from ._record import TYPE_CHECKING
+from typing import Mapping, Optional, Tuple, Union
+
 from .errors import ConfigError
 from .variables import ALIASES, KINDS, ROLES, SETTERS, VARIABLES, Name, Variable
-
-if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple, Union
 
 __all__ = [
     "ALIASES",

@@ -21,11 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
-
-from ._record import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "parse_marker", "read_marker", "reached",

@@ -20,12 +20,9 @@ unfinished save). Standard library only; read defensively (a file that vanishes 
 from __future__ import annotations
 
 import os
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Union
 
-from ._record import TYPE_CHECKING, NamedTuple
 from .checkpoint_dir import MARKER, PARTS, Found, Marker, newest, parse_marker, read_marker, scan
-
-if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 __all__ = ["BEING_WRITTEN", "COMPLETE", "DAMAGED", "NO_MARKER", "STATES", "CheckpointRow", "checkpoint_rows",
            "folder_size", "found_of", "list_checkpoints", "resume_point"]  # fmt: skip

@@ -14,13 +14,11 @@ before anything is written.
 
 from __future__ import annotations
 
+from typing import Mapping, Optional, Tuple
+
 from . import VARIABLES, int_bounds, parse_bool, parse_choice, parse_int, parse_seconds, parse_words
 from . import raw_value as _get
-from ._record import TYPE_CHECKING
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",

@@ -31,14 +31,12 @@ Slotted classes, not dataclasses or named tuples: they are built before the firs
 
 from __future__ import annotations
 
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
+
 from . import VARIABLES, parse_bool, parse_codes, parse_int, parse_seconds, raw_value
-from ._record import TYPE_CHECKING, NamedTuple
 from .cluster_env import ClusterEnv, parse_cluster_env
 from .errors import ConfigError
 from .prepare_steps import PrepareSteps, parse_prepare
-
-if TYPE_CHECKING:
-    from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 __all__ = [
     "DEFAULT_BACKOFF",

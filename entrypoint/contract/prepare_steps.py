@@ -9,12 +9,10 @@ standard library only. What runs them is :mod:`..run.prepare_steps`.
 
 from __future__ import annotations
 
-from . import parse_seconds, raw_value
-from ._record import TYPE_CHECKING, NamedTuple
-from .errors import ConfigError
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional, Tuple
+from . import parse_seconds, raw_value
+from .errors import ConfigError
 
 __all__ = ["MAX_STEPS", "PrepareSteps", "parse_prepare", "step_text"]
 

@@ -6,12 +6,9 @@ Standard library only, and cheap to import: it is read before the first rank sta
 from __future__ import annotations
 
 import types
-
-from ._record import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 
 if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple, Union
-
     Default = Union[int, float, bool, str, None]
 
 __all__ = ["ALIASES", "KINDS", "ROLES", "SETTERS", "VARIABLES", "Name", "Variable"]

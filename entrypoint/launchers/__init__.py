@@ -20,11 +20,9 @@ module is imported only when its method runs.
 
 from __future__ import annotations
 
-from ..contract._record import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO, Mapping, Optional, Sequence
-
     from ..contract.cluster_env import ClusterEnv
     from ..contract.config import ShimConfig
     from ..plan.inputs import LaunchInputs, Needs

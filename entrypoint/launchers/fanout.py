@@ -10,17 +10,14 @@ to v1.0 in the log folder first. The processes are the ranks: their pipes are th
 from __future__ import annotations
 
 import os.path
+from typing import Dict, List
 
-from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv
 from ..plan.build import boot_command, log_dir_of, make_plan
 from ..plan.inputs import LaunchInputs, Needs
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
 from ..plan.rank_table.v1 import CONVERTED_FORMATS, to_v1_text
 from ..run.launcher import Launcher
-
-if TYPE_CHECKING:
-    from typing import Dict, List
 
 __all__ = ["FanoutLauncher", "plan_fanout"]
 

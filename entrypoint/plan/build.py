@@ -5,14 +5,11 @@
 from __future__ import annotations
 
 import os.path
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv
 from .inputs import LaunchInputs
 from .launch_plan import LaunchPlan, ProcessSpec
-
-if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["boot_command", "flag_name", "flag_value", "log_dir_of", "make_plan", "merge_flags", "node_ranks"]
 

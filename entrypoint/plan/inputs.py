@@ -7,11 +7,9 @@ and hands the result to the launcher's pure ``plan()`` as :class:`LaunchInputs`.
 
 from __future__ import annotations
 
-from ..contract._record import TYPE_CHECKING, NamedTuple
-from .rank_table import RankTable
+from typing import NamedTuple, Optional, Tuple
 
-if TYPE_CHECKING:
-    from typing import Optional, Tuple
+from .rank_table import RankTable
 
 __all__ = ["LaunchInputs", "Needs"]
 

@@ -14,10 +14,7 @@ Where the interpreter has no ``_json`` accelerator, both are :mod:`json` itself.
 
 from __future__ import annotations
 
-from ..contract._record import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
 try:
     import _json

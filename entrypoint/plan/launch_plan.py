@@ -24,13 +24,10 @@ first rank starts, and a named tuple costs a fraction of a dataclass to define a
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..contract import VARIABLES
-from ..contract._record import TYPE_CHECKING, NamedTuple
 from ..contract.prepare_steps import PrepareSteps
-
-if TYPE_CHECKING:
-    from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 

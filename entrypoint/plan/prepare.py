@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 from ..contract import VARIABLES
-from ..contract._record import TYPE_CHECKING
 from ..contract.cluster_env import ClusterEnv, require_master
 from ..contract.errors import ConfigError, LaunchError, RankTableError, WaitTimeout, shorten
 from .inputs import LaunchInputs, Needs
@@ -26,7 +26,6 @@ from .rank_table import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Optional, Sequence, Tuple
 
     #: What resolves a host name to an IPv4 address (for tests: a stand-in for the name service).
     Resolver = Callable[[str], str]

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-
-from ..contract._record import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Optional
+from typing import Optional
 
 __all__ = ["write_atomic"]
 

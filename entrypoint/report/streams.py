@@ -15,10 +15,7 @@ SDK may import the entrypoint, never the other way round. Standard library only.
 from __future__ import annotations
 
 import errno
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import BinaryIO
+from typing import BinaryIO
 
 __all__ = ["OutputCut", "StreamClosed", "write_all"]
 

@@ -10,12 +10,11 @@ Logs go under ``<log dir>/attempt-K/`` (paths in ``--flag=PATH`` arguments too, 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Callable, Dict, Mapping, Tuple
 
-from ..contract._record import TYPE_CHECKING
 from ..plan.launch_plan import LaunchPlan, ProcessSpec
 
 if TYPE_CHECKING:  # a type only: the policy module (and the report it reads) is not needed to plan an attempt
-    from typing import Callable, Dict, Mapping, Tuple
 
     from ..contract.config import RestartPolicy
 

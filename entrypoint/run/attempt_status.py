@@ -19,10 +19,7 @@ import json
 import math
 import os
 import time
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # status reads these files: it loads no typing, nor the report writer
-    from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["ATTEMPT_FILE", "EVENTS_FILE", "EVENT_REASONS", "announce_attempt", "attempt_file", "events_file",
            "note_event", "read_attempt", "read_events"]  # fmt: skip

@@ -17,12 +17,11 @@ Hooks, by who calls them:
 
 from __future__ import annotations
 
-from ..contract._record import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
 from ..plan.launch_plan import ProcessSpec
 
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
-
     from ..contract.cluster_env import ClusterEnv
     from ..plan.inputs import LaunchInputs, Needs
     from ..plan.launch_plan import LaunchPlan

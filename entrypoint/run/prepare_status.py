@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["PREPARE_FILE", "note_prepare", "prepare_file", "prepare_line", "read_prepare"]
 

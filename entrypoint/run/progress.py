@@ -16,11 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
-
-from ..contract._record import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["PROGRESS_DIR_NAME", "PROGRESS_DIR_VAR", "WINDOW", "JobProgress", "RankProgress", "attempt_key",
            "first_progress", "newest_attempt", "read_progress", "record_text", "summarize"]  # fmt: skip

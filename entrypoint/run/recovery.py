@@ -22,12 +22,11 @@ import json
 import math
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
-from ..contract._record import TYPE_CHECKING, NamedTuple
 from .progress import first_progress, read_progress
 
 if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
     from ..report.report import RunResult
     from .hosts.jobstate import JobState

@@ -18,11 +18,9 @@ nothing above it (``tests/sdk/test_sdk_layering.py``).
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False  # typing is not loaded: every verb imports this package, and the everyday ones start in ms
 if TYPE_CHECKING:
-    from typing import Any
-
     from .modelarts.options import ModelArtsOptions
     from .registry import (
         BACKEND_MODULES,

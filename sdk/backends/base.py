@@ -85,16 +85,26 @@ import abc
 import os
 import re
 import time
-
-from malaunch.entrypoint.public import NamedTuple
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Callable,
+    ClassVar,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    TextIO,
+    Tuple,
+)
 
 from ..errors import BackendError, ConfigError, JobStateUnknown, SpecError, WaitTimeout
 from ..home import one_by_prefix
 from ..status import JobState, JobStatus
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a spec nor what is inside a job
-    from typing import AbstractSet, Callable, ClassVar, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple
 
     from ..plan import SubmitPlan
     from ..spec.model import JobSpec

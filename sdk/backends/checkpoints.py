@@ -6,9 +6,9 @@ backend that can see the folder lists it as the shim sees it between attempts (d
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, NamedTuple, Tuple
 
-from malaunch.entrypoint.public import CheckpointRow, NamedTuple
+from malaunch.entrypoint.public import CheckpointRow
 
 __all__ = ["CheckpointListing"]
 

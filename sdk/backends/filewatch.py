@@ -18,10 +18,7 @@ import os
 import select
 import struct
 import time
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Set
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 __all__ = ["ChangeWatch"]
 

@@ -17,12 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from ..home import file_lock, home_dir, one_by_prefix, write_json_atomic
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 __all__ = ["INDEX_FILE", "LOCK_SUFFIX", "MAX_ENTRIES", "JobIndex"]
 

@@ -9,14 +9,9 @@ through the platform's own list as before); the local backend answers from its h
 from __future__ import annotations
 
 import fnmatch
-
-from malaunch.entrypoint.public import NamedTuple
+from typing import FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from ..status import JobStatus
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import FrozenSet, Iterable, Optional, Tuple
 
 __all__ = ["DEFAULT_LIMIT", "ListPage", "ListQuery", "page_of"]
 

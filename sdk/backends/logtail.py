@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeAlias
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeAlias
-
     from .filewatch import ChangeWatch
 
 __all__ = ["follow_files", "read_files"]

@@ -31,13 +31,9 @@ import functools
 import importlib
 import importlib.util
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, TypeAlias
 
-from malaunch.entrypoint.public import NamedTuple
-
-TYPE_CHECKING = False  # typing is not loaded: the everyday verbs ask the registry and start in a few ms
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeAlias
-
     from ..profiles.keys import ProfileKey
 
 __all__ = [

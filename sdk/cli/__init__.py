@@ -19,11 +19,9 @@ The names below are imported on first use, so that the console script loads clic
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .app import EXIT_INTERRUPTED, VERBS, MaSubmitGroup, cli, json_output_requested
     from .entry import main
 

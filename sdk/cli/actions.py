@@ -11,6 +11,7 @@ local); a job id may be a unique prefix.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..opening import job_owner
 from ..status import JobState, JobStatus, exit_code_of
@@ -18,10 +19,7 @@ from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED
 from .profile_use import backend_of_profile, open_with
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Tuple
-
     from ..backends.base import Backend
 
 __all__ = [

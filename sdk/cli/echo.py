@@ -16,11 +16,9 @@ from __future__ import annotations
 import codecs
 import json
 import sys
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Optional, TextIO, Tuple
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO, Callable, Dict, Optional, TextIO, Tuple
-
     from ...entrypoint.public import OutputCut
 
 __all__ = ["echo", "echo_json", "note", "say_output_lost"]

@@ -9,10 +9,7 @@ interrupted`` and 130, never a traceback.
 from __future__ import annotations
 
 import sys
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 __all__ = ["main"]
 

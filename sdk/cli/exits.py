@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import errno
 import sys
+from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
 from ..errors import MalaunchError, SpecError, exit_code_for
 from .echo import echo, echo_json
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OUTPUT", "EXIT_PIPE", "PROG", "finish", "json_output_requested",
            "outcome_of", "said_write_failure"]  # fmt: skip

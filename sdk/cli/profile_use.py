@@ -8,14 +8,12 @@ the ``--profile`` option and the verbs that read a job file, is :mod:`.profile_o
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Optional
 
 from ..backends.registry import DEFAULT_BACKEND
 from ..opening import open_backend
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
-
     from ..backends.base import Backend
     from ..profiles.store import Profile
 

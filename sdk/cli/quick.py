@@ -24,13 +24,10 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeAlias
 
 from .echo import echo
 from .exits import Outcome, finish, json_output_requested, outcome_of, said_write_failure
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeAlias
 
 __all__ = ["Quick", "asks_group_help", "may_run", "recognise", "run", "show_group_help", "verb_first"]
 

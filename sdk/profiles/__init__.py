@@ -13,8 +13,6 @@ imports none of them, so a backend that declares its keys with :mod:`.keys` load
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import List
+from typing import List
 
 __all__: List[str] = []

@@ -3,12 +3,10 @@ with profile keys is made with it on ``status`` and ``list`` too, which must not
 
 from __future__ import annotations
 
+from typing import Dict, Mapping, Optional
+
 from .check import keys_of
 from .store import PROFILE_VARIABLE, Profile
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional
 
 __all__ = ["backend_arguments", "profile_environ"]
 

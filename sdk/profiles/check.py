@@ -11,15 +11,14 @@ What a profile does to a job file and to a backend is :mod:`.apply`'s.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Dict, Mapping, Optional
+
 from ..backends.registry import BACKEND_NAMES, profile_keys
 from ..errors import ConfigError
 from .keys import SHARED_KEYS
 from .store import select
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional
-
     from .keys import ProfileKey
     from .store import Profile
 

@@ -13,12 +13,7 @@ hidden prompt or standard input, never as an option's value (other users see a c
 from __future__ import annotations
 
 import re
-
-from malaunch.entrypoint.public import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
+from typing import Mapping, NamedTuple, Optional, Tuple
 
 __all__ = ["KEY_NAME", "SHARED_KEYS", "ProfileKey"]
 

@@ -18,16 +18,15 @@ import io
 import os
 import re
 import stat
+from typing import TYPE_CHECKING, Dict, Mapping, NamedTuple, Optional, Tuple
 
-from malaunch.entrypoint.public import NamedTuple, write_atomic
+from malaunch.entrypoint.public import write_atomic
 
 from ..errors import ConfigError
 from ..home import file_lock
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import configparser
-    from typing import Dict, Mapping, Optional, Tuple
 
 __all__ = [
     "DEFAULT_PROFILE",

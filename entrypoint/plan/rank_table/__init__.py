@@ -41,8 +41,8 @@ import os
 import stat
 import time
 from operator import attrgetter
+from typing import TYPE_CHECKING, Callable, Optional
 
-from ...contract._record import TYPE_CHECKING
 from ...contract.errors import ConfigError, RankTableError, WaitTimeout, shorten
 from .. import jsontext
 from ._parse import COMPLETED, Device, RankTable, Server, no_gc, parse_rank_table, shown
@@ -50,7 +50,6 @@ from ._parts import decode_by_parts
 
 if TYPE_CHECKING:
     from json import JSONDecodeError
-    from typing import Callable, Optional
 
 __all__ = [
     "MAX_RANK_TABLE_BYTES", "RANK_TABLE_DIR_FILE", "Device", "RankTable", "RankTableNotReady", "Server",

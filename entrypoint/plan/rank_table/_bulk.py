@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
+from typing import Any, Optional, Sequence
 
-from ...contract._record import TYPE_CHECKING
 from .. import jsontext
 from ._model import Server
-
-if TYPE_CHECKING:
-    from typing import Any, Optional, Sequence
 
 __all__ = ["MAX_DIGITS", "CheckedServers", "RawDevice", "ServerColumns", "fast_devices", "fast_server_list"]
 

@@ -8,11 +8,7 @@ Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._pars
 from __future__ import annotations
 
 from operator import attrgetter
-
-from ...contract._record import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 __all__ = ["Device", "RankTable", "Server", "shown"]
 

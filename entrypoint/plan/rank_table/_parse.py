@@ -9,14 +9,11 @@ walked item by item here, so that the error can name the exact value. Both make 
 from __future__ import annotations
 
 import gc
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
-from ...contract._record import TYPE_CHECKING
 from ...contract.errors import RankTableError
 from ._bulk import MAX_DIGITS, CheckedServers, RawDevice, fast_devices, fast_server_list
 from ._model import Device, RankTable, Server, shown
-
-if TYPE_CHECKING:
-    from typing import Any, Callable, NoReturn, Optional, Sequence
 
 __all__ = ["COMPLETED", "Device", "RankTable", "Server", "no_gc", "parse_rank_table", "shown"]
 

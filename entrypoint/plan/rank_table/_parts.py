@@ -29,12 +29,10 @@ The parts then tile the list exactly (a comma and whitespace between them), so t
 
 from __future__ import annotations
 
-from ...contract._record import TYPE_CHECKING
+from typing import Any, Callable, Optional
+
 from .. import jsontext
 from ._bulk import CheckedServers, ServerColumns
-
-if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
 
 __all__ = ["PART", "decode_by_parts"]
 

@@ -8,12 +8,10 @@ writes before any rank starts.
 
 from __future__ import annotations
 
-from ...contract._record import TYPE_CHECKING
+from typing import Dict, List, Sequence
+
 from ..jsontext import quoted as _quoted
 from . import RankTable, Server
-
-if TYPE_CHECKING:
-    from typing import Dict, List, Sequence
 
 __all__ = ["CONVERTED_FORMATS", "to_v1_text"]
 

@@ -18,11 +18,7 @@ import contextlib
 import os
 import signal
 import time
-
-from ...contract._record import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import Callable, Dict, Iterable, List, Optional, Set, TypeAlias
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, TypeAlias
 
 __all__ = [
     "ProcInfo",

@@ -25,9 +25,7 @@ import sys
 # Its start-up competes with the ranks' for the CPUs, so until the shim dies the watchdog runs on builtins only:
 # no typing (annotations are only read by the type checker), no enum-based ``signal`` (``_signal`` is the C
 # module under it), no proctree. Those are imported when it has to end the job.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import List, Sequence, Set, Tuple
+from typing import List, Sequence, Set, Tuple
 
 __all__ = ["main"]
 

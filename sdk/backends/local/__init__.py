@@ -13,11 +13,9 @@ The names below are imported on first use, so asking :mod:`.options` loads nothi
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .backend import NETWORK_MODES, LocalBackend, create_backend
 
 __all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]

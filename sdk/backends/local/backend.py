@@ -25,6 +25,7 @@ import contextlib
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
 from ...home import home_dir
@@ -34,10 +35,7 @@ from .housekeeping import Housekeeper
 from .query import JobReader
 from .setup import LocalSetup
 
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
 if TYPE_CHECKING:
-    from typing import AbstractSet, Any, Iterator, List, Mapping, Optional, Sequence, Tuple
-
     from ...plan import SubmitPlan
     from ...spec.model import JobSpec
     from ...spec.resume import ResumeRef

@@ -18,10 +18,7 @@ import contextlib
 import heapq
 import itertools
 import os
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeAlias
+from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeAlias
 
 __all__ = ["ConsoleIndex", "index_path", "merged_lines", "missing_lines"]
 

@@ -29,17 +29,27 @@ import json
 import math
 import os
 import re
+from typing import (
+    AbstractSet,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Set,
+    Tuple,
+    TypeAlias,
+    Union,
+)
 
-from malaunch.entrypoint.public import NamedTuple, write_atomic
+from malaunch.entrypoint.public import write_atomic
 
 from ...home import file_lock
 from ...status import JobState, JobStatus
 from ..listing import ListPage, ListQuery
 from .jobdir import JobPaths
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import AbstractSet, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeAlias, Union
 
 __all__ = ["HISTORY_FILE", "HISTORY_VERSION", "ROW_FIELDS", "History", "HistoryRow", "Snapshot"]
 

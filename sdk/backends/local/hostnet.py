@@ -17,12 +17,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple, TypeAlias
 
 from ...errors import BackendError, ConfigError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple, TypeAlias
 
 __all__ = ["LOOPBACK", "NETNS", "HostNetwork", "LoopbackNetwork", "NetnsNetwork", "network_from_json"]
 

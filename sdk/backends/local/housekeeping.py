@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import time
+from typing import TYPE_CHECKING, AbstractSet, List, Optional
 
 from ...errors import BackendError, ConfigError
 from ...status import JobState, JobStatus
@@ -21,10 +22,7 @@ from .query import request_json
 from .queue.waiting import unqueue
 from .state import StateWriter, read_state
 
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
 if TYPE_CHECKING:
-    from typing import AbstractSet, List, Optional
-
     from ..base import PruneResult
     from .query import JobReader
 

@@ -12,9 +12,9 @@ import json
 import os
 import signal
 import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional
 
 from malaunch.entrypoint.public import (
-    NamedTuple,
     ProcKey,
     env_has,
     is_alive,
@@ -23,10 +23,6 @@ from malaunch.entrypoint.public import (
     read_info,
     signal_proven,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 __all__ = [
     "JOB_ID_VARIABLE",

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 from malaunch.entrypoint.public import Name
 
 from ...status import HostState, JobState, JobStatus
 from .jobdir import JobPaths, read_json
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Optional
 
 __all__ = ["pending_reason"]
 

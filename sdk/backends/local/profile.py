@@ -5,11 +5,9 @@ Read by the registry (:func:`malaunch.sdk.backends.registry.profile_keys`) only 
 
 from __future__ import annotations
 
-from ...profiles.keys import ProfileKey
+from typing import Tuple
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Tuple
+from ...profiles.keys import ProfileKey
 
 __all__ = ["PROFILE_KEYS"]
 

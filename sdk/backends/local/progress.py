@@ -10,15 +10,13 @@ records of every host.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, List, Tuple
 
 from malaunch.entrypoint.public import PROGRESS_DIR_NAME, first_progress, read_progress, read_recovery, recovery_file
 
 from .jobdir import JobPaths
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Tuple
-
     from malaunch.entrypoint.public import RankProgress, Recovery
 
 __all__ = ["job_progress"]

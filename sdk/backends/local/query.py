@@ -12,6 +12,7 @@ import itertools
 import os
 import re
 import time
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, JobNotFound, JobStateUnknown
 from ...home import one_by_prefix
@@ -22,10 +23,7 @@ from .pending import pending_reason
 from .queue.waiting import queue_reason, queued, take_over
 from .state import StateReading, job_status, read_state
 
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
-
     from ...spec.resume import ResumeRef
     from ..checkpoints import CheckpointListing
     from ..inside import ExecResult, JobEvent, UsageReport

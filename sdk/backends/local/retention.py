@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from typing import TYPE_CHECKING, AbstractSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from malaunch.entrypoint.public import env_values
 
@@ -24,9 +25,7 @@ from ...home import file_lock
 from ..base import PruneResult
 from .jobdir import JOB_ID_VARIABLE, JobPaths
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # the history index and shutil are loaded only by what removes or lists, not by reading a job
-    from typing import AbstractSet, Iterator, List, Optional, Sequence, Set, Tuple
 
     from .history import Reader, Snapshot
 

@@ -3,12 +3,10 @@ hosts, and the runners this process started (its own children, reaped here)."""
 
 from __future__ import annotations
 
-from malaunch.entrypoint.public import NamedTuple
+from typing import TYPE_CHECKING, Dict, Mapping, NamedTuple, Optional
 
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
 if TYPE_CHECKING:
     import subprocess
-    from typing import Dict, Mapping, Optional
 
 __all__ = ["LocalSetup"]
 

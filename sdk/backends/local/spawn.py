@@ -10,14 +10,11 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from typing import Mapping, Sequence
 
 from malaunch.entrypoint.public import Name
 
 from .jobdir import JobPaths, job_processes, kill_processes
-
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
-if TYPE_CHECKING:
-    from typing import Mapping, Sequence
 
 __all__ = ["RUNNER_MODULE", "end_runner", "spawn_runner", "start_detached"]
 

@@ -22,17 +22,12 @@ import errno
 import json
 import math
 import os
-
-from malaunch.entrypoint.public import NamedTuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ...errors import show_value
 from ...home import write_json_atomic
 from ...status import HostState, HostStatus, JobState, JobStatus
 from .jobdir import JobPaths
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "HISTORY_KINDS",

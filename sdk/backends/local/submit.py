@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
 from ...errors import BackendError, ConfigError, SpecError
 from ...home import write_json_atomic
@@ -28,10 +29,7 @@ from .queue.store import QueueStore, plan_queue
 from .spawn import end_runner, spawn_runner
 from .state import SLACK_BYTES, new_state
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Tuple
-
     from ...spec.model import JobSpec
     from ..codefiles import CodeFile
     from .setup import LocalSetup

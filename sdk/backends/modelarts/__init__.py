@@ -11,11 +11,9 @@ The names below are imported on first use, so asking :mod:`.options` costs no cl
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .backend import ModelArtsBackend, create_backend
 
 

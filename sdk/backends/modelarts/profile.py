@@ -8,6 +8,8 @@ set: from the environment, else from the profile in use when it has ``ak``, else
 
 from __future__ import annotations
 
+from typing import Tuple
+
 from ...profiles.keys import ProfileKey
 from .variables import (
     ENV_AK,
@@ -18,10 +20,6 @@ from .variables import (
     ENV_SECURITY_TOKEN,
     ENV_SK,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Tuple
 
 __all__ = ["PROFILE_KEYS"]
 

@@ -12,11 +12,9 @@ The names below are imported on first use, so asking :mod:`.options` costs no cl
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .backend import VolcanoBackend, create_backend, split_job_id, volcano_job_name
     from .manifest import render_manifest
     from .phases import PHASES, job_state

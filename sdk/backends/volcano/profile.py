@@ -8,11 +8,9 @@ is written, shown or used.
 
 from __future__ import annotations
 
-from ...profiles.keys import ProfileKey
+from typing import Tuple
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Tuple
+from ...profiles.keys import ProfileKey
 
 __all__ = ["PROFILE_KEYS"]
 

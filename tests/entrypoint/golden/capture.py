@@ -189,8 +189,27 @@ def _report(work: Path, stdout: str, stderr: str) -> Any:
     return _scrub(data)
 
 
+_RECOVERY_TIMES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
+_CLOCK = re.compile(r"\d\d:\d\d:\d\d\.\d{3} UTC( \(\+\d+\.\d+ s\))?")
+
+
+def _recovery(record: Any) -> Any:
+    """Rule 4 in a recovery record (the time to recover): its moments and the seconds since the failure."""
+    if not isinstance(record, dict):
+        return record
+    scrubbed = {key: "<TIME>" if key in _RECOVERY_TIMES and isinstance(item, (int, float)) else
+                "<DURATION>" if key.endswith("_after") and isinstance(item, (int, float)) else item
+                for key, item in record.items()}  # fmt: skip
+    if isinstance(scrubbed.get("line"), str):
+        scrubbed["line"] = _CLOCK.sub(lambda m: "<TIME> UTC" + (" (+<DURATION>)" if m.group(1) else ""),
+                                      scrubbed["line"])  # fmt: skip
+    return scrubbed
+
+
 def _scrub(value: Any) -> Any:
-    """Rules 3 and 4 in report.json: pids and durations."""
+    """Rules 3 and 4 in report.json: pids and durations (and the moments of a recovery record)."""
+    if isinstance(value, dict) and isinstance(value.get("recovery"), list):
+        value = {**value, "recovery": [_recovery(item) for item in value["recovery"]]}
     if isinstance(value, dict):
         return {key: ("<PID>" if key == "pid" and isinstance(item, int) else
                       "<DURATION>" if key == "duration" and isinstance(item, (int, float)) else _scrub(item))

@@ -11,14 +11,11 @@ import contextlib
 import os
 import signal
 import time
+from typing import Mapping, Optional
 
 from ....status import JobState
 from ..jobdir import JobPaths, job_processes
 from ..state import StateWriter, read_state
-
-TYPE_CHECKING = False  # typing is not loaded: the local backend's everyday verbs start in a few ms
-if TYPE_CHECKING:
-    from typing import Mapping, Optional
 
 __all__ = ["queue_reason", "queued", "take_over", "unqueue"]
 
