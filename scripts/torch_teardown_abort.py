@@ -1,6 +1,7 @@
 """Reproduce torch 2.13's gloo abort after a finished run, and count it (issue 43.4). Not a test: the abort is rare.
 
-  python scripts/torch_teardown_abort.py [--runs N] [--import after|before] [--ending return|exit_now] [--cores DIR]
+  python scripts/torch_teardown_abort.py [--runs N] [--case template|async] [--import after|before]
+                                         [--ending return|exit_now] [--cores DIR]
 
 Each run is ``torchrun --standalone --nproc_per_node=2`` of this very file as the worker: it joins a gloo group
 on 127.0.0.1, all-reduces one number, passes a barrier, calls ``destroy_process_group()``, prints a marker line
@@ -15,6 +16,12 @@ as the first optimizer a script makes does (``torch.optim`` loads ``torch._dynam
 after the group exists, they keep it, ``destroy_process_group()`` frees nothing, and gloo's threads
 (``gloo_tcp_loop``, two ``pt_gloo_runloop``) live on into the interpreter's teardown; imported before, the default
 is None and the group is gone when ``destroy_process_group()`` returns.
+
+``--case async`` is the abort reduced to its cause (docs/recovery.md shows the native stack): each rank starts an
+asynchronous all-reduce, drops the work at once and ends, so the gloo worker thread (``pt_gloo_runloop``) holds the
+work's last reference. It finishes the work while the interpreter tears down and drops it; the tensor it holds is
+a Python object, the worker thread asks for the GIL to release it, a finalizing Python 3.11 ends any thread that
+asks (``pthread_exit``), and that unwind through torch's ``noexcept`` destructor is ``std::terminate``.
 
 A run is *aborted* when a rank died of SIGABRT after its marker line (torch printed ``terminate called without an
 active exception``); *failed* when it ended otherwise than 0 for another reason. The counts go to stdout, one run
@@ -48,10 +55,21 @@ def gloo_threads() -> List[str]:
     return sorted(name for name in names if "gloo" in name)
 
 
-def worker(ending: str, order: str) -> None:
-    """One rank: the template's ending in a few lines (join, all-reduce, barrier, destroy, exit)."""
+def worker(ending: str, order: str, case: str = "template") -> None:
+    """One rank: the template's ending in a few lines (join, all-reduce, barrier, destroy, exit), or (``case``
+    ``async``) the abort reduced: an asynchronous all-reduce whose work is dropped at once, then the script's end."""
     import torch
     import torch.distributed as dist
+
+    if case == "async":
+        dist.init_process_group("gloo", init_method="env://")
+        dist.all_reduce(torch.ones(1 << 20), async_op=True)  # gloo's worker thread now holds the work's last reference
+        print(f"{MARKER} (rank {os.environ.get('RANK')}: not destroyed, the all-reduce in flight)", flush=True)
+        if ending == "exit_now":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        sys.exit(0)
 
     if order == "before":
         import torch.distributed.nn
@@ -71,17 +89,17 @@ def worker(ending: str, order: str) -> None:
     sys.exit(0)
 
 
-def one_run(ending: str, order: str, folder: str) -> Tuple[str, bool]:
+def one_run(ending: str, order: str, folder: str, case: str = "template") -> Tuple[str, bool]:
     """``ok``, ``aborted`` or ``failed`` for one torchrun of two ranks in ``folder``, and whether a rank still had
     gloo threads after ``destroy_process_group()``."""
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            os.path.abspath(__file__), "--worker", ending, "--import", order]  # fmt: skip
+            os.path.abspath(__file__), "--worker", ending, "--import", order, "--case", case]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     done = subprocess.run(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     text = done.stdout.decode("utf-8", "replace")
     with open(os.path.join(folder, "torchrun.out"), "w", encoding="utf-8") as handle:
         handle.write(text)
-    left = any(MARKER in line and not line.rstrip().endswith("[]") for line in text.splitlines())
+    left = any(MARKER in line and line.rstrip().endswith("']") for line in text.splitlines())
     if done.returncode == 0:
         return "ok", left
     after = text.count(MARKER) == 2 and ABORT in text.split(MARKER, 1)[1]
@@ -93,11 +111,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--runs", type=int, default=40, help="how many torchruns (default 40)")
     parser.add_argument("--ending", choices=("return", "exit_now"), default="return")
     parser.add_argument("--import", dest="order", choices=("after", "before"), default="after")
+    parser.add_argument("--case", choices=("template", "async"), default="template",
+                        help="template: the template's ending; async: the abort reduced (see docs/recovery.md)")
     parser.add_argument("--cores", default=None, help="a folder for the runs, kept with their cores when not ok")
     parser.add_argument("--worker", choices=("return", "exit_now"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.worker:
-        worker(options.worker, options.order)
+        worker(options.worker, options.order, options.case)
         return 0
     if options.runs < 1:
         parser.error(f"--runs must be at least 1, got {options.runs}")
@@ -110,7 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for number in range(1, options.runs + 1):
         folder = os.path.join(base, f"run-{number}")
         os.makedirs(folder, exist_ok=True)
-        outcome, left = one_run(options.ending, options.order, folder)
+        outcome, left = one_run(options.ending, options.order, folder, options.case)
         counts[outcome] += 1
         kept += left
         print(f"run {number}: {outcome}{', gloo threads left after destroy_process_group' if left else ''}",
@@ -119,7 +139,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             shutil.rmtree(folder, ignore_errors=True)
     if not options.cores:
         shutil.rmtree(base, ignore_errors=True)
-    print(f"import {options.order}, ending {options.ending}: {counts['aborted']} aborted, {counts['failed']} failed "
+    print(f"case {options.case}, import {options.order}, ending {options.ending}: {counts['aborted']} aborted, "
+          f"{counts['failed']} failed "
           f"otherwise, {counts['ok']} ok, of {options.runs} runs of two ranks; gloo threads outlived "
           f"destroy_process_group() in {kept}")  # fmt: skip
     return 0
