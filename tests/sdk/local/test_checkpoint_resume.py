@@ -182,6 +182,6 @@ def test_cloud_backends_refuse_resume_from_in_one_line(tmp_path: Path, cli_env: 
     job = write_job(tmp_path / "cloud", "print(1)\n", name="cloud", checkpoint={}, backend="volcano",
                     image="python:3.11")  # fmt: skip
     line = _refused(["--resume-from", "ns/old", str(job), "--dry-run"], cli_env)
-    assert "resume_from works on local jobs only so far" in line
+    assert "checkpoint.volume: is required on the volcano backend" in line  # before the cluster is asked
     line = _refused(["checkpoints", "--backend", "volcano", "ns/old"], {**cli_env, "KUBECONFIG": str(kubeconfig)})
     assert "on the cluster's volume, which this machine cannot read" in line and "ma-submit exec ns/old" in line

@@ -19,6 +19,7 @@ from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
+from malaunch.sdk.spec.resume import ResumeRef
 from sdkutil import ma_submit, wait_for
 from shimutil import assert_nothing_left, free_port, marked_env, shim, write_v10_table
 from volcano_checks import crd_errors, pod_template_errors
@@ -113,7 +114,8 @@ def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kube
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{name}"
     old = backend.api.get_job("ml", name)
-    assert backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), handle.id) == f"{MOUNT_PATH}/{name}"
+    new = spec_from_mapping(job_data(volume="ckpt-pvc"))
+    assert backend.resume_check(ResumeRef(name[:12]), new) == ResumeRef(handle.id)  # a prefix: the whole id
     assert resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), old, "step-00000004") == (
         f"{MOUNT_PATH}/{name}/step-00000004"
     )
@@ -121,10 +123,51 @@ def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kube
     running = backend.submit(spec_from_mapping(busy))
     wait_for(lambda: running.status().state is JobState.RUNNING, WAIT, "the second job running")
     with pytest.raises(ConfigError) as caught:
-        backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), running.id)
+        backend.resume_check(ResumeRef(running.id), spec_from_mapping(job_data(volume="ckpt-pvc")))
     assert str(caught.value) == (f"--resume-from: job {running.id} is RUNNING; wait for it to "
                                  f"end, or stop it first: 'ma-submit stop {running.id}'")  # fmt: skip
     backend.stop(running.id)
+
+
+def _env_of(manifest: Dict[str, Any]) -> Dict[str, Any]:
+    (container,) = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    return {item["name"]: item.get("value") for item in container["env"]}
+
+
+def test_resume_from_an_ended_job_on_the_same_claim_through_the_cli(
+    kube: FakeKube, kubeconfig: Path, cli_env: Dict[str, str], tmp_path: Path
+) -> None:
+    """``--resume-from OLD:NAME`` on Volcano: dry-run and submit give the new job's pods the old job's folder on the
+    same claim as ``MALAUNCH_RESUME_SOURCE``; a job on another claim is one line, exit 2, nothing created."""
+    env = {**cli_env, "KUBECONFIG": str(kubeconfig)}
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+    old = backend.submit(spec_from_mapping(job_data(volume="ckpt-pvc")))
+    assert old.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
+    old_name = old.id.split("/")[1]
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_data(volume="ckpt-pvc")))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    dry = ma_submit(["--dry-run", "--output", "json", "--resume-from", f"{old_name}:step-00000004", str(job)], env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    manifest = plan["request"]["manifest"]
+    assert crd_errors(manifest) == []
+    assert _env_of(manifest)["MALAUNCH_RESUME_SOURCE"] == f"{MOUNT_PATH}/{old_name}/step-00000004"
+    assert plan["spec"]["resume_from"] == f"{old.id}:step-00000004"  # the whole id, proven ended
+    assert any(f"attempt 0 resumes from {MOUNT_PATH}/{old_name}/step-00000004" in note for note in plan["notes"])
+    done = ma_submit(["--detach", "--resume-from", old.id, str(job)], env)
+    assert done.returncode == 0, done.stderr
+    created = kube.cluster.created[-1]
+    assert _env_of(created)["MALAUNCH_RESUME_SOURCE"] == f"{MOUNT_PATH}/{old_name}"
+    assert _env_of(created)["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{done.stdout.strip().split('/')[1]}"
+    backend.stop(done.stdout.strip())
+    job.write_text(yaml.safe_dump(job_data(volume="other-pvc")))
+    count = len(kube.cluster.created)
+    refused = ma_submit(["--resume-from", old.id, str(job)], env)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", (
+        f"ma-submit: error: --resume-from: job {old_name} kept its checkpoints on volume ckpt-pvc, this job mounts "
+        "other-pvc; set checkpoint.volume: ckpt-pvc\n"))  # fmt: skip
+    assert len(kube.cluster.created) == count
 
 
 def test_resuming_from_another_job_needs_the_same_claim() -> None:
