@@ -154,6 +154,8 @@ def test_the_python_api_lists_the_checkpoints_and_plans_the_source(tmp_path: Pat
     source = home / "jobs" / handle.id / "checkpoints" / "step-00000001"
     plan = Job.from_yaml(str(job), resume_from=f"{handle.id[:10]}:step-00000001").plan(backend=backend)
     assert f"MALAUNCH_RESUME_SOURCE={source}" in plan.render()
+    elsewhere = Job.from_yaml(str(job), resume_from=f"{handle.id}@obs://bucket/x/").plan(backend=backend)
+    assert elsewhere.spec.resume_from == handle.id  # a location is the check's to find; local needs none
     assert Job.from_yaml(str(job), resume_from="old-2026").spec.to_dict()["resume_from"] == "old-2026"
     trial_job = Job.from_yaml(str(job), resume_from=handle.id[:10], args=["--lr={lr}"])
     sweep = Sweep(trial_job, params={"lr": [1, 2]})
@@ -167,6 +169,7 @@ def test_the_python_api_lists_the_checkpoints_and_plans_the_source(tmp_path: Pat
     ({"resume_from": "job-1:../x", "checkpoint": {}}, "resume_from", "must name one checkpoint after ':'"),
     ({"resume_from": ":step-1", "checkpoint": {}}, "resume_from", "must start with a job id"),
     ({"resume_from": 3, "checkpoint": {}}, "resume_from", "must be a string"),
+    ({"resume_from": "job-1@obs://b/a b/", "checkpoint": {}}, "resume_from", "as a URL without spaces after '@'"),
 ])  # fmt: skip
 def test_a_bad_resume_from_is_refused_by_the_spec(tmp_path: Path, fields: Dict[str, object], field: str,
                                                   problem: str) -> None:  # fmt: skip
