@@ -40,6 +40,7 @@ from ...spec.resume import ResumeRef
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
+from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
@@ -206,6 +207,12 @@ class ModelArtsBackend(Backend):
         if not PLATFORM_ID.match(job_id):
             return super().resolve_id(job_id)
         return self._fetch_status(job_id).id
+
+    def checkpoints(self, job_id: str) -> CheckpointListing:
+        """The job's checkpoints in the OBS folder they were uploaded to (:func:`.ckptlist.obs_listing`)."""
+        from .ckptlist import obs_listing  # botocore: only a listing needs it
+
+        return obs_listing(self.api.get_job(self._platform_id(job_id)), job_id, self._code)
 
     def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
         """``--resume-from JOB_ID[:NAME]``: ``ref`` by our id, an ended job, with the OBS folder its checkpoints were
