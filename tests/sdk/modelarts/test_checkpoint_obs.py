@@ -94,7 +94,7 @@ def test_ma_submit_checkpoints_lists_a_modelarts_jobs_obs_folder(
     lost = backend.submit(spec_from_mapping({**data, "checkpoint": {"obs_path": "obs://no-such-bucket/ckpt/"}}))
     lost.wait(timeout=120.0, poll_interval=0.1)
     failed = ma_submit(["checkpoints", lost.id], ma_env)
-    assert failed.returncode != 0 and failed.stdout == "" and "Traceback" not in failed.stderr
+    assert failed.returncode == 3 and failed.stdout == "" and "Traceback" not in failed.stderr
     assert failed.stderr.splitlines() == [
         "ma-submit: error: the OBS bucket 'no-such-bucket' does not exist (needed for obs://no-such-bucket/ckpt/); "
         "create it in the OBS console or set modelarts.obs_dir to a bucket you own"]  # fmt: skip
