@@ -205,14 +205,9 @@ with open(os.path.join(resume, "model.txt")) as handle:
 """
 
 
-@pytest.mark.process
-def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: Path) -> None:
-    """The pod's environment as the manifest gives it (the claim's mount point a folder here), run twice: the pod of
-    attempt 0, then the pod Volcano makes after RestartJob (a new process, nothing kept but the volume)."""
-    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
-    manifest = manifest_for(data)
+def _pod_env(manifest: Dict[str, Any], claim: Path, tmp_path: Path) -> Dict[str, str]:
+    """Host 0's environment as the manifest gives it, the claim's mount point the folder ``claim``."""
     (container,) = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"]
-    claim = tmp_path / "claim"
     pod_env = {item["name"]: item["value"].replace(MOUNT_PATH, str(claim)) for item in container["env"]
                if "value" in item and item["name"] != "MALAUNCH_TEST_SCENARIO"}  # fmt: skip
     write_v10_table(tmp_path / "table.json", servers=1, devices=1)
@@ -221,6 +216,16 @@ def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: 
         MALAUNCH_JOB_SECRET="s" * 64, RANK_TABLE_FILE=str(tmp_path / "table.json"),
         MALAUNCH_MASTER_PORT=str(free_port()), MALAUNCH_LOG_DIR=str(tmp_path / "logs"),
     )  # fmt: skip
+    return pod_env
+
+
+@pytest.mark.process
+def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: Path) -> None:
+    """The pod's environment as the manifest gives it (the claim's mount point a folder here), run twice: the pod of
+    attempt 0, then the pod Volcano makes after RestartJob (a new process, nothing kept but the volume)."""
+    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
+    claim = tmp_path / "claim"
+    pod_env = _pod_env(manifest_for(data), claim, tmp_path)
     script, out = tmp_path / "train.py", tmp_path / "out"
     script.write_text(SCRIPT)
     out.mkdir()
@@ -238,6 +243,34 @@ def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: 
     assert "resumed: weights at step 4" in second.stdout + second.stderr
     assert f"attempt 0 resumes from {folder / 'step-00000004'} (step 4" in second.stderr
     assert (folder / "step-00000004" / ".complete").is_file()
+
+
+@pytest.mark.process
+def test_the_real_shim_of_a_new_job_resumes_from_the_old_jobs_folder_on_the_claim(tmp_path: Path) -> None:
+    """``--resume-from`` on Volcano end to end in the pod: the old job's pod saves step 4 on the claim and fails; the
+    new job's manifest (its resume_from resolved to the old job's whole id) gives its pod MALAUNCH_RESUME_SOURCE on
+    the same mount, and the real shim starts attempt 0 from that checkpoint while saving into its own folder."""
+    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
+    claim, out = tmp_path / "claim", tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    old_env = marked_env(_pod_env(manifest_for(data), claim, tmp_path))
+    first = shim([str(script), str(out)], old_env, tmp_path)
+    assert first.returncode == 1, first.stderr[-3000:]
+    new_name = "ck-20261128-130000-fedcba"
+    new_manifest = render_manifest(spec_from_mapping({**data, "resume_from": f"ml/{NAME}"}), new_name,
+                                   *load_template(None))  # fmt: skip
+    new_env = {**old_env, **_pod_env(new_manifest, claim, tmp_path)}  # the same test mark: nothing may outlive it
+    assert new_env["MALAUNCH_RESUME_SOURCE"] == str(claim / NAME)
+    second = shim([str(script), str(out)], new_env, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert_nothing_left(old_env["MALAUNCH_TEST_MARK"])
+    starts = [json.loads(line) for line in (out / "starts.jsonl").read_text().splitlines()]
+    assert starts == [{"dir": str(claim / NAME), "resume": None},
+                      {"dir": str(claim / new_name), "resume": str(claim / NAME / "step-00000004")}]  # fmt: skip
+    assert "resumed: weights at step 4" in second.stdout + second.stderr
+    assert f"attempt 0 resumes from another job's checkpoint {claim / NAME / 'step-00000004'} (step 4" in second.stderr
 
 
 def test_the_mount_is_in_the_packaged_template_and_the_repos_copy() -> None:
