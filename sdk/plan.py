@@ -89,7 +89,8 @@ class SubmitPlan:
             f"  code_dir:    {spec.code_dir}",
             f"  boot_file:   {spec.boot_file}",
         ]
-        lines.extend(f"  note: {note}" for note in self.notes)
+        # one prefix a line: a warning is not also a note
+        lines.extend(f"  {note}" if note.startswith("warning: ") else f"  note: {note}" for note in self.notes)
         lines.append(self.request.render())
         return "\n".join(lines)
 

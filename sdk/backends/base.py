@@ -67,10 +67,12 @@ Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigEr
 16. ``checkpoints(job_id) -> CheckpointListing``: the job's checkpoint folder as the shim reads it (each
     checkpoint's step, time, size, and why one is not complete). An unknown id raises ``JobNotFound``.
 17. ``resume_check(ref, spec) -> ResumeRef``: ``ref`` (``spec.resume_from``, parsed) with the job's whole id, once
-    it is proven to name a complete checkpoint of an ended job that ``spec`` can reach (a cloud: the same volume);
-    the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still running, or no complete checkpoint, raises
-    :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``). :meth:`Backend.submit`, ``Job.plan`` and a
-    sweep's plan and submit call it (through :meth:`Backend.resolve_resume`) before the pure plan.
+    it is proven to name a checkpoint of an ended job that ``spec`` can reach (local: proven complete; Volcano: on
+    the same volume; ModelArts: uploaded to OBS, its folder as ``ref.location``);
+    the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still running, or no checkpoint to resume from,
+    raises :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``) or ``ConfigError``, one line each.
+    :meth:`Backend.submit`, ``Job.plan`` and a sweep's plan and submit call it (through
+    :meth:`Backend.resolve_resume`) before the pure plan.
 
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
@@ -329,9 +331,9 @@ class Backend(abc.ABC):
     def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
         """``ref`` with its job's whole id, proven to name a complete checkpoint of an ended job that the new job
         ``spec`` can reach (contract 17)."""
-        raise ConfigError(f"resume_from works on local jobs only so far; {self.name} has no checkpoint folder a new "
-                          "job could start from yet", ref.text(), "start from the checkpoint in the script itself, "
-                          "or resume a local job")  # fmt: skip
+        raise ConfigError(f"resume_from is not supported on {self.name}: it has no checkpoint folder a new job could "
+                          "start from", ref.text(), "start from the checkpoint in the script itself, or resume a job "
+                          "of the local, volcano or modelarts backend")  # fmt: skip
 
     def resolve_resume(self, spec: JobSpec) -> JobSpec:
         """``spec`` with ``resume_from`` checked and naming its job's whole id (unchanged without one)."""

@@ -172,7 +172,7 @@ class JobReader:
 
         paths = self.paths(ref.job_id)
         status = self.status_of(paths)
-        return resume_source(self.setup.home, ref._replace(job_id=paths.job_id),
+        return resume_source(self.setup.home, ref._replace(job_id=paths.job_id, location=None),
                              None if status.is_terminal else status.state.value)  # fmt: skip
 
     def check_home(self) -> None:

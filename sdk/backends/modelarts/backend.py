@@ -36,13 +36,15 @@ import requests
 from ...errors import BackendError, ConfigError, ExecElsewhere, JobNotFound
 from ...plan import SubmitPlan, new_job_secret
 from ...spec.model import JobSpec
+from ...spec.resume import ResumeRef
 from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
+from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
-from .checkpoint import ended_resume_channel, hosts_note, retry_note
+from .checkpoint import checkpoint_notes, resume_ref
 from .credentials import Credentials, Endpoints, load_credentials, load_endpoints
 from .ids import PLATFORM_ID
 from .inside import (
@@ -144,10 +146,7 @@ class ModelArtsBackend(Backend):
             notes.append("resources.devices_per_host is set by the flavor on ModelArts (MA_NUM_GPUS)")
         if spec.keep_for is not None:
             notes.append("keep_for is not applied on ModelArts: the platform keeps its jobs; delete them there")
-        if spec.checkpoint is not None:
-            notes.append(retry_note(spec, job_id))
-            if spec.resources.hosts > 1:
-                notes.append(hosts_note(spec))
+        notes.extend(checkpoint_notes(spec, job_id))
         return SubmitPlan(
             backend=self.name, job_id=job_id, created_at=now, spec=spec, request=request, notes=tuple(notes)
         )
@@ -209,14 +208,17 @@ class ModelArtsBackend(Backend):
             return super().resolve_id(job_id)
         return self._fetch_status(job_id).id
 
-    def resume_input(self, job_id: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:
-        """``--resume-from JOB_ID[:NAME]``: the input channel that brings the ended job's uploaded checkpoints into
-        a new job (add it to the body with :func:`.checkpoint.add_input`) and the folder to resume from there.
+    def checkpoints(self, job_id: str) -> CheckpointListing:
+        """The job's checkpoints in the OBS folder they were uploaded to (:func:`.ckptlist.obs_listing`)."""
+        from .ckptlist import obs_listing  # botocore: only a listing needs it
 
-        Raises:
-            ConfigError: the job has not ended, or uploaded no checkpoints.
-        """
-        return ended_resume_channel(self.api.get_job(self._platform_id(job_id)), job_id, name)
+        return obs_listing(self.api.get_job(self._platform_id(job_id)), job_id, self._code)
+
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
+        """``--resume-from JOB_ID[:NAME]``: ``ref`` by our id, an ended job, with the OBS folder its checkpoints were
+        uploaded to (the plan's input channel: :func:`.checkpoint.resume_of`); one ConfigError line otherwise."""
+        whole = self.resolve_id(ref.job_id)
+        return resume_ref(self.api.get_job(self._platform_id(whole)), whole, ref)
 
     # -- management ----------------------------------------------------------------------------------------
     def _fetch_status(self, job_id: str) -> JobStatus:

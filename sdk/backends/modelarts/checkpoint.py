@@ -30,6 +30,7 @@ from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError, SpecError
 from ...spec.model import JobSpec
+from ...spec.resume import ResumeRef, parse_resume
 from .phases import status_from_job
 
 __all__ = [
@@ -40,12 +41,15 @@ __all__ = [
     "RESUME_DIR",
     "add_input",
     "checkpoint_env",
+    "checkpoint_notes",
     "checkpoint_output",
     "checkpoint_url",
     "checkpoint_url_of",
     "hosts_note",
     "resume_channel",
     "resume_channel_at",
+    "resume_of",
+    "resume_ref",
     "retry_note",
 ]
 
@@ -95,7 +99,26 @@ def checkpoint_env(spec: JobSpec) -> Dict[str, str]:
     """The checkpoint variables of the job's ``environments`` (none without a ``checkpoint:`` section)."""
     if spec.checkpoint is None:
         return {}
-    return {Name.MALAUNCH_CHECKPOINT_DIR: LOCAL_DIR, Name.MALAUNCH_CHECKPOINT_KEEP: str(spec.checkpoint.keep)}
+    env = {Name.MALAUNCH_CHECKPOINT_DIR: LOCAL_DIR, Name.MALAUNCH_CHECKPOINT_KEEP: str(spec.checkpoint.keep)}
+    resume = resume_of(spec)
+    if resume is not None:
+        env[Name.MALAUNCH_RESUME_SOURCE] = resume[1]
+    return env
+
+
+def checkpoint_notes(spec: JobSpec, job_id: str) -> List[str]:
+    """The plan's lines on the checkpoint folder: what a retry finds, a job of several hosts, where it resumes."""
+    if spec.checkpoint is None:
+        return []
+    notes = [retry_note(spec, job_id)]
+    if spec.resources.hosts > 1:
+        notes.append(hosts_note(spec))
+    resume = resume_of(spec)
+    if resume is not None:
+        ref, url = parse_resume(spec.resume_from), resume[0]["remote"]["obs"]["obs_url"]
+        notes.append(f"attempt 0 resumes from {resume[1]}: input channel {RESUME_CHANNEL} downloads job "
+                     f"{ref.job_id}'s checkpoints ({url}) before the start")  # fmt: skip
+    return notes
 
 
 def retry_note(spec: JobSpec, job_id: str) -> str:
@@ -148,7 +171,7 @@ def resume_channel(old_job: Mapping[str, Any], name: Optional[str] = None) -> Tu
     url = checkpoint_url_of(old_job)
     if url is None:
         raise ConfigError(f"--resume-from: job {old_name} uploaded no checkpoints (it had no checkpoint: section)",
-                          old_name, "resume from a job that ran with a checkpoint: section")  # fmt: skip
+                          None, "resume from a job that ran with a checkpoint: section")  # fmt: skip
     return resume_channel_at(url, name)
 
 
@@ -165,6 +188,34 @@ def add_input(body: Mapping[str, Any], channel: Mapping[str, Any]) -> Dict[str, 
                         channel.get("name"), "rename that input")  # fmt: skip
     inputs.append(dict(channel))
     return out
+
+
+def resume_of(spec: JobSpec) -> Optional[Tuple[Dict[str, Any], str]]:
+    """The resume input channel and folder of ``spec`` (None: it resumes from nothing), from its resolved
+    ``resume_from`` (``JOB_ID[:NAME]@obs://...``: :func:`resume_ref` put the old job's OBS folder there). Pure.
+
+    Raises:
+        SpecError: ``resume_from`` was not resolved (no OBS folder after ``@``).
+    """
+    if spec.resume_from is None:
+        return None
+    ref = parse_resume(spec.resume_from)
+    if ref.location is None or not ref.location.startswith("obs://"):
+        raise SpecError("resume_from", "names no OBS folder yet: the modelarts backend finds it in the old job's "
+                        "details before the plan", spec.resume_from, "plan and submit it through Job(...) or "
+                        "ma-submit (Backend.resolve_resume), which look it up")  # fmt: skip
+    return resume_channel_at(ref.location, ref.name)
+
+
+def resume_ref(job: Mapping[str, Any], job_id: str, ref: ResumeRef) -> ResumeRef:
+    """``ref`` naming job ``job_id`` (its details ``job``, as the API gives them) and, as its location, the OBS
+    folder its checkpoints were uploaded to, once it has ended (the plan reads it back: :func:`resume_of`).
+
+    Raises:
+        ConfigError: the job has not ended, or uploaded no checkpoints.
+    """
+    channel, _ = ended_resume_channel(job, job_id, ref.name)
+    return ResumeRef(job_id, ref.name, str(channel["remote"]["obs"]["obs_url"]))
 
 
 def ended_resume_channel(job: Mapping[str, Any], job_id: str, name: Optional[str] = None) -> Tuple[Dict[str, Any], str]:

@@ -6,6 +6,10 @@ checkpoints), reads each checkpoint's ``.complete`` (its first 64 KiB) and its `
 the shim's own :func:`~malaunch.entrypoint.public.checkpoint_rows`, so a checkpoint is complete, damaged or
 unfinished on OBS exactly when it would be on disk. A checkpoint's size is the sum of its objects, its time the
 newest ``LastModified`` of them (used only where its marker records none).
+
+:func:`obs_listing` is ``ma-submit checkpoints`` of a ModelArts job: the OBS folder its details name
+(:func:`.checkpoint.checkpoint_url_of`), listed with the backend's own OBS client; an OBS failure is its one line
+(:func:`.obs.obs_failure`).
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from botocore.exceptions import BotoCoreError, ClientError
 from malaunch.entrypoint.public import CheckpointRow, checkpoint_rows, found_of
 
-from .obs import parse_obs_url
+from ..checkpoints import CheckpointListing
+from .checkpoint import checkpoint_url_of
+from .jobcode import JobCode
+from .obs import obs_failure, parse_obs_url
+from .phases import status_from_job
 
-__all__ = ["list_obs_checkpoints"]
+__all__ = ["list_obs_checkpoints", "obs_listing"]
 
 _MARKER = ".complete"
 _PARTS = ".parts/"
@@ -87,3 +95,25 @@ def list_obs_checkpoints(client: Any, url: str, *, running: bool = False) -> Tup
         found.append(found_of(name, path, marker, [record for record in records if record is not None], group.touched))
         sizes[path] = group.size
     return tuple(checkpoint_rows(found, sizes, running=running))
+
+
+def obs_listing(job: Mapping[str, Any], job_id: str, obs: JobCode) -> CheckpointListing:
+    """The checkpoints of ModelArts job ``job_id`` (``job``: its details as the API gives them) in the OBS folder
+    they were uploaded to, read with ``obs``'s client; a note when it has none.
+
+    Raises:
+        BackendError: OBS refused or could not be reached (one line, no secret).
+    """
+    url = checkpoint_url_of(job)
+    running = not status_from_job(job).is_terminal
+    if url is None:
+        return CheckpointListing(job_id, "", running, (), f"job {job_id} has no checkpoint folder: its job file has no "
+                                 "checkpoint: section (add one, and save with malaunch.entrypoint.checkpoint; "
+                                 "docs/recovery.md#checkpoints)")  # fmt: skip
+    try:
+        rows = list_obs_checkpoints(obs.s3_client(), url, running=running)
+    except (BotoCoreError, ClientError) as error:
+        bucket, key = parse_obs_url(url)
+        raise obs_failure(error, bucket, key, obs.credentials(), obs.endpoints.obs) from None
+    note = "" if rows else f"job {job_id} saved no checkpoint in {url}" + (" yet" if running else "")
+    return CheckpointListing(job_id, url, running, rows, note)

@@ -32,6 +32,10 @@ class JobCode:
         self._s3 = s3
         self.progress = progress
 
+    def credentials(self) -> Credentials:
+        """The credentials OBS is asked with (for the one line of an OBS failure: :func:`.obs.obs_failure`)."""
+        return self._credentials()
+
     def s3_client(self) -> Any:
         """The OBS (S3) client, made on first use."""
         if self._s3 is None:

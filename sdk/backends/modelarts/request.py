@@ -40,7 +40,7 @@ from ...notify.payload import notify_variable
 from ...plan import SECRET
 from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
-from .checkpoint import checkpoint_env, checkpoint_output
+from .checkpoint import add_input, checkpoint_env, checkpoint_output, resume_of
 
 __all__ = [
     "CONTAINER_JOB_DIR",
@@ -254,6 +254,9 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
             "log_export_path": {"obs_url": obs_join(_obs_dir(spec), job_id, "logs/")},
         },
     }
+    resume = resume_of(spec)
+    if resume is not None:  # another job's checkpoints, downloaded before the start (MALAUNCH_RESUME_SOURCE)
+        body = add_input(body, resume[0])
     annotations = fault_tolerance_annotations(spec)
     if annotations:
         body["metadata"]["annotations"] = annotations

@@ -32,13 +32,14 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from ...errors import BackendError, ConfigError, JobNotFound
 from ...plan import SubmitPlan, new_job_secret
 from ...spec.model import JobSpec
+from ...spec.resume import ResumeRef
 from ...status import JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
 from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
-from .checkpoint import checkpoint_note, listing_refused, resume_source
+from .checkpoint import check_checkpoint, checkpoint_note, listing_refused, resume_ref
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
 from .jobview import STOPPED_EXIT_CODE, JobView
 from .logs import follow_pod_logs, read_pod_logs
@@ -172,10 +173,11 @@ class VolcanoBackend(Backend):
         plan_id = f"{chosen}/{name}" if chosen else name
         return VolcanoPlan(self.name, plan_id, now, spec, request, tuple(notes))
 
-    def resume_source(self, spec: JobSpec, job_id: str, name: Optional[str] = None) -> str:
-        """``--resume-from JOB_ID[:NAME]``: the ended job's folder on the same ``checkpoint.volume`` that ``spec``
-        resumes from; one :class:`ConfigError` line otherwise (:func:`.checkpoint.resume_source`)."""
-        return resume_source(spec, self._view.ended_job(job_id, "--resume-from"), name)
+    def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
+        """``--resume-from JOB_ID[:NAME]``: ``ref`` by its whole id, an ended job whose folder is on ``spec``'s
+        ``checkpoint.volume``; one :class:`ConfigError` line otherwise (:func:`.checkpoint.resume_ref`)."""
+        check_checkpoint(spec)  # a job without a claim is refused before the cluster is asked
+        return resume_ref(spec, self._view.ended_job(self.resolve_id(ref.job_id), "--resume-from"), ref)
 
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""

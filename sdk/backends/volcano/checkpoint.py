@@ -20,6 +20,7 @@ from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError, SpecError
 from ...spec.model import JobSpec
+from ...spec.resume import ResumeRef, parse_resume
 
 __all__ = [
     "MOUNT_PATH",
@@ -33,6 +34,7 @@ __all__ = [
     "listing_refused",
     "missing_mount",
     "resume_dir",
+    "resume_ref",
     "resume_source",
 ]
 
@@ -66,18 +68,26 @@ def checkpoint_env(spec: JobSpec, job_name: str) -> Dict[str, str]:
     """The checkpoint variables of the container (none without a ``checkpoint:`` section)."""
     if spec.checkpoint is None:
         return {}
-    return {
+    env = {
         Name.MALAUNCH_CHECKPOINT_DIR: checkpoint_dir(job_name),
         Name.MALAUNCH_CHECKPOINT_KEEP: str(spec.checkpoint.keep),
     }
+    if spec.resume_from is not None:  # checked (ended, the same claim) by resume_check before the plan
+        ref = parse_resume(spec.resume_from)
+        env[Name.MALAUNCH_RESUME_SOURCE] = resume_dir(ref.job_id, ref.name)
+    return env
 
 
 def checkpoint_note(spec: JobSpec, job_name: str) -> str:
     """The plan's line saying where the checkpoints go (a job with a ``checkpoint:`` section)."""
     assert spec.checkpoint is not None
     shared = ", which must be ReadWriteMany: every host's ranks write there" if spec.resources.hosts > 1 else ""
+    resumes = ""
+    if spec.resume_from is not None:
+        ref = parse_resume(spec.resume_from)
+        resumes = f"; attempt 0 resumes from {resume_dir(ref.job_id, ref.name)} (job {ref.job_id}'s, same volume)"
     return (f"checkpoints in {checkpoint_dir(job_name)} on volume {spec.checkpoint.volume}{shared}; kept across "
-            "the job's restarts (RestartJob too)")  # fmt: skip
+            f"the job's restarts (RestartJob too){resumes}")  # fmt: skip
 
 
 def checkpoint_volume(spec: JobSpec) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
@@ -141,11 +151,26 @@ def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str]
     claim = claim_of(old_job)
     if claim is None:
         raise ConfigError(f"--resume-from: job {old_name} kept no checkpoints on a volume (it had no "
-                          "checkpoint: section)", old_name, "resume from a job that had checkpoint.volume")  # fmt: skip
+                          "checkpoint: section)", None, "resume from a job that had checkpoint.volume")  # fmt: skip
     if claim != spec.checkpoint.volume:
         raise ConfigError(f"--resume-from: job {old_name} kept its checkpoints on volume {claim}, this job "
                           f"mounts {spec.checkpoint.volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
     return resume_dir(old_name, name)
+
+
+def resume_ref(spec: JobSpec, old_job: Mapping[str, Any], ref: ResumeRef) -> ResumeRef:
+    """``ref`` naming the ended ``old_job`` (as the API returns it) by its whole id ``<namespace>/<name>``, once
+    :func:`resume_source` has proven that ``spec`` reaches its folder (the plan then gives that folder as
+    ``MALAUNCH_RESUME_SOURCE``; whether the checkpoint is complete is the shim's to check at start: the volume is
+    the cluster's, not this machine's).
+
+    Raises:
+        SpecError, ConfigError: as :func:`resume_source`.
+    """
+    resume_source(spec, old_job, ref.name)
+    meta = old_job.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return ResumeRef(f"{namespace}/{name}" if namespace else name, ref.name)
 
 
 def listing_refused(job_id: str) -> ConfigError:

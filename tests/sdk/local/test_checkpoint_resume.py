@@ -154,6 +154,8 @@ def test_the_python_api_lists_the_checkpoints_and_plans_the_source(tmp_path: Pat
     source = home / "jobs" / handle.id / "checkpoints" / "step-00000001"
     plan = Job.from_yaml(str(job), resume_from=f"{handle.id[:10]}:step-00000001").plan(backend=backend)
     assert f"MALAUNCH_RESUME_SOURCE={source}" in plan.render()
+    elsewhere = Job.from_yaml(str(job), resume_from=f"{handle.id}@obs://bucket/x/").plan(backend=backend)
+    assert elsewhere.spec.resume_from == handle.id  # a location is the check's to find; local needs none
     assert Job.from_yaml(str(job), resume_from="old-2026").spec.to_dict()["resume_from"] == "old-2026"
     trial_job = Job.from_yaml(str(job), resume_from=handle.id[:10], args=["--lr={lr}"])
     sweep = Sweep(trial_job, params={"lr": [1, 2]})
@@ -167,6 +169,7 @@ def test_the_python_api_lists_the_checkpoints_and_plans_the_source(tmp_path: Pat
     ({"resume_from": "job-1:../x", "checkpoint": {}}, "resume_from", "must name one checkpoint after ':'"),
     ({"resume_from": ":step-1", "checkpoint": {}}, "resume_from", "must start with a job id"),
     ({"resume_from": 3, "checkpoint": {}}, "resume_from", "must be a string"),
+    ({"resume_from": "job-1@obs://b/a b/", "checkpoint": {}}, "resume_from", "as a URL without spaces after '@'"),
 ])  # fmt: skip
 def test_a_bad_resume_from_is_refused_by_the_spec(tmp_path: Path, fields: Dict[str, object], field: str,
                                                   problem: str) -> None:  # fmt: skip
@@ -182,6 +185,6 @@ def test_cloud_backends_refuse_resume_from_in_one_line(tmp_path: Path, cli_env: 
     job = write_job(tmp_path / "cloud", "print(1)\n", name="cloud", checkpoint={}, backend="volcano",
                     image="python:3.11")  # fmt: skip
     line = _refused(["--resume-from", "ns/old", str(job), "--dry-run"], cli_env)
-    assert "resume_from works on local jobs only so far" in line
+    assert "checkpoint.volume: is required on the volcano backend" in line  # before the cluster is asked
     line = _refused(["checkpoints", "--backend", "volcano", "ns/old"], {**cli_env, "KUBECONFIG": str(kubeconfig)})
     assert "on the cluster's volume, which this machine cannot read" in line and "ma-submit exec ns/old" in line

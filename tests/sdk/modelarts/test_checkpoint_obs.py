@@ -7,9 +7,14 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+import pytest
+from fake_modelarts import FakeModelArts
 from malaunch.entrypoint.public import list_checkpoints
+from malaunch.sdk import JobState, spec_from_mapping
+from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.ckptlist import list_obs_checkpoints
 from modelarts_env import BUCKET
+from sdkutil import ma_submit
 
 #: One checkpoint folder: two complete checkpoints, one unfinished save, one damaged marker, the ranks' progress.
 _TREE: Dict[str, bytes] = {
@@ -46,3 +51,51 @@ def test_an_obs_folder_lists_as_the_same_folder_on_disk(s3: Any, tmp_path: Path)
     running = list_obs_checkpoints(s3, f"obs://{BUCKET}/jobs/j1/checkpoints", running=True)
     assert running[-1].state == "being written" and running[-1].why.endswith("its save may still be under way")
     assert list_obs_checkpoints(s3, f"obs://{BUCKET}/jobs/none/") == ()
+
+
+@pytest.mark.process
+def test_ma_submit_checkpoints_lists_a_modelarts_jobs_obs_folder(
+    fake_ma: FakeModelArts, ma_env: Dict[str, str], s3: Any
+) -> None:
+    """``ma-submit checkpoints JOB_ID`` of a ModelArts job: the folder its details name, read with the backend's own
+    OBS client (moto's server here), in text and ``--output json``; a job without checkpoints says so in one note."""
+    fake_ma.run_seconds = 0.2
+    backend = ModelArtsBackend(environ=ma_env, status_interval=0.0, poll=0.1, progress=None)
+    data = {"name": "ck", "backend": "modelarts", "run_method": "torchrun", "code_dir": f"obs://{BUCKET}/code/",
+            "boot_file": "train.py", "image": "swr.example/team/malaunch:1",
+            "resources": {"hosts": 1, "flavor": "modelarts.vm.cpu.8u"},
+            "modelarts": {"obs_dir": f"obs://{BUCKET}/jobs/"}, "checkpoint": {}}  # fmt: skip
+    job = backend.submit(spec_from_mapping(data))
+    assert job.wait(timeout=120.0, poll_interval=0.1).state is JobState.SUCCEEDED
+    url = f"obs://{BUCKET}/jobs/{job.id}/checkpoints/"
+    for key, value in _TREE.items():
+        s3.put_object(Bucket=BUCKET, Key=f"jobs/{job.id}/checkpoints/{key}", Body=value)
+    listing = backend.checkpoints(job.id)
+    assert (listing.where, listing.running, listing.note) == (url, False, "")
+    assert _shown(listing.rows) == _shown(list_obs_checkpoints(s3, url))
+    as_json = ma_submit(["checkpoints", "--output", "json", job.id], ma_env)
+    assert as_json.returncode == 0, as_json.stderr
+    shown = json.loads(as_json.stdout)
+    assert (shown["id"], shown["folder"], shown["running"]) == (job.id, url, False)
+    assert [(row["name"], row["step"], row["complete"]) for row in shown["checkpoints"]] == [
+        ("step-00000010", None, False), ("step-00000003", 3, True), ("step-00000006", 6, True),
+        ("step-00000009", 9, False)]  # fmt: skip
+    text = ma_submit(["checkpoints", job.id], ma_env)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STEP", "AGE", "SIZE", "STATE"] and len(lines) == 5
+    assert lines[2].startswith("step-00000003") and lines[2].endswith("complete")
+    assert text.stderr == f"ma-submit: job {job.id}: checkpoints in {url}\n"
+    plain = backend.submit(spec_from_mapping({**data, "checkpoint": None}))
+    plain.wait(timeout=120.0, poll_interval=0.1)
+    none = ma_submit(["checkpoints", plain.id], ma_env)
+    assert (none.returncode, none.stdout) == (0, "")
+    assert none.stderr.startswith(f"ma-submit: job {plain.id} has no checkpoint folder: its job file has no ")
+    lost = backend.submit(spec_from_mapping({**data, "checkpoint": {"obs_path": "obs://no-such-bucket/ckpt/"}}))
+    lost.wait(timeout=120.0, poll_interval=0.1)
+    failed = ma_submit(["checkpoints", lost.id], ma_env)
+    assert failed.returncode == 3 and failed.stdout == "" and "Traceback" not in failed.stderr
+    assert failed.stderr.splitlines() == [
+        "ma-submit: error: the OBS bucket 'no-such-bucket' does not exist (needed for obs://no-such-bucket/ckpt/); "
+        "create it in the OBS console or set modelarts.obs_dir to a bucket you own"]  # fmt: skip
+    assert fake_ma.body_errors == [] and fake_ma.signature_failures == []

@@ -27,6 +27,7 @@ from malaunch.sdk.backends.modelarts.checkpoint import (
     resume_channel_at,
 )
 from malaunch.sdk.backends.modelarts.request import build_create_body
+from malaunch.sdk.spec.resume import ResumeRef, parse_resume
 from modelarts_env import BUCKET
 from sdkutil import ma_submit
 
@@ -91,7 +92,8 @@ def test_dry_run_and_submit_say_what_a_retry_finds(
     assert plan["notes"][0] == NOTE.format(id=plan["job_id"])
     assert plan["notes"][1].startswith("each of the 2 hosts has its own checkpoint folder (all uploaded to the same ")
     text = ma_submit(["--dry-run", str(job)], ma_env)
-    assert text.stdout.splitlines().count(f"  note: {NOTE}".replace("{id}", text.stdout.split()[1])) == 1
+    assert text.stdout.splitlines().count(f"  {NOTE}".replace("{id}", text.stdout.split()[1])) == 1  # one prefix
+    assert "note: warning" not in text.stdout
     submitted = ma_submit(["--detach", str(job)], ma_env)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
@@ -107,29 +109,74 @@ def test_a_new_job_resumes_from_the_old_jobs_obs_folder(fake_ma: FakeModelArts, 
     backend = ModelArtsBackend(environ=ma_env, status_interval=0.0, poll=0.1, progress=None)
     old = backend.submit(spec_from_mapping(job_data()))
     assert old.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
-    channel, folder = backend.resume_input(old.id, "step-00000004")
-    assert channel == {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
-                       "remote": {"obs": {"obs_url": f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"}}}  # fmt: skip
-    assert folder == f"{RESUME_DIR}/step-00000004"
-    assert backend.resume_input(old.id)[1] == RESUME_DIR
-    assert resume_channel_at(f"obs://{BUCKET}/jobs/{old.id}/checkpoints", "step-00000004") == (channel, folder)
+    url = f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"
     new_spec = spec_from_mapping(job_data())
-    plan = backend.plan(new_spec, job_id="ck-20261128-130000-abcdef", now=0.0)
-    body = add_input(plan.request.body, channel)  # type: ignore[attr-defined]
+    ref = backend.resume_check(ResumeRef(old.id[:10], "step-00000004"), new_spec)  # a prefix: our whole id
+    assert ref == ResumeRef(old.id, "step-00000004", url)
+    assert parse_resume(ref.text()) == ref and ref.text() == f"{old.id}:step-00000004@{url}"
+    channel, folder = resume_channel_at(url, "step-00000004")
+    assert channel == {"name": RESUME_CHANNEL, "local_dir": RESUME_DIR, "access_method": "env",
+                       "remote": {"obs": {"obs_url": url}}}  # fmt: skip
+    assert folder == f"{RESUME_DIR}/step-00000004"
+    body = build_create_body(new_spec.replace(resume_from=ref.text()), "ck-20261128-130000-abcdef")
     assert model_errors(body, "Job") == []
-    assert body["algorithm"]["inputs"] == [channel] and "inputs" not in plan.request.body["algorithm"]  # type: ignore
+    assert body["algorithm"]["inputs"] == [channel]
+    assert body["algorithm"]["environments"]["MALAUNCH_RESUME_SOURCE"] == folder
+    newest = build_create_body(new_spec.replace(resume_from=f"{old.id}@{url}"), "ck-20261128-130000-abcdef")
+    assert newest["algorithm"]["environments"]["MALAUNCH_RESUME_SOURCE"] == RESUME_DIR  # its newest complete one
     with pytest.raises(SpecError, match="uses the name malaunch_resume"):
         add_input(body, channel)
+    with pytest.raises(SpecError, match="resume_from: names no OBS folder yet"):  # the pure plan calls no API
+        backend.plan(new_spec.replace(resume_from=old.id), job_id="ck-20261128-130000-abcdef", now=0.0)
     plain = backend.submit(spec_from_mapping({**job_data(), "checkpoint": None}))
     plain.wait(timeout=WAIT, poll_interval=0.1)
     with pytest.raises(ConfigError, match=f"job {plain.id} uploaded no checkpoints"):
-        backend.resume_input(plain.id)
+        backend.resume_check(ResumeRef(plain.id), new_spec)
     fake_ma.run_seconds = 60.0
     running = backend.submit(spec_from_mapping(job_data()))
     with pytest.raises(ConfigError) as caught:
-        backend.resume_input(running.id)
+        backend.resume_check(ResumeRef(running.id), new_spec)
     assert str(caught.value).startswith(f"--resume-from: job {running.id} is ")
     assert str(caught.value).endswith(f"; wait for it to end, or stop it first: 'ma-submit stop {running.id}'")
     backend.stop(running.id)
     with pytest.raises(ConfigError, match="uploaded no checkpoints"):
         resume_channel({"metadata": {"name": "x"}, "algorithm": {"outputs": [{"name": "train_url"}]}})
+
+
+@pytest.mark.process
+def test_resume_from_through_the_cli_adds_the_input_channel(
+    fake_ma: FakeModelArts, ma_env: Dict[str, str], tmp_path: Path
+) -> None:
+    """``ma-submit --resume-from OLD[:NAME]`` on ModelArts: dry-run and submit carry the old job's OBS folder as an
+    input channel (the fake checks the body with the real SDK models) and MALAUNCH_RESUME_SOURCE at its folder; a
+    job that uploaded no checkpoints is one line, exit 2, nothing created."""
+    fake_ma.run_seconds = 0.2
+    backend = ModelArtsBackend(environ=ma_env, status_interval=0.0, poll=0.1, progress=None)
+    old = backend.submit(spec_from_mapping(job_data()))
+    assert old.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
+    url = f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_data()))
+    dry = ma_submit(["--dry-run", "--output", "json", "--resume-from", f"{old.id}:step-00000004", str(job)], ma_env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    algorithm = plan["request"]["body"]["algorithm"]
+    assert model_errors(plan["request"]["body"], "Job") == []
+    assert algorithm["inputs"] == [resume_channel_at(url)[0]]
+    assert algorithm["environments"]["MALAUNCH_RESUME_SOURCE"] == f"{RESUME_DIR}/step-00000004"
+    assert plan["notes"][-1] == (f"attempt 0 resumes from {RESUME_DIR}/step-00000004: input channel {RESUME_CHANNEL} "
+                                 f"downloads job {old.id}'s checkpoints ({url}) before the start")  # fmt: skip
+    submitted = ma_submit(["--detach", "--resume-from", old.id, str(job)], ma_env)
+    assert submitted.returncode == 0, submitted.stderr
+    (body,) = [j.body for j in fake_ma.jobs.values() if j.body["metadata"]["name"] == submitted.stdout.strip()]
+    assert body["algorithm"]["inputs"] == [resume_channel_at(url)[0]]
+    assert body["algorithm"]["environments"]["MALAUNCH_RESUME_SOURCE"] == RESUME_DIR
+    assert fake_ma.body_errors == [] and fake_ma.signature_failures == []
+    plain = backend.submit(spec_from_mapping({**job_data(), "checkpoint": None}))
+    plain.wait(timeout=WAIT, poll_interval=0.1)
+    count = len(fake_ma.jobs)
+    refused = ma_submit(["--detach", "--resume-from", plain.id, str(job)], ma_env)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", (
+        f"ma-submit: error: --resume-from: job {plain.id} uploaded no checkpoints (it had no checkpoint: section); "
+        "resume from a job that ran with a checkpoint: section\n"))  # fmt: skip
+    assert len(fake_ma.jobs) == count

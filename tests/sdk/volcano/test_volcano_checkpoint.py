@@ -19,6 +19,7 @@ from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
+from malaunch.sdk.spec.resume import ResumeRef
 from sdkutil import ma_submit, wait_for
 from shimutil import assert_nothing_left, free_port, marked_env, shim, write_v10_table
 from volcano_checks import crd_errors, pod_template_errors
@@ -113,7 +114,8 @@ def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kube
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{name}"
     old = backend.api.get_job("ml", name)
-    assert backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), handle.id) == f"{MOUNT_PATH}/{name}"
+    new = spec_from_mapping(job_data(volume="ckpt-pvc"))
+    assert backend.resume_check(ResumeRef(name[:12]), new) == ResumeRef(handle.id)  # a prefix: the whole id
     assert resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), old, "step-00000004") == (
         f"{MOUNT_PATH}/{name}/step-00000004"
     )
@@ -121,10 +123,51 @@ def test_submitted_through_the_api_the_job_mounts_the_claim(kube: FakeKube, kube
     running = backend.submit(spec_from_mapping(busy))
     wait_for(lambda: running.status().state is JobState.RUNNING, WAIT, "the second job running")
     with pytest.raises(ConfigError) as caught:
-        backend.resume_source(spec_from_mapping(job_data(volume="ckpt-pvc")), running.id)
+        backend.resume_check(ResumeRef(running.id), spec_from_mapping(job_data(volume="ckpt-pvc")))
     assert str(caught.value) == (f"--resume-from: job {running.id} is RUNNING; wait for it to "
                                  f"end, or stop it first: 'ma-submit stop {running.id}'")  # fmt: skip
     backend.stop(running.id)
+
+
+def _env_of(manifest: Dict[str, Any]) -> Dict[str, Any]:
+    (container,) = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    return {item["name"]: item.get("value") for item in container["env"]}
+
+
+def test_resume_from_an_ended_job_on_the_same_claim_through_the_cli(
+    kube: FakeKube, kubeconfig: Path, cli_env: Dict[str, str], tmp_path: Path
+) -> None:
+    """``--resume-from OLD:NAME`` on Volcano: dry-run and submit give the new job's pods the old job's folder on the
+    same claim as ``MALAUNCH_RESUME_SOURCE``; a job on another claim is one line, exit 2, nothing created."""
+    env = {**cli_env, "KUBECONFIG": str(kubeconfig)}
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
+    old = backend.submit(spec_from_mapping(job_data(volume="ckpt-pvc")))
+    assert old.wait(timeout=WAIT, poll_interval=0.1).state is JobState.SUCCEEDED
+    old_name = old.id.split("/")[1]
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_data(volume="ckpt-pvc")))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    dry = ma_submit(["--dry-run", "--output", "json", "--resume-from", f"{old_name}:step-00000004", str(job)], env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    manifest = plan["request"]["manifest"]
+    assert crd_errors(manifest) == []
+    assert _env_of(manifest)["MALAUNCH_RESUME_SOURCE"] == f"{MOUNT_PATH}/{old_name}/step-00000004"
+    assert plan["spec"]["resume_from"] == f"{old.id}:step-00000004"  # the whole id, proven ended
+    assert any(f"attempt 0 resumes from {MOUNT_PATH}/{old_name}/step-00000004" in note for note in plan["notes"])
+    done = ma_submit(["--detach", "--resume-from", old.id, str(job)], env)
+    assert done.returncode == 0, done.stderr
+    created = kube.cluster.created[-1]
+    assert _env_of(created)["MALAUNCH_RESUME_SOURCE"] == f"{MOUNT_PATH}/{old_name}"
+    assert _env_of(created)["MALAUNCH_CHECKPOINT_DIR"] == f"{MOUNT_PATH}/{done.stdout.strip().split('/')[1]}"
+    backend.stop(done.stdout.strip())
+    job.write_text(yaml.safe_dump(job_data(volume="other-pvc")))
+    count = len(kube.cluster.created)
+    refused = ma_submit(["--resume-from", old.id, str(job)], env)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", (
+        f"ma-submit: error: --resume-from: job {old_name} kept its checkpoints on volume ckpt-pvc, this job mounts "
+        "other-pvc; set checkpoint.volume: ckpt-pvc\n"))  # fmt: skip
+    assert len(kube.cluster.created) == count
 
 
 def test_resuming_from_another_job_needs_the_same_claim() -> None:
@@ -162,14 +205,9 @@ with open(os.path.join(resume, "model.txt")) as handle:
 """
 
 
-@pytest.mark.process
-def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: Path) -> None:
-    """The pod's environment as the manifest gives it (the claim's mount point a folder here), run twice: the pod of
-    attempt 0, then the pod Volcano makes after RestartJob (a new process, nothing kept but the volume)."""
-    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
-    manifest = manifest_for(data)
+def _pod_env(manifest: Dict[str, Any], claim: Path, tmp_path: Path) -> Dict[str, str]:
+    """Host 0's environment as the manifest gives it, the claim's mount point the folder ``claim``."""
     (container,) = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"]
-    claim = tmp_path / "claim"
     pod_env = {item["name"]: item["value"].replace(MOUNT_PATH, str(claim)) for item in container["env"]
                if "value" in item and item["name"] != "MALAUNCH_TEST_SCENARIO"}  # fmt: skip
     write_v10_table(tmp_path / "table.json", servers=1, devices=1)
@@ -178,6 +216,16 @@ def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: 
         MALAUNCH_JOB_SECRET="s" * 64, RANK_TABLE_FILE=str(tmp_path / "table.json"),
         MALAUNCH_MASTER_PORT=str(free_port()), MALAUNCH_LOG_DIR=str(tmp_path / "logs"),
     )  # fmt: skip
+    return pod_env
+
+
+@pytest.mark.process
+def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: Path) -> None:
+    """The pod's environment as the manifest gives it (the claim's mount point a folder here), run twice: the pod of
+    attempt 0, then the pod Volcano makes after RestartJob (a new process, nothing kept but the volume)."""
+    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
+    claim = tmp_path / "claim"
+    pod_env = _pod_env(manifest_for(data), claim, tmp_path)
     script, out = tmp_path / "train.py", tmp_path / "out"
     script.write_text(SCRIPT)
     out.mkdir()
@@ -195,6 +243,34 @@ def test_the_real_shim_finds_attempt_0s_checkpoint_after_a_restartjob(tmp_path: 
     assert "resumed: weights at step 4" in second.stdout + second.stderr
     assert f"attempt 0 resumes from {folder / 'step-00000004'} (step 4" in second.stderr
     assert (folder / "step-00000004" / ".complete").is_file()
+
+
+@pytest.mark.process
+def test_the_real_shim_of_a_new_job_resumes_from_the_old_jobs_folder_on_the_claim(tmp_path: Path) -> None:
+    """``--resume-from`` on Volcano end to end in the pod: the old job's pod saves step 4 on the claim and fails; the
+    new job's manifest (its resume_from resolved to the old job's whole id) gives its pod MALAUNCH_RESUME_SOURCE on
+    the same mount, and the real shim starts attempt 0 from that checkpoint while saving into its own folder."""
+    data = {**job_data(volume="ckpt-pvc"), "run_method": "ranktable", "resources": {"hosts": 1, "devices_per_host": 1}}
+    claim, out = tmp_path / "claim", tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    old_env = marked_env(_pod_env(manifest_for(data), claim, tmp_path))
+    first = shim([str(script), str(out)], old_env, tmp_path)
+    assert first.returncode == 1, first.stderr[-3000:]
+    new_name = "ck-20261128-130000-fedcba"
+    new_manifest = render_manifest(spec_from_mapping({**data, "resume_from": f"ml/{NAME}"}), new_name,
+                                   *load_template(None))  # fmt: skip
+    new_env = {**old_env, **_pod_env(new_manifest, claim, tmp_path)}  # the same test mark: nothing may outlive it
+    assert new_env["MALAUNCH_RESUME_SOURCE"] == str(claim / NAME)
+    second = shim([str(script), str(out)], new_env, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert_nothing_left(old_env["MALAUNCH_TEST_MARK"])
+    starts = [json.loads(line) for line in (out / "starts.jsonl").read_text().splitlines()]
+    assert starts == [{"dir": str(claim / NAME), "resume": None},
+                      {"dir": str(claim / new_name), "resume": str(claim / NAME / "step-00000004")}]  # fmt: skip
+    assert "resumed: weights at step 4" in second.stdout + second.stderr
+    assert f"attempt 0 resumes from another job's checkpoint {claim / NAME / 'step-00000004'} (step 4" in second.stderr
 
 
 def test_the_mount_is_in_the_packaged_template_and_the_repos_copy() -> None:
