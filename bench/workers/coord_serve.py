@@ -29,7 +29,7 @@ print(json.dumps({"port": server.port, "interval": interval}), flush=True)
 def _status() -> dict:
     for _ in range(20):  # the coordinator's thread may change the book while it is read
         try:
-            return {"here": len(state.here), "lost": sorted(state.lost), "phase": state.phase.value,
+            return {"here": len(state.hosts.here), "lost": sorted(state.hosts.lost), "phase": state.phase.value,
                     "attempt": state.attempt, "refused": dict(server.refused)}  # fmt: skip
         except RuntimeError:
             time.sleep(0.001)

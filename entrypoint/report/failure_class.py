@@ -239,7 +239,7 @@ def classify_failure(
     found = _search(_RENDEZVOUS, lines)
     if found is not None:
         return _make(RENDEZVOUS_TIMEOUT, found)
-    if origin == "shim" and exit_code == 75:  # run/hosts/jobstate.py's EXIT_HOST_LOST
+    if origin == "shim" and exit_code == 75:  # run/hosts/roster.py's EXIT_HOST_LOST
         return _make(HOST_LOST, "the shim exited with 75: a host was lost and did not come back")
     if origin == "shim" and exit_code == EXIT_HANG:
         return _make(HANG, f"the shim exited with {EXIT_HANG}: the job hung")

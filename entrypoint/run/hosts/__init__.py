@@ -4,9 +4,10 @@ host's shim (the master's too) joins it for the job's life.
 - :mod:`.wire`: lines proved with the job's secret (HMAC), never the secret itself;
 - :mod:`.messages`: the messages, one typed record each, read off the wire in one place (their table is its
   docstring); :mod:`.members`: an elastic attempt's hosts within one line;
-- :mod:`.jobstate`: the coordinator's book, pure: who is here, the job's one attempt number, the root cause
-  of each attempt, restart or finish;
-- :mod:`.server`: the coordinator (one thread, one selector) on ``MALAUNCH_COORDINATOR_PORT``;
+- :mod:`.jobstate`: the coordinator's book, pure: who is here (its :mod:`.roster`), the job's one attempt
+  number, the root cause of each attempt, restart or finish;
+- :mod:`.server`: the coordinator (one thread, one selector) on ``MALAUNCH_COORDINATOR_PORT``; on the master,
+  :mod:`.bookwatch` says what its book does to the job's hosts;
 - :mod:`.link`: a host's side (join, heartbeats, commands);
 - :mod:`.jobloop`: :class:`~.jobloop.Coordinated`, the one attempt loop (:mod:`..attempts`) deciding as the
   coordinator says.

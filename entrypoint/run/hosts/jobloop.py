@@ -19,8 +19,8 @@ decides alone on one host, :class:`Coordinated` does what the job's coordinator 
 6. What it says names the job's root cause as the coordinator chose it, in one form
    (:func:`~...report.causetext.describe_cause`): the restart line, and the report. As it happens, the master
    says and notes (``events.jsonl``, :mod:`..attempt_status`) a host lost or back and the wait for a lost host,
-   which its ``attempt.json`` announces with the deadline (:class:`_BookWatch`); a host that lost the master does
-   the same for host 0; every host notes each change of an elastic job's hosts.
+   which its ``attempt.json`` announces with the deadline (:class:`~.bookwatch.BookWatch`); a host that lost
+   the master does the same for host 0; every host notes each change of an elastic job's hosts.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
-from ...report.causetext import describe_cause, shim_line
+from ...report.causetext import describe_cause
 from ...report.report import Failure, RunResult
 from .. import notify
 from ..attempt_status import note_event
@@ -42,7 +42,8 @@ from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
 from ..prepare_steps import end_result
 from . import HostsConfig
-from .jobstate import EXIT_HOST_LOST, JobState, Phase
+from .bookwatch import BookWatch
+from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
 from .server import Coordinator
@@ -124,7 +125,7 @@ class Coordinated(AttemptLoop):
         config = self.config
         self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
         if self.server is not None:
-            self.server.watch = self.recovery.watching(_BookWatch(self.plan.log_dir, self.say, self.announce))
+            self.server.watch = self.recovery.watching(BookWatch(self.plan.log_dir, self.say, self.announce))
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
@@ -330,73 +331,6 @@ def _restart_line(index: int, command: Start, policy: RestartPolicy, own: Option
     said = f"root cause {describe_cause(cause.to_wire())}" if cause is not None else "its root cause is not known"
     return (f"attempt {index} of the job ended: {said}: every host starts attempt {command.attempt} of "
             f"{policy.max_restarts} now")  # fmt: skip
-
-
-class _BookWatch:
-    """The master host says and notes what its coordinator's book does to the job's hosts when it does it (called
-    on the coordinator's thread after each change): a host lost or back (a console line and ``events.jsonl``),
-    the wait for a lost host (also ``attempt.json``'s ``waiting``, with its deadline)."""
-
-    def __init__(self, log_dir: str, say: Callable[[str], None],
-                 announce: Callable[[int, str, Optional[Dict[str, Any]]], None]) -> None:  # fmt: skip
-        self.log_dir, self.say, self.announce = log_dir, say, announce
-        self.lost: Dict[int, str] = {}  # host -> its address, as said lost
-        self.waiting = False
-        self.preparing: Tuple[int, ...] = ()  # the hosts said to be preparing while the job waits for them
-
-    def __call__(self, state: JobState) -> None:
-        lost = state.lost
-        if state.phase is Phase.DONE:  # the job's end is sent: the hosts leave, none is lost
-            return
-        self._preparing(state)
-        if lost.keys() != self.lost.keys():
-            attempt = max(state.attempt, 0)
-            for host in sorted(lost.keys() - self.lost.keys()):
-                line = describe_cause(lost[host].to_wire())
-                self.say(f"coordinator: {line}")
-                note_event(self.log_dir, "HostLost", line, "Warning", host=host)
-                notify.host_event("host_lost", attempt, host, lost[host].addr, line)
-            for host in sorted(self.lost.keys() - lost.keys()):
-                addr = state.here.get(host, (None, self.lost[host]))[1]
-                line = f"host {host} ({addr}) joined the job again"
-                self.say(f"coordinator: {line}")
-                note_event(self.log_dir, "HostBack", line, host=host)
-                notify.host_event("host_back", attempt, host, addr, line)
-            self.lost = {host: cause.addr for host, cause in lost.items()}
-        waiting = state.phase is Phase.WAITING and bool(lost)
-        if waiting and not self.waiting:
-            first = lost[min(lost)]
-            left = max(0.0, state.deadline - time.monotonic())
-            why = shim_line(first.line).partition(" lost: ")[2] or "its connection ended"
-            line = (f"the job's hosts wait up to {left:.0f} s for host {first.host} ({first.addr}) to come back "
-                    f"(lost: {why})")  # fmt: skip
-            self.say(line)
-            note_event(self.log_dir, "WaitingForHost", line, "Warning", host=first.host)
-            self.announce(max(state.attempt, 0), "waiting", {"host": first.host, "addr": first.addr,
-                                                             "why": f"lost: {why}", "until": time.time() + left})
-        elif self.waiting and not waiting and state.phase is Phase.BACKOFF:
-            self.announce(max(state.attempt, 0), "backoff", None)
-        self.waiting = waiting
-
-    def _preparing(self, state: JobState) -> None:
-        """Say which hosts the job still waits for to prepare, each time that changes."""
-        preparing = _waiting_for_prepare(state)
-        if preparing == self.preparing:
-            return
-        self.preparing = preparing
-        if preparing:
-            ready = len(state.here) - len(state.preparing)
-            hosts = ", ".join(f"{host} ({state.here[host][1]})" for host in preparing[:8])
-            more = f" and {len(preparing) - 8} more" if len(preparing) > 8 else ""
-            self.say(f"coordinator: the job's hosts wait for host(s) {hosts}{more} to finish their prepare steps "
-                     f"({ready} of {state.num_hosts} hosts ready)")  # fmt: skip
-
-
-def _waiting_for_prepare(state: JobState) -> Tuple[int, ...]:
-    """The hosts here whose prepare steps the job waits for before its next attempt (none while one runs)."""
-    if state.phase in (Phase.RUNNING, Phase.ENDING, Phase.DONE):
-        return ()
-    return tuple(sorted(state.preparing))
 
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:

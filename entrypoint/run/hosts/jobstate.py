@@ -3,8 +3,8 @@
 :class:`JobState` is fed what the coordinator hears (a host joined or left, a host's attempt is failing or is
 over, time passed) and answers with the messages to send (:class:`Send`, records of :mod:`.messages`). It holds
 O(hosts) state and never blocks. Its state is named: the job's :class:`Phase`, its fixed :class:`Rules`, the
-hosts here and lost, the running attempt (:class:`Round`) and the verdict of every attempt so far. The rules
-(docs/recovery.md, "Multi-host"):
+hosts here, lost and preparing (:class:`~.roster.Roster`), the running attempt (:class:`Round`) and the verdict
+of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
 
 1. Attempt 0 starts when every host has joined (a host that ran attempts before, under a coordinator that was
    lost, brings its last attempt: the job goes on after it). Hosts missing after ``join_wait``: the job ends
@@ -48,11 +48,10 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ...report.rootcause import PEER_WINDOW
 from .messages import Cause, End, Finish, Message, Start, Welcome, Why
+from .roster import EXIT_HOST_LOST, Roster
 
-__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send", "lost_cause"]
+__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
 
-#: The shim's exit code when a lost host did not come back (retryable: the platform's job restart takes over).
-EXIT_HOST_LOST = 75
 EXIT_NO_JOIN = 3
 #: The longest a host's ``failing`` may hold the others' end (rule 2a): a shim's own hold, at most.
 HOLD_MAX = PEER_WINDOW
@@ -111,15 +110,6 @@ class Round:
         self.held: Optional[Hold] = None  # rule 2a
 
 
-def lost_cause(host: int, addr: str, why: str, accept: bool, log: str = "") -> Cause:
-    """The cause naming a lost host (class ``host_lost``, retryable); ``log``: its log folder, as its hello said.
-    Its own exit code is not known here: ``code`` is the one the job exits with for a lost host."""
-    line = f"ma-entrypoint: host {host} ({addr}) lost: {why}"
-    return Cause(host=host, addr=addr, rank=None, code=EXIT_HOST_LOST, signal=None, kind="host_lost",
-                 retryable=True, accept=accept, peer=False, ended=False, line=line, tail=(line,),
-                 log=log)  # fmt: skip
-
-
 def _priority(cause: Cause) -> int:
     if cause.kind == "host_lost":
         return _LOST
@@ -143,13 +133,7 @@ class JobState:
         self.rules = Rules(num_hosts, max_restarts, lost_accepted, backoff, host_wait, min_hosts)
         self.phase = Phase.JOINING
         self.deadline = now + join_wait  # what the phase waits for at most (see Phase)
-        # the hosts
-        self.here: Dict[int, Tuple[object, str]] = {}  # host -> (its connection, its address)
-        self.lost: Dict[int, Cause] = {}  # hosts lost and not back, with their cause
-        self.logs: Dict[int, str] = {}  # host -> its log folder, as its hello said
-        self.seen = -1  # the latest attempt a joining host says it ran
-        self.preparing: Set[int] = set()  # hosts here whose prepare steps are not done (rule 6)
-        # the attempts
+        self.hosts = Roster()  # who is here, lost, preparing (rule 6)
         self.round = Round()
         self.verdicts: List[Optional[Cause]] = []  # each attempt's root cause, in order
         self.free = 0  # attempts started for a change of membership (not charged to max_restarts)
@@ -171,14 +155,9 @@ class JobState:
         """Host ``host`` joined on ``conn``; ``last``: the last attempt it ran (-1: none); ``log``: its log folder;
         ``prepared``: its prepare steps are done (rule 6)."""
         out: List[Send] = []
-        if host in self.here:
-            out += self.leave(host, self.here[host][0], "a new shim joined in its place", now)
-        self.here[host] = (conn, addr)
-        if log:
-            self.logs[host] = log
-        self.lost.pop(host, None)
-        (self.preparing.discard if prepared else self.preparing.add)(host)
-        self.seen = max(self.seen, last)
+        if host in self.hosts.here:
+            out += self.leave(host, self.hosts.conn(host), "a new shim joined in its place", now)
+        self.hosts.join(host, conn, addr, last, log, prepared)
         out.append(Send(host, Welcome(self.rules.num_hosts, self.attempt)))
         if self.final is not None:
             out.append(Send(host, self.final))
@@ -188,25 +167,22 @@ class JobState:
 
     def prepared(self, host: int, cause: Optional[Cause], now: float) -> List[Send]:
         """Host ``host``'s prepare steps ended: ``cause`` None when they succeeded, else the job ends with it."""
-        if host not in self.here or self.final is not None:
+        if host not in self.hosts.here or self.final is not None:
             return []
         if cause is not None:
             cause = cause._replace(host=host)
             return self._finish(int(cause.code or 1), cause)
-        self.preparing.discard(host)
+        self.hosts.preparing.discard(host)
         out: List[Send] = []
         if self.rules.min_hosts is not None and self._in_attempt() and host not in self.round.members:
-            out += self._take_in(host, self.here[host][1])
+            out += self._take_in(host, self.hosts.addr(host))
         return out + self.advance(now)
 
     def leave(self, host: int, conn: object, why: str, now: float) -> List[Send]:
         """The connection ``conn`` of ``host`` is gone (closed, silent, refused)."""
-        if self.here.get(host, (None,))[0] is not conn:
+        if self.hosts.conn(host) is not conn:
             return []  # an older connection of a host that came back
-        addr = self.here.pop(host)[1]
-        self.preparing.discard(host)
-        cause = lost_cause(host, addr, why, self.rules.lost_accepted, self.logs.get(host, ""))
-        self.lost[host] = cause
+        cause = self.hosts.leave(host, why, self.rules.lost_accepted)
         if self._in_attempt() and host in self.round.members:
             self.round.dropped.add(host)
         out: List[Send] = []
@@ -250,30 +226,27 @@ class JobState:
     # -- time -------------------------------------------------------------------------------------------------
     def advance(self, now: float) -> List[Send]:
         """Move on as far as the hosts and the clock allow."""
-        rules, phase = self.rules, self.phase
+        rules, phase, hosts = self.rules, self.phase, self.hosts
         if phase is Phase.JOINING:
-            if self._ready() == rules.num_hosts:
-                return self._start(self.seen + 1, now)
-            if now >= self.deadline and self._enough():
-                return self._start(self.seen + 1, now)
-            if now >= self.deadline and len(self.here) < rules.num_hosts:  # here and preparing: not given up on
-                missing = [host for host in range(rules.num_hosts) if host not in self.here]
-                return self._finish(EXIT_NO_JOIN, _no_join(missing))
+            if hosts.ready() == rules.num_hosts or (now >= self.deadline and hosts.enough(rules.min_hosts)):
+                return self._start(hosts.seen + 1, now)
+            if now >= self.deadline and len(hosts.here) < rules.num_hosts:  # here and preparing: not given up on
+                return self._finish(EXIT_NO_JOIN, _no_join(hosts.missing(rules.num_hosts)))
         elif self._in_attempt() and not self.round.pending:
             return self._decide(now)
         elif phase is Phase.RUNNING and self.round.held is not None and now >= self.round.held.until:
             return self._end_others(self.round.held.host, now)
         elif phase is Phase.WAITING:
-            if self._ready() == rules.num_hosts:
+            if hosts.ready() == rules.num_hosts:
                 pause = 0.0 if self.free_next else rules.backoff(self.attempt + 1 - self.free)
                 self.phase, self.deadline = Phase.BACKOFF, now + pause
                 return self.advance(now)
-            if now >= self.deadline and self._enough():
+            if now >= self.deadline and hosts.enough(rules.min_hosts):
                 return self._start(self.attempt + 1, now)  # elastic: on without the hosts still lost
-            if now >= self.deadline and len(self.here) < rules.num_hosts:
-                return self._finish(EXIT_HOST_LOST, _gone(self.lost, rules.host_wait))
+            if now >= self.deadline and len(hosts.here) < rules.num_hosts:
+                return self._finish(EXIT_HOST_LOST, _gone(hosts.lost, rules.host_wait))
         elif phase is Phase.BACKOFF:
-            if (self._ready() < rules.num_hosts) if rules.min_hosts is None else not self._enough():
+            if (hosts.ready() < rules.num_hosts) if rules.min_hosts is None else not hosts.enough(rules.min_hosts):
                 self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
             elif now >= self.deadline:
                 return self._start(self.attempt + 1, now)
@@ -290,7 +263,7 @@ class JobState:
         if attempt - self.free > self.rules.max_restarts and attempt > 0:
             return self._finish(EXIT_HOST_LOST, _spent(previous, self.rules.max_restarts, attempt))
         self.phase = Phase.RUNNING
-        self.round = Round(attempt, tuple(sorted(self.here.keys() - self.preparing)))
+        self.round = Round(attempt, self.hosts.ready_hosts())
         if self.rules.min_hosts is None:
             return [Send(None, Start(attempt, previous))]
         return [Send(None, Start(attempt, previous, self.round.members, free))]
@@ -304,10 +277,7 @@ class JobState:
     def _end_others(self, host: Optional[int], now: float) -> List[Send]:
         del now
         self.phase, self.round.held = Phase.ENDING, None
-        addr = self.here.get(host, (None, "?"))[1] if host is not None else "?"
-        if host is not None and host in self.lost:
-            addr = self.lost[host].addr
-        message = End(self.attempt, host, addr, Why.LOST if host in self.lost else Why.FAILED)
+        message = End(self.attempt, host, self.hosts.addr(host), Why.LOST if host in self.hosts.lost else Why.FAILED)
         return [Send(other, message) for other in sorted(self.round.pending) if other != host]
 
     def _decide(self, now: float) -> List[Send]:
@@ -330,20 +300,11 @@ class JobState:
         if rules.min_hosts is not None:  # elastic, a failure (charged): hosts lost before are not waited for again
             self.phase, self.deadline = Phase.BACKOFF, now + rules.backoff(self.attempt + 1 - self.free)
             return self.advance(now)
-        if self.lost and not rules.lost_accepted:  # the next attempt needs a host the job may not wait for
-            named = cause if cause.kind == "host_lost" else _gone(self.lost, rules.host_wait)
+        if self.hosts.lost and not rules.lost_accepted:  # the next attempt needs a host the job may not wait for
+            named = cause if cause.kind == "host_lost" else _gone(self.hosts.lost, rules.host_wait)
             return self._finish(EXIT_HOST_LOST, named)
         self.phase, self.deadline = Phase.WAITING, now + rules.host_wait
         return self.advance(now)
-
-    def _ready(self) -> int:
-        """How many hosts are here and prepared (rule 6)."""
-        return len(self.here) - len(self.preparing)
-
-    def _enough(self) -> bool:
-        """Elastic: the hosts here may start an attempt (at least ``min_hosts`` ready, the master among them)."""
-        least = self.rules.min_hosts
-        return least is not None and 0 in self.here and 0 not in self.preparing and self._ready() >= least
 
     def _take_in(self, host: int, addr: str) -> List[Send]:
         """Elastic: ``host`` joined while the attempt runs without it: the attempt ends, the next takes it in."""

@@ -19,7 +19,7 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from . import messages, wire
 from .jobstate import JobState, Send
@@ -167,9 +167,9 @@ class Coordinator:
                 said = f"host {message.host} is not one of the job's {self.state.num_hosts}"
                 self._refuse(conn, "unknown_host", said)
             else:
-                old = self.state.here.get(message.host)
-                if old is not None and isinstance(old[0], _Conn) and old[0] is not conn:
-                    self._drop(old[0])  # the book hears of it from join(): a new shim in its place
+                old = self.state.hosts.conn(message.host)
+                if isinstance(old, _Conn) and old is not conn:
+                    self._drop(old)  # the book hears of it from join(): a new shim in its place
                 conn.host = message.host
                 self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now,
                                             message.log, message.prepared))  # fmt: skip
@@ -186,11 +186,11 @@ class Coordinator:
     # -- sending and dropping -----------------------------------------------------------------------------------
     def _apply(self, sends: List[Send]) -> None:
         for send in sends:
-            targets = list(self.state.here) if send.to is None else [send.to]
+            targets = list(self.state.hosts.here) if send.to is None else [send.to]
             for host in targets:
-                entry: Optional[Tuple[object, str]] = self.state.here.get(host)
-                if entry is not None and isinstance(entry[0], _Conn):
-                    self._send(entry[0], send.message)
+                target = self.state.hosts.conn(host)
+                if isinstance(target, _Conn):
+                    self._send(target, send.message)
         watch = self.watch
         if watch is not None:
             watch(self.state)
