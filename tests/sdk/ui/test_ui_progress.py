@@ -5,7 +5,8 @@ A real local job (one host, the fan-out) reports its steps with ``checkpoint.pro
 step 2, finishes, leaves a folder named with markup beside its checkpoints, and waits for a file before it ends:
 the page shows, while it runs and once it ended, the progress line ``ma-submit status`` prints, the checkpoint
 rows ``ma-submit checkpoints`` lists (the markup as text), and the recovery after attempt 0 drawn in the timeline
-with the record's words. The pure parts: a recovery that has not progressed yet is drawn open, and a backend that
+with the record's words; a browser sees them on the ended job's page (the screenshot of docs/ui.md). The pure
+parts: a recovery that has not progressed yet is drawn open, and a backend that
 refuses the listing shows its line in place.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict
 
 import pytest
 import requests
@@ -23,7 +24,7 @@ from malaunch.sdk.status import JobState, JobStatus
 from malaunch.sdk.ui.pages import progress_part, timeline_part
 from malaunch.sdk.ui.timeline import timeline_of
 from sdkutil import job_ids, ma_submit, wait_for, write_job
-from uiutil import Ui
+from uiutil import Ui, screenshot
 
 #: Steps 1..6 of 6, a checkpoint every 2; the rank kills itself after step 3 of attempt 0; attempt 1 resumes.
 TRAIN = """
@@ -86,17 +87,45 @@ def _check_checkpoints(page: str, unmarked: str) -> None:
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_the_job_page_shows_progress_checkpoints_and_the_time_to_recover(tmp_path: Path, ui_env: Dict[str, str],
                                                                           ui: Ui) -> None:  # fmt: skip
-    home = Path(ui_env["MALAUNCH_HOME"])
     hold = tmp_path / "hold"
-    job = write_job(tmp_path / "job", TRAIN, name="ckpt-page", checkpoint={"keep": 3},
-                    launcher={"max_restarts": 1, "grace_period": 3},
-                    env={"HOLD_FILE": str(hold), "MALAUNCH_RESTART_BACKOFF": "0.2"})  # fmt: skip
-    assert ma_submit(["--detach", str(job)], ui_env).returncode == 0
-    (job_id,) = job_ids(home)
+    job_id = _submit(tmp_path, ui_env, hold)
     try:
         _running_and_ended(ui, ui_env, job_id, hold)
     finally:
         hold.write_text("")
+
+
+def _submit(tmp_path: Path, ui_env: Dict[str, str], hold: Path) -> str:
+    job = write_job(tmp_path / "job", TRAIN, name="ckpt-page", checkpoint={"keep": 3},
+                    launcher={"max_restarts": 1, "grace_period": 3},
+                    env={"HOLD_FILE": str(hold), "MALAUNCH_RESTART_BACKOFF": "0.2"})  # fmt: skip
+    assert ma_submit(["--detach", str(job)], ui_env).returncode == 0
+    (job_id,) = job_ids(Path(ui_env["MALAUNCH_HOME"]))
+    return job_id
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_browser_sees_the_progress_the_checkpoints_and_the_recovery(tmp_path: Path, ui_env: Dict[str, str],
+                                                                      ui: Ui, browser: Any) -> None:  # fmt: skip
+    from selenium.webdriver.common.by import By
+
+    hold = tmp_path / "hold"
+    hold.write_text("")  # the job ends once attempt 1 is done
+    job_id = _submit(tmp_path, ui_env, hold)
+    assert ma_submit(["wait", job_id], ui_env).returncode == 0
+    browser.get(ui.url)  # the token once, then the cookie
+    browser.get(f"{ui.base}/job?b=local&id={job_id}")
+    line = browser.find_element(By.CSS_SELECTOR, "#progress p.progress").text
+    assert re.fullmatch(r"step 6 of 6 \(1 rank of attempt 1\), the last recorded \d+ s ago", line), line
+    names = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#progress tr.checkpoint td:first-child")]
+    assert names == ["<script>alert(1)", "step-00000002", "step-00000004", "step-00000006"], names
+    assert browser.find_elements(By.CSS_SELECTOR, "#progress script") == []
+    bar = browser.find_element(By.CSS_SELECTOR, '#timeline g.recovery[data-attempt="0"][data-done="1"]')
+    assert re.fullmatch(r"recovered in \d+\.\d\d s", bar.find_element(By.TAG_NAME, "text").text)
+    title = browser.find_element(By.CSS_SELECTOR, '#timeline g.recovery > title').get_attribute("textContent")
+    assert title.startswith("recovery after attempt 0: attempt 0 failure seen: ") and "None" not in title, title
+    screenshot(browser, "ui-job-progress", tmp_path)
 
 
 def _running_and_ended(ui: Ui, ui_env: Dict[str, str], job_id: str, hold: Path) -> None:
