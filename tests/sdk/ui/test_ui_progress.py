@@ -20,6 +20,7 @@ from typing import Any, Dict
 import pytest
 import requests
 from malaunch.entrypoint.public import Recovery, recovery_lines
+from malaunch.sdk.backends.volcano.checkpoint import listing_refused
 from malaunch.sdk.status import JobState, JobStatus
 from malaunch.sdk.ui.pages import progress_part, timeline_part
 from malaunch.sdk.ui.timeline import timeline_of
@@ -184,8 +185,8 @@ def test_a_recovery_not_yet_progressed_is_drawn_open_with_its_words() -> None:
 
 
 def test_a_backend_that_refuses_the_listing_shows_its_line_in_place() -> None:
-    why = "checkpoints of volcano jobs cannot be listed here (job <j>): they are on the cluster's volume"
-    part = progress_part(_status(JobState.RUNNING), None, why, 120.0)
-    assert '<div class="error" id="checkpoints-error">checkpoints of volcano jobs cannot be listed here (job ' \
-        "&lt;j&gt;): they are on the cluster&#x27;s volume</div>" in part
+    refused = listing_refused("<j>")  # Volcano's line: the folder is on the cluster's volume
+    part = progress_part(_status(JobState.RUNNING), None, str(refused), 120.0)
+    (shown,) = re.findall(r'<div class="error" id="checkpoints-error">(.*?)</div>', part)
+    assert html.unescape(shown) == str(refused) and "&lt;j&gt;" in shown and "<j>" not in part
     assert "no rank reported progress" in part
