@@ -10,7 +10,7 @@ from typing import Any, Dict, NamedTuple, Tuple
 
 from malaunch.entrypoint.public import CheckpointRow
 
-__all__ = ["CheckpointListing"]
+__all__ = ["CheckpointListing", "state_text"]
 
 
 class CheckpointListing(NamedTuple):
@@ -27,3 +27,8 @@ class CheckpointListing(NamedTuple):
     def to_json(self) -> Dict[str, Any]:
         return {"id": self.job_id, "folder": self.where, "running": self.running, "note": self.note,
                 "checkpoints": [row.to_json() for row in self.rows]}  # fmt: skip
+
+
+def state_text(row: CheckpointRow) -> str:
+    """A row's state as ``ma-submit checkpoints`` and the job page say it: ``complete``, else the state and why."""
+    return row.state if row.complete else f"{row.state}: {row.why}"

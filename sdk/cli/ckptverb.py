@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
+from ..backends.checkpoints import state_text
 from ..units import size_text
 from .actions import format_age
 from .echo import echo, echo_json, note
@@ -28,7 +29,7 @@ def render_checkpoints(listing: CheckpointListing, now: float) -> str:
         return ""
     rows = [("NAME", "STEP", "AGE", "SIZE", "STATE")]
     for row in listing.rows:
-        state = row.state if row.complete else f"{row.state}: {row.why}"
+        state = state_text(row)
         step = "-" if row.step is None else str(row.step)
         rows.append((row.name, step, format_age(now - row.time), size_text(row.size), state))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

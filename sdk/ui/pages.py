@@ -11,10 +11,13 @@ import time
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import urlencode
 
+from ..backends.checkpoints import CheckpointListing, state_text
 from ..backends.inside import JobEvent
 from ..cli.actions import format_age
+from ..progress_text import progress_line
 from ..status import JobState, JobStatus
 from ..sweep.results import TrialResult
+from ..units import size_text
 from .listing import Listing
 from .markup import Markup, html, join
 from .svg import Series, accelerator_series, line_chart, scatter, timeline_svg
@@ -32,6 +35,7 @@ __all__ = [
     "jobs_page",
     "layout",
     "message_page",
+    "progress_part",
     "summary_part",
     "sweep_page",
     "sweeps_page",
@@ -177,9 +181,35 @@ def timeline_part(line: Timeline, now: float) -> Markup:
         for attempt in line.attempts
     )  # fmt: skip
     marks = join(html("<li>{t} {k}: {l}</li>", t=_stamp(m.time), k=m.kind, l=m.label) for m in line.markers)
+    recoveries = join(html('<li data-attempt="{n}">{s}; {l}</li>', n=r.attempt, s=r.summary(now), l=r.line)
+                      for r in line.recoveries)  # fmt: skip
     return html('{svg}<table class="attempts"><thead><tr><th>attempt</th><th>start</th><th>end</th><th>outcome</th>'
-                '<th>cause</th></tr></thead><tbody>{rows}</tbody></table><ul class="markers">{marks}</ul>',
-                svg=timeline_svg(line, now), rows=rows, marks=marks)  # fmt: skip
+                '<th>cause</th></tr></thead><tbody>{rows}</tbody></table><ul class="markers">{marks}</ul>'
+                '<ul class="recoveries">{recoveries}</ul>',
+                svg=timeline_svg(line, now), rows=rows, marks=marks, recoveries=recoveries)  # fmt: skip
+
+
+def progress_part(status: JobStatus, listing: Optional[CheckpointListing], error: str, now: float) -> Markup:
+    """How far the job got (``ma-submit status``'s progress line) and its checkpoints (``ma-submit checkpoints``'
+    rows: name, step, time, size, state and why), or the line the backend refused the listing with."""
+    said = progress_line(status.progress, status.state is JobState.RUNNING, now)
+    line = html('<p class="progress">{s}</p>', s=said) if said is not None else \
+        html('<p class="progress empty">no rank reported progress (a script reports its steps with '
+             'checkpoint.progress(step, total))</p>')  # fmt: skip
+    if error:
+        return html('{line}<div class="error" id="checkpoints-error">{e}</div>', line=line, e=error)
+    if listing is None or not listing.rows:
+        why = listing.note if listing is not None and listing.note else "no checkpoint"
+        return html('{line}<p class="note">{w}</p>', line=line, w=why)
+    rows = join(
+        html('<tr class="checkpoint" data-state="{st}"><td>{n}</td><td>{s}</td><td>{t}</td><td>{z}</td><td>{w}</td>'
+             '</tr>', st=row.state, n=row.name, s="-" if row.step is None else row.step, t=_stamp(row.time),
+             z=size_text(row.size), w=state_text(row))
+        for row in listing.rows
+    )  # fmt: skip
+    return html('{line}<table class="checkpoints"><thead><tr><th>checkpoint</th><th>step</th><th>time</th>'
+                '<th>size</th><th>state</th></tr></thead><tbody>{rows}</tbody></table>'
+                '<p class="source">in {where}</p>', line=line, rows=rows, where=listing.where)  # fmt: skip
 
 
 def events_part(events: Sequence[JobEvent], error: str = "") -> Markup:
@@ -223,7 +253,8 @@ def usage_part(samples: Sequence[Sample], note: str) -> Markup:
 
 def job_page(status: JobStatus, backend: str, parts: Mapping[str, Markup], logs: Sequence[str],
              report: str, actions_shown: Sequence[str]) -> Markup:  # fmt: skip
-    """A job: summary and hosts, attempts, logs (following, with a search), events, usage, root cause and report."""
+    """A job: summary and hosts, attempts, progress and checkpoints, logs (following, with a search), events,
+    usage, root cause and report."""
     key = {"b": backend, "id": status.id}
     actions = join(html('<a class="button" id="{a}" href="{h}">{t}</a>', h=link("/confirm", action=action, **key),
                         a=action, t=action.capitalize()) for action in actions_shown)  # fmt: skip
@@ -237,6 +268,7 @@ def job_page(status: JobStatus, backend: str, parts: Mapping[str, Markup], logs:
         '<h1>{id}</h1><p class="actions">{actions}</p>'
         '<section><h2>State and hosts</h2>{summary}</section>'
         '<section><h2>Attempts</h2>{timeline}</section>'
+        '<section><h2>Progress and checkpoints</h2>{progress}</section>'
         '<section><h2>Logs</h2><div class="logbar"><label>file <select id="logfile">{options}</select></label> '
         '<label>search <input id="logsearch" type="search" placeholder="text in a line"></label> '
         '<label><input id="follow" type="checkbox" checked> follow</label></div>'
@@ -245,6 +277,7 @@ def job_page(status: JobStatus, backend: str, parts: Mapping[str, Markup], logs:
         '<section><h2>Usage</h2>{usage}</section>'
         '<section><h2>Root cause and report</h2><pre class="report">{report}</pre></section>',
         id=status.id, actions=actions, summary=part("summary"), timeline=part("timeline"), options=options,
+        progress=part("progress"),
         logsrc=link("/log", **key), events=part("events"), usage=part("usage"), report=report,
     )  # fmt: skip
     return layout(status.id, body, live=not status.is_terminal)

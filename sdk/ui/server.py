@@ -4,7 +4,7 @@ Routes (every one behind :class:`~.auth.Guard`; every answer ``no-store``, with 
 allows only this server's own script and style, so even a text that escaped escaping could run nothing):
 
 - ``GET /`` the jobs (``state``, ``name``, ``backend``, ``offset``); ``GET /job?b=&id=`` a job; ``GET /part``
-  one part of a job's page (``summary``, ``timeline``, ``events``, ``usage``) for the script to refresh;
+  one part of a job's page (``summary``, ``timeline``, ``progress``, ``events``, ``usage``) for the script to refresh;
   ``GET /log`` a log's lines from an offset as JSON (``file``: one of the job's own log files, none: every
   host's lines merged through ``Backend.logs``; ``q``: only lines holding it); ``GET /confirm`` the question
   before an action; ``GET /sweeps``, ``GET /sweep?id=``; ``GET /static/app.js|app.css``.
@@ -233,6 +233,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if name == "usage":
             samples, note = self.server.app.usage.read((backend_name, status.id), lambda: backend.usage(status.id))
             return pages.usage_part(samples, note)
+        if name == "progress":
+            try:
+                return pages.progress_part(status, backend.checkpoints(status.id), "", now)
+            except MalaunchError as refused:  # a backend that cannot list them says why, in place
+                return pages.progress_part(status, None, str(refused), now)
         try:
             events = backend.events(status.id)
             error = ""
@@ -242,10 +247,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return pages.events_part(events, error)
         if name == "timeline":
             return pages.timeline_part(timeline_of(status, events, now), now)
-        raise ConfigError("no such part of a job's page", name, "use summary, timeline, events or usage")
+        raise ConfigError("no such part of a job's page", name, "use summary, timeline, progress, events or usage")
 
     def _job(self, backend: Backend, name: str, status: JobStatus) -> Answer:
-        parts = {part: self._part(part, backend, name, status) for part in ("summary", "timeline", "events", "usage")}
+        names = ("summary", "timeline", "progress", "events", "usage")
+        parts = {part: self._part(part, backend, name, status) for part in names}
         logs = [*list_logs(status.location, _folders(status)), ""]
         events: List[Any] = []
         with contextlib.suppress(MalaunchError):  # shown in the events part

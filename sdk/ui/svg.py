@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .markup import Markup, html, join
 from .timeline import Timeline
@@ -45,10 +45,12 @@ def _svg(height: int, body: Markup, label: str) -> Markup:
 
 def timeline_svg(line: Timeline, now: float) -> Markup:
     """One bar per attempt on a common time axis (UTC): its number, length, how it ended and why (a hover title);
-    markers for hosts lost or back, changes of hosts and hangs."""
+    markers for hosts lost or back, changes of hosts and hangs; below them, the time to recover after each failed
+    attempt (failure seen to the next attempt's first progress, its phases as ticks, the record's words as title)."""
     left, right, row = 90, 20, 26
     top = 24
-    height = top + row * max(len(line.attempts), 1) + 40
+    rows = max(len(line.attempts), 1) + (1 if line.recoveries else 0)
+    height = top + row * rows + 40
     scale = (_WIDTH - left - right) / max(line.end - line.start, 1e-3)
 
     def x(when: float) -> float:
@@ -81,6 +83,8 @@ def timeline_svg(line: Timeline, now: float) -> Markup:
             w=f"{max(x1 - x0, 2):.1f}", colour=colour, lx=f"{x0 + 4:.1f}",
             label=attempt.outcome if x1 - x0 > 70 else "", hang=hang,
         ))  # fmt: skip
+    if line.recoveries:
+        parts.append(_recoveries(line, now, x, top + row * max(len(line.attempts), 1)))
     for marker in line.markers:
         mx = x(marker.time)
         parts.append(html('<g class="marker" data-kind="{kind}"><title>{title}</title>'
@@ -89,6 +93,28 @@ def timeline_svg(line: Timeline, now: float) -> Markup:
                           '</g>', kind=marker.kind, title=f"{_clock(marker.time)} {marker.label}", x=f"{mx:.1f}",
                           t=top - 6, b=height - 30, ty=top - 10, c=_MARK.get(marker.kind, "#555")))  # fmt: skip
     return _svg(height, join(parts), "attempts timeline")
+
+
+def _recoveries(line: Timeline, now: float, x: Callable[[float], float], y: int) -> Markup:
+    """The recovery row: one bar per failed attempt's recovery (open while the next attempt has not progressed)."""
+    parts: List[Markup] = [html('<text x="4" y="{ty}" fill="#333">recovery</text>', ty=y + 14)]
+    for record in line.recoveries:
+        last = max([record.start, *(when for _, when in record.phases)])
+        x0 = x(record.start)
+        x1 = x(record.end if record.end is not None else (last if record.ended else now))
+        ticks = join(html('<line class="phase" x1="{x}" y1="{a}" x2="{x}" y2="{b}" stroke="#fff" stroke-width="2">'
+                          '<title>{t}</title></line>', x=f"{x(when):.1f}", a=y + 2, b=y + 16, t=label)
+                     for label, when in record.phases)  # fmt: skip
+        said = record.summary(now)
+        parts.append(html(
+            '<g class="recovery" data-attempt="{n}" data-done="{done}"><title>{title}</title>'
+            '<rect x="{x}" y="{y}" width="{w}" height="18" rx="3" fill="#d9822b" fill-opacity="{o}" stroke="#d9822b"/>'
+            '{ticks}<text x="{lx}" y="{ty}" fill="#8a4a12">{label}</text></g>',
+            n=record.attempt, done="1" if record.end is not None else "0", title=record.line, x=f"{x0:.1f}", y=y,
+            w=f"{max(x1 - x0, 2):.1f}", o="0.8" if record.end is not None else "0.35", ticks=ticks,
+            lx=f"{min(x1 + 4, _WIDTH - 150):.1f}", ty=y + 14, label=said,
+        ))  # fmt: skip
+    return join(parts)
 
 
 class Series(NamedTuple):

@@ -4,7 +4,10 @@ An attempt ends where the events say the job was restarted (the local shims' ``R
 attempt, its message naming the attempt, its exit code, its class and its root cause; a platform's restart
 events, one per restart). The last attempt ends with the job (still open while it runs) and its cause is the
 job's root cause (the ``RootCause`` event, else the status's message). Hosts lost and back, changes of an elastic
-job's hosts and hangs are markers on the way. Pure: the clock is an argument.
+job's hosts and hangs are markers on the way. The time to recover after each failed attempt comes from the
+status's recovery records (``JobStatus.recovery``: failure seen, last rank gone, next attempt started, its first
+progress), said in the record's own words (:func:`~malaunch.entrypoint.public.recovery_lines`). Pure: the clock
+is an argument.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 import re
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from malaunch.entrypoint.public import Recovery, recovery_lines
+
 from ..backends.inside import JobEvent
 from ..status import JobState, JobStatus
 
-__all__ = ["Attempt", "Marker", "Timeline", "restarts_in", "timeline_of"]
+__all__ = ["Attempt", "Marker", "Recovered", "Timeline", "recovered_of", "restarts_in", "timeline_of"]
 
 _ATTEMPT = re.compile(r"\battempt (\d+) (?:of the job )?ended\b")  # a host's own, or the job's restart
 _ANNOUNCED = re.compile(r"\Aattempt (\d+) is\b")
@@ -45,13 +50,46 @@ class Marker(NamedTuple):
     label: str
 
 
+class Recovered(NamedTuple):
+    """The time to recover after attempt ``attempt`` failed: from the failure seen (``start``) to the next attempt's
+    first progress (``end``; None: not yet, or never when ``ended``), the phases between, and the record in words."""
+
+    attempt: int
+    start: float
+    end: Optional[float]
+    phases: Tuple[Tuple[str, float], ...]  # (label, time) of the phases between that happened
+    ended: bool
+    line: str
+
+    def seconds(self, now: float) -> float:
+        """Seconds from the failure seen to the first progress (so far, while it has not come)."""
+        return max((now if self.end is None else self.end) - self.start, 0.0)
+
+    def summary(self, now: float) -> str:
+        """A short label: ``recovered in 2.31 s``, ``recovering for 4.00 s`` or ``no recovery``."""
+        if self.end is not None:
+            return f"recovered in {self.seconds(now):.2f} s"
+        return "no recovery: the job ended" if self.ended else f"recovering for {self.seconds(now):.2f} s"
+
+
 class Timeline(NamedTuple):
-    """The attempts in order, the markers, and the span they are drawn over."""
+    """The attempts in order, the markers, the recoveries, and the span they are drawn over."""
 
     start: float
     end: float
     attempts: Tuple[Attempt, ...]
     markers: Tuple[Marker, ...]
+    recoveries: Tuple[Recovered, ...] = ()
+
+
+def recovered_of(record: Recovery) -> Recovered:
+    """One recovery record as the timeline draws it, its words those ``ma-submit status`` prints."""
+    after = record.next_attempt
+    phases = [(label, when) for label, when in (("last rank gone", record.last_rank_gone),
+                                                (f"attempt {after} started", record.next_started))
+              if when is not None]  # fmt: skip
+    line = f"recovery after attempt {record.attempt}: " + "; ".join(recovery_lines(record, label=False))
+    return Recovered(record.attempt, record.failure_seen, record.first_progress, tuple(phases), record.ended, line)
 
 
 def _is_hang(text: str) -> bool:
@@ -124,5 +162,7 @@ def timeline_of(status: JobStatus, events: Sequence[JobEvent], now: float) -> Ti
                for event in events if event.reason in _MARKS]  # fmt: skip
     markers += [Marker(event.time, "hang", f"{event.source}: {event.message}") for event in events
                 if event.reason not in _MARKS and "hang" in event.reason.lower()]  # fmt: skip
-    span_end = max([end, *(m.time for m in markers), *(a.end or now for a in attempts)])
-    return Timeline(start, max(span_end, start + 1e-3), tuple(attempts), tuple(sorted(markers)))
+    recoveries = tuple(recovered_of(record) for record in sorted(status.recovery, key=lambda one: one.attempt))
+    span_end = max([end, *(m.time for m in markers), *(a.end or now for a in attempts),
+                    *(r.end for r in recoveries if r.end is not None)])  # fmt: skip
+    return Timeline(start, max(span_end, start + 1e-3), tuple(attempts), tuple(sorted(markers)), recoveries)
