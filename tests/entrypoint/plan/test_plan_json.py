@@ -13,6 +13,7 @@ from typing import Any, Dict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from malaunch.entrypoint.contract.prepare_steps import PrepareSteps
 from malaunch.entrypoint.plan.launch_plan import LOG_SOURCES, METHODS, LaunchPlan, ProcessSpec
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "expected"
@@ -42,6 +43,10 @@ plans = st.builds(
     watch_workers=st.booleans(),
     restart_on=st.none() | st.sampled_from(["retryable", "always", "never"])
     | st.lists(st.integers(min_value=1, max_value=255), min_size=1, max_size=4).map(tuple),
+    # a prepare step is an argv of at least one word (MALAUNCH_PREPARE refuses an empty one)
+    prepare=st.none() | st.builds(PrepareSteps, st.lists(st.lists(_text, min_size=1, max_size=3).map(tuple),
+                                                         min_size=1, max_size=3).map(tuple),
+                                  st.floats(min_value=1, max_value=86400, allow_nan=False)),
 )
 
 
