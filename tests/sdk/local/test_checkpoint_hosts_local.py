@@ -128,7 +128,8 @@ def test_a_host_lost_and_replaced_resumes_bit_for_bit(tmp_path: Path, cli_env: D
     for rank, steps in records.items():
         trained = [record["step"] for record in steps]
         assert sorted(set(trained)) == list(range(1, TOTAL + 1)), (rank, trained)
-        assert sum(count - 1 for count in Counter(trained).values()) <= EVERY  # 0: lost just after a save, (rank, trained)
+        twice = sum(count - 1 for count in Counter(trained).values())  # none: lost just after a save
+        assert twice <= EVERY, (rank, trained)
         after = [record["step"] for record in steps if record["attempt"] > 0]
         assert after[0] == resumed + 1, (rank, steps)  # the next attempt went on from the checkpoint
 
