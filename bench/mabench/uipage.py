@@ -167,7 +167,12 @@ def _line_latency(lines: int, latency: Series) -> None:
         for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                          f"--user-data-dir={scratch / 'chromium'}"):  # fmt: skip
             options.add_argument(argument)
-        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        # Chromium keeps crash reports and caches under $HOME/.config and $HOME/.cache whatever --user-data-dir says:
+        # its home is the scratch folder, never the user's.
+        browser_home = str(scratch / "browser-home")
+        browser_env = {**env, "HOME": browser_home, "XDG_CONFIG_HOME": f"{browser_home}/.config",
+                       "XDG_CACHE_HOME": f"{browser_home}/.cache"}  # fmt: skip
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver", env=browser_env), options=options)
         driver.get(f"http://127.0.0.1:{server.port}/?token={server.token}")
         driver.get(f"http://127.0.0.1:{server.port}/job?b=local&id={job_id}")
         driver.execute_script(_OBSERVE)
