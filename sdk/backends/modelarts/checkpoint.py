@@ -34,7 +34,6 @@ from ...spec.resume import ResumeRef, parse_resume
 from .phases import status_from_job
 
 __all__ = [
-    "ended_resume_channel",
     "CHANNEL",
     "LOCAL_DIR",
     "RESUME_CHANNEL",
@@ -45,6 +44,7 @@ __all__ = [
     "checkpoint_output",
     "checkpoint_url",
     "checkpoint_url_of",
+    "ended_resume_channel",
     "hosts_note",
     "resume_channel",
     "resume_channel_at",
