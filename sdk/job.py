@@ -107,13 +107,16 @@ class Job:
         now: Optional[float] = None,
         backend: Optional[Backend] = None,
         check: bool = False,
+        dry: bool = False,
     ) -> SubmitPlan:
         """What ``submit`` would do; pure given ``job_id`` and ``now`` (generated when omitted) and once
         ``resume_from`` (if any) is resolved (:meth:`~malaunch.sdk.backends.Backend.resolve_resume`: the other job
         must have ended with a complete checkpoint, else :class:`~malaunch.sdk.errors.SpecError`). With ``check``
-        also what ``submit`` checks on this machine first (``code_dir``, ``boot_file``; ``Backend.check``)."""
+        also what ``submit`` checks on this machine first (``code_dir``, ``boot_file``; ``Backend.check``). With
+        ``dry`` (a dry run: the plan is shown, never executed) a ``resume_from`` whose check would ask the
+        platform's API is shown unresolved instead (:meth:`~malaunch.sdk.backends.Backend.resume_unresolved`)."""
         impl = self._backend(backend)
-        spec = impl.resolve_resume(self.spec)  # resume_from: the whole id, its checkpoint proven complete
+        spec = impl.resolve_resume(self.spec, dry=dry)  # resume_from: the whole id, its checkpoint proven complete
         when = time.time() if now is None else now
         ident = job_id if job_id is not None else impl.new_job_id(spec, when)
         plan = impl.plan(spec, job_id=ident, now=when)

@@ -40,7 +40,7 @@ class ShimSignal:
 
 class HostsEnd:
     """The job's coordinator ends this host's attempt: another host failed or was lost (``line`` says which), or
-    every host's ranks are silent (``hung``: the attempt ends as hung)."""
+    every host's ranks are silent or ended (``hung``: the attempt ends as hung where ranks still run)."""
 
     __slots__ = ("hung", "line")
 
@@ -62,5 +62,6 @@ class AttemptLink(Protocol):
         after ``hold`` seconds when its stop is held for a peer to die by itself (its log says a peer failed);
         said again with no hold when that hold ends early."""
 
-    def silent(self, silent: bool) -> None:
-        """This host's ranks went silent (True) or spoke again (False): the coordinator decides on a hang."""
+    def silent(self, silent: bool, ended: bool = False) -> None:
+        """This host's ranks went silent (True) or spoke again (False), or all exited while its launcher winds
+        down (``ended``): the coordinator decides on a hang."""

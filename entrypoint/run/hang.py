@@ -9,9 +9,10 @@
   file and the progress file's modification time. The host is *silent* once nothing changed for the timeout;
   before the first sign of life the allowance is :func:`startup_allowance` (imports, rendezvous, data loading).
   Only a rank that runs can be silent: while every worker a launcher started has exited (torchrun's agent still
-  closing its store or in its exit barrier, msrun's scheduler still ending), the silent window does not run, and
-  such a host does not count as silent for the coordinator either (a peer that hangs is then found once this
-  host's launcher has ended, by the timeout of its own exit barrier at the latest).
+  closing its store or in its exit barrier, msrun's scheduler still ending), the silent window does not run. Such
+  a host's ranks have *ended* (:class:`Signs`): the coordinator counts it neither as silent nor as speaking, so a
+  peer whose ranks hang is found after the timeout, not once this host's launcher ends (its exit barrier may
+  wait minutes for that very peer).
 - A host whose ranks are silent is hung (one host; several hosts agree through the coordinator): the
   supervisor ends the attempt like a failure whose root cause is :func:`hang_failure` (class ``hang``,
   retryable, exit code :data:`~..report.failure_class.EXIT_HANG`).
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ..contract.errors import LaunchError
 from .procs import proctree
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from .procs.processes import ProcessGroup
     from .workers import Workers
 
-__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Silence", "hang_line", "hang_verdict",
+__all__ = ["PROGRESS_NAME", "PROGRESS_VAR", "Signs", "Silence", "hang_line", "hang_verdict",
            "make_progress_file", "rank_pids", "rank_sinks", "startup_allowance"]
 
 PROGRESS_VAR = "MALAUNCH_PROGRESS_FILE"
@@ -82,13 +83,21 @@ def _mtime(path: str) -> int:
         return -1
 
 
+class Signs(NamedTuple):
+    """What this host's ranks show: ``silent`` (nothing for the timeout while one runs) or ``ended`` (every worker
+    its launcher started has exited, the launcher winds down); never both, neither while a rank speaks."""
+
+    silent: bool
+    ended: bool = False
+
+
 class Silence:
     """When this host's ranks last showed a sign of life (their log files grew, the progress file was touched).
 
     ``sinks``: rank (or process name) -> its log; ``pids``: each rank's process now (its CPU use is noted at
     each sign of life: the silent window's start); ``running``: whether a rank may still run (False once every
     worker of a launcher has exited: no window runs then). :meth:`look` is called now and then with the monotonic
-    clock; :meth:`silent` says whether the host is silent now.
+    clock; :meth:`silent` says whether the host is silent now, :meth:`changed` what it shows when that changed.
     """
 
     def __init__(self, timeout: float, sinks: Mapping[object, Sink], progress: str, now: float,
@@ -101,7 +110,8 @@ class Silence:
         self.touched = _mtime(progress)
         self.since = now  # the last sign of life of any rank (or the start)
         self.spoke = False  # any sign of life yet
-        self.told = False  # what :meth:`changed` last said
+        self.told = Signs(False)  # what :meth:`changed` last said
+        self.gone = False  # every worker seen has exited (at the last look)
 
     def look(self, now: float) -> None:
         """Note what changed since the last look."""
@@ -113,9 +123,10 @@ class Silence:
         touched = _mtime(self.progress)
         if touched != self.touched:
             self.touched, spoke = touched, True
+        self.gone = not spoke and not self.running()
         if spoke:
             self.since, self.spoke = now, True
-        elif not self.running():  # ranks that have exited are not silent: the window starts again with new ones
+        elif self.gone:  # ranks that have exited are not silent: the window starts again with new ones
             self.since = now
         if spoke or not self.cpu_at:
             usage = {key: proctree.read_usage(pid) for key, pid in self.pids().items()}
@@ -126,14 +137,15 @@ class Silence:
         allowed = self.timeout if self.spoke else startup_allowance(self.timeout)
         return now - self.since >= allowed
 
-    def changed(self, now: float) -> Optional[bool]:
-        """Look; True when the host went silent since the last call, False when it spoke again, else None."""
+    def changed(self, now: float) -> Optional[Signs]:
+        """Look; what the ranks show when it changed since the last call (went silent, spoke again, all exited),
+        else None."""
         self.look(now)
-        silent = self.silent(now)
-        if silent == self.told:
+        signs = Signs(False, True) if self.gone else Signs(self.silent(now))
+        if signs == self.told:
             return None
-        self.told = silent
-        return silent
+        self.told = signs
+        return signs
 
     def quiet_for(self, now: float) -> float:
         """Seconds since the last sign of life of any rank (or the start)."""
@@ -155,13 +167,15 @@ def rank_pids(group: ProcessGroup, workers: Workers) -> Dict[object, int]:
             for spec, proc in zip(group.specs, group.procs)}  # fmt: skip
 
 
-def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, host: str, line: str) -> Hung:
-    """The hang report of this host (said on the console) and the run's root cause (:mod:`.hang_report`)."""
+def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, host: str, line: str,
+                 succeeded: AbstractSet[int] = frozenset()) -> Hung:  # fmt: skip
+    """The hang report of this host (said on the console) and the run's root cause (:mod:`.hang_report`);
+    ``succeeded``: the processes recorded as ended with code 0 (not the cause while a rank runs)."""
     from .hang_report import judge, look_ranks
 
     now = time.monotonic()
     lines = {key: (sink.tail(1) or ("",))[-1] for key, sink in silence.sinks.items()}
-    ranks = look_ranks(silence.last, silence.cpu_at, pids, lines, now)
+    ranks = look_ranks(silence.last, silence.cpu_at, pids, lines, now, succeeded)
     logs = {rank.rank: silence.sinks[key].path for key, rank in zip(silence.sinks, ranks)}
     hung = judge(ranks, silence.quiet_for(now), host, logs, line)
     output.say(line[len("ma-entrypoint: "):])

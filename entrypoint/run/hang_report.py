@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import time
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..report.failure_class import EXIT_HANG
 from ..report.report import Failure
@@ -49,7 +49,7 @@ class RankHang(NamedTuple):
 
     rank: str  # "rank N", or the process's name
     pid: Optional[int]
-    state: str  # running, sleeping, stopped, disk wait, zombie, gone
+    state: str  # running, sleeping, stopped, disk wait, zombie, gone; exited (it ended by itself with code 0)
     cpu: Optional[float]  # CPU seconds used in the silent window (None: unknown)
     silent: Optional[float]  # seconds since its last output (None: it wrote nothing)
     last_line: str
@@ -81,15 +81,21 @@ def _label(key: object) -> str:
 
 
 def look_ranks(last: Mapping[object, Optional[float]], cpu_at: Mapping[object, int], pids: Mapping[object, int],
-               lines: Mapping[object, str], now: float) -> List[RankHang]:  # fmt: skip
+               lines: Mapping[object, str], now: float,
+               succeeded: AbstractSet[int] = frozenset()) -> List[RankHang]:  # fmt: skip
     """Each rank as it is now: ``last`` its last output (monotonic), ``cpu_at`` its CPU ticks when the silent
-    window began, ``pids`` its process, ``lines`` its last line."""
+    window began, ``pids`` its process, ``lines`` its last line; ``succeeded``: the processes recorded as ended
+    with code 0 (such a rank is ``exited``, never the hang's cause while another runs)."""
     tick = os.sysconf("SC_CLK_TCK")
     tool = shutil.which("py-spy")
     until = time.monotonic() + STACKS_SECONDS
     found: List[RankHang] = []
     for key, seen in last.items():
         pid = pids.get(key)
+        if pid is not None and pid in succeeded:
+            found.append(RankHang(_label(key), pid, "exited", None, None if seen is None else round(now - seen, 3),
+                                  lines.get(key, "")[:_LINE], None, "it exited with code 0"))  # fmt: skip
+            continue
         info = proctree.read_info(pid) if pid is not None else None
         usage = proctree.read_usage(pid) if pid is not None else None
         cpu = round((usage[0] - cpu_at[key]) / tick, 2) if usage is not None and key in cpu_at else None
@@ -132,16 +138,20 @@ def _evidence(rank: RankHang, window: float) -> str:
 
 
 def stand_out(ranks: Sequence[RankHang], window: float) -> Tuple[Optional[RankHang], int, str]:
-    """The rank that is not where the others are, its evidence (0: none) and how it was chosen. Pure."""
+    """The rank that is not where the others are, its evidence (0: none) and how it was chosen; a rank that
+    exited with code 0 is chosen only when every rank did. Pure."""
     if not ranks:
         return None, 0, "no rank to look at"
-    scores = [_score(rank, window) for rank in ranks]
+    looked = [rank for rank in ranks if rank.state != "exited"] or list(ranks)
+    scores = [_score(rank, window) for rank in looked]
     best = max(scores)
-    top = [rank for rank, score in zip(ranks, scores) if score == best]
+    top = [rank for rank, score in zip(looked, scores) if score == best]
     longest = max(top, key=lambda rank: -1.0 if rank.silent is None else rank.silent)
-    others = [rank for rank, score in zip(ranks, scores) if score < best]
-    if len(ranks) == 1:
-        return longest, best, f"the only rank of this host: {_evidence(longest, window)}"
+    others = [rank for rank, score in zip(looked, scores) if score < best]
+    others += [rank for rank in ranks if rank not in looked]
+    if len(looked) == 1:
+        which = "the only rank of this host" if len(ranks) == 1 else "the only rank of this host that did not exit"
+        return longest, best, f"{which}: {_evidence(longest, window)}"
     if best and len(top) == 1:
         rest = f" while the other ranks of this host are {_states(others)}" if others else ""
         return longest, best, f"{longest.rank} is not where the others are: {_evidence(longest, window)}{rest}"

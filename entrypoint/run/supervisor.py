@@ -29,8 +29,9 @@ Contract of :func:`run_plan`:
 6. A watchdog program (its own name and session) ends the job's processes should the shim itself die.
 6b. With ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`) every process gets ``MALAUNCH_PROGRESS_FILE``, and the loop looks
    at the ranks' signs of life every half second: a silent host ends the run as hung (several hosts: the
-   coordinator decides, and ends every host's run); the hang report (:mod:`.hang_report`, its py-spy dumps
-   bounded to 15 s) is made before the ending starts, while the ranks are still where they hung.
+   coordinator decides, and ends every host's run; a host whose ranks all exited is not hung with it); the hang
+   report (:mod:`.hang_report`, its py-spy dumps bounded to 15 s) is made before the ending starts, while the
+   ranks are still where they hung.
 7. On return every output is drained, no process of the job is left (token carriers, and everything that was
    reparented to the shim as subreaper: daemons included), and every child has been reaped.
 """
@@ -177,8 +178,8 @@ class Supervisor:
         if isinstance(event, HostsEnd):  # the coordinator ends this run: another host failed or was lost
             if self.shim_signal is None and self.hosts_end is None and self.ending.at is None:
                 self.hosts_end = event.line
-                if event.hung and self.silence is not None:
-                    self._hang(hang_line(self.silence.quiet_for(time.monotonic()), "no rank of any host"))
+                if event.hung and self.silence is not None and not self.silence.gone:  # ended ranks: not hung
+                    self._hang(hang_line(self.silence.quiet_for(time.monotonic()), "no running rank of any host"))
                 self.begin_ending()
             elif self.ending.hold_until is not None:  # held for a peer: the job's failure is known elsewhere
                 self.ending.begin()
@@ -237,14 +238,15 @@ class Supervisor:
         """Hang detection: one host ends a silent attempt; in a multi-host job the coordinator decides."""
         changed = silence.changed(now)
         if changed is not None and self.link is not None:
-            self.link.silent(changed)
-        elif changed:
+            self.link.silent(changed.silent, changed.ended)
+        elif changed is not None and changed.silent:
             self._hang(hang_line(silence.quiet_for(now)))
             self.begin_ending()
 
     def _hang(self, line: str) -> None:
         assert self.silence is not None
-        self.hung = hang_verdict(self.silence, rank_pids(self.group, self.workers), self.output, self.plan.host, line)
+        self.hung = hang_verdict(self.silence, rank_pids(self.group, self.workers), self.output, self.plan.host, line,
+                                 self.facts.succeeded())  # fmt: skip
 
     def _start_failed(self, error: LaunchError) -> None:
         self.error = error

@@ -62,6 +62,10 @@ class RunFacts:
             self.record(source=fact.source, index=fact.index, rank=fact.rank, pid=fact.pid, code=fact.code,
                         at=fact.at, message=fact.message, attempt=fact.attempt, evidence=fact.evidence)  # fmt: skip
 
+    def succeeded(self) -> Set[int]:
+        """The processes recorded as ended with code 0 (a hang report never names such a rank while one runs)."""
+        return {fact.pid for fact in self.facts if fact.code == 0 and fact.pid is not None}
+
     def statuses_known(self, watch: Optional[WorkerWatch]) -> bool:
         """The watch saw every worker of this host in the latest attempt and read the exit status of every
         worker death: the facts decide the root cause without the launcher's summary (and the workers write

@@ -72,7 +72,9 @@ Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigEr
     the plan then gives it as ``MALAUNCH_RESUME_SOURCE``. A job still running, or no checkpoint to resume from,
     raises :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``) or ``ConfigError``, one line each.
     :meth:`Backend.submit`, ``Job.plan`` and a sweep's plan and submit call it (through
-    :meth:`Backend.resolve_resume`) before the pure plan.
+    :meth:`Backend.resolve_resume`) before the pure plan. A dry run (``Job.plan(dry=True)``, ``--dry-run``) asks
+    no remote API: ``resume_unresolved(ref)`` (default None: check as above) gives the ref it shows instead
+    (ModelArts: the old job's OBS folder as ``{resolved-at-submit}``).
 
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
 :class:`~malaunch.sdk.errors.JobStateUnknown` after :data:`UNKNOWN_PATIENCE` seconds instead of waiting forever.
@@ -335,13 +337,23 @@ class Backend(abc.ABC):
                           "start from", ref.text(), "start from the checkpoint in the script itself, or resume a job "
                           "of the local, volcano or modelarts backend")  # fmt: skip
 
-    def resolve_resume(self, spec: JobSpec) -> JobSpec:
-        """``spec`` with ``resume_from`` checked and naming its job's whole id (unchanged without one)."""
+    def resolve_resume(self, spec: JobSpec, *, dry: bool = False) -> JobSpec:
+        """``spec`` with ``resume_from`` checked and naming its job's whole id (unchanged without one). ``dry`` (a
+        dry run): where the check would ask the platform's API, ``resume_from`` stays unresolved as
+        :meth:`resume_unresolved` shows it, and nothing is asked (submit resolves it)."""
         if spec.resume_from is None:
             return spec
         from ..spec.resume import parse_resume  # only a job that resumes from another needs it
 
-        return spec.replace(resume_from=self.resume_check(parse_resume(spec.resume_from), spec).text())
+        ref = parse_resume(spec.resume_from)
+        shown = self.resume_unresolved(ref) if dry else None
+        return spec.replace(resume_from=(shown or self.resume_check(ref, spec)).text())
+
+    def resume_unresolved(self, ref: ResumeRef) -> Optional[ResumeRef]:
+        """A dry run's ``ref`` when :meth:`resume_check` would ask a remote API (its place shown as what submit
+        resolves); None when the check reads only this machine (local), and a dry run makes it."""
+        del ref
+        return None
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""

@@ -135,7 +135,7 @@ def submit_cmd(
             name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
         ).with_options(resume_from=resume_from)
         impl = open_for(job.spec.backend)
-        plan = job.plan(check=True, backend=impl)
+        plan = job.plan(check=True, backend=impl, dry=dry_run)
     except SpecError as error:
         raise _named_option(error, options) from None
     if dry_run:

@@ -207,7 +207,7 @@ def run_cmd(
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
     impl = open_for(base.spec.backend)
     if dry_run:
-        plan = base.plan(backend=impl)
+        plan = base.plan(backend=impl, dry=True)
         data = plan.to_json() if output == "json" else None
         if data is not None:
             echo_json(data)

@@ -206,11 +206,13 @@ class Sweep:
         return make_job_id(f"{self.spec.name}-sweep", now, secrets.token_hex(3))
 
     def plan(
-        self, *, backend: Optional[Backend] = None, sweep_id: Optional[str] = None, now: Optional[float] = None
-    ) -> SweepPlan:
-        """Every trial's plan, with the job ids the backend would make; nothing starts."""
+        self, *, backend: Optional[Backend] = None, sweep_id: Optional[str] = None, now: Optional[float] = None,
+        dry: bool = False,
+    ) -> SweepPlan:  # fmt: skip
+        """Every trial's plan, with the job ids the backend would make; nothing starts. ``dry``: a
+        ``resume_from`` whose check would ask the platform's API is shown unresolved (``Job.plan``)."""
         impl = self._backend(backend)
-        self.spec = impl.resolve_resume(self.spec)  # resume_from: every trial starts from the same checkpoint
+        self.spec = impl.resolve_resume(self.spec, dry=dry)  # every trial starts from the same checkpoint
         when = time.time() if now is None else now
         ident = sweep_id if sweep_id is not None else self.new_id(when)
         trials = self.trials(ident)

@@ -28,10 +28,12 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from ..backends.base import Backend
 from ..backends.listing import ListQuery
+from ..backends.registry import runs_here
 from ..errors import ConfigError, JobNotFound, MalaunchError, SweepNotFound
 from ..status import JobState, JobStatus
 from . import pages
 from .auth import LOOPBACK, Guard
+from .ckptcache import CheckpointCache
 from .listing import Lister, count_restarts
 from .logfiles import LogRefused, host_folders, list_logs, read_log
 from .markup import Markup
@@ -64,6 +66,7 @@ class UiApp:
         self.home = home
         self.lister = Lister()
         self.usage = UsageWatch()
+        self.checkpoints = CheckpointCache()  # the progress part's rows: listed once per lifetime per job
         self._opened: Dict[str, Backend] = {}
         self._lock = threading.Lock()
         self.static = {path: importlib.resources.files(__package__).joinpath(path.lstrip("/")).read_bytes()
@@ -233,11 +236,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if name == "usage":
             samples, note = self.server.app.usage.read((backend_name, status.id), lambda: backend.usage(status.id))
             return pages.usage_part(samples, note)
-        if name == "progress":
-            try:
-                return pages.progress_part(status, backend.checkpoints(status.id), "", now)
-            except MalaunchError as refused:  # a backend that cannot list them says why, in place
-                return pages.progress_part(status, None, str(refused), now)
+        if name == "progress":  # a backend that cannot list them says why, in place
+            key, here = (backend_name, status.id, status.state.value), runs_here(backend_name)
+            listed = self.server.app.checkpoints.read(key, here, lambda: backend.checkpoints(status.id))
+            return pages.progress_part(status, listed.listing, listed.refused, now)
         try:
             events = backend.events(status.id)
             error = ""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -583,3 +584,33 @@ class FakeKube:
         self.cluster.close()
         self._server.shutdown()
         self._server.server_close()
+
+
+def volcano_job(scenario: str, hosts: int = 2, **fields: Any) -> Dict[str, Any]:
+    """A job file's data for the fake cluster: ``vc-<scenario>`` (torchrun, ``hosts`` hosts of 1 device) that plays
+    ``scenario`` (see the module's docstring); ``fields`` are added (``volcano``, ``name``, ...)."""
+    return {
+        "name": f"vc-{scenario}",
+        "run_method": "torchrun",
+        "code_dir": ".",
+        "boot_file": "train.py",
+        "image": "reg.example/malaunch:0.1.0",
+        "backend": "volcano",
+        "resources": {"hosts": hosts, "devices_per_host": 1},
+        "env": {"MALAUNCH_TEST_SCENARIO": scenario},
+        **fields,
+    }
+
+
+def submit_detached(kube: FakeKube, cli_env: Dict[str, str], tmp_path: Path,
+                    data: Dict[str, Any]) -> Tuple[Dict[str, str], subprocess.CompletedProcess[str]]:  # fmt: skip
+    """``ma-submit --detach`` of the job file ``data`` (with a ``train.py``) against the fake cluster, as a user
+    runs it (its own home and kubeconfig under ``tmp_path``): that environment and what ma-submit answered."""
+    from sdkutil import ma_submit
+
+    env = {**cli_env, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('hi')\n")
+    (folder / "job.yaml").write_text(yaml.safe_dump(data))
+    return env, ma_submit(["--detach", str(folder / "job.yaml")], env)

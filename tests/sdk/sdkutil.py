@@ -4,6 +4,7 @@ ends with: nothing of the job is left running."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
-from malaunch.sdk.backends.local.jobdir import job_processes
+from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
+from malaunch.sdk.backends.local.state import StateWriter, read_state
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "templates"
@@ -73,3 +75,28 @@ def job_ids(home: Path) -> List[str]:
     root = home / "jobs"
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
+
+
+class RecordedRuns:
+    """``ma-submit ARGS`` runs with one environment, every stdout and stderr kept in ``outputs`` (the tests that
+    prove a secret is never printed grep them all)."""
+
+    def __init__(self, env: Dict[str, str]) -> None:
+        self.env = env
+        self.outputs: List[str] = []
+
+    def __call__(self, args: List[str]) -> subprocess.CompletedProcess[str]:
+        result = ma_submit(args, self.env)
+        self.outputs.extend([result.stdout, result.stderr])
+        return result
+
+
+def copy_job(home: Path, job_id: str, new_id: str, **changes: Any) -> None:
+    """A copy of an ended local job's folder as job ``new_id``, its state changed by ``changes`` (how a test makes
+    many jobs, as the issue of the 10,000-job home made them)."""
+    shutil.copytree(home / "jobs" / job_id, home / "jobs" / new_id)
+    paths = JobPaths(str(home), new_id)
+    state = read_state(paths.state_file).data
+    assert state is not None
+    state.update(job_id=new_id, **changes)
+    assert StateWriter(paths).save(state)

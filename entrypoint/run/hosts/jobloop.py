@@ -71,8 +71,8 @@ class _AttemptSide:
     def failing(self, hold: float = 0.0) -> None:
         self.link.failing(self.attempt, hold)
 
-    def silent(self, silent: bool) -> None:
-        self.link.silent(self.attempt, silent)
+    def silent(self, silent: bool, ended: bool = False) -> None:
+        self.link.silent(self.attempt, silent, ended)
 
 
 def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Callable[[str], None]) -> Coordinator:

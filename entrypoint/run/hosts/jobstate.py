@@ -15,10 +15,13 @@ of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
    to :data:`HOLD_MAX` s (``failing`` with ``hold``), so that the peer that really failed dies by itself and is
    recorded; the others are ended when that hold is over (a host whose ranks all died says its attempt is
    over meanwhile: that changes nothing), or at once when a host fails without such evidence or is lost.
-2b. Hang detection (``MALAUNCH_HANG_TIMEOUT``): each host says when its ranks went silent and when they speak
-   again (:meth:`JobState.silent`). Once every host whose account of the attempt is awaited is silent, the
-   attempt is hung: every one of them gets ``end`` with ``why: hung`` and ends its attempt with class ``hang``.
-   One host silent while another's ranks print is not a hang.
+2b. Hang detection (``MALAUNCH_HANG_TIMEOUT``): each host says when its ranks went silent, when they speak
+   again, and when they all exited while its launcher winds down (``ended``: torchrun's agent in its exit
+   barrier, which may last minutes; :meth:`JobState.silent`). Once every host whose account of the attempt is
+   awaited is silent or ended, at least one silent, the attempt is hung: every one of them gets ``end`` with
+   ``why: hung``; a silent host ends its attempt with class ``hang``, an ended one as ended on the coordinator's
+   word (so the hung host is the root cause). A host whose attempt is over (its ranks succeeded) is no longer
+   awaited. One host silent while another's ranks print is not a hang.
 3. The attempt's root cause is chosen from what the hosts said, never from who spoke first alone: a failure of
    the host's own ranks before a lost host, before a failure whose log says a peer failed, before an attempt
    ended on the coordinator's word; within each, a hung host with stronger evidence (``score``: a rank stopped,
@@ -97,7 +100,7 @@ class Hold(NamedTuple):
 class Round:
     """The running (or last) attempt as the book follows it."""
 
-    __slots__ = ("causes", "dropped", "held", "members", "number", "pending", "quiet", "rejoined")
+    __slots__ = ("causes", "dropped", "ended", "held", "members", "number", "pending", "quiet", "rejoined")
 
     def __init__(self, number: int = -1, members: Tuple[int, ...] = ()) -> None:
         self.number = number  # the attempt (-1: none started yet)
@@ -105,6 +108,7 @@ class Round:
         self.pending: Set[int] = set(members)  # hosts whose account of the attempt is awaited
         self.causes: List[Tuple[int, int, Cause]] = []  # (priority, order, cause) of each failure told
         self.quiet: Set[int] = set()  # hosts whose ranks are silent (hang detection)
+        self.ended: Set[int] = set()  # hosts whose ranks all exited, their launchers winding down (hang detection)
         self.dropped: Set[int] = set()  # members lost during the attempt
         self.rejoined = False  # elastic: a host joined while the attempt ran without it
         self.held: Optional[Hold] = None  # rule 2a
@@ -202,14 +206,20 @@ class JobState:
             return []
         return self._end_others(host, now)
 
-    def silent(self, host: int, attempt: int, silent: bool, now: float) -> List[Send]:
-        """Host ``host``'s ranks went silent (``silent``) or spoke again in attempt ``attempt`` (rule 2b)."""
+    def silent(self, host: int, attempt: int, silent: bool, now: float, ended: bool = False) -> List[Send]:
+        """Host ``host``'s ranks went silent (``silent``), spoke again, or all exited while its launcher winds
+        down (``ended``) in attempt ``attempt`` (rule 2b)."""
         del now
         if attempt != self.attempt or self.phase is not Phase.RUNNING:
             return []
         (self.round.quiet.add if silent else self.round.quiet.discard)(host)
-        pending = self.round.pending
-        if not pending or not pending <= self.round.quiet:
+        (self.round.ended.add if ended and not silent else self.round.ended.discard)(host)
+        return self._hung()
+
+    def _hung(self) -> List[Send]:
+        """Rule 2b: every awaited host silent or ended, one at least silent: each gets ``end`` (hung)."""
+        pending, quiet = self.round.pending, self.round.quiet
+        if self.phase is not Phase.RUNNING or not pending & quiet or not pending <= quiet | self.round.ended:
             return []
         self.phase = Phase.ENDING
         message = End(self.attempt, None, "", Why.HUNG)
@@ -220,7 +230,7 @@ class JobState:
         if attempt != self.attempt or host not in self.round.pending:
             return []
         self.round.pending.discard(host)
-        out = self._failed(cause._replace(host=host), now) if cause is not None else []
+        out = self._failed(cause._replace(host=host), now) if cause is not None else self._hung()
         return out + self.advance(now)
 
     # -- time -------------------------------------------------------------------------------------------------

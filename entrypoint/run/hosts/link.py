@@ -5,9 +5,10 @@
 ``interval`` seconds and reads what the coordinator says:
 
 - ``start`` / ``finish`` go to the attempt loop (:meth:`HostLink.next_command`);
-- ``end`` (another host failed or was lost, or every host's ranks are silent: hung) goes to the running
+- ``end`` (another host failed or was lost, or every host's ranks are silent or ended: hung) goes to the running
   attempt's supervisor, as a :class:`~..events.HostsEnd` event (:meth:`HostLink.attach`);
-- ``silent`` (hang detection) tells the coordinator when this host's ranks went silent or spoke again.
+- ``silent`` (hang detection) tells the coordinator when this host's ranks went silent, spoke again, or all
+  exited while its launcher winds down.
 
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
@@ -41,6 +42,8 @@ Command = Union[Start, Finish, Gone]
 
 
 _SEND_WAIT = 5.0  # a send blocks at most this long (a coordinator that stopped reading)
+_HUNG_LINE = ("ma-entrypoint: the job is hung: the ranks of every host are silent or have exited, and a host's "
+              "ranks are silent: this host's attempt ends with it")  # fmt: skip
 
 
 class _Lost(Exception):
@@ -91,9 +94,10 @@ class HostLink:
         failed, and this host holds its stop that long (the coordinator holds the others' end as long)."""
         self._send(Failing(attempt, hold))
 
-    def silent(self, attempt: int, silent: bool) -> None:
-        """This host's ranks went silent (True) or spoke again (False): hang detection is the job's."""
-        self._send(Silent(attempt, silent))
+    def silent(self, attempt: int, silent: bool, ended: bool = False) -> None:
+        """This host's ranks went silent (True) or spoke again (False), or all exited while its launcher winds
+        down (``ended``): hang detection is the job's."""
+        self._send(Silent(attempt, silent, ended))
 
     def over(self, attempt: int, cause: Optional[Cause]) -> None:
         """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
@@ -240,7 +244,7 @@ class HostLink:
             post = self._post
             if post is not None and message.attempt == self.last_attempt:
                 if message.why is Why.HUNG:
-                    post(HostsEnd("every host's ranks are silent", hung=True))
+                    post(HostsEnd(_HUNG_LINE, hung=True))
                 elif message.why is Why.JOINED:
                     post(HostsEnd(_host_line(message.host, message.addr or "?", "joined",
                                              "so that the next attempt takes it in")))  # fmt: skip

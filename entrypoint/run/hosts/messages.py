@@ -19,9 +19,11 @@ message        sent by      when                                                
 ``start``      coordinator  every host starts attempt ``attempt``               ``attempt``, ``cause``,
                                                                                 [``members``, ``free``]
 ``failing``    host         its attempt is ending after a failure of its own    ``attempt``, [``hold``]
-``silent``     host         its ranks went silent, or spoke again (hangs)       ``attempt``, ``silent``
+``silent``     host         its ranks went silent, spoke again, or all exited   ``attempt``, ``silent``,
+                            while its launcher winds down (hangs)               [``ended``]
 ``end``        coordinator  another host failed, was lost or joined, or every   ``attempt``, ``host``, ``addr``,
-                            host is silent: this host's attempt ends            ``why``
+                            host is silent or ended, one at least silent:       ``why``
+                            this host's attempt ends
 ``over``       host         its attempt ended (``cause`` None: it succeeded)    ``attempt``, ``cause``
 ``finish``     coordinator  the job is over: exit with ``code``                 ``code``, ``cause``, ``attempt``
 =============  ===========  ==================================================  ===================================
@@ -29,6 +31,10 @@ message        sent by      when                                                
 A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or as the coordinator chose it) or
 null; ``members`` is :func:`members_text`'s text; ``why`` one of :class:`Why`. Integers are JSON integers
 (never ``true``/``false``), strings JSON strings. A field not sent takes its record's default.
+
+A ``silent`` with ``ended`` true (``silent`` false) says every rank of the host exited while its launcher still
+runs (torchrun's agent in its exit barrier): the host is neither silent nor speaking, and a hang elsewhere is not
+waited on it.
 
 ``prepared`` in a hello is false while the host still runs its prepare steps (``MALAUNCH_PREPARE``); a hello
 without it (a shim with no steps) is a prepared host. The coordinator starts no attempt with a host that has not
@@ -102,7 +108,7 @@ class Why(enum.Enum):
 
     FAILED = "failed"  # another host's attempt failed
     LOST = "lost"  # another host was lost
-    HUNG = "hung"  # every host's ranks are silent
+    HUNG = "hung"  # every host's ranks are silent or have ended, and one host's at least are silent
     JOINED = "joined"  # elastic: a host joined, the next attempt takes it in
 
 
@@ -187,13 +193,16 @@ class Failing(NamedTuple):
 
 
 class Silent(NamedTuple):
-    """A host's ranks went silent (``silent``) or spoke again in attempt ``attempt`` (hang detection)."""
+    """A host's ranks went silent (``silent``), spoke again, or all exited while its launcher winds down
+    (``ended``; never with ``silent``) in attempt ``attempt`` (hang detection)."""
 
     attempt: int
     silent: bool
+    ended: bool = False
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"t": "silent", "attempt": self.attempt, "silent": self.silent}
+        payload = {"t": "silent", "attempt": self.attempt, "silent": self.silent}
+        return {**payload, "ended": True} if self.ended else payload
 
 
 class End(NamedTuple):
@@ -270,7 +279,10 @@ def _silent(read: _Fields) -> Silent:
     silent = read.raw("silent")
     if not isinstance(silent, bool):
         raise _malformed(read.where, "'silent' is not true or false", silent)
-    return Silent(read.whole("attempt"), silent)
+    ended = read.flag("ended")
+    if silent and ended:
+        raise _malformed(read.where, "'silent' and 'ended' are both true (ranks that ended are not silent)", silent)
+    return Silent(read.whole("attempt"), silent, ended)
 
 
 def _end(read: _Fields) -> End:

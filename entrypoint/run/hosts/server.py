@@ -177,7 +177,7 @@ class Coordinator:
         if isinstance(message, messages.Failing):  # the book caps the hold (NaN: no hold)
             self._apply(self.state.failing(conn.host, message.attempt, now, message.hold))
         elif isinstance(message, messages.Silent):
-            self._apply(self.state.silent(conn.host, message.attempt, message.silent, now))
+            self._apply(self.state.silent(conn.host, message.attempt, message.silent, now, message.ended))
         elif isinstance(message, messages.Over):
             self._apply(self.state.over(conn.host, message.attempt, message.cause, now))
         elif isinstance(message, messages.Prepared):

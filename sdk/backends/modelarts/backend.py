@@ -44,7 +44,7 @@ from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
-from .checkpoint import checkpoint_notes, resume_ref
+from .checkpoint import checkpoint_notes, executable, resume_ref, unresolved_ref
 from .credentials import Credentials, Endpoints, load_credentials, load_endpoints
 from .ids import PLATFORM_ID
 from .inside import (
@@ -166,7 +166,7 @@ class ModelArtsBackend(Backend):
         request = plan.request
         if not isinstance(request, CreateRequest):
             raise BackendError(f"plan of backend {plan.backend!r} given to the modelarts backend; plan it here")
-        self._code.upload(plan.spec, request)
+        self._code.upload(executable(plan.spec), request)
         job = self.api.create_job(request.with_secret(new_job_secret()).body)
         platform_id = str((job.get("metadata") or {}).get("id") or "")
         if not platform_id:
@@ -219,6 +219,10 @@ class ModelArtsBackend(Backend):
         uploaded to (the plan's input channel: :func:`.checkpoint.resume_of`); one ConfigError line otherwise."""
         whole = self.resolve_id(ref.job_id)
         return resume_ref(self.api.get_job(self._platform_id(whole)), whole, ref)
+
+    def resume_unresolved(self, ref: ResumeRef) -> Optional[ResumeRef]:
+        """A dry run asks no API: the old job's OBS folder shows what submit resolves (:func:`.unresolved_ref`)."""
+        return unresolved_ref(ref)
 
     # -- management ----------------------------------------------------------------------------------------
     def _fetch_status(self, job_id: str) -> JobStatus:

@@ -18,6 +18,9 @@ job (:func:`malaunch.entrypoint.checkpoint.save`) completes only where all of th
 from the uploaded checkpoints with ``--resume-from``: the old job's OBS folder as an input channel
 (:func:`resume_channel`), which the platform downloads before the start.
 
+A dry run asks no API: the old job's OBS folder is shown as :data:`UNRESOLVED` (:func:`unresolved_ref`), which
+submit resolves from the old job's details; a plan that still shows it is never sent (:func:`executable`).
+
 Pure functions of the spec, the job id and, for resuming, the old job as the API returns it.
 """
 
@@ -38,6 +41,7 @@ __all__ = [
     "LOCAL_DIR",
     "RESUME_CHANNEL",
     "RESUME_DIR",
+    "UNRESOLVED",
     "add_input",
     "checkpoint_env",
     "checkpoint_notes",
@@ -45,12 +49,14 @@ __all__ = [
     "checkpoint_url",
     "checkpoint_url_of",
     "ended_resume_channel",
+    "executable",
     "hosts_note",
     "resume_channel",
     "resume_channel_at",
     "resume_of",
     "resume_ref",
     "retry_note",
+    "unresolved_ref",
 ]
 
 #: The output channel of the checkpoint folder, and the folder in the container (``MALAUNCH_CHECKPOINT_DIR``).
@@ -59,6 +65,8 @@ LOCAL_DIR = "/home/ma-user/modelarts/outputs/malaunch_checkpoints"
 #: The input channel that brings another job's checkpoints in (``--resume-from``), and its folder.
 RESUME_CHANNEL = "malaunch_resume"
 RESUME_DIR = "/home/ma-user/modelarts/inputs/malaunch_resume"
+#: A dry run's OBS folder of the old job's checkpoints: submit reads it from that job's details.
+UNRESOLVED = "obs://{resolved-at-submit}/"
 
 
 def _folder(url: str) -> str:
@@ -118,6 +126,10 @@ def checkpoint_notes(spec: JobSpec, job_id: str) -> List[str]:
         ref, url = parse_resume(spec.resume_from), resume[0]["remote"]["obs"]["obs_url"]
         notes.append(f"attempt 0 resumes from {resume[1]}: input channel {RESUME_CHANNEL} downloads job "
                      f"{ref.job_id}'s checkpoints ({url}) before the start")  # fmt: skip
+        if url == UNRESOLVED:
+            notes.append(f"resume_from is not resolved in a dry run (no API call): submit reads job {ref.job_id}'s "
+                         f"details, checks that it ended, and puts the OBS folder it uploaded its checkpoints to "
+                         f"in place of {UNRESOLVED}")  # fmt: skip
     return notes
 
 
@@ -205,6 +217,23 @@ def resume_of(spec: JobSpec) -> Optional[Tuple[Dict[str, Any], str]]:
                         "details before the plan", spec.resume_from, "plan and submit it through Job(...) or "
                         "ma-submit (Backend.resolve_resume), which look it up")  # fmt: skip
     return resume_channel_at(ref.location, ref.name)
+
+
+def unresolved_ref(ref: ResumeRef) -> ResumeRef:
+    """A dry run's ``ref``: its job and checkpoint as given, its OBS folder :data:`UNRESOLVED` (no API call)."""
+    return ResumeRef(ref.job_id, ref.name, UNRESOLVED)
+
+
+def executable(spec: JobSpec) -> JobSpec:
+    """``spec``, whose plan may be sent to the API.
+
+    Raises:
+        SpecError: its ``resume_from`` is a dry run's, unresolved (:data:`UNRESOLVED`).
+    """
+    if spec.resume_from is not None and parse_resume(spec.resume_from).location == UNRESOLVED:
+        raise SpecError("resume_from", "is a dry run's, not resolved", spec.resume_from,
+                        "submit the job (ma-submit, Job.submit): it resolves resume_from first")  # fmt: skip
+    return spec
 
 
 def resume_ref(job: Mapping[str, Any], job_id: str, ref: ResumeRef) -> ResumeRef:

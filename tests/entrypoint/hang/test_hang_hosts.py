@@ -6,7 +6,7 @@ report names the rank that is not where the others are."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import pytest
 from hostsutil import Hosts, job_causes
@@ -113,3 +113,37 @@ def test_the_report_names_the_rank_that_is_not_where_the_others_are(
     assert ranks["rank 3"]["state"] == state and ranks["rank 2"]["state"] == "sleeping"
     assert ranks["rank 3"]["last_line"] == f"host 1 attempt 0: {action} (rank 3)"
     assert "rank 3 is not where the others are" in job.console(1)
+
+
+def _hung_on_host_1(job: Hosts, rank: Optional[int]) -> None:
+    """Host 1 (``rank``) is the job's root cause on both hosts; host 0, whose ranks ended, was not hung itself."""
+    for index in (0, 1):
+        first = job.report(index)["attempts"][0]
+        assert first["restarted"] is True and "every host starts attempt 1" in job.console(index)
+        cause = job_causes(job.report(index))[0]
+        assert cause is not None
+        assert (cause["host"], cause["kind"], cause["code"], cause["rank"]) == (1, "hang", 124, rank)
+    assert job.report(1)["attempts"][0]["failure_class"] == "hang"
+    assert not job.report(0)["attempts"][0].get("hang") and "hang root cause on this host" not in job.console(0)
+
+
+def test_a_host_silent_while_the_other_ends_is_hung_when_the_other_is_over(hosts: list[Hosts], tmp_path: Path) -> None:
+    """Host 1 went silent while host 0 still printed; host 0's ranks then succeed: host 1 is hung at once (it was
+    never looked at again on the old code: the job waited for host 1's rank to end)."""
+    job = _job(hosts, tmp_path, "0:0=chatty,0:1=sleep", HANG_SECONDS="9", **HANG).start_all()
+    assert [job.wait(0, timeout=120), job.wait(1, timeout=120)] == [0, 0], job.console(0) + job.console(1)
+    _hung_on_host_1(job, None)
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_a_hang_is_found_while_the_other_hosts_torchrun_waits_in_its_exit_barrier(
+    hosts: list[Hosts], tmp_path: Path
+) -> None:
+    """Issue 44 item 1: host 0's ranks succeed and its torchrun waits in its exit barrier for host 1 (up to 300 s),
+    whose rank 3 hangs. Host 0 says its ranks ended: the hang is the job's after MALAUNCH_HANG_TIMEOUT, not after
+    the barrier (on the old code host 0 was neither silent nor over for those 300 s)."""
+    job = _job(hosts, tmp_path, "0:1:3=sleep", **HANG, **_method("torchrun", tmp_path)).start_all()
+    assert [job.wait(0, timeout=150), job.wait(1, timeout=150)] == [0, 0], job.console(0) + job.console(1)
+    _hung_on_host_1(job, 3)
+    assert "rank 3" in job.report(1)["attempts"][0]["root_cause"]["name"]

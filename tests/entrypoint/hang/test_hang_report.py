@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from malaunch.entrypoint.run.hang_report import RankHang, judge, py_spy_stack, stand_out, state_name
+from malaunch.entrypoint.run.hang_report import RankHang, judge, look_ranks, py_spy_stack, stand_out, state_name
 
 
 def _rank(name: str, state: str = "sleeping", cpu: Optional[float] = 0.0, silent: Optional[float] = 5.0) -> RankHang:
@@ -41,6 +41,17 @@ def test_with_no_evidence_the_rank_silent_longest_is_named_and_the_report_says_s
     chosen, score, why = stand_out(ranks, 5.0)
     assert chosen is not None and chosen.rank == "rank 1" and score == 0
     assert "no rank stands out" in why and "silent longest" in why
+
+
+def test_a_rank_that_exited_with_code_0_is_never_the_cause_while_another_runs() -> None:
+    """Under torchrun rank 2 printed and succeeded; rank 3 sleeps, silent since: rank 3 is named, not the rank
+    silent longest (rank 2, whose process is gone)."""
+    ranks = [_rank("rank 2", "exited", cpu=None, silent=9.0), _rank("rank 3", silent=4.0)]
+    chosen, score, why = stand_out(ranks, 5.0)
+    assert chosen is not None and chosen.rank == "rank 3" and score == 0
+    assert why == "the only rank of this host that did not exit: it is sleeping"
+    looked = look_ranks({2: 1.0, 3: 1.0}, {}, {2: 4242, 3: os.getpid()}, {}, 2.0, succeeded={4242})
+    assert (looked[0].state, looked[0].note) == ("exited", "it exited with code 0")
 
 
 def test_the_verdict_names_the_rank_and_its_tail_classifies_as_hang() -> None:

@@ -263,6 +263,38 @@ def test_a_host_done_counts_no_more_and_silence_from_an_old_attempt_is_ignored()
     assert _kinds(sends) == [(0, "end")] and sends[0].message.why is Why.HUNG
 
 
+def test_a_host_whose_ranks_ended_does_not_hold_back_a_silent_hosts_hang() -> None:
+    """Issue 44 item 1: host 0's ranks all exited and its torchrun waits in its exit barrier (for host 1, whose
+    rank hangs): host 1 silent is the job's hang now, not once host 0's launcher ends."""
+    book = _book()
+    _join_all(book)
+    assert book.silent(0, 0, False, 1.0, ended=True) == []  # ended alone: nothing is hung
+    sends = book.silent(1, 0, True, 2.0)
+    assert sorted(_kinds(sends)) == [(0, "end"), (1, "end")] and book.phase is Phase.ENDING
+    assert {s.message.to_wire()["why"] for s in sends} == {"hung"}
+    book.over(0, 0, _cause(3, "launch_error")._replace(ended=True), 2.5)  # ended on the coordinator's word
+    book.over(1, 0, _hung(0), 3.0)
+    assert book.verdicts[-1] is not None and book.verdicts[-1].host == 1  # the hung host is the root cause
+
+
+def test_every_host_ended_is_no_hang_and_a_host_that_speaks_again_is_not_ended() -> None:
+    book = _book()
+    _join_all(book)
+    assert book.silent(0, 0, False, 1.0, ended=True) == []
+    assert book.silent(1, 0, False, 1.5, ended=True) == []  # nobody silent: launchers winding down, no hang
+    assert book.silent(0, 0, False, 2.0) == []  # host 0's launcher started new workers, they speak
+    assert book.silent(1, 0, True, 2.5) == [] and book.phase is Phase.RUNNING  # host 0 speaks: no hang
+
+
+def test_a_silent_host_is_hung_when_the_last_other_host_is_over() -> None:
+    """The silent host said so before the other's attempt was over: its account is the last one awaited."""
+    book = _book()
+    _join_all(book)
+    assert book.silent(1, 0, True, 1.0) == []  # host 0 still prints
+    sends = book.over(0, 0, None, 2.0)  # host 0's ranks succeeded
+    assert _kinds(sends) == [(1, "end")] and sends[0].message.why is Why.HUNG
+
+
 def test_silence_is_forgotten_when_the_next_attempt_starts() -> None:
     book = _book()
     _join_all(book)

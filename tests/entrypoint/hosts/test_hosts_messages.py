@@ -58,6 +58,18 @@ def test_a_type_this_shim_does_not_know_is_ignored_and_the_hello_carries_no_inca
     assert parse({"t": "hello", "host": 1, "addr": "a", "last": -1, "inc": "ab12"}) == Hello(1, "a", -1)
 
 
+def test_a_host_whose_ranks_ended_says_so_apart_from_silent_and_never_both() -> None:
+    key = job_key("s")
+    ended = Silent(0, False, True)
+    assert ended.to_wire() == {"t": "silent", "attempt": 0, "silent": False, "ended": True}
+    assert parse(Channel(key, "ab" * 8, "c").open(Channel(key, "ab" * 8, "s").seal(ended.to_wire()))) == ended
+    assert "ended" not in Silent(0, True).to_wire()  # silent or speaking: the message as before
+    with pytest.raises(WireError, match=r"'silent' and 'ended' are both true"):
+        parse({"t": "silent", "attempt": 0, "silent": True, "ended": True})
+    with pytest.raises(WireError, match=r"'ended' is not true or false: 1"):
+        parse({"t": "silent", "attempt": 0, "silent": False, "ended": 1})
+
+
 MALFORMED = [
     ({"t": "hello", "host": "1"}, "'hello' message's 'host' is not an integer: '1'"),
     ({"t": "hello", "host": True}, "'host' is not an integer: True"),

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import pytest
 import yaml
 from fake_modelarts import FakeModelArts
-from kubefake import FakeKube
+from kubefake import FakeKube, submit_detached, volcano_job
 from malaunch.sdk import JobState, spec_from_mapping
 from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.volcano import VolcanoBackend
@@ -128,17 +128,7 @@ def test_modelarts_detach_hints_work_as_printed(fake_ma: FakeModelArts, ma_env: 
 
 
 def vc_data(scenario: str) -> Dict[str, Any]:
-    return {
-        "name": f"vc-{scenario}",
-        "run_method": "torchrun",
-        "code_dir": ".",
-        "boot_file": "train.py",
-        "image": "reg.example/malaunch:0.1.0",
-        "backend": "volcano",
-        "resources": {"hosts": 2, "devices_per_host": 1},
-        "env": {"MALAUNCH_TEST_SCENARIO": scenario},
-        "volcano": {"not_retryable_exit_codes": [7]},
-    }
+    return volcano_job(scenario, volcano={"not_retryable_exit_codes": [7]})
 
 
 @pytest.mark.parametrize(
@@ -169,12 +159,7 @@ def test_volcano_running_and_succeeded_jobs_have_no_class(kube: FakeKube, tmp_pa
 
 @pytest.mark.process
 def test_volcano_detach_hints_work_as_printed(kube: FakeKube, cli_env: Dict[str, str], tmp_path: Path) -> None:
-    env = {**cli_env, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
-    folder = tmp_path / "job"
-    folder.mkdir()
-    (folder / "train.py").write_text("print('hi')\n")
-    (folder / "job.yaml").write_text(yaml.safe_dump(vc_data("timeout")))
-    submitted = ma_submit(["--detach", str(folder / "job.yaml")], env)
+    env, submitted = submit_detached(kube, cli_env, tmp_path, vc_data("timeout"))
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     logs, status = run_hints(submitted.stderr, env)

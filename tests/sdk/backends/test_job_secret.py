@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -18,12 +17,12 @@ from typing import Any, Dict, List
 import pytest
 import yaml
 from fake_modelarts import FakeModelArts
-from kubefake import FakeKube
+from kubefake import FakeKube, volcano_job
 from malaunch.sdk import BackendError, spec_from_mapping
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from modelarts_env import BUCKET
-from sdkutil import ma_submit, wait_for, write_job
+from sdkutil import RecordedRuns, ma_submit, wait_for, write_job
 
 HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 VARIABLE = "MALAUNCH_JOB_SECRET"
@@ -70,12 +69,8 @@ def secret_of(pid: int) -> str:
 def test_local_hosts_share_a_fresh_secret_found_nowhere_else(
     tmp_path: Path, home: Path, cli_env: Dict[str, str], cleanup_jobs: None
 ) -> None:
-    outputs: List[str] = []
-
-    def run(args: List[str]) -> subprocess.CompletedProcess[str]:
-        result = ma_submit(args, cli_env)
-        outputs.extend([result.stdout, result.stderr])
-        return result
+    run = RecordedRuns(cli_env)
+    outputs = run.outputs
 
     go = tmp_path / "go"
     job = write_job(tmp_path / "code", WAIT_FOR_GO, name="secret", args=[str(go)], run_method="ranktable",
@@ -118,22 +113,13 @@ def test_local_hosts_share_a_fresh_secret_found_nowhere_else(
 # ---- Volcano ----------------------------------------------------------------------------------------------------
 
 
-def volcano_job() -> Dict[str, Any]:
-    return {
-        "name": "vc-secret",
-        "run_method": "torchrun",
-        "code_dir": ".",
-        "boot_file": "train.py",
-        "image": "reg.example/malaunch:0.1.0",
-        "backend": "volcano",
-        "resources": {"hosts": 2, "devices_per_host": 1},
-        "env": {"MALAUNCH_TEST_SCENARIO": "succeed"},
-    }
+def secret_job() -> Dict[str, Any]:
+    return volcano_job("succeed", name="vc-secret")
 
 
 def test_volcano_secret_is_a_kubernetes_secret_owned_by_the_job(kube: FakeKube, kubeconfig: Path) -> None:
     backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
-    spec = spec_from_mapping(volcano_job())
+    spec = spec_from_mapping(secret_job())
     plan = backend.plan(spec, job_id=backend.new_job_id(spec, now=time.time()), now=time.time())
     handle = backend.submit(spec)
     namespace, name = handle.id.split("/")
@@ -159,7 +145,7 @@ def test_volcano_secret_is_a_kubernetes_secret_owned_by_the_job(kube: FakeKube, 
 
 def test_volcano_garbage_collector_takes_the_secret_with_the_job(kube: FakeKube, kubeconfig: Path) -> None:
     backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2)
-    handle = backend.submit(spec_from_mapping(volcano_job()))
+    handle = backend.submit(spec_from_mapping(secret_job()))
     namespace, name = handle.id.split("/")
     assert len(kube.cluster.secrets) == 1
     backend.api.delete_job(namespace, name)  # as kubectl delete would: the owner goes, the collector follows
@@ -171,7 +157,7 @@ def test_volcano_job_without_its_secret_is_deleted_again(kube: FakeKube, kubecon
     backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, policy=policy)
     kube.cluster.faults["POST secret"] = ["503", "503"]
     with pytest.raises(BackendError) as caught:
-        backend.submit(spec_from_mapping(volcano_job()))
+        backend.submit(spec_from_mapping(secret_job()))
     assert "Secret" in str(caught.value) and not re.search(r"[0-9a-f]{64}", str(caught.value))
     assert len(kube.cluster.created) == 1 and kube.cluster.jobs == {}  # created, then deleted: no pod waits for it
     assert kube.cluster.secrets == {}
@@ -203,12 +189,8 @@ def modelarts_job(folder: Path, **modelarts: Any) -> Path:
 def test_modelarts_secret_only_in_the_body_sent_and_fault_tolerance_annotations(
     tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
 ) -> None:
-    outputs: List[str] = []
-
-    def run(args: List[str]) -> subprocess.CompletedProcess[str]:
-        result = ma_submit(args, ma_env)
-        outputs.extend([result.stdout, result.stderr])
-        return result
+    run = RecordedRuns(ma_env)
+    outputs = run.outputs
 
     job = modelarts_job(tmp_path, job_retry_num=5, job_unconditional_retry=True)
     dry = run([str(job), "--dry-run", "--output", "json"])

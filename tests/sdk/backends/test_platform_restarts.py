@@ -7,26 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from kubefake import FakeKube
+from kubefake import FakeKube, volcano_job
 from malaunch.sdk import JobState, spec_from_mapping
 from malaunch.sdk.backends.modelarts.phases import status_from_job
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.cli.jobs import render_status
 
 WAIT = 120.0
-
-
-def volcano_job(scenario: str) -> Dict[str, Any]:
-    return {
-        "name": f"vc-{scenario}",
-        "run_method": "torchrun",
-        "code_dir": ".",
-        "boot_file": "train.py",
-        "image": "reg.example/malaunch:0.1.0",
-        "backend": "volcano",
-        "resources": {"hosts": 2, "devices_per_host": 1},
-        "env": {"MALAUNCH_TEST_SCENARIO": scenario},
-    }
 
 
 def test_volcano_counts_the_jobs_restarts(kube: FakeKube, kubeconfig: Path) -> None:

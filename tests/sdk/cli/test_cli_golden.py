@@ -38,6 +38,7 @@ class Case:
     name: str
     args: Tuple[str, ...]
     files: Dict[str, str] = field(default_factory=dict)
+    credentials: bool = True  # False: no cloud credentials at all (no variables, no profile file)
 
 
 _TEMPLATES = ("torchrun-ddp", "msrun-mindspore", "ranktable")
@@ -122,6 +123,9 @@ def _cases() -> Tuple[Case, ...]:
     sweep = ("sweep", "--dry-run", "--output", "json", "<REPO>/templates/torchrun-ddp/job.yaml", "--param", "lr=1,3")
     for backend in _BACKENDS:
         cases.append(Case(f"dry-sweep-{backend}", (*sweep, "--backend", backend)))
+    resume = ("--backend", "modelarts", "--dry-run", "--resume-from", "old-job:step-00000004")
+    cases.append(Case("dry-text-resume-from-modelarts-no-credentials", (*resume, "<REPO>/templates/ranktable/job.yaml"),
+                      credentials=False))  # fmt: skip
     cases.append(Case("help", ("--help",)))
     cases.extend(Case(f"help-{verb}", (verb, "--help")) for verb in _VERBS)
     cases.extend(Case(f"help-sweep-{verb}", ("sweep", verb, "--help")) for verb in _SWEEP_VERBS)
@@ -166,7 +170,11 @@ def capture(case: Case, cli_env: Dict[str, str], tmp_path: Path, home: Path, col
     for name, text in case.files.items():
         (work / name).write_text(text)
     args = [arg.replace("<REPO>", str(REPO)) for arg in case.args]
-    done = ma_submit(args, _env(cli_env, tmp_path, columns), cwd=str(work))
+    env = _env(cli_env, tmp_path, columns)
+    if not case.credentials:
+        env = {k: v for k, v in env.items() if not k.startswith("HUAWEICLOUD_SDK_")}
+        env["MALAUNCH_MODELARTS_PROFILE"] = "no-profile.ini"  # in the work folder, named as given (not shortened)
+    done = ma_submit(args, env, cwd=str(work))
     return {
         "args": list(case.args),
         "exit_code": done.returncode,

@@ -8,15 +8,14 @@ import json
 import shutil
 import socket
 from pathlib import Path
-from typing import Any, Dict
+from typing import Dict
 
 import pytest
-from malaunch.sdk.backends.local.jobdir import JobPaths
-from malaunch.sdk.backends.local.state import StateWriter, read_state
+from malaunch.sdk.backends.local.state import read_state
 from malaunch.sdk.cli.jobs import format_age, parse_duration
 from malaunch.sdk.logview import LogQuery, line_rank, select_lines
 from malaunch.sdk.redact import MASK, mask_data, mask_env
-from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
+from sdkutil import assert_nothing_running, copy_job, job_ids, ma_submit, wait_for, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
 
@@ -145,23 +144,14 @@ def logs_of_prefix(prefix: str, env: Dict[str, str]) -> int:
     return len(shown.stdout.splitlines())
 
 
-def _copy_job(home: Path, job_id: str, new_id: str, **changes: Any) -> None:
-    shutil.copytree(home / "jobs" / job_id, home / "jobs" / new_id)
-    paths = JobPaths(str(home), new_id)
-    state = read_state(paths.state_file).data
-    assert state is not None
-    state.update(job_id=new_id, **changes)
-    assert StateWriter(paths).save(state)
-
-
 def test_prefixes_list_table_delete_and_prune(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job = write_job(tmp_path / "quick", ARGV, name="quick")
     assert ma_submit([str(job)], cli_env).returncode == 0
     (job_id,) = job_ids(home)
     state = read_state(str(home / "jobs" / job_id / "state.json")).data
     assert state is not None
-    _copy_job(home, job_id, "quick-older-1", created_at=state["created_at"] - 7200, ended_at=state["ended_at"] - 7200)
-    _copy_job(home, job_id, "quick-older-2", created_at=state["created_at"] - 3600)
+    copy_job(home, job_id, "quick-older-1", created_at=state["created_at"] - 7200, ended_at=state["ended_at"] - 7200)
+    copy_job(home, job_id, "quick-older-2", created_at=state["created_at"] - 3600)
     listed = ma_submit(["list"], cli_env)
     lines = listed.stdout.splitlines()
     assert lines[0].split() == ["JOB", "ID", "STATE", "AGE", "DURATION", "EXIT", "CODE"]

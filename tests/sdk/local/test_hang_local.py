@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from hostjobs import status_json
 from sdkutil import assert_nothing_running, job_ids, ma_submit, write_job
 
 SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hang_job.py").read_text()
@@ -23,8 +24,7 @@ def _submit(tmp_path: Path, plan: str, **launcher: Any) -> Path:
 
 def _status(cli_env: Dict[str, str], job_id: str) -> Dict[str, Any]:
     ma_submit(["wait", job_id], cli_env)
-    data: Dict[str, Any] = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
-    return data
+    return status_json(job_id, cli_env)
 
 
 @pytest.mark.process

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from hostjobs import hosts_job, status_json, submit_started
 from malaunch.sdk import ConfigError, JobNotRunning
 from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.hostops import request_file, take_requests, write_request
@@ -17,29 +18,12 @@ from malaunch.sdk.backends.local.inside import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths, is_job_process
 from malaunch.sdk.backends.local.state import job_status, new_state, read_state
 from malaunch.sdk.home import write_json_atomic
-from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
-
-SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+from sdkutil import assert_nothing_running, ma_submit, wait_for
 
 
 def _submit(tmp_path: Path, cli_env: Dict[str, str], home: Path, plan: str, **launcher: Any) -> str:
     """Submit a 2-host job detached; its id once both hosts run attempt 0."""
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    env = {"HOSTS_JOB_PLAN": plan, "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"}
-    job = write_job(tmp_path / "job", SCRIPT, name="hr", resources={"hosts": 2},
-                    launcher={"grace_period": 3, "heartbeat_timeout": 3, **launcher}, env=env)  # fmt: skip
-    submitted = ma_submit(["--detach", str(job)], cli_env)
-    assert submitted.returncode == 0, submitted.stderr
-    (job_id,) = job_ids(home)
-    for mark in ("started-h0-a0", "started-h1-a0"):
-        wait_for((marks / mark).exists, 60, mark)
-    return job_id
-
-
-def _status(job_id: str, cli_env: Dict[str, str]) -> Dict[str, Any]:
-    data: Dict[str, Any] = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
-    return data
+    return submit_started(hosts_job(tmp_path, "hr", plan, **launcher), tmp_path, cli_env, home)
 
 
 @pytest.mark.process
@@ -63,8 +47,8 @@ def test_a_host_lost_and_given_back_rejoins_and_the_job_succeeds(
     back = ma_submit(["host", "restore", job_id[:12], "1"], cli_env)  # a prefix of the id, as every verb takes
     assert (back.returncode, back.stderr) == (0, ""), back.stderr
     done = ma_submit(["wait", job_id], cli_env)
-    status_json = _status(job_id, cli_env)
-    assert status_json["state"] == "SUCCEEDED", (done.stdout[-2000:], status_json)
+    status = status_json(job_id, cli_env)
+    assert status["state"] == "SUCCEEDED", (done.stdout[-2000:], status)
     assert (tmp_path / "marks" / "started-h1-a1").exists() and (tmp_path / "marks" / "started-h0-a1").exists()
     events = ma_submit(["events", "--output", "json", job_id], cli_env)
     assert events.returncode == 0, events.stderr
@@ -81,7 +65,7 @@ def test_a_host_lost_for_good_is_left_to_the_shims(tmp_path: Path, cli_env: Dict
     job_id = _submit(tmp_path, cli_env, home, "0:0=sleep,0:1=sleep", host_wait=2)
     LocalBackend(home=str(home)).lose_host(job_id, 1)
     ma_submit(["wait", job_id], cli_env)
-    status = _status(job_id, cli_env)
+    status = status_json(job_id, cli_env)
     assert (status["state"], status["exit_code"]) == ("FAILED", 75), status
     assert status["failure_class"]["class"] == "host_lost"
     assert_nothing_running(job_id)

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from hostjobs import hosts_job, status_json, submit_started
 from malaunch.entrypoint.run.procs import proctree
-from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
-
-SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
+from sdkutil import assert_nothing_running, ma_submit
 
 
 def _state(home: Path, job_id: str) -> Dict[str, Any]:
@@ -32,21 +31,7 @@ def _kill_host(home: Path, job_id: str, index: int, sig: int) -> None:
 
 
 def _submit(tmp_path: Path, cli_env: Dict[str, str], plan: str, **launcher: Any) -> Path:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    return write_job(tmp_path / "job", SCRIPT, name="hl", resources={"hosts": 2},
-                     launcher={"grace_period": 3, "heartbeat_timeout": 3, "host_wait": 30, **launcher},
-                     env={"HOSTS_JOB_PLAN": plan, "HOSTS_JOB_DIR": str(marks), "MALAUNCH_RESTART_BACKOFF": "0.5"})
-
-
-def _started(job: Path, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> str:
-    """Submit ``job`` detached; its id once both hosts run attempt 0."""
-    submitted = ma_submit(["--detach", str(job)], cli_env)
-    assert submitted.returncode == 0, submitted.stderr
-    (job_id,) = job_ids(home)
-    for mark in ("started-h0-a0", "started-h1-a0"):
-        wait_for((tmp_path / "marks" / mark).exists, 60, mark)
-    return job_id
+    return hosts_job(tmp_path, "hl", plan, **{"host_wait": 30, **launcher})
 
 
 @pytest.mark.process
@@ -55,10 +40,10 @@ def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
-    job_id = _started(job, tmp_path, cli_env, home)
+    job_id = submit_started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 1, signal.SIGKILL)
     done = ma_submit(["wait", job_id], cli_env)
-    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    status = status_json(job_id, cli_env)
     assert status["state"] == "SUCCEEDED", (done.stdout[-2000:], status)
     assert (tmp_path / "marks" / "started-h1-a1").exists() and (tmp_path / "marks" / "started-h0-a1").exists()
     report = json.loads((home / "jobs" / job_id / "hosts" / "0" / "report.json").read_text())
@@ -70,11 +55,11 @@ def test_a_host_killed_is_replaced_and_the_job_succeeds_with_both(
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_a_frozen_host_fails_the_job_with_host_lost(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep")  # no restarts: the frozen host ends the job
-    job_id = _started(job, tmp_path, cli_env, home)
+    job_id = submit_started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 1, signal.SIGSTOP)
     try:
         ma_submit(["wait", job_id], cli_env)
-        status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+        status = status_json(job_id, cli_env)
     finally:
         _kill_host(home, job_id, 1, signal.SIGCONT)
     assert (status["state"], status["exit_code"]) == ("FAILED", 75), status
@@ -88,10 +73,10 @@ def test_the_master_host_killed_is_replaced_and_the_job_goes_on(
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     job = _submit(tmp_path, cli_env, "0:0=sleep,0:1=sleep", max_restarts=2, restart_on="always")
-    job_id = _started(job, tmp_path, cli_env, home)
+    job_id = submit_started(job, tmp_path, cli_env, home)
     _kill_host(home, job_id, 0, signal.SIGKILL)  # the coordinator goes with it
     ma_submit(["wait", job_id], cli_env)
-    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    status = status_json(job_id, cli_env)
     assert status["state"] == "SUCCEEDED", status
     # host 1 lost its coordinator, joined the replaced master's new one and both ran the next attempt
     assert (tmp_path / "marks" / "started-h0-a1").exists() and (tmp_path / "marks" / "started-h1-a1").exists()

@@ -20,11 +20,11 @@ from malaunch.sdk.backends.local import LocalBackend
 from malaunch.sdk.backends.local.history import HISTORY_FILE, History, HistoryRow
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.retention import reading
-from malaunch.sdk.backends.local.state import StateWriter, read_state
+from malaunch.sdk.backends.local.state import read_state
 from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.volcano import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
-from sdkutil import job_ids, ma_submit, wait_for, write_job
+from sdkutil import copy_job, job_ids, ma_submit, wait_for, write_job
 from volcano_checks import crd_errors
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
@@ -41,16 +41,6 @@ def _ended_job(tmp_path: Path, env: Dict[str, str], home: Path, **fields: Any) -
     return job_id
 
 
-def _copy(home: Path, job_id: str, new_id: str, **changes: Any) -> None:
-    """A copy of an ended job's folder with its state changed (how the issue made 10,000 jobs)."""
-    shutil.copytree(home / "jobs" / job_id, home / "jobs" / new_id)
-    paths = JobPaths(str(home), new_id)
-    state = read_state(paths.state_file).data
-    assert state is not None
-    state.update(job_id=new_id, **changes)
-    assert StateWriter(paths).save(state)
-
-
 def _copies(home: Path, job_id: str, count: int, prefix: str = "copy", **changes: Any) -> List[str]:
     state = read_state(str(home / "jobs" / job_id / "state.json")).data
     assert state is not None
@@ -58,7 +48,8 @@ def _copies(home: Path, job_id: str, count: int, prefix: str = "copy", **changes
     for index in range(count):
         new_id = f"{prefix}-{index:04d}"
         age = 60.0 * (index + 1)
-        _copy(home, job_id, new_id, created_at=state["created_at"] - age, ended_at=state["ended_at"] - age, **changes)
+        copy_job(home, job_id, new_id, created_at=state["created_at"] - age, ended_at=state["ended_at"] - age,
+                 **changes)  # fmt: skip
         made.append(new_id)
     return made
 
@@ -233,12 +224,12 @@ def test_keep_for_is_applied_by_the_next_command(tmp_path: Path, cli_env: Dict[s
     job_id = _ended_job(tmp_path, cli_env, home, keep_for="1h")
     state = read_state(str(home / "jobs" / job_id / "state.json")).data
     assert state is not None and state["keep_for"] == 3600.0
-    _copy(home, job_id, "expired-1", ended_at=state["ended_at"] - 7200)
-    _copy(home, job_id, "forever-1", ended_at=state["ended_at"] - 7200, keep_for=None)
+    copy_job(home, job_id, "expired-1", ended_at=state["ended_at"] - 7200)
+    copy_job(home, job_id, "forever-1", ended_at=state["ended_at"] - 7200, keep_for=None)
     listed = ma_submit(["list"], cli_env)
     assert _listed(listed) == [job_id, "forever-1"]
     assert job_ids(home) == sorted([job_id, "forever-1"])
-    _copy(home, job_id, "expired-2", ended_at=state["ended_at"] - 7200)
+    copy_job(home, job_id, "expired-2", ended_at=state["ended_at"] - 7200)
     again = write_job(tmp_path / "again", QUICK, name="again")
     assert ma_submit([str(again)], cli_env).returncode == 0  # a submit applies it too
     assert "expired-2" not in job_ids(home) and job_id in job_ids(home)

@@ -4,11 +4,11 @@ together (their own recorded start times) and the job succeeds. A failing step f
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from hostjobs import hosts_job, status_json, submit_started
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 SCRIPT = """\
@@ -21,11 +21,6 @@ print("trained", flush=True)
 #: Host 1's step waits for the test's ``go`` file (its own work, as a download would take); host 0's is quick.
 HOLD = 'echo "preparing host $VC_TASK_INDEX"; if [ "$VC_TASK_INDEX" = 1 ]; then while [ ! -e "$MARKS/go" ]; do ' \
        'sleep 0.1; done; fi; date +%s.%N > "$MARKS/prepared-h$VC_TASK_INDEX"'
-
-
-def _status(job_id: str, cli_env: Dict[str, str]) -> Dict[str, Any]:
-    data: Dict[str, Any] = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
-    return data
 
 
 @pytest.mark.process
@@ -45,14 +40,14 @@ def test_two_local_hosts_start_their_ranks_together_once_the_slow_one_prepared_a
     seen: Dict[str, Any] = {}
 
     def says_host_1_prepares() -> bool:
-        seen.update(_status(job_id, cli_env))
+        seen.update(status_json(job_id, cli_env))
         return "host 1 (" in seen["pending_reason"] and "running prepare step 1 of 1" in seen["pending_reason"]
 
     wait_for(says_host_1_prepares, 60, "status naming host 1's prepare step")
     assert not list(marks.glob("rank-start-*"))  # host 0 prepared long ago, and still no rank runs
     (marks / "go").touch()
     ma_submit(["wait", job_id], cli_env)
-    status = _status(job_id, cli_env)
+    status = status_json(job_id, cli_env)
     assert status["state"] == "SUCCEEDED", status
     starts = [float((marks / f"rank-start-{host}").read_text()) for host in (0, 1)]
     assert max(starts) - min(starts) < 2.0 and min(starts) >= float((marks / "prepared-h1").read_text())
@@ -71,14 +66,13 @@ def test_a_failing_step_fails_the_local_job_with_its_class_and_code(
                     env={"MARKS": str(tmp_path)})  # fmt: skip
     done = ma_submit([str(job)], cli_env)
     (job_id,) = job_ids(home)
-    status = _status(job_id, cli_env)
+    status = status_json(job_id, cli_env)
     assert (status["state"], status["exit_code"]) == ("FAILED", 5), (status, done.stdout[-2000:])
     assert status["failure_class"]["class"] == "prepare_failed"
     assert not list(tmp_path.glob("rank-start-*"))
     assert_nothing_running(job_id)
 
 
-HOSTS_SCRIPT = (Path(__file__).resolve().parents[2] / "entrypoint" / "scripts" / "hosts_job.py").read_text()
 #: Each run of the steps notes its host; the host given back holds its second run until the test lets it go.
 AGAIN = 'echo "h$VC_TASK_INDEX" >> "$HOSTS_JOB_DIR/runs"; if [ "$(grep -c "h$VC_TASK_INDEX" "$HOSTS_JOB_DIR/runs")" ' \
         '-gt 1 ]; then while [ ! -e "$HOSTS_JOB_DIR/go" ]; do sleep 0.1; done; fi'
@@ -90,24 +84,17 @@ def test_a_host_lost_and_given_back_runs_its_steps_again_and_the_next_attempt_wa
     tmp_path: Path, cli_env: Dict[str, str], home: Path
 ) -> None:
     marks = tmp_path / "marks"
-    marks.mkdir()
-    job = write_job(tmp_path / "job", HOSTS_SCRIPT, name="prepback", resources={"hosts": 2},
-                    launcher={"grace_period": 3, "heartbeat_timeout": 3, "host_wait": 60, "max_restarts": 2,
-                              "restart_on": "always", "prepare": [["sh", "-c", AGAIN]]},
-                    env={"HOSTS_JOB_PLAN": "0:0=sleep,0:1=sleep", "HOSTS_JOB_DIR": str(marks),
-                         "MALAUNCH_RESTART_BACKOFF": "0.5"})  # fmt: skip
-    assert ma_submit(["--detach", str(job)], cli_env).returncode == 0
-    (job_id,) = job_ids(home)
-    for mark in ("started-h0-a0", "started-h1-a0"):
-        wait_for((marks / mark).exists, 60, mark)
+    job = hosts_job(tmp_path, "prepback", "0:0=sleep,0:1=sleep", host_wait=60, max_restarts=2, restart_on="always",
+                    prepare=[["sh", "-c", AGAIN]])  # fmt: skip
+    job_id = submit_started(job, tmp_path, cli_env, home)
     assert ma_submit(["host", "lose", job_id, "1"], cli_env).returncode == 0
     assert ma_submit(["host", "restore", job_id, "1"], cli_env).returncode == 0
     wait_for(lambda: (marks / "runs").read_text().split().count("h1") == 2, 60, "host 1's steps run again")
-    wait_for(lambda: "running prepare step 1 of 1" in _status(job_id, cli_env)["pending_reason"], 30, "status")
+    wait_for(lambda: "running prepare step 1 of 1" in status_json(job_id, cli_env)["pending_reason"], 30, "status")
     assert not (marks / "started-h0-a1").exists() and not (marks / "started-h1-a1").exists()
     (marks / "go").touch()
     ma_submit(["wait", job_id], cli_env)
-    status = _status(job_id, cli_env)
+    status = status_json(job_id, cli_env)
     assert status["state"] == "SUCCEEDED", status
     assert sorted((marks / "runs").read_text().split()) == ["h0", "h1", "h1"]
     assert (marks / "started-h0-a1").exists() and (marks / "started-h1-a1").exists()

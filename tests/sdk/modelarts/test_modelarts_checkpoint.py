@@ -21,6 +21,7 @@ from malaunch.sdk.backends.modelarts.checkpoint import (
     LOCAL_DIR,
     RESUME_CHANNEL,
     RESUME_DIR,
+    UNRESOLVED,
     add_input,
     checkpoint_url_of,
     resume_channel,
@@ -147,9 +148,10 @@ def test_a_new_job_resumes_from_the_old_jobs_obs_folder(fake_ma: FakeModelArts, 
 def test_resume_from_through_the_cli_adds_the_input_channel(
     fake_ma: FakeModelArts, ma_env: Dict[str, str], tmp_path: Path
 ) -> None:
-    """``ma-submit --resume-from OLD[:NAME]`` on ModelArts: dry-run and submit carry the old job's OBS folder as an
-    input channel (the fake checks the body with the real SDK models) and MALAUNCH_RESUME_SOURCE at its folder; a
-    job that uploaded no checkpoints is one line, exit 2, nothing created."""
+    """``ma-submit --resume-from OLD[:NAME]`` on ModelArts: submit carries the old job's OBS folder as an input
+    channel (the fake checks the body with the real SDK models) and MALAUNCH_RESUME_SOURCE at its folder; the dry
+    run asks the API nothing and shows that folder unresolved (issue 44 item 2); a job that uploaded no checkpoints
+    is one line, exit 2, nothing created."""
     fake_ma.run_seconds = 0.2
     backend = ModelArtsBackend(environ=ma_env, status_interval=0.0, poll=0.1, progress=None)
     old = backend.submit(spec_from_mapping(job_data()))
@@ -157,15 +159,23 @@ def test_resume_from_through_the_cli_adds_the_input_channel(
     url = f"obs://{BUCKET}/jobs/{old.id}/checkpoints/"
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(job_data()))
+    calls = len(fake_ma.calls)
     dry = ma_submit(["--dry-run", "--output", "json", "--resume-from", f"{old.id}:step-00000004", str(job)], ma_env)
     assert dry.returncode == 0, dry.stderr
+    assert len(fake_ma.calls) == calls  # a dry run asks the API nothing
     plan = json.loads(dry.stdout)
     algorithm = plan["request"]["body"]["algorithm"]
     assert model_errors(plan["request"]["body"], "Job") == []
-    assert algorithm["inputs"] == [resume_channel_at(url)[0]]
+    assert algorithm["inputs"] == [resume_channel_at(UNRESOLVED)[0]]
     assert algorithm["environments"]["MALAUNCH_RESUME_SOURCE"] == f"{RESUME_DIR}/step-00000004"
-    assert plan["notes"][-1] == (f"attempt 0 resumes from {RESUME_DIR}/step-00000004: input channel {RESUME_CHANNEL} "
-                                 f"downloads job {old.id}'s checkpoints ({url}) before the start")  # fmt: skip
+    assert plan["notes"][-2] == (f"attempt 0 resumes from {RESUME_DIR}/step-00000004: input channel {RESUME_CHANNEL} "
+                                 f"downloads job {old.id}'s checkpoints ({UNRESOLVED}) before the start")  # fmt: skip
+    assert plan["notes"][-1].startswith(f"resume_from is not resolved in a dry run (no API call): submit reads job "
+                                        f"{old.id}'s details")  # fmt: skip
+    with pytest.raises(SpecError, match=r"resume_from.*a dry run's, not resolved"):  # such a plan is never sent
+        backend.execute(backend.plan(spec_from_mapping({**job_data(), "resume_from": plan["spec"]["resume_from"]}),
+                                     job_id="never-sent", now=0.0))  # fmt: skip
+    assert len(fake_ma.calls) == calls
     submitted = ma_submit(["--detach", "--resume-from", old.id, str(job)], ma_env)
     assert submitted.returncode == 0, submitted.stderr
     (body,) = [j.body for j in fake_ma.jobs.values() if j.body["metadata"]["name"] == submitted.stdout.strip()]

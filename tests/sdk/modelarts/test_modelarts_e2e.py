@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -16,7 +15,7 @@ import pytest
 import yaml
 from fake_modelarts import FakeModelArts
 from modelarts_env import BUCKET, SK
-from sdkutil import ma_submit
+from sdkutil import RecordedRuns, ma_submit
 
 pytestmark = pytest.mark.process
 
@@ -69,12 +68,8 @@ def assert_clean(fake: FakeModelArts) -> None:
 def test_submit_follow_resubmit_fail_stop(
     tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
 ) -> None:
-    outputs: List[str] = []
-
-    def run(args: List[str]) -> subprocess.CompletedProcess[str]:
-        result = ma_submit(args, ma_env)
-        outputs.extend([result.stdout, result.stderr])
-        return result
+    run = RecordedRuns(ma_env)
+    outputs = run.outputs
 
     job = write_job(tmp_path)
     fake_ma.faults = {"create": ["500", "drop"], "get": ["429"]}

@@ -4,9 +4,8 @@ not set them (nor the job's secret, which the backend makes). Pure; no servers."
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 import pytest
+from fieldenv import BASE
 from malaunch.entrypoint import contract
 from malaunch.sdk import SpecError, spec_from_mapping
 from malaunch.sdk.backends.local.hostnet import LoopbackNetwork
@@ -17,14 +16,6 @@ from malaunch.sdk.plan import AUTO
 from malaunch.sdk.spec import LauncherOptions
 from malaunch.sdk.spec.contract import launcher_env
 
-BASE: Dict[str, Any] = {
-    "name": "demo",
-    "code_dir": "/c",
-    "boot_file": "train.py",
-    "image": "reg.example/ml:1",
-    "resources": {"hosts": 2, "devices_per_host": 1, "flavor": "modelarts.vm.cpu.8u"},
-    "modelarts": {"obs_dir": "obs://bucket/runs/"},
-}
 NAMES = ("MALAUNCH_COORDINATOR_PORT", "MALAUNCH_HEARTBEAT_TIMEOUT", "MALAUNCH_HOST_WAIT")
 
 

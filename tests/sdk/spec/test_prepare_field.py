@@ -5,39 +5,20 @@ neither; a job's ``env`` may not set them. Pure."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 import yaml
+from fieldenv import BASE, written
 from malaunch.entrypoint import contract
 from malaunch.entrypoint.contract.prepare_steps import parse_prepare
 from malaunch.sdk import SpecError, spec_from_mapping
-from malaunch.sdk.backends.local.hostnet import LoopbackNetwork
-from malaunch.sdk.backends.local.plan import plan_local
-from malaunch.sdk.backends.modelarts.request import build_create_body
-from malaunch.sdk.backends.volcano.manifest import contract_env
 from malaunch.sdk.spec import LauncherOptions
-from malaunch.sdk.spec.contract import launcher_env
 
-BASE: Dict[str, Any] = {
-    "name": "demo",
-    "code_dir": "/c",
-    "boot_file": "train.py",
-    "image": "reg.example/ml:1",
-    "resources": {"hosts": 2, "devices_per_host": 1, "flavor": "modelarts.vm.cpu.8u"},
-    "modelarts": {"obs_dir": "obs://bucket/runs/"},
-}
 NAMES = ("MALAUNCH_PREPARE", "MALAUNCH_PREPARE_TIMEOUT")
 STEPS = [["python", "fetch.py", "--to", "/cache dir"], ["tar", "xf", "/cache dir/d.tar", "-C", "/data"]]
 
 
-def _written(spec: Any) -> Dict[str, Dict[str, str]]:
-    request, _ = plan_local(spec, job_id="j-1", home="/h", python="/usr/bin/python3", network=LoopbackNetwork("j-1", 2))
-    body = build_create_body(spec, "j-1")["algorithm"]["environments"]
-    volcano = {item["name"]: item.get("value") for item in contract_env(spec, "j-1")}
-    found = {"contract": launcher_env(spec), "modelarts": body, "volcano": volcano}
-    found.update({f"local-{i}": host.env for i, host in enumerate(request.hosts)})
-    return {where: {k: v for k, v in env.items() if k in NAMES} for where, env in found.items()}
 
 
 def test_the_fields_take_the_shims_bounds_and_argv_lists_only() -> None:
@@ -71,7 +52,7 @@ def test_anything_but_a_list_of_argv_lists_is_refused_naming_the_field(value: An
 @pytest.mark.parametrize("method", ["torchrun", "ranktable", "msrun"])
 def test_every_backend_writes_them_and_the_shim_reads_back_the_same_steps(method: str) -> None:
     spec = spec_from_mapping({**BASE, "run_method": method, "launcher": {"prepare": STEPS, "prepare_timeout": 900}})
-    for where, env in _written(spec).items():
+    for where, env in written(spec, NAMES).items():
         assert set(env) == set(NAMES) and env["MALAUNCH_PREPARE_TIMEOUT"] == "900", where
         steps = parse_prepare(env)
         assert steps is not None and steps.steps == tuple(tuple(step) for step in STEPS) and steps.timeout == 900
@@ -79,7 +60,7 @@ def test_every_backend_writes_them_and_the_shim_reads_back_the_same_steps(method
 
 def test_unset_nothing_is_written_and_the_spec_data_is_as_before() -> None:
     spec = spec_from_mapping({**BASE, "run_method": "torchrun"})
-    for where, env in _written(spec).items():
+    for where, env in written(spec, NAMES).items():
         assert env == {}, where
     data = spec.launcher.to_dict()
     assert "prepare" not in data and "prepare_timeout" not in data

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 import yaml
-from kubefake import FakeKube
+from kubefake import FakeKube, submit_detached, volcano_job
 from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
@@ -29,17 +29,7 @@ def backend_for(kubeconfig: Path) -> VolcanoBackend:
 
 
 def job_data(scenario: str, hosts: int = 2) -> Dict[str, Any]:
-    return {
-        "name": f"vc-{scenario}",
-        "run_method": "torchrun",
-        "code_dir": ".",
-        "boot_file": "train.py",
-        "image": "reg.example/malaunch:0.1.0",
-        "backend": "volcano",
-        "resources": {"hosts": hosts, "devices_per_host": 1},
-        "env": {"MALAUNCH_TEST_SCENARIO": scenario},
-        "volcano": {"not_retryable_exit_codes": [2, 7]},
-    }
+    return volcano_job(scenario, hosts, volcano={"not_retryable_exit_codes": [2, 7]})
 
 
 def test_submit_status_wait_logs(kube: FakeKube, kubeconfig: Path) -> None:
@@ -409,12 +399,7 @@ def test_delete_returns_when_the_job_is_gone_and_forgets_it(
     kube: FakeKube, cli_env: Dict[str, str], tmp_path: Path
 ) -> None:
     kube.cluster.delete_ticks = 3  # a deleted job stays visible a while, as on a real cluster
-    env = {**cli_env, "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kubeconfig")), "HOME": str(tmp_path)}
-    folder = tmp_path / "job"
-    folder.mkdir()
-    (folder / "train.py").write_text("print('hi')\n")
-    (folder / "job.yaml").write_text(yaml.safe_dump(job_data("run")))
-    submitted = ma_submit(["--detach", str(folder / "job.yaml")], env)
+    env, submitted = submit_detached(kube, cli_env, tmp_path, job_data("run"))
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     index = Path(env["MALAUNCH_HOME"]) / "job-index.json"
