@@ -86,6 +86,21 @@ class Hosts:
             assert time.monotonic() < deadline, f"host {host} never started attempt {attempt}"
             time.sleep(0.05)
 
+    def wait_listening(self, timeout: float = 60.0) -> None:
+        """Return once a socket of this network namespace listens on the coordinator's port (read from
+        /proc/net/tcp, so the wait itself opens no connection the coordinator would log)."""
+        wanted = f":{self.port:04X}"
+        deadline = time.monotonic() + timeout
+        while True:
+            for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+                with contextlib.suppress(OSError), open(table, encoding="ascii") as handle:
+                    for row in handle.read().splitlines()[1:]:
+                        fields = row.split()
+                        if fields[1].endswith(wanted) and fields[3] == "0A":  # 0A: LISTEN
+                            return
+            assert time.monotonic() < deadline, f"nothing listens on port {self.port} after {timeout} s"
+            time.sleep(0.05)
+
     def console(self, index: int, run: int = -1) -> str:
         runs = sorted(self.tmp.glob(f"host{index}.*.out"), key=lambda p: int(p.name.split(".")[1]))
         return runs[run].read_text(errors="replace")

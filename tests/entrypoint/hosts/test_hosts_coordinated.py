@@ -140,7 +140,7 @@ def test_strangers_on_the_coordinator_port_are_refused_and_the_job_is_unharmed(
     job = _job(hosts, tmp_path, 2, "0:0=sleep,0:1=exit0", **RESTARTS)
     job.env["HOSTS_JOB_PLAN"] = "0:0=ok,0:1=ok"
     job.start(0)
-    time.sleep(1.0)
+    job.wait_listening()
     _stranger(job.port, b"\x00\xff garbage \n" * 3)
     _stranger(job.port, b"x" * 10000)  # an oversized line
     # a well-formed message proved with the job's name, not its secret: "host 1 failed"
