@@ -10,6 +10,10 @@ any host, and when every host's account of it was in). On several hosts host 0 t
 earliest first ``progress()`` call of any rank of the next attempt, read from the ranks' records
 (:mod:`.progress`: this host's folder, and the checkpoint folder's ``.progress`` that every host shares).
 
+Each record also keeps when the next attempt's run was over (``next_ended``, a fact of this host's loop): a next
+attempt that ended before any rank of it called ``progress()`` never had a first progress, and its record says
+so (``never``), not ``not yet``.
+
 Every change is written atomically to ``<log dir>/recovery.json`` (``{"recovery": [...]}``, what ``ma-submit
 status`` reads while the job runs) and the records go into the report (``recovery``). Times are seconds since the
 epoch (UTC), as the report's other times; a phase that never happened is null, and the record's ``line`` says so
@@ -62,6 +66,7 @@ class Recovery(NamedTuple):
     next_started: Optional[float] = None
     first_progress: Optional[float] = None
     ended: bool = False  # no next attempt will start (the job ended with this failure, or was stopped)
+    next_ended: Optional[float] = None  # when the next attempt's run was over (None: it runs, or never started)
 
     @property
     def next_attempt(self) -> int:
@@ -83,6 +88,8 @@ class Recovery(NamedTuple):
             return f"not yet: attempt {after} waits to start"
         if self.next_started is None:
             return f"not yet: attempt {after} has not started"
+        if self.next_ended is not None:
+            return f"never: attempt {after} ended without progress (no rank of it called progress())"
         return f"not yet: no rank of attempt {after} called progress()"
 
     def to_json(self) -> Dict[str, Any]:
@@ -90,6 +97,7 @@ class Recovery(NamedTuple):
         data: Dict[str, Any] = {"attempt": self.attempt, "next_attempt": self.next_attempt, "ended": self.ended}
         for phase in _PHASES:
             data[phase] = _seconds(getattr(self, phase))
+        data["next_ended"] = _seconds(self.next_ended)
         for phase in _PHASES[1:]:
             data[f"{phase}_after"] = _seconds(self.since_failure(phase))
         data["line"] = "; ".join(recovery_lines(self, label=False))
@@ -111,7 +119,10 @@ class Recovery(NamedTuple):
         seen = times[0]
         if seen is None:
             return None
-        return cls(attempt, seen, times[1], times[2], times[3], ended is True)
+        over = data.get("next_ended")
+        good = isinstance(over, (int, float)) and not isinstance(over, bool) and math.isfinite(over)
+        next_ended = float(over) if good and isinstance(over, (int, float)) else None
+        return cls(attempt, seen, times[1], times[2], times[3], ended is True, next_ended)
 
 
 def recovery_lines(record: Recovery, label: bool = True) -> List[str]:
@@ -186,6 +197,9 @@ class RecoveryClock:
         now = round(time.time(), 3)
         with self.lock:
             self._progress()
+            before = self.records.get(index - 1)
+            if before is not None and before.next_started is not None and before.next_ended is None:
+                self.records[index - 1] = before._replace(next_ended=now)
             failed = result.exit_code != 0 or result.root_cause is not None
             if failed and result.shim_signal is None:
                 seen = round(result.seen_at, 3) if result.seen_at is not None else now
@@ -194,11 +208,14 @@ class RecoveryClock:
 
     def finish(self) -> List[Recovery]:
         """The loop is over: no record waits for another attempt; every record, oldest first."""
+        now = round(time.time(), 3)
         with self.lock:
             self._progress()
             for index, record in self.records.items():
                 if record.next_started is None:
                     self.records[index] = self._merged(record)._replace(ended=True)
+                elif record.next_ended is None:  # the loop is over: so is every attempt it started
+                    self.records[index] = record._replace(next_ended=now)
             found = [self.records[index] for index in sorted(self.records)]
         self._write()
         return found

@@ -118,6 +118,43 @@ def test_a_recovery_record_in_words_has_every_phase_and_no_none() -> None:
         assert "None" not in " ".join(recovery_lines(record)) + record.to_json()["line"]
 
 
+def test_a_next_attempt_that_ended_without_progress_says_never_not_yet() -> None:
+    """The next attempt started and ended (its run over) before any rank of it called progress(): its first
+    progress will never come, and the record says so by that fact."""
+    over = Recovery(0, T, T + 1, T + 2, next_ended=T + 9)
+    assert recovery_lines(over)[3] == ("attempt 1 first progress  never: attempt 1 ended without progress (no rank "
+                                       "of it called progress())")  # fmt: skip
+    assert "not yet" not in over.to_json()["line"]
+    assert over.to_json()["next_ended"] == T + 9 and Recovery.from_json(over.to_json()) == over
+    assert Recovery.from_json({**over.to_json(), "next_ended": "soon"}) == over._replace(next_ended=None)
+    progressed = over._replace(first_progress=T + 3)  # it did progress, then ended: the time, as ever
+    assert recovery_lines(progressed)[3] == "attempt 1 first progress  05:40:03.000 UTC (+3.00 s)"
+
+
+def test_the_clock_notes_when_the_next_attempt_ended_and_a_record_without_progress_is_never(tmp_path: Path) -> None:
+    clock = RecoveryClock(str(tmp_path), [str(tmp_path / "progress.d")], print)
+    clock.started(0)
+    clock.ended(0, _result(time.time() - 0.5))
+    clock.started(1)
+    assert clock.records[0].next_ended is None
+    clock.ended(1, RunResult(0, None, None, 1.0))  # attempt 1 succeeded without a single progress() call
+    (record,) = clock.finish()
+    assert record.next_ended is not None and record.first_progress is None and not record.ended
+    assert record.next_started <= record.next_ended  # type: ignore[operator]
+    assert "attempt 1 first progress: never: attempt 1 ended without progress" in record.to_json()["line"]
+    (read,) = read_recovery(str(tmp_path / "recovery.json"))
+    assert read == record
+
+
+def test_a_loop_that_ends_while_the_next_attempt_runs_closes_its_record(tmp_path: Path) -> None:
+    """finish() with a next attempt started but never reported over (the loop ended it): over too, never."""
+    clock = RecoveryClock(str(tmp_path), [], print)
+    clock.ended(0, _result(time.time()))
+    clock.started(1)
+    (record,) = clock.finish()
+    assert record.next_ended is not None and "never: attempt 1 ended" in record.to_json()["line"]
+
+
 def _result(seen: float | None) -> RunResult:
     return RunResult(137, None, None, 1.0, seen_at=seen)
 
