@@ -86,14 +86,14 @@ class Timeline(NamedTuple):
 
 def recovered_of(record: Recovery) -> Recovered:
     """One recovery record as the timeline draws it, its words those ``ma-submit status`` prints."""
-    after = record.next_attempt
+    after = record.next_label
     phases = [(label, when) for label, when in (("last rank gone", record.last_rank_gone),
-                                                (f"attempt {after} started", record.next_started))
+                                                (f"{after} started", record.next_started))
               if when is not None]  # fmt: skip
-    line = f"recovery after attempt {record.attempt}: " + "; ".join(recovery_lines(record, label=False))
+    line = f"recovery after {record.label}: " + "; ".join(recovery_lines(record, label=False))
     if not record.ended and record.first_progress is None and record.next_ended is not None:
         return Recovered(record.attempt, record.failure_seen, None, tuple(phases), True, line,
-                         f"attempt {after} ended without progress")  # fmt: skip
+                         f"{after} ended without progress")  # fmt: skip
     return Recovered(record.attempt, record.failure_seen, record.first_progress, tuple(phases), record.ended, line)
 
 
