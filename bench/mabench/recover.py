@@ -45,7 +45,6 @@ from malaunch.entrypoint.public import (
     PROGRESS_DIR_NAME,
     descendants,
     env_has,
-    first_progress,
     read_environ,
     read_progress,
     read_recovery,
@@ -181,7 +180,7 @@ def _shim_once(method: str) -> Dict[str, float]:
                                                                          PROGRESS_DIR_NAME))]  # fmt: skip
         for record in records:
             if record.first_progress is None and record.next_started is not None:  # the shim notes it at the end
-                record = record._replace(first_progress=first_progress(ranks, record.next_attempt))
+                record = record._replace(first_progress=record.first_progress_in(ranks))
             data = record.to_json()
             for phase in _PHASES:
                 if data.get(phase) is not None:
@@ -209,10 +208,12 @@ def agents_gone(runs: Sequence[Run], logs: Sequence[Path]) -> Callable[[], Optio
         if any(code is None for code in codes):
             return None
         said = f"every agent exited (codes {', '.join(str(code) for code in codes)})"
-        for index, log in enumerate(logs):
-            for line in tail(log, lines=400).splitlines():
-                if any(word in line for word in _REFUSED):
-                    return f"{said}; agent {index} logged: {line.strip()[:300]}"
+        texts = [tail(log, lines=400).splitlines() for log in logs]
+        for word in _REFUSED:  # the most telling first
+            for index, lines in enumerate(texts):
+                for line in lines:
+                    if word in line:
+                        return f"{said}; agent {index} logged: {line.strip()[:300]}"
         return said
 
     return why
@@ -374,13 +375,18 @@ _MEANING = [
     "new processes (the shim restarts the whole group; torchrun's agents restart every worker).",
     "**Rank killed**: the shim sees the rank's death at once (its exit, or the launcher's worker watch), ends the "
     "attempt on every host through the coordinator, and starts the next one as soon as every host's account is "
-    "in (back-off 0 here). The phases above say where the time goes: most of it is the new ranks' own start.",
+    "in (back-off 0 here). The phases above say where the time goes: the shim's own part is the failure seen to "
+    "the next attempt started; the rest is the new attempt's own start. With torchrun that start is two "
+    "interpreters importing torch one after the other (torchrun's agent, then, after its rendezvous, the "
+    "worker), as in a cold start, which pays ma-submit's and the shim's start on top: so the recovery stays "
+    "under the cold start by about that much, a margin that the spread of torch's import time under load can "
+    "swallow (docs/recovery.md, 'Time to recover', has the breakdown).",
     "**Host lost**: the coordinator reads the end of the dead shim's connection at once; the next attempt waits "
     "for the host's replacement (the local backend's 1 s, a platform's pod start elsewhere) and its shim's join.",
     "**torchrun's agents** notice the death at their next monitor tick (or, on the other agent, the new round "
     "waiting), tear their workers down and join a new c10d rendezvous round before the workers start again. The "
     "agents themselves stay up: a restart skips their own start (an interpreter importing torch.distributed.run, "
-    "the first rendezvous), which is most of a start here. The shim with torchrun starts one torchrun per attempt "
+    "the first rendezvous), about half of a start here. The shim with torchrun starts one torchrun per attempt "
     "(every host's, with its own rendezvous), so its recovery pays that start again: where it is slower than the "
     "agents, that is the difference (the record's phases show the shim's own part, the failure seen to the next "
     "attempt started, in well under a second).",
