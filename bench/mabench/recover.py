@@ -22,7 +22,7 @@ x 1 rank, and ends at the first step of an attempt: the earliest ``first-<attemp
   same store shared across restarts for NCCL). Or the restarted workers wait in ``init_process_group``, both
   connected to that store, and no first step comes (seen here too; the agents stay up). With the variable set,
   each round's rank 0 worker hosts a fresh store on a new port: that is the configuration in which torch's agents
-  recover, and the one the shim is compared with. A run whose agents all exit before the restart's first step
+  recover, and the one the shim is compared with. A run one of whose agents exits before the restart's first step
   fails at once with the first refusal they logged; with the defaults a restart gets ``_DEFAULTS_WAIT`` (a few
   times what the store-per-round agents take at a load of 20) before it counts as failed.
 
@@ -200,14 +200,19 @@ def _shim_once(method: str) -> Dict[str, float]:
 
 
 def agents_gone(runs: Sequence[Run], logs: Sequence[Path]) -> Callable[[], Optional[str]]:
-    """For :meth:`_Stamps.first_step`: once every agent has exited, that and their exit codes, with the first line
-    of their logs that says why a restarted worker could not start (gloo refused, the rendezvous closed)."""
+    """For :meth:`_Stamps.first_step`: once an agent has exited (with --nnodes=2 the others can only wait for it),
+    which and their exit codes, with the first line of their logs that says why a restarted worker could not start
+    (gloo refused, the rendezvous closed)."""
 
     def why() -> Optional[str]:
         codes = [run.proc.poll() for run in runs]
-        if any(code is None for code in codes):
+        exited = [(index, code) for index, code in enumerate(codes) if code is not None]
+        if not exited:
             return None
-        said = f"every agent exited (codes {', '.join(str(code) for code in codes)})"
+        if len(exited) == len(codes):
+            said = f"every agent exited (codes {', '.join(str(code) for code in codes)})"
+        else:
+            said = "; ".join(f"agent {index} exited (code {code})" for index, code in exited) + ", the other waits"
         texts = [tail(log, lines=400).splitlines() for log in logs]
         for word in _REFUSED:  # the most telling first
             for index, lines in enumerate(texts):

@@ -50,8 +50,8 @@ def test_the_stamps_of_each_attempt_are_its_new_processes(tmp_path: Path) -> Non
 
 
 def test_agents_that_all_exited_end_the_wait_with_the_refusal_they_logged(tmp_path: Path) -> None:
-    """torch's defaults: both restarted workers refused by gloo, both agents gone; the wait for a first step ends
-    at once with that line, not after its 240 s."""
+    """torch's defaults: both restarted workers refused by gloo, both agents gone (or one: the other can only wait
+    for it); the wait for a first step ends at once with that line, not after its 240 s."""
     logs = [tmp_path / "agent-0.txt", tmp_path / "agent-1.txt"]
     env = bench_env(new_mark(), {})
     said = ("[E1128 08:53:03.221852215 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with [pair.cc:152] timed "
@@ -66,11 +66,13 @@ def test_agents_that_all_exited_end_the_wait_with_the_refusal_they_logged(tmp_pa
     first = str(caught.value).splitlines()[0]
     assert first.startswith("every agent exited (codes 1, 1); agent 0 logged: [E1128") and "Connection refused" in first
     assert "no attempt made a first step on 2 new ranks" in first
-    alive = [start("agent", [PYTHON, "-c", "import time; time.sleep(60)"], env, tmp_path)]
+    alive = start("agent", [PYTHON, "-c", "import time; time.sleep(60)"], env, tmp_path)
     try:
-        assert recover.agents_gone(alive, logs)() is None  # one still runs: keep waiting
+        assert recover.agents_gone([alive], logs)() is None  # it runs: keep waiting
+        said = recover.agents_gone([runs[0], alive], logs)()  # one exited: the other can only wait for it
+        assert said is not None and said.startswith("agent 0 exited (code 1), the other waits; agent 0 logged: ")
     finally:
-        alive[0].cleanup()
+        alive.cleanup()
 
 
 def test_the_section_has_its_table_targets_and_ratios() -> None:
