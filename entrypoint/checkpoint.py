@@ -106,7 +106,12 @@ def rank_and_size(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, int
 
 
 def _attempt(env: Mapping[str, str]) -> str:
-    return ".".join(env.get(name, "0") or "0" for name in _ATTEMPT_VARS)
+    """``"K.R"``: the shim's attempt, then torchrun's own count (the stub keeps it; a worker of a torchrun that
+    restarts by itself, started without the stub, has it as its ``TORCHELASTIC_RESTART_COUNT``)."""
+    shim, launcher = (env.get(name, "0") or "0" for name in _ATTEMPT_VARS)
+    if _ATTEMPT_VARS[1] not in env and env.get("TORCHELASTIC_RUN_ID"):
+        launcher = env.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+    return f"{shim}.{launcher}"
 
 
 @contextlib.contextmanager

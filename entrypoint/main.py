@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # imported where used: start-up imports only what runs before
     from .report.report import RunResult
     from .run.attempts import RestartOutcome
     from .run.checkpoints import CheckpointKeeper
-    from .run.events import AttemptLink
     from .run.hosts import HostsConfig
     from .run.procs.cgroup import CgroupEntry
 else:  # the C module signal.py wraps (and types as): signal.py imports enum, start-up time, to return enums
@@ -354,9 +353,9 @@ def main(
 
         notify.install(env, plan, _say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
 
-        def run(attempt: LaunchPlan, base_env: Mapping[str, str], link: Optional[AttemptLink] = None) -> RunResult:
-            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None, link=link,
-                            hang_timeout=config.hang_timeout)  # fmt: skip
+        def run(attempt: LaunchPlan, base_env: Mapping[str, str], **options: Any) -> RunResult:  # link, on_round
+            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None,
+                            hang_timeout=config.hang_timeout, **options)  # fmt: skip
 
         ranks_env = _without_secret(env)
         if hosts is None:

@@ -62,7 +62,8 @@ def recovery_block(records: Sequence[Recovery]) -> List[str]:
     """``status``'s lines for the time to recover after each failed attempt (one block per attempt)."""
     lines: List[str] = []
     for record in records:
-        lines.append(f"recovery after attempt {record.attempt}:")
+        own = " (the launcher's own restart)" if record.launcher_attempt is not None else ""
+        lines.append(f"recovery after {record.label}{own}:")
         lines.extend(f"  {line}" for line in recovery_lines(record))
     return lines
 

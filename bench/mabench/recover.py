@@ -11,9 +11,20 @@ x 1 rank, and ends at the first step of an attempt: the earliest ``first-<attemp
   under it SIGKILLed (a pod that dies; the local backend starts a new shim for it after its
   ``REPLACE_AFTER`` of 1 s, as a platform replaces a pod) -> attempt 2's first step. Host 0's ``recovery.json``
   gives each recovery's phases too (failure seen, last rank gone, next attempt started, first progress).
-- torchrun's own agents: two ``torchrun --nnodes=2 --rdzv-backend=c10d --max-restarts=1`` on 127.0.0.1, its
-  defaults otherwise; **cold start** is the two agents' Popen -> the first step; **rank killed** is the rank of
-  agent 1 SIGKILLed -> the first step of the agents' restart 1.
+- torchrun's own agents: two ``torchrun --nnodes=2 --rdzv-backend=c10d --max-restarts=1`` on 127.0.0.1;
+  **cold start** is the two agents' Popen -> the first step; **rank killed** is the rank of agent 1 SIGKILLed ->
+  the first step of the agents' restart. Twice: with torch's defaults, and with
+  ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``. By default the workers of every round share one store, the one the
+  rank-0 agent created for the first round (torch 2.13's ``DynamicRendezvousHandler.next_rendezvous`` creates it
+  only once, and the workers' keys carry no round), so a restarted worker's gloo ``connectFullMesh`` can read its
+  peer's address of the round before, before the new peer has written its own, and is refused; each agent then
+  spends its restart on that, and with ``--max-restarts=1`` the job ends (pytorch/pytorch#135712 describes the
+  same store shared across restarts for NCCL). Or the restarted workers wait in ``init_process_group``, both
+  connected to that store, and no first step comes (seen here too; the agents stay up). With the variable set,
+  each round's rank 0 worker hosts a fresh store on a new port: that is the configuration in which torch's agents
+  recover, and the one the shim is compared with. A run one of whose agents exits before the restart's first step
+  fails at once with the first refusal they logged; with the defaults a restart gets ``_DEFAULTS_WAIT`` (a few
+  times what the store-per-round agents take at a load of 20) before it counts as failed.
 
 The goal (issue 39): a recovery takes no more than the cold start plus the back-off (0 here) plus 1 s. A host lost
 also waits for the platform's replacement (1 s locally), which the targets add.
@@ -28,20 +39,31 @@ import signal
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Set
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from malaunch.entrypoint.public import (
     PROGRESS_DIR_NAME,
     descendants,
     env_has,
-    first_progress,
     read_environ,
     read_progress,
     read_recovery,
     recovery_file,
 )
 
-from .procs import PYTHON, WORKERS, BenchError, bench_env, free_port, kill_marked, new_mark, scratch_dir, start, tail
+from .procs import (
+    PYTHON,
+    WORKERS,
+    BenchError,
+    Run,
+    bench_env,
+    free_port,
+    kill_marked,
+    new_mark,
+    scratch_dir,
+    start,
+    tail,
+)
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
 
 __all__ = ["METHODS", "recover_section", "run_recover"]
@@ -50,7 +72,13 @@ METHODS = ("ranktable", "torchrun")
 WORKER = WORKERS / "recover_worker.py"
 REPLACE_AFTER = 1.0  # the local backend's replacement of a killed host (sdk/backends/local/runner.py)
 _WAIT = 240.0
-_SUBJECTS = {"ranktable": "shim, fan-out (ranktable)", "torchrun": "shim, torchrun", "c10d": "torchrun agents, c10d"}
+_DEFAULTS_WAIT = 120.0  # torch's defaults: their restart's workers may wait in init_process_group for ever
+_SUBJECTS = {"ranktable": "shim, fan-out (ranktable)", "torchrun": "shim, torchrun",
+             "c10d": "torchrun agents, c10d (torch's defaults)",
+             "c10d-fresh": "torchrun agents, c10d, a store per round (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)"}
+_FRESH_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+#: What a restarted worker logs when gloo could not reach its peer (the first such line is the failure's evidence).
+_REFUSED = ("connectFullMesh failed", "Connection refused", "RendezvousClosedError")
 _PHASES = ("last_rank_gone_after", "next_started_after", "first_progress_after")
 
 
@@ -69,14 +97,19 @@ class _Stamps:
                 found[int(path.name[len(prefix) + 1 :])] = path.read_text()
         return found
 
-    def first_step(self, ranks: int = 2, within: float = _WAIT) -> float:
-        """The earliest first step of the new attempt, once ``ranks`` new processes made one; they are seen then."""
+    def first_step(self, ranks: int = 2, within: float = _WAIT,
+                   gone: Callable[[], Optional[str]] = lambda: None) -> float:  # fmt: skip
+        """The earliest first step of the new attempt, once ``ranks`` new processes made one; they are seen then.
+        ``gone`` says why no first step can come any more (the launchers exited), or None."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             found = {pid: text for pid, text in self._pids("first").items() if pid not in self.seen}
             if len(found) >= ranks:
                 self.seen.update(found)
                 return min(float(text) for text in found.values())
+            why = gone()
+            if why is not None:
+                raise BenchError(f"{why}; no attempt made a first step on {ranks} new ranks\n(stamps in {self.out})")
             time.sleep(0.02)
         raise BenchError(f"no attempt made a first step on {ranks} new ranks within {within:.0f} s\n(stamps in "
                          f"{self.out})")  # the first line is the one the report keeps
@@ -147,7 +180,7 @@ def _shim_once(method: str) -> Dict[str, float]:
                                                                          PROGRESS_DIR_NAME))]  # fmt: skip
         for record in records:
             if record.first_progress is None and record.next_started is not None:  # the shim notes it at the end
-                record = record._replace(first_progress=first_progress(ranks, record.next_attempt))
+                record = record._replace(first_progress=record.first_progress_in(ranks))
             data = record.to_json()
             for phase in _PHASES:
                 if data.get(phase) is not None:
@@ -166,30 +199,59 @@ def _shim_once(method: str) -> Dict[str, float]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _agents_once() -> Dict[str, float]:
-    """torchrun's own agents (c10d, --max-restarts=1): the cold start and a rank killed (seconds)."""
-    scratch = scratch_dir("recover-c10d")
+def agents_gone(runs: Sequence[Run], logs: Sequence[Path]) -> Callable[[], Optional[str]]:
+    """For :meth:`_Stamps.first_step`: once an agent has exited (with --nnodes=2 the others can only wait for it),
+    which and their exit codes, with the first line of their logs that says why a restarted worker could not start
+    (gloo refused, the rendezvous closed)."""
+
+    def why() -> Optional[str]:
+        codes = [run.proc.poll() for run in runs]
+        exited = [(index, code) for index, code in enumerate(codes) if code is not None]
+        if not exited:
+            return None
+        if len(exited) == len(codes):
+            said = f"every agent exited (codes {', '.join(str(code) for code in codes)})"
+        else:
+            said = "; ".join(f"agent {index} exited (code {code})" for index, code in exited) + ", the other waits"
+        texts = [tail(log, lines=400).splitlines() for log in logs]
+        for word in _REFUSED:  # the most telling first
+            for index, lines in enumerate(texts):
+                for line in lines:
+                    if word in line:
+                        return f"{said}; agent {index} logged: {line.strip()[:300]}"
+        return said
+
+    return why
+
+
+def _agents_once(who: str = "c10d") -> Dict[str, float]:
+    """torchrun's own agents (c10d, --max-restarts=1; ``c10d-fresh``: a store per round): the cold start and a rank
+    killed (seconds)."""
+    scratch = scratch_dir(f"recover-{who}")
     out = scratch / "out"
     out.mkdir()
     mark = new_mark()
     port = free_port()
-    env = bench_env(mark, {"BENCH_OUT": str(out), "OMP_NUM_THREADS": "1"})
-    runs = []
+    env = bench_env(mark, {"BENCH_OUT": str(out), "OMP_NUM_THREADS": "1",
+                           **(_FRESH_STORE if who == "c10d-fresh" else {})})  # fmt: skip
+    runs: List[Run] = []
+    logs = [scratch / f"agent-{agent}.txt" for agent in (0, 1)]
     try:
         stamps = _Stamps(out)
         began = time.time()
         for agent in (0, 1):
             argv = [PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
                     f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=bench", "--max-restarts=1", str(WORKER)]
-            runs.append(start(f"torchrun agent {agent}", argv, env, scratch, stderr=scratch / f"agent-{agent}.txt"))
-        figures = {"cold": stamps.first_step() - began}
+            runs.append(start(f"torchrun agent {agent}", argv, env, scratch, stderr=logs[agent]))
+        gone = agents_gone(runs, logs)
+        figures = {"cold": stamps.first_step(gone=gone) - began}
         victim = stamps.rank(1)
         killed = time.time()
         os.kill(victim, signal.SIGKILL)
-        figures["rank"] = stamps.first_step() - killed
+        figures["rank"] = stamps.first_step(within=_DEFAULTS_WAIT if who == "c10d" else _WAIT, gone=gone) - killed
         return figures
     except BenchError as error:
-        raise BenchError(f"{_SUBJECTS['c10d']}: {error}\nagent 1 ends with:\n{tail(scratch / 'agent-1.txt')}") from None
+        raise BenchError(f"{_SUBJECTS[who]}: {error}\nagent 1 ends with:\n{tail(logs[1])}") from None
     finally:
         for run in runs:
             run.cleanup()
@@ -199,7 +261,8 @@ def _agents_once() -> Dict[str, float]:
 
 def run_recover(reps: int) -> CaseResult:
     """Every subject ``reps`` times, interleaved; the series, the targets and the phases of the shim's recoveries."""
-    keys = {"ranktable": ("cold", "rank", "host"), "torchrun": ("cold", "rank", "host"), "c10d": ("cold", "rank")}
+    keys = {"ranktable": ("cold", "rank", "host"), "torchrun": ("cold", "rank", "host"), "c10d": ("cold", "rank"),
+            "c10d-fresh": ("cold", "rank")}
     names = {"cold": "cold start: start -> first step", "rank": "rank killed -> first step of the next attempt",
              "host": "host lost -> first step of the next attempt (with 1 s replacement)"}  # fmt: skip
     series = {(who, key): Series(f"recover/{who}/{key}", "recover", _SUBJECTS[who], names[key], "s")
@@ -207,10 +270,11 @@ def run_recover(reps: int) -> CaseResult:
     phases: Dict[str, List[float]] = {}
     failed: Dict[str, List[str]] = {who: [] for who in keys}
     for rep in range(reps):
-        for who in (("ranktable", "torchrun", "c10d") if rep % 2 == 0 else ("c10d", "torchrun", "ranktable")):
+        order = ("ranktable", "torchrun", "c10d-fresh", "c10d")
+        for who in order if rep % 2 == 0 else order[::-1]:
             say(f"  recover rep {rep + 1}/{reps} {_SUBJECTS[who]}: running")
             try:
-                figures = _agents_once() if who == "c10d" else _shim_once(who)
+                figures = _agents_once(who) if who.startswith("c10d") else _shim_once(who)
             except BenchError as exc:  # said, counted, and the next repetition tries again
                 failed[who].append(str(exc).splitlines()[0])
                 say(f"  recover rep {rep + 1}/{reps} {_SUBJECTS[who]}: FAILED: {exc}")
@@ -231,7 +295,8 @@ def run_recover(reps: int) -> CaseResult:
     result = CaseResult("recover", list(series.values()), _targets(series))
     result.notes.append(
         "2 hosts x 1 rank, gloo; the shim through the local backend (back-off 0, its coordinator), torchrun's agents "
-        "with c10d on 127.0.0.1 and their defaults; every figure ends at the earliest first-step stamp of the attempt"
+        "with c10d on 127.0.0.1 and --max-restarts=1, with torch's defaults and with a store per round "
+        "(TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1); every figure ends at the earliest first-step stamp of the attempt"
     )
     for who, reasons in failed.items():
         if reasons:
@@ -266,8 +331,8 @@ def _targets(series: Mapping[tuple, Series]) -> List[Target]:  # type: ignore[ty
             limit = cold + 1.0 + extra
             out.append(Target(claim, f"{fmt_value(got, 's')} vs {fmt_value(limit, 's')} ({fmt_ratio(got / cold)} "
                                      "the cold start)", got <= limit))  # fmt: skip
-    ours, theirs = _median(series[("torchrun", "rank")]), _median(series[("c10d", "rank")])
-    claim = "shim, torchrun: rank killed recovers faster than torchrun's own agents (c10d)"
+    ours, theirs = _median(series[("torchrun", "rank")]), _median(series[("c10d-fresh", "rank")])
+    claim = "shim, torchrun: rank killed recovers faster than torchrun's own agents (c10d, a store per round)"
     if ours is None or theirs is None:
         out.append(Target(claim, "not measured", None))
     else:
@@ -315,16 +380,30 @@ _MEANING = [
     "new processes (the shim restarts the whole group; torchrun's agents restart every worker).",
     "**Rank killed**: the shim sees the rank's death at once (its exit, or the launcher's worker watch), ends the "
     "attempt on every host through the coordinator, and starts the next one as soon as every host's account is "
-    "in (back-off 0 here). The phases above say where the time goes: most of it is the new ranks' own start.",
+    "in (back-off 0 here). The phases above say where the time goes: the shim's own part is the failure seen to "
+    "the next attempt started; the rest is the new attempt's own start. With torchrun that start is two "
+    "interpreters importing torch one after the other (torchrun's agent, then, after its rendezvous, the "
+    "worker), as in a cold start, which pays ma-submit's and the shim's start on top: so the recovery stays "
+    "under the cold start by about that much, a margin that the spread of torch's import time under load can "
+    "swallow (docs/recovery.md, 'Time to recover', has the breakdown).",
     "**Host lost**: the coordinator reads the end of the dead shim's connection at once; the next attempt waits "
     "for the host's replacement (the local backend's 1 s, a platform's pod start elsewhere) and its shim's join.",
-    "**torchrun's agents** notice the death at their next monitor tick, then every agent tears its workers down "
-    "and joins a new c10d rendezvous round before the workers start again. The agents themselves stay up: a "
-    "restart skips their own start (an interpreter, torch.distributed.run's imports, the first rendezvous), which "
-    "is most of their cold start here. The shim with torchrun starts one torchrun per attempt (every host's, "
-    "with its own rendezvous), so its recovery pays that start again: where it is slower than the agents, that is "
-    "the difference (the record's phases show the shim's own part, the failure seen to the next attempt started, "
-    "in well under a second).",
+    "**torchrun's agents** notice the death at their next monitor tick (or, on the other agent, the new round "
+    "waiting), tear their workers down and join a new c10d rendezvous round before the workers start again. The "
+    "agents themselves stay up: a restart skips their own start (an interpreter importing torch.distributed.run, "
+    "the first rendezvous), about half of a start here. The shim with torchrun starts one torchrun per attempt "
+    "(every host's, with its own rendezvous), so its recovery pays that start again: where it is slower than the "
+    "agents, that is the difference (the record's phases show the shim's own part, the failure seen to the next "
+    "attempt started, in well under a second).",
+    "**torch's defaults** share one store between the rendezvous and every round's workers (the rank-0 agent "
+    "creates it for the first round and keeps it), and the workers' keys carry no round: a restarted worker's gloo "
+    "connectFullMesh can read its peer's address of the round before and be refused (`Connection refused`, logged "
+    "by both restarted workers), which spends each agent's restart, and with --max-restarts=1 the job ends "
+    "(the agents exit: RendezvousClosedError, ChildFailedError); or both restarted workers wait in "
+    "init_process_group, connected to that store, with no first step (the agents stay up). It is a race between "
+    "the two new workers' writes and reads of their keys, so it comes and goes with the load. "
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives each round's workers a store of their own (rank 0 hosts it on a "
+    "new port), which is what the shim is compared with.",
     "On a machine as loaded as the load averages above say (2 cores shared with other work), every figure is "
     "several times a quiet machine's; the ratios, measured in the same run, hold better.",
 ]

@@ -26,6 +26,7 @@ Contract of :func:`run_with_restarts` (:class:`HostAlone`):
 """
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -169,7 +170,10 @@ class AttemptLoop:
                     self.announce(step, "running")
                     env = self.attempt_env(step)
                     self.recovery.started(step)
-                    result = self.run_one(attempt_plan, env, **self.run_options(step))
+                    options = self.run_options(step)
+                    if self.launcher.restarts_workers(attempt_plan):  # its own restarts' times (recovery.py)
+                        options["on_round"] = functools.partial(self.recovery.launcher_rounds, step)
+                    result = self.run_one(attempt_plan, env, **options)
                     self.recovery.ended(step, result)
                     step = self.after(step, result, attempt_plan.log_dir)
                 return step._replace(recovery=tuple(self.recovery.finish()))

@@ -8,7 +8,7 @@ its output comes through pipes, it writes no summary, nobody restarts anything b
 Hooks, by who calls them:
 
 - planning (``main`` and :mod:`..plan.prepare`): :meth:`Launcher.needs`, :meth:`Launcher.plan`;
-- the attempt loop: :meth:`Launcher.plan_attempt`, :meth:`Launcher.attempt_limit`;
+- the attempt loop: :meth:`Launcher.plan_attempt`, :meth:`Launcher.attempt_limit`, :meth:`Launcher.restarts_workers`;
 - output (:mod:`.output`): :meth:`Launcher.attempt_follower`, :meth:`Launcher.read_lines`;
 - the supervisor: :attr:`Launcher.starts_workers`, :attr:`Launcher.attempt_variables`,
   :attr:`Launcher.kills_peers`, :meth:`Launcher.summary_written`, :meth:`Launcher.final_facts`,
@@ -144,6 +144,12 @@ class Launcher:
     def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
         """How many times the attempt loop may start the plan."""
         return policy.max_restarts + 1
+
+    def restarts_workers(self, plan: LaunchPlan) -> bool:
+        """Whether the launcher of the attempt plan ``plan`` restarts its workers itself inside one attempt
+        (torchrun's ``--max_restarts``): the run reports its own attempts' times (:mod:`.recovery`)."""
+        del plan
+        return False
 
     def announces_attempts(self, policy: RestartPolicy) -> bool:
         """Whether the attempts are announced to the peer hosts (they restart together)."""

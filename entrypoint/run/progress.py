@@ -124,9 +124,11 @@ def newest_attempt(records: Iterable[RankProgress]) -> List[RankProgress]:
     return [record for record in listed if attempt_key(record.attempt) == newest]
 
 
-def first_progress(records: Iterable[RankProgress], attempt: int) -> Optional[float]:
-    """When a rank of the shim's attempt ``attempt`` first called progress() (the earliest), or None."""
-    times = [record.first for record in records if attempt_key(record.attempt)[0] == attempt]
+def first_progress(records: Iterable[RankProgress], attempt: int, launcher: Optional[int] = None) -> Optional[float]:
+    """When a rank of the shim's attempt ``attempt`` first called progress() (the earliest), or None; with
+    ``launcher``, a rank of that attempt of the launcher's own inside it (``"K.R"``: R == ``launcher``)."""
+    wanted = (attempt,) if launcher is None else (attempt, launcher)
+    times = [record.first for record in records if (*attempt_key(record.attempt), 0)[: len(wanted)] == wanted]
     return min(times) if times else None
 
 

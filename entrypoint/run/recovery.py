@@ -10,6 +10,15 @@ any host, and when every host's account of it was in). On several hosts host 0 t
 earliest first ``progress()`` call of any rank of the next attempt, read from the ranks' records
 (:mod:`.progress`: this host's folder, and the checkpoint folder's ``.progress`` that every host shares).
 
+Each record also keeps when the next attempt's run was over (``next_ended``, a fact of this host's loop): a next
+attempt that ended before any rank of it called ``progress()`` never had a first progress, and its record says
+so (``never``), not ``not yet``.
+
+A launcher that restarts its workers itself inside one attempt (torchrun's ``--max_restarts``) gets records of its
+own (``launcher_attempt``): the run's worker watch tells :meth:`~RecoveryClock.launcher_rounds` the times of each
+of the launcher's attempts as they change (:class:`~.procs.watch.Round`: its first worker found, its first worker
+failed, its last worker gone), and the first progress is that of the ranks whose records say ``"K.R+1"``.
+
 Every change is written atomically to ``<log dir>/recovery.json`` (``{"recovery": [...]}``, what ``ma-submit
 status`` reads while the job runs) and the records go into the report (``recovery``). Times are seconds since the
 epoch (UTC), as the report's other times; a phase that never happened is null, and the record's ``line`` says so
@@ -22,7 +31,7 @@ import json
 import math
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 
 from .progress import first_progress, read_progress
 
@@ -30,6 +39,8 @@ if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
 
     from ..report.report import RunResult
     from .hosts.jobstate import JobState
+    from .procs.watch import Round
+    from .progress import RankProgress
 
 __all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines"]
 
@@ -54,7 +65,9 @@ def _clock(when: float) -> str:
 
 class Recovery(NamedTuple):
     """The recovery after attempt ``attempt`` failed (absolute times: seconds since the epoch, UTC; None: that
-    phase has not happened, or never will)."""
+    phase has not happened, or never will). With ``launcher_attempt`` it is a launcher's own restart inside the
+    shim's attempt ``attempt`` (torchrun's ``--max_restarts``): its attempt ``launcher_attempt`` failed and the next
+    is ``launcher_attempt + 1``, as the progress records number them (``"K.R"``)."""
 
     attempt: int
     failure_seen: float
@@ -62,10 +75,33 @@ class Recovery(NamedTuple):
     next_started: Optional[float] = None
     first_progress: Optional[float] = None
     ended: bool = False  # no next attempt will start (the job ended with this failure, or was stopped)
+    next_ended: Optional[float] = None  # when the next attempt's run was over (None: it runs, or never started)
+    launcher_attempt: Optional[int] = None  # a launcher's own restart: its attempt that failed (None: the shim's)
 
     @property
     def next_attempt(self) -> int:
-        return self.attempt + 1
+        """The shim's attempt the next one belongs to (the same one for a launcher's own restart)."""
+        return self.attempt if self.launcher_attempt is not None else self.attempt + 1
+
+    @property
+    def label(self) -> str:
+        """The failed attempt in words: ``attempt K``, or ``attempt K.R`` for a launcher's own."""
+        return f"attempt {self.attempt}" + ("" if self.launcher_attempt is None else f".{self.launcher_attempt}")
+
+    @property
+    def next_label(self) -> str:
+        """The next attempt in words: ``attempt K+1``, or ``attempt K.R+1`` for a launcher's own restart."""
+        if self.launcher_attempt is None:
+            return f"attempt {self.attempt + 1}"
+        return f"attempt {self.attempt}.{self.launcher_attempt + 1}"
+
+    def first_progress_in(self, records: Iterable[RankProgress]) -> Optional[float]:
+        """The next attempt's first progress in ``records`` (no earlier than its start), or None."""
+        found = first_progress(records, self.next_attempt,
+                               None if self.launcher_attempt is None else self.launcher_attempt + 1)  # fmt: skip
+        if found is None:
+            return None
+        return max(found, self.next_started) if self.next_started is not None else found
 
     def since_failure(self, phase: str) -> Optional[float]:
         """Seconds from the failure seen to ``phase`` (one of the time fields), None when it has not happened."""
@@ -74,22 +110,26 @@ class Recovery(NamedTuple):
 
     def missing(self, phase: str) -> str:
         """Words for a phase that has not happened."""
-        after = self.next_attempt
+        after = self.next_label
         if phase == "last_rank_gone":
             return "not yet: the attempt's ranks are still ending"
         if self.ended:
             return "never: the job ended without another attempt"
         if phase == "next_started":
-            return f"not yet: attempt {after} waits to start"
+            return f"not yet: {after} waits to start"
         if self.next_started is None:
-            return f"not yet: attempt {after} has not started"
-        return f"not yet: no rank of attempt {after} called progress()"
+            return f"not yet: {after} has not started"
+        if self.next_ended is not None:
+            return f"never: {after} ended without progress (no rank of it called progress())"
+        return f"not yet: no rank of {after} called progress()"
 
     def to_json(self) -> Dict[str, Any]:
         """JSON-ready data: the four times, the seconds from the failure to each, and the record in one line."""
-        data: Dict[str, Any] = {"attempt": self.attempt, "next_attempt": self.next_attempt, "ended": self.ended}
+        data: Dict[str, Any] = {"attempt": self.attempt, "next_attempt": self.next_attempt, "ended": self.ended,
+                                "launcher_attempt": self.launcher_attempt}
         for phase in _PHASES:
             data[phase] = _seconds(getattr(self, phase))
+        data["next_ended"] = _seconds(self.next_ended)
         for phase in _PHASES[1:]:
             data[f"{phase}_after"] = _seconds(self.since_failure(phase))
         data["line"] = "; ".join(recovery_lines(self, label=False))
@@ -111,15 +151,20 @@ class Recovery(NamedTuple):
         seen = times[0]
         if seen is None:
             return None
-        return cls(attempt, seen, times[1], times[2], times[3], ended is True)
+        over = data.get("next_ended")
+        good = isinstance(over, (int, float)) and not isinstance(over, bool) and math.isfinite(over)
+        next_ended = float(over) if good and isinstance(over, (int, float)) else None
+        own = data.get("launcher_attempt")
+        launcher = own if isinstance(own, int) and not isinstance(own, bool) and own >= 0 else None
+        return cls(attempt, seen, times[1], times[2], times[3], ended is True, next_ended, launcher)
 
 
 def recovery_lines(record: Recovery, label: bool = True) -> List[str]:
     """The record in words, one line per phase: its time of day (UTC) and the seconds since the failure, or why
     it has not happened (``label``: the labels aligned, as ``ma-submit status`` prints them)."""
-    after = record.next_attempt
-    names = {"failure_seen": f"attempt {record.attempt} failure seen", "last_rank_gone": "last rank gone",
-             "next_started": f"attempt {after} started", "first_progress": f"attempt {after} first progress"}
+    after = record.next_label
+    names = {"failure_seen": f"{record.label} failure seen", "last_rank_gone": "last rank gone",
+             "next_started": f"{after} started", "first_progress": f"{after} first progress"}
     width = max(len(name) for name in names.values()) if label else 0
     lines = []
     for phase in _PHASES:
@@ -164,6 +209,7 @@ class RecoveryClock:
         self.progress_dirs = tuple(progress_dirs)
         self.say = say
         self.records: Dict[int, Recovery] = {}  # failed attempt -> its record
+        self.rounds: Dict[int, List[Recovery]] = {}  # the shim's attempt -> its launcher's own restarts' records
         self.books: Dict[int, _Book] = {}  # attempt -> what the coordinator saw (host 0 of several)
         import threading  # a running shim's only
 
@@ -186,6 +232,11 @@ class RecoveryClock:
         now = round(time.time(), 3)
         with self.lock:
             self._progress()
+            # a launcher's attempt that failed and was not restarted is this attempt's failure (its record below)
+            self.rounds[index] = [record for record in self.rounds.get(index, []) if record.next_started is not None]
+            before = self.records.get(index - 1)
+            if before is not None and before.next_started is not None and before.next_ended is None:
+                self.records[index - 1] = before._replace(next_ended=now)
             failed = result.exit_code != 0 or result.root_cause is not None
             if failed and result.shim_signal is None:
                 seen = round(result.seen_at, 3) if result.seen_at is not None else now
@@ -194,14 +245,48 @@ class RecoveryClock:
 
     def finish(self) -> List[Recovery]:
         """The loop is over: no record waits for another attempt; every record, oldest first."""
+        now = round(time.time(), 3)
         with self.lock:
             self._progress()
             for index, record in self.records.items():
                 if record.next_started is None:
                     self.records[index] = self._merged(record)._replace(ended=True)
-            found = [self.records[index] for index in sorted(self.records)]
+                elif record.next_ended is None:  # the loop is over: so is every attempt it started
+                    self.records[index] = record._replace(next_ended=now)
+            for index, rounds in self.rounds.items():
+                self.rounds[index] = [record._replace(next_ended=now) if record.next_ended is None else record
+                                      for record in rounds]  # fmt: skip
+            found = self._all()
         self._write()
         return found
+
+    # -- what the run's worker watch says (its thread) ------------------------------------------------------
+    def launcher_rounds(self, index: int, rounds: Sequence[Round]) -> None:
+        """The launcher of attempt ``index`` restarts its workers itself: ``rounds`` are its attempts' times so
+        far (the watch's, at each change); each one that failed gets a record, its next one's start once seen."""
+        with self.lock:
+            known = {record.launcher_attempt: record for record in self.rounds.get(index, [])}
+            starts = {item.attempt: item.seen for item in rounds}
+            made: List[Recovery] = []
+            for item in rounds:
+                if item.failed is None:
+                    continue
+                before = known.get(item.attempt)
+                made.append(Recovery(index, round(item.failed, 3), _seconds(item.gone),
+                                     _seconds(starts.get(item.attempt + 1)),
+                                     before.first_progress if before is not None else None,
+                                     launcher_attempt=item.attempt))  # fmt: skip
+                if before is not None and before.next_ended is not None:
+                    made[-1] = made[-1]._replace(next_ended=before.next_ended)
+            self.rounds[index] = made
+            self._progress()
+        self._write()
+
+    def _all(self) -> List[Recovery]:
+        """Every record, in the order the attempts happened (under the lock)."""
+        found = [*self.records.values(), *(record for rounds in self.rounds.values() for record in rounds)]
+        return sorted(found, key=lambda record: (record.attempt, 1 << 30 if record.launcher_attempt is None
+                                                 else record.launcher_attempt))  # fmt: skip
 
     # -- what host 0's coordinator says (its thread) --------------------------------------------------------
     def book(self, state: JobState) -> None:
@@ -249,24 +334,30 @@ class RecoveryClock:
 
     def _progress(self) -> None:
         """Fill in the first progress of each next attempt that has started (under the lock)."""
-        waiting = [record for record in self.records.values()
+        waiting = [record for record in self._all()
                    if record.next_started is not None and record.first_progress is None]  # fmt: skip
         if not waiting:
             return
         found = [item for folder in self.progress_dirs for item in read_progress(folder)]
         for record in waiting:
-            first = first_progress(found, record.next_attempt)
-            if first is not None:
-                first = round(max(first, record.next_started or first), 3)
-                self.records[record.attempt] = record._replace(first_progress=first)
+            first = record.first_progress_in(found)
+            if first is None:
+                continue
+            filled = record._replace(first_progress=round(first, 3))
+            if record.launcher_attempt is None:
+                self.records[record.attempt] = filled
+            else:
+                self.rounds[record.attempt] = [filled if item.launcher_attempt == record.launcher_attempt else item
+                                               for item in self.rounds[record.attempt]]  # fmt: skip
 
     def _write(self) -> None:
         from ..report.report import write_report
 
         with self.lock:
-            if not self.records:
+            found = self._all()
+            if not found:
                 return
-            data = {"recovery": [self.records[index].to_json() for index in sorted(self.records)]}
+            data = {"recovery": [record.to_json() for record in found]}
         problem = write_report(self.path, data)
         if problem and not self.told:
             self.told = True

@@ -44,7 +44,7 @@ import queue
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, BinaryIO, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, BinaryIO, Callable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
@@ -76,6 +76,7 @@ from .workers import Workers
 
 if TYPE_CHECKING:  # loaded only when a run is found hung
     from .hang_report import Hung
+    from .procs.watch import Round
 
 __all__ = ["TOKEN_VAR", "Failure", "RunResult", "Supervisor", "run_plan"]
 
@@ -336,6 +337,7 @@ def run_plan(
     cgroup: Optional[CgroupEntry] = None,
     link: Optional[AttemptLink] = None,
     hang_timeout: float = 0.0,
+    on_round: Optional[Callable[[List[Round]], None]] = None,
 ) -> RunResult:
     """Run every process of ``plan`` to the end with ``launcher``'s hooks and say how it ended.
 
@@ -350,6 +352,8 @@ def run_plan(
         link: the other hosts of a multi-host job (:mod:`.hosts`): told when this run fails; they may end it.
         hang_timeout: ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`; 0: off): every process gets the attempt's
             ``MALAUNCH_PROGRESS_FILE``.
+        on_round: told the times of the launcher's own attempts at each change, when it restarts its workers
+            itself (:class:`.procs.watch.Round`; the time to recover, :mod:`.recovery`).
 
     Raises:
         LaunchError: the log directory or a log file cannot be written, or a program cannot be started
@@ -362,6 +366,7 @@ def run_plan(
     if progress is not None:
         base_env = {**base_env, PROGRESS_VAR: progress}
     supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup, link)
+    supervisor.workers.on_round = on_round
     try:
         prepare_folders(plan)
         if progress is not None:

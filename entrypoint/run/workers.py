@@ -14,7 +14,7 @@ from .launcher import Gate, Launcher
 from .output import Output
 from .procs import proctree
 from .procs.reaper import TOKEN_VAR
-from .procs.watch import WorkerDeath, WorkerWatch
+from .procs.watch import Round, WorkerDeath, WorkerWatch
 
 __all__ = ["Workers"]
 
@@ -26,6 +26,8 @@ class Workers:
         self.plan, self.launcher, self.output, self.post = plan, launcher, output, post
         self.watch: Optional[WorkerWatch] = None
         self.gate = Gate()
+        #: told every change of a self-restarting launcher's attempts (their times: :class:`.procs.watch.Round`)
+        self.on_round: Optional[Callable[[List[Round]], None]] = None
 
     def start(self, token: str, pids: List[int]) -> None:
         """Watch the workers of the launchers ``pids`` (plan order); also tells msrun's pids' ranks."""
@@ -34,7 +36,7 @@ class Workers:
         launchers = {pid: index for index, pid in enumerate(pids)}
         self.gate = self.launcher.gate(self.plan, proctree.keys_of(dict(enumerate(pids))))
         self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables,
-                                 self.launcher.workers_lead_groups)  # fmt: skip
+                                 self.launcher.workers_lead_groups, self.on_round)  # fmt: skip
         self.watch.start()
 
     def _died(self, death: WorkerDeath) -> None:

@@ -52,7 +52,8 @@ class Marker(NamedTuple):
 
 class Recovered(NamedTuple):
     """The time to recover after attempt ``attempt`` failed: from the failure seen (``start``) to the next attempt's
-    first progress (``end``; None: not yet, or never when ``ended``), the phases between, and the record in words."""
+    first progress (``end``; None: not yet, or never when ``ended``), the phases between, and the record in words
+    (``never``: why no first progress will come, when ``ended``)."""
 
     attempt: int
     start: float
@@ -60,6 +61,7 @@ class Recovered(NamedTuple):
     phases: Tuple[Tuple[str, float], ...]  # (label, time) of the phases between that happened
     ended: bool
     line: str
+    never: str = "the job ended"
 
     def seconds(self, now: float) -> float:
         """Seconds from the failure seen to the first progress (so far, while it has not come)."""
@@ -69,7 +71,7 @@ class Recovered(NamedTuple):
         """A short label: ``recovered in 2.31 s``, ``recovering for 4.00 s`` or ``no recovery``."""
         if self.end is not None:
             return f"recovered in {self.seconds(now):.2f} s"
-        return "no recovery: the job ended" if self.ended else f"recovering for {self.seconds(now):.2f} s"
+        return f"no recovery: {self.never}" if self.ended else f"recovering for {self.seconds(now):.2f} s"
 
 
 class Timeline(NamedTuple):
@@ -84,11 +86,14 @@ class Timeline(NamedTuple):
 
 def recovered_of(record: Recovery) -> Recovered:
     """One recovery record as the timeline draws it, its words those ``ma-submit status`` prints."""
-    after = record.next_attempt
+    after = record.next_label
     phases = [(label, when) for label, when in (("last rank gone", record.last_rank_gone),
-                                                (f"attempt {after} started", record.next_started))
+                                                (f"{after} started", record.next_started))
               if when is not None]  # fmt: skip
-    line = f"recovery after attempt {record.attempt}: " + "; ".join(recovery_lines(record, label=False))
+    line = f"recovery after {record.label}: " + "; ".join(recovery_lines(record, label=False))
+    if not record.ended and record.first_progress is None and record.next_ended is not None:
+        return Recovered(record.attempt, record.failure_seen, None, tuple(phases), True, line,
+                         f"{after} ended without progress")  # fmt: skip
     return Recovered(record.attempt, record.failure_seen, record.first_progress, tuple(phases), record.ended, line)
 
 

@@ -159,6 +159,9 @@ class TorchrunLauncher(Launcher):
     def attempt_limit(self, plan: LaunchPlan, policy: RestartPolicy) -> int:
         return 1 if _restarts_itself(plan) else policy.max_restarts + 1
 
+    def restarts_workers(self, plan: LaunchPlan) -> bool:
+        return _restarts_itself(plan)
+
     def attempt_follower(
         self,
         plan: LaunchPlan,

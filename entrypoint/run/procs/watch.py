@@ -11,6 +11,12 @@ for every worker, and the exit status is read from the zombie right then, before
 status comes from the pidfd itself (``PIDFD_GET_INFO``, Linux 6.15+); only on older kernels does it then stay
 unknown (None), and the launcher's own summary supplies it. Without pidfds (Linux < 5.3) the
 watch falls back to looking for zombies at every scan.
+
+For a launcher that restarts its workers itself (torchrun's ``--max_restarts``), the watch also keeps each of its
+attempts' times (:class:`Round`, wall clock): when the first worker of it was seen, when the first of its workers
+failed (a death by SIGTERM, SIGINT or SIGHUP is the launcher stopping the rest, not a failure) and when the last
+one died; ``on_round`` is told at each change (the time to recover of
+:mod:`..recovery`).
 """
 
 from __future__ import annotations
@@ -18,15 +24,17 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import threading
 import time
-from typing import Callable, Dict, Mapping, Optional, Sequence, Set
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from . import proctree
 
-__all__ = ["WorkerDeath", "WorkerWatch"]
+__all__ = ["Round", "WorkerDeath", "WorkerWatch"]
 
 SCAN_INTERVAL = 0.05
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class WorkerDeath:
@@ -53,6 +61,16 @@ class WorkerDeath:
     def __repr__(self) -> str:
         return (f"WorkerDeath(index={self.index}, rank={self.rank}, pid={self.pid}, code={self.code}, at={self.at}, "
                 f"attempt={self.attempt}, error_file={self.error_file!r})")  # fmt: skip
+
+
+class Round(NamedTuple):
+    """One attempt of a launcher that restarts its workers itself (its own count, ``TORCHELASTIC_RESTART_COUNT``),
+    as the watch saw it: wall-clock times (seconds since the epoch), None for what has not happened."""
+
+    attempt: int
+    seen: float  # its first worker found (the watch scans every SCAN_INTERVAL)
+    failed: Optional[float] = None  # its first worker that exited non-zero (or unknown)
+    gone: Optional[float] = None  # its last worker seen to die so far
 
 
 class _Worker:
@@ -111,6 +129,7 @@ class WorkerWatch:
         post: Callable[[WorkerDeath], None],
         attempt_variables: Sequence[str] = (),
         leaders_only: bool = False,
+        on_round: Optional[Callable[[List[Round]], None]] = None,
     ):
         self._token = (token_var, token)
         self._attempt_variables = tuple(attempt_variables)
@@ -123,6 +142,8 @@ class WorkerWatch:
         self.pid_ranks: Dict[int, int] = {}
         self.error_files: Dict[str, int] = {}  # every TORCHELASTIC_ERROR_FILE seen -> its worker's rank
         self.attempt_ranks: Dict[Optional[int], Set[int]] = {}  # launcher attempt -> ranks of the workers seen
+        self._on_round = on_round
+        self._rounds: Dict[int, Round] = {}  # launcher attempt -> its times (kept only with on_round)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="watch", daemon=True)
 
@@ -163,6 +184,27 @@ class WorkerWatch:
                 self._stop.wait(SCAN_INTERVAL)
             self._check_zombies()
 
+    def rounds(self) -> List[Round]:
+        """Every launcher attempt seen, oldest first (empty without ``on_round``)."""
+        return [self._rounds[number] for number in sorted(self._rounds)]
+
+    def _round_changed(self, attempt: Optional[int], seen: bool = False, code: Optional[int] = 0) -> None:
+        """Watch thread: a worker of launcher attempt ``attempt`` was found (``seen``) or died with ``code``."""
+        if self._on_round is None or attempt is None:
+            return
+        now = time.time()
+        known = self._rounds.get(attempt)
+        if seen:
+            if known is not None:
+                return
+            self._rounds[attempt] = Round(attempt, now)
+        else:
+            known = known if known is not None else Round(attempt, now)
+            stopped = code is not None and -code in _STOP_SIGNALS  # the launcher stopping the rest: not a failure
+            failed = known.failed if known.failed is not None or code == 0 or stopped else now
+            self._rounds[attempt] = known._replace(failed=failed, gone=now)
+        self._on_round(self.rounds())
+
     def _died(self, worker: _Worker, at: float) -> None:
         if worker.pid in self._done:
             return
@@ -171,6 +213,7 @@ class WorkerWatch:
         if code is None and worker.fd is not None:  # the launcher reaped it first: the pidfd still knows
             code = proctree.pidfd_exit_status(worker.fd)
         self._post(worker.death(code, at))
+        self._round_changed(worker.attempt, code=code)
 
     def _check_zombies(self) -> None:
         now = time.monotonic()
@@ -182,9 +225,11 @@ class WorkerWatch:
                 if code is not None:
                     self._done.add(worker.pid)
                     self._post(worker.death(code, now))
+                    self._round_changed(worker.attempt, code=code)
                 elif proctree.read_info(worker.pid) is None:
                     self._done.add(worker.pid)
                     self._post(worker.death(None, now))
+                    self._round_changed(worker.attempt, code=None)
 
     def _scan(self) -> None:
         for pid in proctree.all_pids():
@@ -212,4 +257,5 @@ class WorkerWatch:
             self.attempt_ranks.setdefault(attempt, set()).add(rank)
             if path:
                 self.error_files[path] = rank
+            self._round_changed(attempt, seen=True)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, List, Tuple
 
-from malaunch.entrypoint.public import PROGRESS_DIR_NAME, first_progress, read_progress, read_recovery, recovery_file
+from malaunch.entrypoint.public import PROGRESS_DIR_NAME, read_progress, read_recovery, recovery_file
 
 from .jobdir import JobPaths
 
@@ -31,8 +31,8 @@ def job_progress(paths: JobPaths, hosts: int) -> Tuple[Tuple[RankProgress, ...],
     filled = []
     for record in recovery:
         if record.next_started is not None and record.first_progress is None:
-            first = first_progress(records, record.next_attempt)
+            first = record.first_progress_in(records)
             if first is not None:
-                record = record._replace(first_progress=max(first, record.next_started))
+                record = record._replace(first_progress=first)
         filled.append(record)
     return tuple(records), tuple(filled)

@@ -189,7 +189,7 @@ def _report(work: Path, stdout: str, stderr: str) -> Any:
     return _scrub(data)
 
 
-_RECOVERY_TIMES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
+_RECOVERY_TIMES = ("failure_seen", "last_rank_gone", "next_started", "first_progress", "next_ended")
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d\.\d{3} UTC( \(\+\d+\.\d+ s\))?")
 
 

@@ -12,6 +12,7 @@ import pytest
 from malaunch.entrypoint import checkpoint
 from malaunch.entrypoint.report.report import RunResult
 from malaunch.entrypoint.run.hosts.jobstate import JobState
+from malaunch.entrypoint.run.procs.watch import Round
 from malaunch.entrypoint.run.progress import RankProgress, first_progress, newest_attempt, read_progress, summarize
 from malaunch.entrypoint.run.recovery import Recovery, RecoveryClock, read_recovery, recovery_lines
 
@@ -116,6 +117,70 @@ def test_a_recovery_record_in_words_has_every_phase_and_no_none() -> None:
     assert Recovery.from_json({"attempt": 0}) is None and Recovery.from_json([]) is None
     for record in (whole, waiting, ended, Recovery(0, T)):
         assert "None" not in " ".join(recovery_lines(record)) + record.to_json()["line"]
+
+
+def test_a_next_attempt_that_ended_without_progress_says_never_not_yet() -> None:
+    """The next attempt started and ended (its run over) before any rank of it called progress(): its first
+    progress will never come, and the record says so by that fact."""
+    over = Recovery(0, T, T + 1, T + 2, next_ended=T + 9)
+    assert recovery_lines(over)[3] == ("attempt 1 first progress  never: attempt 1 ended without progress (no rank "
+                                       "of it called progress())")  # fmt: skip
+    assert "not yet" not in over.to_json()["line"]
+    assert over.to_json()["next_ended"] == T + 9 and Recovery.from_json(over.to_json()) == over
+    assert Recovery.from_json({**over.to_json(), "next_ended": "soon"}) == over._replace(next_ended=None)
+    progressed = over._replace(first_progress=T + 3)  # it did progress, then ended: the time, as ever
+    assert recovery_lines(progressed)[3] == "attempt 1 first progress  05:40:03.000 UTC (+3.00 s)"
+
+
+def test_the_clock_notes_when_the_next_attempt_ended_and_a_record_without_progress_is_never(tmp_path: Path) -> None:
+    clock = RecoveryClock(str(tmp_path), [str(tmp_path / "progress.d")], print)
+    clock.started(0)
+    clock.ended(0, _result(time.time() - 0.5))
+    clock.started(1)
+    assert clock.records[0].next_ended is None
+    clock.ended(1, RunResult(0, None, None, 1.0))  # attempt 1 succeeded without a single progress() call
+    (record,) = clock.finish()
+    assert record.next_ended is not None and record.first_progress is None and not record.ended
+    assert record.next_started <= record.next_ended  # type: ignore[operator]
+    assert "attempt 1 first progress: never: attempt 1 ended without progress" in record.to_json()["line"]
+    (read,) = read_recovery(str(tmp_path / "recovery.json"))
+    assert read == record
+
+
+def test_a_loop_that_ends_while_the_next_attempt_runs_closes_its_record(tmp_path: Path) -> None:
+    """finish() with a next attempt started but never reported over (the loop ended it): over too, never."""
+    clock = RecoveryClock(str(tmp_path), [], print)
+    clock.ended(0, _result(time.time()))
+    clock.started(1)
+    (record,) = clock.finish()
+    assert record.next_ended is not None and "never: attempt 1 ended" in record.to_json()["line"]
+
+
+def test_a_launchers_own_restart_is_a_record_inside_the_shims_attempt(tmp_path: Path) -> None:
+    """torchrun restarts by itself inside the shim's attempt 0: its attempt 0 failed and 1 started (a record,
+    "attempt 0.0" -> "attempt 0.1", its first progress from the records of "0.1"); its attempt 1 failed and was
+    not restarted: that is the shim's attempt 0 failing, whose record it is, not a launcher's one."""
+    clock = RecoveryClock(str(tmp_path), [str(tmp_path / "progress.d")], print)
+    now = time.time()
+    clock.started(0)
+    clock.launcher_rounds(0, [Round(0, now - 9, failed=now - 5)])
+    (waiting,) = read_recovery(str(tmp_path / "recovery.json"))  # written at once: status shows it while it runs
+    assert (waiting.launcher_attempt, waiting.next_started, waiting.label) == (0, None, "attempt 0.0")
+    assert recovery_lines(waiting)[2] == "attempt 0.1 started         not yet: attempt 0.1 waits to start"
+    (tmp_path / "progress.d").mkdir()
+    (tmp_path / "progress.d" / "rank-0.json").write_text(json.dumps(
+        {"rank": 0, "step": 1, "time": now - 1, "first": now - 2, "attempt": "0.1"}))  # fmt: skip
+    clock.launcher_rounds(0, [Round(0, now - 9, now - 5, now - 4.5), Round(1, now - 4, now - 0.5, now - 0.4)])
+    clock.ended(0, _result(now - 0.5))
+    own, shim = clock.finish()
+    assert (own.attempt, own.launcher_attempt, own.next_attempt) == (0, 0, 0)
+    assert (own.failure_seen, own.last_rank_gone, own.next_started, own.first_progress) == pytest.approx(
+        (now - 5, now - 4.5, now - 4, now - 2), abs=0.002)  # fmt: skip
+    assert own.to_json()["line"].startswith("attempt 0.0 failure seen: ")
+    assert "attempt 0.1 first progress: " in own.to_json()["line"]
+    assert (shim.attempt, shim.launcher_attempt, shim.ended) == (0, None, True)
+    assert Recovery.from_json(own.to_json()) == own and Recovery.from_json(shim.to_json()) == shim
+    assert read_recovery(str(tmp_path / "recovery.json")) == [own, shim]
 
 
 def _result(seen: float | None) -> RunResult:

@@ -13,7 +13,7 @@ from typing import Any, Dict
 import pytest
 from malaunch.entrypoint.run.progress import read_progress
 from malaunch.entrypoint.run.recovery import read_recovery
-from shimutil import SCRIPTS, assert_nothing_left, marked_env, shim, write_v10_table
+from shimutil import SCRIPTS, assert_nothing_left, free_port, marked_env, shim, write_v10_table
 
 pytestmark = pytest.mark.process
 
@@ -74,6 +74,33 @@ def test_a_failure_that_ends_the_job_says_no_attempt_followed(tmp_path: Path) ->
     assert second["failure_seen"] <= second["last_rank_gone"]
     assert "attempt 2 started: never: the job ended without another attempt" in second["line"]
     assert "None" not in second["line"]
+    assert_nothing_left(env["MALAUNCH_TEST_MARK"])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_torchruns_own_restart_gets_a_recovery_record_of_its_own(tmp_path: Path) -> None:
+    """torchrun restarts its workers itself (``--max_restarts`` in MA_EXTRA_TORCHRUN_PARAMS): one shim attempt, and
+    the restart inside it is recorded like the shim's own, from what the shim sees: the workers of torchrun's
+    attempt 0 failing and gone, those of its attempt 1 started, and their progress records ("0.1")."""
+    env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_MAX_RESTARTS": "1",
+                      "MA_EXTRA_TORCHRUN_PARAMS": "--max_restarts=1", "MA_TORCHRUN_MASTER_PORT": str(free_port()),
+                      "MALAUNCH_LOG_DIR": str(tmp_path / "logs"), "MALAUNCH_GRACE_PERIOD": "3", "STEP_PACE": "0.05",
+                      "FAIL_RANK": "1", "FAIL_STEP": "3", "FAIL_COUNTER": "TORCHELASTIC_RESTART_COUNT"})  # fmt: skip
+    done = shim([STEPS, "8", "8"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = report(tmp_path)
+    assert [(a["attempt"], a["restarted"]) for a in data["attempts"]] == [(0, True), (1, False)], data["attempts"]
+    (record,) = data["recovery"]  # the shim's attempt 0 succeeded: torchrun's restart is the only record
+    assert (record["attempt"], record["launcher_attempt"], record["next_attempt"], record["ended"]) == (0, 0, 0, False)
+    times = [record[name] for name in TIMES]
+    assert all(isinstance(value, float) for value in times) and times == sorted(times), record
+    progress = read_progress(str(tmp_path / "logs" / "progress.d"))
+    assert sorted(r.attempt for r in progress) == ["0.1", "0.1"]  # the progress records carry torchrun's count
+    assert record["first_progress"] == pytest.approx(max(min(r.first for r in progress), times[2]), abs=0.002)
+    assert record["line"].startswith("attempt 0.0 failure seen: ") and "attempt 0.1 started: " in record["line"]
+    assert "attempt 0.1 first progress: " in record["line"] and "not yet" not in record["line"]
+    assert [item.to_json() for item in read_recovery(str(tmp_path / "logs" / "recovery.json"))] == [record]
     assert_nothing_left(env["MALAUNCH_TEST_MARK"])
 
 

@@ -7,6 +7,8 @@ Environment:
   FAIL_RANK      the rank that SIGKILLs itself (default: none) ...
   FAIL_STEP      ... after reporting this step (default 3) ...
   FAIL_ATTEMPTS  ... in these attempts (MALAUNCH_ATTEMPT, comma-separated; default 0)
+  FAIL_COUNTER   the variable that numbers those attempts (default MALAUNCH_ATTEMPT; TORCHELASTIC_RESTART_COUNT
+                 under a torchrun that restarts by itself)
   HOLD_FILE      after the last step, wait until this file exists before exiting (a test looks meanwhile)
   STEP_PRINT     1: print a line per step (default: print nothing)
   PROGRESS_UNTIL call progress() only up to this step (default: every step)
@@ -25,7 +27,7 @@ steps = int(sys.argv[1])
 total = int(sys.argv[2]) if len(sys.argv) > 2 else None
 pace = float(os.environ.get("STEP_PACE", "0.05"))
 rank, _ = checkpoint.rank_and_size()
-attempt = int(os.environ.get("MALAUNCH_ATTEMPT", "0") or "0")
+attempt = int(os.environ.get(os.environ.get("FAIL_COUNTER", "MALAUNCH_ATTEMPT"), "0") or "0")
 fail_rank = os.environ.get("FAIL_RANK")
 fail_step = int(os.environ.get("FAIL_STEP", "3"))
 fail_attempts = {int(x) for x in os.environ.get("FAIL_ATTEMPTS", "0").split(",") if x}

@@ -37,6 +37,18 @@ def test_status_of_a_running_job_says_step_rate_time_left_and_the_recovery() -> 
     ]
 
 
+def test_status_says_a_launchers_own_restart_by_its_attempts_inside_the_shims() -> None:
+    own = Recovery(0, T - 5.0, T - 4.75, T - 3.5, None, launcher_attempt=0)
+    text = render_status(_status(JobState.RUNNING, progress=RANKS, recovery=(own,)), now=T + 62)
+    assert text.splitlines()[-5:] == [
+        "recovery after attempt 0.0 (the launcher's own restart):",
+        "  attempt 0.0 failure seen    05:39:55.000 UTC",
+        "  last rank gone              05:39:55.250 UTC (+0.25 s)",
+        "  attempt 0.1 started         05:39:56.500 UTC (+1.50 s)",
+        "  attempt 0.1 first progress  not yet: no rank of attempt 0.1 called progress()",
+    ]
+
+
 def test_status_of_an_ended_job_says_how_far_it_got() -> None:
     text = render_status(_status(JobState.SUCCEEDED, progress=RANKS), now=T + 3600)
     assert text.splitlines()[-1] == ("progress:  step 118 of 1000 (2 ranks of attempt 1; the fastest at 120), the "

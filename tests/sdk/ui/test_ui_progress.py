@@ -184,6 +184,14 @@ def test_a_recovery_not_yet_progressed_is_drawn_open_with_its_words() -> None:
     assert "no recovery: the job ended" in part and "never: the job ended without another attempt" in part
 
 
+def test_a_next_attempt_that_ended_without_progress_is_no_recovery_and_its_bar_stops() -> None:
+    """Attempt 1 started and ended without a progress() call: no 'recovering for' growing with the clock."""
+    record = Recovery(0, failure_seen=110.0, last_rank_gone=110.5, next_started=111.0, next_ended=130.0)
+    part = timeline_part(timeline_of(_status(JobState.FAILED, (record,)), [], 200.0), 200.0)
+    assert "recovering for" not in part and "no recovery: attempt 1 ended without progress" in part
+    assert "attempt 1 first progress: never: attempt 1 ended without progress" in html.unescape(part)
+
+
 def test_a_backend_that_refuses_the_listing_shows_its_line_in_place() -> None:
     refused = listing_refused("<j>")  # Volcano's line: the folder is on the cluster's volume
     part = progress_part(_status(JobState.RUNNING), None, str(refused), 120.0)
