@@ -41,6 +41,10 @@ __all__ = ["POLL", "HeldParts", "SaveBook", "SaveWatch", "held_parts", "write_ma
 POLL = 0.5  # seconds between two looks at the host's checkpoint folder
 _RECORD = 4096  # bytes read of a part, as the helper's reader reads one
 _MAX_OPEN = 4096  # unfinished checkpoints the coordinator follows in one attempt, at most
+#: Seconds a part's modification time may read before its attempt's start and still count: a file system that keeps
+#: whole seconds (or a server's clock a little behind) must not hide a fresh part; a part of the same attempt number
+#: left by an earlier run of the job is older than that (a shim's start takes longer).
+_SLACK = 2.0
 
 
 class HeldParts(NamedTuple):
@@ -150,7 +154,7 @@ class SaveWatch:
     def begin(self, attempt: int) -> None:
         """Attempt ``attempt`` starts on this host now (before its ranks)."""
         with self._lock:
-            self._attempt, self._since, self._told = attempt, time.time(), {}
+            self._attempt, self._since, self._told = attempt, time.time() - _SLACK, {}
 
     def flush(self) -> None:
         """One look now (the attempt's ranks are gone: before this host says its attempt is over)."""

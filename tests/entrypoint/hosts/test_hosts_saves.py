@@ -163,3 +163,18 @@ def test_a_real_coordinator_tells_every_host_once_both_reported() -> None:
             sock.close()
     finally:
         server.close(linger=0.5)
+
+
+def test_a_part_stamped_a_second_before_the_attempt_counts_one_of_an_earlier_run_does_not(tmp_path: Path) -> None:
+    """A file system that keeps whole seconds may stamp a fresh part before the attempt's start; a part left by an
+    earlier run of the job with the same attempt number is older than a shim's start."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    _part(tmp_path, 0, ranks=2)
+    _part(tmp_path, 1, ranks=2, step=9)
+    now = time.time()
+    os.utime(tmp_path / STEP / ".parts" / "rank-0", (now - 1, now - 1))
+    os.utime(tmp_path / "step-00000009" / ".parts" / "rank-1", (now - 60, now - 60))
+    watch.flush()
+    assert sent == [Parts(1, STEP, 6, 2, (0,))]
