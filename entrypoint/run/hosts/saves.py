@@ -34,6 +34,7 @@ from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, T
 
 from ...contract.checkpoint_dir import MARKER, PARTS, marker_text
 from .jobstate import Send
+from .members import members_text, read_members
 from .messages import Parts, Saved
 
 __all__ = ["POLL", "HeldParts", "SaveBook", "SaveWatch", "held_parts", "write_marker"]
@@ -108,6 +109,13 @@ def held_parts(directory: str, attempt: int, since: float) -> List[HeldParts]:
     return found
 
 
+def _fits(name: str, size: int, ranks: Tuple[int, ...]) -> bool:
+    """Whether a ``parts`` message of these reads back on the coordinator (a checkpoint's folder of at most 255
+    characters, at most 2^20 ranks, ranks that travel as ranges or packed): one it would refuse as malformed would
+    cost this host its connection, so that save stays incomplete instead (the safe side)."""
+    return 0 < len(name) <= 255 and 0 < size <= 1 << 20 and read_members(members_text(ranks)) == ranks
+
+
 def write_marker(folder: str, step: int, ranks: int) -> bool:
     """Write ``folder``'s ``.complete`` whole, once: a finished temporary file linked to its name. False when it was
     there already (or the folder cannot take it)."""
@@ -172,10 +180,10 @@ class SaveWatch:
                 if attempt is None or directory is None:
                     return
                 for held in held_parts(directory, attempt, self._since):
-                    key = (held.name, held.step)
-                    if self._told.get(key) != held.ranks:
+                    key, ranks = (held.name, held.step), tuple(sorted(held.ranks))
+                    if self._told.get(key) != held.ranks and _fits(held.name, held.size, ranks):
                         self._told[key] = held.ranks
-                        news.append(Parts(attempt, held.name, held.step, held.size, tuple(sorted(held.ranks))))
+                        news.append(Parts(attempt, held.name, held.step, held.size, ranks))
             for message in news:  # outside the state's lock: a send may wait for a slow coordinator
                 self.send(message)
 

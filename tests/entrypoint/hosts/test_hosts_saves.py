@@ -178,3 +178,20 @@ def test_a_part_stamped_a_second_before_the_attempt_counts_one_of_an_earlier_run
     os.utime(tmp_path / "step-00000009" / ".parts" / "rank-1", (now - 60, now - 60))
     watch.flush()
     assert sent == [Parts(1, STEP, 6, 2, (0,))]
+
+
+def test_a_report_the_coordinator_would_refuse_is_not_sent(tmp_path: Path) -> None:
+    """Ranks past what a message can carry (a host holding every other rank of 40,000): sent, the report would be
+    refused as malformed and cost the host its connection; unsent, that save stays incomplete."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    for rank in range(0, 40000, 2):  # as the helper's parts, written without a rank's whole save
+        (tmp_path / STEP / ".parts").mkdir(parents=True, exist_ok=True)
+        (tmp_path / STEP / ".parts" / f"rank-{rank}").write_text(json.dumps({"step": 6, "attempt": "1.0",
+                                                                           "rank": rank, "ranks": 40000}))
+    watch.flush()
+    assert sent == []
+    _part(tmp_path, 1, ranks=2, step=9)
+    watch.flush()
+    assert sent == [Parts(1, "step-00000009", 9, 2, (1,))]
