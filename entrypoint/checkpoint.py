@@ -18,11 +18,15 @@ image that has the shim. It follows the contract the shim keeps (``MALAUNCH_CHEC
                 torch.save(state, f"{folder}/rank-{rank}.pt")
 
 :func:`save` marks the checkpoint complete only once every rank of the job has finished its part: each rank, as
-its ``with`` block ends without an error, leaves a file in the checkpoint's ``.parts`` folder naming its step and
-its attempt; the rank that then finds every rank's part of this attempt there writes ``.complete`` (through a
-hard link, so exactly one rank does, and whole). No collective of the training framework is used, so it works the
-same for ``torch.save``, torch's distributed checkpoint and MindSpore's ``ModelCheckpoint``. A rank killed in the
-middle leaves the folder incomplete: the shim never offers it, and the next attempt resumes from the one before.
+its ``with`` block ends without an error, leaves a file in the checkpoint's ``.parts`` folder naming its step, its
+attempt and the job's number of ranks; the rank that then finds every rank's part of this attempt there writes
+``.complete`` (through a hard link, so exactly one rank does, and whole). Where each host's folder is its own
+(ModelArts: one output channel per node), no rank finds them all: each host's shim tells the job's coordinator
+which parts its folder holds, and writes ``.complete`` there once the hosts together hold every rank's part
+(:mod:`.run.hosts.saves`). No collective of the training framework is used, so it works the same for
+``torch.save``, torch's distributed checkpoint and MindSpore's ``ModelCheckpoint``. A rank killed in the middle
+leaves the folder incomplete on every host: the shim never offers it, and the next attempt resumes from the one
+before.
 
 :func:`progress` touches ``MALAUNCH_PROGRESS_FILE`` when hang detection is on (a step counts as output) and
 records the rank's step in ``$MALAUNCH_PROGRESS_DIR/rank-<R>.json`` (every job: :mod:`.run.progress`), where
@@ -147,7 +151,7 @@ def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None,
     os.makedirs(os.path.join(target, PARTS), exist_ok=True)
     yield target
     attempt = _attempt(env)
-    part = {"step": step, "attempt": attempt, "rank": me}
+    part = {"step": step, "attempt": attempt, "rank": me, "ranks": size}
     write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
     if _parts_done(target, step, attempt, size):
         _write_marker(target, step, size, me)

@@ -7,8 +7,10 @@ optionally, ``time`` (seconds since the epoch) and ``ranks``. "Newest" is the la
 *damaged*: the folder is passed over like an incomplete one.
 
 Inside an unfinished checkpoint the helper (:mod:`malaunch.entrypoint.checkpoint`) keeps ``.parts/rank-<R>``, one
-file per rank that finished its part, holding the step and the save's attempt; the rank that finds every part of
-its own attempt there writes ``.complete`` (a hard link of a finished temporary file, so exactly one rank does).
+file per rank that finished its part, holding the step, the save's attempt and the job's number of ranks; the rank
+that finds every part of its own attempt there writes ``.complete`` (a hard link of a finished temporary file, so
+exactly one rank does). Where each host's folder is its own, each host's shim writes it the same way once the
+job's coordinator says the hosts together hold every part (:mod:`..run.hosts.saves`).
 An incomplete folder's place in time is the step its parts record; without one, its files' newest modification
 time against the newest complete checkpoint's marker.
 

@@ -45,8 +45,8 @@ def checkpoints_cmd(backend: Optional[str], output: str, job_id: str) -> int:
     """List the checkpoints of JOB_ID: step, age, size, and whether each is complete (and why not).
 
     A checkpoint is complete once its folder holds .complete, written last; one with no marker, a damaged marker,
-    or one still being written (the job runs) is never resumed from. Start a new job from one of them with
-    'ma-submit --resume-from JOB_ID[:NAME] job.yaml'.
+    one still being written (the job runs), or one whose parts have not all reached OBS is never resumed from.
+    Start a new job from one of them with 'ma-submit --resume-from JOB_ID[:NAME] job.yaml'.
     """
     impl, ident = resolved(backend, job_id)
     found = impl.checkpoints(ident)

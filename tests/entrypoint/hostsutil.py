@@ -27,10 +27,13 @@ class Hosts:
 
     def __init__(self, tmp: Path, count: int, extra: Mapping[str, str], script: str = "hosts_job.py",
                  args: tuple[str, ...] = (), netns: bool = False,
-                 consoles: Mapping[int, int] = {}) -> None:  # fmt: skip
+                 consoles: Mapping[int, int] = {},
+                 per_host: Mapping[int, Mapping[str, str]] = {}) -> None:  # fmt: skip
         """``consoles``: host index -> a descriptor (a pipe the test reads) to take the place of that host's
-        ``host<i>.<run>.out`` as its shim's stdout and stderr."""
+        ``host<i>.<run>.out`` as its shim's stdout and stderr; ``per_host``: host index -> variables of that host
+        alone (a folder of its own)."""
         self.tmp, self.count, self.script, self.args = tmp, count, script, args
+        self.per_host = {index: dict(extra) for index, extra in per_host.items()}
         self.consoles = dict(consoles)
         self.port = free_port()
         self.secret = os.urandom(16).hex()
@@ -53,7 +56,7 @@ class Hosts:
         run = self.starts.get(index, 0)
         self.starts[index] = run + 1
         env = {**self.env, "VC_TASK_INDEX": str(index), "MALAUNCH_LOG_DIR": str(self.tmp / f"h{index}"),
-               "MA_CURRENT_HOST_IP": self.addresses[index]}
+               "MA_CURRENT_HOST_IP": self.addresses[index], **self.per_host.get(index, {})}
         with open(self.tmp / f"host{index}.{run}.out", "wb") as file:
             out = self.consoles.get(index, file.fileno())
             argv: Sequence[str] = [sys.executable, "-m", "malaunch.entrypoint", str(SCRIPTS / self.script), *self.args]

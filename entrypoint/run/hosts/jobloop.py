@@ -46,6 +46,7 @@ from .bookwatch import BookWatch
 from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
+from .saves import SaveWatch
 from .server import Coordinator
 from .wire import job_key
 
@@ -115,6 +116,8 @@ class Coordinated(AttemptLoop):
         self.result: Optional[RunResult] = None
         self.told: Optional[Cause] = None  # this host's account of its last failed attempt (``over``)
         self.gone: Optional[Tuple[str, float]] = None  # the coordinator's loss this host last said
+        self.saves = SaveWatch(checkpoints.config.directory if checkpoints is not None else None,
+                               lambda parts: self._link().send(parts), say)  # saves completed (:mod:`.saves`)
         self.hosts: Dict[str, Any] = {"host": config.host, "num_hosts": config.num_hosts, "master": config.master,
                                       "port": config.port, "secret_given": config.secret_given}  # fmt: skip
         if config.min_hosts is not None:
@@ -131,9 +134,11 @@ class Coordinated(AttemptLoop):
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
                              self.say, self.plan.log_dir)  # fmt: skip
         self.link.ready = self.plan.prepare is None  # a host joins at once, and prepares (first()) once joined
+        self.link.on_saved = self.saves.start().saved
         self.link.start()
 
     def end(self) -> None:
+        self.saves.close()
         if self.link is not None:
             self.link.close()
         if self.server is not None:
@@ -175,6 +180,7 @@ class Coordinated(AttemptLoop):
         stopped = result.shim_signal is not None  # this host was stopped during the attempt: it leaves the job now
         # said before the coordinator hears it: its answer (a wait for a lost host) is announced after this
         self.announce(index, "backoff" if kind is not None and not stopped else "ended")
+        self.saves.flush()  # its ranks are gone: the parts they left are told before the attempt's end
         self._link().over(index, self.told)
         return self._outcome(self._own_result()) if stopped else self._next()
 
@@ -231,6 +237,7 @@ class Coordinated(AttemptLoop):
 
     def starting(self, index: int) -> None:
         self._link().last_attempt = index
+        self.saves.begin(index)
 
     def run_options(self, index: int) -> Dict[str, Any]:
         return {"link": _AttemptSide(self._link(), index)}

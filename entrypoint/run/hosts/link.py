@@ -8,7 +8,10 @@
 - ``end`` (another host failed or was lost, or every host's ranks are silent or ended: hung) goes to the running
   attempt's supervisor, as a :class:`~..events.HostsEnd` event (:meth:`HostLink.attach`);
 - ``silent`` (hang detection) tells the coordinator when this host's ranks went silent, spoke again, or all
-  exited while its launcher winds down.
+  exited while its launcher winds down;
+- ``parts`` tells it which ranks' parts of a save this host's checkpoint folder holds, and ``saved`` (every rank's
+  part is held by some host) goes to :attr:`HostLink.on_saved` on this thread, before any later command
+  (:mod:`.saves`).
 
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
@@ -62,9 +65,9 @@ class HostLink:
         self.last_attempt = -1  # the last attempt this host started (the hello says it)
         self.ready = True  # this host's prepare steps are done (the hello says it; :meth:`prepared`)
         self._failed_prepare: Optional[Prepared] = None  # said again on every join: the job ends with it
-        #: The coordinator was lost and this host joins it again: why, and until when (seconds since the epoch).
-        self.gone: Optional[Tuple[str, float]] = None
+        self.gone: Optional[Tuple[str, float]] = None  # the coordinator lost: why, until when it is joined again
         self._post: Optional[Callable[[Event], None]] = None
+        self.on_saved: Optional[Callable[[messages.Saved], None]] = None  # writes a checkpoint's marker (:mod:`.saves`)
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._channel: Optional[wire.Channel] = None
@@ -92,16 +95,16 @@ class HostLink:
     def failing(self, attempt: int, hold: float = 0.0) -> None:
         """This host's attempt is ending after a failure of its own; ``hold``: the failure's log says a peer
         failed, and this host holds its stop that long (the coordinator holds the others' end as long)."""
-        self._send(Failing(attempt, hold))
+        self.send(Failing(attempt, hold))
 
     def silent(self, attempt: int, silent: bool, ended: bool = False) -> None:
         """This host's ranks went silent (True) or spoke again (False), or all exited while its launcher winds
         down (``ended``): hang detection is the job's."""
-        self._send(Silent(attempt, silent, ended))
+        self.send(Silent(attempt, silent, ended))
 
     def over(self, attempt: int, cause: Optional[Cause]) -> None:
         """This host's attempt ended; ``cause`` is its root cause (None: its ranks succeeded)."""
-        self._send(Over(attempt, cause))
+        self.send(Over(attempt, cause))
 
     def prepared(self, cause: Optional[Cause]) -> None:
         """This host's prepare steps ended (``cause`` None: they succeeded; else the step that failed)."""
@@ -109,7 +112,7 @@ class HostLink:
         message = Prepared(cause)
         if cause is not None:
             self._failed_prepare = message  # a link not joined yet (or joining again) says it once joined
-        self._send(message)
+        self.send(message)
 
     @property
     def ended(self) -> bool:
@@ -125,7 +128,8 @@ class HostLink:
         self._thread.join(2.0)
 
     # -- the thread ----------------------------------------------------------------------------------------------
-    def _send(self, message: messages.Message) -> None:
+    def send(self, message: messages.Message) -> None:
+        """Send ``message`` (one lost with the connection is not sent again: :mod:`.saves` stays incomplete)."""
         with self._send_lock:
             sock, channel = self._sock, self._channel
             if sock is None or channel is None:
@@ -194,9 +198,9 @@ class HostLink:
             self._sock, self._channel = sock, channel
         self.gone = None
         if self._failed_prepare is not None:
-            self._send(self._failed_prepare)
+            self.send(self._failed_prepare)
         elif self.ready and not hello.prepared:  # the steps ended while it joined: their end was not sent
-            self._send(Prepared(None))
+            self.send(Prepared(None))
         return rest
 
     def _serve(self, buffer: bytes) -> str:
@@ -212,7 +216,7 @@ class HostLink:
                 return f"no heartbeat for {self.timeout:g} s"
             if now >= beat:
                 beat = now + self.interval
-                self._send(Heartbeat())
+                self.send(Heartbeat())
             while b"\n" in buffer:
                 line, _, buffer = buffer.partition(b"\n")
                 try:
@@ -236,20 +240,25 @@ class HostLink:
         return "closing"
 
     def _dispatch(self, message: Optional[messages.Message]) -> None:
-        if isinstance(message, (Start, Finish)):
+        if isinstance(message, messages.Saved) and self.on_saved is not None:
+            self.on_saved(message)
+        elif isinstance(message, (Start, Finish)):
             self.commands.put(message)
             if isinstance(message, Finish):
                 self._closing.set()
         elif isinstance(message, End):
             post = self._post
             if post is not None and message.attempt == self.last_attempt:
-                if message.why is Why.HUNG:
-                    post(HostsEnd(_HUNG_LINE, hung=True))
-                elif message.why is Why.JOINED:
-                    post(HostsEnd(_host_line(message.host, message.addr or "?", "joined",
-                                             "so that the next attempt takes it in")))  # fmt: skip
-                else:
-                    post(HostsEnd(_host_line(message.host, message.addr or "?", message.why.value)))
+                post(_end_event(message))
+
+
+def _end_event(message: End) -> HostsEnd:
+    """What the running attempt's supervisor gets for the coordinator's ``end``."""
+    if message.why is Why.HUNG:
+        return HostsEnd(_HUNG_LINE, hung=True)
+    if message.why is Why.JOINED:
+        return HostsEnd(_host_line(message.host, message.addr or "?", "joined", "so that the next attempt takes it in"))
+    return HostsEnd(_host_line(message.host, message.addr or "?", message.why.value))
 
 
 def _host_line(host: Optional[int], addr: str, why: str, then: str = "with it") -> str:

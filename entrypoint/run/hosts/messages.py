@@ -26,11 +26,16 @@ message        sent by      when                                                
                             this host's attempt ends
 ``over``       host         its attempt ended (``cause`` None: it succeeded)    ``attempt``, ``cause``
 ``finish``     coordinator  the job is over: exit with ``code``                 ``code``, ``cause``, ``attempt``
+``parts``      host         its checkpoint folder holds these ranks' parts of   ``attempt``, ``name``, ``step``,
+                            a save of ``attempt`` (:mod:`.saves`)               ``size``, ``ranks``
+``saved``      coordinator  the hosts hold every rank's part of that save:      ``attempt``, ``name``, ``step``,
+                            each writes its ``.complete`` (:mod:`.saves`)       ``size``
 =============  ===========  ==================================================  ===================================
 
 A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or as the coordinator chose it) or
-null; ``members`` is :func:`members_text`'s text; ``why`` one of :class:`Why`. Integers are JSON integers
-(never ``true``/``false``), strings JSON strings. A field not sent takes its record's default.
+null; ``members`` and ``ranks`` are :func:`members_text`'s text; ``why`` one of :class:`Why`; ``name`` a checkpoint's
+folder (one path part, at most 255 characters); ``size`` the job's number of ranks (each of ``ranks`` below it).
+Integers are JSON integers (never ``true``/``false``), strings JSON strings. A field not sent takes its default.
 
 A ``silent`` with ``ended`` true (``silent`` false) says every rank of the host exited while its launcher still
 runs (torchrun's agent in its exit barrier): the host is neither silent nor speaking, and a hang elsewhere is not
@@ -38,11 +43,8 @@ waited on it.
 
 ``prepared`` in a hello is false while the host still runs its prepare steps (``MALAUNCH_PREPARE``); a hello
 without it (a shim with no steps) is a prepared host. The coordinator starts no attempt with a host that has not
-prepared (:mod:`.jobstate`).
-
-The hello carries no incarnation: whether the shim behind a host's new connection is the one that joined before
-or a new one changes nothing the coordinator decides (a new connection replaces the old one either way, and
-``last`` tells which attempt the host ran), so none is sent.
+prepared (:mod:`.jobstate`). The hello carries no incarnation: a new connection replaces the old one whichever
+shim is behind it, and ``last`` tells which attempt the host ran.
 """
 
 from __future__ import annotations
@@ -50,12 +52,13 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
+from .fields import Fields, malformed
 from .members import members_text, read_members
-from .wire import MAX_LINE, WireError, text
+from .wire import MAX_LINE, text
 
 __all__ = [
-    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Prepared", "Silent", "Start",
-    "Welcome", "Why", "parse",
+    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Parts", "Prepared", "Saved",
+    "Silent", "Start", "Welcome", "Why", "parse",
 ]  # fmt: skip
 
 _ADDR_MAX = 300  # an address as a message names it, at most (a longer one is shortened)
@@ -92,8 +95,8 @@ class Cause(NamedTuple):
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise _malformed(where, "is not an object", value)
-        read = _Fields(value, where)
+            raise malformed(where, "is not an object", value)
+        read = Fields(value, where)
         return cls(
             host=read.opt_whole("host"), addr=read.string("addr"), rank=read.opt_whole("rank"),
             name=read.string("name"), code=read.opt_whole("code"), signal=read.opt_whole("signal"),
@@ -238,7 +241,32 @@ class Finish(NamedTuple):
         return {"t": "finish", "code": self.code, "cause": _cause_wire(self.cause), "attempt": self.attempt}
 
 
-Message = Union[Hello, Welcome, Heartbeat, Start, Failing, Silent, End, Over, Finish, Prepared]
+class Parts(NamedTuple):
+    """A host's folder holds the parts of ``ranks`` (of ``size``) of checkpoint ``name``'s save of ``step``."""
+
+    attempt: int
+    name: str
+    step: int
+    size: int
+    ranks: Tuple[int, ...]
+
+    def to_wire(self) -> Dict[str, Any]:
+        return {"t": "parts", **self._asdict(), "ranks": members_text(self.ranks)}
+
+
+class Saved(NamedTuple):
+    """The hosts hold every rank's part of checkpoint ``name``'s save of ``step``: each writes its marker."""
+
+    attempt: int
+    name: str
+    step: int
+    size: int
+
+    def to_wire(self) -> Dict[str, Any]:
+        return {"t": "saved", **self._asdict()}
+
+
+Message = Union[Hello, Welcome, Heartbeat, Start, Failing, Silent, End, Over, Finish, Prepared, Parts, Saved]
 
 
 def parse(payload: Mapping[str, Any]) -> Optional[Message]:
@@ -248,133 +276,91 @@ def parse(payload: Mapping[str, Any]) -> Optional[Message]:
     reader = _READERS.get(kind) if isinstance(kind, str) else None
     if reader is None:
         return None
-    return reader(_Fields(payload, f"a {kind!r} message's"))
+    return reader(Fields(payload, f"a {kind!r} message's"))
 
 
-def _hello(read: _Fields) -> Hello:
+def _hello(read: Fields) -> Hello:
     prepared = read.raw("prepared")
     if prepared is not None and not isinstance(prepared, bool):
-        raise _malformed(read.where, "'prepared' is not true or false", prepared)
+        raise malformed(read.where, "'prepared' is not true or false", prepared)
     return Hello(read.whole("host"), read.opt_string("addr", _ADDR_MAX), read.whole("last", -1),
                  read.opt_string("log", _ADDR_MAX) or "", prepared is not False)
 
 
-def _welcome(read: _Fields) -> Welcome:
+def _welcome(read: Fields) -> Welcome:
     return Welcome(read.whole("hosts"), read.whole("attempt"))
 
 
-def _start(read: _Fields) -> Start:
+def _start(read: Fields) -> Start:
     members = read.raw("members")
     found = read_members(members) if members is not None else None
     if members is not None and found is None:
-        raise _malformed(read.where, "'members' is not a list of hosts", members)
-    return Start(read.whole("attempt"), read.cause("cause"), found, read.flag("free"))
+        raise malformed(read.where, "'members' is not a list of hosts", members)
+    return Start(read.whole("attempt"), _cause(read, "cause"), found, read.flag("free"))
 
 
-def _failing(read: _Fields) -> Failing:
+def _failing(read: Fields) -> Failing:
     return Failing(read.whole("attempt"), read.number("hold"))
 
 
-def _silent(read: _Fields) -> Silent:
+def _silent(read: Fields) -> Silent:
     silent = read.raw("silent")
     if not isinstance(silent, bool):
-        raise _malformed(read.where, "'silent' is not true or false", silent)
+        raise malformed(read.where, "'silent' is not true or false", silent)
     ended = read.flag("ended")
     if silent and ended:
-        raise _malformed(read.where, "'silent' and 'ended' are both true (ranks that ended are not silent)", silent)
+        raise malformed(read.where, "'silent' and 'ended' are both true (ranks that ended are not silent)", silent)
     return Silent(read.whole("attempt"), silent, ended)
 
 
-def _end(read: _Fields) -> End:
+def _end(read: Fields) -> End:
     why = read.raw("why")
     try:
         reason = Why(why)
     except ValueError:
-        raise _malformed(read.where, f"'why' is not one of {', '.join(w.value for w in Why)}", why) from None
+        raise malformed(read.where, f"'why' is not one of {', '.join(w.value for w in Why)}", why) from None
     return End(read.whole("attempt"), read.opt_whole("host"), text(read.string("addr"), _ADDR_MAX) or "", reason)
 
 
-def _over(read: _Fields) -> Over:
-    return Over(read.whole("attempt"), read.cause("cause"))
+def _over(read: Fields) -> Over:
+    return Over(read.whole("attempt"), _cause(read, "cause"))
 
 
-def _finish(read: _Fields) -> Finish:
-    return Finish(read.whole("code"), read.cause("cause"), read.whole("attempt"))
+def _finish(read: Fields) -> Finish:
+    return Finish(read.whole("code"), _cause(read, "cause"), read.whole("attempt"))
 
 
-def _prepared(read: _Fields) -> Prepared:
-    return Prepared(read.cause("cause"))
+def _prepared(read: Fields) -> Prepared:
+    return Prepared(_cause(read, "cause"))
 
 
-_READERS: Dict[str, Callable[[_Fields], Message]] = {
+def _save(read: Fields) -> Tuple[int, str, int, int]:
+    """The fields ``parts`` and ``saved`` share: the attempt, a checkpoint's folder (one path part), step, size."""
+    name, size = read.string("name"), read.whole("size")
+    if not name or len(name) > 255 or name.startswith(".") or "/" in name or "\0" in name:
+        raise malformed(read.where, "'name' is not a checkpoint's folder", name)
+    if not 0 < size <= 1 << 20:
+        raise malformed(read.where, "'size' is not a number of ranks", size)
+    return read.whole("attempt"), name, read.whole("step"), size
+
+
+def _parts(read: Fields) -> Parts:
+    attempt, name, step, size = _save(read)
+    ranks = read_members(read.raw("ranks"))
+    if ranks is None or ranks[-1] >= size:
+        raise malformed(read.where, f"'ranks' is not a list of ranks below {size}", read.raw("ranks"))
+    return Parts(attempt, name, step, size, ranks)
+
+
+_READERS: Dict[str, Callable[[Fields], Message]] = {
     "hello": _hello, "welcome": _welcome, "hb": lambda read: Heartbeat(), "start": _start, "failing": _failing,
-    "silent": _silent, "end": _end, "over": _over, "finish": _finish, "prepared": _prepared,
+    "silent": _silent, "end": _end, "over": _over, "finish": _finish, "prepared": _prepared, "parts": _parts,
+    "saved": lambda read: Saved(*_save(read)),
 }  # fmt: skip
 
 
-class _Fields:
-    """Typed reads of one JSON object's fields; a field absent (or null, where null is allowed) is its default."""
-
-    def __init__(self, data: Mapping[str, Any], where: str) -> None:
-        self.data, self.where = data, where
-
-    def raw(self, name: str) -> object:
-        return self.data.get(name)
-
-    def whole(self, name: str, default: Optional[int] = None) -> int:
-        value = self.data.get(name, default)
-        if not _is_int(value):
-            raise _malformed(self.where, f"{name!r} is not an integer", value)
-        assert isinstance(value, int)
-        return value
-
-    def opt_whole(self, name: str) -> Optional[int]:
-        value = self.data.get(name)
-        if value is not None and not _is_int(value):
-            raise _malformed(self.where, f"{name!r} is not an integer", value)
-        return value
-
-    def number(self, name: str) -> float:
-        value = self.data.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _malformed(self.where, f"{name!r} is not a number", value)
-        return float(value)
-
-    def flag(self, name: str) -> bool:
-        value = self.data.get(name, False)
-        if not isinstance(value, bool):
-            raise _malformed(self.where, f"{name!r} is not true or false", value)
-        return value
-
-    def string(self, name: str) -> str:
-        value = self.data.get(name, "")
-        if not isinstance(value, str):
-            raise _malformed(self.where, f"{name!r} is not a string", value)
-        return value
-
-    def opt_string(self, name: str, limit: Optional[int] = None) -> Optional[str]:
-        value = self.data.get(name)
-        if value is not None and not isinstance(value, str):
-            raise _malformed(self.where, f"{name!r} is not a string", value)
-        return text(value, limit) if value is not None and limit is not None else value
-
-    def lines(self, name: str) -> Tuple[str, ...]:
-        value = self.data.get(name, [])
-        if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
-            raise _malformed(self.where, f"{name!r} is not a list of strings", value)
-        return tuple(value)
-
-    def cause(self, name: str) -> Optional[Cause]:
-        return Cause.from_wire(self.data.get(name), f"{self.where} {name!r}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _malformed(where: str, what: str, value: object) -> WireError:
-    shown = repr(value)
-    return WireError("malformed", f"{where} {what}: {shown if len(shown) <= 60 else shown[:57] + '...'}")
+def _cause(read: Fields, name: str) -> Optional[Cause]:
+    return Cause.from_wire(read.raw(name), f"{read.where} {name!r}")
 
 
 def _cause_wire(cause: Optional[Cause]) -> Optional[Dict[str, Any]]:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import messages, wire
 from .jobstate import JobState, Send
+from .saves import SaveBook
 
 __all__ = ["HELLO_WITHIN", "Coordinator"]
 
@@ -55,12 +56,10 @@ class Coordinator:
         self.selector.register(self.listener, selectors.EVENT_READ, None)
         self.conns: Dict[int, _Conn] = {}  # fd -> connection
         self.refused: Dict[str, int] = {}  # kind -> count
-        #: Called on the coordinator's thread after each change the book may have made (a host lost or back, the
-        #: wait for a lost one): the master's attempt loop says it and notes it (:mod:`.jobloop`).
-        self.watch: Optional[Callable[[JobState], None]] = None
+        self.watch: Optional[Callable[[JobState], None]] = None  # after each change of the book (:mod:`.bookwatch`)
+        self.saves = SaveBook()  # the running attempt's saves, completed through the hosts' reports (:mod:`.saves`)
         self._stop = threading.Event()
-        self._beat_at = 0.0
-        self._tick_at = 0.0
+        self._beat_at = self._tick_at = 0.0
         self.thread = threading.Thread(target=self._loop, name="malaunch-coordinator", daemon=True)
 
     def start(self) -> Coordinator:
@@ -182,6 +181,8 @@ class Coordinator:
             self._apply(self.state.over(conn.host, message.attempt, message.cause, now))
         elif isinstance(message, messages.Prepared):
             self._apply(self.state.prepared(conn.host, message.cause, now))
+        elif isinstance(message, messages.Parts):  # every host is told once the hosts hold every part
+            self._apply(self.saves.parts(self.state.attempt, conn.host, message))
 
     # -- sending and dropping -----------------------------------------------------------------------------------
     def _apply(self, sends: List[Send]) -> None:

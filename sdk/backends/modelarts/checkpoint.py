@@ -143,9 +143,8 @@ def retry_note(spec: JobSpec, job_id: str) -> str:
 def hosts_note(spec: JobSpec) -> str:
     """The plan's line for a job of several hosts: each host's folder is its own (see docs/modelarts.md)."""
     return (f"each of the {spec.resources.hosts} hosts has its own checkpoint folder (all uploaded to the same OBS "
-            "folder): a checkpoint is complete where every part it counts was written, so save it from one rank "
-            "(checkpoint.save(step, rank=0, ranks=1) on rank 0) or count each host's ranks alone (rank=LOCAL_RANK, "
-            "ranks=LOCAL_WORLD_SIZE)")  # fmt: skip
+            "folder): a save completes on every host through the job's coordinator once the hosts hold every "
+            "rank's part (docs/recovery.md#one-folder-per-node)")  # fmt: skip
 
 
 def _outputs_of(job: Mapping[str, Any]) -> List[Mapping[str, Any]]:

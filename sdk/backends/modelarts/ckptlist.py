@@ -4,8 +4,11 @@
 page), groups them by their first path part under it (one checkpoint each; parts starting with ``.`` are not
 checkpoints), reads each checkpoint's ``.complete`` (its first 64 KiB) and its ``.parts`` records, and hands them to
 the shim's own :func:`~malaunch.entrypoint.public.checkpoint_rows`, so a checkpoint is complete, damaged or
-unfinished on OBS exactly when it would be on disk. A checkpoint's size is the sum of its objects, its time the
-newest ``LastModified`` of them (used only where its marker records none).
+unfinished on OBS exactly when it would be on disk. Every node uploads its own folder there, so a ``.complete``
+may arrive before another node's files: a checkpoint with ``.parts`` whose marker records ``ranks`` counts as
+complete only when ``.parts/rank-<R>`` of each of them is there too (else ``parts missing``, naming them). A
+checkpoint's size is the sum of its objects, its time the newest ``LastModified`` of them (used only where its
+marker records none).
 
 :func:`obs_listing` is ``ma-submit checkpoints`` of a ModelArts job: the OBS folder its details name
 (:func:`.checkpoint.checkpoint_url_of`), listed with the backend's own OBS client; an OBS failure is its one line
@@ -15,7 +18,7 @@ newest ``LastModified`` of them (used only where its marker records none).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from malaunch.entrypoint.public import CheckpointRow, checkpoint_rows, found_of
@@ -42,6 +45,7 @@ class _Group:
         self.touched = 0.0
         self.marker = False
         self.parts: List[str] = []
+        self.holders: Set[int] = set()  # the ranks whose part (.parts/rank-<R>) is there
 
 
 def _read(client: Any, bucket: str, key: str, limit: int) -> Optional[bytes]:
@@ -78,6 +82,9 @@ def _groups(client: Any, bucket: str, prefix: str) -> Dict[str, _Group]:
                 group.marker = True
             elif rest.startswith(_PARTS) and rest != _PARTS:
                 group.parts.append(str(item["Key"]))
+                rank = rest[len(_PARTS) :].removeprefix("rank-")
+                if rest[len(_PARTS) :].startswith("rank-") and rank.isdigit():
+                    group.holders.add(int(rank))
     return groups
 
 
@@ -92,7 +99,8 @@ def list_obs_checkpoints(client: Any, url: str, *, running: bool = False) -> Tup
         path = f"obs://{bucket}/{prefix}{name}"
         marker = _read(client, bucket, f"{prefix}{name}/{_MARKER}", _MAX_MARKER) if group.marker else None
         records = [_record(_read(client, bucket, part, _MAX_RECORD)) for part in group.parts] if not marker else []
-        found.append(found_of(name, path, marker, [record for record in records if record is not None], group.touched))
+        found.append(found_of(name, path, marker, [record for record in records if record is not None], group.touched,
+                              group.holders if group.parts else None))  # fmt: skip
         sizes[path] = group.size
     return tuple(checkpoint_rows(found, sizes, running=running))
 

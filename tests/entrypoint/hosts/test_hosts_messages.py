@@ -18,6 +18,8 @@ from malaunch.entrypoint.run.hosts.messages import (
     Heartbeat,
     Hello,
     Over,
+    Parts,
+    Saved,
     Silent,
     Start,
     Welcome,
@@ -35,6 +37,8 @@ EVERY = [
     Hello(1, "10.0.0.2", 0), Welcome(2, -1), Heartbeat(), Start(0, None), Start(1, CAUSE),
     Start(2, CAUSE, (0, 2, 3), True), Failing(0), Failing(1, 2.5), Silent(0, True), End(0, 1, "10.0.0.2", Why.FAILED),
     End(1, None, "", Why.HUNG), Over(0, CAUSE), Over(0, None), Finish(7, CAUSE, 1), Finish(0, None, 0),
+    Parts(2, "step-00000009", 9, 4, (2, 3)), Parts(0, "epoch 1", 0, 3000, tuple(range(0, 3000, 2))),
+    Saved(2, "step-00000009", 9, 4),
 ]  # fmt: skip
 
 
@@ -90,6 +94,19 @@ MALFORMED = [
     ({"t": "over", "attempt": 0, "cause": {"accept": "no"}}, "'accept' is not true or false: 'no'"),
     ({"t": "over", "attempt": 0, "cause": {"score": False}}, "'score' is not an integer: False"),
     ({"t": "finish", "code": 0, "cause": None, "attempt": "0"}, "'attempt' is not an integer: '0'"),
+    ({"t": "parts", "attempt": 0, "name": "../x", "step": 3, "size": 2, "ranks": "0"},
+     "'parts' message's 'name' is not a checkpoint's folder: '../x'"),
+    ({"t": "parts", "attempt": 0, "name": ".parts", "step": 3, "size": 2, "ranks": "0"}, "'name' is not a checkpoint"),
+    ({"t": "parts", "attempt": 0, "name": "x" * 256, "step": 3, "size": 2, "ranks": "0"}, "'name' is not a checkpo"),
+    ({"t": "parts", "attempt": 0, "name": 5, "step": 3, "size": 2, "ranks": "0"}, "'name' is not a string: 5"),
+    ({"t": "parts", "attempt": 0, "name": "s", "step": "3", "size": 2, "ranks": "0"}, "'step' is not an integer"),
+    ({"t": "parts", "attempt": 0, "name": "s", "step": 3, "size": 0, "ranks": "0"},
+     "'size' is not a number of ranks: 0"),
+    ({"t": "parts", "attempt": 0, "name": "s", "step": 3, "size": 2, "ranks": "1-2"},
+     "'ranks' is not a list of ranks below 2: '1-2'"),
+    ({"t": "parts", "attempt": 0, "name": "s", "step": 3, "size": 2, "ranks": [0, 1]}, "'ranks' is not a list of ra"),
+    ({"t": "saved", "attempt": None, "name": "s", "step": 3, "size": 2}, "'saved' message's 'attempt' is not an"),
+    ({"t": "saved", "attempt": 0, "name": "", "step": 3, "size": 2}, "'name' is not a checkpoint's folder: ''"),
 ]
 
 

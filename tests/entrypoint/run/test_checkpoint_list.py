@@ -33,8 +33,8 @@ def _unfinished(root: Path, name: str, step: Optional[int]) -> Path:
 
 
 def test_the_module_exports_exactly_its_api() -> None:
-    assert checkpoint_list.__all__ == ["BEING_WRITTEN", "COMPLETE", "DAMAGED", "NO_MARKER", "STATES",
-                                       "CheckpointRow", "checkpoint_rows", "folder_size", "found_of",
+    assert checkpoint_list.__all__ == ["BEING_WRITTEN", "COMPLETE", "DAMAGED", "NO_MARKER", "PARTS_MISSING",
+                                       "STATES", "CheckpointRow", "checkpoint_rows", "folder_size", "found_of",
                                        "list_checkpoints", "resume_point"]  # fmt: skip
     assert public.list_checkpoints is list_checkpoints and public.resume_point is resume_point
 

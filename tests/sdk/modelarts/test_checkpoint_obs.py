@@ -53,6 +53,46 @@ def test_an_obs_folder_lists_as_the_same_folder_on_disk(s3: Any, tmp_path: Path)
     assert list_obs_checkpoints(s3, f"obs://{BUCKET}/jobs/none/") == ()
 
 
+def _node(s3: Any, prefix: str, node: int, step: int, ranks: int = 4) -> None:
+    """Node ``node`` (two ranks each, every node its own folder) uploads its save of ``step``: its ranks' files and
+    parts, and the ``.complete`` its shim wrote once the coordinator said every part was held somewhere."""
+    for rank in (2 * node, 2 * node + 1):
+        part = {"step": step, "attempt": "0.0", "rank": rank, "ranks": ranks}
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}step-{step:08d}/rank-{rank}.pt", Body=b"w" * 10)
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}step-{step:08d}/.parts/rank-{rank}", Body=json.dumps(part))
+    marker = {"step": step, "time": 1000.0 + step + node, "ranks": ranks}
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}step-{step:08d}/.complete", Body=json.dumps(marker))
+
+
+def test_a_marker_on_obs_counts_only_once_every_nodes_parts_arrived(s3: Any, tmp_path: Path) -> None:
+    """Each ModelArts node uploads its own folder: node 0's ``.complete`` of step 6 can be in OBS before node 1's
+    files are. The listing says so, and a new job resuming from the folder (the shim's resume_point on what the
+    platform downloads) takes step 3, not step 6."""
+    from malaunch.entrypoint.public import resume_point
+
+    prefix = "jobs/j2/checkpoints/"
+    for node in (0, 1):
+        _node(s3, prefix, node, 3)
+    _node(s3, prefix, 0, 6)  # node 1's upload of step 6 has not come yet
+    rows = list_obs_checkpoints(s3, f"obs://{BUCKET}/{prefix}")
+    assert [(row.name, row.step, row.state) for row in rows] == [
+        ("step-00000003", 3, "complete"), ("step-00000006", 6, "parts missing")]  # fmt: skip
+    assert rows[1].why == ("the parts of rank(s) 2, 3 of its 4 are not there though its .complete is (another "
+                           "host's upload may not have arrived yet)")  # fmt: skip
+    assert list_obs_checkpoints(s3, f"obs://{BUCKET}/{prefix}", running=True)[1].state == "parts missing"
+    for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:  # what a new job downloads
+        path = tmp_path / item["Key"][len(prefix) :]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+    assert resume_point(str(tmp_path)).name == "step-00000003"  # type: ignore[union-attr]
+    assert resume_point(str(tmp_path / "step-00000006")) == (
+        f"checkpoint {tmp_path / 'step-00000006'} is not complete: the parts of rank(s) 2, 3 of its 4 are not there "
+        "though its .complete is (another host's upload may not have arrived yet)")  # fmt: skip
+    _node(s3, prefix, 1, 6)  # node 1's upload arrived
+    rows = list_obs_checkpoints(s3, f"obs://{BUCKET}/{prefix}")
+    assert [(row.name, row.state) for row in rows] == [("step-00000003", "complete"), ("step-00000006", "complete")]
+
+
 @pytest.mark.process
 def test_ma_submit_checkpoints_lists_a_modelarts_jobs_obs_folder(
     fake_ma: FakeModelArts, ma_env: Dict[str, str], s3: Any

@@ -91,7 +91,9 @@ def test_dry_run_and_submit_say_what_a_retry_finds(
     plan = json.loads(dry.stdout)
     assert model_errors(plan["request"]["body"], "Job") == []
     assert plan["notes"][0] == NOTE.format(id=plan["job_id"])
-    assert plan["notes"][1].startswith("each of the 2 hosts has its own checkpoint folder (all uploaded to the same ")
+    assert plan["notes"][1] == ("each of the 2 hosts has its own checkpoint folder (all uploaded to the same OBS "
+                                "folder): a save completes on every host through the job's coordinator once the "
+                                "hosts hold every rank's part (docs/recovery.md#one-folder-per-node)")  # fmt: skip
     text = ma_submit(["--dry-run", str(job)], ma_env)
     assert text.stdout.splitlines().count(f"  {NOTE}".replace("{id}", text.stdout.split()[1])) == 1  # one prefix
     assert "note: warning" not in text.stdout

@@ -1,0 +1,197 @@
+"""Saves completed through the coordinator (run/hosts/saves.py): what a host reports of its own checkpoint folder,
+how the coordinator adds the hosts' reports up, and the marker a host writes, once and whole. The folders are
+real (the helper writes the parts); the protocol's messages go over a real coordinator's sockets at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from malaunch.entrypoint import checkpoint
+from malaunch.entrypoint.contract.checkpoint_dir import marker_text
+from malaunch.entrypoint.run.hosts.jobstate import JobState, Send
+from malaunch.entrypoint.run.hosts.messages import Hello, Parts, Saved, parse
+from malaunch.entrypoint.run.hosts.saves import HeldParts, SaveBook, SaveWatch, held_parts, write_marker
+from malaunch.entrypoint.run.hosts.server import Coordinator
+from malaunch.entrypoint.run.hosts.wire import Channel, job_key, read_challenge
+
+STEP = "step-00000006"
+
+
+def _part(folder: Path, rank: int, ranks: int = 4, attempt: int = 1, step: int = 6) -> None:
+    """Rank ``rank`` of a job of ``ranks`` saves its part of ``step`` in attempt ``attempt``, as a script does."""
+    env = {"MALAUNCH_ATTEMPT": str(attempt)}
+    with checkpoint.save(step, str(folder), rank=rank, ranks=ranks, environ=env) as where:
+        Path(where, f"rank-{rank}.pt").write_bytes(b"weights")
+
+
+def test_a_host_holds_the_parts_of_the_running_attempt_written_since_it_started(tmp_path: Path) -> None:
+    since = time.time() - 1
+    _part(tmp_path, 2)
+    _part(tmp_path, 3)
+    _part(tmp_path, 0, attempt=0)  # an older attempt's part never counts
+    assert held_parts(str(tmp_path), 1, since) == [HeldParts(STEP, 6, 4, frozenset({2, 3}))]
+    assert held_parts(str(tmp_path), 0, since) == [HeldParts(STEP, 6, 4, frozenset({0}))]
+    old = tmp_path / STEP / ".parts" / "rank-3"
+    os.utime(old, (since - 60, since - 60))  # left by an earlier run of the job: written before this attempt
+    assert held_parts(str(tmp_path), 1, since) == [HeldParts(STEP, 6, 4, frozenset({2}))]
+    (tmp_path / STEP / ".parts" / "rank-9").write_text(json.dumps({"step": 6, "attempt": "1.0", "rank": 9,
+                                                                   "ranks": 4}))  # fmt: skip
+    (tmp_path / STEP / ".parts" / "rank-8").write_text("half a reco")
+    assert held_parts(str(tmp_path), 1, since) == [HeldParts(STEP, 6, 4, frozenset({2}))]  # no rank 9 of 4
+    write_marker(str(tmp_path / STEP), 6, 4)
+    assert held_parts(str(tmp_path), 1, since) == []  # complete: nothing left to report
+
+
+def test_the_marker_is_written_whole_once(tmp_path: Path) -> None:
+    assert write_marker(str(tmp_path), 6, 4) is True
+    text = (tmp_path / ".complete").read_text()
+    assert json.loads(text) == {**json.loads(marker_text(6, 0.0, 4)), "time": json.loads(text)["time"]}
+    assert write_marker(str(tmp_path), 6, 4) is False
+    assert (tmp_path / ".complete").read_text() == text and sorted(os.listdir(tmp_path)) == [".complete"]
+
+
+def test_the_coordinator_says_saved_once_the_hosts_hold_every_part_of_the_running_attempt() -> None:
+    book = SaveBook()
+    assert book.parts(1, 0, Parts(1, STEP, 6, 4, (0, 1))) == []
+    assert book.parts(1, 1, Parts(0, STEP, 6, 4, (2, 3))) == []  # a report of an older attempt
+    assert book.parts(1, 1, Parts(1, STEP, 6, 4, (2,))) == []
+    assert book.parts(1, 1, Parts(1, STEP, 6, 4, (2, 3))) == [Send(None, Saved(1, STEP, 6, 4))]  # to every host
+    assert book.parts(1, 0, Parts(1, STEP, 6, 4, (0, 1, 2, 3))) == []  # said once
+    assert book.parts(2, 0, Parts(1, "step-00000009", 9, 4, (0, 1, 2, 3))) == []  # attempt 2 runs now
+    assert book.parts(2, 0, Parts(2, STEP, 6, 4, (0, 1))) == []  # a new attempt starts from nothing
+    assert book.parts(2, 1, Parts(2, STEP, 6, 2, (0, 1))) == [Send(None, Saved(2, STEP, 6, 2))]  # 2 ranks
+    assert book.parts(2, 1, Parts(2, STEP, 6, 4, (2, 3))) == [Send(None, Saved(2, STEP, 6, 4))]
+
+
+def _watch(folder: Path, sent: List[Parts], said: List[str]) -> SaveWatch:
+    return SaveWatch(str(folder), sent.append, said.append)
+
+
+def test_each_host_reports_its_own_folder_and_writes_the_marker_only_where_its_parts_are(tmp_path: Path) -> None:
+    """Two hosts, each with its own folder (ModelArts): neither rank can complete; the shims do."""
+    folders = {host: tmp_path / f"h{host}" for host in (0, 1)}
+    sent: Dict[int, List[Parts]] = {0: [], 1: []}
+    said: List[str] = []
+    watches = {host: _watch(folders[host], sent[host], said) for host in (0, 1)}
+    for watch in watches.values():
+        watch.begin(1)
+    _part(folders[0], 0, ranks=2)
+    _part(folders[1], 1, ranks=2)
+    book = SaveBook()
+    for host, watch in watches.items():
+        watch.flush()
+        watch.flush()  # a set said once is not said again
+        assert sent[host] == [Parts(1, STEP, 6, 2, (host,))]
+    assert not (folders[0] / STEP / ".complete").exists()  # the rank alone could not complete it
+    saved = [book.parts(1, host, sent[host][0]) for host in (0, 1)]
+    assert saved == [[], [Send(None, Saved(1, STEP, 6, 2))]]
+    watches[0].saved(Saved(1, "step-00000009", 9, 2))  # one it holds no part of: nothing
+    assert not (folders[0] / "step-00000009").exists()
+    for watch in watches.values():
+        watch.saved(Saved(1, STEP, 6, 2))
+    for host in (0, 1):
+        marker = json.loads((folders[host] / STEP / ".complete").read_text())
+        assert (marker["step"], marker["ranks"]) == (6, 2)
+        assert checkpoint.latest(str(folders[host])) is not None
+    assert len(said) == 2 and f"checkpoint {folders[0] / STEP} complete" in said[0]
+
+
+def test_no_marker_when_the_attempt_moved_on_or_a_reported_part_is_gone(tmp_path: Path) -> None:
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    _part(tmp_path, 0)
+    watch.flush()
+    (tmp_path / STEP / ".parts" / "rank-0").unlink()
+    watch.saved(Saved(1, STEP, 6, 4))
+    assert not (tmp_path / STEP / ".complete").exists()
+    _part(tmp_path, 0)
+    watch.begin(2)  # attempt 2 started here: attempt 1's word comes too late
+    watch.saved(Saved(1, STEP, 6, 4))
+    assert not (tmp_path / STEP / ".complete").exists()
+
+
+def test_in_a_shared_folder_the_rank_completes_and_the_shim_writes_nothing(tmp_path: Path) -> None:
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    _part(tmp_path, 0, ranks=2)
+    watch.flush()
+    _part(tmp_path, 1, ranks=2)  # the rank that finds every part writes .complete
+    text = (tmp_path / STEP / ".complete").read_text()
+    watch.saved(Saved(1, STEP, 6, 2))
+    assert (tmp_path / STEP / ".complete").read_text() == text
+    watch.flush()
+    assert sent == [Parts(1, STEP, 6, 2, (0,))]  # a complete checkpoint is never reported
+
+
+def _join(port: int, key: bytes, host: int) -> tuple[socket.socket, Channel]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    channel = Channel(key, read_challenge(sock.recv(4096).partition(b"\n")[0]), "c")
+    sock.sendall(channel.seal(Hello(host, f"127.0.0.{host + 1}").to_wire()))
+    return sock, channel
+
+
+def _until_saved(sock: socket.socket, channel: Channel) -> Saved:
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, _, buffer = buffer.partition(b"\n")
+            message = parse(channel.open(line + b"\n"))
+            if isinstance(message, Saved):
+                return message
+        chunk = sock.recv(65536)
+        assert chunk, "the coordinator closed the connection"
+        buffer += chunk
+
+
+def test_a_real_coordinator_tells_every_host_once_both_reported() -> None:
+    key = job_key("a-secret")
+    state = JobState(2, 0, True, lambda n: 0.1, host_wait=5.0, join_wait=10.0, now=time.monotonic())
+    server = Coordinator(key, state, 0, 0.2, 5.0, lambda line: None, bind="127.0.0.1").start()
+    try:
+        joined = [_join(server.port, key, host) for host in (0, 1)]
+        for (sock, channel), ranks in zip(joined, ((0, 1), (2, 3))):
+            sock.sendall(channel.seal(Parts(0, STEP, 6, 4, ranks).to_wire()))
+        assert [_until_saved(sock, channel) for sock, channel in joined] == [Saved(0, STEP, 6, 4)] * 2
+        for sock, _ in joined:
+            sock.close()
+    finally:
+        server.close(linger=0.5)
+
+
+def test_a_part_stamped_a_second_before_the_attempt_counts_one_of_an_earlier_run_does_not(tmp_path: Path) -> None:
+    """A file system that keeps whole seconds may stamp a fresh part before the attempt's start; a part left by an
+    earlier run of the job with the same attempt number is older than a shim's start."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    _part(tmp_path, 0, ranks=2)
+    _part(tmp_path, 1, ranks=2, step=9)
+    now = time.time()
+    os.utime(tmp_path / STEP / ".parts" / "rank-0", (now - 1, now - 1))
+    os.utime(tmp_path / "step-00000009" / ".parts" / "rank-1", (now - 60, now - 60))
+    watch.flush()
+    assert sent == [Parts(1, STEP, 6, 2, (0,))]
+
+
+def test_a_report_the_coordinator_would_refuse_is_not_sent(tmp_path: Path) -> None:
+    """Ranks past what a message can carry (a host holding every other rank of 40,000): sent, the report would be
+    refused as malformed and cost the host its connection; unsent, that save stays incomplete."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.begin(1)
+    for rank in range(0, 40000, 2):  # as the helper's parts, written without a rank's whole save
+        (tmp_path / STEP / ".parts").mkdir(parents=True, exist_ok=True)
+        (tmp_path / STEP / ".parts" / f"rank-{rank}").write_text(json.dumps({"step": 6, "attempt": "1.0",
+                                                                           "rank": rank, "ranks": 40000}))
+    watch.flush()
+    assert sent == []
+    _part(tmp_path, 1, ranks=2, step=9)
+    watch.flush()
+    assert sent == [Parts(1, "step-00000009", 9, 2, (1,))]
