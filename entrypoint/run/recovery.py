@@ -30,8 +30,10 @@ if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
 
     from ..report.report import RunResult
     from .hosts.jobstate import JobState
+    from .progress import RankProgress
 
-__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines"]
+__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines",
+           "with_first_progress"]  # fmt: skip
 
 RECOVERY_FILE = "recovery.json"
 _PHASES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
@@ -134,6 +136,19 @@ def recovery_lines(record: Recovery, label: bool = True) -> List[str]:
     return lines
 
 
+def with_first_progress(records: Sequence[Recovery], progress: Sequence[RankProgress]) -> List[Recovery]:
+    """``records`` with the first progress of each next attempt that started and whose first progress the shim has
+    not written down yet (it does when that attempt ends), from the ranks' ``progress`` records of every host."""
+    filled = []
+    for record in records:
+        if record.next_started is not None and record.first_progress is None:
+            first = first_progress(progress, record.next_attempt)
+            if first is not None:
+                record = record._replace(first_progress=max(first, record.next_started))
+        filled.append(record)
+    return filled
+
+
 def read_recovery(path: str) -> List[Recovery]:
     """The records in a ``recovery.json`` (or a report's ``recovery`` list), read defensively."""
     try:
@@ -169,6 +184,7 @@ class RecoveryClock:
 
         self.lock = threading.Lock()  # book() runs on the coordinator's thread
         self.told = False  # a write that failed was said once
+        self.line: Optional[str] = None  # the recovery line said last
 
     # -- what the attempt loop says -------------------------------------------------------------------------
     def started(self, index: int) -> None:
@@ -261,16 +277,23 @@ class RecoveryClock:
                 self.records[record.attempt] = record._replace(first_progress=first)
 
     def _write(self) -> None:
+        """Write the records to ``recovery.json`` and, when they changed, say them in the console's recovery line
+        (:mod:`.statuslines`: what a cloud job's ``status`` reads)."""
         from ..report.report import write_report
+        from .statuslines import recovery_text
 
         with self.lock:
             if not self.records:
                 return
-            data = {"recovery": [self.records[index].to_json() for index in sorted(self.records)]}
-        problem = write_report(self.path, data)
+            ordered = [self.records[index] for index in sorted(self.records)]
+        problem = write_report(self.path, {"recovery": [record.to_json() for record in ordered]})
         if problem and not self.told:
             self.told = True
             self.say(problem)
+        line = recovery_text(ordered)
+        if line is not None and line != self.line:
+            self.line = line
+            self.say(line)
 
 
 def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:
