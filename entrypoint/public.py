@@ -17,7 +17,9 @@ here is re-exported from its one home in the shim, imported on first use:
 - processes: ``ProcKey`` and the ``/proc`` readers and proven signalling of the process tree, ``set_subreaper``;
 - progress and recovery: each rank's progress records (``PROGRESS_DIR_NAME``, ``RankProgress``, ``read_progress``,
   ``newest_attempt``, ``JobProgress``, ``summarize``, ``first_progress``) and the time to recover after each
-  failed attempt (``Recovery``, ``recovery_file``, ``read_recovery``, ``recovery_lines``);
+  failed attempt (``Recovery``, ``recovery_file``, ``read_recovery``, ``recovery_lines``, ``with_first_progress``),
+  and the same as the shim writes them in its console's progress and recovery lines, for a reader that sees only
+  the job's log (``read_status_lines``, ``LogRecords``, ``PROGRESS_EVERY``);
 - restarts: the attempt file the shim announces each attempt in (``attempt_file``, ``read_attempt``), and the file
   it notes what it learns of the job's hosts in as it happens (``events_file``, ``read_events``);
 - prepare steps: what a host's prepare steps are doing (``prepare_line``);
@@ -75,7 +77,8 @@ if TYPE_CHECKING:
         read_progress,
         summarize,
     )
-    from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines
+    from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines, with_first_progress
+    from .run.statuslines import PROGRESS_EVERY, LogRecords, read_status_lines
 
 #: Where each name lives. Each is imported on first use, so that an SDK verb loads only the shim modules it uses
 #: (``ma-submit --help`` and ``list`` need the contract and ``write_atomic``, not the process readers).
@@ -107,7 +110,9 @@ _HOMES = {
     "read_events": "run.attempt_status",
     **dict.fromkeys(("PROGRESS_DIR_NAME", "JobProgress", "RankProgress", "first_progress", "newest_attempt",
                      "read_progress", "summarize"), "run.progress"),
-    **dict.fromkeys(("Recovery", "read_recovery", "recovery_file", "recovery_lines"), "run.recovery"),
+    **dict.fromkeys(("Recovery", "read_recovery", "recovery_file", "recovery_lines", "with_first_progress"),
+                    "run.recovery"),
+    **dict.fromkeys(("PROGRESS_EVERY", "LogRecords", "read_status_lines"), "run.statuslines"),
     "prepare_line": "run.prepare_status",
     "ProcKey": "run.procs.proctree",
     "descendants": "run.procs.proctree",
@@ -136,6 +141,7 @@ __all__ = [
     "DEFAULT_NOTIFY_TIMEOUT",
     "NOTIFY_EVENTS",
     "PROGRESS_DIR_NAME",
+    "PROGRESS_EVERY",
     "RETRYABLE",
     "SIGNAL",
     "SIGNATURE_HEADER",
@@ -143,6 +149,7 @@ __all__ = [
     "CheckpointRow",
     "Classification",
     "JobProgress",
+    "LogRecords",
     "Name",
     "OutputCut",
     "ProcKey",
@@ -172,6 +179,7 @@ __all__ = [
     "read_info",
     "read_progress",
     "read_recovery",
+    "read_status_lines",
     "read_usage",
     "recovery_file",
     "recovery_lines",
@@ -185,5 +193,6 @@ __all__ = [
     "summarize",
     "target_label",
     "write_all",
+    "with_first_progress",
     "write_atomic",
 ]

@@ -19,7 +19,8 @@ import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["PROGRESS_DIR_NAME", "PROGRESS_DIR_VAR", "WINDOW", "JobProgress", "RankProgress", "attempt_key",
-           "first_progress", "newest_attempt", "read_progress", "record_text", "summarize"]  # fmt: skip
+           "first_progress", "newest_attempt", "read_progress", "record_of_row", "record_text",
+           "summarize"]  # fmt: skip
 
 PROGRESS_DIR_VAR = "MALAUNCH_PROGRESS_DIR"
 PROGRESS_DIR_NAME = "progress.d"  # in the host's log folder (beside ``attempt-K/``)
@@ -54,6 +55,24 @@ class RankProgress(NamedTuple):
         if took <= 0 or self.step < self.since_step:
             return None
         return (self.step - self.since_step) / took
+
+    def row(self) -> List[object]:
+        """The record as a compact list (the console's progress line, :mod:`..report.statuslines`): rank, step,
+        total, time, first, attempt, the window's step and time; :func:`record_of_row` reads it back."""
+        return [self.rank, self.step, self.total, round(self.time, 3), round(self.first, 3), self.attempt,
+                self.since_step, round(self.since_time, 3)]  # fmt: skip
+
+
+_ROW_FIELDS = ("rank", "step", "total", "time", "first", "attempt")
+
+
+def record_of_row(row: object, host: Optional[int] = None) -> Optional[RankProgress]:
+    """A record from :meth:`RankProgress.row`'s list, checked as a record file is (None: not one)."""
+    if not (isinstance(row, list) and len(row) == len(_ROW_FIELDS) + 2):
+        return None
+    value: Dict[str, object] = dict(zip(_ROW_FIELDS, row))
+    value["since"] = row[len(_ROW_FIELDS) :]
+    return _parse(value, host)
 
 
 def record_text(rank: int, step: int, total: Optional[int], when: float, first: float, attempt: str,

@@ -42,7 +42,8 @@ if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
     from .procs.watch import Round
     from .progress import RankProgress
 
-__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines"]
+__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines",
+           "with_first_progress"]  # fmt: skip
 
 RECOVERY_FILE = "recovery.json"
 _PHASES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
@@ -179,6 +180,19 @@ def recovery_lines(record: Recovery, label: bool = True) -> List[str]:
     return lines
 
 
+def with_first_progress(records: Sequence[Recovery], progress: Sequence[RankProgress]) -> List[Recovery]:
+    """``records`` with the first progress of each next attempt that started and whose first progress the shim has
+    not written down yet (it does when that attempt ends), from the ranks' ``progress`` records of every host."""
+    filled = []
+    for record in records:
+        if record.next_started is not None and record.first_progress is None:
+            first = record.first_progress_in(progress)
+            if first is not None:
+                record = record._replace(first_progress=first)
+        filled.append(record)
+    return filled
+
+
 def read_recovery(path: str) -> List[Recovery]:
     """The records in a ``recovery.json`` (or a report's ``recovery`` list), read defensively."""
     try:
@@ -215,6 +229,7 @@ class RecoveryClock:
 
         self.lock = threading.Lock()  # book() runs on the coordinator's thread
         self.told = False  # a write that failed was said once
+        self.line: Optional[str] = None  # the recovery line said last
 
     # -- what the attempt loop says -------------------------------------------------------------------------
     def started(self, index: int) -> None:
@@ -351,7 +366,10 @@ class RecoveryClock:
                                                for item in self.rounds[record.attempt]]  # fmt: skip
 
     def _write(self) -> None:
+        """Write the records to ``recovery.json`` and, when they changed, say them in the console's recovery line
+        (:mod:`.statuslines`: what a cloud job's ``status`` reads)."""
         from ..report.report import write_report
+        from .statuslines import recovery_text
 
         with self.lock:
             found = self._all()
@@ -362,6 +380,10 @@ class RecoveryClock:
         if problem and not self.told:
             self.told = True
             self.say(problem)
+        line = recovery_text(found)
+        if line is not None and line != self.line:
+            self.line = line
+            self.say(line)
 
 
 def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:

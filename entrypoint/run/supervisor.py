@@ -50,6 +50,7 @@ from ..contract.errors import LaunchError
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, RunResult
 from ..report.rootcause import Death, teardown_signals
+from .beacon import ProgressBeacon
 from .ending import Ending
 from .events import AttemptLink, Event, HostsEnd, LauncherLine, ProcExit, ShimSignal, WorkerDeath
 from .hang import (
@@ -303,8 +304,9 @@ def _stopped(death: Optional[Death]) -> bool:
     return death is not None and death.code is not None and -death.code in _STOP_SIGNALS
 
 
-def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunResult:
-    """start, poll to the end, close; the result."""
+def _run(supervisor: Supervisor, handle_signals: bool, started: float, beacon: ProgressBeacon) -> RunResult:
+    """start, poll to the end (``beacon``: this host's progress line, looked at after each poll), close; the
+    result."""
     if handle_signals:
         supervisor.guards.handle_signals(supervisor._on_signal)
     try:
@@ -313,7 +315,8 @@ def _run(supervisor: Supervisor, handle_signals: bool, started: float) -> RunRes
             supervisor.close()
             raise supervisor.error
         while supervisor.poll():
-            pass
+            beacon.look(time.monotonic())
+        beacon.finish(time.monotonic())  # the ranks' last records, while the console takes lines
         supervisor.close()
         if supervisor.error is not None:
             raise supervisor.error
@@ -379,10 +382,11 @@ def run_plan(
         supervisor.silence = Silence(hang_timeout, rank_sinks(supervisor.output), progress, time.monotonic(),
                                      lambda: rank_pids(supervisor.group, supervisor.workers),
                                      supervisor.workers.running)  # fmt: skip
+    beacon = ProgressBeacon.of(base_env, supervisor.output.say, time.monotonic())  # what a cloud job's status reads
     if link is None:
-        return _run(supervisor, handle_signals, started)
+        return _run(supervisor, handle_signals, started, beacon)
     link.attach(supervisor.events.put)  # the coordinator's "end" reaches this run from now on
     try:
-        return _run(supervisor, handle_signals, started)
+        return _run(supervisor, handle_signals, started, beacon)
     finally:
         link.attach(None)

@@ -61,6 +61,11 @@ Seeing inside a job (results in :mod:`malaunch.sdk.backends.inside`; defaults he
     or a ``ConfigError`` saying how to enable it. What ``exec`` starts is the job's: ``stop`` ends it too.
 15. A PENDING job's ``JobStatus.pending_reason`` says why it waits, in one line, from what the platform
     reports (empty when nothing waits).
+    ``status_with_progress(job_id) -> JobStatus`` is ``status`` with the job's progress and time to recover
+    (``JobStatus.progress``, ``recovery``) where reading them costs more than a status: what ``ma-submit status``
+    and ``top`` call, never ``wait``'s polling. Default: ``status`` (the local backend reads them in ``status``
+    itself); a cloud backend reads the shims' progress and recovery lines in its hosts' log tails
+    (:mod:`.logprogress`).
 
 Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigError`, "not on this backend yet"):
 
@@ -324,6 +329,10 @@ class Backend(abc.ABC):
         return ConfigError(f"host {action} works on local jobs only; job {job_id} is on {self.name}", job_id,
                            "try the recovery on a local copy of the job (backend: local)")  # fmt: skip
 
+    def status_with_progress(self, job_id: str) -> JobStatus:
+        """``status`` with the job's progress and time to recover, where reading them costs more (contract 15)."""
+        return self.status(job_id)
+
     def checkpoints(self, job_id: str) -> CheckpointListing:
         """The checkpoints of job ``job_id`` (``ma-submit checkpoints``; contract 16)."""
         raise ConfigError(f"checkpoints of {self.name} jobs cannot be listed yet (job {job_id}): checkpoint: is "
@@ -423,6 +432,11 @@ class JobHandle:
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The job's output lines (``[host N] ...``); with ``follow`` until the job ends."""
         return self.backend.logs(self.id, follow=follow)
+
+    def status_with_progress(self) -> JobStatus:
+        """The status with the job's progress and time to recover (``ma-submit status``; a cloud job's are read from
+        its hosts' logs)."""
+        return self.backend.status_with_progress(self.id)
 
     def checkpoints(self) -> CheckpointListing:
         """The job's checkpoints (``ma-submit checkpoints``): each one's step, time, size and whether complete."""

@@ -122,7 +122,7 @@ def render_list(statuses: List[JobStatus], now: float) -> str:
 def show_status(backend: Optional[str], output: str, job_id: str, profile: Optional[str] = None) -> int:
     """``ma-submit status``: the state of ``job_id`` (and of each of its hosts)."""
     impl, ident = resolved(backend, job_id, profile)
-    status = impl.status(ident)
+    status = impl.status_with_progress(ident)
     if output == "json":
         echo_json(status.to_json())
     else:

@@ -163,6 +163,7 @@ class FakeModelArts:
         self.report_exit_codes = True  # False: no ``task_statuses`` in a job's details (some platforms)
         self.log_bytes_served = 0  # log bytes sent in previews and through log links
         self.log_links = True  # False: ``.../logs/url`` answers 404 (a platform without it)
+        self.log_ranges: List[str] = []  # the Range header of every read through a log link ("" for none)
         self.after_create: Optional[Callable[[FakeJob], None]] = None
 
     # -- life cycle ------------------------------------------------------------------------------------
@@ -261,7 +262,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
     def _obs_log(self, path: str) -> None:
-        """The whole log behind a ``logs/url`` link; ``Range: bytes=N-`` gives the bytes from N (206)."""
+        """The whole log behind a ``logs/url`` link; ``Range: bytes=N-`` gives the bytes from N, ``bytes=-N`` the last
+        N (206); a ``"500"`` queued for the route ``"obs"`` is answered first."""
         fake = self.server_fake
         _, _, job_id, task = path.split("/")[:4]
         job = fake.jobs.get(job_id)
@@ -270,7 +272,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raw = job.log(task).encode()
         status = 200
-        match = re.match(r"bytes=(\d+)-\Z", self.headers.get("Range", ""))
+        asked = self.headers.get("Range", "")
+        with fake.lock:
+            fake.log_ranges.append(asked)
+        if fake.fault("obs") == "500":
+            self._answer(500, {"error": "InternalError"})
+            return
+        match = re.match(r"bytes=(\d+)-\Z", asked)
+        suffix = re.match(r"bytes=-(\d+)\Z", asked)
+        if suffix and raw:  # the last N bytes (all of a shorter log), as OBS answers a suffix range
+            raw, status = raw[-int(suffix.group(1)) :], 206
+        elif suffix:
+            match = suffix  # an empty log: nothing to give (416)
         if match:
             start = int(match.group(1))
             if start >= len(raw):

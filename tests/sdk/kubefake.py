@@ -1,13 +1,14 @@
 """A small Kubernetes API server on 127.0.0.1 for the Volcano backend's tests (no cluster, no mocks).
 
 It serves the paths the official client uses for the backend: create/get/list/delete Volcano Jobs
-(``/apis/batch.volcano.sh/v1alpha1/namespaces/<ns>/jobs``), create and delete the job's Secret (checked
-against the client's ``V1Secret``, owned by an existing job, garbage-collected with it), list pods by the
-``volcano.sh/job-name`` label and read (and follow, chunked) a pod's log. It checks what it receives: the
-bearer token, every created manifest against the real CRD schema (strictly) and the pod template against the
-client's models, the label selector and the container name; anything else is answered as the API server
-would (401, 404, 409, 422, 400) and recorded in ``problems``. A controller thread walks each job through
-Volcano's phases, one step per ``tick``:
+(``/apis/batch.volcano.sh/v1alpha1/namespaces/<ns>/jobs``), create and delete the job's Secret (checked against the
+client's ``V1Secret``, owned by an existing job, garbage-collected with it), list pods by the
+``volcano.sh/job-name`` label and read (and follow, chunked) a pod's log (``tailLines`` and ``limitBytes``
+honoured, the cut wherever it falls; every log query kept in ``log_queries``; :func:`feed_console` adds a
+container's output, a real shim's, to a pod). It checks what it receives: the bearer token, every created manifest
+against the real CRD schema (strictly) and the pod template against the client's models, the label selector and the
+container name; anything else is answered as the API server would (401, 404, 409, 422, 400) and recorded in
+``problems``. A controller thread walks each job through Volcano's phases, one step per ``tick``:
 
 - ``succeed``: Pending -> pods start and print -> Completing -> Completed (every container exits 0);
 - ``fail7``: host 1's container exits 7; the exit-code policy aborts the job: the others end with 143,
@@ -24,10 +25,10 @@ Volcano's phases, one step per ``tick``:
 As unkind as a real API server: a job list is answered in pages of at most :data:`PAGE_CAP` items, whatever
 ``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
 likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
-queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``; ``"500 stored"`` for
-``POST job``: stored, then answered 500) are answered
-before the request is served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by
-a request for a later page, which is refused as the API server refuses an expired ``continue`` token.
+queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``, ``"403"`` (refused
+for good); ``"500 stored"`` for ``POST job``: stored, then answered 500) are answered before the request is
+served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by a request for a later
+page, which is refused as the API server refuses an expired ``continue`` token.
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template
 (``idle``, or any name not above: Running after its hello, quiet until deleted). It holds a job of 1,024 pods,
@@ -254,6 +255,7 @@ class FakeCluster:
         self.secrets: Dict[Tuple[str, str], Dict[str, Any]] = {}  # (namespace, name) -> the Secret as created
         self.faults: Dict[str, List[str]] = {}  # route -> answers to give before serving it
         self.exec_requests: List[Dict[str, Any]] = []  # what each exec asked for (kubefake_inside)
+        self.log_queries: List[Dict[str, str]] = []  # the query of every pod log read
         self.forbid: set[str] = set()  # "exec", "events": answered 403 (kubefake_inside)
         self.metrics_server = False  # whether metrics.k8s.io is served
         self._count = 0
@@ -454,6 +456,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault in ("500", "503"):
             self._send(int(fault), _status(int(fault), "InternalError", "etcdserver: request timed out"))
             return
+        if fault == "403":  # RBAC that does not grant this (pods/log, say): refused for good, not retried
+            self._send(403, _status(403, "Forbidden", f"User \"tester\" cannot {self.command} {url.path}"))
+            return
         if fault == "500 stored":  # the write went through, its answer did not (etcd's timeout after the commit)
             with cluster.lock:
                 if jobs and self.command == "POST" and not jobs.group(2):
@@ -524,9 +529,11 @@ class _Handler(BaseHTTPRequestHandler):
         if pod is None:
             self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
             return
+        cluster.log_queries.append(dict(query))
         if query.get("follow") != "true":
-            tail = query.get("tailLines")
+            tail, limit = query.get("tailLines"), query.get("limitBytes")
             body = b"".join(pod.lines[-int(tail) :] if tail is not None else pod.lines)
+            body = body[: int(limit)] if limit is not None else body  # cut where it falls, as the API server does
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))
@@ -549,6 +556,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = do_DELETE = _route
+
+
+def feed_console(cluster: FakeCluster, namespace: str, name: str, host: int, data: bytes) -> None:
+    """Append ``data`` (a container's console output: a real shim's, say) to host ``host``'s pod log of a job."""
+    with cluster.lock:
+        pod = next(pod for pod in cluster.jobs[(namespace, name)].pods if pod.index == host)
+        for line in data.splitlines(keepends=True):
+            pod.append(line)
 
 
 class _Server(ThreadingHTTPServer):

@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, List, Tuple
 
-from malaunch.entrypoint.public import PROGRESS_DIR_NAME, read_progress, read_recovery, recovery_file
+from malaunch.entrypoint.public import (
+    PROGRESS_DIR_NAME,
+    read_progress,
+    read_recovery,
+    recovery_file,
+    with_first_progress,
+)
 
 from .jobdir import JobPaths
 
@@ -27,12 +33,5 @@ def job_progress(paths: JobPaths, hosts: int) -> Tuple[Tuple[RankProgress, ...],
     records: List[RankProgress] = []
     for index in range(max(hosts, 1)):
         records += read_progress(os.path.join(paths.log_dir(index), PROGRESS_DIR_NAME), host=index)
-    recovery = read_recovery(recovery_file(paths.log_dir(0)))
-    filled = []
-    for record in recovery:
-        if record.next_started is not None and record.first_progress is None:
-            first = record.first_progress_in(records)
-            if first is not None:
-                record = record._replace(first_progress=first)
-        filled.append(record)
-    return tuple(records), tuple(filled)
+    recovery = with_first_progress(read_recovery(recovery_file(paths.log_dir(0))), records)
+    return tuple(records), tuple(recovery)

@@ -60,7 +60,7 @@ from .inside import (
     usage_row,
 )
 from .jobcode import JobCode
-from .logread import TaskLogReader
+from .logread import TaskLogReader, TaskTails
 from .phases import status_from_job, task_index
 from .request import CreateRequest
 from .variables import ENV_REGION
@@ -68,6 +68,7 @@ from .variables import ENV_REGION
 __all__ = ["ModelArtsBackend", "create_backend"]
 
 _PROJECT_PLACEHOLDER = "{project_id}"
+_USAGE_SOURCE = "the ModelArts job metrics API (per-minute averages)"
 
 
 class ModelArtsBackend(Backend):
@@ -111,6 +112,7 @@ class ModelArtsBackend(Backend):
         self.endpoints: Endpoints = load_endpoints(region, self.environ)
         self._api: Optional[ModelArtsClient] = None
         self._code = JobCode(lambda: self.credentials, lambda: self.api, self.endpoints, s3_client, progress)
+        self._task_tails = TaskTails(lambda: self.api, self.session, self.policy)  # status_with_progress, top
 
     # -- helpers -----------------------------------------------------------------------------------------
     @property
@@ -225,10 +227,11 @@ class ModelArtsBackend(Backend):
         return unresolved_ref(ref)
 
     # -- management ----------------------------------------------------------------------------------------
-    def _fetch_status(self, job_id: str) -> JobStatus:
+    def _fetch_status(self, job_id: str, progress: bool = False) -> JobStatus:
         platform_id = self._platform_id(job_id)
         job = self.api.get_job(platform_id)
         status = status_from_job(job, self.api.job_url(platform_id))
+        status = self._task_tails.added(status, job) if progress else status
         if status.state is JobState.FAILED:
             tail = failure_tail(self.api, self._tails, platform_id, job)
             status = status_from_job(job, self.api.job_url(platform_id), tail)
@@ -246,6 +249,9 @@ class ModelArtsBackend(Backend):
         if recent is not None and time.monotonic() - recent[0] < self.status_interval:
             return recent[1]
         return self._fetch_status(job_id)
+
+    def status_with_progress(self, job_id: str) -> JobStatus:
+        return self._fetch_status(job_id, progress=True)  # its shims' lines in its task logs (TaskTails)
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         job_id = self._platform_id(job_id)
@@ -294,7 +300,7 @@ class ModelArtsBackend(Backend):
         platform_id = self._platform_id(job_id)
         tasks = task_names(job)
         rows = [usage_row(task, i, task_metrics(self.api, platform_id, task)) for i, task in enumerate(tasks)]
-        return UsageReport(job_id, tuple(rows), source="the ModelArts job metrics API (per-minute averages)")
+        return UsageReport(job_id, tuple(rows), source=_USAGE_SOURCE, ranks=self._task_tails.ranks(job))
 
     def exec(
         self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,

@@ -14,12 +14,18 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import requests
+from malaunch.entrypoint.public import RankProgress, newest_attempt
 
+from ...errors import BackendError, ConfigError
+from ...status import JobState, JobStatus
 from .._http import RetryPolicy
+from ..logprogress import LOG_TAIL_BYTES, HostTail, log_progress, tail_lines, with_log_progress
 from .api import ModelArtsClient
+from .inside import task_names
+from .phases import task_index
 from .tasklog import TaskLog
 
-__all__ = ["LINK_SECONDS", "TaskLogReader", "full_log_place"]
+__all__ = ["LINK_SECONDS", "TaskLogReader", "TaskTails", "full_log_place", "task_tail"]
 
 #: A log link is asked again after this many seconds (the platform's links are valid for 5 minutes).
 LINK_SECONDS = 240.0
@@ -100,3 +106,50 @@ class TaskLogReader:
             last = log.flush()
             if last is not None:
                 yield last
+
+
+def task_tail(client: ModelArtsClient, session: requests.Session, policy: RetryPolicy, job_id: str, task: str,
+              size: int) -> Optional[bytes]:  # fmt: skip
+    """The last ``size`` bytes (about) of one task's log, or None when it cannot be read: through the whole log's
+    link with a suffix ``Range`` (only those bytes travel), else the platform's preview (its last 5 MB)."""
+    url = client.log_url(job_id, task)
+    if url is not None:
+        try:
+            with session.get(url, headers={"Range": f"bytes=-{size}"}, timeout=policy.timeout, stream=True) as answer:
+                if answer.status_code == 206:
+                    return answer.content
+                if answer.status_code == 416:  # an empty log
+                    return b""
+        except requests.RequestException:
+            pass  # the preview says the same, in more bytes
+    try:
+        preview = client.log_preview(job_id, task)
+    except (BackendError, ConfigError):  # no log yet, or the API refused: this host's lines are not known
+        return None
+    return preview.content[-size:]
+
+
+class TaskTails:
+    """What ``status`` and ``top`` read of a running job's task logs through ``api()``: the progress and recovery
+    lines its shims wrote (:mod:`..logprogress`), one tail read per task (:func:`task_tail`)."""
+
+    def __init__(self, api: Callable[[], ModelArtsClient], session: requests.Session, policy: RetryPolicy) -> None:
+        self._api, self.session, self.policy = api, session, policy
+
+    def of(self, job: Mapping[str, Any]) -> List[HostTail]:
+        """The last lines of each task's log that can be read, by host index."""
+        job_id = str((job.get("metadata") or {}).get("id") or "")
+        tails: List[HostTail] = []
+        for position, task in enumerate(task_names(job)):
+            data = task_tail(self._api(), self.session, self.policy, job_id, task, LOG_TAIL_BYTES)
+            if data is not None:
+                tails.append((task_index(task, position), tail_lines(data)))
+        return tails
+
+    def added(self, status: JobStatus, job: Mapping[str, Any]) -> JobStatus:
+        """``status`` with the job's progress and time to recover (unchanged while the job has not started)."""
+        return status if status.state is JobState.PENDING else with_log_progress(status, self.of(job))
+
+    def ranks(self, job: Mapping[str, Any]) -> Tuple[RankProgress, ...]:
+        """Each rank's last record of the newest attempt, every task's (``top``)."""
+        return tuple(newest_attempt(log_progress(self.of(job))[0]))

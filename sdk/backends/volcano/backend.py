@@ -237,9 +237,10 @@ class VolcanoBackend(Backend):
 
     def status(self, job_id: str) -> JobStatus:
         """The job's state from its phase, its hosts from its pods, its exit code from the first failed pod."""
-        namespace, name = self._where(job_id)
-        job = self.api.get_job(namespace, name)
-        return self._view.status_of(namespace, name, job, self.api.list_pods(namespace, name))
+        return self._view.status(job_id)
+
+    def status_with_progress(self, job_id: str) -> JobStatus:
+        return self._view.status(job_id, progress=True)  # its shims' lines in its pods' logs (JobView.log_tails)
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         """``[host N] ...`` lines of the worker pods; with ``follow`` until the job ends."""

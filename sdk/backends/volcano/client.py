@@ -481,10 +481,12 @@ class KubeApi:
         page: Dict[str, Any] = self.send("GET", core_path(namespace, "pods"), query)
         return page
 
-    def pod_log(self, namespace: str, pod: str, *, follow: bool, tail_lines: Optional[int] = None) -> Iterator[bytes]:
-        """The worker container's output as it arrives, in chunks of bytes (only the last ``tail_lines`` if set)."""
+    def pod_log(self, namespace: str, pod: str, *, follow: bool, tail_lines: Optional[int] = None,
+                limit_bytes: Optional[int] = None) -> Iterator[bytes]:  # fmt: skip
+        """The worker container's output as it arrives, in chunks of bytes (only the last ``tail_lines`` if set, and
+        of those at most ``limit_bytes``: the API server stops there, maybe in the middle of a line)."""
         path = core_path(namespace, "pods", pod, "log")
-        query = {"container": TASK_NAME, "follow": follow, "tailLines": tail_lines}
+        query = {"container": TASK_NAME, "follow": follow, "tailLines": tail_lines, "limitBytes": limit_bytes}
         timeout = (TIMEOUT[0], FOLLOW_READ_TIMEOUT) if follow else TIMEOUT
         response = self._call(
             f"reading the log of pod {namespace}/{pod}",

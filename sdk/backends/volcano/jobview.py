@@ -7,14 +7,19 @@ to split a job id; reading only: creating, stopping and deleting jobs stay with 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.entrypoint.public import newest_attempt
 
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
 from ...status import JobState, JobStatus
 from ..inside import ExecResult, JobEvent, UsageReport
+from ..logprogress import LOG_TAIL_BYTES, LOG_TAIL_LINES, HostTail, log_progress, tail_lines, with_log_progress
 from .client import KubeApi
 from .inside import KubeInside, pending_reason
+from .logs import started_pods
 from .phases import host_index, host_statuses, job_state, parse_time, retry_count, root_cause
 
 __all__ = ["STOPPED_EXIT_CODE", "JobView"]
@@ -37,6 +42,18 @@ class JobView:
     def api(self) -> KubeApi:
         """The backend's API client."""
         return self._connect()
+
+    def status(self, job_id: str, progress: bool = False) -> JobStatus:
+        """The status of job ``job_id``; with ``progress``, the progress and the time to recover its shims wrote in
+        their pods' logs (:meth:`log_tails`: one read per pod, at most its last lines and bytes; none while the job
+        waits)."""
+        namespace, name = self._where(job_id)
+        job = self.api.get_job(namespace, name)
+        pods = self.api.list_pods(namespace, name)
+        status = self.status_of(namespace, name, job, pods)
+        if not progress or status.state is JobState.PENDING:
+            return status
+        return with_log_progress(status, self.log_tails(namespace, pods))
 
     def status_of(
         self, namespace: str, name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], tails: bool = True
@@ -130,7 +147,28 @@ class JobView:
         """CPU and memory per pod from metrics.k8s.io (a note when metrics-server is not installed)."""
         status, pods = self._running(job_id, "top")
         namespace, name = self._where(status.id)
-        return KubeInside(self.api).usage(status.id, namespace, name, pods)
+        report = KubeInside(self.api).usage(status.id, namespace, name, pods)
+        ranks, _recovery = log_progress(self.log_tails(namespace, pods))
+        return dataclasses.replace(report, ranks=tuple(newest_attempt(ranks)))
+
+    def log_tails(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> List[HostTail]:
+        """The last lines of each started pod's log (a running pod's where a host has several), by host index; a
+        log that cannot be read is left out (:mod:`..logprogress`)."""
+        running = {str((pod.get("metadata") or {}).get("name")) for pod in pods
+                   if (pod.get("status") or {}).get("phase") == "Running"}  # fmt: skip
+        chosen: Dict[int, str] = {}
+        for index, pod, _uid in started_pods(pods):
+            if index not in chosen or pod in running:
+                chosen[index] = pod
+        tails: List[HostTail] = []
+        for index, pod in sorted(chosen.items()):
+            try:
+                data = b"".join(self.api.pod_log(namespace, pod, follow=False, tail_lines=LOG_TAIL_LINES,
+                                                 limit_bytes=LOG_TAIL_BYTES))  # fmt: skip
+            except (BackendError, JobNotFound):
+                continue
+            tails.append((index, tail_lines(data)))
+        return tails
 
     def exec(
         self, job_id: str, command: Sequence[str], *, host: int = 0, tty: bool = False, capture: bool = True,

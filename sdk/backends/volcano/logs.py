@@ -16,7 +16,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Sequence
 
 from .phases import host_index
 
-__all__ = ["READ_AHEAD", "RELIST_POLLS", "LineSplitter", "follow_pod_logs", "read_pod_logs"]
+__all__ = ["READ_AHEAD", "RELIST_POLLS", "LineSplitter", "follow_pod_logs", "read_pod_logs", "started_pods"]
 
 #: Hosts' logs read ahead of the one being printed (``ma-submit logs`` of an ended or unfollowed job).
 READ_AHEAD = 8
@@ -58,7 +58,8 @@ def _started(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _by_index(pods: Sequence[Mapping[str, Any]]) -> List[Tuple[int, str, str]]:
+def started_pods(pods: Sequence[Mapping[str, Any]]) -> List[Tuple[int, str, str]]:
+    """``(host index, name, uid)`` of each pod whose worker container has started, by index."""
     out = []
     for pod in pods:
         index = host_index(pod)
@@ -75,7 +76,7 @@ def read_pod_logs(list_pods: ListPods, read_log: ReadLog, *, ahead: int = READ_A
     logs are read meanwhile, each by a thread of its own (so a job of N hosts costs about N / ``ahead`` round
     trips rather than N, and at most ``ahead`` logs wait in memory).
     """
-    pods = _by_index(list_pods())
+    pods = started_pods(list_pods())
     with ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="pod-log") as pool:
         waiting: Deque[Future[bytes]] = deque()  # the logs of the hosts after the one being printed, in order
         submitted = 1  # host 0's log streams as it is printed
@@ -138,7 +139,7 @@ def follow_pod_logs(
         stale += 1
         if finished or stale >= relist:
             listed = list_pods()
-            started = _by_index(listed)
+            started = started_pods(listed)
             stale = 0 if listed and len(started) == len(listed) else relist  # someone still to start: look again
             for index, name, uid in started:
                 if uid not in seen:

@@ -21,7 +21,8 @@ Normalisation, only where the output is variable by nature (everything else is k
 3. pids: ``"pid": N`` in report.json, ``pid N``, and torchrun's ``pid: N`` and ``process N`` on the console
    -> ``<PID>``;
 4. times: ``"duration"`` in report.json and ``after N.Ns`` on the console -> ``<DURATION>``; the time stamp,
-   pid and thread id at the start of torchrun's (glog) and MindSpore's (``ME(pid:tid,...)``) log lines;
+   pid and thread id at the start of torchrun's (glog) and MindSpore's (``ME(pid:tid,...)``) log lines; the
+   moments in the shim's progress and recovery lines (``[ma-entrypoint] recovery/v1 ...``) -> ``<TIME>``;
 5. order across concurrent sources: the shim relays every rank and the launcher concurrently (a log file never
    waits for the console), so within each run of consecutive console lines that carry a source prefix
    (``[rank N] ``, ``[torchrun] ``, ``[msrun] ``) the lines are grouped by prefix, keeping each source's own
@@ -130,6 +131,9 @@ _TEXT_RULES = (
     (re.compile(r"\b(pid:?|process) \d+\b"), r"\1 <PID>"),
     (re.compile(r"\bafter \d+\.\ds\b"), "after <DURATION>"),
 )
+#: The shim's progress and recovery lines (run/statuslines.py): their moments (every number with a fraction).
+_STATUS_LINE = re.compile(r"^(\[ma-entrypoint\] (?:progress|recovery)/v\d+ )(.*)$", re.MULTILINE)
+_MOMENT = re.compile(r"\b\d+\.\d+\b")
 
 
 def _group_sources(lines: List[str]) -> List[str]:
@@ -162,6 +166,7 @@ def _prefix_rank(source: str) -> Tuple[int, int]:
 def _console(text: str) -> List[str]:
     for pattern, replacement in _TEXT_RULES:
         text = pattern.sub(replacement, text)
+    text = _STATUS_LINE.sub(lambda m: m.group(1) + _MOMENT.sub("<TIME>", m.group(2)), text)
     lines = [line for line in text.split("\n") if not _LAUNCHER.match(line)]
     return _group_sources(lines)
 
