@@ -53,7 +53,7 @@ _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
 #: The backends' own sections (``volcano:``, ``modelarts:``), each declared by its backend, in JobSpec's order.
-_SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
+_SECTIONS = option_sections()
 _TOP = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
     "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",

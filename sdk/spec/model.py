@@ -417,7 +417,7 @@ def _check_spec(spec: JobSpec) -> None:
             seen[item.name] = where
             if kind == "inputs" and item.path is None:
                 raise _fail(f"{where}.path", "is required for an input", item.path)
-    _one_of("backend", spec.backend, BACKEND_NAMES)
+    _one_of("backend", spec.backend, tuple(BACKEND_NAMES))
     if not isinstance(spec.launcher, LauncherOptions):
         raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
     _check_launcher(spec.launcher, "launcher")
