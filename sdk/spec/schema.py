@@ -1,7 +1,8 @@
 """The job file's JSON schema, made in one place: the core's and each registered backend's piece.
 
-The core (every key but the backends' own sections) is ``core.schema.json`` beside this module; each backend
-that declares a job-file section gives its piece as ``SCHEMA`` in its ``options.py`` (the value of
+The core (every key but the backends' own sections, and ``backend`` without its names) is ``core.schema.json``
+beside this module; ``backend`` takes the registry's names; each backend that declares a job-file section gives its
+piece as ``SCHEMA`` in its ``options.py`` (the value of
 ``properties.<name>``, whose ``$defs`` go to the schema's root), read through the registry
 (:func:`malaunch.sdk.backends.option_sections`). The pieces go after ``launcher``, in the registry's order.
 
@@ -20,7 +21,7 @@ import sys
 from importlib.resources import files
 from typing import Any, Dict, List, Optional
 
-from ..backends.registry import option_sections
+from ..backends.registry import BACKEND_NAMES, option_sections
 
 __all__ = ["job_schema", "main", "schema_text"]
 
@@ -47,7 +48,7 @@ def job_schema() -> Dict[str, Any]:
             raise ValueError(f"backend {section.name!r}: its section's name is a key of the job file already")
         pieces[section.name] = piece
     for key, value in core["properties"].items():
-        properties[key] = value
+        properties[key] = {**value, "enum": list(BACKEND_NAMES)} if key == "backend" else value
         if key == _AFTER:
             properties.update(pieces)
     return {**core, "properties": properties, "$defs": defs}

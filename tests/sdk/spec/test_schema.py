@@ -46,6 +46,12 @@ def test_each_backends_section_is_its_own_piece() -> None:
             assert doc["$defs"][name] == definition
 
 
+def test_the_backends_are_the_registrys() -> None:
+    from malaunch.sdk.backends import BACKEND_NAMES
+
+    assert schema()["properties"]["backend"]["enum"] == list(BACKEND_NAMES)
+
+
 def test_package_copy_is_package_data() -> None:
     from importlib.resources import files
 
