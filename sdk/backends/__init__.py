@@ -10,9 +10,9 @@
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
 The names below are the registry's facts, imported on first use; ``VolcanoOptions`` and ``ModelArtsOptions``, the
-sections the backends declare, are named here for the types of ``JobSpec``'s fields and for
-:mod:`malaunch.sdk.spec`. This package's ``__init__`` is in the SDK's lowest layer, with the registry: it names
-nothing above it (``tests/sdk/test_sdk_layering.py``).
+sections the backends declare, stay named here for their users (a new backend needs no name here: ``JobSpec`` holds
+the sections by name, as the registry has them). This package's ``__init__`` is in the SDK's lowest layer, with the
+registry: it names nothing above it (``tests/sdk/test_sdk_layering.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "ModelArtsOptions": ".modelarts.options",  # the backends' own job-file sections, for JobSpec's fields
+    "ModelArtsOptions": ".modelarts.options",  # the backends' own job-file sections, as they were named here
     "VolcanoOptions": ".volcano.options",
 }
 

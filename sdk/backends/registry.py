@@ -9,10 +9,11 @@ on first use.
 What the loader, the CLI and sweeps need to know about a backend without loading it lives beside the backend, in
 ``<backend>/options.py`` (the backend's *facts* module, light to import):
 
-- ``OPTIONS``, ``KEYS``, ``OPTIONAL``, ``SHAPE`` and ``prepare_options(fields, path, resolve)``: the job-file
-  section the backend reads (named as the backend, a ``JobSpec`` field), its dataclass (defined and checked
-  there), its keys, what it must be, and how its mapping becomes that dataclass's fields; the loader and the spec
-  read every section through :func:`option_sections` (and :func:`options_hook`, :func:`new_section`);
+- ``OPTIONS``, ``KEYS``, ``OPTIONAL``, ``SHAPE``, ``SCHEMA`` and ``prepare_options(fields, path, resolve)``: the
+  job-file section the backend reads (named as the backend, held in ``JobSpec.sections`` and read as
+  ``spec.<name>``), its dataclass (defined and checked there), its keys, what it must be, its piece of the job
+  file's JSON schema, and how its mapping becomes that dataclass's fields; the loader and the spec read every
+  section through :func:`option_sections` (and :func:`options_hook`, :func:`new_section`);
 - ``owns_id(job_id)``, in ``<backend>/ids.py`` (apart, so that finding a job's backend loads no section):
   whether an id has the backend's own format (:func:`backend_for_id`);
 - ``RUNS_ON_THIS_MACHINE``: the backend runs its jobs here and keeps them under the SDK's home (local), so a
@@ -23,6 +24,10 @@ What a malaunch profile may keep for a backend is in ``<backend>/profile.py`` (`
 
 :func:`backend_for_id` is the part of finding a job's backend that needs only these facts; the whole way
 (the job index, then the id's format, then the default) is :func:`malaunch.sdk.opening.backend_for`.
+
+Everything here is read from :data:`BACKEND_MODULES` when asked (:data:`BACKEND_NAMES` is a view of its keys, and
+what is kept is kept per its contents), so a line added to it (a test's backend, for the test's duration) is seen
+by the spec, the loader and the CLI alike.
 """
 
 from __future__ import annotations
@@ -31,7 +36,20 @@ import functools
 import importlib
 import importlib.util
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, TypeAlias
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeAlias,
+    overload,
+)
 
 if TYPE_CHECKING:
     from ..profiles.keys import ProfileKey
@@ -47,20 +65,46 @@ __all__ = [
     "options_hook",
     "profile_keys",
     "runs_here",
+    "section_types",
 ]
 
 OptionsHook: TypeAlias = (
     "Callable[[Dict[str, Any], str, Callable[[Optional[object]], Optional[object]]], Dict[str, Any]]"
 )
 
-#: Backend name -> module exporting ``create_backend``.
-BACKEND_MODULES: Mapping[str, str] = {
+#: Backend name -> module exporting ``create_backend``: the one line each backend adds.
+BACKEND_MODULES: Dict[str, str] = {
     "local": "malaunch.sdk.backends.local",
     "modelarts": "malaunch.sdk.backends.modelarts",
     "volcano": "malaunch.sdk.backends.volcano",
 }
+
+
+class _Names(Sequence[str]):
+    """The names of :data:`BACKEND_MODULES`, in its order, as they are when asked (a sequence for ``click.Choice``)."""
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: Any) -> Any:
+        return tuple(BACKEND_MODULES)[index]
+
+    def __len__(self) -> int:
+        return len(BACKEND_MODULES)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(BACKEND_MODULES))
+
+    def __contains__(self, name: object) -> bool:
+        return name in BACKEND_MODULES
+
+    def __repr__(self) -> str:
+        return repr(tuple(BACKEND_MODULES))
+
+
 #: Backend names a job file may use (see :func:`available_backends` for which are installed).
-BACKEND_NAMES: Tuple[str, ...] = tuple(BACKEND_MODULES)
+BACKEND_NAMES: Sequence[str] = _Names()
 #: The backend of a job file without ``backend:`` and of a job id nothing else claims.
 DEFAULT_BACKEND = "local"
 
@@ -69,19 +113,19 @@ def _module_exists(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-_FACTS: Dict[Tuple[str, str], Optional[ModuleType]] = {}
+_FACTS: Dict[str, Optional[ModuleType]] = {}
 
 
 def _facts(name: str, kind: str = "options") -> Optional[ModuleType]:
     """``<backend module>.<kind>``, or None when the backend has none (or is not installed); looked up once."""
-    if (name, kind) not in _FACTS:
-        module = f"{BACKEND_MODULES[name]}.{kind}"
+    module = f"{BACKEND_MODULES[name]}.{kind}"
+    if module not in _FACTS:
         try:
             found = importlib.util.find_spec(module)
         except ModuleNotFoundError:
             found = None
-        _FACTS[name, kind] = importlib.import_module(module) if found is not None else None
-    return _FACTS[name, kind]
+        _FACTS[module] = importlib.import_module(module) if found is not None else None
+    return _FACTS[module]
 
 
 def options_hook(section: str) -> Optional[OptionsHook]:
@@ -94,33 +138,45 @@ def options_hook(section: str) -> Optional[OptionsHook]:
 
 class Section(NamedTuple):
     """A backend's own job-file section: ``name:`` (the backend's name) holding ``options`` (the backend's
-    dataclass, the type of the ``JobSpec`` field of that name) with the keys ``keys``; ``optional``: the field is
-    None when the job file has no such section (else the dataclass's defaults); ``shape``: what the section must
-    be, for the error when it is something else."""
+    dataclass, held in ``JobSpec.sections[name]`` and read as ``spec.<name>``) with the keys ``keys``;
+    ``optional``: it is None when the job file has no such section (else the dataclass's defaults); ``shape``: what
+    the section must be, for the error when it is something else; ``schema``: its piece of the job file's JSON
+    schema (the value of ``properties.<name>``, with ``$defs`` of its own if it needs some)."""
 
     name: str
     options: type
     keys: Tuple[str, ...]
     optional: bool
     shape: str
+    schema: Mapping[str, Any]
+
+
+def option_sections() -> Tuple[Section, ...]:
+    """Every backend's own job-file section: those every spec holds (not optional) first, each group in the
+    registry's order (the order of a spec's data, of a job file's keys in messages and of the schema's properties).
+    Asked for every ``JobSpec`` made, so the answer is kept for each content of the registry."""
+    return _sections(tuple(BACKEND_MODULES.items()))
 
 
 @functools.cache
-def option_sections(order: Tuple[str, ...] = ()) -> Tuple[Section, ...]:
-    """Every backend's own job-file section, those named in ``order`` first, in that order (asked for every
-    ``JobSpec`` made, so each answer is kept)."""
+def _sections(registry: Tuple[Tuple[str, str], ...]) -> Tuple[Section, ...]:
     from dataclasses import is_dataclass  # a section is a dataclass; only the spec asks for the sections
 
     found = []
-    for name in BACKEND_MODULES:
+    for name, _ in registry:
         facts = _facts(name)
         options = getattr(facts, "OPTIONS", None)
         if facts is not None and isinstance(options, type) and is_dataclass(options):
             optional = bool(getattr(facts, "OPTIONAL", False))
             shape = str(getattr(facts, "SHAPE", f"a mapping of {name} options"))
-            found.append(Section(name, options, tuple(facts.KEYS), optional, shape))
-    rank = {name: position for position, name in enumerate(order)}
-    return tuple(sorted(found, key=lambda section: rank.get(section.name, len(rank))))
+            schema = getattr(facts, "SCHEMA", {"type": "object"})
+            found.append(Section(name, options, tuple(facts.KEYS), optional, shape, schema))
+    return tuple(sorted(found, key=lambda section: section.optional))
+
+
+def section_types() -> Mapping[str, type]:
+    """Section name (the backend's name) -> the backend's section type, for every backend that declares one."""
+    return {section.name: section.options for section in option_sections()}
 
 
 def new_section(name: str) -> Any:

@@ -26,7 +26,7 @@ import os
 import re
 import shlex
 import types
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import yaml
 from malaunch.entrypoint.public import int_bounds
@@ -52,12 +52,9 @@ LAUNCHER_ENV: Mapping[str, str] = types.MappingProxyType(
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
-#: The backends' own sections (``volcano:``, ``modelarts:``), each declared by its backend, in JobSpec's order.
-_SECTIONS = option_sections(tuple(field.name for field in dataclasses.fields(JobSpec)))
-_TOP = (
+_TOP_CORE = (
     "name", "run_method", "code_dir", "boot_file", "args", "image", "resources", "env", "inputs", "outputs",
-    "backend", "launcher", *(section.name for section in _SECTIONS), "sweep", "keep_for", "notify", "notify_timeout",
-    "priority", "checkpoint", "resume_from",
+    "backend", "launcher", "sweep", "keep_for", "notify", "notify_timeout", "priority", "checkpoint", "resume_from",
 )  # fmt: skip
 _RESOURCES = ("hosts", "devices_per_host", "flavor", "pool")
 _LAUNCHER = (
@@ -67,18 +64,44 @@ _LAUNCHER = (
 )  # fmt: skip
 _DATA = ("name", "path")
 _CHECKPOINT = ("keep", "volume", "obs_path")
+_SWEEP = ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric")
+
+
+def _top() -> Tuple[str, ...]:
+    """The keys of a job file's top level: the core's, with each backend's own section (``volcano:``,
+    ``modelarts:``, as the registry has them) after ``launcher``."""
+    at = _TOP_CORE.index("sweep")
+    return (*_TOP_CORE[:at], *(section.name for section in option_sections()), *_TOP_CORE[at:])
+
+
+class _JobFields(Mapping[str, Tuple[str, ...]]):
+    """Section ("" for the top level) -> the keys a job file may use in it, the backends' sections as the registry
+    has them when asked."""
+
+    def _now(self) -> Dict[str, Tuple[str, ...]]:
+        return {
+            "": _top(),
+            "resources": _RESOURCES,
+            "launcher": _LAUNCHER,
+            "data": _DATA,
+            "checkpoint": _CHECKPOINT,
+            **{section.name: section.keys for section in option_sections()},
+            "sweep": _SWEEP,
+            "notify": TARGET_KEYS,
+        }
+
+    def __getitem__(self, key: str) -> Tuple[str, ...]:
+        return self._now()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
 
 #: The keys a job file may use, per section.
-JOB_FIELDS: Mapping[str, Tuple[str, ...]] = {
-    "": _TOP,
-    "resources": _RESOURCES,
-    "launcher": _LAUNCHER,
-    "data": _DATA,
-    "checkpoint": _CHECKPOINT,
-    **{section.name: section.keys for section in _SECTIONS},
-    "sweep": ("params", "random", "seed", "max_parallel", "stop_on_failure", "metric"),
-    "notify": TARGET_KEYS,
-}
+JOB_FIELDS: Mapping[str, Tuple[str, ...]] = _JobFields()
 
 # Words people reach for, mapped to our field names (did-you-mean beyond spelling).
 _ALIASES = {
@@ -241,7 +264,7 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
     Raises:
         SpecError: the first invalid field, with its path and value.
     """
-    fields = _mapping(data, "", _TOP)
+    fields = _mapping(data, "", _top())
     if fields.pop("sweep", None) is not None:  # read by malaunch.sdk.sweep, which passes the rest here
         raise SpecError("sweep", "makes this job file a sweep of many trials", "sweep: {...}",
                         "run it with 'ma-submit sweep JOB.yaml' (or Sweep.from_yaml in Python)")  # fmt: skip
@@ -258,12 +281,11 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             fields[kind] = _data_list(fields[kind], kind, base_dir)
     fields["resources"] = _section(fields.get("resources"), "resources", Resources, _RESOURCES)
     fields["launcher"] = _section(fields.get("launcher"), "launcher", LauncherOptions, _LAUNCHER)
-    for section in _SECTIONS:  # each backend's own section, read by the backend's hook
-        value = fields.get(section.name)
+    sections = {}
+    for section in option_sections():  # each backend's own section, read by the backend's hook
+        value = fields.pop(section.name, None)
         if value is not None or not section.optional:
-            fields[section.name] = _section(value, section.name, section.options, section.keys, base_dir)
-        elif section.name in fields:
-            del fields[section.name]
+            sections[section.name] = _section(value, section.name, section.options, section.keys, base_dir)
     if "keep_for" in fields:
         fields["keep_for"] = _keep_for(fields["keep_for"])
     if "notify" in fields:
@@ -278,7 +300,7 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
             del fields[key]
     if fields.get("env"):
         _take_launcher_env(fields)
-    return JobSpec(**fields)
+    return JobSpec(**fields, sections=sections)
 
 
 def _keep_for(value: object) -> object:

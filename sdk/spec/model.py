@@ -19,8 +19,9 @@ Fields, with their YAML keys (``docs/sdk.md`` has the full table):
 - ``notify`` (targets told of the job's events, :mod:`malaunch.sdk.notify`) and ``notify_timeout``;
 - ``priority`` (the local queue: a higher one goes ahead of jobs submitted earlier);
 - one section per backend that declares one, named as the backend (``volcano``, ``modelarts``): its dataclass,
-  its checks and how the job file's mapping becomes it live in the backend's ``options.py``; the spec only holds
-  it and asks the registry (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
+  its checks, its schema piece and how the job file's mapping becomes it live in the backend's ``options.py``;
+  the spec only holds them in ``JobSpec.sections`` (``spec.volcano`` reads one) and asks the registry
+  (:func:`malaunch.sdk.backends.option_sections`) which sections there are;
 - ``checkpoint``: ``keep`` (complete checkpoints kept, default 2), ``volume`` (Volcano: the PersistentVolumeClaim
   that holds it), ``obs_path`` (ModelArts: the OBS folder it is uploaded to). The section's presence gives every
   rank ``MALAUNCH_CHECKPOINT_DIR``, a folder the backend chooses to survive its restarts (docs/recovery.md);
@@ -35,12 +36,12 @@ import math
 import posixpath
 import re
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 from malaunch.entrypoint.public import VARIABLES, int_bounds, seconds_bounds
 
-from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, new_section, option_sections
+from ..backends.registry import BACKEND_NAMES, DEFAULT_BACKEND, new_section, option_sections, section_types
 from ..errors import show_value
 from ..notify.targets import NotifyTarget, check_notify_timeout, check_targets
 from ..redact import MASK, is_secret_name
@@ -50,9 +51,6 @@ from .checks import check_words as _check_words
 from .checks import fail as _fail
 from .checks import one_of as _one_of
 from .resume import parse_resume
-
-if TYPE_CHECKING:
-    from ..backends import ModelArtsOptions, VolcanoOptions
 
 __all__ = [
     "DEFAULT_CHECKPOINT_KEEP",
@@ -314,36 +312,83 @@ class CheckpointOptions:
         return dataclasses.asdict(self)
 
 
-@dataclass(frozen=True)
+_RESOURCES = Resources()
+_LAUNCHER = LauncherOptions()
+_NO_ENV: Mapping[str, str] = types.MappingProxyType({})
+
+
+@dataclass(frozen=True, init=False)
 class JobSpec:
-    """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML."""
+    """A whole job. Construct it directly, with :func:`malaunch.sdk.spec.loader.spec_from_mapping` or from YAML.
+
+    ``sections`` holds each backend's own section by the backend's name (the registry says which backends declare
+    one and of what type, :func:`malaunch.sdk.backends.registry.section_types`); ``spec.<name>`` reads one
+    (``spec.volcano``, ``spec.modelarts``: None for an optional section the job has not) and
+    ``JobSpec(..., <name>=...)`` gives one, as ``sections={"<name>": ...}`` does."""
 
     name: str
     code_dir: str
     boot_file: str
-    run_method: str = DEFAULT_RUN_METHOD
-    args: Tuple[str, ...] = ()
-    image: Optional[str] = None
-    resources: Resources = field(default_factory=Resources)
-    env: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
-    inputs: Tuple[DataSpec, ...] = ()
-    outputs: Tuple[DataSpec, ...] = ()
-    backend: str = DEFAULT_BACKEND
-    launcher: LauncherOptions = field(default_factory=LauncherOptions)
-    # The backends' own sections (fields named as the backend), each declared in ``<backend>/options.py``.
-    volcano: VolcanoOptions = field(default_factory=lambda: new_section("volcano"))
-    modelarts: Optional[ModelArtsOptions] = None
-    keep_for: Optional[float] = None  # seconds an ended job is kept (None: until pruned)
-    notify: Tuple[NotifyTarget, ...] = ()  # who is told of the job's events (malaunch.sdk.notify)
-    notify_timeout: Optional[float] = None  # seconds each event's delivery may take in all (None: 10)
-    priority: int = 0  # the local queue: a higher one starts before the jobs submitted earlier
-    checkpoint: Optional[CheckpointOptions] = None  # None: no checkpoint folder
-    resume_from: Optional[str] = None  # another job's checkpoint, JOB_ID or JOB_ID:NAME (MALAUNCH_RESUME_SOURCE)
+    run_method: str
+    args: Tuple[str, ...]
+    image: Optional[str]
+    resources: Resources
+    env: Mapping[str, str]
+    inputs: Tuple[DataSpec, ...]
+    outputs: Tuple[DataSpec, ...]
+    backend: str
+    launcher: LauncherOptions
+    sections: Mapping[str, Any]  # backend name -> its own section (the registry's order)
+    keep_for: Optional[float]  # seconds an ended job is kept (None: until pruned)
+    notify: Tuple[NotifyTarget, ...]  # who is told of the job's events (malaunch.sdk.notify)
+    notify_timeout: Optional[float]  # seconds each event's delivery may take in all (None: 10)
+    priority: int  # the local queue: a higher one starts before the jobs submitted earlier
+    checkpoint: Optional[CheckpointOptions]  # None: no checkpoint folder
+    resume_from: Optional[str]  # another job's checkpoint, JOB_ID or JOB_ID:NAME (MALAUNCH_RESUME_SOURCE)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.env, Mapping) and not isinstance(self.env, types.MappingProxyType):
-            object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
+    def __init__(
+        self,
+        name: str,
+        code_dir: str,
+        boot_file: str,
+        run_method: str = DEFAULT_RUN_METHOD,
+        args: Tuple[str, ...] = (),
+        image: Optional[str] = None,
+        resources: Resources = _RESOURCES,
+        env: Mapping[str, str] = _NO_ENV,
+        inputs: Tuple[DataSpec, ...] = (),
+        outputs: Tuple[DataSpec, ...] = (),
+        backend: str = DEFAULT_BACKEND,
+        launcher: LauncherOptions = _LAUNCHER,
+        sections: Optional[Mapping[str, Any]] = None,
+        keep_for: Optional[float] = None,
+        notify: Tuple[NotifyTarget, ...] = (),
+        notify_timeout: Optional[float] = None,
+        priority: int = 0,
+        checkpoint: Optional[CheckpointOptions] = None,
+        resume_from: Optional[str] = None,
+        **backend_sections: Any,
+    ) -> None:
+        if isinstance(env, Mapping) and not isinstance(env, types.MappingProxyType):
+            env = types.MappingProxyType(dict(env))
+        values = {
+            "name": name, "code_dir": code_dir, "boot_file": boot_file, "run_method": run_method, "args": args,
+            "image": image, "resources": resources, "env": env, "inputs": inputs, "outputs": outputs,
+            "backend": backend, "launcher": launcher, "sections": _backend_sections(sections, backend_sections),
+            "keep_for": keep_for, "notify": notify, "notify_timeout": notify_timeout, "priority": priority,
+            "checkpoint": checkpoint, "resume_from": resume_from,
+        }  # fmt: skip
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
         _check_spec(self)
+
+    if not TYPE_CHECKING:  # the type checker sees no such attributes: typed code reads a section as its backend says
+
+        def __getattr__(self, name: str) -> Any:
+            """``spec.<backend>``: that backend's own section (None when it is optional and the job has none)."""
+            if name.startswith("__") or name not in section_types():
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            return self.__dict__.get("sections", {}).get(name)
 
     def replace(self, **changes: Any) -> JobSpec:
         """A copy with ``changes`` applied, validated again."""
@@ -365,7 +410,7 @@ class JobSpec:
             "outputs": [item.to_dict() for item in self.outputs],
             "backend": self.backend,
             "launcher": self.launcher.to_dict(),
-            **{name: _section_data(getattr(self, name)) for name in _SECTION_FIELDS},
+            **{section.name: _section_data(self.sections.get(section.name)) for section in option_sections()},
         }
         if self.keep_for is not None:
             data["keep_for"] = self.keep_for
@@ -382,8 +427,24 @@ class JobSpec:
         return data
 
 
-#: The fields that hold a backend's own section, in the order of ``JobSpec``'s fields.
-_SECTION_FIELDS = tuple(item.name for item in dataclasses.fields(JobSpec) if item.name in BACKEND_NAMES)
+def _backend_sections(given: Optional[Mapping[str, Any]], named: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The backends' sections of a spec, in the registry's order: those ``given`` (``sections=``), then those
+    ``named`` (``volcano=``), else each required section's defaults; a name no backend declares is refused."""
+    chosen = {**(given if isinstance(given, Mapping) else {}), **named}
+    if given is not None and not isinstance(given, Mapping):
+        raise _fail("sections", "must be a mapping of backend name: section", given)
+    known = section_types()
+    for name in chosen:
+        if name not in known:
+            raise _fail(key_text(name), "is not a field of a job, nor the section of a backend", name,
+                        f"the backends' sections: {', '.join(known) or 'none'}")  # fmt: skip
+    out: Dict[str, Any] = {}
+    for section in option_sections():
+        if section.name in chosen:
+            out[section.name] = chosen[section.name]
+        elif not section.optional:
+            out[section.name] = new_section(section.name)
+    return types.MappingProxyType(out)
 
 
 def _section_data(section: Any) -> Optional[Dict[str, Any]]:
@@ -417,7 +478,7 @@ def _check_spec(spec: JobSpec) -> None:
             seen[item.name] = where
             if kind == "inputs" and item.path is None:
                 raise _fail(f"{where}.path", "is required for an input", item.path)
-    _one_of("backend", spec.backend, BACKEND_NAMES)
+    _one_of("backend", spec.backend, tuple(BACKEND_NAMES))
     if not isinstance(spec.launcher, LauncherOptions):
         raise _fail("launcher", "must be a mapping of launcher options", spec.launcher)
     _check_launcher(spec.launcher, "launcher")
@@ -442,7 +503,7 @@ def _check_spec(spec: JobSpec) -> None:
 def _check_sections(spec: JobSpec) -> None:
     """Each backend's section is its dataclass (which checked its values when made), or None when optional."""
     for section in option_sections():
-        value = getattr(spec, section.name)
+        value = spec.sections.get(section.name)
         if value is None and section.optional:
             continue
         if not isinstance(value, section.options):

@@ -34,6 +34,7 @@ from malaunch.entrypoint.public import Name
 from ...errors import ConfigError, SpecError
 from ...spec.model import JobSpec
 from ...spec.resume import ResumeRef, parse_resume
+from .options import modelarts_options
 from .phases import status_from_job
 
 __all__ = [
@@ -82,7 +83,8 @@ def checkpoint_url(spec: JobSpec, job_id: str) -> str:
     assert spec.checkpoint is not None
     if spec.checkpoint.obs_path is not None:
         return _folder(spec.checkpoint.obs_path)
-    obs_dir = spec.modelarts.obs_dir if spec.modelarts is not None else None
+    section = modelarts_options(spec)
+    obs_dir = section.obs_dir if section is not None else None
     if obs_dir is None:
         raise SpecError("modelarts.obs_dir", "is required for the modelarts backend", None,
                         "add modelarts: {obs_dir: obs://bucket/prefix/}")  # fmt: skip

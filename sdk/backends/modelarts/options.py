@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from ...errors import SpecError
 from ...spec.checks import check_int, check_text, fail
@@ -17,8 +17,10 @@ __all__ = [
     "MODELARTS_JOB_RETRY_BOUNDS",
     "OPTIONAL",
     "OPTIONS",
+    "SCHEMA",
     "SHAPE",
     "ModelArtsOptions",
+    "modelarts_options",
     "prepare_options",
 ]
 
@@ -83,6 +85,55 @@ OPTIONAL = True
 SHAPE = "a mapping with obs_dir, engine_name, engine_version"
 
 
+#: The ``modelarts:`` section's piece of the job file's JSON schema (``properties.modelarts``; ``$defs`` of its own
+#: would go to the root), from which both copies of the schema are made (:mod:`malaunch.sdk.spec.schema`).
+SCHEMA: Dict[str, Any] = {
+    "description": "Settings only the ModelArts backend reads (docs/modelarts.md).",
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "properties": {
+        "obs_dir": {
+            "description": "OBS folder for the code and logs, e.g. obs://bucket/prefix/.",
+            "type": ["string", "null"],
+            "pattern": "^obs://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+        },
+        "engine_name": {
+            "description": "Preset engine (with engine_version) when there is no image.",
+            "type": ["string", "null"],
+        },
+        "engine_version": {"description": "Preset engine version (with engine_name).", "type": ["string", "null"]},
+        "job_retry_num": {
+            "description": (
+                "The platform restarts the whole job after a fault, up to this many times "
+                "(fault-tolerance/job-retry-num)."
+            ),
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": 128,
+        },
+        "job_unconditional_retry": {
+            "description": (
+                "The platform restarts whatever the cause (fault-tolerance/job-unconditional-retry); "
+                "needs job_retry_num."
+            ),
+            "type": ["boolean", "null"],
+        },
+        "ssh": {
+            "description": "The platform's SSH endpoint for the job's hosts; 'ma-submit exec' prints the ssh command.",
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "properties": {
+                "key_pair_names": {
+                    "description": "Names of SSH key pairs registered on the platform.",
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                }
+            },
+        },
+    },
+}
+
+
 def prepare_options(
     fields: Dict[str, Any], path: str, resolve: Callable[[Optional[object]], Optional[object]]
 ) -> Dict[str, Any]:
@@ -103,3 +154,16 @@ def prepare_options(
         raise SpecError(f"{path}.ssh.key_pair_names", "must be a list of key-pair names", names)
     out["ssh_key_pair_names"] = tuple(names)
     return out
+
+
+class _Spec(Protocol):
+    """What reading a section needs of a ``JobSpec`` (the spec sits above the backends' facts)."""
+
+    @property
+    def sections(self) -> Mapping[str, Any]: ...
+
+
+def modelarts_options(spec: _Spec) -> Optional[ModelArtsOptions]:
+    """``spec``'s ``modelarts:`` section (``spec.modelarts``, typed), or None when the job file has none."""
+    found = spec.sections.get("modelarts")
+    return found if isinstance(found, ModelArtsOptions) else None

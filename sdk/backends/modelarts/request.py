@@ -41,6 +41,7 @@ from ...plan import SECRET
 from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
 from .checkpoint import add_input, checkpoint_env, checkpoint_output, resume_of
+from .options import modelarts_options
 
 __all__ = [
     "CONTAINER_JOB_DIR",
@@ -85,7 +86,8 @@ def token_description(job_id: str) -> str:
 
 
 def _obs_dir(spec: JobSpec) -> str:
-    obs_dir = spec.modelarts.obs_dir if spec.modelarts is not None else None
+    section = modelarts_options(spec)
+    obs_dir = section.obs_dir if section is not None else None
     if obs_dir is None:
         raise SpecError(
             "modelarts.obs_dir",
@@ -158,7 +160,7 @@ def environments(spec: JobSpec, job_id: str, custom_image: bool) -> Dict[str, st
 
 def fault_tolerance_annotations(spec: JobSpec) -> Dict[str, str]:
     """``metadata.annotations`` asking for the platform's job restarts; empty when the job file does not."""
-    opts = spec.modelarts
+    opts = modelarts_options(spec)
     if opts is None or opts.job_retry_num is None:
         return {}
     annotations = {"fault-tolerance/job-retry-num": str(opts.job_retry_num)}
@@ -196,7 +198,7 @@ def _channels(spec: JobSpec, job_id: str) -> Tuple[List[Dict[str, Any]], List[Di
 def _engine(spec: JobSpec) -> Dict[str, str]:
     if spec.image is not None:
         return {"image_url": spec.image}
-    opts = spec.modelarts
+    opts = modelarts_options(spec)
     if opts is None or opts.engine_name is None or opts.engine_version is None:
         raise SpecError(
             "image",
@@ -260,8 +262,9 @@ def build_create_body(spec: JobSpec, job_id: str) -> Dict[str, Any]:
     annotations = fault_tolerance_annotations(spec)
     if annotations:
         body["metadata"]["annotations"] = annotations
-    if spec.modelarts is not None and spec.modelarts.ssh_key_pair_names:  # the platform's SSH endpoint per task
-        body["endpoints"] = {"ssh": {"key_pair_names": list(spec.modelarts.ssh_key_pair_names)}}
+    section = modelarts_options(spec)
+    if section is not None and section.ssh_key_pair_names:  # the platform's SSH endpoint per task
+        body["endpoints"] = {"ssh": {"key_pair_names": list(section.ssh_key_pair_names)}}
     return body
 
 

@@ -53,6 +53,7 @@ from .manifest import (
     secret_name,
     with_labels,
 )
+from .options import volcano_options
 from .template import load_template
 
 __all__ = ["STOPPED_EXIT_CODE", "VolcanoBackend", "create_backend", "split_job_id", "volcano_job_name"]
@@ -148,7 +149,7 @@ class VolcanoBackend(Backend):
         """``<namespace>/<name>`` with a fresh Volcano Job name (see :func:`volcano_job_name`): the id ``submit``
         returns. Only the name when no namespace is known (no ``volcano.namespace`` and no kubeconfig)."""
         name = volcano_job_name(spec.name, now, secrets.token_hex(3))
-        namespace = spec.volcano.namespace or self.default_namespace()
+        namespace = volcano_options(spec).namespace or self.default_namespace()
         return f"{namespace}/{name}" if namespace else name
 
     def plan(self, spec: JobSpec, *, job_id: str, now: float) -> SubmitPlan:
@@ -157,13 +158,13 @@ class VolcanoBackend(Backend):
         ``job_id`` is ``<namespace>/<name>`` (the plan's and the job's id) or a bare name.
         """
         namespace, name = split_job_id(job_id, "") if "/" in job_id else (None, job_id)
-        text, source = load_template(spec.volcano.template)
+        text, source = load_template(volcano_options(spec).template)
         manifest = render_manifest(spec, name, text, source, namespace=namespace)
         chosen = manifest.get("metadata", {}).get("namespace")
         notes: List[str] = []
         if chosen is None:
             notes.append("no volcano.namespace: the job goes to the kubeconfig context's namespace")
-        elif spec.volcano.namespace is None:
+        elif volcano_options(spec).namespace is None:
             notes.append(f"no volcano.namespace: the job goes to the kubeconfig context's namespace ({chosen})")
         if spec.run_method == "ranktable" or spec.launcher.msrun_rank_table:
             notes.append("the rank table must come from the cluster (RANK_TABLE_FILE, default /user/config/...)")

@@ -34,7 +34,7 @@ from ...plan import SubmitPlan
 from ...spec.contract import launcher_env
 from ...spec.model import JobSpec
 from .checkpoint import check_checkpoint, checkpoint_env, checkpoint_volume, missing_mount
-from .options import VolcanoOptions
+from .options import VolcanoOptions, volcano_options
 from .template import fill_template, parse_template
 
 __all__ = [
@@ -122,7 +122,7 @@ def contract_env(spec: JobSpec, job_name: str) -> List[Dict[str, Any]]:
     Ports the job file leaves open keep the shim's defaults (the platform's), so they are not set here; the job's
     secret comes from its Secret (:func:`secret_manifest`).
     """
-    res, opts = spec.resources, spec.volcano
+    res, opts = spec.resources, volcano_options(spec)
     values: Dict[str, str] = {
         Name.MA_NUM_HOSTS: str(res.hosts),
         Name.MA_NUM_GPUS: str(res.devices_per_host),
@@ -168,7 +168,7 @@ def pod_policies(opts: VolcanoOptions, elastic: bool = False) -> List[Dict[str, 
 
 
 def _command(spec: JobSpec) -> List[str]:
-    code_path = spec.volcano.code_path
+    code_path = volcano_options(spec).code_path
     argv = [ENTRYPOINT, posixpath.join(code_path, posixpath.normpath(spec.boot_file)), *spec.args]
     for kind, items in (("inputs", spec.inputs), ("outputs", spec.outputs)):
         for index, item in enumerate(items):
@@ -183,7 +183,7 @@ def _command(spec: JobSpec) -> List[str]:
 
 
 def _image(spec: JobSpec) -> str:
-    image = spec.volcano.image or spec.image
+    image = volcano_options(spec).image or spec.image
     if image is None:
         raise ConfigError(
             "image: the volcano backend needs a container image", None, "set image: or volcano.image: in the job file"
@@ -196,7 +196,7 @@ _INT32_MAX = 2**31 - 1  # ttlSecondsAfterFinished is an int32 in the CRD
 
 def template_values(spec: JobSpec, job_name: str, namespace: Optional[str]) -> Dict[str, Any]:
     """The value of every placeholder the template may use (``docs/volcano.md`` lists them)."""
-    opts, res = spec.volcano, spec.resources
+    opts, res = volcano_options(spec), spec.resources
     resources: Dict[str, Any] = {}
     if opts.device_resource is not None and res.devices_per_host > 0:
         resources = {"limits": {opts.device_resource: str(res.devices_per_host)}}
@@ -260,7 +260,7 @@ def render_manifest(
             "set devices_per_host >= 1, or use run_method torchrun or msrun",
         )
     check_checkpoint(spec)
-    values = template_values(spec, job_name, namespace or spec.volcano.namespace)
+    values = template_values(spec, job_name, namespace or volcano_options(spec).namespace)
     manifest = fill_template(parse_template(template_text, source), values, source)
     _check_rendered(manifest, source)
     if spec.checkpoint is not None and missing_mount(manifest) is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from ...errors import SpecError
 from ...spec.checks import check_int, check_pattern, check_text, fail, one_of
@@ -23,10 +23,12 @@ __all__ = [
     "KEYS",
     "OPTIONAL",
     "OPTIONS",
+    "SCHEMA",
     "SHAPE",
     "VOLCANO_POD_ACTIONS",
     "VolcanoOptions",
     "prepare_options",
+    "volcano_options",
 ]
 
 #: ``volcano.on_pod_failure`` / ``on_pod_eviction`` values: restart the whole job (RestartJob) or abort it.
@@ -106,6 +108,74 @@ _DEFAULT_WHEN_NULL = (
 )
 
 
+#: The ``volcano:`` section's piece of the job file's JSON schema (``properties.volcano``; its own ``$defs`` go to the
+#: root), from which both copies of the schema are made (:mod:`malaunch.sdk.spec.schema`).
+SCHEMA: Dict[str, Any] = {
+    "description": "Options of the Volcano backend (docs/volcano.md); other backends ignore them.",
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "properties": {
+        "namespace": {
+            "description": "Kubernetes namespace. Default: the kubeconfig context's.",
+            "$ref": "#/$defs/k8s_label",
+        },
+        "queue": {"description": "Volcano queue. Default: default.", "type": ["string", "null"], "minLength": 1},
+        "priority_class": {"description": "PriorityClass of the pods.", "$ref": "#/$defs/k8s_name"},
+        "service_account": {"description": "ServiceAccount of the pods.", "$ref": "#/$defs/k8s_name"},
+        "image": {
+            "description": "Container image. Default: the top-level image.",
+            "type": ["string", "null"],
+            "minLength": 1,
+        },
+        "code_path": {
+            "description": "The code folder inside the container. Default: /home/ma-user/code.",
+            "type": ["string", "null"],
+            "pattern": "^/",
+        },
+        "code_volume": {
+            "description": "PersistentVolumeClaim mounted at code_path; unset: the code is in the image.",
+            "$ref": "#/$defs/k8s_name",
+        },
+        "device_resource": {
+            "description": (
+                "Extended resource per device, e.g. nvidia.com/gpu or huawei.com/Ascend910; unset: CPU only."
+            ),
+            "type": ["string", "null"],
+            "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        },
+        "max_retry": {
+            "description": "Job restarts before it fails. Default: 3.",
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "maximum": 1000,
+        },
+        "on_pod_failure": {
+            "description": "A failed pod restarts or aborts the job. Default: restart.",
+            "enum": ["restart", "abort", None],
+        },
+        "on_pod_eviction": {
+            "description": "An evicted pod restarts or aborts the job. Default: restart.",
+            "enum": ["restart", "abort", None],
+        },
+        "not_retryable_exit_codes": {
+            "description": "Exit codes that abort the job at once instead of restarting it. Default: [2].",
+            "type": ["array", "null"],
+            "uniqueItems": True,
+            "items": {"type": "integer", "minimum": 1, "maximum": 255},
+        },
+        "template": {
+            "description": "A Volcano Job manifest template (templates/volcano/job-template.yaml).",
+            "type": ["string", "null"],
+            "minLength": 1,
+        },
+    },
+    "$defs": {
+        "k8s_label": {"type": ["string", "null"], "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"},
+        "k8s_name": {"type": ["string", "null"], "pattern": "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"},
+    },
+}
+
+
 def prepare_options(
     fields: Dict[str, Any], path: str, resolve: Callable[[Optional[object]], Optional[object]]
 ) -> Dict[str, Any]:
@@ -124,3 +194,16 @@ def prepare_options(
     if "template" in out:
         out["template"] = resolve(out["template"])
     return out
+
+
+class _Spec(Protocol):
+    """What reading a section needs of a ``JobSpec`` (the spec sits above the backends' facts)."""
+
+    @property
+    def sections(self) -> Mapping[str, Any]: ...
+
+
+def volcano_options(spec: _Spec) -> VolcanoOptions:
+    """``spec``'s ``volcano:`` section (``spec.volcano``, typed): its defaults when the job file has none."""
+    found = spec.sections.get("volcano")
+    return found if isinstance(found, VolcanoOptions) else VolcanoOptions()

@@ -1,8 +1,11 @@
 """One contract, one suite: the rules of ``Backend`` (``sdk/backends/base.py``) on every backend, tested the same way.
 
-Each test runs on the three backends: ``local`` (real processes through the real shim), ``modelarts`` (the
-fake ModelArts API on 127.0.0.1, which checks every signature and body, and moto's S3 server) and ``volcano``
-(the loopback Kubernetes API of ``kubefake``, which checks every manifest against the CRD). The fakes are
+Each test runs on every backend of the registry and every backend of the tests (a folder beside this file with a
+``harness.py``, whose one registry line is added for the test's duration): ``local`` (real processes through the
+real shim), ``modelarts`` (the fake ModelArts API on 127.0.0.1, which checks every signature and body, and moto's S3
+server), ``volcano`` (the loopback Kubernetes API of ``kubefake``, which checks every manifest against the CRD) and
+``toy`` (``toy/``: jobs recorded in a folder). A shipped backend's harness is this module's ``_<name>`` (its fakes
+live in the tests); a backend of the tests brings ``make_target`` in its own ``harness.py``. The fakes are
 as unkind as the services: search and list pages are capped, a deleted or terminated job takes time to go,
 and 429/5xx answers are queued into the calls the rules depend on.
 
@@ -21,18 +24,21 @@ The rules:
 
 from __future__ import annotations
 
+import importlib
 import os
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from fake_modelarts import FakeJob, FakeModelArts
 from kubefake import FakeJob as FakeVolcanoJob
 from kubefake import FakeKube
 from malaunch.sdk import JobNotFound, JobSpec, JobState, spec_from_mapping
+from malaunch.sdk.backends import registry
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.base import Backend
 from malaunch.sdk.backends.local import LocalBackend
@@ -73,6 +79,7 @@ class Target:
     seed: Callable[[int], List[str]]
     unkind: Callable[[], None] = lambda: None
     submitted: List[str] = field(default_factory=list)
+    cli: Callable[[List[str], Dict[str, str]], subprocess.CompletedProcess[str]] = ma_submit  # ma-submit ARGS
 
     def spec(self, scenario: str, name: str = "conf") -> JobSpec:
         return spec_from_mapping({
@@ -179,15 +186,46 @@ def _volcano(tmp_path: Path, cli_env: Dict[str, str]) -> Iterator[Target]:
     assert kube.cluster.problems == [], "the API server saw requests it would refuse"
 
 
-@pytest.fixture(params=["local", "modelarts", "volcano"])
-def target(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> Iterator[Target]:
-    if request.param == "local":
-        yield from _local(tmp_path, cli_env, home)
-    elif request.param == "modelarts":
-        ma_env = request.getfixturevalue("ma_env")
-        yield from _modelarts(tmp_path, ma_env, request.getfixturevalue("fake_ma"), request.getfixturevalue("s3"))
-    else:
-        yield from _volcano(tmp_path, cli_env)
+def _local_harness(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> Any:
+    return _local(tmp_path, cli_env, home)
+
+
+def _modelarts_harness(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> Any:
+    fakes = (request.getfixturevalue(name) for name in ("ma_env", "fake_ma", "s3"))
+    return _modelarts(tmp_path, *fakes)
+
+
+def _volcano_harness(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], home: Path) -> Any:
+    return _volcano(tmp_path, cli_env)
+
+
+def _test_backends() -> Dict[str, Tuple[str, str]]:
+    """The backends of the tests: each folder beside this module with a ``harness.py``, by its registry line."""
+    found = {}
+    for folder in sorted(Path(__file__).resolve().parent.iterdir()):
+        if (folder / "__init__.py").is_file() and (folder / "harness.py").is_file():
+            line: Tuple[str, str] = importlib.import_module(folder.name).LINE
+            found[line[0]] = line
+    return found
+
+
+TEST_BACKENDS = _test_backends()
+
+
+@pytest.fixture(params=[*registry.BACKEND_NAMES, *TEST_BACKENDS])
+def target(
+    request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Target]:  # fmt: skip
+    name = request.param
+    if name in TEST_BACKENDS:
+        monkeypatch.setitem(registry.BACKEND_MODULES, *TEST_BACKENDS[name])  # its one line, for the test
+        harness = importlib.import_module(f"{TEST_BACKENDS[name][1]}.harness").make_target
+        yield from harness(Target, tmp_path, cli_env, home)
+        return
+    shipped = globals().get(f"_{name}_harness")
+    assert shipped is not None, f"backend {name!r} has no conformance harness: add _{name}_harness here"
+    yield from shipped(request, tmp_path, cli_env, home)
 
 
 def _until(target: Target, job_id: str, *states: JobState) -> None:
@@ -255,7 +293,7 @@ def test_stop_is_idempotent_and_the_stopped_job_stays_visible(target: Target) ->
     assert isinstance(list(backend.logs(job_id, follow=True)), list)  # an ended job's follow ends
     listed = {s.id: s for s in backend.list()}
     assert listed[job_id].state is JobState.STOPPED
-    cli = ma_submit(["status", "--backend", target.name, job_id], target.env)
+    cli = target.cli(["status", "--backend", target.name, job_id], target.env)
     assert cli.returncode == 0 and "state:     STOPPED" in cli.stdout, cli.stderr
 
 
@@ -271,7 +309,7 @@ def test_an_unknown_id_is_job_not_found_everywhere(target: Target) -> None:
         with pytest.raises(JobNotFound):
             backend.handle(job_id).wait(timeout=5)
         for command in (["status"], ["logs"], ["stop"], ["wait"]):
-            done = ma_submit([*command, "--backend", target.name, job_id], target.env)
+            done = target.cli([*command, "--backend", target.name, job_id], target.env)
             assert done.returncode == 4, (command, done.stdout, done.stderr)
             assert "no job with id" in done.stderr and "Traceback" not in done.stderr
 

@@ -49,3 +49,27 @@ def test_a_sections_own_check_names_the_job_file_path() -> None:
     with pytest.raises(SpecError) as retry:
         ModelArtsOptions(job_retry_num=129)
     assert retry.value.field == "modelarts.job_retry_num"
+
+
+def test_jobspec_has_no_field_named_after_a_backend_and_keeps_its_shape() -> None:
+    import dataclasses
+
+    from malaunch.sdk.backends import BACKEND_NAMES
+
+    assert not {item.name for item in dataclasses.fields(JobSpec)} & set(BACKEND_NAMES)
+    spec = JobSpec(**BASE, modelarts=ModelArtsOptions(obs_dir="obs://bucket/x/"))
+    assert spec.modelarts == ModelArtsOptions(obs_dir="obs://bucket/x/") and spec.volcano == VolcanoOptions()
+    assert list(spec.sections) == ["volcano", "modelarts"]
+    assert spec == JobSpec(**BASE, sections={"modelarts": ModelArtsOptions(obs_dir="obs://bucket/x/")})
+    changed = spec.replace(volcano=VolcanoOptions(queue="q"))
+    assert (changed.volcano.queue, changed.modelarts) == ("q", spec.modelarts)
+    assert list(spec.to_dict())[11:14] == ["launcher", "volcano", "modelarts"]
+    with pytest.raises(AttributeError):
+        spec.local  # noqa: B018 (a backend without a section has no attribute)
+
+
+def test_a_name_that_is_no_section_is_refused_in_one_line() -> None:
+    with pytest.raises(SpecError) as error:
+        JobSpec(**BASE, slurm={"partition": "p"})
+    assert error.value.field == "slurm" and "volcano, modelarts" in str(error.value)
+    assert "\n" not in str(error.value)

@@ -23,8 +23,33 @@ def schema() -> Dict[str, Any]:
     return data
 
 
-def test_package_copy_is_identical() -> None:
-    assert PACKAGE_SCHEMA.read_bytes() == SCHEMA_FILE.read_bytes()
+def test_both_copies_are_what_the_core_and_the_backends_pieces_make() -> None:
+    from malaunch.sdk.spec.schema import schema_text
+
+    made = schema_text()
+    for copy in (SCHEMA_FILE, PACKAGE_SCHEMA):
+        assert copy.read_text() == made, (
+            f"{copy} is not the schema the core and the backends make; run "
+            "python -m malaunch.sdk.spec.schema templates/job.schema.json sdk/job.schema.json"
+        )
+
+
+def test_each_backends_section_is_its_own_piece() -> None:
+    from malaunch.sdk.backends import option_sections
+
+    doc = schema()
+    for section in option_sections():
+        piece = {key: value for key, value in section.schema.items() if key != "$defs"}
+        assert doc["properties"][section.name] == piece
+        assert set(piece["properties"]) == set(section.keys)
+        for name, definition in section.schema.get("$defs", {}).items():
+            assert doc["$defs"][name] == definition
+
+
+def test_the_backends_are_the_registrys() -> None:
+    from malaunch.sdk.backends import BACKEND_NAMES
+
+    assert schema()["properties"]["backend"]["enum"] == list(BACKEND_NAMES)
 
 
 def test_package_copy_is_package_data() -> None:

@@ -132,6 +132,7 @@ def test_the_copied_files_build_a_wheel_with_the_package_data(tmp_path: Path) ->
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "malaunch/sdk/backends/volcano/job-template.yaml" in names
     assert "malaunch/sdk/job.schema.json" in names
+    assert "malaunch/sdk/spec/core.schema.json" in names  # what the schema is made from (malaunch.sdk.spec.schema)
     assert "malaunch/entrypoint/main.py" in names
     # the shim's command: the repository's script as it is, but for the first line (the installer sets the interpreter)
     version = pyproject()["project"]["version"]  # type: ignore[index]
