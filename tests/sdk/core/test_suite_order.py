@@ -91,5 +91,5 @@ def test_the_longest_tests_come_first_then_the_slow_then_the_rest(tmp_path: Path
 def test_workers_share_the_order_so_work_stealing_runs_every_test_once(tmp_path: Path) -> None:
     done = _session(tmp_path, "-n", "2", "--dist", "worksteal", "-v")
     assert done.returncode == 0, done.stdout + done.stderr
-    passed = [line for line in done.stdout.splitlines() if " PASSED " in line]
-    assert sorted(_name.split("::", 1)[1].split()[0] for _name in passed) == sorted(EXPECTED), done.stdout
+    passed = [line.split("::", 1)[1].split()[0] for line in done.stdout.splitlines() if " PASSED " in line]
+    assert sorted(passed) == sorted(EXPECTED), done.stdout
