@@ -79,7 +79,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if any(item.get_closest_marker(name) for name in _SLOW_MARKS) or _SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
-    items[:] = longest_first(items, float(config.getini("timeout") or 0))
+    items[:] = longest_first(items, _suite_timeout(config))
+
+
+def _suite_timeout(config: pytest.Config) -> float:
+    """pyproject's ``timeout`` (pytest-timeout's), or 0 when that plugin is not loaded (``-p no:timeout``)."""
+    try:
+        return float(config.getini("timeout") or 0)
+    except ValueError:  # the ini key is pytest-timeout's: unknown without it
+        return 0.0
 
 
 def longest_first(items: List[pytest.Item], suite_timeout: float) -> List[pytest.Item]:
