@@ -71,13 +71,40 @@ _SLOW_FIXTURES = frozenset({"cleanup_jobs", "cli_env", "hosts", "moto_s3", "fake
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects
-def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Mark ``slow`` every test that starts real processes or servers (``_SLOW_MARKS``, ``_SLOW_FIXTURES``); the
-    other tests of seconds are marked ``slow`` where they are. ``-m "not slow"`` runs the rest."""
+    other tests of seconds are marked ``slow`` where they are. ``-m "not slow"`` runs the rest. Then put the
+    longest first (:func:`longest_first`)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if any(item.get_closest_marker(name) for name in _SLOW_MARKS) or _SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+    items[:] = longest_first(items, _suite_timeout(config))
+
+
+def _suite_timeout(config: pytest.Config) -> float:
+    """pyproject's ``timeout`` (pytest-timeout's), or 0 when that plugin is not loaded (``-p no:timeout``)."""
+    try:
+        return float(config.getini("timeout") or 0)
+    except ValueError:  # the ini key is pytest-timeout's: unknown without it
+        return 0.0
+
+
+def longest_first(items: List[pytest.Item], suite_timeout: float) -> List[pytest.Item]:
+    """The tests in the order that ends a parallel run soonest: the longest first, so that none of them starts
+    when the others are nearly done, and the quick ones last, to fill the gaps. The longest are those that ask for
+    more than the suite's timeout (``@pytest.mark.timeout(N)`` above pyproject's 300 s: several real jobs in a
+    row), largest first; then every other ``slow`` test; then the rest. Within each, the collection's order (a
+    stable sort): the same on every xdist worker, as xdist requires."""
+
+    def rank(item: pytest.Item) -> tuple[int, float]:
+        marker = item.get_closest_marker("timeout")
+        declared = float(marker.args[0]) if marker is not None and marker.args else 0.0
+        if declared > suite_timeout:
+            return (0, -declared)
+        return (1, 0.0) if item.get_closest_marker("slow") else (2, 0.0)
+
+    return sorted(items, key=rank)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 from kubefake import FakeKube
 from malaunch.entrypoint.run.procs import proctree
 from malaunch.sdk.backends.local.jobdir import JOB_ID_VARIABLE, job_processes
-from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, s3  # noqa: F401 - ModelArts fixtures (moto, fake API)
+from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, moto_server, s3  # noqa: F401 - ModelArts fixtures
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids
 
 

@@ -1,5 +1,5 @@
-"""Fixtures for the ModelArts backend tests: moto's S3 server as a subprocess, the fake ModelArts API, and the
-environment ``ma-submit`` gets (credentials and 127.0.0.1 endpoints only)."""
+"""Fixtures for the ModelArts backend tests: moto's S3 server as a subprocess (one per session, emptied for each
+test), the fake ModelArts API, and the environment ``ma-submit`` gets (credentials and 127.0.0.1 endpoints only)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple
 
@@ -18,7 +19,7 @@ from botocore.config import Config
 from fake_modelarts import FakeModelArts
 from sdkutil import VENV_BIN
 
-__all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_no_put", "moto_s3", "s3"]
+__all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_no_put", "moto_s3", "moto_server", "s3"]
 
 AK = "AKTESTMALAUNCH0001"
 SK = "sk-SECRET-9f8e7d6c5b4a39281706"
@@ -66,11 +67,23 @@ def _moto_server(log_path: Path, env: Optional[Dict[str, str]] = None) -> Iterat
         log.close()
 
 
-@pytest.fixture
-def moto_s3(tmp_path: Path) -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
-    with _moto_server(tmp_path / "moto.log") as url:
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's server on 127.0.0.1, started once per session (per xdist worker): each start imports moto, Flask and
+    every moto backend (about 0.6 s of CPU, 2 s or more on a loaded machine) and each stop waits for it to end.
+    Tests take :func:`moto_s3`, which empties it first."""
+    with _moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
         yield url
+
+
+@pytest.fixture
+def moto_s3(moto_server: str) -> str:
+    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process), as new: no bucket, no object, no user
+    (moto's own reset of every backend, ``POST /moto-api/reset``); its URL."""
+    request = urllib.request.Request(f"{moto_server}/moto-api/reset", data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200, f"moto's reset answered {answer.status}"
+    return moto_server
 
 
 @pytest.fixture
