@@ -206,9 +206,7 @@ class ModelArtsBackend(Backend):
 
     def resolve_id(self, job_id: str) -> str:
         """Our id of ``job_id``: the job name, also when the platform's id or a unique prefix was given."""
-        if not PLATFORM_ID.match(job_id):
-            return super().resolve_id(job_id)
-        return self._fetch_status(job_id).id
+        return self._fetch_status(job_id).id if PLATFORM_ID.match(job_id) else super().resolve_id(job_id)
 
     def checkpoints(self, job_id: str) -> CheckpointListing:
         """The job's checkpoints in the OBS folder they were uploaded to (:func:`.ckptlist.obs_listing`)."""
@@ -217,8 +215,7 @@ class ModelArtsBackend(Backend):
         return obs_listing(self.api.get_job(self._platform_id(job_id)), job_id, self._code)
 
     def resume_check(self, ref: ResumeRef, spec: JobSpec) -> ResumeRef:
-        """``--resume-from JOB_ID[:NAME]``: ``ref`` by our id, an ended job, with the OBS folder its checkpoints were
-        uploaded to (the plan's input channel: :func:`.checkpoint.resume_of`); one ConfigError line otherwise."""
+        """``--resume-from``: ``ref`` of an ended job, with its checkpoints' OBS folder (:func:`.resume_ref`)."""
         whole = self.resolve_id(ref.job_id)
         return resume_ref(self.api.get_job(self._platform_id(whole)), whole, ref)
 
@@ -226,7 +223,6 @@ class ModelArtsBackend(Backend):
         """A dry run asks no API: the old job's OBS folder shows what submit resolves (:func:`.unresolved_ref`)."""
         return unresolved_ref(ref)
 
-    # -- management ----------------------------------------------------------------------------------------
     def _fetch_status(self, job_id: str, progress: bool = False) -> JobStatus:
         platform_id = self._platform_id(job_id)
         job = self.api.get_job(platform_id)

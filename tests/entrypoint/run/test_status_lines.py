@@ -89,7 +89,16 @@ def test_the_line_carries_numbers_and_the_attempt_only() -> None:
     assert data == {"ranks": [[0, 120, 1000, T + 60, T + 1, "1.0", 90, T + 30],
                               [1, 118, None, T + 59.5, T + 1.25, "1.0", 88, T + 29.5]]}  # fmt: skip
     assert json.loads(recovery_line().split(" ", 2)[2]) == {
-        "recovery": [[0, T - 5.0, T - 4.75, T - 3.5, T + 1.0, 0], [1, T + 70.0, T + 70.5, None, None, 1]]}
+        "recovery": [[0, T - 5.0, T - 4.75, T - 3.5, T + 1.0, 0, None, None],
+                     [1, T + 70.0, T + 70.5, None, None, 1, None, None]]}
+
+
+def test_the_recovery_line_keeps_next_ended_and_torchruns_own_round() -> None:
+    record = Recovery(2, T, T + 0.5, T + 1.0, None, True, T + 9.0, 1)
+    line = f"[ma-entrypoint] {recovery_text([record])}"
+    assert read_status_lines([line]).recovery == (record,)
+    six = '[ma-entrypoint] recovery/v1 {"recovery":[[2,' + f"{T},{T + 0.5}" + ',null,null,1]]}'  # an older shim's
+    assert read_status_lines([six]).recovery == (Recovery(2, T, T + 0.5, None, None, True, None, None),)
 
 
 def test_a_host_with_too_many_ranks_for_one_line_lists_its_slowest() -> None:
