@@ -14,7 +14,7 @@ from typing import Dict, List
 from malaunch.entrypoint import checkpoint
 from malaunch.entrypoint.contract.checkpoint_dir import marker_text
 from malaunch.entrypoint.run.hosts.jobstate import JobState, Send
-from malaunch.entrypoint.run.hosts.messages import Hello, Parts, Saved, parse
+from malaunch.entrypoint.run.hosts.messages import Hello, Parts, Saved, Start, parse
 from malaunch.entrypoint.run.hosts.saves import HeldParts, SaveBook, SaveWatch, held_parts, write_marker
 from malaunch.entrypoint.run.hosts.server import Coordinator
 from malaunch.entrypoint.run.hosts.wire import Channel, job_key, read_challenge
@@ -137,17 +137,22 @@ def _join(port: int, key: bytes, host: int) -> tuple[socket.socket, Channel]:
     return sock, channel
 
 
-def _until_saved(sock: socket.socket, channel: Channel) -> Saved:
-    buffer = b""
-    while True:
-        while b"\n" in buffer:
-            line, _, buffer = buffer.partition(b"\n")
-            message = parse(channel.open(line + b"\n"))
-            if isinstance(message, Saved):
-                return message
-        chunk = sock.recv(65536)
-        assert chunk, "the coordinator closed the connection"
-        buffer += chunk
+class _Reader:
+    """One host's side of a coordinator connection: the messages it is sent, in order."""
+
+    def __init__(self, sock: socket.socket, channel: Channel) -> None:
+        self.sock, self.channel, self.buffer = sock, channel, b""
+
+    def until(self, kind: type) -> object:
+        while True:
+            while b"\n" in self.buffer:
+                line, _, self.buffer = self.buffer.partition(b"\n")
+                message = parse(self.channel.open(line + b"\n"))
+                if isinstance(message, kind):
+                    return message
+            chunk = self.sock.recv(65536)
+            assert chunk, "the coordinator closed the connection"
+            self.buffer += chunk
 
 
 def test_a_real_coordinator_tells_every_host_once_both_reported() -> None:
@@ -155,12 +160,14 @@ def test_a_real_coordinator_tells_every_host_once_both_reported() -> None:
     state = JobState(2, 0, True, lambda n: 0.1, host_wait=5.0, join_wait=10.0, now=time.monotonic())
     server = Coordinator(key, state, 0, 0.2, 5.0, lambda line: None, bind="127.0.0.1").start()
     try:
-        joined = [_join(server.port, key, host) for host in (0, 1)]
-        for (sock, channel), ranks in zip(joined, ((0, 1), (2, 3))):
-            sock.sendall(channel.seal(Parts(0, STEP, 6, 4, ranks).to_wire()))
-        assert [_until_saved(sock, channel) for sock, channel in joined] == [Saved(0, STEP, 6, 4)] * 2
-        for sock, _ in joined:
-            sock.close()
+        joined = [_Reader(*_join(server.port, key, host)) for host in (0, 1)]
+        for reader in joined:  # a host reports parts of the attempt it was told to start, never before
+            assert isinstance(reader.until(Start), Start)
+        for reader, ranks in zip(joined, ((0, 1), (2, 3))):
+            reader.sock.sendall(reader.channel.seal(Parts(0, STEP, 6, 4, ranks).to_wire()))
+        assert [reader.until(Saved) for reader in joined] == [Saved(0, STEP, 6, 4)] * 2
+        for reader in joined:
+            reader.sock.close()
     finally:
         server.close(linger=0.5)
 
