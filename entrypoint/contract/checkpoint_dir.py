@@ -26,8 +26,8 @@ import os
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
-    "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "marker_text", "newest", "parse_marker", "read_marker", "reached",
-    "records", "scan",
+    "MARKER", "PARTS", "PROGRESS", "Found", "Marker", "folder_names", "marker_text", "newest", "parse_marker",
+    "read_marker", "reached", "records", "scan",
 ]  # fmt: skip
 
 MARKER = ".complete"
@@ -154,16 +154,21 @@ def _touched(folder: str) -> float:
     return newest
 
 
-def scan(directory: str) -> List[Found]:
-    """Every checkpoint sub-folder of ``directory``, sorted by name (a missing folder: none)."""
+def folder_names(directory: str) -> List[str]:
+    """The names of ``directory``'s checkpoint sub-folders (not hidden, not links), sorted; none when it cannot be
+    read."""
     try:
         with os.scandir(directory) as entries:
-            folders = sorted(entry.name for entry in entries if not entry.name.startswith(".")
-                             and entry.is_dir(follow_symlinks=False))  # fmt: skip
+            return sorted(entry.name for entry in entries if not entry.name.startswith(".")
+                          and entry.is_dir(follow_symlinks=False))  # fmt: skip
     except OSError:
         return []
+
+
+def scan(directory: str) -> List[Found]:
+    """Every checkpoint sub-folder of ``directory``, sorted by name (a missing folder: none)."""
     found = []
-    for name in folders:
+    for name in folder_names(directory):
         path = os.path.join(directory, name)
         marker = read_marker(path)
         if isinstance(marker, Marker):

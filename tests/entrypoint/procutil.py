@@ -143,10 +143,23 @@ def pids_with_env(name: str, value: str) -> List[int]:
     return sorted(key.pid for key in proctree.pids_with_env(name, value))
 
 
+#: Set to 1 in a server a worker keeps for its whole session (moto's: tests/sdk/modelarts_env.py): a child of the
+#: test process that no test left behind.
+SESSION_SERVER_VAR = "MALAUNCH_TEST_SESSION_SERVER"
+
+
 def child_pids() -> List[int]:
-    """Children of this test process, zombies included."""
+    """Children of this test process, zombies included, but not a session's server (:data:`SESSION_SERVER_VAR`)."""
     me = os.getpid()
-    return [info.pid for info in proctree.descendants(me) if info.ppid == me]
+    found = []
+    for info in proctree.descendants(me):
+        if info.ppid != me:
+            continue
+        environ = proctree.read_environ(info.pid)
+        if environ is not None and proctree.env_has(environ, SESSION_SERVER_VAR, "1"):
+            continue
+        found.append(info.pid)
+    return found
 
 
 def assert_nothing_left(
@@ -170,4 +183,20 @@ def assert_nothing_left(
     left = leftovers()
     assert not left, f"processes left running: {left}"
     if children:
-        assert not child_pids(), f"children of the test process left (zombies?): {child_pids()}"
+        left_children = child_pids()
+        assert not left_children, f"children of the test process left (zombies?): {_described(left_children)}"
+
+
+def _described(pids: Iterable[int]) -> str:
+    """Each pid with its state and command line, as /proc has them (an earlier test's leftover is named so)."""
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            state, argv = "?", ""
+        found.append(f"{pid} ({state}) {argv or '<no command line: a zombie>'}")
+    return "; ".join(found)

@@ -17,6 +17,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from fake_modelarts import FakeModelArts
+from procutil import SESSION_SERVER_VAR
 from sdkutil import VENV_BIN
 
 __all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_no_put", "moto_s3", "moto_server", "s3"]
@@ -72,7 +73,8 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's server on 127.0.0.1, started once per session (per xdist worker): each start imports moto, Flask and
     every moto backend (about 0.6 s of CPU, 2 s or more on a loaded machine) and each stop waits for it to end.
     Tests take :func:`moto_s3`, which empties it first."""
-    with _moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
+    env = dict(os.environ, **{SESSION_SERVER_VAR: "1"})  # the process checks of later tests pass over it
+    with _moto_server(tmp_path_factory.mktemp("moto") / "moto.log", env) as url:
         yield url
 
 

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
-from ...contract.checkpoint_dir import MARKER, PARTS, marker_text
+from ...contract.checkpoint_dir import MARKER, PARTS, folder_names, marker_text
 from .jobstate import Send
 from .members import members_text, read_members
 from .messages import Parts, Saved
@@ -82,14 +82,8 @@ def _attempt_of(value: object) -> Optional[int]:
 def held_parts(directory: str, attempt: int, since: float) -> List[HeldParts]:
     """The unfinished checkpoints of ``directory`` with parts of ``attempt`` written since ``since`` (seconds since
     the epoch), one entry per checkpoint and step (read defensively: what cannot be read counts nothing)."""
-    try:
-        with os.scandir(directory) as entries:
-            names = sorted(entry.name for entry in entries if not entry.name.startswith(".")
-                           and entry.is_dir(follow_symlinks=False))  # fmt: skip
-    except OSError:
-        return []
     found: List[HeldParts] = []
-    for name in names:
+    for name in folder_names(directory):
         folder = os.path.join(directory, name)
         if os.path.lexists(os.path.join(folder, MARKER)):
             continue

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 SDK_TESTS = Path(__file__).resolve().parents[1]
+ENTRYPOINT_TESTS = SDK_TESTS.parent / "entrypoint"  # procutil, which modelarts_env takes a name from
 
 PROBE = """
 import boto3
@@ -42,7 +43,8 @@ def test_second_finds_the_same_server_empty(moto_s3, tmp_path_factory):
 @pytest.mark.slow  # a pytest session and a moto server
 def test_one_server_per_session_and_each_test_finds_it_empty(tmp_path: Path) -> None:
     (tmp_path / "test_probe.py").write_text(PROBE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SDK_TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SDK_TESTS), str(ENTRYPOINT_TESTS),
+                                                   os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
             "--rootdir", str(tmp_path), "-c", os.devnull, "test_probe.py"]  # fmt: skip
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
