@@ -204,8 +204,8 @@ def _say(message: str) -> None:
 
 
 def _checkpoint_keeper(config: ShimConfig) -> Optional[CheckpointKeeper]:
-    """The checkpoint folder's keeper, its folder checked (None without ``MALAUNCH_CHECKPOINT_DIR``). Only host 0
-    prunes: the folder is the job's, one for every host (:mod:`.run.checkpoints`).
+    """The checkpoint folder's keeper, its folder checked (None without ``MALAUNCH_CHECKPOINT_DIR``). Every host
+    prunes its view; only host 0 clears an earlier run's parts (:mod:`.run.checkpoints`).
 
     Raises:
         ConfigError: the folder is not writable (exit 2).

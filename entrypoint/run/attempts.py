@@ -11,7 +11,7 @@ own (``RunResult.launcher_attempts``). The policy is :mod:`.policy`'s.
 (template methods, as torch elastic's agent has them): :class:`HostAlone`, this host alone, or
 :class:`~.hosts.jobloop.Coordinated`, the job's coordinator (several hosts). With a checkpoint folder
 (:mod:`.checkpoints`) the loop, the same for both, checks it before anything starts and, before every attempt,
-prunes it (host 0) and gives the attempt ``MALAUNCH_RESUME_FROM``.
+prunes it and gives the attempt ``MALAUNCH_RESUME_FROM``.
 
 Contract of :func:`run_with_restarts` (:class:`HostAlone`):
 

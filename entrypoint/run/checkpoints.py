@@ -9,11 +9,14 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
 2. ``MALAUNCH_RESUME_FROM`` is the newest complete checkpoint's folder, in every attempt after one exists, and
    unset before (a value inherited from outside is dropped). Each incomplete or damaged folder newer than it is
    passed over with one line saying which and why.
-3. Retention (this host prunes only when it is the job's host 0, or alone): the ``keep`` newest complete
-   checkpoints stay; older complete ones go, and incomplete ones older than the newest complete one. The newest
-   complete one, and an incomplete one newer than it (a save that may still be written, or the one a killed rank
-   left), are never removed. Why host 0 alone: on several hosts the folder is one shared folder; one remover
-   means no two hosts race over the same folder, and every host still reads it to choose its resume point.
+3. Retention (every host, each of its own view of the folder): the ``keep`` newest complete checkpoints stay;
+   older complete ones go, and incomplete ones older than the newest complete one. The newest complete one, and
+   an incomplete one newer than it (a save that may still be written, or the one a killed rank left), are never
+   removed. Every host prunes because a node's folder may be its own (ModelArts: an output channel per node),
+   where no other host could; where the folder is one folder for every host (local, Volcano) the hosts decide
+   by the same rule from the same folder, so they remove the same sub-folders (a removal that finds the folder
+   gone already is no error), and what a host may see that another did not yet (a save completed or begun since)
+   is newer than what the rule removes.
 4. With ``MALAUNCH_RESUME_SOURCE`` (another job's checkpoint, :func:`..contract.checkpoint_list.resume_point`),
    checked at start: one that names no complete checkpoint ends the shim with exit 2 and one line saying which
    folder and why. It is ``MALAUNCH_RESUME_FROM`` in every attempt until the job's own folder holds a complete
@@ -45,8 +48,8 @@ SOURCE_VAR = "MALAUNCH_RESUME_SOURCE"
 class CheckpointKeeper:
     """Checks the checkpoint folder at start; before each attempt, prunes it and says where the attempt resumes."""
 
-    def __init__(self, config: Checkpoints, prunes: bool, say: Callable[[str], None]) -> None:
-        self.config, self.prunes, self.say = config, prunes, say
+    def __init__(self, config: Checkpoints, first_host: bool, say: Callable[[str], None]) -> None:
+        self.config, self.first_host, self.say = config, first_host, say
         self.resume: Optional[str] = None
         self.source: Optional[Found] = None  # another job's checkpoint (MALAUNCH_RESUME_SOURCE), once checked
 
@@ -76,17 +79,17 @@ class CheckpointKeeper:
 
     def clear_stale_parts(self) -> None:
         """Host 0, before the first attempt: remove the parts an earlier run left in incomplete checkpoints."""
-        if not self.prunes:
+        if not self.first_host:  # a replaced host joins while the others' ranks may be saving
             return
         for item in scan(self.config.directory):
             if not item.complete:
                 shutil.rmtree(os.path.join(item.path, PARTS), ignore_errors=True)
 
     def before(self, attempt: int) -> Optional[str]:
-        """Before attempt ``attempt``: prune (host 0), say what is passed over; the folder to resume from."""
+        """Before attempt ``attempt``: prune, say what is passed over; the folder to resume from."""
         found = scan(self.config.directory)
         best = newest(found)
-        if self.prunes and best is not None:
+        if best is not None:
             found = self._prune(found, best)
         for item in found:
             if not item.complete and (best is None or _newer(item, best)):

@@ -22,9 +22,9 @@ def _complete(root: Path, name: str, step: int, when: float = 1.0) -> Path:
     return folder
 
 
-def _keeper(root: Path, keep: int = 2, prunes: bool = True) -> Tuple[CheckpointKeeper, List[str]]:
+def _keeper(root: Path, keep: int = 2, first_host: bool = True) -> Tuple[CheckpointKeeper, List[str]]:
     said: List[str] = []
-    return CheckpointKeeper(Checkpoints(str(root), keep), prunes, said.append), said
+    return CheckpointKeeper(Checkpoints(str(root), keep), first_host, said.append), said
 
 
 def test_the_helper_module_exports_exactly_its_api() -> None:
@@ -83,12 +83,36 @@ def test_retention_keeps_keep_complete_and_never_the_one_being_written(tmp_path:
     assert "checkpoints removed (keeping the 2 newest complete): step-03, step-05, step-06" in said
 
 
-def test_only_the_pruning_host_removes(tmp_path: Path) -> None:
+def test_every_host_prunes_its_own_folder_and_hosts_sharing_one_remove_the_same(tmp_path: Path) -> None:
+    """A node whose folder is its own (ModelArts) keeps only ``keep`` too; two hosts pruning one shared folder
+    remove the same sub-folders, the second finding them gone already."""
+    own = tmp_path / "host-1"
     for step in (1, 2, 3):
-        _complete(tmp_path, f"step-{step}", step)
-    keeper, _ = _keeper(tmp_path, keep=1, prunes=False)
-    assert keeper.before(1) == str(tmp_path / "step-3")
-    assert sorted(os.listdir(tmp_path)) == ["step-1", "step-2", "step-3"]
+        _complete(own, f"step-{step}", step)
+    keeper, said = _keeper(own, keep=1, first_host=False)
+    assert keeper.before(1) == str(own / "step-3")
+    assert sorted(os.listdir(own)) == ["step-3"]
+    assert "checkpoints removed (keeping the 1 newest complete): step-1, step-2" in said
+    shared = tmp_path / "shared"
+    for step in (1, 2, 3, 4):
+        _complete(shared, f"step-{step}", step)
+    host0, _ = _keeper(shared, keep=2)
+    host1, said1 = _keeper(shared, keep=2, first_host=False)
+    assert host0.before(2) == host1.before(2) == str(shared / "step-4")
+    assert sorted(os.listdir(shared)) == ["step-3", "step-4"]
+    assert not any("removed" in line for line in said1)  # nothing left for it to remove
+
+
+def test_only_the_first_host_clears_stale_parts(tmp_path: Path) -> None:
+    """A host that joins later (a replaced one) must not clear the parts of a save the others are writing."""
+    (tmp_path / "step-9" / ".parts").mkdir(parents=True)
+    (tmp_path / "step-9" / ".parts" / "rank-0").write_text("{}")
+    keeper, _ = _keeper(tmp_path, first_host=False)
+    keeper.clear_stale_parts()
+    assert (tmp_path / "step-9" / ".parts" / "rank-0").exists()
+    keeper, _ = _keeper(tmp_path)
+    keeper.clear_stale_parts()
+    assert not (tmp_path / "step-9" / ".parts").exists()
 
 
 def test_an_unwritable_folder_is_a_config_error(tmp_path: Path) -> None:
