@@ -137,9 +137,10 @@ def _through_click(args: List[str], env: Dict[str, str]) -> Run:
 
 
 def _ages_hidden(run: Run) -> Run:
-    """``run`` with every age and duration of a ``list`` table (``28s``, ``3m``, ``2h``) shown as ``<t>``."""
+    """``run`` with every age and duration of a ``list`` table (``28s``, ``3m``, ``2h``) shown as ``<t>``, and each
+    run of spaces as one (a column widens when an age grows a digit, ``9s`` to ``10s``: seen in a loaded run)."""
     code, out, err = run
-    return code, re.sub(r"(?<= )\d+[smhd](?= |$)", "<t>", out, flags=re.M), err
+    return code, re.sub(r" +", " ", re.sub(r"(?<= )\d+[smhd](?= |$)", "<t>", out, flags=re.M)), err
 
 
 COLOURED = """
