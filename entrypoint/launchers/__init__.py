@@ -12,15 +12,24 @@ msrun + recovery    :mod:`.msrun.recovery`  the scheduler and workers themselves
 
 This registry is the only place that maps a method name to its launcher: :func:`launcher_for` (from the
 shim's configuration, :class:`~..contract.config.ShimConfig`) and :func:`launcher_of` (from a plan). The
-facades below (:func:`plan_launch`, :func:`plan_attempt`, :func:`gather_inputs`, :func:`run_plan`) are the
-shim's public entry points that need a launcher. A launcher's
-module is imported only when its method runs.
+facades below (:func:`plan_launch`, :func:`plan_attempt`, :func:`gather_inputs`) are the shim's public entry
+points that need a launcher (:func:`.running.run_plan` runs a plan with its launcher).
 """
 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Type
+
+from ..contract import VARIABLES
+from ..contract.errors import ConfigError
+from ..plan.prepare import gather
+from ..run.launcher import Launcher
+from .fanout import FanoutLauncher
+from .msrun import MsrunLauncher
+from .msrun.recovery import MsrunRecoveryLauncher
+from .single import SingleLauncher
+from .torchrun import TorchrunLauncher
 
 if TYPE_CHECKING:
     from ..contract.cluster_env import ClusterEnv
@@ -28,8 +37,6 @@ if TYPE_CHECKING:
     from ..plan.inputs import LaunchInputs, Needs
     from ..plan.launch_plan import LaunchPlan
     from ..plan.prepare import Progress, Resolver
-    from ..report.report import RunResult
-    from ..run.launcher import Launcher
     from ..run.policy import RestartPolicy
 
 __all__ = [
@@ -40,22 +47,15 @@ __all__ = [
     "plan_attempt",
     "plan_launch",
     "resolve_method",
-    "run_plan",
 ]
 
-#: method -> (module, class) of its launcher.
-_LAUNCHERS = {
-    "ranktable": ("fanout", "FanoutLauncher"),
-    "single": ("single", "SingleLauncher"),
-    "torchrun": ("torchrun", "TorchrunLauncher"),
-    "msrun": ("msrun", "MsrunLauncher"),
+#: method -> its launcher's class.
+_LAUNCHERS: Dict[str, Type[Launcher]] = {
+    "ranktable": FanoutLauncher,
+    "single": SingleLauncher,
+    "torchrun": TorchrunLauncher,
+    "msrun": MsrunLauncher,
 }
-
-
-def _load(method: str) -> Any:
-    home, name = _LAUNCHERS[method]
-    # __import__ with a fromlist gives the submodule itself; importlib (and warnings) would cost start-up time
-    return getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)
 
 
 def resolve_method(cluster: ClusterEnv) -> str:
@@ -73,11 +73,8 @@ def method_launcher(cluster: ClusterEnv) -> Launcher:
     """
     method = resolve_method(cluster)
     if method not in _LAUNCHERS:
-        from ..contract import VARIABLES
-        from ..contract.errors import ConfigError
-
         raise ConfigError("MA_RUN_METHOD", method, f"expected {', '.join(VARIABLES['MA_RUN_METHOD'].choices)}")
-    launcher: Launcher = _load(method)()
+    launcher: Launcher = _LAUNCHERS[method]()
     return launcher
 
 
@@ -94,8 +91,6 @@ def launcher_for(config: ShimConfig) -> Launcher:
 
 
 def _recovery(config: Optional[ShimConfig]) -> Launcher:
-    from .msrun.recovery import MsrunRecoveryLauncher
-
     if config is None:
         return MsrunRecoveryLauncher()
     return MsrunRecoveryLauncher(config.policy, config.recovery.delay, config.recovery.path)
@@ -108,7 +103,7 @@ def launcher_of(plan: LaunchPlan, config: Optional[ShimConfig] = None) -> Launch
         ValueError: no launcher owns the plan (a plan made by hand with an unknown method).
     """
     if plan.method in _LAUNCHERS:
-        launcher: Launcher = _load(plan.method)()
+        launcher: Launcher = _LAUNCHERS[plan.method]()
         if launcher.owns(plan):
             return launcher
         if plan.method == "msrun":
@@ -141,26 +136,8 @@ def gather_inputs(
     dry_run: bool = False,
 ) -> LaunchInputs:
     """What the method's launcher needs gathered before it plans (:func:`..plan.prepare.gather`)."""
-    from ..plan.prepare import gather
 
     launcher = method_launcher(config.cluster)
     needs: Needs = launcher.needs(config.cluster)
     return gather(config.cluster, launcher.method, needs, boot_file, boot_args, config.path, cwd=cwd,
                   progress=progress, resolve=resolve, dry_run=dry_run)  # fmt: skip
-
-
-def run_plan(
-    plan: LaunchPlan,
-    base_env: Mapping[str, str],
-    *,
-    console_out: Optional[BinaryIO] = None,
-    console_err: Optional[BinaryIO] = None,
-    handle_signals: bool = True,
-    config: Optional[ShimConfig] = None,
-) -> RunResult:
-    """Run ``plan`` once with its launcher (:func:`..run.supervisor.run_plan`); ``base_env`` is the processes'
-    environment, passed on as data (``config``: MindSpore recovery's policy for a recovery plan)."""
-    from ..run.supervisor import run_plan as supervise
-
-    return supervise(plan, base_env, launcher_of(plan, config), console_out=console_out,
-                     console_err=console_err, handle_signals=handle_signals)  # fmt: skip

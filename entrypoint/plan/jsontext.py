@@ -14,6 +14,9 @@ Where the interpreter has no ``_json`` accelerator, both are :mod:`json` itself.
 
 from __future__ import annotations
 
+import json
+from json import JSONDecodeError
+from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, NoReturn
 
 try:
@@ -43,8 +46,6 @@ class _Rules:
 
 
 def _fail(message: str, text: str, position: int) -> NoReturn:
-    from json import JSONDecodeError
-
     raise JSONDecodeError(message, text, position)
 
 
@@ -55,8 +56,6 @@ def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
         json.JSONDecodeError: ``text`` is not one JSON value (with whitespace around it).
     """
     if _json is None:
-        import json
-
         return json.loads(text, parse_int=integer)
     if text.startswith(_BOM):
         _fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
@@ -68,7 +67,6 @@ def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
     except SystemError:
         # Python 3.10 and 3.11's scanner raises its JSONDecodeError only when json.decoder is already imported
         # (it fails with this instead): bad input only, which json itself now reads again to raise its own error.
-        import json
 
         return json.loads(text, parse_int=integer)
     if end != len(text):
@@ -93,7 +91,6 @@ def scan(text: str, index: int, integer: Callable[[str], Any] = int) -> tuple[An
             _fail("Expecting value", text, stop.value)
         except SystemError:  # Python 3.10 and 3.11 on bad input, as in loads: json itself raises the error
             pass
-    import json
 
     decoded: tuple[Any, int] = json.JSONDecoder(parse_int=integer).raw_decode(text, index)
     return decoded
@@ -102,8 +99,6 @@ def scan(text: str, index: int, integer: Callable[[str], Any] = int) -> tuple[An
 def quoted(text: str) -> str:
     """``text`` as a JSON string, non-ASCII characters escaped (as json writes it by default)."""
     if _json is None:
-        from json.encoder import encode_basestring_ascii
-
         return encode_basestring_ascii(text)
     return _json.encode_basestring_ascii(text)
 
@@ -119,7 +114,6 @@ def dumps_indented(value: object) -> str:
             return _indented(value, "\n")
         except _Unsupported:
             pass
-    import json
 
     return json.dumps(value, indent=2)
 

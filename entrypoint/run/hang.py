@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, Mapping, Optional
 
 from ..contract.errors import LaunchError
+from .hang_report import judge, look_ranks
 from .procs import proctree
 
 if TYPE_CHECKING:
@@ -157,7 +158,6 @@ def rank_pids(group: ProcessGroup, workers: Workers) -> Dict[object, int]:
 
 def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, host: str, line: str) -> Hung:
     """The hang report of this host (said on the console) and the run's root cause (:mod:`.hang_report`)."""
-    from .hang_report import judge, look_ranks
 
     now = time.monotonic()
     lines = {key: (sink.tail(1) or ("",))[-1] for key, sink in silence.sinks.items()}

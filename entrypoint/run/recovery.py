@@ -1,11 +1,11 @@
 """Time to recover: for each attempt that failed, when the failure was seen, when the attempt's last rank was gone,
 when the next attempt started and when a rank of it first reported progress.
 
-:class:`RecoveryClock` is fed by the one attempt loop (:class:`~.attempts.AttemptLoop`): an attempt starts
-(:meth:`~RecoveryClock.started`), an attempt's run is over (:meth:`~RecoveryClock.ended`, with its result, whose
-``seen_at`` is when this host's supervisor saw the failure), and, on the job's host 0, the coordinator's book after
-each change (:meth:`~RecoveryClock.book`: when the job's coordinator first heard of the attempt's failure, from
-any host, and when every host's account of it was in). On several hosts host 0 therefore has the job's times
+:class:`~.recovery_clock.RecoveryClock` keeps them. It is fed by the one attempt loop
+(:class:`~.attempts.AttemptLoop`): an attempt starts (``started``), an attempt's run is over (``ended``, with its
+result, whose ``seen_at`` is when this host's supervisor saw the failure), and, on the job's host 0, the
+coordinator's book after each change (``book``: when the job's coordinator first heard of the attempt's failure,
+from any host, and when every host's account of it was in). On several hosts host 0 therefore has the job's times
 (the earliest sight of the failure, the last host's end); another host has its own. The first progress is the
 earliest first ``progress()`` call of any rank of the next attempt, read from the ranks' records
 (:mod:`.progress`: this host's folder, and the checkpoint folder's ``.progress`` that every host shares).
@@ -22,16 +22,9 @@ import json
 import math
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional
 
-from .progress import first_progress, read_progress
-
-if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
-
-    from ..report.report import RunResult
-    from .hosts.jobstate import JobState
-
-__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines"]
+__all__ = ["RECOVERY_FILE", "Recovery", "read_recovery", "recovery_file", "recovery_lines"]
 
 RECOVERY_FILE = "recovery.json"
 _PHASES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
@@ -144,142 +137,3 @@ def read_recovery(path: str) -> List[Recovery]:
     items = data.get("recovery") if isinstance(data, dict) else None
     found = [Recovery.from_json(item) for item in items] if isinstance(items, list) else []
     return [item for item in found if item is not None]
-
-
-class _Book:
-    """What host 0's coordinator saw of one attempt: when it first heard of a failure, when every account was in."""
-
-    __slots__ = ("failed", "over")
-
-    def __init__(self) -> None:
-        self.failed: Optional[float] = None
-        self.over: Optional[float] = None
-
-
-class RecoveryClock:
-    """The time-to-recover records of one shim's attempts (see the module's docstring)."""
-
-    def __init__(self, log_dir: str, progress_dirs: Sequence[str], say: Callable[[str], None]) -> None:
-        self.path = recovery_file(log_dir)
-        self.progress_dirs = tuple(progress_dirs)
-        self.say = say
-        self.records: Dict[int, Recovery] = {}  # failed attempt -> its record
-        self.books: Dict[int, _Book] = {}  # attempt -> what the coordinator saw (host 0 of several)
-        import threading  # a running shim's only
-
-        self.lock = threading.Lock()  # book() runs on the coordinator's thread
-        self.told = False  # a write that failed was said once
-
-    # -- what the attempt loop says -------------------------------------------------------------------------
-    def started(self, index: int) -> None:
-        """Attempt ``index`` starts now."""
-        now = round(time.time(), 3)
-        with self.lock:
-            record = self.records.get(index - 1)
-            if record is not None and record.next_started is None:
-                self.records[index - 1] = self._merged(record)._replace(next_started=now)
-            self._progress()
-        self._write()
-
-    def ended(self, index: int, result: RunResult) -> None:
-        """Attempt ``index``'s run is over (every process of it on this host is gone) with ``result``."""
-        now = round(time.time(), 3)
-        with self.lock:
-            self._progress()
-            failed = result.exit_code != 0 or result.root_cause is not None
-            if failed and result.shim_signal is None:
-                seen = round(result.seen_at, 3) if result.seen_at is not None else now
-                self.records[index] = self._merged(Recovery(index, min(seen, now), now))
-        self._write()
-
-    def finish(self) -> List[Recovery]:
-        """The loop is over: no record waits for another attempt; every record, oldest first."""
-        with self.lock:
-            self._progress()
-            for index, record in self.records.items():
-                if record.next_started is None:
-                    self.records[index] = self._merged(record)._replace(ended=True)
-            found = [self.records[index] for index in sorted(self.records)]
-        self._write()
-        return found
-
-    # -- what host 0's coordinator says (its thread) --------------------------------------------------------
-    def book(self, state: JobState) -> None:
-        """Note, from the coordinator's book, when the running attempt's failure was first heard of and when every
-        host's account of it was in (called after each change)."""
-        from .hosts.jobstate import Phase
-
-        now = round(time.time(), 3)
-        with self.lock:
-            attempt = state.attempt
-            for done in range(len(state.verdicts)):  # decided attempts: every account is in
-                entry = self.books.setdefault(done, _Book())
-                if entry.failed is None and state.verdicts[done] is not None:
-                    entry.failed = now
-                if entry.over is None:
-                    entry.over = now
-            if attempt < 0:
-                return
-            entry = self.books.setdefault(attempt, _Book())
-            heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
-            if heard and entry.failed is None and attempt >= len(state.verdicts):
-                entry.failed = now
-
-    def watching(self, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
-        """A watch for the coordinator that calls ``other``, then :meth:`book`."""
-
-        def both(state: JobState) -> None:
-            other(state)
-            self.book(state)
-
-        return both
-
-    # -- inside -----------------------------------------------------------------------------------------------
-    def _merged(self, record: Recovery) -> Recovery:
-        """``record`` with the coordinator's view laid over this host's (host 0 of several): the failure seen at
-        the earliest, the last rank gone at the latest (under the lock)."""
-        book = self.books.get(record.attempt)
-        if book is None:
-            return record
-        seen = min(record.failure_seen, book.failed) if book.failed is not None else record.failure_seen
-        gone = record.last_rank_gone
-        if book.over is not None:
-            gone = book.over if gone is None else max(gone, book.over)
-        return record._replace(failure_seen=seen, last_rank_gone=gone)
-
-    def _progress(self) -> None:
-        """Fill in the first progress of each next attempt that has started (under the lock)."""
-        waiting = [record for record in self.records.values()
-                   if record.next_started is not None and record.first_progress is None]  # fmt: skip
-        if not waiting:
-            return
-        found = [item for folder in self.progress_dirs for item in read_progress(folder)]
-        for record in waiting:
-            first = first_progress(found, record.next_attempt)
-            if first is not None:
-                first = round(max(first, record.next_started or first), 3)
-                self.records[record.attempt] = record._replace(first_progress=first)
-
-    def _write(self) -> None:
-        from ..report.report import write_report
-
-        with self.lock:
-            if not self.records:
-                return
-            data = {"recovery": [self.records[index].to_json() for index in sorted(self.records)]}
-        problem = write_report(self.path, data)
-        if problem and not self.told:
-            self.told = True
-            self.say(problem)
-
-
-def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:
-    """Where this host's shim reads its ranks' progress: its own folder, and the checkpoint folder's (shared by
-    every host) when the job has one."""
-    from .progress import PROGRESS_DIR_NAME
-
-    found = [os.path.join(log_dir, PROGRESS_DIR_NAME)]
-    checkpoints = environ.get("MALAUNCH_CHECKPOINT_DIR")
-    if checkpoints:
-        found.append(os.path.join(checkpoints, ".progress"))
-    return found

@@ -125,8 +125,7 @@ class Supervisor:
         if self.launcher.starts_workers:
             self.tree.launchers = self.group.pids()
         self.guards.after_start(self.group.pids())
-        tune_malloc()  # after the ranks started: it loads ctypes, which costs start-up time
-        self.facts.load_patterns()  # likewise
+        tune_malloc()  # once the ranks started: what they wait for comes first
         for index in range(len(self.group.procs)):
             self.group.watch_exit(index)
         self.output.attach(self.group.procs, lambda: None)

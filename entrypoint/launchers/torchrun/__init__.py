@@ -24,13 +24,18 @@ import os.path
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Tuple
 
 from ...contract.cluster_env import ClusterEnv, require_master
-from ...plan.build import flag_value, make_plan, merge_flags, node_ranks
+from ...plan.build import flag_value, log_dir_of, make_plan, merge_flags, node_ranks
 from ...plan.inputs import LaunchInputs, Needs
 from ...plan.launch_plan import LaunchPlan, ProcessSpec
 from ...report.rootcause import Death
 from ...run.launcher import Gate, Launcher, LauncherSays
 from ...run.policy import RestartPolicy
+from .elastic import elastic_presets, is_elastic, members_argv
+from .errors import read_error_files, torchrun_log_dir
+from .gate import AttemptGate
+from .logs import TorchrunLogs
 from .stub import LAUNCHER_COUNT, attempt_argv
+from .summary import parse_torchrun_failures, summary_written
 
 if TYPE_CHECKING:
     from ...run.output.console import Console
@@ -55,8 +60,6 @@ def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> La
     if cluster.num_hosts == 1:
         presets = ["--standalone", "--nnodes=1", f"--nproc_per_node={per_host}"]
     elif elastic:
-        from .elastic import elastic_presets
-
         presets = elastic_presets(cluster, METHOD)
     else:
         presets = [
@@ -134,8 +137,6 @@ class TorchrunLauncher(Launcher):
         return Needs(master=cluster.num_hosts > 1)
 
     def plan(self, cluster: ClusterEnv, inputs: LaunchInputs) -> LaunchPlan:
-        from ...plan.build import log_dir_of
-
         return plan_torchrun(cluster, inputs, log_dir_of(cluster, inputs))
 
     def plan_attempt(self, plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
@@ -147,8 +148,6 @@ class TorchrunLauncher(Launcher):
         return attempt_argv(spec.argv, spec.script_at, attempt, most)
 
     def plan_members(self, plan: LaunchPlan, attempt: int, members: int) -> LaunchPlan:
-        from .elastic import is_elastic, members_argv
-
         processes = tuple(
             spec._replace(argv=members_argv(spec.argv, attempt, members))
             if spec.name == METHOD and is_elastic(spec.argv) else spec
@@ -168,10 +167,6 @@ class TorchrunLauncher(Launcher):
         err: Console,
         relabel: Callable[[int, int], None] = lambda place, rank: None,
     ) -> FileFollower:
-        from .elastic import is_elastic
-        from .errors import torchrun_log_dir  # here: only torchrun needs them (start-up time)
-        from .logs import TorchrunLogs
-
         argv = plan.processes[0].argv
         log_dir = torchrun_log_dir(argv) or os.path.join(plan.log_dir, "torchrun")
         elastic = relabel if is_elastic(argv) else None  # a static rendezvous gives each host its place's ranks
@@ -183,14 +178,10 @@ class TorchrunLauncher(Launcher):
         return LauncherSays(quiet=plan.watch_workers and _AGENT_FAILED in lines)
 
     def summary_written(self, text: str) -> bool:
-        from .summary import summary_written
-
         return summary_written(text)
 
     def final_facts(self, plan: LaunchPlan, text: str, error_files: Dict[str, int], started_wall: float) -> List[Death]:
         """torchrun's summary (absent when the shim ended torchrun first) and the workers' error files."""
-        from .errors import read_error_files  # read at the end only
-        from .summary import parse_torchrun_failures
 
         facts = [
             Death(source="summary", index=0, rank=entry.rank, pid=entry.pid, code=entry.exitcode)
@@ -202,6 +193,4 @@ class TorchrunLauncher(Launcher):
         return facts
 
     def gate(self, plan: LaunchPlan, launchers: Dict[int, ProcKey]) -> Gate:
-        from .gate import AttemptGate
-
         return AttemptGate(plan.restart_on, launchers)

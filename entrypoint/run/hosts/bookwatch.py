@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ...report.causetext import describe_cause, shim_line
-from .. import notify
+from .. import notifier
 from ..attempt_status import note_event
 from .jobstate import JobState, Phase
 
@@ -43,13 +43,13 @@ class BookWatch:
                 line = describe_cause(lost[host].to_wire())
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostLost", line, "Warning", host=host)
-                notify.host_event("host_lost", attempt, host, lost[host].addr, line)
+                notifier.host_event("host_lost", attempt, host, lost[host].addr, line)
             for host in sorted(self.lost.keys() - lost.keys()):
                 addr = state.hosts.here.get(host, (None, self.lost[host]))[1]
                 line = f"host {host} ({addr}) joined the job again"
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostBack", line, host=host)
-                notify.host_event("host_back", attempt, host, addr, line)
+                notifier.host_event("host_back", attempt, host, addr, line)
             self.lost = {host: cause.addr for host, cause in lost.items()}
         waiting = state.phase is Phase.WAITING and bool(lost)
         if waiting and not self.waiting:

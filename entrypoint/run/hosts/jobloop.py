@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.causetext import describe_cause
+from ...report.failure_class import Classification, classify_failure, peer_failure
 from ...report.report import Failure, RunResult
-from .. import notify
+from .. import notifier
 from ..attempt_status import note_event
 from ..attempts import AttemptLoop, RestartOutcome, Step
 from ..checkpoints import CheckpointKeeper
@@ -77,7 +78,6 @@ class _AttemptSide:
 
 def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Callable[[str], None]) -> Coordinator:
     """Start the job's coordinator (the master host's shim). Raises :class:`LaunchError` if the port is taken."""
-    from ...report.failure_class import classify_failure
 
     lost = classify_failure(EXIT_HOST_LOST, (f"ma-entrypoint: host 1 ({config.addr}) lost: x",))
     state = JobState(config.num_hosts, max_restarts, should_restart(policy, lost, EXIT_HOST_LOST),
@@ -189,7 +189,7 @@ class Coordinated(AttemptLoop):
                 last = self.attempts[-1]
                 last.restarted, last.cause = True, command.cause or self.told
                 self.say(_restart_line(last.index, command, self.policy, self.told))
-                notify.attempt_over(self.attempts)
+                notifier.attempt_over(self.attempts)
             self.command = command
             return command.attempt
         if isinstance(command, Gone):
@@ -286,8 +286,6 @@ class Coordinated(AttemptLoop):
         return RestartOutcome(final, tuple(self.attempts), self.policy, stopped_in_backoff=signum, hosts=self.hosts)
 
     def _outcome(self, final: RunResult, cause: Optional[Cause] = None) -> RestartOutcome:
-        from ...report.failure_class import Classification, classify_failure
-
         job_class = None
         if final.exit_code != 0 and final.shim_signal is None and final.root_cause is not None:
             found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal)
@@ -335,7 +333,6 @@ def _restart_line(index: int, command: Start, policy: RestartPolicy, own: Option
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:
     """This host's account of a failed attempt, for the coordinator (small: a few short lines)."""
-    from ...report.failure_class import peer_failure
 
     failure = result.root_cause
     accept = result.shim_signal is None and should_restart(policy, kind, result.exit_code)

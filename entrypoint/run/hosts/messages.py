@@ -42,6 +42,7 @@ or a new one changes nothing the coordinator decides (a new connection replaces 
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .members import members_text, read_members
@@ -166,7 +167,6 @@ class Start(NamedTuple):
         cause = self.cause
         if cause is None:
             return payload
-        import json
 
         if len(json.dumps(payload, separators=(",", ":"))) <= MAX_LINE - 128:
             return payload

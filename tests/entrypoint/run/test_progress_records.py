@@ -13,7 +13,8 @@ from malaunch.entrypoint import checkpoint
 from malaunch.entrypoint.report.report import RunResult
 from malaunch.entrypoint.run.hosts.jobstate import JobState
 from malaunch.entrypoint.run.progress import RankProgress, first_progress, newest_attempt, read_progress, summarize
-from malaunch.entrypoint.run.recovery import Recovery, RecoveryClock, read_recovery, recovery_lines
+from malaunch.entrypoint.run.recovery import Recovery, read_recovery, recovery_lines
+from malaunch.entrypoint.run.recovery_clock import RecoveryClock
 
 T = 1795844400.0  # 2026-11-28 05:40:00 UTC
 

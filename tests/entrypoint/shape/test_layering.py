@@ -108,9 +108,9 @@ def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
     folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(LAYERS)
     loose = sorted(p.name for p in SHIM.glob("*.py"))
-    # beside the layers: the entry points, the SDK's seam, the lazy exports that the root and the seam share, and
-    # the scripts' checkpoint helper (it runs in the ranks)
-    assert loose == ["__init__.py", "__main__.py", "_lazy.py", "checkpoint.py", "main.py", "public.py"]
+    # beside the layers: the entry points (the planning phase, start.py, and main.py, which joins the run phase to
+    # it), the SDK's seam, and the scripts' checkpoint helper (it runs in the ranks)
+    assert loose == ["__init__.py", "__main__.py", "checkpoint.py", "main.py", "public.py", "start.py"]
 
 
 def test_the_check_sees_the_imports() -> None:

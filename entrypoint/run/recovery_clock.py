@@ -1,0 +1,155 @@
+"""The clock of the time to recover (:mod:`.recovery`: the records, their file and their reading): fed by the one
+attempt loop and, on host 0 of several, by the coordinator's book; every change written to ``recovery.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ..report.report import write_report
+from .hosts.jobstate import Phase
+from .progress import PROGRESS_DIR_NAME, first_progress, read_progress
+from .recovery import Recovery, recovery_file
+
+if TYPE_CHECKING:
+    from ..report.report import RunResult
+    from .hosts.jobstate import JobState
+
+__all__ = ["RecoveryClock", "progress_dirs"]
+
+
+class _Book:
+    """What host 0's coordinator saw of one attempt: when it first heard of a failure, when every account was in."""
+
+    __slots__ = ("failed", "over")
+
+    def __init__(self) -> None:
+        self.failed: Optional[float] = None
+        self.over: Optional[float] = None
+
+
+class RecoveryClock:
+    """The time-to-recover records of one shim's attempts (see the module's docstring)."""
+
+    def __init__(self, log_dir: str, progress_dirs: Sequence[str], say: Callable[[str], None]) -> None:
+        self.path = recovery_file(log_dir)
+        self.progress_dirs = tuple(progress_dirs)
+        self.say = say
+        self.records: Dict[int, Recovery] = {}  # failed attempt -> its record
+        self.books: Dict[int, _Book] = {}  # attempt -> what the coordinator saw (host 0 of several)
+
+        self.lock = threading.Lock()  # book() runs on the coordinator's thread
+        self.told = False  # a write that failed was said once
+
+    # -- what the attempt loop says -------------------------------------------------------------------------
+    def started(self, index: int) -> None:
+        """Attempt ``index`` starts now."""
+        now = round(time.time(), 3)
+        with self.lock:
+            record = self.records.get(index - 1)
+            if record is not None and record.next_started is None:
+                self.records[index - 1] = self._merged(record)._replace(next_started=now)
+            self._progress()
+        self._write()
+
+    def ended(self, index: int, result: RunResult) -> None:
+        """Attempt ``index``'s run is over (every process of it on this host is gone) with ``result``."""
+        now = round(time.time(), 3)
+        with self.lock:
+            self._progress()
+            failed = result.exit_code != 0 or result.root_cause is not None
+            if failed and result.shim_signal is None:
+                seen = round(result.seen_at, 3) if result.seen_at is not None else now
+                self.records[index] = self._merged(Recovery(index, min(seen, now), now))
+        self._write()
+
+    def finish(self) -> List[Recovery]:
+        """The loop is over: no record waits for another attempt; every record, oldest first."""
+        with self.lock:
+            self._progress()
+            for index, record in self.records.items():
+                if record.next_started is None:
+                    self.records[index] = self._merged(record)._replace(ended=True)
+            found = [self.records[index] for index in sorted(self.records)]
+        self._write()
+        return found
+
+    # -- what host 0's coordinator says (its thread) --------------------------------------------------------
+    def book(self, state: JobState) -> None:
+        """Note, from the coordinator's book, when the running attempt's failure was first heard of and when every
+        host's account of it was in (called after each change)."""
+
+        now = round(time.time(), 3)
+        with self.lock:
+            attempt = state.attempt
+            for done in range(len(state.verdicts)):  # decided attempts: every account is in
+                entry = self.books.setdefault(done, _Book())
+                if entry.failed is None and state.verdicts[done] is not None:
+                    entry.failed = now
+                if entry.over is None:
+                    entry.over = now
+            if attempt < 0:
+                return
+            entry = self.books.setdefault(attempt, _Book())
+            heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
+            if heard and entry.failed is None and attempt >= len(state.verdicts):
+                entry.failed = now
+
+    def watching(self, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
+        """A watch for the coordinator that calls ``other``, then :meth:`book`."""
+
+        def both(state: JobState) -> None:
+            other(state)
+            self.book(state)
+
+        return both
+
+    # -- inside -----------------------------------------------------------------------------------------------
+    def _merged(self, record: Recovery) -> Recovery:
+        """``record`` with the coordinator's view laid over this host's (host 0 of several): the failure seen at
+        the earliest, the last rank gone at the latest (under the lock)."""
+        book = self.books.get(record.attempt)
+        if book is None:
+            return record
+        seen = min(record.failure_seen, book.failed) if book.failed is not None else record.failure_seen
+        gone = record.last_rank_gone
+        if book.over is not None:
+            gone = book.over if gone is None else max(gone, book.over)
+        return record._replace(failure_seen=seen, last_rank_gone=gone)
+
+    def _progress(self) -> None:
+        """Fill in the first progress of each next attempt that has started (under the lock)."""
+        waiting = [record for record in self.records.values()
+                   if record.next_started is not None and record.first_progress is None]  # fmt: skip
+        if not waiting:
+            return
+        found = [item for folder in self.progress_dirs for item in read_progress(folder)]
+        for record in waiting:
+            first = first_progress(found, record.next_attempt)
+            if first is not None:
+                first = round(max(first, record.next_started or first), 3)
+                self.records[record.attempt] = record._replace(first_progress=first)
+
+    def _write(self) -> None:
+        with self.lock:
+            if not self.records:
+                return
+            data = {"recovery": [self.records[index].to_json() for index in sorted(self.records)]}
+        problem = write_report(self.path, data)
+        if problem and not self.told:
+            self.told = True
+            self.say(problem)
+
+
+def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:
+    """Where this host's shim reads its ranks' progress: its own folder, and the checkpoint folder's (shared by
+    every host) when the job has one."""
+
+    found = [os.path.join(log_dir, PROGRESS_DIR_NAME)]
+    checkpoints = environ.get("MALAUNCH_CHECKPOINT_DIR")
+    if checkpoints:
+        found.append(os.path.join(checkpoints, ".progress"))
+    return found
