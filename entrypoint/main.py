@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from . import start
 from .contract.config import ShimConfig
+from .launchers.running import launcher_for
 from .plan.launch_plan import LaunchPlan
 from .report.report import RunResult, format_failure, report_json, write_report
 from .run import notifier
@@ -19,7 +20,6 @@ from .run.attempts import RestartOutcome, restart_report, run_with_restarts
 from .run.checkpoints import CheckpointKeeper
 from .run.hosts import HostsConfig, hosts_config
 from .run.hosts.jobloop import run_coordinated
-from .run.launcher import Launcher
 from .run.procs.cgroup import CgroupEntry
 from .run.procs.guards import enter_cgroup_early
 from .run.supervisor import run_plan
@@ -102,7 +102,8 @@ class RunPhase:
     def before_planning(self) -> None:
         self.entry = enter_cgroup_early()
 
-    def run(self, config: ShimConfig, launcher: Launcher, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
+    def run(self, config: ShimConfig, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
+        launcher = launcher_for(config)
         hosts = _hosts(config, plan)
         keeper = _checkpoint_keeper(config)
         _announce(plan)

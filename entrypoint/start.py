@@ -1,11 +1,12 @@
 """The shim's planning phase: its command line and environment read into this host's plan (no process started).
 
-``main`` here runs the shim up to its plan: the options (:func:`split_argv`, :func:`build_parser`), the contract's
-configuration (:func:`~.contract.config.parse_shim_config`), what the method needs gathered (the rank table, the
-master's address), the method's launcher and its plan. A dry run prints that plan and ends; a run hands it to the
-run phase it was given (:class:`RunPhase`, :mod:`.main`'s), so that this module and what it imports (contract,
-plan, rank table, the launchers' argv building) never load the supervisor, the hosts' coordinator, the output
-pumps or the report writer: ``ma-entrypoint --dry-run`` imports this module alone (the entry script).
+``main`` here runs the shim up to its plan: the options (:func:`split_argv`, :func:`build_parser`), the
+contract's configuration (:func:`~.contract.config.parse_shim_config`), what the method needs gathered (the rank
+table, the master's address), the method's planner (:mod:`.launchers.planning`) and its plan. A dry run prints that
+plan and ends; a run hands it to the run phase it was given (:class:`RunPhase`, :mod:`.main`'s), so that this module
+and what it imports (contract, plan, rank table, the launchers' argv building) never load the supervisor, the hosts'
+coordinator, the output pumps or the report writer: ``ma-entrypoint --dry-run`` imports this module alone (the
+entry script).
 
 ``main(argv, environ, run_phase=...) -> int`` is the one place that decides the shim's exit code:
 
@@ -38,10 +39,9 @@ from .contract.errors import (
     Interrupted,
     exit_code_for,
 )
-from .launchers import gather_inputs, launcher_for
+from .launchers.planning import gather_inputs, planner_for
 from .plan.launch_plan import LaunchPlan
 from .report.streams import OutputCut, StreamClosed, write_all
-from .run.launcher import Launcher
 
 __all__ = [
     "OPTIONS",
@@ -242,8 +242,8 @@ class RunPhase(Protocol):
     def before_planning(self) -> None:
         """Once the options are read, before the environment is (the job's cgroup is entered here)."""
 
-    def run(self, config: ShimConfig, launcher: Launcher, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
-        """Run the plan's attempts; what it returns goes to :meth:`finish`."""
+    def run(self, config: ShimConfig, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
+        """Run the plan's attempts (with the method's whole launcher); what it returns goes to :meth:`finish`."""
 
     def finish(self, plan: LaunchPlan, outcome: Any) -> int:
         """The report, the last lines; the exit code."""
@@ -278,16 +278,16 @@ def main(
             config = parse_shim_config(overlay(env, options))
             inputs = gather_inputs(config, boot_file, boot_args, cwd=os.getcwd(), progress=say,
                                    dry_run=options.dry_run)  # fmt: skip
-            launcher = launcher_for(config)
-            plan = launcher.plan(config.cluster, inputs)
+            planner = planner_for(config)
+            plan = planner.plan(config.cluster, inputs)
             if config.prepare is not None:  # every method's: run before the first attempt (run/prepare_steps.py)
                 plan = plan._replace(prepare=config.prepare)
         if options.dry_run:
-            return print_plan(launcher.plan_attempt(plan, 0, config.policy).render() + "\n")
+            return print_plan(planner.plan_attempt(plan, 0, config.policy).render() + "\n")
         if run_phase is None:
             error("this entry plans only (--dry-run); run the shim through malaunch.entrypoint.main")
             return EXIT_LAUNCH
-        outcome = run_phase.run(config, launcher, plan, env)
+        outcome = run_phase.run(config, plan, env)
     except EntrypointError as failed:
         error(str(failed))
         return exit_code_for(failed)

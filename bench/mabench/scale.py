@@ -4,7 +4,7 @@ In-process, with the shim's own functions: its file reader and JSON decoding (``
 UTF-8, decoding with bounded integers, where ``server_list`` is decoded part by part and each part checked in
 columns as it goes: ``rank_table._parts``), ``rank_table.parse_rank_table`` (the rest of the checks),
 ``rank_table.select_server`` (this host is the last server, found by ``MA_CURRENT_HOST_IP``) and
-``launchers.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
+``launchers.planning.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
 median of each step is reported too, with two figures outside the sum: freeing the decoded JSON and a plain
 ``json.loads`` of the same text (what bounds ``read+json``). As in ``read_rank_table``, the cyclic GC is paused once
 over reading, parsing and freeing. One warm-up run is not counted. As a cross-check, the whole
@@ -55,7 +55,7 @@ EXTRAS = ("free", "json.loads alone", "CPU time of the four")
 
 def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
-    from malaunch.entrypoint.launchers import plan_launch
+    from malaunch.entrypoint.launchers.planning import plan_launch
     from malaunch.entrypoint.plan.inputs import LaunchInputs
     from malaunch.entrypoint.plan.rank_table import _decode, _read_bytes, parse_rank_table, select_server
     from malaunch.entrypoint.plan.rank_table._parse import no_gc

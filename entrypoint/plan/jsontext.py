@@ -1,9 +1,8 @@
-"""JSON on the shim's start-up path without importing the :mod:`json` package (which imports :mod:`re` and more).
+"""JSON on the shim's start-up path: json's own C scanner, driven part by part, and the plan's indented text.
 
 - :func:`loads` decodes with the same C scanner :func:`json.loads` runs (``_json.make_scanner``), with the same
   rules around it: a leading BOM refused, whitespace skipped on both sides, "Expecting value" and "Extra data".
-  It gives the same values, and on bad input raises the same :class:`json.JSONDecodeError` (``json`` is imported
-  then, to make it).
+  It gives the same values, and on bad input raises the same :class:`json.JSONDecodeError`.
 - :func:`scan` decodes the one JSON value that starts at a given index of a text, and says where it ends.
 - :func:`quoted` writes one string as json does (non-ASCII escaped).
 - :func:`dumps_indented` writes what ``json.dumps(value, indent=2)`` writes, for the values a plan holds (dicts with

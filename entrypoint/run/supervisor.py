@@ -339,7 +339,7 @@ def run_plan(
     Args:
         plan: what to start (executed exactly as ``--dry-run`` prints it).
         base_env: the environment every process inherits (``spec.env`` is laid over it).
-        launcher: the plan's launcher (:func:`malaunch.entrypoint.launchers.launcher_of`).
+        launcher: the plan's launcher (:func:`malaunch.entrypoint.launchers.running.launcher_of`).
         console_out: where prefixed stdout lines go (default: this process's stdout).
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
