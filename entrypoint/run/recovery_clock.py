@@ -10,13 +10,11 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..report.report import write_report
-from .hosts.jobstate import Phase
 from .progress import PROGRESS_DIR_NAME, first_progress, read_progress
 from .recovery import Recovery, recovery_file
 
 if TYPE_CHECKING:
     from ..report.report import RunResult
-    from .hosts.jobstate import JobState
 
 __all__ = ["RecoveryClock", "progress_dirs"]
 
@@ -78,34 +76,25 @@ class RecoveryClock:
         return found
 
     # -- what host 0's coordinator says (its thread) --------------------------------------------------------
-    def book(self, state: JobState) -> None:
+    def book(self, attempt: int, failed: Sequence[bool], heard: bool) -> None:
         """Note, from the coordinator's book, when the running attempt's failure was first heard of and when every
-        host's account of it was in (called after each change)."""
+        host's account of it was in (called after each change; :func:`~.hosts.bookwatch.clock_watch` reads the
+        book): ``attempt`` the running (or last) attempt (-1: none yet), ``failed`` whether each decided attempt
+        failed (every account of those is in), ``heard`` whether a failure of ``attempt`` was heard of."""
 
         now = round(time.time(), 3)
         with self.lock:
-            attempt = state.attempt
-            for done in range(len(state.verdicts)):  # decided attempts: every account is in
+            for done, verdict in enumerate(failed):
                 entry = self.books.setdefault(done, _Book())
-                if entry.failed is None and state.verdicts[done] is not None:
+                if entry.failed is None and verdict:
                     entry.failed = now
                 if entry.over is None:
                     entry.over = now
             if attempt < 0:
                 return
             entry = self.books.setdefault(attempt, _Book())
-            heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
-            if heard and entry.failed is None and attempt >= len(state.verdicts):
+            if heard and entry.failed is None and attempt >= len(failed):
                 entry.failed = now
-
-    def watching(self, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
-        """A watch for the coordinator that calls ``other``, then :meth:`book`."""
-
-        def both(state: JobState) -> None:
-            other(state)
-            self.book(state)
-
-        return both
 
     # -- inside -----------------------------------------------------------------------------------------------
     def _merged(self, record: Recovery) -> Recovery:

@@ -43,7 +43,7 @@ from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
 from ..prepare_steps import end_result
 from . import HostsConfig
-from .bookwatch import BookWatch
+from .bookwatch import BookWatch, clock_watch
 from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
@@ -125,7 +125,7 @@ class Coordinated(AttemptLoop):
         config = self.config
         self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
         if self.server is not None:
-            self.server.watch = self.recovery.watching(BookWatch(self.plan.log_dir, self.say, self.announce))
+            self.server.watch = clock_watch(self.recovery, BookWatch(self.plan.log_dir, self.say, self.announce))
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,

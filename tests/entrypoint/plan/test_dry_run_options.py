@@ -1,10 +1,11 @@
 """``ma-entrypoint --dry-run``: the same plan with or without other options, from any install, and the command as
-installed plans without loading the run phase.
+installed plans without loading the run phase (and runs a one-host job without loading the hosts' coordinator).
 
 The 32,768-rank dry-run is timed in bench/ (cases ``latency`` and ``ranktable-scale``); here, without timing: the
 plan printed by ``--dry-run`` alone is the one printed with more options, a bare install (no site hooks) prints it
 too, and the installed command (the entry script) imports the planning phase (``start``) and none of the run
-phase's modules (the one start-up trick left, docs/performance.md).
+phase's modules, and runs a one-host job without any of the coordinator's (the entry script's choices by name,
+docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 from pipeutil import into_a_pipe_that_fills_then_closes
@@ -35,10 +36,10 @@ PROBE = (
     "sys.exit(code)\n"
 )
 WATCHED = ["argparse"]
-#: The run phase: what ``malaunch.entrypoint.main`` adds to the planning phase (``malaunch.entrypoint.start``).
-RUN_PHASE = {"malaunch.entrypoint.main", "malaunch.entrypoint.run.supervisor", "malaunch.entrypoint.run.attempts",
-             "malaunch.entrypoint.run.hosts.jobloop", "malaunch.entrypoint.run.notifier",
-             "malaunch.entrypoint.launchers.running"}  # fmt: skip
+#: The run phase: what ``malaunch.entrypoint.runphase`` adds to the planning phase (``malaunch.entrypoint.start``).
+RUN_PHASE = {"malaunch.entrypoint.main", "malaunch.entrypoint.runphase", "malaunch.entrypoint.run.supervisor",
+             "malaunch.entrypoint.run.attempts", "malaunch.entrypoint.run.hosts.jobloop",
+             "malaunch.entrypoint.run.notifier", "malaunch.entrypoint.launchers.running"}  # fmt: skip
 
 
 def _env(tmp_path: Path) -> Dict[str, str]:
@@ -93,16 +94,17 @@ def test_a_dry_run_from_a_plain_install_prints_the_plan(tmp_path: Path) -> None:
     assert len(json.loads(done.stdout)["processes"]) == 4
 
 
-def _installed_dry_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+def _installed_dry_run(tmp_path: Path, *options: str, env: Optional[Dict[str, str]] = None,
+                       boot_text: str = "print('never run')\n") -> subprocess.CompletedProcess[str]:  # fmt: skip
     """``entrypoint/ma-entrypoint`` (the installed command: the wheel's test checks that it is this file) run with
-    ``options`` under ``-X importtime``, the shim alone on the path."""
+    ``options`` under ``-X importtime``, the shim alone on the path (in ``env``: the dry run's by default)."""
     site = tmp_path / "site"
     if not site.exists():
         (site / "malaunch").mkdir(parents=True)
         (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[3] / "entrypoint")
     boot = tmp_path / "train.py"
-    boot.write_text("print('never run')\n")
-    env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    boot.write_text(boot_text)
+    env = {**(_env(tmp_path) if env is None else env), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     script = Path(__file__).resolve().parents[3] / "entrypoint" / "ma-entrypoint"
     return subprocess.run([sys.executable, "-S", "-X", "importtime", str(script), *options, str(boot)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -129,7 +131,23 @@ def test_the_command_as_installed_says_a_bad_option_as_the_shim_does(tmp_path: P
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
     assert len(lines) == 1 and "--dry" in lines[0] and "Traceback" not in done.stderr
-    assert "malaunch.entrypoint.main" in _imported(done)
+    assert "malaunch.entrypoint.runphase" in _imported(done)
+
+
+@pytest.mark.process
+def test_the_command_as_installed_runs_one_host_without_the_coordinator(tmp_path: Path) -> None:
+    # The run phase picks the coordinated loop only for a plan of several hosts (its modules import it no sooner).
+    table = tmp_path / "table.json"
+    write_v10_table(table, 1, 2)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env.update(MA_RUN_METHOD="ranktable", RANK_TABLE_FILE=str(table), MALAUNCH_LOG_DIR=str(tmp_path / "logs"))
+    done = _installed_dry_run(tmp_path, env=env, boot_text="print('trained')\n")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["[rank 0] trained", "[rank 1] trained"]
+    imported = _imported(done)
+    assert {"malaunch.entrypoint.runphase", "malaunch.entrypoint.run.attempts"} <= imported
+    coordinator = sorted(name for name in imported if name.startswith("malaunch.entrypoint.run.hosts."))
+    assert coordinator == [] and not imported & {"secrets", "random"}, coordinator
 
 
 @pytest.mark.process

@@ -3,9 +3,9 @@
 Layers, lowest first: ``contract/`` (the environment-contract table, errors, the cluster environment) ->
 ``plan/`` (rank tables, inputs, the ``LaunchPlan``) -> ``report/`` (facts, root cause, classes, report.json) ->
 ``run/`` (supervisor, output, process tree, the attempt loop, the ``Launcher`` interface) -> ``launchers/`` (one
-module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A module may import from its own
-layer or any layer below, never from one above: checked on every import, including those inside functions and
-``TYPE_CHECKING`` blocks.
+module per method) -> the top (``start.py``, ``runphase.py``, ``main.py``, ``__init__.py``, ``__main__.py``). A
+module may import from its own layer or any layer below, never from one above: checked on every import, including
+those inside functions and ``TYPE_CHECKING`` blocks.
 
 Inside ``run/`` two rooms stand apart (issue 27): ``run/output/`` (log files and the console) and ``run/procs/``
 (the processes and their ownership: ``/proc``, proof, cgroup, watchdog, guards). Neither imports the other; what
@@ -113,14 +113,15 @@ def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
     folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(LAYERS)
     loose = sorted(p.name for p in SHIM.glob("*.py"))
-    # beside the layers: the entry points (the planning phase, start.py, and main.py, which joins the run phase to
-    # it), the SDK's seam, and the scripts' checkpoint helper (it runs in the ranks)
-    assert loose == ["__init__.py", "__main__.py", "checkpoint.py", "main.py", "public.py", "start.py"]
+    # beside the layers: the entry points (the planning phase, start.py, the run phase, runphase.py, and main.py,
+    # which joins them with the hosts' coordinator), the SDK's seam, and the scripts' checkpoint helper (it runs in
+    # the ranks)
+    assert loose == ["__init__.py", "__main__.py", "checkpoint.py", "main.py", "public.py", "runphase.py", "start.py"]
 
 
-#: The run phase: modules the planning phase must not load (``main.py`` joins them to it).
-RUN_PHASE = ("main", "launchers.running", "run.supervisor", "run.attempts", "run.hosts", "run.notifier", "run.output",
-             "report.report", "run.procs")  # fmt: skip
+#: The run phase: modules the planning phase must not load (``runphase.py`` and ``main.py`` join them to it).
+RUN_PHASE = ("main", "runphase", "launchers.running", "run.supervisor", "run.attempts", "run.hosts", "run.notifier",
+             "run.output", "report.report", "run.procs")  # fmt: skip
 
 
 def _is_type_checking(node: ast.stmt) -> bool:
@@ -180,6 +181,15 @@ def test_the_planning_phase_loads_none_of_the_run_phase() -> None:
     assert _in_run_phase(_loaded_by("start")) == [], "a dry run needs this: split the module, do not defer"
     assert {"launchers.planning", "launchers.torchrun.plan", "plan.rank_table"} <= _loaded_by("start")
     assert "run.supervisor" in _loaded_by("main")  # the check follows imports: main joins the run phase
+
+
+def test_the_run_phase_loads_no_module_of_the_hosts_coordinator() -> None:
+    # A one-host run loads the run phase, not the coordinator (its package root holds only its settings): the
+    # coordinated loop is the run phase's plug, given by main.py and by the entry script for a plan of several hosts.
+    loaded = _loaded_by("runphase")
+    assert sorted(m for m in loaded if m.startswith("run.hosts.")) == [], "plug it in from main.py, do not import it"
+    assert {"run.supervisor", "run.attempts", "launchers.running"} <= loaded
+    assert "run.hosts.jobloop" in _loaded_by("main")
 
 
 def test_the_phase_check_sees_an_import_of_the_run_phase() -> None:
