@@ -41,9 +41,7 @@ from .run.notify import (
     DEFAULT_NOTIFY_EVENTS,
     DEFAULT_NOTIFY_TIMEOUT,
     NOTIFY_EVENTS,
-    SIGNATURE_HEADER,
     notify_payload,
-    sign,
     target_label,
 )
 from .run.prepare_status import prepare_line
@@ -71,6 +69,7 @@ from .run.progress import (
     summarize,
 )
 from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines
+from .run.signature import SIGNATURE_HEADER, sign
 
 __all__ = [
     "CLASSES",

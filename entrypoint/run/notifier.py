@@ -18,7 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .notify import NOTIFY_VAR, SIGNATURE_HEADER, parse_notify, payload, sign, target_label
+from .notify import NOTIFY_VAR, parse_notify, payload, target_label
 
 if TYPE_CHECKING:
     from ..plan.launch_plan import LaunchPlan
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["Notifier", "attempt_over", "host_event", "install", "job_over", "webhook_argv"]
 
 _FIRST_PAUSE = 0.5
-#: How the webhook program starts (``python -I -S -c _BOOT PACKAGE_DIR URL HEADERS TIMEOUT``, the body on its
-#: stdin): as the watchdog starts (:mod:`.procs.reaper`), a bare interpreter that mounts this package's folder as
+#: How the webhook program starts (``python -I -S -c _BOOT PACKAGE_DIR URL HEADERS TIMEOUT [SECRET_ENV]``, the body
+#: on its stdin): as the watchdog starts (:mod:`.procs.reaper`), a bare interpreter that mounts this package's folder as
 #: ``malaunch.entrypoint`` and runs :func:`.webhook.main`, whose one line on stdout is the verdict.
 _BOOT = (
     "import sys\n"
@@ -41,11 +41,14 @@ _BOOT = (
 )
 
 
-def webhook_argv(url: str, headers: Mapping[str, str], timeout: float) -> List[str]:
-    """The webhook program's command line: it POSTs its stdin to ``url`` with ``headers`` within ``timeout`` s."""
+def webhook_argv(url: str, headers: Mapping[str, str], timeout: float, secret_env: Optional[str] = None) -> List[str]:
+    """The webhook program's command line: it POSTs its stdin to ``url`` with ``headers`` within ``timeout`` s,
+    signed with the value of the variable ``secret_env`` names (its environment's: never on a command line)."""
     flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # entrypoint/
-    return [sys.executable, *flags, "-c", _BOOT, package_dir, url, json.dumps(dict(headers)), f"{timeout:.3f}"]
+    signed = [secret_env] if secret_env else []
+    return [sys.executable, *flags, "-c", _BOOT, package_dir, url, json.dumps(dict(headers)), f"{timeout:.3f}",
+            *signed]  # fmt: skip
 
 
 class Notifier:
@@ -164,12 +167,10 @@ class Notifier:
     def _post(self, target: Mapping[str, Any], event: str, body: bytes, left: float) -> Tuple[bool, str]:
         headers = {"Content-Type": "application/json", "User-Agent": "malaunch", "X-Malaunch-Event": event}
         secret_env = target.get("secret_env")
-        if isinstance(secret_env, str):
-            secret = self.environ.get(secret_env)
-            if not secret:
-                return False, f"its secret variable {secret_env} is not set on host {self.host}"
-            headers[SIGNATURE_HEADER] = sign(secret.encode("utf-8"), body)
-        argv = webhook_argv(str(target["url"]), headers, left)
+        if isinstance(secret_env, str) and not self.environ.get(secret_env):
+            return False, f"its secret variable {secret_env} is not set on host {self.host}"
+        # the program signs the body (:mod:`.signature`): the shim never loads hashlib and hmac
+        argv = webhook_argv(str(target["url"]), headers, left, secret_env if isinstance(secret_env, str) else None)
         try:  # the program ends itself at its timeout; a second more for the interpreter to start and end
             done = subprocess.run(argv, input=body, timeout=left + 1.0, check=False, capture_output=True,
                                   env=self._webhook_env())  # fmt: skip

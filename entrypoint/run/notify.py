@@ -19,8 +19,9 @@ Contract:
    ``attempt``, ``time`` (UTC, ISO 8601), ``text`` (one line: a Slack or Teams incoming webhook shows it as is),
    ``exit_code`` at the end, and ``cause`` (host, address, rank, name, exit_code, signal, class) when something failed.
 3. A webhook gets it POSTed with ``X-Malaunch-Signature: sha256=<hex>``, the HMAC-SHA256 of the body with the
-   value of the variable ``secret_env`` names (:func:`sign`); the secret is never printed. A command gets it on
-   stdin and in ``MALAUNCH_EVENT`` / ``MALAUNCH_EVENT_JSON`` (its argv is run as is, no shell).
+   value of the variable ``secret_env`` names (:func:`.signature.sign`, computed by the webhook program); the
+   secret is never printed. A command gets it on stdin and in ``MALAUNCH_EVENT`` / ``MALAUNCH_EVENT_JSON`` (its
+   argv is run as is, no shell).
 4. Delivery never harms the job: each event is sent in a thread of its own (a target gets its events in order),
    retried with back-off (0.5 s,
    doubling) on a connection error, an HTTP 5xx or 429, or a command's non-zero exit, within ``timeout`` seconds
@@ -30,8 +31,6 @@ Contract:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
 import urllib.parse
@@ -45,11 +44,9 @@ __all__ = [
     "EVENTS",
     "NOTIFY_VAR",
     "NOTIFY_EVENTS",
-    "SIGNATURE_HEADER",
     "notify_payload",
     "parse_notify",
     "payload",
-    "sign",
     "target_label",
 ]
 
@@ -57,16 +54,9 @@ NOTIFY_VAR = "MALAUNCH_NOTIFY"
 EVENTS = ("succeeded", "failed", "restarted", "hung", "host_lost", "host_back", "stopped")
 DEFAULT_EVENTS = ("failed", "succeeded")
 DEFAULT_TIMEOUT = 10.0
-SIGNATURE_HEADER = "X-Malaunch-Signature"
 #: The names the SDK sees them by (through ``malaunch.entrypoint.public``).
 NOTIFY_EVENTS, DEFAULT_NOTIFY_EVENTS, DEFAULT_NOTIFY_TIMEOUT = EVENTS, DEFAULT_EVENTS, DEFAULT_TIMEOUT
 _VERSION = 1
-
-
-def sign(secret: bytes, body: bytes) -> str:
-    """The signature header's value: ``sha256=`` and the HMAC-SHA256 of ``body`` with ``secret``, in hex."""
-
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
 def target_label(target: Mapping[str, Any]) -> str:

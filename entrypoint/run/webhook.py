@@ -1,6 +1,7 @@
 """The webhook program: POST one event's JSON to one URL and say how it went (started by :mod:`.notifier`).
 
-``python -I -S -c BOOT PACKAGE_DIR URL HEADERS TIMEOUT`` (HEADERS a JSON object; the body on stdin) prints one line:
+``python -I -S -c BOOT PACKAGE_DIR URL HEADERS TIMEOUT [SECRET_ENV]`` (HEADERS a JSON object; the body on stdin;
+SECRET_ENV the variable of this program's environment whose value signs the body, :mod:`.signature`) prints one line:
 ``ok``, ``retry WHY`` (a connection error, an HTTP 5xx or 429: worth another try) or ``fail WHY`` (any other HTTP
 error). A process of its own, so that the shim does not load ``urllib.request`` and the HTTP, e-mail and TLS
 modules under it.
@@ -9,10 +10,13 @@ modules under it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
 from typing import Sequence, Tuple
+
+from .signature import SIGNATURE_HEADER, sign
 
 __all__ = ["main", "post"]
 
@@ -34,7 +38,10 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout: float) -> Tupl
 def main(argv: Sequence[str]) -> int:
     """Run the program (see the module docstring); 0 once it said its line."""
     url, headers, timeout = argv[0], json.loads(argv[1]), float(argv[2])
-    again, why = post(url, headers, sys.stdin.buffer.read(), timeout)
+    body = sys.stdin.buffer.read()
+    if len(argv) > 3:  # the shim checked that the variable is set
+        headers[SIGNATURE_HEADER] = sign(os.environ.get(argv[3], "").encode("utf-8"), body)
+    again, why = post(url, headers, body, timeout)
     verdict = "ok" if not why else f"{'retry' if again else 'fail'} {why}"
     sys.stdout.write(verdict.replace("\n", " ") + "\n")
     return 0

@@ -147,7 +147,7 @@ def test_the_command_as_installed_runs_one_host_without_the_coordinator(tmp_path
     imported = _imported(done)
     assert {"malaunch.entrypoint.runphase", "malaunch.entrypoint.run.attempts"} <= imported
     coordinator = sorted(name for name in imported if name.startswith("malaunch.entrypoint.run.hosts."))
-    assert coordinator == [] and not imported & {"secrets", "random"}, coordinator
+    assert coordinator == [] and not imported & {"secrets", "random", "hashlib", "hmac"}, coordinator
 
 
 @pytest.mark.process
