@@ -3,7 +3,7 @@
 ``main`` here runs the shim up to its plan: the options (:func:`split_argv`, :func:`build_parser`), the
 contract's configuration (:func:`~.contract.config.parse_shim_config`), what the method needs gathered (the rank
 table, the master's address), the method's planner (:mod:`.launchers.planning`) and its plan. A dry run prints that
-plan and ends; a run hands it to the run phase it was given (:class:`RunPhase`, :mod:`.main`'s), so that this module
+plan and ends; a run hands it to the run phase it was given (:class:`RunPhase`, :mod:`.runphase`'s), so that this module
 and what it imports (contract, plan, rank table, the launchers' argv building) never load the supervisor, the hosts'
 coordinator, the output pumps or the report writer: ``ma-entrypoint --dry-run`` imports this module alone (the
 entry script).
@@ -237,7 +237,7 @@ def print_plan(text: str) -> int:
 
 
 class RunPhase(Protocol):
-    """What runs a plan (:mod:`.main`'s): given to :func:`main`, which calls it in this order."""
+    """What runs a plan (:mod:`.runphase`'s): given to :func:`main`, which calls it in this order."""
 
     def before_planning(self) -> None:
         """Once the options are read, before the environment is (the job's cgroup is entered here)."""
