@@ -6,7 +6,9 @@ a :class:`~.inputs.LaunchInputs`. What is gathered is what the launcher's :class
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import sys
 import time
 from typing import TYPE_CHECKING, Optional, Sequence, Tuple
@@ -39,8 +41,6 @@ DEFAULT_RANK_TABLE_PATH = str(VARIABLES["RANK_TABLE_FILE"].default)
 
 
 def _resolve_ipv4(name: str) -> str:
-    import socket  # imported on first use: the fan-out never resolves names, and start-up time counts
-
     infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     return str(infos[0][4][0])
 
@@ -91,8 +91,6 @@ def python_dir_for(interpreter: str, fallback_dir: str) -> Tuple[str, bool]:
 
 def _is_ip(text: str) -> bool:
     try:
-        import ipaddress
-
         ipaddress.ip_address(text)
     except ValueError:
         return False

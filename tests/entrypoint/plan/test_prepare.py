@@ -10,7 +10,7 @@ from typing import List
 import pytest
 from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError, WaitTimeout
-from malaunch.entrypoint.launchers import gather_inputs
+from malaunch.entrypoint.launchers.planning import gather_inputs
 from malaunch.entrypoint.plan.prepare import python_dir_for, wait_for_address
 
 
