@@ -13,9 +13,9 @@ from typing import Mapping, NoReturn, Optional, Sequence
 from . import start
 from .run.hosts.jobloop import run_coordinated
 from .runphase import RunPhase
-from .start import build_parser, host_problem, split_argv
+from .start import host_problem, parse_options, split_argv
 
-__all__ = ["build_parser", "console_main", "host_problem", "main", "split_argv"]
+__all__ = ["console_main", "host_problem", "main", "parse_options", "split_argv"]
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:

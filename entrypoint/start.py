@@ -1,6 +1,6 @@
 """The shim's planning phase: its command line and environment read into this host's plan (no process started).
 
-``main`` here runs the shim up to its plan: the options (:func:`split_argv`, :func:`build_parser`), the
+``main`` here runs the shim up to its plan: the options (:func:`split_argv`, :func:`parse_options`), the
 contract's configuration (:func:`~.contract.config.parse_shim_config`), what the method needs gathered (the rank
 table, the master's address), the method's planner (:mod:`.launchers.planning`) and its plan. A dry run prints that
 plan and ends; a run hands it to the run phase it was given (:class:`RunPhase`, :mod:`.runphase`'s), so that this module
@@ -23,11 +23,10 @@ read here once (``os.environ``, or the ``environ`` given) and parsed once by the
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
-from typing import Any, Dict, List, Mapping, NoReturn, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, NoReturn, Optional, Protocol, Sequence, Tuple
 
 from .contract.config import ShimConfig, parse_shim_config
 from .contract.errors import (
@@ -44,11 +43,12 @@ from .plan.launch_plan import LaunchPlan
 from .report.streams import OutputCut, StreamClosed, write_all
 
 __all__ = [
+    "HELP",
     "OPTIONS",
     "PROG",
     "USAGE",
+    "Options",
     "RunPhase",
-    "build_parser",
     "console_main",
     "end_process",
     "error",
@@ -84,44 +84,49 @@ def host_problem(platform: str) -> Optional[str]:
             "orphans as a subreaper; run it inside the Linux training container")
 
 
-def build_parser(given: str = "") -> argparse.ArgumentParser:
-    """The parser of the shim's own options (those before BOOT_FILE); ``--help`` prints the whole usage.
+#: What ``--help`` prints (the options are few and fixed: no parser library is loaded to format them).
+HELP = f"""usage: {USAGE}
 
-    Its errors raise :class:`ConfigError` (one line naming ``given``, the options parsed; exit 2) instead of
-    printing the usage and exiting.
-    """
+Start BOOT_FILE the way the platform environment asks (MA_RUN_METHOD: rank-table
+fan-out, torchrun or msrun), supervise every process, and exit with the failing
+rank's own exit code. Options come before BOOT_FILE; everything after it goes to
+the script. A BOOT_FILE whose name starts with '-' goes after '--'. See
+docs/entrypoint.md for every environment variable.
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise ConfigError("arguments", given, f"{message}; see {PROG} --help")
+options:
+  -h, --help            show this help message and exit
+  --dry-run             read the environment and the rank table once, print
+                        the launch plan as JSON, start nothing, never wait
+  --log-dir DIR         per-rank logs go here (env MALAUNCH_LOG_DIR)
+  --report-file FILE    write the JSON run report here (env
+                        MALAUNCH_REPORT_FILE)
+  --grace-period SECONDS
+                        time between SIGTERM and SIGKILL when the group is
+                        torn down (env MALAUNCH_GRACE_PERIOD, default 30)
 
-    parser = _Parser(
-        prog=PROG,
-        usage=USAGE,
-        allow_abbrev=False,
-        description=(
-            "Start BOOT_FILE the way the platform environment asks (MA_RUN_METHOD: rank-table fan-out, torchrun or "
-            "msrun), supervise every process, and exit with the failing rank's own exit code. Options come before "
-            "BOOT_FILE; everything after it goes to the script. A BOOT_FILE whose name starts with '-' goes after "
-            "'--'. See docs/entrypoint.md for every environment variable."
-        ),
-        epilog=(
-            "exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2 invalid input; "
-            "3 launch error; 75 a host lost (multi-host); 124 the job hung (MALAUNCH_HANG_TIMEOUT)"
-        ),
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true",
-        help="read the environment and the rank table once, print the launch plan as JSON, start nothing, never wait",
-    )
-    parser.add_argument("--log-dir", metavar="DIR", help="per-rank logs go here (env MALAUNCH_LOG_DIR)")
-    parser.add_argument("--report-file", metavar="FILE",
-                        help="write the JSON run report here (env MALAUNCH_REPORT_FILE)")
-    parser.add_argument(
-        "--grace-period", metavar="SECONDS",
-        help="time between SIGTERM and SIGKILL when the group is torn down (env MALAUNCH_GRACE_PERIOD, default 30)",
-    )
-    return parser
+exit codes: 0 success; the root-cause rank's code; 128+N after signal N; 2
+invalid input; 3 launch error; 75 a host lost (multi-host); 124 the job hung
+(MALAUNCH_HANG_TIMEOUT)
+"""
+
+
+class Options(NamedTuple):
+    """The shim's own options (None: not given; the variable of the same meaning, or its default, applies)."""
+
+    dry_run: bool = False
+    log_dir: Optional[str] = None
+    report_file: Optional[str] = None
+    grace_period: Optional[str] = None
+
+
+def _looks_like_option(value: str) -> bool:
+    """Whether a word after an option that takes a value is an option instead (``-`` alone and negative numbers
+    such as ``-5`` or ``-.5`` are values)."""
+    if not value.startswith("-") or value == "-":
+        return False
+    whole, dot, fraction = value[1:].partition(".")
+    number = fraction.isdigit() and (not whole or whole.isdigit()) if dot else whole.isdigit()
+    return not number
 
 
 def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]]:
@@ -157,12 +162,41 @@ def split_argv(args: Sequence[str]) -> Tuple[List[str], Optional[str], List[str]
     return options, args[index], list(args[index + 1:])
 
 
-def parse_options(flags: List[str]) -> argparse.Namespace:
-    """The shim's options (those before BOOT_FILE); ``--help`` prints the usage and exits 0 here."""
-    return build_parser(" ".join(flags)).parse_args(flags)
+def parse_options(flags: Sequence[str]) -> Options:
+    """The shim's options from ``flags`` (what :func:`split_argv` took before BOOT_FILE), the last of each winning;
+    ``-h``/``--help`` prints :data:`HELP` and exits 0 here.
+
+    Raises:
+        ConfigError: a flag given a value it takes none of (``--dry-run=1``), or one lacking its value (one line
+            naming the options parsed; exit 2).
+    """
+    given = " ".join(flags)
+    values: Dict[str, Any] = {}
+    index = 0
+    while index < len(flags):
+        name, equals, value = flags[index].partition("=")
+        index += 1
+        if not OPTIONS.get(name, False):  # --dry-run, -h, --help
+            if equals:
+                shown = "-h/--help" if name in ("-h", "--help") else name
+                raise ConfigError("arguments", given, f"argument {shown}: ignored explicit argument {value!r}; see "
+                                  f"{PROG} --help")
+            if name != "--dry-run":
+                sys.stdout.write(HELP)
+                sys.stdout.flush()
+                raise SystemExit(0)
+            values["dry_run"] = True
+            continue
+        if not equals:
+            if index >= len(flags) or _looks_like_option(flags[index]):
+                raise ConfigError("arguments", given, f"argument {name}: expected one argument; see {PROG} --help")
+            value = flags[index]
+            index += 1
+        values[name[2:].replace("-", "_")] = value
+    return Options(**values)
 
 
-def overlay(environ: Mapping[str, str], options: argparse.Namespace) -> Dict[str, str]:
+def overlay(environ: Mapping[str, str], options: Options) -> Dict[str, str]:
     """``environ`` with the options given laid over the variables of the same meaning."""
     merged = dict(environ)
     for flag, variable in (("log_dir", "MALAUNCH_LOG_DIR"), ("report_file", "MALAUNCH_REPORT_FILE"),
