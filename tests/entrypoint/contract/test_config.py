@@ -41,11 +41,14 @@ OS_READERS = frozenset({"environ", "environb", "getenv", "getenvb"})
 
 #: Modules of the package that run in the ranks, not in the shim: they read the environment the shim gave them.
 RANK_SIDE = ("checkpoint.py",)
+#: Programs of their own that the shim starts: each reads its own process's environment (the webhook program, the
+#: secret that signs its body: the shim hands it the variable's name, never the value on a command line).
+OWN_PROGRAMS = ("run/webhook.py",)
 
 
 def _modules() -> Iterator[Tuple[str, ast.AST]]:
     for path in sorted(SHIM.rglob("*.py")):
-        if path.relative_to(SHIM).as_posix() not in RANK_SIDE:
+        if path.relative_to(SHIM).as_posix() not in RANK_SIDE + OWN_PROGRAMS:
             yield path.relative_to(SHIM).as_posix(), ast.parse(path.read_text())
 
 
