@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 from .contract.config import ShimConfig
 from .launchers.running import launcher_for
 from .plan.launch_plan import LaunchPlan
+from .plan.resolve import resolve_ipv4
 from .report.report import RunResult, format_failure, report_json, write_report
 from .run import notifier
 from .run.attempts import RestartOutcome, restart_report, run_with_restarts
@@ -111,6 +112,9 @@ class RunPhase:
 
     def before_planning(self) -> None:
         self.entry = enter_cgroup_early()
+
+    def resolve(self, name: str) -> str:
+        return resolve_ipv4(name)
 
     def run(self, config: ShimConfig, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
         launcher = launcher_for(config)

@@ -276,6 +276,9 @@ class RunPhase(Protocol):
     def before_planning(self) -> None:
         """Once the options are read, before the environment is (the job's cgroup is entered here)."""
 
+    def resolve(self, name: str) -> str:
+        """The master's name to its IPv4 address, while planning (the name service; a dry run asks none)."""
+
     def run(self, config: ShimConfig, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
         """Run the plan's attempts (with the method's whole launcher); what it returns goes to :meth:`finish`."""
 
@@ -305,22 +308,23 @@ def main(
         options = parse_options(flags)
         if boot_file is None:
             raise ConfigError("BOOT_FILE", "", f"expected the training script to start: {USAGE}")
-        if not options.dry_run and run_phase is not None:
+        if not options.dry_run:
+            if run_phase is None:
+                error("this entry plans only (--dry-run); run the shim through malaunch.entrypoint.main")
+                return EXIT_LAUNCH
             run_phase.before_planning()  # the ranks are born in the job's cgroup; the kernel's wait overlaps this
         with interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                            "master's address)"):
             config = parse_shim_config(overlay(env, options))
             inputs = gather_inputs(config, boot_file, boot_args, cwd=os.getcwd(), progress=say,
+                                   resolve=None if run_phase is None else run_phase.resolve,
                                    dry_run=options.dry_run)  # fmt: skip
             planner = planner_for(config)
             plan = planner.plan(config.cluster, inputs)
             if config.prepare is not None:  # every method's: run before the first attempt (run/prepare_steps.py)
                 plan = plan._replace(prepare=config.prepare)
-        if options.dry_run:
+        if options.dry_run or run_phase is None:
             return print_plan(planner.plan_attempt(plan, 0, config.policy).render() + "\n")
-        if run_phase is None:
-            error("this entry plans only (--dry-run); run the shim through malaunch.entrypoint.main")
-            return EXIT_LAUNCH
         outcome = run_phase.run(config, plan, env)
     except EntrypointError as failed:
         error(str(failed))

@@ -122,6 +122,7 @@ def test_the_command_as_installed_plans_without_the_run_phase(tmp_path: Path) ->
     imported = _imported(done)
     assert "malaunch.entrypoint.start" in imported
     assert not imported & RUN_PHASE, sorted(imported & RUN_PHASE)
+    assert not imported & {"argparse", "socket", "malaunch.entrypoint.plan.resolve"}  # no option parser, no names
 
 
 @pytest.mark.process
