@@ -109,7 +109,7 @@ def _runners(
         "startup": lambda: run_startup(s["reps"], baseline),
         "teardown": lambda: run_teardown(s["reps"], s["msrun_reps"]),
         "log-throughput": lambda: run_log_throughput(s["log_reps"], s["log_bytes"]),
-        "ranktable-scale": lambda: run_scale(s["scale_reps"]),
+        "ranktable-scale": lambda: run_scale(s["scale_reps"], baseline),
         "local-backend": lambda: run_local_backend(s["local_reps"]),
         "obs-upload": lambda: run_obs_upload((2_000, 20_000) if s["obs_large"] else (2_000,), s["obs_reps"]),
         "coordinator": lambda: run_coordinator(hosts, s["coord_reps"], window_seconds(bool(s["quick"]))),

@@ -2,7 +2,7 @@
 
 The SDK imports the shim only through this module (``tests/entrypoint/shape/test_layering.py`` fails on any other
 ``sdk/`` import of a shim module), so the shim's folders can move without the SDK following them. Everything
-here is re-exported from its one home in the shim, imported on first use:
+here is re-exported from its one home in the shim:
 
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
   number variable's bounds), ``seconds_bounds`` (a seconds variable's), ``DEFAULT_GRACE_PERIOD``;
@@ -30,109 +30,49 @@ here is re-exported from its one home in the shim, imported on first use:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ._lazy import lazy_names
-
-if TYPE_CHECKING:
-    from .contract import VARIABLES, Name, int_bounds, seconds_bounds
-    from .contract.checkpoint_list import CheckpointRow, checkpoint_rows, found_of, list_checkpoints, resume_point
-    from .contract.cluster_env import DEFAULT_GRACE_PERIOD
-    from .contract.signals import signal_in_any_code
-    from .report.atomicfile import write_atomic
-    from .report.causetext import describe_cause
-    from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
-    from .report.streams import OutputCut, StreamClosed, write_all
-    from .run.attempt_status import attempt_file, events_file, read_attempt, read_events
-    from .run.notify import (
-        DEFAULT_NOTIFY_EVENTS,
-        DEFAULT_NOTIFY_TIMEOUT,
-        NOTIFY_EVENTS,
-        SIGNATURE_HEADER,
-        notify_payload,
-        sign,
-        target_label,
-    )
-    from .run.prepare_status import prepare_line
-    from .run.procs.proctree import (
-        ProcKey,
-        descendants,
-        env_has,
-        env_values,
-        is_alive,
-        pids_with_env,
-        read_environ,
-        read_info,
-        read_usage,
-        signal_proven,
-        snapshot,
-    )
-    from .run.procs.selfproc import set_subreaper
-    from .run.progress import (
-        PROGRESS_DIR_NAME,
-        JobProgress,
-        RankProgress,
-        first_progress,
-        newest_attempt,
-        read_progress,
-        summarize,
-    )
-    from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines, with_first_progress
-    from .run.statuslines import PROGRESS_EVERY, LogRecords, read_status_lines
-
-#: Where each name lives. Each is imported on first use, so that an SDK verb loads only the shim modules it uses
-#: (``ma-submit --help`` and ``list`` need the contract and ``write_atomic``, not the process readers).
-_HOMES = {
-    "VARIABLES": "contract",
-    "Name": "contract",
-    "int_bounds": "contract",
-    "seconds_bounds": "contract",
-    "CheckpointRow": "contract.checkpoint_list",
-    "list_checkpoints": "contract.checkpoint_list",
-    "checkpoint_rows": "contract.checkpoint_list",
-    "found_of": "contract.checkpoint_list",
-    "resume_point": "contract.checkpoint_list",
-    "DEFAULT_GRACE_PERIOD": "contract.cluster_env",
-    "signal_in_any_code": "contract.signals",
-    "write_atomic": "report.atomicfile",
-    "write_all": "report.streams",
-    "OutputCut": "report.streams",
-    "StreamClosed": "report.streams",
-    "CLASSES": "report.failure_class",
-    "RETRYABLE": "report.failure_class",
-    "SIGNAL": "report.failure_class",
-    "Classification": "report.failure_class",
-    "classify_exit": "report.failure_class",
-    "describe_cause": "report.causetext",
-    "attempt_file": "run.attempt_status",
-    "read_attempt": "run.attempt_status",
-    "events_file": "run.attempt_status",
-    "read_events": "run.attempt_status",
-    **dict.fromkeys(("PROGRESS_DIR_NAME", "JobProgress", "RankProgress", "first_progress", "newest_attempt",
-                     "read_progress", "summarize"), "run.progress"),
-    **dict.fromkeys(("Recovery", "read_recovery", "recovery_file", "recovery_lines", "with_first_progress"),
-                    "run.recovery"),
-    **dict.fromkeys(("PROGRESS_EVERY", "LogRecords", "read_status_lines"), "run.statuslines"),
-    "prepare_line": "run.prepare_status",
-    "ProcKey": "run.procs.proctree",
-    "descendants": "run.procs.proctree",
-    "env_has": "run.procs.proctree",
-    "env_values": "run.procs.proctree",
-    "is_alive": "run.procs.proctree",
-    "pids_with_env": "run.procs.proctree",
-    "read_environ": "run.procs.proctree",
-    "read_info": "run.procs.proctree",
-    "read_usage": "run.procs.proctree",
-    "signal_proven": "run.procs.proctree",
-    "snapshot": "run.procs.proctree",
-    "set_subreaper": "run.procs.selfproc",
-    **dict.fromkeys(("DEFAULT_NOTIFY_EVENTS", "DEFAULT_NOTIFY_TIMEOUT", "NOTIFY_EVENTS", "SIGNATURE_HEADER",
-                     "notify_payload", "sign", "target_label"), "run.notify"),
-}
-
-
-__getattr__, __dir__ = lazy_names(__name__, __package__, _HOMES, globals())
-
+from .contract import VARIABLES, Name, int_bounds, seconds_bounds
+from .contract.checkpoint_list import CheckpointRow, checkpoint_rows, found_of, list_checkpoints, resume_point
+from .contract.cluster_env import DEFAULT_GRACE_PERIOD
+from .contract.signals import signal_in_any_code
+from .report.atomicfile import write_atomic
+from .report.causetext import describe_cause
+from .report.failure_class import CLASSES, RETRYABLE, SIGNAL, Classification, classify_exit
+from .report.streams import OutputCut, StreamClosed, write_all
+from .run.attempt_status import attempt_file, events_file, read_attempt, read_events
+from .run.notify import (
+    DEFAULT_NOTIFY_EVENTS,
+    DEFAULT_NOTIFY_TIMEOUT,
+    NOTIFY_EVENTS,
+    notify_payload,
+    target_label,
+)
+from .run.prepare_status import prepare_line
+from .run.procs.proctree import (
+    ProcKey,
+    descendants,
+    env_has,
+    env_values,
+    is_alive,
+    pids_with_env,
+    read_environ,
+    read_info,
+    read_usage,
+    signal_proven,
+    snapshot,
+)
+from .run.procs.selfproc import set_subreaper
+from .run.progress import (
+    PROGRESS_DIR_NAME,
+    JobProgress,
+    RankProgress,
+    first_progress,
+    newest_attempt,
+    read_progress,
+    summarize,
+)
+from .run.recovery import Recovery, read_recovery, recovery_file, recovery_lines, with_first_progress
+from .run.signature import SIGNATURE_HEADER, sign
+from .run.statuslines import PROGRESS_EVERY, LogRecords, read_status_lines
 
 __all__ = [
     "CLASSES",

@@ -15,7 +15,7 @@ from typing import Dict, Tuple
 
 from .procs import BENCH_DIR, REPO, BenchError
 
-__all__ = ["FARMS", "prepare_farms", "resolve_commit", "sdk_farms"]
+__all__ = ["FARMS", "baseline_tree", "prepare_farms", "resolve_commit", "sdk_farms"]
 
 #: kind suffix ("this", "baseline") -> the PYTHONPATH folder that mounts that tree's shim
 FARMS: Dict[str, Path] = {}
@@ -52,6 +52,11 @@ def resolve_commit(ref: str) -> str:
         raise BenchError(
             f"--baseline {ref!r} is not a commit of this repository; give a commit, tag or branch, e.g. HEAD~1"
         ) from None
+
+
+def baseline_tree(short: str) -> Path:
+    """The checked-out tree of the baseline commit ``short`` (as :func:`prepare_farms` names it)."""
+    return BENCH_DIR / "results" / f"baseline-{short}"
 
 
 def prepare_farms(ref: str) -> str:

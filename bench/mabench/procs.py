@@ -152,6 +152,8 @@ class Run:
     exited: Optional[float] = None
     timed_out: bool = field(default=False)
     peak_rss: Optional[float] = None  # MB, the process's own ru_maxrss (from wait4), once it has exited
+    #: Seconds of CPU (user + sys, from wait4) of the process and of every child it waited for, once it has exited
+    cpu: Optional[float] = None
 
     def wait_exit(self, deadline: float) -> float:
         """Block in wait4 (no polling, so the exit time is exact) with a watchdog that kills after ``deadline`` s.
@@ -173,6 +175,7 @@ class Run:
             self.exited = time.monotonic()
             self.proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
             self.peak_rss = usage.ru_maxrss / 1024.0  # Linux reports KiB
+            self.cpu = usage.ru_utime + usage.ru_stime
         finally:
             watchdog.cancel()
         if self.timed_out:

@@ -4,7 +4,7 @@ In-process, with the shim's own functions: its file reader and JSON decoding (``
 UTF-8, decoding with bounded integers, where ``server_list`` is decoded part by part and each part checked in
 columns as it goes: ``rank_table._parts``), ``rank_table.parse_rank_table`` (the rest of the checks),
 ``rank_table.select_server`` (this host is the last server, found by ``MA_CURRENT_HOST_IP``) and
-``launchers.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
+``launchers.planning.plan_launch`` (after ``cluster_env.parse_cluster_env``). A sample is the sum of the four; the
 median of each step is reported too, with two figures outside the sum: freeing the decoded JSON and a plain
 ``json.loads`` of the same text (what bounds ``read+json``). As in ``read_rank_table``, the cyclic GC is paused once
 over reading, parsing and freeing. One warm-up run is not counted. As a cross-check, the whole
@@ -16,8 +16,11 @@ As a container runs it: this tree is built as a wheel once per run and installed
 (:mod:`.wheelvenv`: no editable ``.pth`` finder at start-up); that venv's ``ma-entrypoint --dry-run`` and its
 ``python -c pass`` are timed in rotated rounds beside the editable ``python -m malaunch.entrypoint --dry-run`` and
 beside the same wheel behind a stand-in for the entry-point wrapper pip writes before 25.0 (:data:`_PIP_WRAPPER`).
-The target judges the wheel's whole process against 50 ms and states its excess over that venv's floor (the
-difference within each round). The plan both installs print must be the same, byte for byte.
+The target judges the wheel's whole process against 60 ms (issue 41: plain code) and states its excess over that
+venv's floor (the difference within each round), in wall time and in CPU time (user + sys, from ``wait4``: what a
+loaded machine inflates least). With ``--baseline REF`` commit REF's tree is built and installed the same way and
+its ``ma-entrypoint --dry-run`` runs in the same rounds. The plan every install prints must be the same, byte for
+byte.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from .baseline import baseline_tree, prepare_farms
 from .commands import v10_rank_table
 from .procs import PYTHON, WORKERS, BenchError, bench_env, new_mark, scratch_dir, tail
 from .results import CaseResult, Series, Target, fmt_value, say
@@ -41,7 +45,7 @@ __all__ = ["DEVICES", "SERVERS", "run_scale"]
 SERVERS = 2048
 DEVICES = 16
 STEPS = ("read+json", "parse", "select", "plan")
-_WHOLE_BOUND = 0.050  # the issue: --dry-run of a 32,768-rank table as a whole process < 50 ms
+_WHOLE_BOUND = 0.060  # issue 41: --dry-run of a 32,768-rank table as a whole process < 60 ms (plain code)
 _ROUNDS_PER_REP = 3  # the processes are short and the machine shared: more rounds steady the medians
 #: Timed in each pass but not part of the sample: freeing the decoded JSON (the shim does it in read_rank_table,
 #: uncounted here as before), a plain ``json.loads`` of the same text (the floor that bounds ``read+json``), and the
@@ -51,7 +55,7 @@ EXTRAS = ("free", "json.loads alone", "CPU time of the four")
 
 def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
-    from malaunch.entrypoint.launchers import plan_launch
+    from malaunch.entrypoint.launchers.planning import plan_launch
     from malaunch.entrypoint.plan.inputs import LaunchInputs
     from malaunch.entrypoint.plan.rank_table import _decode, _read_bytes, parse_rank_table, select_server
     from malaunch.entrypoint.plan.rank_table._parse import no_gc
@@ -105,16 +109,18 @@ def _one_pass(path: Path, env: Dict[str, str]) -> Dict[str, float]:
     return took
 
 
-def _timed(argv: List[str], env: Dict[str, str], cwd: Path) -> float:
-    """Wall seconds of one run of ``argv`` (stdout discarded), start to reaped."""
-    began = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=str(cwd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=120, check=False)  # fmt: skip
-    took = time.perf_counter() - began
-    if done.returncode != 0:
-        raise BenchError(f"{argv[0]} {' '.join(argv[1:3])} exited with {done.returncode}: "
-                         f"{done.stderr.decode(errors='replace')[-300:]}")  # fmt: skip
-    return took
+def _timed(argv: List[str], env: Dict[str, str], cwd: Path) -> Tuple[float, float]:
+    """Wall seconds of one run of ``argv`` (stdout discarded), start to reaped, and its CPU seconds (user + sys)."""
+    with open(os.devnull, "wb") as null, open(cwd / "timed-stderr.txt", "wb") as err:
+        began = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=str(cwd), stdout=null, stderr=err)
+        _pid, status, usage = os.wait4(proc.pid, 0)  # one blocking wait: the exit time is exact
+        took = time.perf_counter() - began
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise BenchError(f"{argv[0]} {' '.join(argv[1:3])} exited with {code}: "
+                         f"{(cwd / 'timed-stderr.txt').read_text(errors='replace')[-300:]}")  # fmt: skip
+    return took, usage.ru_utime + usage.ru_stime
 
 
 def _printed_plan(argv: List[str], env: Dict[str, str], cwd: Path) -> str:
@@ -128,7 +134,7 @@ def _printed_plan(argv: List[str], env: Dict[str, str], cwd: Path) -> str:
 class _Installs:
     """The whole-process figures of the editable install and of this tree's wheel in a fresh venv."""
 
-    def __init__(self, size: str) -> None:
+    def __init__(self, size: str, baseline: Optional[str] = None) -> None:
         self.editable = Series("scale/dryrun", "rank-table scale", "ma-entrypoint --dry-run (whole process)", size,
                                "s")  # fmt: skip
         self.wheel = Series("scale/dryrun-wheel", "rank-table scale",
@@ -140,11 +146,23 @@ class _Installs:
         self.wrapped = Series("scale/dryrun-wheel-wrapped", "rank-table scale",
                               "the same, through an entry-point wrapper as pip < 25.0 writes it", size,
                               "s")  # fmt: skip
+        self.cpu_over = Series("scale/dryrun-wheel-cpu-over-floor", "rank-table scale",
+                               "the same in CPU time (user+sys) over its python -c pass", size, "s")  # fmt: skip
+        self.baseline = baseline
+        self.base = Series("scale/dryrun-wheel-baseline", "rank-table scale",
+                           f"ma-entrypoint --dry-run, commit {baseline}'s wheel (whole process)", size,
+                           "s")  # fmt: skip
+        self.base_cpu_over = Series("scale/dryrun-wheel-baseline-cpu-over-floor", "rank-table scale",
+                                    f"commit {baseline}'s, in CPU time (user+sys) over its python -c pass", size,
+                                    "s")  # fmt: skip
+        self.cpus: Dict[str, List[float]] = {}
         self.venv: Optional[WheelVenv] = None
+        self.base_venv: Optional[WheelVenv] = None
         self.same_plan = False  # both installs printed the same plan (checked before the rounds)
 
     def series(self) -> List[Series]:
-        return [self.editable, self.wheel, self.floor, self.over, self.wrapped]
+        found = [self.editable, self.wheel, self.floor, self.over, self.cpu_over, self.wrapped]
+        return found + ([self.base, self.base_cpu_over] if self.baseline is not None else [])
 
     def measure(self, rounds: int, env: Dict[str, str], scratch: Path) -> None:
         """``rounds`` rounds, each running every subject once, the first of them rotating round by round."""
@@ -161,32 +179,60 @@ class _Installs:
             subjects += [(self.wheel, [self.venv.entrypoint, "--dry-run", boot]),
                          (self.floor, [self.venv.python, "-c", "pass"]),
                          (self.wrapped, [_write_wrapper(self.venv), "--dry-run", boot])]  # fmt: skip
+            if self.baseline is not None:
+                try:
+                    self.base_venv = wheel_venv(scratch / "baseline-install", baseline_tree(self.baseline))
+                    subjects.append((self.base, [self.base_venv.entrypoint, "--dry-run", boot]))
+                except BenchError as exc:
+                    self.base.error = self.base_cpu_over.error = str(exc).splitlines()[0]
             editable_plan = _printed_plan(subjects[0][1], run_env, scratch)
-            if _printed_plan(subjects[1][1], run_env, scratch) != editable_plan:
-                raise BenchError("the wheel install's --dry-run printed another plan than the editable install's")
+            for series, argv in subjects[1:]:
+                if series is not self.floor and _printed_plan(argv, run_env, scratch) != editable_plan:
+                    raise BenchError(f"{series.subject} printed another plan than the editable install's")
             self.same_plan = True
         for index in range(rounds):
             took: Dict[str, float] = {}
+            spent: Dict[str, float] = {}
             for offset in range(len(subjects)):
                 series, argv = subjects[(index + offset) % len(subjects)]
-                took[series.key] = _timed(argv, run_env, scratch)
+                took[series.key], spent[series.key] = _timed(argv, run_env, scratch)
                 series.samples.append(took[series.key])
+                self.cpus.setdefault(series.key, []).append(spent[series.key])
             if self.venv is not None:
                 self.over.samples.append(took[self.wheel.key] - took[self.floor.key])
+                self.cpu_over.samples.append(spent[self.wheel.key] - spent[self.floor.key])
+            if self.base.key in spent:
+                self.base_cpu_over.samples.append(spent[self.base.key] - spent[self.floor.key])
             say(f"  --dry-run round {index + 1}/{rounds}: "
                 + ", ".join(f"{key.split('/')[1]} {fmt_value(value, 's')}" for key, value in took.items()))
 
     def target(self) -> Target:
-        claim = f"ma-entrypoint --dry-run of a {SERVERS * DEVICES}-rank table, wheel install, whole process < 50 ms"
+        claim = (f"ma-entrypoint --dry-run of a {SERVERS * DEVICES}-rank table, wheel install, whole process "
+                 f"< {_WHOLE_BOUND * 1000:.0f} ms")
         med = self.wheel.median
         if med is None or self.over.median is None or self.floor.median is None:
             return Target(claim, "not measured", None)
         measured = (f"{fmt_value(med, 's')}: {fmt_value(self.over.median, 's')} over that venv's python -c pass "
                     f"({fmt_value(self.floor.median, 's')})")  # fmt: skip
+        if self.cpu_over.median is not None:
+            measured += f"; CPU {fmt_value(self.cpu_over.median, 's')} over it"
         wrapped = self.wrapped.median
         if wrapped is not None:
             measured += f"; behind pip < 25.0's entry-point wrapper {fmt_value(wrapped, 's')} ({wrapped / med:.3g} x)"
         return Target(claim, measured, med < _WHOLE_BOUND)
+
+    def baseline_target(self) -> Optional[Target]:
+        """This tree's dry run against the baseline commit's, CPU over the same floor (informational)."""
+        if self.baseline is None:
+            return None
+        claim = f"ma-entrypoint --dry-run, {SERVERS * DEVICES} ranks: CPU over the floor, this tree against commit " \
+                f"{self.baseline}'s"
+        this, base = self.cpu_over.median, self.base_cpu_over.median
+        if this is None or base is None or self.base.median is None or self.wheel.median is None:
+            return Target(claim, "not measured", None)
+        return Target(claim, f"+{fmt_value(this, 's')} vs +{fmt_value(base, 's')}: {(this - base) * 1000:+.1f} ms "
+                             f"(whole process {fmt_value(self.wheel.median, 's')} vs "
+                             f"{fmt_value(self.base.median, 's')})", None)
 
 
 #: A stand-in for what pip before 25.0 writes into bin/ for a ``[project.scripts]`` entry point: it imports ``re``
@@ -241,8 +287,9 @@ def _peak_rss(path: Path, env: Dict[str, str], scratch: Path) -> float:
     return int(kib) / 1024.0  # Linux reports KiB
 
 
-def run_scale(reps: int) -> CaseResult:
-    """Time the in-process parse+plan ``reps`` times (after a warm-up) and the --dry-run process ``reps`` times."""
+def run_scale(reps: int, baseline: Optional[str] = None) -> CaseResult:
+    """Time the in-process parse+plan ``reps`` times (after a warm-up) and the --dry-run process ``reps`` times (with
+    ``baseline``, a commit, that commit's wheel beside this tree's)."""
     scratch = scratch_dir("scale")
     total = Series(
         "scale/inprocess",
@@ -251,7 +298,9 @@ def run_scale(reps: int) -> CaseResult:
         f"{SERVERS} x {DEVICES} = {SERVERS * DEVICES} ranks",
         "s",
     )
-    installs = _Installs(total.size)
+    if baseline is not None:
+        baseline = prepare_farms(baseline)
+    installs = _Installs(total.size, baseline)
     dry = installs.editable
     rss = Series("scale/dryrun-rss", "rank-table scale", "ma-entrypoint --dry-run peak RSS", total.size, "MB")
     try:
@@ -308,7 +357,11 @@ def run_scale(reps: int) -> CaseResult:
         target.comment = (f"json.loads alone of the same text: {alone} (one dict per device, three strings each, "
                           "all alive at once); the shim decodes server_list part by part and checks each part in "
                           "column-wide C passes, so no part's objects outlive it")
-    result = CaseResult("ranktable-scale", [total, *installs.series(), rss], [target, installs.target()])
+    targets = [target, installs.target()]
+    compared = installs.baseline_target()
+    if compared is not None:
+        targets.append(compared)
+    result = CaseResult("ranktable-scale", [total, *installs.series(), rss], targets)
     result.notes.append(
         "rank-table scale = the shim's read + decoding (server_list part by part) + parse_rank_table + "
         "select_server (last server, by "

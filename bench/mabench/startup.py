@@ -48,7 +48,7 @@ BASELINE_GAP = 0.005  # issue 18: start-up stays within 5 ms of the commit befor
 BASELINE_PAIRS = 6  # runs of each tree's shim per repetition and N (a noisy machine needs many; they are cheap)
 
 
-def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float]:
+def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float, float]:
     """The floor: a fresh interpreter (``workers/popen_floor.py``) that Popens the ``n`` workers."""
     env = bench_env(new_mark(), {"BENCH_OUT": str(out)})
     run = start("bare Popen", [PYTHON, str(FLOOR), str(n), str(SCRIPT)], env, scratch, stderr=scratch / "stderr.txt")
@@ -58,18 +58,19 @@ def _popen_floor(n: int, scratch: Path, out: Path) -> Tuple[float, float]:
         run.cleanup()
     if run.proc.returncode != 0:
         raise BenchError(f"bare Popen: exited with {run.proc.returncode}:\n{tail(scratch / 'stderr.txt')}")
-    return _span(out, n, "bare Popen", run.started)
+    return _span(out, n, "bare Popen", run.started, run.cpu)
 
 
-def _span(out: Path, n: int, label: str, began: float) -> Tuple[float, float]:
+def _span(out: Path, n: int, label: str, began: float, cpu: Optional[float]) -> Tuple[float, float, float]:
     stamps = read_stamps(out, "start")
     if len(stamps) != n:
         raise BenchError(f"{label}: {len(stamps)} of {n} ranks wrote their start timestamp")
-    return max(stamps) - began, min(stamps) - began
+    return max(stamps) - began, min(stamps) - began, cpu if cpu is not None else float("nan")
 
 
-def measure_once(kind: str, n: int) -> Tuple[float, float]:
-    """Seconds from launcher start to the last and to the first of ``n`` ranks running, for launcher ``kind``."""
+def measure_once(kind: str, n: int) -> Tuple[float, float, float]:
+    """Seconds from launcher start to the last and to the first of ``n`` ranks running, for launcher ``kind``, and
+    the CPU seconds (user + sys) of the launcher and of every child it waited for (its ranks, which exit at once)."""
     scratch = scratch_dir(f"startup-{kind}-{n}")
     out = scratch / "out"
     out.mkdir()
@@ -86,7 +87,7 @@ def measure_once(kind: str, n: int) -> Tuple[float, float]:
         code = run.proc.returncode
         if code != 0:
             raise BenchError(f"{SUBJECTS[kind]} exited with {code}; stderr ends with:\n{tail(scratch / 'stderr.txt')}")
-        return _span(out, n, SUBJECTS[kind], run.started)
+        return _span(out, n, SUBJECTS[kind], run.started, run.cpu)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -119,6 +120,39 @@ def import_cost() -> float:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
+
+
+def _cpu_excess(cpus: Dict[Tuple[int, str], List[float]], n: int, kind: str) -> Optional[float]:
+    """``kind``'s CPU over the floor's: the median over the repetitions of the pair from the same repetition (the
+    two trees' shims, which run several times a repetition: the difference of the medians)."""
+    floor, mine = cpus[(n, "popen")], cpus[(n, kind)]
+    if len(floor) == len(mine):
+        pairs = [b - a for a, b in zip(floor, mine) if a == a and b == b]  # NaN: not measured
+        return statistics.median(pairs) if pairs else None
+    return statistics.median(mine) - statistics.median(floor) if floor and mine else None
+
+
+def _cpu_targets(cpus: Dict[Tuple[int, str], List[float]], baseline: Optional[str]) -> List[Target]:
+    """The start-up budget in CPU time (user + sys of the launcher and the ranks it waited for): what a loaded
+    machine inflates least. With a baseline, both trees' excess over the floor side by side (informational)."""
+    targets = []
+    for n in TARGET_SIZES:
+        claim = f"start-up N={n}: shim's CPU (user+sys, launcher and ranks) within {_ms(GAP)} of the floor's"
+        excess = _cpu_excess(cpus, n, "shim-ranktable")
+        if excess is None:
+            targets.append(Target(claim, "not measured", None))
+            continue
+        floor = statistics.median(cpus[(n, "popen")])
+        targets.append(Target(claim, f"+{_ms(excess)} (floor {_ms(floor)})", excess <= GAP))
+        if baseline is None:
+            continue
+        this, base = (_cpu_excess(cpus, n, f"shim-ranktable@{k}") for k in ("this", "baseline"))
+        claim = f"start-up N={n}: CPU over the floor, this tree against commit {baseline}'s"
+        if this is None or base is None:
+            targets.append(Target(claim, "not measured", None))
+            continue
+        targets.append(Target(claim, f"+{_ms(this)} vs +{_ms(base)}: {(this - base) * 1000:+.1f} ms", None))
+    return targets
 
 
 def _targets(
@@ -192,6 +226,7 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
         for kind in kinds
     }
     firsts: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}
+    cpus: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}  # per repetition (pairs with the floor)
     imports: List[float] = []
     for rep in range(reps):
         for n in SIZES:
@@ -202,13 +237,14 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
                 if item.error:
                     continue
                 try:
-                    value, first = measure_once(kind, n)
+                    value, first, cpu = measure_once(kind, n)
                 except BenchError as exc:
                     item.error = str(exc).splitlines()[0]
                     say(f"  start-up rep {rep + 1}/{reps} N={n} {item.subject}: FAILED: {exc}")
                     continue
                 item.samples.append(value)
                 firsts[(n, kind)].append(first)
+                cpus[(n, kind)].append(cpu)
                 say(f"  start-up rep {rep + 1}/{reps} N={n} {item.subject}: {fmt_value(value, 's')}")
         try:
             imports.append(import_cost())
@@ -217,7 +253,10 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
     for key, values in firsts.items():
         if values:
             series[key].note = f"first rank running after {fmt_value(statistics.median(values), 's')} (median)"
-    targets = _targets(series, firsts, imports)
+        spent = [cpu for cpu in cpus[key] if cpu == cpu]
+        if spent:
+            series[key].note += f"; CPU (user+sys) {fmt_value(statistics.median(spent), 's')}"
+    targets = _targets(series, firsts, imports) + _cpu_targets(cpus, baseline)
     if baseline is not None:
         targets += _baseline_targets(series, firsts, baseline)
     result = CaseResult("start-up", list(series.values()), targets)

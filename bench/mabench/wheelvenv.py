@@ -37,8 +37,9 @@ def _run(argv: List[str], what: str) -> None:
         raise BenchError(f"{what} failed (exit {done.returncode}): {' / '.join(tail)}")
 
 
-def wheel_venv(scratch: Path) -> WheelVenv:
-    """Build this tree's wheel into ``scratch/wheel`` and install it into a new venv ``scratch/venv``.
+def wheel_venv(scratch: Path, tree: Path = REPO) -> WheelVenv:
+    """Build ``tree``'s wheel (this tree's by default) into ``scratch/wheel`` and install it into a new venv
+    ``scratch/venv``.
 
     Raises:
         BenchError: the build, the venv or the install failed (the last lines of its output say why).
@@ -48,10 +49,10 @@ def wheel_venv(scratch: Path) -> WheelVenv:
     # moved) would go into the wheel, and the repository is left as it was.
     source.mkdir(parents=True)
     for name in _SOURCES:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        if (tree / name).is_dir():
+            shutil.copytree(tree / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            shutil.copy2(REPO / name, source / name)
+            shutil.copy2(tree / name, source / name)
     _run([PYTHON, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w",
           str(wheels), str(source)], "building this tree's wheel")  # fmt: skip
     built = sorted(wheels.glob("malaunch-*.whl"))

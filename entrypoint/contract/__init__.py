@@ -20,6 +20,7 @@ Standard library only, and cheap to import: it is read before the first rank sta
 
 from __future__ import annotations
 
+import shlex
 from typing import Mapping, Optional, Tuple, Union
 
 from .errors import ConfigError
@@ -173,7 +174,6 @@ def parse_words(environ: Mapping[str, str], name: str) -> Tuple[str, ...]:
     raw = raw_value(environ, name)
     if raw is None:
         return ()
-    import shlex  # only when extra launcher flags are given: not on every start's path
 
     try:
         return tuple(shlex.split(raw))

@@ -1,7 +1,6 @@
 """Exception tree of the entrypoint shim and the one table that maps it to exit codes.
 
 ::
-
     EntrypointError                  any failure the shim reports itself (never a traceback)
     ├── ConfigError                  bad environment, argument or file: exit 2
     │   └── RankTableError           a rank table that cannot be used
@@ -17,6 +16,8 @@ root-cause rank's own exit code. Exit codes are decided only in :func:`exit_code
 """
 
 from __future__ import annotations
+
+import signal
 
 __all__ = [
     "EXIT_CONFIG",
@@ -99,8 +100,6 @@ class Interrupted(EntrypointError):
     """The shim got signal ``signum`` while it waited (for the rank table, the master's name) before starting."""
 
     def __init__(self, signum: int, during: str) -> None:
-        import signal  # only for the signal's name
-
         self.signum = signum
         self.during = during
         try:

@@ -9,6 +9,7 @@ standard library only. What runs them is :mod:`..run.prepare_steps`.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from . import parse_seconds, raw_value
@@ -37,7 +38,6 @@ class PrepareSteps(NamedTuple):
 
 def step_text(argv: Tuple[str, ...]) -> str:
     """A step's argv as a line names it: its words as a JSON list would show them, shortened."""
-    import json
 
     shown = json.dumps(list(argv), ensure_ascii=False)
     return shown if len(shown) <= _SHOWN else shown[: _SHOWN - 4] + "...]"
@@ -53,7 +53,6 @@ def parse_prepare(environ: Mapping[str, str]) -> Optional[PrepareSteps]:
     raw = raw_value(environ, VAR)
     if raw is None:
         return None
-    import json
 
     try:
         data = json.loads(raw)

@@ -1,9 +1,8 @@
-"""JSON on the shim's start-up path without importing the :mod:`json` package (which imports :mod:`re` and more).
+"""JSON on the shim's start-up path: json's own C scanner, driven part by part, and the plan's indented text.
 
 - :func:`loads` decodes with the same C scanner :func:`json.loads` runs (``_json.make_scanner``), with the same
   rules around it: a leading BOM refused, whitespace skipped on both sides, "Expecting value" and "Extra data".
-  It gives the same values, and on bad input raises the same :class:`json.JSONDecodeError` (``json`` is imported
-  then, to make it).
+  It gives the same values, and on bad input raises the same :class:`json.JSONDecodeError`.
 - :func:`scan` decodes the one JSON value that starts at a given index of a text, and says where it ends.
 - :func:`quoted` writes one string as json does (non-ASCII escaped).
 - :func:`dumps_indented` writes what ``json.dumps(value, indent=2)`` writes, for the values a plan holds (dicts with
@@ -14,6 +13,9 @@ Where the interpreter has no ``_json`` accelerator, both are :mod:`json` itself.
 
 from __future__ import annotations
 
+import json
+from json import JSONDecodeError
+from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, NoReturn
 
 try:
@@ -43,8 +45,6 @@ class _Rules:
 
 
 def _fail(message: str, text: str, position: int) -> NoReturn:
-    from json import JSONDecodeError
-
     raise JSONDecodeError(message, text, position)
 
 
@@ -55,8 +55,6 @@ def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
         json.JSONDecodeError: ``text`` is not one JSON value (with whitespace around it).
     """
     if _json is None:
-        import json
-
         return json.loads(text, parse_int=integer)
     if text.startswith(_BOM):
         _fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
@@ -68,7 +66,6 @@ def loads(text: str, integer: Callable[[str], Any] = int) -> Any:
     except SystemError:
         # Python 3.10 and 3.11's scanner raises its JSONDecodeError only when json.decoder is already imported
         # (it fails with this instead): bad input only, which json itself now reads again to raise its own error.
-        import json
 
         return json.loads(text, parse_int=integer)
     if end != len(text):
@@ -93,7 +90,6 @@ def scan(text: str, index: int, integer: Callable[[str], Any] = int) -> tuple[An
             _fail("Expecting value", text, stop.value)
         except SystemError:  # Python 3.10 and 3.11 on bad input, as in loads: json itself raises the error
             pass
-    import json
 
     decoded: tuple[Any, int] = json.JSONDecoder(parse_int=integer).raw_decode(text, index)
     return decoded
@@ -102,8 +98,6 @@ def scan(text: str, index: int, integer: Callable[[str], Any] = int) -> tuple[An
 def quoted(text: str) -> str:
     """``text`` as a JSON string, non-ASCII characters escaped (as json writes it by default)."""
     if _json is None:
-        from json.encoder import encode_basestring_ascii
-
         return encode_basestring_ascii(text)
     return _json.encode_basestring_ascii(text)
 
@@ -119,7 +113,6 @@ def dumps_indented(value: object) -> str:
             return _indented(value, "\n")
         except _Unsupported:
             pass
-    import json
 
     return json.dumps(value, indent=2)
 

@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..contract import VARIABLES
 from ..contract.prepare_steps import PrepareSteps
+from .jsontext import dumps_indented
 
 __all__ = ["LOG_SOURCES", "METHODS", "LaunchPlan", "ProcessSpec"]
 
@@ -206,7 +207,6 @@ class LaunchPlan(_PlanFields):
 
     def render(self) -> str:
         """Pretty JSON text of :meth:`to_json`."""
-        from .jsontext import dumps_indented  # only --dry-run prints a plan
 
         return dumps_indented(self.to_json())
 

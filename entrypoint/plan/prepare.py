@@ -6,6 +6,7 @@ a :class:`~.inputs.LaunchInputs`. What is gathered is what the launcher's :class
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 import time
@@ -27,7 +28,7 @@ from .rank_table import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    #: What resolves a host name to an IPv4 address (for tests: a stand-in for the name service).
+    #: What resolves a host name to an IPv4 address (a run's: :func:`.resolve.resolve_ipv4`; tests: a stand-in).
     Resolver = Callable[[str], str]
     #: Where progress lines go while the shim waits.
     Progress = Callable[[str], None]
@@ -38,18 +39,11 @@ __all__ = ["DEFAULT_RANK_TABLE_PATH", "gather", "python_dir_for", "wait_for_addr
 DEFAULT_RANK_TABLE_PATH = str(VARIABLES["RANK_TABLE_FILE"].default)
 
 
-def _resolve_ipv4(name: str) -> str:
-    import socket  # imported on first use: the fan-out never resolves names, and start-up time counts
-
-    infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
-    return str(infos[0][4][0])
-
-
 def wait_for_address(
     name: str,
     timeout: float,
     *,
-    resolve: Resolver = _resolve_ipv4,
+    resolve: Resolver,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     progress: Optional[Progress] = None,
@@ -91,8 +85,6 @@ def python_dir_for(interpreter: str, fallback_dir: str) -> Tuple[str, bool]:
 
 def _is_ip(text: str) -> bool:
     try:
-        import ipaddress
-
         ipaddress.ip_address(text)
     except ValueError:
         return False
@@ -150,9 +142,14 @@ def _rank_table(
 
 
 def _master_ip(
-    cluster: ClusterEnv, method: str, needs: Needs, progress: Optional[Progress], resolve: Resolver, dry_run: bool
+    cluster: ClusterEnv, method: str, needs: Needs, progress: Optional[Progress], resolve: Optional[Resolver],
+    dry_run: bool,
 ) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """The master's IP (when the launcher wants it as an IP), and the note a dry run shows."""
+    """The master's IP (when the launcher wants it as an IP), and the note a dry run shows.
+
+    Raises:
+        ValueError: a run with no ``resolve`` (the caller's mistake: a run resolves the master's name).
+    """
     if not needs.master:
         return None, ()
     master = require_master(cluster, method)
@@ -165,6 +162,8 @@ def _master_ip(
                 f"a real run first resolves {master!r} to an IP (waiting up to "
                 f"{cluster.master_wait:.0f}s) and passes the IP to {method}",
             )
+    elif resolve is None:
+        raise ValueError("a run resolves the master's name: gather needs the run phase's resolve")
     else:
         master_ip = wait_for_address(master, cluster.master_wait, resolve=resolve, progress=progress)
     return (master_ip if needs.master_ip else None), notes
@@ -186,8 +185,9 @@ def gather(
     """Do the waiting and looking-up ``needs`` asks for (the launcher of ``method`` says), in the order a failure
     is cheapest to report.
 
-    The only thing written is, for a launcher that needs a ``python`` directory when the interpreter's directory
-    has no ``python``, a link to the interpreter in a private directory (skipped by ``dry_run``).
+    ``resolve`` is the name service a run asks for the master's address (:func:`.resolve.resolve_ipv4`); a dry run
+    asks none. The only thing written is, for a launcher that needs a ``python`` directory when the interpreter's
+    directory has no ``python``, a link to the interpreter in a private directory (skipped by ``dry_run``).
     """
     boot = _boot_file(cwd, boot_file)
     interpreter = cluster.script_interpreter or sys.executable
@@ -201,7 +201,7 @@ def gather(
             node_rank=cluster.node_rank,
             num_hosts=cluster.num_hosts,
         )
-    master_ip, notes = _master_ip(cluster, method, needs, progress, resolve or _resolve_ipv4, dry_run)
+    master_ip, notes = _master_ip(cluster, method, needs, progress, resolve, dry_run)
     python_dir = None
     if needs.python_dir:
         fallback = os.path.join(cwd, cluster.log_dir or "malaunch-logs", ".python")

@@ -15,6 +15,8 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
+from .atomicfile import write_atomic
+from .causetext import shim_line
 
 if TYPE_CHECKING:
     from ..plan.launch_plan import LaunchPlan
@@ -165,7 +167,6 @@ _LOST_HINT = "lost: its shim vanished or stopped answering the job's coordinator
 def _format_lost(failure: Failure, took: str, code: int) -> str:
     """The report of a job whose root cause is a host the coordinator found lost (``source`` ``lost``): its own
     exit code is not known here; ``code`` is what this shim exits with for it."""
-    from .causetext import shim_line
 
     said = shim_line(failure.tail[-1]) if failure.tail else f"{failure.name} ({failure.host}) lost"
     logs = failure.log_file or f"on {failure.name} ({failure.host}); its shim did not say where"
@@ -244,7 +245,6 @@ def reserve_room(path: str) -> None:
 
 def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
     """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
-    from .atomicfile import write_atomic  # only when the run ends: not on the path to the first rank
 
     with contextlib.suppress(OSError):
         os.unlink(_reserve_path(path))  # its room is the report's now

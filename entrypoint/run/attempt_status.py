@@ -21,6 +21,8 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
+from ..report.report import write_report
+
 __all__ = ["ATTEMPT_FILE", "EVENTS_FILE", "EVENT_REASONS", "announce_attempt", "attempt_file", "events_file",
            "note_event", "read_attempt", "read_events"]  # fmt: skip
 
@@ -50,7 +52,6 @@ def announce_attempt(log_dir: str, attempt: int, state: str, waiting: Optional[D
     hosts wait for (state ``waiting``)."""
     if state not in _STATES:
         raise ValueError(f"unknown attempt state {state!r}")
-    from ..report.report import write_report  # only a running shim writes
 
     data: Dict[str, Any] = {"attempt": attempt, "state": state, "pid": os.getpid()}
     if state == "waiting" and waiting is not None:

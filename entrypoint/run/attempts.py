@@ -35,13 +35,16 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple
 
 from ..plan.launch_plan import LaunchPlan
 from ..report.report import Failure, LauncherAttempt, RunResult
-from . import notify
+from . import notifier
+from .attempt_status import announce_attempt
 from .checkpoints import CheckpointKeeper
 from .launcher import Launcher
 from .policy import RestartPolicy, backoff_for, classify_result, describe_failure, should_restart
 from .prepare_steps import PrepareEnd, end_result, run_prepare
+from .procs import selfproc
 from .progress import PROGRESS_DIR_NAME, PROGRESS_DIR_VAR
-from .recovery import Recovery, RecoveryClock, progress_dirs
+from .recovery import Recovery
+from .recovery_clock import RecoveryClock, progress_dirs
 
 if TYPE_CHECKING:
     from ..report.failure_class import Classification
@@ -154,7 +157,6 @@ class AttemptLoop:
 
     def run(self) -> RestartOutcome:
         """Run attempts until the decider ends the loop; a stop signal between attempts ends it at once."""
-        from .procs import selfproc  # Linux only (fcntl): imported when a plan runs (other hosts: the refusal line)
 
         if self.checkpoints is not None:  # before begin(): no host's rank of this run has started
             self.checkpoints.clear_stale_parts()
@@ -171,7 +173,7 @@ class AttemptLoop:
                     env = self.attempt_env(step)
                     self.recovery.started(step)
                     options = self.run_options(step)
-                    if self.launcher.restarts_workers(attempt_plan):  # its own restarts' times (recovery.py)
+                    if self.launcher.restarts_workers(attempt_plan):  # its own restarts' times (recovery_clock.py)
                         options["on_round"] = functools.partial(self.recovery.launcher_rounds, step)
                     result = self.run_one(attempt_plan, env, **options)
                     self.recovery.ended(step, result)
@@ -224,8 +226,6 @@ class AttemptLoop:
         """Announce the attempt in ``<log dir>/attempt.json`` (:mod:`.attempt_status`) when the group may restart;
         ``waiting``: the lost host the hosts wait for (state ``waiting``)."""
         if self.announcing:
-            from .attempt_status import announce_attempt
-
             announce_attempt(self.plan.log_dir, attempt, state, waiting)
 
     def record(self, index: int, result: RunResult, log_dir: str) -> "Optional[Classification]":
@@ -274,7 +274,7 @@ class HostAlone(AttemptLoop):
             self.announce(index, "ended")
             final = result._replace(duration=self.elapsed())  # the last run's: the one that ended the job
             return RestartOutcome(final, tuple(self.attempts), self.policy)
-        notify.attempt_over(self.attempts)
+        notifier.attempt_over(self.attempts)
         self.announce(index, "backoff")
         signum = self.stop.wait(self._say_restart(index, result))
         if signum is not None:

@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ..contract.errors import LaunchError
+from .hang_report import judge, look_ranks
 from .procs import proctree
 
 if TYPE_CHECKING:
@@ -171,7 +172,6 @@ def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, h
                  succeeded: AbstractSet[int] = frozenset()) -> Hung:  # fmt: skip
     """The hang report of this host (said on the console) and the run's root cause (:mod:`.hang_report`);
     ``succeeded``: the processes recorded as ended with code 0 (not the cause while a rank runs)."""
-    from .hang_report import judge, look_ranks
 
     now = time.monotonic()
     lines = {key: (sink.tail(1) or ("",))[-1] for key, sink in silence.sinks.items()}

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ..plan.inputs import Needs
 from ..plan.launch_plan import ProcessSpec
+from .attempt_plan import attempt_plan
 
 if TYPE_CHECKING:
     from ..contract.cluster_env import ClusterEnv
@@ -109,7 +111,6 @@ class Launcher:
     # -- planning -------------------------------------------------------------------------------------------
     def needs(self, cluster: ClusterEnv) -> Needs:
         """What must be gathered before :meth:`plan` (the rank table, the master's address, ...)."""
-        from ..plan.inputs import Needs
 
         return Needs()
 
@@ -124,7 +125,6 @@ class Launcher:
     # -- attempts ---------------------------------------------------------------------------------------------
     def plan_attempt(self, plan: LaunchPlan, attempt: int, policy: RestartPolicy) -> LaunchPlan:
         """Attempt ``attempt``'s plan (0-based): its own log folder and the attempt counters. Pure."""
-        from .attempt_plan import attempt_plan
 
         if policy.max_restarts <= 0:
             return plan

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Collection, Optional
 
 from ..contract import VARIABLES
 from ..contract.config import DEFAULT_BACKOFF, RestartPolicy
+from ..report.failure_class import classify_failure
 from ..report.report import RunResult, describe_exit
 
-if TYPE_CHECKING:  # classified only after a failure: imported then (its patterns cost start-up time)
+if TYPE_CHECKING:
     from ..report.failure_class import Classification
 
 __all__ = [
@@ -54,7 +55,6 @@ def classify_result(result: RunResult, launcher_names: Collection[str] = ()) -> 
     launchers (they do not run the user's script: a failure of theirs is the launcher's)."""
     if result.exit_code == 0 and result.shim_signal is None:
         return None
-    from ..report.failure_class import classify_failure
 
     failure = result.root_cause
     if failure is None:

@@ -13,6 +13,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional
 
+from ..report.report import write_report
+
 __all__ = ["PREPARE_FILE", "note_prepare", "prepare_file", "prepare_line", "read_prepare"]
 
 PREPARE_FILE = "prepare.json"
@@ -29,7 +31,6 @@ def note_prepare(log_dir: str, state: str, step: int, of: int, argv: List[str], 
     """Write ``prepare.json`` atomically (best effort: it only informs)."""
     if state not in _STATES:
         raise ValueError(f"unknown prepare state {state!r}")
-    from ..report.report import write_report  # only a running shim writes
 
     write_report(prepare_file(log_dir), {"state": state, "step": step, "of": of, "argv": list(argv),
                                          "since": round(since, 3), "pid": os.getpid()})  # fmt: skip

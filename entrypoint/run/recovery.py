@@ -1,11 +1,11 @@
 """Time to recover: for each attempt that failed, when the failure was seen, when the attempt's last rank was gone,
 when the next attempt started and when a rank of it first reported progress.
 
-:class:`RecoveryClock` is fed by the one attempt loop (:class:`~.attempts.AttemptLoop`): an attempt starts
-(:meth:`~RecoveryClock.started`), an attempt's run is over (:meth:`~RecoveryClock.ended`, with its result, whose
-``seen_at`` is when this host's supervisor saw the failure), and, on the job's host 0, the coordinator's book after
-each change (:meth:`~RecoveryClock.book`: when the job's coordinator first heard of the attempt's failure, from
-any host, and when every host's account of it was in). On several hosts host 0 therefore has the job's times
+:class:`~.recovery_clock.RecoveryClock` keeps them. It is fed by the one attempt loop
+(:class:`~.attempts.AttemptLoop`): an attempt starts (``started``), an attempt's run is over (``ended``, with its
+result, whose ``seen_at`` is when this host's supervisor saw the failure), and, on the job's host 0, the
+coordinator's book after each change (``book``: when the job's coordinator first heard of the attempt's failure,
+from any host, and when every host's account of it was in). On several hosts host 0 therefore has the job's times
 (the earliest sight of the failure, the last host's end); another host has its own. The first progress is the
 earliest first ``progress()`` call of any rank of the next attempt, read from the ranks' records
 (:mod:`.progress`: this host's folder, and the checkpoint folder's ``.progress`` that every host shares).
@@ -15,9 +15,9 @@ attempt that ended before any rank of it called ``progress()`` never had a first
 so (``never``), not ``not yet``.
 
 A launcher that restarts its workers itself inside one attempt (torchrun's ``--max_restarts``) gets records of its
-own (``launcher_attempt``): the run's worker watch tells :meth:`~RecoveryClock.launcher_rounds` the times of each
-of the launcher's attempts as they change (:class:`~.procs.watch.Round`: its first worker found, its first worker
-failed, its last worker gone), and the first progress is that of the ranks whose records say ``"K.R+1"``.
+own (``launcher_attempt``): the run's worker watch tells the clock (``launcher_rounds``) the times of each of the
+launcher's attempts as they change (:class:`~.procs.watch.Round`: its first worker found, its first worker failed,
+its last worker gone), and the first progress is that of the ranks whose records say ``"K.R+1"``.
 
 Every change is written atomically to ``<log dir>/recovery.json`` (``{"recovery": [...]}``, what ``ma-submit
 status`` reads while the job runs) and the records go into the report (``recovery``). Times are seconds since the
@@ -31,19 +31,14 @@ import json
 import math
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
-from .progress import first_progress, read_progress
+from .progress import first_progress
 
-if TYPE_CHECKING:  # ma-submit status reads these records: no typing at run time
-
-    from ..report.report import RunResult
-    from .hosts.jobstate import JobState
-    from .procs.watch import Round
+if TYPE_CHECKING:
     from .progress import RankProgress
 
-__all__ = ["RECOVERY_FILE", "Recovery", "RecoveryClock", "read_recovery", "recovery_file", "recovery_lines",
-           "with_first_progress"]  # fmt: skip
+__all__ = ["RECOVERY_FILE", "Recovery", "read_recovery", "recovery_file", "recovery_lines", "with_first_progress"]
 
 RECOVERY_FILE = "recovery.json"
 _PHASES = ("failure_seen", "last_rank_gone", "next_started", "first_progress")
@@ -203,196 +198,3 @@ def read_recovery(path: str) -> List[Recovery]:
     items = data.get("recovery") if isinstance(data, dict) else None
     found = [Recovery.from_json(item) for item in items] if isinstance(items, list) else []
     return [item for item in found if item is not None]
-
-
-class _Book:
-    """What host 0's coordinator saw of one attempt: when it first heard of a failure, when every account was in."""
-
-    __slots__ = ("failed", "over")
-
-    def __init__(self) -> None:
-        self.failed: Optional[float] = None
-        self.over: Optional[float] = None
-
-
-class RecoveryClock:
-    """The time-to-recover records of one shim's attempts (see the module's docstring)."""
-
-    def __init__(self, log_dir: str, progress_dirs: Sequence[str], say: Callable[[str], None]) -> None:
-        self.path = recovery_file(log_dir)
-        self.progress_dirs = tuple(progress_dirs)
-        self.say = say
-        self.records: Dict[int, Recovery] = {}  # failed attempt -> its record
-        self.rounds: Dict[int, List[Recovery]] = {}  # the shim's attempt -> its launcher's own restarts' records
-        self.books: Dict[int, _Book] = {}  # attempt -> what the coordinator saw (host 0 of several)
-        import threading  # a running shim's only
-
-        self.lock = threading.Lock()  # book() runs on the coordinator's thread
-        self.told = False  # a write that failed was said once
-        self.line: Optional[str] = None  # the recovery line said last
-
-    # -- what the attempt loop says -------------------------------------------------------------------------
-    def started(self, index: int) -> None:
-        """Attempt ``index`` starts now."""
-        now = round(time.time(), 3)
-        with self.lock:
-            record = self.records.get(index - 1)
-            if record is not None and record.next_started is None:
-                self.records[index - 1] = self._merged(record)._replace(next_started=now)
-            self._progress()
-        self._write()
-
-    def ended(self, index: int, result: RunResult) -> None:
-        """Attempt ``index``'s run is over (every process of it on this host is gone) with ``result``."""
-        now = round(time.time(), 3)
-        with self.lock:
-            self._progress()
-            # a launcher's attempt that failed and was not restarted is this attempt's failure (its record below)
-            self.rounds[index] = [record for record in self.rounds.get(index, []) if record.next_started is not None]
-            before = self.records.get(index - 1)
-            if before is not None and before.next_started is not None and before.next_ended is None:
-                self.records[index - 1] = before._replace(next_ended=now)
-            failed = result.exit_code != 0 or result.root_cause is not None
-            if failed and result.shim_signal is None:
-                seen = round(result.seen_at, 3) if result.seen_at is not None else now
-                self.records[index] = self._merged(Recovery(index, min(seen, now), now))
-        self._write()
-
-    def finish(self) -> List[Recovery]:
-        """The loop is over: no record waits for another attempt; every record, oldest first."""
-        now = round(time.time(), 3)
-        with self.lock:
-            self._progress()
-            for index, record in self.records.items():
-                if record.next_started is None:
-                    self.records[index] = self._merged(record)._replace(ended=True)
-                elif record.next_ended is None:  # the loop is over: so is every attempt it started
-                    self.records[index] = record._replace(next_ended=now)
-            for index, rounds in self.rounds.items():
-                self.rounds[index] = [record._replace(next_ended=now) if record.next_ended is None else record
-                                      for record in rounds]  # fmt: skip
-            found = self._all()
-        self._write()
-        return found
-
-    # -- what the run's worker watch says (its thread) ------------------------------------------------------
-    def launcher_rounds(self, index: int, rounds: Sequence[Round]) -> None:
-        """The launcher of attempt ``index`` restarts its workers itself: ``rounds`` are its attempts' times so
-        far (the watch's, at each change); each one that failed gets a record, its next one's start once seen."""
-        with self.lock:
-            known = {record.launcher_attempt: record for record in self.rounds.get(index, [])}
-            starts = {item.attempt: item.seen for item in rounds}
-            made: List[Recovery] = []
-            for item in rounds:
-                if item.failed is None:
-                    continue
-                before = known.get(item.attempt)
-                made.append(Recovery(index, round(item.failed, 3), _seconds(item.gone),
-                                     _seconds(starts.get(item.attempt + 1)),
-                                     before.first_progress if before is not None else None,
-                                     launcher_attempt=item.attempt))  # fmt: skip
-                if before is not None and before.next_ended is not None:
-                    made[-1] = made[-1]._replace(next_ended=before.next_ended)
-            self.rounds[index] = made
-            self._progress()
-        self._write()
-
-    def _all(self) -> List[Recovery]:
-        """Every record, in the order the attempts happened (under the lock)."""
-        found = [*self.records.values(), *(record for rounds in self.rounds.values() for record in rounds)]
-        return sorted(found, key=lambda record: (record.attempt, 1 << 30 if record.launcher_attempt is None
-                                                 else record.launcher_attempt))  # fmt: skip
-
-    # -- what host 0's coordinator says (its thread) --------------------------------------------------------
-    def book(self, state: JobState) -> None:
-        """Note, from the coordinator's book, when the running attempt's failure was first heard of and when every
-        host's account of it was in (called after each change)."""
-        from .hosts.jobstate import Phase
-
-        now = round(time.time(), 3)
-        with self.lock:
-            attempt = state.attempt
-            for done in range(len(state.verdicts)):  # decided attempts: every account is in
-                entry = self.books.setdefault(done, _Book())
-                if entry.failed is None and state.verdicts[done] is not None:
-                    entry.failed = now
-                if entry.over is None:
-                    entry.over = now
-            if attempt < 0:
-                return
-            entry = self.books.setdefault(attempt, _Book())
-            heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
-            if heard and entry.failed is None and attempt >= len(state.verdicts):
-                entry.failed = now
-
-    def watching(self, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
-        """A watch for the coordinator that calls ``other``, then :meth:`book`."""
-
-        def both(state: JobState) -> None:
-            other(state)
-            self.book(state)
-
-        return both
-
-    # -- inside -----------------------------------------------------------------------------------------------
-    def _merged(self, record: Recovery) -> Recovery:
-        """``record`` with the coordinator's view laid over this host's (host 0 of several): the failure seen at
-        the earliest, the last rank gone at the latest (under the lock)."""
-        book = self.books.get(record.attempt)
-        if book is None:
-            return record
-        seen = min(record.failure_seen, book.failed) if book.failed is not None else record.failure_seen
-        gone = record.last_rank_gone
-        if book.over is not None:
-            gone = book.over if gone is None else max(gone, book.over)
-        return record._replace(failure_seen=seen, last_rank_gone=gone)
-
-    def _progress(self) -> None:
-        """Fill in the first progress of each next attempt that has started (under the lock)."""
-        waiting = [record for record in self._all()
-                   if record.next_started is not None and record.first_progress is None]  # fmt: skip
-        if not waiting:
-            return
-        found = [item for folder in self.progress_dirs for item in read_progress(folder)]
-        for record in waiting:
-            first = record.first_progress_in(found)
-            if first is None:
-                continue
-            filled = record._replace(first_progress=round(first, 3))
-            if record.launcher_attempt is None:
-                self.records[record.attempt] = filled
-            else:
-                self.rounds[record.attempt] = [filled if item.launcher_attempt == record.launcher_attempt else item
-                                               for item in self.rounds[record.attempt]]  # fmt: skip
-
-    def _write(self) -> None:
-        """Write the records to ``recovery.json`` and, when they changed, say them in the console's recovery line
-        (:mod:`.statuslines`: what a cloud job's ``status`` reads)."""
-        from ..report.report import write_report
-        from .statuslines import recovery_text
-
-        with self.lock:
-            found = self._all()
-            if not found:
-                return
-            data = {"recovery": [record.to_json() for record in found]}
-        problem = write_report(self.path, data)
-        if problem and not self.told:
-            self.told = True
-            self.say(problem)
-        line = recovery_text(found)
-        if line is not None and line != self.line:
-            self.line = line
-            self.say(line)
-
-
-def progress_dirs(log_dir: str, environ: Mapping[str, str]) -> List[str]:
-    """Where this host's shim reads its ranks' progress: its own folder, and the checkpoint folder's (shared by
-    every host) when the job has one."""
-    from .progress import PROGRESS_DIR_NAME
-
-    found = [os.path.join(log_dir, PROGRESS_DIR_NAME)]
-    checkpoints = environ.get("MALAUNCH_CHECKPOINT_DIR")
-    if checkpoints:
-        found.append(os.path.join(checkpoints, ".progress"))
-    return found

@@ -128,8 +128,7 @@ class Supervisor:
         if self.launcher.starts_workers:
             self.tree.launchers = self.group.pids()
         self.guards.after_start(self.group.pids())
-        tune_malloc()  # after the ranks started: it loads ctypes, which costs start-up time
-        self.facts.load_patterns()  # likewise
+        tune_malloc()  # once the ranks started: what they wait for comes first
         for index in range(len(self.group.procs)):
             self.group.watch_exit(index)
         self.output.attach(self.group.procs, lambda: None)
@@ -347,7 +346,7 @@ def run_plan(
     Args:
         plan: what to start (executed exactly as ``--dry-run`` prints it).
         base_env: the environment every process inherits (``spec.env`` is laid over it).
-        launcher: the plan's launcher (:func:`malaunch.entrypoint.launchers.launcher_of`).
+        launcher: the plan's launcher (:func:`malaunch.entrypoint.launchers.running.launcher_of`).
         console_out: where prefixed stdout lines go (default: this process's stdout).
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tupl
 
 from ..contract.errors import EXIT_LAUNCH
 from ..plan.launch_plan import LaunchPlan
+from ..report.failure_class import peer_failure
 from ..report.report import Failure, LauncherAttempt, RunResult
 from ..report.rootcause import Death, attempt_facts, find_root_cause, name_ranks, teardown_signals
 from .launcher import Gate, Launcher
@@ -41,14 +42,6 @@ class RunFacts:
         self.plan, self.launcher, self.group, self.output = plan, launcher, group, output
         self.facts: List[Death] = []
         self.dropped: Set[int] = set()  # processes relaunched: their facts decide nothing any more
-
-    @staticmethod
-    def load_patterns() -> None:
-        """Load the failure patterns (:mod:`..report.failure_class`) once the ranks started: they cost start-up
-        time, and the ending reads a failed rank's log with them before it stops the others."""
-        from ..report import failure_class
-
-        del failure_class
 
     def record(self, **fields: Any) -> Death:
         """Record one fact (in order: ``seq`` is the last tie-breaker)."""
@@ -84,7 +77,6 @@ class RunFacts:
     def says_peer_failed(self, death: Death, own: Sequence[str] = ()) -> bool:
         """The log tail of ``death``'s rank (or ``own``: what the worker wrote itself) names a peer's (or a
         collective's) failure."""
-        from ..report.failure_class import peer_failure  # loaded by load_patterns() once the ranks started
 
         lines = [*self.output.log_of(death.index, death.rank).tail(), *own]
         return peer_failure(lines) is not None
@@ -113,7 +105,6 @@ class RunFacts:
 
     def _with_evidence(self, facts: List[Death]) -> List[Death]:
         """Each failed rank's facts with the peer failure its log tail or error file names."""
-        from ..report.failure_class import peer_failure
 
         found: Dict[int, Optional[str]] = {}
         for fact in facts:

@@ -35,6 +35,23 @@ def test_start_up_is_held_to_the_floor_only() -> None:
     assert not any(ok for _, ok in _startup_claims(shim=0.100, floor=0.070))  # +30 ms
 
 
+def test_start_up_in_cpu_time_is_the_shims_excess_over_the_floor_of_the_same_repetition() -> None:
+    cpus: Dict[Tuple[int, str], List[float]] = {}
+    for n in startup.TARGET_SIZES:
+        cpus[(n, "popen")] = [0.040, 0.060, 0.050]
+        cpus[(n, "shim-ranktable")] = [0.060, 0.084, 0.071]  # +20, +24, +21 ms in the same repetitions
+        cpus[(n, "shim-ranktable@this")] = [0.070] * 6  # run six times a repetition: medians compared
+        cpus[(n, "shim-ranktable@baseline")] = [0.060] * 6
+    targets = startup._cpu_targets(cpus, "abc123")
+    budget = [target for target in targets if target.ok is not None]
+    assert [target.ok for target in budget] == [True] * len(startup.TARGET_SIZES)
+    assert all(target.measured.startswith("+21 ms") for target in budget), [t.measured for t in budget]
+    side = [target for target in targets if target.ok is None]
+    assert all("+20 ms vs +10 ms: +10.0 ms" in target.measured for target in side), [t.measured for t in side]
+    cpus[(4, "shim-ranktable")] = [0.070, 0.090, 0.080]  # +30 ms
+    assert startup._cpu_targets(cpus, None)[0].ok is False
+
+
 def test_log_throughput_is_held_to_0_45_of_a_direct_write() -> None:
     target = lograte.log_target(460.0, 1000.0, 540.0)
     assert target.claim == "log throughput: shim >= 0.45 x writing the file directly"

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.entrypoint.launchers import run_plan
+from malaunch.entrypoint.launchers.running import run_plan
 from malaunch.entrypoint.plan.launch_plan import LaunchPlan, ProcessSpec
 from malaunch.entrypoint.report.report import RunResult
 from malaunch.entrypoint.run.procs import proctree

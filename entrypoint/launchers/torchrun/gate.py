@@ -33,10 +33,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
+from ...report.failure_class import classify_failure, peer_failure
 from ...report.report import Failure, LauncherAttempt
 from ...report.rootcause import Death, attempt_facts, find_root_cause, teardown_signals
 from ...run.launcher import Gate
+from ...run.policy import RestartPolicy, should_restart
 from ...run.procs import proctree
+from .errors import worker_output_tail
 
 if TYPE_CHECKING:  # the gate works only under torchrun with restarts: its helpers are imported when it judges
     from ...report.failure_class import Classification
@@ -68,8 +71,6 @@ class AttemptGate(Gate):
     def __init__(self, restart_on: Optional[Union[str, Tuple[int, ...]]], launchers: Dict[int, ProcKey]) -> None:
         self.policy: Optional[RestartPolicy] = None
         if restart_on is not None:
-            from ...run.policy import RestartPolicy
-
             self.policy = RestartPolicy(restart_on=restart_on)
         self.launchers = dict(launchers)
         self.lock = threading.Lock()
@@ -93,7 +94,6 @@ class AttemptGate(Gate):
         if self.policy is None:
             if _judged_kind(death) and not self.failure_seen:
                 self.failure_seen = True
-                from ...report.failure_class import peer_failure
 
                 launcher = self.launchers.get(death.index)
                 _signal(launcher, signal.SIGSTOP)  # first: its monitor tick may come while the output is read
@@ -132,9 +132,6 @@ class AttemptGate(Gate):
         if not first:
             _signal(launcher, signal.SIGCONT)
             return None
-        from ...report.failure_class import classify_failure
-        from ...run.policy import should_restart
-        from .errors import worker_output_tail
 
         shell = 128 - death.code if death.code < 0 else death.code
         tail = worker_output_tail(death.error_file)
@@ -155,13 +152,11 @@ class AttemptGate(Gate):
 
     def own_output(self, death: WorkerDeath) -> Tuple[str, ...]:
         """What the worker wrote itself into torchrun's per-attempt files (the copy in ``rank-N.log`` may lag)."""
-        from .errors import worker_output_tail
 
         return worker_output_tail(death.error_file)
 
     def tail_of(self, attempt: Optional[int], rank: Optional[int]) -> Tuple[str, ...]:
         """What a worker of ``attempt`` wrote itself (see :func:`.errors.worker_output_tail`)."""
-        from .errors import worker_output_tail
 
         return worker_output_tail(self.error_files.get((attempt, rank), "")) if rank is not None else ()
 

@@ -40,6 +40,7 @@ import errno
 import os
 import stat
 import time
+from json import JSONDecodeError
 from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -196,8 +197,6 @@ def _decode(raw: bytes, path: str) -> object:
         raise RankTableError(path, "(number)", f"<{exc.digits} digits>",
                              f"expected numbers of at most {_MAX_INT_DIGITS} digits") from None
     except ValueError as exc:
-        from json import JSONDecodeError  # only a file that is not JSON gets here
-
         if not isinstance(exc, JSONDecodeError):  # e.g. the interpreter's int digit limit
             raise RankTableError(path, "(number)", shown(str(exc)), "expected a valid JSON number") from None
         if _truncated(text, exc):

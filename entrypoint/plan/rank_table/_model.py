@@ -7,6 +7,7 @@ Re-exported by :mod:`malaunch.entrypoint.plan.rank_table`; built by :mod:`._pars
 
 from __future__ import annotations
 
+import reprlib
 from operator import attrgetter
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -106,7 +107,6 @@ def shown(value: object) -> object:
         return value
     if isinstance(value, str) and len(value) <= 80:
         return value
-    import reprlib  # only to say what is wrong: a table that parses never gets here
 
     shortened = reprlib.Repr()  # bounded in size and depth, so any decoded JSON can be shown
     shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, 60, 60

@@ -8,6 +8,7 @@ walked item by item here, so that the error can name the exact value. Both make 
 
 from __future__ import annotations
 
+import bisect
 import gc
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
@@ -140,8 +141,6 @@ class _Parser:
             entries.append((server_id, pod_name, host_ip, devices))
 
         def where(i: int) -> str:
-            import bisect  # only to name the place of a bad rank
-
             server = bisect.bisect_right(starts, i) - 1
             return f"server_list[{server}].device[{i - starts[server]}].rank_id"
 

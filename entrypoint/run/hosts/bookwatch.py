@@ -4,20 +4,24 @@ The coordinator (:mod:`.server`) calls a :class:`BookWatch` on its thread after 
 (:class:`~.jobstate.JobState`). The watch says (a console line, ``events.jsonl``, host 0's notifications) a host
 lost or back, the job's wait for a lost host (also ``attempt.json``'s ``waiting``, with its deadline, and its
 end), and which hosts the job still waits for to finish their prepare steps (:func:`waiting_for_prepare`).
-:class:`~.jobloop.Coordinated` hands it to the master's coordinator.
+:class:`~.jobloop.Coordinated` hands it to the master's coordinator, with the recovery clock's view of the book
+(:func:`clock_watch`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from ...report.causetext import describe_cause, shim_line
-from .. import notify
+from .. import notifier
 from ..attempt_status import note_event
 from .jobstate import JobState, Phase
 
-__all__ = ["BookWatch", "waiting_for_prepare"]
+if TYPE_CHECKING:
+    from ..recovery_clock import RecoveryClock
+
+__all__ = ["BookWatch", "clock_watch", "waiting_for_prepare"]
 
 
 class BookWatch:
@@ -43,13 +47,13 @@ class BookWatch:
                 line = describe_cause(lost[host].to_wire())
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostLost", line, "Warning", host=host)
-                notify.host_event("host_lost", attempt, host, lost[host].addr, line)
+                notifier.host_event("host_lost", attempt, host, lost[host].addr, line)
             for host in sorted(self.lost.keys() - lost.keys()):
                 addr = state.hosts.here.get(host, (None, self.lost[host]))[1]
                 line = f"host {host} ({addr}) joined the job again"
                 self.say(f"coordinator: {line}")
                 note_event(self.log_dir, "HostBack", line, host=host)
-                notify.host_event("host_back", attempt, host, addr, line)
+                notifier.host_event("host_back", attempt, host, addr, line)
             self.lost = {host: cause.addr for host, cause in lost.items()}
         waiting = state.phase is Phase.WAITING and bool(lost)
         if waiting and not self.waiting:
@@ -85,3 +89,15 @@ def waiting_for_prepare(state: JobState) -> Tuple[int, ...]:
     if state.phase in (Phase.RUNNING, Phase.ENDING, Phase.DONE):
         return ()
     return tuple(sorted(state.hosts.preparing))
+
+
+def clock_watch(clock: RecoveryClock, other: Callable[[JobState], None]) -> Callable[[JobState], None]:
+    """A watch for the coordinator that calls ``other``, then tells ``clock`` (:meth:`.RecoveryClock.book`) what the
+    book says of the attempts: which decided attempts failed, and whether the running one's failure was heard of."""
+
+    def both(state: JobState) -> None:
+        other(state)
+        heard = state.phase is Phase.ENDING or bool(state.round.causes) or state.round.held is not None
+        clock.book(state.attempt, [verdict is not None for verdict in state.verdicts], heard)
+
+    return both

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.causetext import describe_cause
+from ...report.failure_class import Classification, classify_failure, peer_failure
 from ...report.report import Failure, RunResult
-from .. import notify
+from .. import notifier
 from ..attempt_status import note_event
 from ..attempts import AttemptLoop, RestartOutcome, Step
 from ..checkpoints import CheckpointKeeper
@@ -42,7 +43,7 @@ from ..launcher import Launcher
 from ..policy import RestartPolicy, backoff_for, should_restart
 from ..prepare_steps import end_result
 from . import HostsConfig
-from .bookwatch import BookWatch
+from .bookwatch import BookWatch, clock_watch
 from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
@@ -78,7 +79,6 @@ class _AttemptSide:
 
 def serve(config: HostsConfig, max_restarts: int, policy: RestartPolicy, say: Callable[[str], None]) -> Coordinator:
     """Start the job's coordinator (the master host's shim). Raises :class:`LaunchError` if the port is taken."""
-    from ...report.failure_class import classify_failure
 
     lost = classify_failure(EXIT_HOST_LOST, (f"ma-entrypoint: host 1 ({config.addr}) lost: x",))
     state = JobState(config.num_hosts, max_restarts, should_restart(policy, lost, EXIT_HOST_LOST),
@@ -128,7 +128,7 @@ class Coordinated(AttemptLoop):
         config = self.config
         self.server = serve(config, self.limit - 1, self.policy, self.say) if config.host == 0 else None
         if self.server is not None:
-            self.server.watch = self.recovery.watching(BookWatch(self.plan.log_dir, self.say, self.announce))
+            self.server.watch = clock_watch(self.recovery, BookWatch(self.plan.log_dir, self.say, self.announce))
         master = "127.0.0.1" if self.server else config.master
         self.link = HostLink(job_key(config.secret), config.host, config.addr, master, config.port,
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
@@ -195,7 +195,7 @@ class Coordinated(AttemptLoop):
                 last = self.attempts[-1]
                 last.restarted, last.cause = True, command.cause or self.told
                 self.say(_restart_line(last.index, command, self.policy, self.told))
-                notify.attempt_over(self.attempts)
+                notifier.attempt_over(self.attempts)
             self.command = command
             return command.attempt
         if isinstance(command, Gone):
@@ -293,8 +293,6 @@ class Coordinated(AttemptLoop):
         return RestartOutcome(final, tuple(self.attempts), self.policy, stopped_in_backoff=signum, hosts=self.hosts)
 
     def _outcome(self, final: RunResult, cause: Optional[Cause] = None) -> RestartOutcome:
-        from ...report.failure_class import Classification, classify_failure
-
         job_class = None
         if final.exit_code != 0 and final.shim_signal is None and final.root_cause is not None:
             found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal)
@@ -342,7 +340,6 @@ def _restart_line(index: int, command: Start, policy: RestartPolicy, own: Option
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:
     """This host's account of a failed attempt, for the coordinator (small: a few short lines)."""
-    from ...report.failure_class import peer_failure
 
     failure = result.root_cause
     accept = result.shim_signal is None and should_restart(policy, kind, result.exit_code)

@@ -3,6 +3,9 @@ not fit a wire line (thousands of hosts lost here and there). Pure."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import zlib
 from typing import List, Optional, Tuple
 
 __all__ = ["members_text", "read_members"]
@@ -25,8 +28,6 @@ def members_text(members: Tuple[int, ...]) -> str:
     joined = ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
     if len(joined) <= _RANGES_MAX:
         return joined
-    import base64
-    import zlib
 
     bits = bytearray((max(members) >> 3) + 1)
     for host in members:
@@ -53,10 +54,6 @@ def read_members(value: object) -> Optional[Tuple[int, ...]]:
 
 
 def _unpack(packed: str) -> Optional[Tuple[int, ...]]:
-    import base64
-    import binascii
-    import zlib
-
     try:
         unpacker = zlib.decompressobj()
         bits = unpacker.decompress(base64.b64decode(packed, validate=True), _BITMAP_MAX + 1)

@@ -50,6 +50,7 @@ shim is behind it, and ``last`` tells which attempt the host ran.
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .fields import Fields, malformed
@@ -175,7 +176,6 @@ class Start(NamedTuple):
         cause = self.cause
         if cause is None:
             return payload
-        import json
 
         if len(json.dumps(payload, separators=(",", ":"))) <= MAX_LINE - 128:
             return payload

@@ -15,6 +15,7 @@ from for ``timeout`` seconds (a frozen or partitioned shim) is lost, as is one w
 from __future__ import annotations
 
 import contextlib
+import json
 import selectors
 import socket
 import threading
@@ -256,6 +257,4 @@ def _listener(bind: str, port: int, backlog: int) -> socket.socket:
 
 
 def _json_line(payload: Dict[str, Any]) -> bytes:
-    import json
-
     return json.dumps(payload, separators=(",", ":")).encode() + b"\n"

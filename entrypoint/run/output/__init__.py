@@ -30,6 +30,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan, ProcessSpec
+from ...report.atomicfile import write_atomic
 from ...report.report import LostOutput, reserve_room
 from ..launcher import Launcher
 from .console import CONSOLE_DRAIN, consoles
@@ -279,7 +280,6 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 def write_plan_file(path: str, text: str) -> None:
     """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
-    from ...report.atomicfile import write_atomic  # only for plans that carry files (a converted rank table)
 
     try:
         write_atomic(path, text)

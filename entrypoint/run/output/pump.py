@@ -15,6 +15,7 @@ dropped. :class:`Console` keeps lines of different streams from running into eac
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import select
@@ -200,8 +201,6 @@ def tune_malloc() -> None:
     stay reserved for the life of the process).
     """
     try:
-        import ctypes  # here: only a run needs it, and it costs start-up time
-
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return

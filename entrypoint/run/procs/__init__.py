@@ -4,7 +4,7 @@ keep them from outliving a run (:mod:`.guards`), the processes one run started (
 launcher's workers seen from ``/proc`` (:mod:`.watch`) and this process's own settings (:mod:`.selfproc`).
 
 Never imports :mod:`..output` (nor does it import this room): ownership and output are two rooms.
-Kept empty: the watchdog program imports this package before :mod:`.watchdog`, on builtins only.
+Kept empty: the watchdog program imports this package before :mod:`.watchdog`.
 """
 
 __all__: list[str] = []

@@ -15,8 +15,10 @@ the stop-signal handlers) are :mod:`.selfproc`'s.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
+import struct
 import time
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, TypeAlias
 
@@ -171,8 +173,6 @@ def pidfd_exit_status(fd: int) -> Optional[int]:
     kernels, for a process not reaped yet (read :func:`zombie_returncode` then) or on any error.
     """
     buffer = bytearray(_PIDFD_INFO_SIZE)
-    import fcntl  # imported where used: the shim's start-up and the watchdog need neither (nor struct)
-    import struct
 
     struct.pack_into("=Q", buffer, 0, _PIDFD_INFO_EXIT)
     try:

@@ -1,14 +1,16 @@
 """This process's own settings: the child subreaper, its name, and the stop-signal handlers of a run.
 
-Set through ``prctl`` (ctypes is loaded on first use: it costs start-up time) or ``/proc/self``; best effort,
+Set through ``prctl`` (ctypes) or ``/proc/self``; best effort,
 standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional
 
 if TYPE_CHECKING:
@@ -27,9 +29,8 @@ _libc: Optional[ctypes.CDLL] = None
 
 
 def _libc_handle() -> ctypes.CDLL:
-    """The C library, loaded once (ctypes is imported on first use: it costs start-up time)."""
+    """The C library, loaded once."""
     global _libc
-    import ctypes
 
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -38,7 +39,6 @@ def _libc_handle() -> ctypes.CDLL:
 
 def _prctl(option: int, value: int) -> Optional[int]:
     """prctl(option, value) or, for the GET option, the value read; None when unavailable."""
-    import ctypes
 
     try:
         libc = _libc_handle()
@@ -70,7 +70,7 @@ def set_name(name: bytes) -> None:
     """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort.
 
     Written to ``/proc/self/comm`` (the main thread's name is the process's); ``prctl(PR_SET_NAME)`` only where
-    that file cannot be written, so the watchdog's start-up does not load ctypes.
+    that file cannot be written.
     """
     with contextlib.suppress(OSError):
         fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
@@ -79,7 +79,6 @@ def set_name(name: bytes) -> None:
             return
         finally:
             os.close(fd)
-    import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         _libc_handle().prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
@@ -89,7 +88,6 @@ def set_name(name: bytes) -> None:
 def stop_signal_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """``handler`` for every :data:`STOP_SIGNALS` while the block runs (main thread only: elsewhere nothing is
     installed), then the previous handlers again."""
-    import threading
 
     previous: Dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():

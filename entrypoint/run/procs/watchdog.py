@@ -19,13 +19,15 @@ whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died before it
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
-
-# Its start-up competes with the ranks' for the CPUs, so until the shim dies the watchdog runs on builtins only:
-# no typing (annotations are only read by the type checker), no enum-based ``signal`` (``_signal`` is the C
-# module under it), no proctree. Those are imported when it has to end the job.
 from typing import List, Sequence, Set, Tuple
+
+from . import proctree
+from .cgroup import kill_members, members, remove, sweep_strays
+from .selfproc import set_name
 
 __all__ = ["main"]
 
@@ -59,28 +61,13 @@ def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroup
                 procs.add((int(words[1]), int(words[2])))
 
 
-def _set_name(name: bytes) -> None:
-    """``comm`` = ``name`` (see :func:`.selfproc.set_name`, which this avoids importing), best effort."""
-    try:
-        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.write(fd, name)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
 
 def main(argv: Sequence[str]) -> int:
     """Run the watchdog (see the module docstring); returns its exit status."""
-    import _signal  # type: ignore[import-not-found]  # the C module under ``signal``: no enum to import
-
     read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
     for name in _IGNORED:
-        _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
-    _set_name(b"malaunch-wdog")
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    set_name(b"malaunch-wdog")
     groups: List[int] = []
     announced: Set[Tuple[int, int]] = set()
     cgroups: List[str] = []
@@ -94,11 +81,7 @@ def _end_the_job(
     read_fd: int, token: str, grace: float, groups: List[int], announced: Set[Tuple[int, int]], cgroups: List[str]
 ) -> None:
     """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
-    import contextlib
-    import signal
 
-    from . import proctree
-    from .cgroup import kill_members, members, remove, sweep_strays
 
     with contextlib.suppress(OSError):
         os.close(read_fd)

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from malaunch.entrypoint.launchers import run_plan
+from malaunch.entrypoint.launchers.running import run_plan
 from procutil import plan_from_json
 
 

@@ -1,9 +1,9 @@
-"""The environment is read in one place (issue 27): ``main`` reads ``os.environ`` once, ``contract/`` parses it once
-into one frozen :class:`ShimConfig`, and every other module receives that.
+"""The environment is read in one place (issue 27): the shim's start (``start.py``) reads ``os.environ`` once,
+``contract/`` parses it once into one frozen :class:`ShimConfig`, and every other module receives that.
 
 Read from the source with ``ast``, so each rule fails on the line that breaks it: outside ``contract/`` no module
-calls or imports a parse helper of the contract, only ``main.py`` calls :func:`parse_shim_config`, and only
-``main.py`` touches ``os.environ`` (once). The ranks' environment is the mapping itself, passed on as data.
+calls or imports a parse helper of the contract, only ``start.py`` calls :func:`parse_shim_config`, and only
+``start.py`` touches ``os.environ`` (once). The ranks' environment is the mapping itself, passed on as data.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PARSERS = frozenset({
     "parse_cluster_env", "parse_restart_policy", "parse_coordinator",
 })  # fmt: skip
 ENTRY = "parse_shim_config"
-#: The package's public names (``malaunch.entrypoint.parse_cluster_env``): it re-exports, it parses nothing.
+#: The package's root: it names where each public name lives, it parses nothing.
 PUBLIC_NAMES = "__init__.py"
 #: What reads the process's own environment.
 OS_READERS = frozenset({"environ", "environb", "getenv", "getenvb"})
@@ -41,11 +41,14 @@ OS_READERS = frozenset({"environ", "environb", "getenv", "getenvb"})
 
 #: Modules of the package that run in the ranks, not in the shim: they read the environment the shim gave them.
 RANK_SIDE = ("checkpoint.py",)
+#: Programs of their own that the shim starts: each reads its own process's environment (the webhook program, the
+#: secret that signs its body: the shim hands it the variable's name, never the value on a command line).
+OWN_PROGRAMS = ("run/webhook.py",)
 
 
 def _modules() -> Iterator[Tuple[str, ast.AST]]:
     for path in sorted(SHIM.rglob("*.py")):
-        if path.relative_to(SHIM).as_posix() not in RANK_SIDE:
+        if path.relative_to(SHIM).as_posix() not in RANK_SIDE + OWN_PROGRAMS:
             yield path.relative_to(SHIM).as_posix(), ast.parse(path.read_text())
 
 
@@ -76,7 +79,7 @@ def _parses_outside_the_contract(modules: Iterator[Tuple[str, ast.AST]]) -> List
         if name.startswith("contract/") or name == PUBLIC_NAMES:
             continue
         for line, used in _names(tree):
-            if used in PARSERS or (used == ENTRY and name != "main.py"):
+            if used in PARSERS or (used == ENTRY and name != "start.py"):
                 found.append(f"{name}:{line} {used}")
     return found
 
@@ -94,11 +97,11 @@ def test_only_the_contract_parses_a_variable() -> None:
 
 @pytest.mark.slow
 def test_main_reads_the_process_environment_once_and_nothing_else_does() -> None:
-    assert _environment_reads(_modules()) == {"main.py": [_only_read_line()]}
+    assert _environment_reads(_modules()) == {"start.py": [_only_read_line()]}
 
 
 def _only_read_line() -> int:
-    lines = list(_os_reads(ast.parse((SHIM / "main.py").read_text())))
+    lines = list(_os_reads(ast.parse((SHIM / "start.py").read_text())))
     assert len(lines) == 1, lines
     return lines[0]
 
@@ -115,7 +118,7 @@ def test_the_checks_see_every_form(tmp_path: Path) -> None:
     found = _parses_outside_the_contract(iter([("run/x.py", sample), ("contract/y.py", sample)]))
     assert found == ["run/x.py:3 parse_int", "run/x.py:5 parse_seconds", "run/x.py:6 parse_shim_config"]
     assert _environment_reads(iter([("run/x.py", sample)])) == {"run/x.py": [2, 6, 6]}
-    assert _parses_outside_the_contract(iter([("main.py", ast.parse("parse_shim_config(os.environ)"))])) == []
+    assert _parses_outside_the_contract(iter([("start.py", ast.parse("parse_shim_config(os.environ)"))])) == []
 
 
 def test_the_config_holds_every_part_and_is_frozen() -> None:

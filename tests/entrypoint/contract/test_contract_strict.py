@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Dict
 
 import pytest
-from malaunch.entrypoint import contract, main
+from malaunch.entrypoint import contract
 from malaunch.entrypoint.contract import cluster_env
 from malaunch.entrypoint.contract.config import DEFAULT_RECOVERY_DELAY, parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
+from malaunch.entrypoint.main import main
 from malaunch.entrypoint.run.policy import DEFAULT_BACKOFF, RESTART_ON_CHOICES
 
 NOT_ASCII_SECONDS = ["1e3", "1E1", "1_0", ".5", "2.", "\uff11\uff10", "\u0661", "inf", "nan", "+1", "-1", "0x10"]

@@ -160,6 +160,48 @@ def test_split_argv(argv: List[str], expected: Tuple[List[str], object, List[str
     assert split_argv(argv) == expected
 
 
+@pytest.mark.parametrize(("flags", "expected"), [
+    ([], {}),
+    (["--dry-run"], {"dry_run": True}),
+    (["--log-dir", "L", "--log-dir=M", "--report-file=-r.json"], {"log_dir": "M", "report_file": "-r.json"}),
+    (["--grace-period", "-5", "--log-dir=", "--dry-run"], {"grace_period": "-5", "log_dir": "", "dry_run": True}),
+    (["--log-dir", "-.5"], {"log_dir": "-.5"}),
+    (["--log-dir", "-"], {"log_dir": "-"}),
+    (["--log-dir=--dry-run"], {"log_dir": "--dry-run"}),
+])
+def test_parse_options(flags: List[str], expected: Dict[str, object]) -> None:
+    from malaunch.entrypoint.start import Options, parse_options
+
+    assert parse_options(flags) == Options(**expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--dry-run=1"], "argument --dry-run: ignored explicit argument '1'"),
+    (["--help=x"], "argument -h/--help: ignored explicit argument 'x'"),
+    (["--log-dir", "--dry-run"], "argument --log-dir: expected one argument"),
+    (["--report-file", "-1e3"], "argument --report-file: expected one argument"),
+    (["--grace-period"], "argument --grace-period: expected one argument"),
+])
+def test_parse_options_refuses_in_one_line(flags: List[str], message: str) -> None:
+    from malaunch.entrypoint.contract.errors import ConfigError
+    from malaunch.entrypoint.start import parse_options
+
+    with pytest.raises(ConfigError) as raised:
+        parse_options(flags)
+    assert str(raised.value) == f"arguments={' '.join(flags)!r} is invalid: {message}; see ma-entrypoint --help"
+
+
+def test_help_prints_every_option_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    from malaunch.entrypoint.start import OPTIONS, USAGE, parse_options
+
+    with pytest.raises(SystemExit) as ended:
+        parse_options(["--dry-run", "-h", "--bogus=1"])  # help is acted on where it comes, as before
+    assert ended.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {USAGE}\n") and all(name in out for name in OPTIONS)
+    assert max(len(line) for line in out.splitlines()[1:]) <= 80
+
+
 def test_sigterm_while_waiting_for_the_master_name_gives_143(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print('should not run')\n")
     env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1",

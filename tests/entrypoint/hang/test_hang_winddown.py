@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from malaunch.entrypoint.launchers import launcher_of
+from malaunch.entrypoint.launchers.running import launcher_of
 from malaunch.entrypoint.plan.launch_plan import ProcessSpec
 from malaunch.entrypoint.run.supervisor import run_plan
 from procutil import BIN, PY, assert_nothing_left, make_plan, new_mark

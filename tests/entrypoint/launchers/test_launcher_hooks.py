@@ -9,8 +9,9 @@ import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers import launcher_for, launcher_of, method_launcher, plan_launch
 from malaunch.entrypoint.launchers.msrun.recovery import MsrunRecoveryLauncher
+from malaunch.entrypoint.launchers.planning import plan_launch
+from malaunch.entrypoint.launchers.running import launcher_for, launcher_of, method_launcher
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.report.report import Failure
 from malaunch.entrypoint.run.launcher import Launcher

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
-from malaunch.entrypoint.launchers import run_plan
+from malaunch.entrypoint.launchers.running import run_plan
 from malaunch.entrypoint.run import output as _router
 from malaunch.entrypoint.run.output import console as _console
 from procutil import MARK_VAR, assert_nothing_left, make_plan, new_mark, worker_spec

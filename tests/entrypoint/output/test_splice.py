@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
-from malaunch.entrypoint.launchers import run_plan
+from malaunch.entrypoint.launchers.running import run_plan
 from malaunch.entrypoint.run.output import spans as _spans
 from malaunch.entrypoint.run.output.console import Console
 from malaunch.entrypoint.run.output.pump import LineStream

@@ -1,8 +1,11 @@
-"""``ma-entrypoint --dry-run`` alone reads its option without argparse and loads nothing the run alone needs.
+"""``ma-entrypoint --dry-run``: the same plan with or without other options, from any install, and the command as
+installed plans without loading the run phase (and runs a one-host job without loading the hosts' coordinator).
 
-The 32,768-rank dry-run is timed in bench/ (case ``latency``); here, without timing: the plan printed by
-``--dry-run`` alone is the one printed when options make the shim build its parser, and that process never imports
-argparse (nor shutil, which argparse's help formatter imports) nor the restart loop (``run.attempts``).
+The 32,768-rank dry-run is timed in bench/ (cases ``latency`` and ``ranktable-scale``); here, without timing: the
+plan printed by ``--dry-run`` alone is the one printed with more options, a bare install (no site hooks) prints it
+too, and the installed command (the entry script) imports the planning phase (``start``) and none of the run
+phase's modules, and runs a one-host job without any of the coordinator's (the entry script's choices by name,
+docs/performance.md).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 from pipeutil import into_a_pipe_that_fills_then_closes
@@ -32,7 +35,11 @@ PROBE = (
     "print('imported:' + ','.join(m for m in watched if m in sys.modules), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
-WATCHED = ["argparse", "shutil", "malaunch.entrypoint.run.attempts"]
+WATCHED = ["argparse"]
+#: The run phase: what ``malaunch.entrypoint.runphase`` adds to the planning phase (``malaunch.entrypoint.start``).
+RUN_PHASE = {"malaunch.entrypoint.main", "malaunch.entrypoint.runphase", "malaunch.entrypoint.run.supervisor",
+             "malaunch.entrypoint.run.attempts", "malaunch.entrypoint.run.hosts.jobloop",
+             "malaunch.entrypoint.run.notifier", "malaunch.entrypoint.launchers.running"}  # fmt: skip
 
 
 def _env(tmp_path: Path) -> Dict[str, str]:
@@ -63,85 +70,85 @@ def _dry_run(tmp_path: Path, options: List[str]) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.process
-def test_dry_run_alone_prints_the_same_plan_without_argparse(tmp_path: Path) -> None:
+def test_dry_run_alone_prints_the_same_plan_as_with_options(tmp_path: Path) -> None:
     alone = _dry_run(tmp_path, ["--dry-run"])
     parsed = _dry_run(tmp_path, ["--dry-run", "--log-dir", str(tmp_path / "logs")])
     plan = json.loads(alone.stdout)
     assert plan["method"] == "ranktable" and len(plan["processes"]) == 4
     assert alone.stdout == parsed.stdout
-    assert alone.stderr.strip().splitlines()[-1] == "imported:"
-    assert "argparse" in parsed.stderr.strip().splitlines()[-1]  # an option with a value still goes to argparse
+    assert parsed.stderr.strip().splitlines()[-1] == "imported:"  # the shim's few options need no argparse
 
 
 @pytest.mark.process
-def test_a_dry_run_from_a_plain_install_imports_neither_threads_nor_json(tmp_path: Path) -> None:
-    # As a container runs it: the shim alone on the path and no site hooks. threading, the json package and the run's
-    # report are never needed to print a plan, and cost a 32,768-rank dry-run milliseconds. (typing, and the re,
-    # enum and collections it imports, are the language's own way to write the shim's records and types.)
+def test_a_dry_run_from_a_plain_install_prints_the_plan(tmp_path: Path) -> None:
+    # As a container runs it: the shim alone on the path and no site hooks.
     site = tmp_path / "site"
     (site / "malaunch").mkdir(parents=True)
     (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[3] / "entrypoint")
     boot = tmp_path / "train.py"
     boot.write_text("print('never run')\n")
-    watched = ["threading", "json", "malaunch.entrypoint.report.report", *WATCHED]
     env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-S", "-c", PROBE, ",".join(watched), "--dry-run", str(boot)], env=env,
+    done = subprocess.run([sys.executable, "-S", "-c", PROBE, "json", "--dry-run", str(boot)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["processes"]) == 4
-    assert done.stderr.strip().splitlines()[-1] == "imported:"
+
+
+def _installed_dry_run(tmp_path: Path, *options: str, env: Optional[Dict[str, str]] = None,
+                       boot_text: str = "print('never run')\n") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``entrypoint/ma-entrypoint`` (the installed command: the wheel's test checks that it is this file) run with
+    ``options`` under ``-X importtime``, the shim alone on the path (in ``env``: the dry run's by default)."""
+    site = tmp_path / "site"
+    if not site.exists():
+        (site / "malaunch").mkdir(parents=True)
+        (site / "malaunch" / "entrypoint").symlink_to(Path(__file__).resolve().parents[3] / "entrypoint")
+    boot = tmp_path / "train.py"
+    boot.write_text(boot_text)
+    env = {**(_env(tmp_path) if env is None else env), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    script = Path(__file__).resolve().parents[3] / "entrypoint" / "ma-entrypoint"
+    return subprocess.run([sys.executable, "-S", "-X", "importtime", str(script), *options, str(boot)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def _imported(done: subprocess.CompletedProcess[str]) -> set[str]:
+    return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
 @pytest.mark.process
-def test_the_command_as_installed_imports_no_more_than_the_shim(tmp_path: Path) -> None:
-    # ma-entrypoint is installed as the plain script entrypoint/ma-entrypoint (the wheel's test checks that it is this
-    # file): it must not import what the shim avoids (json, argparse for a dry run without options).
-    site = tmp_path / "site"
-    (site / "malaunch").mkdir(parents=True)
-    repo = Path(__file__).resolve().parents[3]
-    (site / "malaunch" / "entrypoint").symlink_to(repo / "entrypoint")
-    boot = tmp_path / "train.py"
-    boot.write_text("print('never run')\n")
-    env = {**_env(tmp_path), "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-S", "-X", "importtime", str(repo / "entrypoint" / "ma-entrypoint"),
-                           "--dry-run", str(boot)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+def test_the_command_as_installed_plans_without_the_run_phase(tmp_path: Path) -> None:
+    done = _installed_dry_run(tmp_path, "--dry-run")
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["processes"]) == 4
-    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "malaunch.entrypoint.main" in imported
-    assert not imported & {"json", "argparse"}, sorted(imported & {"json", "argparse"})
-
-
-#: ``main`` as :func:`console_main` calls it, then the collector's state on stderr: enabled, objects frozen.
-COLLECTOR_PROBE = (
-    "import gc, sys\n"
-    "own = sys.argv[1] == 'own'\n"
-    "sys.argv = ['ma-entrypoint', *sys.argv[2:]]\n"
-    "from malaunch.entrypoint.main import main\n"
-    "frozen = gc.get_freeze_count()\n"
-    "code = main(own_process=own)\n"
-    "sys.stdout.flush()\n"
-    "print(f'collector: {gc.isenabled()} {gc.get_freeze_count() > frozen}', file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
+    imported = _imported(done)
+    assert "malaunch.entrypoint.start" in imported
+    assert not imported & RUN_PHASE, sorted(imported & RUN_PHASE)
+    assert not imported & {"argparse", "socket", "malaunch.entrypoint.plan.resolve"}  # no option parser, no names
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("dry_run", [True, False])
-def test_the_shims_own_process_freezes_its_start_up_and_collects_after(tmp_path: Path, dry_run: bool) -> None:
-    boot = tmp_path / "train.py"
-    boot.write_text("print('the boot file ran')\n")
+def test_the_command_as_installed_says_a_bad_option_as_the_shim_does(tmp_path: Path) -> None:
+    # the entry script reads the options only to choose the phases it imports; the shim's main refuses them
+    done = _installed_dry_run(tmp_path, "--dry")
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert len(lines) == 1 and "--dry" in lines[0] and "Traceback" not in done.stderr
+    assert "malaunch.entrypoint.runphase" in _imported(done)
+
+
+@pytest.mark.process
+def test_the_command_as_installed_runs_one_host_without_the_coordinator(tmp_path: Path) -> None:
+    # The run phase picks the coordinated loop only for a plan of several hosts (its modules import it no sooner).
     table = tmp_path / "table.json"
-    write_v10_table(table, 1, 2)  # one host: a real run starts its two ranks at once
-    env = {**_env(tmp_path), "MA_NUM_HOSTS": "1", "VC_TASK_INDEX": "0", "RANK_TABLE_FILE": str(table),
-           "MA_CURRENT_HOST_IP": "127.0.0.1"}  # fmt: skip
-    for own, frozen in (("own", True), ("caller", False)):  # a caller of main() keeps its collector as it was
-        argv = [sys.executable, "-c", COLLECTOR_PROBE, own, *(["--dry-run"] if dry_run else []), str(boot)]
-        done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        assert done.stderr.strip().splitlines()[-1] == f"collector: True {frozen}", (own, done.stderr[-2000:])
-        assert dry_run == ('"processes"' in done.stdout) and dry_run != ("the boot file ran" in done.stdout)
+    write_v10_table(table, 1, 2)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env.update(MA_RUN_METHOD="ranktable", RANK_TABLE_FILE=str(table), MALAUNCH_LOG_DIR=str(tmp_path / "logs"))
+    done = _installed_dry_run(tmp_path, env=env, boot_text="print('trained')\n")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["[rank 0] trained", "[rank 1] trained"]
+    imported = _imported(done)
+    assert {"malaunch.entrypoint.runphase", "malaunch.entrypoint.run.attempts"} <= imported
+    coordinator = sorted(name for name in imported if name.startswith("malaunch.entrypoint.run.hosts."))
+    assert coordinator == [] and not imported & {"secrets", "random", "hashlib", "hmac"}, coordinator
 
 
 @pytest.mark.process

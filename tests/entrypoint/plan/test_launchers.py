@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 import pytest
 import shimutil
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
-from malaunch.entrypoint.launchers import plan_launch
+from malaunch.entrypoint.launchers.planning import plan_launch
 from malaunch.entrypoint.plan.build import merge_flags
 from malaunch.entrypoint.plan.inputs import LaunchInputs
 from malaunch.entrypoint.plan.rank_table import parse_rank_table

@@ -10,8 +10,9 @@ from typing import List
 import pytest
 from malaunch.entrypoint.contract.config import parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError, WaitTimeout
-from malaunch.entrypoint.launchers import gather_inputs
+from malaunch.entrypoint.launchers.planning import gather_inputs
 from malaunch.entrypoint.plan.prepare import python_dir_for, wait_for_address
+from malaunch.entrypoint.plan.resolve import resolve_ipv4
 
 
 class FakeClock:
@@ -70,7 +71,7 @@ def test_real_unresolvable_master_fails_with_exit_3_message(tmp_path: Path) -> N
         "MALAUNCH_MASTER_WAIT": "1",
     }
     with pytest.raises(WaitTimeout, match=r"master\.malaunch-test\.invalid"):
-        gather_inputs(parse_shim_config(env), "train.py", [], cwd=str(tmp_path))
+        gather_inputs(parse_shim_config(env), "train.py", [], cwd=str(tmp_path), resolve=resolve_ipv4)
 
 
 def test_python_dir_is_the_interpreters_own_directory_in_a_venv(tmp_path: Path) -> None:

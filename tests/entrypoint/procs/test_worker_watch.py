@@ -20,7 +20,7 @@ from typing import Callable, Iterator, List, Tuple
 
 import pytest
 from malaunch.entrypoint.launchers.msrun import MsrunLauncher
-from malaunch.entrypoint.launchers.torchrun import TorchrunLauncher
+from malaunch.entrypoint.launchers.torchrun.launcher import TorchrunLauncher
 from malaunch.entrypoint.run.launcher import Launcher
 from malaunch.entrypoint.run.procs import proctree
 from malaunch.entrypoint.run.procs.watch import WorkerDeath, WorkerWatch

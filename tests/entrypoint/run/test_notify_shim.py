@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from malaunch.entrypoint.run.notify import parse_notify, payload, sign, target_label
+from malaunch.entrypoint.run.notify import parse_notify, payload, target_label
+from malaunch.entrypoint.run.signature import sign
 from notify_receiver import Receiver
 
 

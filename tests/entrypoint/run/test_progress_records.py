@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from malaunch.entrypoint import checkpoint
 from malaunch.entrypoint.report.report import RunResult
+from malaunch.entrypoint.run.hosts.bookwatch import clock_watch
 from malaunch.entrypoint.run.hosts.jobstate import JobState
 from malaunch.entrypoint.run.procs.watch import Round
 from malaunch.entrypoint.run.progress import RankProgress, first_progress, newest_attempt, read_progress, summarize
-from malaunch.entrypoint.run.recovery import Recovery, RecoveryClock, read_recovery, recovery_lines
+from malaunch.entrypoint.run.recovery import Recovery, read_recovery, recovery_lines
+from malaunch.entrypoint.run.recovery_clock import RecoveryClock
 
 T = 1795844400.0  # 2026-11-28 05:40:00 UTC
 
@@ -213,18 +215,19 @@ def test_host_0_takes_the_jobs_times_from_the_coordinators_book(tmp_path: Path) 
     the last rank is gone when every account is in, later than host 0's own end."""
     book = JobState(2, 3, True, lambda n: 0.0, host_wait=10.0, join_wait=30.0, now=0.0)
     clock = RecoveryClock(str(tmp_path), [], print)
+    watch = clock_watch(clock, lambda state: None)  # what the master's coordinator calls after each change
     conns = [object(), object()]
     for host in (0, 1):
         book.join(host, conns[host], f"10.0.0.{host}", -1, 0.0)
-    clock.book(book)
+    watch(book)
     clock.started(0)
     book.leave(1, conns[1], "its connection closed", 1.0)
-    clock.book(book)
+    watch(book)
     heard = clock.books[0].failed
     assert heard is not None and clock.books[0].over is None
     clock.ended(0, _result(time.time() + 60))  # host 0's own sight of it came later
     book.over(0, 0, None, 2.0)
-    clock.book(book)
+    watch(book)
     over = clock.books[0].over
     assert over is not None
     clock.started(1)

@@ -13,8 +13,9 @@ import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.contract.config import parse_restart_policy, parse_shim_config
 from malaunch.entrypoint.contract.errors import ConfigError
-from malaunch.entrypoint.launchers import launcher_for, launcher_of, plan_attempt, plan_launch
-from malaunch.entrypoint.launchers.msrun.recovery import plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.launchers.msrun.recovery_plan import plan_with_recovery, relaunch_spec
+from malaunch.entrypoint.launchers.planning import plan_attempt, plan_launch
+from malaunch.entrypoint.launchers.running import launcher_for, launcher_of
 from malaunch.entrypoint.launchers.torchrun.gate import AttemptGate
 from malaunch.entrypoint.launchers.torchrun.stub import STUB, stub_argv
 from malaunch.entrypoint.plan.inputs import LaunchInputs

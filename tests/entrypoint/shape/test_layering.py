@@ -3,13 +3,18 @@
 Layers, lowest first: ``contract/`` (the environment-contract table, errors, the cluster environment) ->
 ``plan/`` (rank tables, inputs, the ``LaunchPlan``) -> ``report/`` (facts, root cause, classes, report.json) ->
 ``run/`` (supervisor, output, process tree, the attempt loop, the ``Launcher`` interface) -> ``launchers/`` (one
-module per method) -> the top (``main.py``, ``__init__.py``, ``__main__.py``). A module may import from its own
-layer or any layer below, never from one above: checked on every import, including those inside functions and
-``TYPE_CHECKING`` blocks.
+module per method) -> the top (``start.py``, ``runphase.py``, ``main.py``, ``__init__.py``, ``__main__.py``). A
+module may import from its own layer or any layer below, never from one above: checked on every import, including
+those inside functions and ``TYPE_CHECKING`` blocks.
 
 Inside ``run/`` two rooms stand apart (issue 27): ``run/output/`` (log files and the console) and ``run/procs/``
 (the processes and their ownership: ``/proc``, proof, cgroup, watchdog, guards). Neither imports the other; what
 needs both (the supervisor, the worker view, hang detection) sits in ``run/`` itself.
+
+Across the layers the shim runs in two phases (issue 41): the planning phase (``start.py``, the launchers' planning
+registry ``launchers/planning.py`` and the planners it names) imports, at run time, none of the run phase's modules
+(the supervisor, the attempt loop, the hosts' coordinator, the notifier, the output pumps, the report writer); what a
+dry run needs is a module apart from what a run needs, never an import deferred into a function.
 
 The SDK uses the shim through one module only, ``public.py`` (top layer): no ``sdk/`` module imports any other
 module of the shim, so the shim's folders can move without the SDK following them.
@@ -108,9 +113,89 @@ def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
     folders = sorted(p.name for p in SHIM.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(LAYERS)
     loose = sorted(p.name for p in SHIM.glob("*.py"))
-    # beside the layers: the entry points, the SDK's seam, the lazy exports that the root and the seam share, and
-    # the scripts' checkpoint helper (it runs in the ranks)
-    assert loose == ["__init__.py", "__main__.py", "_lazy.py", "checkpoint.py", "main.py", "public.py"]
+    # beside the layers: the entry points (the planning phase, start.py, the run phase, runphase.py, and main.py,
+    # which joins them with the hosts' coordinator), the SDK's seam, and the scripts' checkpoint helper (it runs in
+    # the ranks)
+    assert loose == ["__init__.py", "__main__.py", "checkpoint.py", "main.py", "public.py", "runphase.py", "start.py"]
+
+
+#: The run phase: modules the planning phase must not load (``runphase.py`` and ``main.py`` join them to it).
+RUN_PHASE = ("main", "runphase", "launchers.running", "run.supervisor", "run.attempts", "run.hosts", "run.notifier",
+             "run.output", "report.report", "run.procs")  # fmt: skip
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _runtime_imports(dotted: str) -> List[str]:
+    """The shim modules ``dotted`` (parts under the package, dotted) imports when it runs: every import outside
+    ``if TYPE_CHECKING:`` blocks, a package's ``__init__`` included for each module under it."""
+    parts = tuple(dotted.split(".")) if dotted else ()
+    path = SHIM.joinpath(*parts)
+    is_package = path.is_dir()
+    source = path / "__init__.py" if is_package else path.with_suffix(".py")
+    if not source.exists():
+        return []
+    found: List[str] = []
+    stack: List[ast.AST] = [ast.parse(source.read_text())]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt) and _is_type_checking(child):
+                continue
+            if isinstance(child, ast.ImportFrom):
+                target = _target(parts, is_package, child)
+                if target is not None:
+                    names = [target] if target else [(alias.name,) for alias in child.names]
+                    for name in names:
+                        found.append(".".join(name))
+                        found.extend(".".join((*name, alias.name)) for alias in child.names)
+            elif isinstance(child, ast.Import):
+                found += [".".join(a.name.split(".")[2:]) for a in child.names if a.name.startswith(PACKAGE + ".")]
+            stack.append(child)
+    return found
+
+
+def _loaded_by(start: str) -> set[str]:
+    """Every shim module importing ``start`` loads (as far as the source says), packages' roots included."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        dotted = todo.pop()
+        if dotted in seen or not (SHIM.joinpath(*dotted.split(".")).is_dir()
+                                  or SHIM.joinpath(*dotted.split(".")).with_suffix(".py").exists()):
+            continue
+        seen.add(dotted)
+        pieces = dotted.split(".")
+        todo += [".".join(pieces[:i]) for i in range(1, len(pieces))]  # the packages above it run first
+        todo += _runtime_imports(dotted)
+    return seen
+
+
+def _in_run_phase(modules: set[str]) -> List[str]:
+    return sorted(m for m in modules if any(m == r or m.startswith(r + ".") for r in RUN_PHASE))
+
+
+def test_the_planning_phase_loads_none_of_the_run_phase() -> None:
+    assert _in_run_phase(_loaded_by("start")) == [], "a dry run needs this: split the module, do not defer"
+    assert {"launchers.planning", "launchers.torchrun.plan", "plan.rank_table"} <= _loaded_by("start")
+    assert "run.supervisor" in _loaded_by("main")  # the check follows imports: main joins the run phase
+
+
+def test_the_run_phase_loads_no_module_of_the_hosts_coordinator() -> None:
+    # A one-host run loads the run phase, not the coordinator (its package root holds only its settings): the
+    # coordinated loop is the run phase's plug, given by main.py and by the entry script for a plan of several hosts.
+    loaded = _loaded_by("runphase")
+    assert sorted(m for m in loaded if m.startswith("run.hosts.")) == [], "plug it in from main.py, do not import it"
+    assert {"run.supervisor", "run.attempts", "launchers.running"} <= loaded
+    assert "run.hosts.jobloop" in _loaded_by("main")
+
+
+def test_the_phase_check_sees_an_import_of_the_run_phase() -> None:
+    assert _in_run_phase({"plan.build", "run.output.pump", "run.launcher", "run.hosts"}) == ["run.hosts",
+                                                                                            "run.output.pump"]
+    assert "run.output" in _loaded_by("launchers.torchrun.launcher")
 
 
 def test_the_check_sees_the_imports() -> None:
@@ -118,7 +203,7 @@ def test_the_check_sees_the_imports() -> None:
     layers: Dict[str, int] = {module: here for module, _, here, _ in edges}
     assert layers["run/supervisor.py"] == LAYERS.index("run")
     assert layers["main.py"] == TOP
-    assert ("launchers/torchrun/__init__.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
+    assert ("launchers/torchrun/plan.py", "run.launcher") in {(m, t) for m, t, _, _ in edges}
     assert ("plan/launch_plan.py", "contract") in {(m, t) for m, t, _, _ in edges}
 
 

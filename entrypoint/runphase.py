@@ -1,0 +1,141 @@
+"""The shim's run phase (:class:`RunPhase`): what happens to this host's plan once :mod:`.start` made it.
+
+The job's cgroup entered before planning, then the attempts, each run by the supervisor, the report and the
+notifications. The ranks get the environment itself, without the job's secret. Who decides what comes next is
+pluggable, picked where the plan says how many hosts the job has: on one host the host alone
+(:func:`~.run.attempts.run_with_restarts`), on several the coordinated loop the run phase was given (``coordinated``:
+:func:`~.run.hosts.jobloop.run_coordinated`). This module imports no coordinator module: :mod:`.main` gives it
+the coordinated loop, and the entry scripts (``__main__.py``, ``ma-entrypoint``) give one that loads the
+coordinator when a plan has several hosts (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional
+
+from .contract.config import ShimConfig
+from .launchers.running import launcher_for
+from .plan.launch_plan import LaunchPlan
+from .plan.resolve import resolve_ipv4
+from .report.report import RunResult, format_failure, report_json, write_report
+from .run import notifier
+from .run.attempts import RestartOutcome, restart_report, run_with_restarts
+from .run.checkpoints import CheckpointKeeper
+from .run.hosts import HostsConfig, hosts_config
+from .run.launcher import Launcher
+from .run.policy import RestartPolicy
+from .run.procs.cgroup import CgroupEntry
+from .run.procs.guards import enter_cgroup_early
+from .run.supervisor import run_plan
+from .start import say, stderr
+
+#: The attempt loop of a host of several, the coordinator deciding (:func:`~.run.hosts.jobloop.run_coordinated`):
+#: ``(plan, base_env, policy, run, say, launcher, hosts, checkpoints) -> RestartOutcome``.
+CoordinatedRun = Callable[
+    [LaunchPlan, Mapping[str, str], RestartPolicy, Callable[..., RunResult], Callable[[str], None], Launcher,
+     HostsConfig, Optional[CheckpointKeeper]],
+    RestartOutcome,
+]
+
+__all__ = ["CoordinatedRun", "RunPhase"]
+
+
+def _checkpoint_keeper(config: ShimConfig) -> Optional[CheckpointKeeper]:
+    """The checkpoint folder's keeper, its folder checked (None without ``MALAUNCH_CHECKPOINT_DIR``). Every host
+    prunes its view; only host 0 clears an earlier run's parts (:mod:`.run.checkpoints`).
+
+    Raises:
+        ConfigError: the folder is not writable (exit 2).
+    """
+    if config.checkpoints is None:
+        return None
+    keeper = CheckpointKeeper(config.checkpoints, config.cluster.node_rank == 0, say)
+    keeper.check()
+    return keeper
+
+
+def _announce(plan: LaunchPlan) -> None:
+    ranks = len(plan.rank_logs) or len(plan.processes)  # a launcher (torchrun, msrun) is one process for N ranks
+    started = "" if ranks == len(plan.processes) else f" (started by {plan.method})"
+    say(
+        f"method={plan.method} node_rank={plan.node_rank}/{plan.num_hosts} host={plan.host} "
+        f"ranks={ranks}{started} log_dir={plan.log_dir}"
+    )
+    for note in plan.notes:
+        say(note)
+
+
+def _finish(plan: LaunchPlan, outcome: RestartOutcome) -> int:
+    result = outcome.result
+    problem = write_report(plan.report_file, {**report_json(result, plan), **restart_report(outcome)})
+    if problem:
+        say(problem)
+    if result.root_cause is not None or result.shim_signal is not None:
+        stderr(format_failure(result) + "\n")
+    if outcome.classification is not None:
+        kind = outcome.classification
+        say(f"failure class: {kind.kind} ({'retryable' if kind.retryable else 'not retryable'}): {kind.description}")
+    notifier.job_over(outcome)  # host 0 only (see install); at most the targets' timeout
+    say(f"exit code {result.exit_code}; report: {plan.report_file}")
+    return result.exit_code
+
+
+def _hosts(config: ShimConfig, plan: LaunchPlan) -> Optional[HostsConfig]:
+    """The coordinator settings of a multi-host job (None: one host, or no master address to reach)."""
+    cluster = config.cluster
+    if cluster.num_hosts < 2:
+        return None
+    names = cluster.worker_hosts
+    addr = names[cluster.node_rank] if cluster.node_rank < len(names) else plan.host
+    hosts = hosts_config(config.coordinator, cluster.node_rank, cluster.num_hosts, addr, cluster.master_addr,
+                         cluster.job_id, cluster.master_wait, cluster.min_hosts, cluster.procs_per_host)  # fmt: skip
+    if hosts is None and cluster.master_addr is None:
+        say("no coordinator: the master host's address is unknown (set VC_WORKER_HOSTS); the hosts do not "
+             "restart together and a lost host is noticed only by its peers' collectives")
+    return hosts
+
+
+def _without_secret(env: Mapping[str, str]) -> Mapping[str, str]:
+    """The environment the ranks get: the job's secret is the shims' alone."""
+    if "MALAUNCH_JOB_SECRET" not in env:
+        return env
+    return {name: value for name, value in env.items() if name != "MALAUNCH_JOB_SECRET"}
+
+
+class RunPhase:
+    """The shim's run phase (:class:`.start.RunPhase`): what happens to a plan once it is made; ``coordinated`` runs
+    the attempts of a host of several (see the module's docstring)."""
+
+    def __init__(self, coordinated: CoordinatedRun) -> None:
+        self.coordinated = coordinated
+        self.entry: Optional[CgroupEntry] = None
+
+    def before_planning(self) -> None:
+        self.entry = enter_cgroup_early()
+
+    def resolve(self, name: str) -> str:
+        return resolve_ipv4(name)
+
+    def run(self, config: ShimConfig, plan: LaunchPlan, environ: Mapping[str, str]) -> Any:
+        launcher = launcher_for(config)
+        hosts = _hosts(config, plan)
+        keeper = _checkpoint_keeper(config)
+        _announce(plan)
+        notifier.install(environ, plan, say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
+        entry = self.entry
+
+        def run(attempt: LaunchPlan, base_env: Mapping[str, str], **options: Any) -> RunResult:  # link, on_round
+            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None,
+                            hang_timeout=config.hang_timeout, **options)  # fmt: skip
+
+        ranks_env = _without_secret(environ)
+        if hosts is None:
+            return run_with_restarts(plan, ranks_env, config.policy, run, say, launcher, keeper)
+        return self.coordinated(plan, ranks_env, config.policy, run, say, launcher, hosts, keeper)
+
+    def finish(self, plan: LaunchPlan, outcome: Any) -> int:
+        return _finish(plan, outcome)
+
+    def abandon(self) -> None:
+        if self.entry is not None:
+            self.entry.abandon()  # a run that started removed it; else this process leaves it and removes it
