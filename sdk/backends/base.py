@@ -78,7 +78,7 @@ Checkpoints (issue 39; defaults here raise :class:`~malaunch.sdk.errors.ConfigEr
     raises :class:`~malaunch.sdk.errors.SpecError` (field ``resume_from``) or ``ConfigError``, one line each.
     :meth:`Backend.submit`, ``Job.plan`` and a sweep's plan and submit call it (through
     :meth:`Backend.resolve_resume`) before the pure plan. A dry run (``Job.plan(dry=True)``, ``--dry-run``) asks
-    no remote API: ``resume_unresolved(ref)`` (default None: check as above) gives the ref it shows instead
+    no remote API: ``resume_unresolved(ref, spec)`` (default None: check as above) gives the ref it shows instead
     (ModelArts: the old job's OBS folder as ``{resolved-at-submit}``).
 
 A status stuck in ``UNKNOWN`` (a damaged record) ends ``JobHandle.wait`` and following with
@@ -355,13 +355,14 @@ class Backend(abc.ABC):
         from ..spec.resume import parse_resume  # only a job that resumes from another needs it
 
         ref = parse_resume(spec.resume_from)
-        shown = self.resume_unresolved(ref) if dry else None
+        shown = self.resume_unresolved(ref, spec) if dry else None
         return spec.replace(resume_from=(shown or self.resume_check(ref, spec)).text())
 
-    def resume_unresolved(self, ref: ResumeRef) -> Optional[ResumeRef]:
-        """A dry run's ``ref`` when :meth:`resume_check` would ask a remote API (its place shown as what submit
-        resolves); None when the check reads only this machine (local), and a dry run makes it."""
-        del ref
+    def resume_unresolved(self, ref: ResumeRef, spec: JobSpec) -> Optional[ResumeRef]:
+        """A dry run's ``ref`` of the new job ``spec`` when :meth:`resume_check` would ask a remote API (its place
+        shown as what submit resolves, after the checks that need no API); None when the check reads only this
+        machine (local), and a dry run makes it."""
+        del ref, spec
         return None
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:

@@ -27,13 +27,14 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from ..backends.base import Backend
+from ..backends.checkpoints import CheckpointListing
 from ..backends.listing import ListQuery
 from ..backends.registry import runs_here
 from ..errors import ConfigError, JobNotFound, MalaunchError, SweepNotFound
 from ..status import JobState, JobStatus
 from . import pages
 from .auth import LOOPBACK, Guard
-from .ckptcache import CheckpointCache
+from .kept import KeptReads
 from .listing import Lister, count_restarts
 from .logfiles import LogRefused, host_folders, list_logs, read_log
 from .markup import Markup
@@ -66,7 +67,8 @@ class UiApp:
         self.home = home
         self.lister = Lister()
         self.usage = UsageWatch()
-        self.checkpoints = CheckpointCache()  # the progress part's rows: listed once per lifetime per job
+        self.checkpoints: KeptReads[CheckpointListing] = KeptReads()  # the progress part's rows, per lifetime
+        self.progress: KeptReads[JobStatus] = KeptReads()  # a cloud job's progress from its hosts' logs, likewise
         self._opened: Dict[str, Backend] = {}
         self._lock = threading.Lock()
         self.static = {path: importlib.resources.files(__package__).joinpath(path.lstrip("/")).read_bytes()
@@ -208,7 +210,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if action not in ("stop", "delete"):
                     raise ConfigError("no such action", action, "use the page's Stop or Delete")
                 return _page(pages.confirm_page(action, name, job_id, app.guard.csrf))
-            status = backend.status(job_id)
+            status = self._status(backend, name, job_id)
             if path == "/part":
                 return _page(self._part(_one(query, "name"), backend, name, status))
             return self._job(backend, name, status)
@@ -219,6 +221,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path == "/sweep":
             return self._sweep(_one(query, "id"))
         return _page(pages.message_page("Not found", f"no page {path}"), 404)
+
+    def _status(self, backend: Backend, name: str, job_id: str) -> JobStatus:
+        """The job's status as ``ma-submit status`` shows it, with its progress and time to recover. A job on this
+        machine has them in its status; a cloud job's are read from the end of its hosts' logs, at most once per
+        lifetime (:class:`.kept.KeptReads`), while its state is asked on every look."""
+        status = backend.status(job_id)
+        if runs_here(name):
+            return status
+        key = (name, status.id)
+        read = self.server.app.progress.read(key, False, lambda: backend.status_with_progress(status.id))
+        if read.value is None:  # the logs could not be read: the state alone, as before
+            return status
+        return status._replace(progress=read.value.progress, recovery=read.value.recovery)
 
     def _jobs(self, query: Dict[str, List[str]]) -> Answer:
         app = self.server.app
@@ -239,7 +254,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if name == "progress":  # a backend that cannot list them says why, in place
             key, here = (backend_name, status.id, status.state.value), runs_here(backend_name)
             listed = self.server.app.checkpoints.read(key, here, lambda: backend.checkpoints(status.id))
-            return pages.progress_part(status, listed.listing, listed.refused, now)
+            return pages.progress_part(status, listed.value, listed.refused, now)
         try:
             events = backend.events(status.id)
             error = ""

@@ -219,8 +219,9 @@ class ModelArtsBackend(Backend):
         whole = self.resolve_id(ref.job_id)
         return resume_ref(self.api.get_job(self._platform_id(whole)), whole, ref)
 
-    def resume_unresolved(self, ref: ResumeRef) -> Optional[ResumeRef]:
+    def resume_unresolved(self, ref: ResumeRef, spec: JobSpec) -> Optional[ResumeRef]:
         """A dry run asks no API: the old job's OBS folder shows what submit resolves (:func:`.unresolved_ref`)."""
+        del spec
         return unresolved_ref(ref)
 
     def _fetch_status(self, job_id: str, progress: bool = False) -> JobStatus:

@@ -39,7 +39,7 @@ from ..base import Backend, JobHandle, make_job_id
 from ..checkpoints import CheckpointListing
 from ..inside import ExecResult, JobEvent, UsageReport
 from ..job_index import JobIndex
-from .checkpoint import check_checkpoint, checkpoint_note, listing_refused, resume_ref
+from .checkpoint import check_checkpoint, checkpoint_note, executable, listing_refused, resume_ref, unresolved_ref
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target
 from .jobview import STOPPED_EXIT_CODE, JobView
 from .logs import follow_pod_logs, read_pod_logs
@@ -180,6 +180,11 @@ class VolcanoBackend(Backend):
         check_checkpoint(spec)  # a job without a claim is refused before the cluster is asked
         return resume_ref(spec, self._view.ended_job(self.resolve_id(ref.job_id), "--resume-from"), ref)
 
+    def resume_unresolved(self, ref: ResumeRef, spec: JobSpec) -> Optional[ResumeRef]:
+        """A dry run asks the cluster nothing: the old job as given, its place what submit resolves
+        (:func:`.checkpoint.unresolved_ref`; a job that mounts no claim is refused here too)."""
+        return unresolved_ref(spec, ref)
+
     def label(self, plan: SubmitPlan, labels: Mapping[str, str]) -> SubmitPlan:
         """The Volcano Job with ``labels`` added to its metadata (a sweep's jobs: ``-l malaunch.io/sweep-id=ID``)."""
         return with_labels(plan, labels)
@@ -187,6 +192,7 @@ class VolcanoBackend(Backend):
     def execute(self, plan: SubmitPlan) -> JobHandle:
         """Create the Volcano Job; returns its handle (id ``<namespace>/<name>``, the plan's id) at once."""
         request = plan.request
+        executable(plan.spec)
         if not isinstance(request, VolcanoRequest):
             raise BackendError(f"the volcano backend cannot execute a {plan.backend} plan; plan it with volcano")
         namespace = request.namespace or self._namespace or self.api.namespace

@@ -7,6 +7,9 @@ pod template (so on every pod, host 0 to the last), and every rank gets ``MALAUN
 ``<MOUNT_PATH>/<job name>``. The folder is keyed by the Volcano Job's name, which a ``RestartJob`` keeps (the same
 Job object) and a new submit never reuses (it carries the submit's time and a random token): a restarted job finds
 its own checkpoints, another job sees them only when asked to (``--resume-from``: :func:`resume_source`).
+A dry run asks the cluster nothing: the old job is shown as given, its place :data:`UNRESOLVED`
+(:func:`unresolved_ref`), which submit resolves (the job ended, on the same claim, its whole id); a plan that still
+shows it is never created (:func:`executable`).
 
 Pure functions of the spec, the job name and, for resuming, the old job's manifest as the API returns it.
 """
@@ -24,6 +27,7 @@ from ...spec.resume import ResumeRef, parse_resume
 
 __all__ = [
     "MOUNT_PATH",
+    "UNRESOLVED",
     "VOLUME_NAME",
     "check_checkpoint",
     "checkpoint_dir",
@@ -31,17 +35,22 @@ __all__ = [
     "checkpoint_note",
     "checkpoint_volume",
     "claim_of",
+    "executable",
     "listing_refused",
     "missing_mount",
     "resume_dir",
+    "resume_claim",
     "resume_ref",
     "resume_source",
+    "unresolved_ref",
 ]
 
 #: Where the checkpoint claim is mounted in every pod; the job's folder is ``<MOUNT_PATH>/<job name>``.
 MOUNT_PATH = "/home/ma-user/checkpoints"
 #: The name of the checkpoint volume in the pod template (how :func:`claim_of` finds it in a job's manifest).
 VOLUME_NAME = "malaunch-checkpoints"
+#: A dry run's place of the old job's checkpoints: submit asks the cluster and puts the old job's whole id instead.
+UNRESOLVED = "volcano://{resolved-at-submit}"
 
 
 def check_checkpoint(spec: JobSpec) -> None:
@@ -86,6 +95,10 @@ def checkpoint_note(spec: JobSpec, job_name: str) -> str:
     if spec.resume_from is not None:
         ref = parse_resume(spec.resume_from)
         resumes = f"; attempt 0 resumes from {resume_dir(ref.job_id, ref.name)} (job {ref.job_id}'s, same volume)"
+        if ref.location == UNRESOLVED:
+            resumes += (f"; resume_from is not resolved in a dry run (no call to the cluster): submit checks that "
+                        f"job {ref.job_id} has ended and kept its checkpoints on volume {spec.checkpoint.volume}, "
+                        "and names it by its whole id")  # fmt: skip
     return (f"checkpoints in {checkpoint_dir(job_name)} on volume {spec.checkpoint.volume}{shared}; kept across "
             f"the job's restarts (RestartJob too){resumes}")  # fmt: skip
 
@@ -135,6 +148,38 @@ def resume_dir(job_id: str, name: Optional[str] = None) -> str:
     return posixpath.join(folder, name) if name else folder
 
 
+def resume_claim(spec: JobSpec) -> str:
+    """The claim a job that resumes from another mounts (the old job's folder must be on it). Pure.
+
+    Raises:
+        SpecError: the new job mounts no claim.
+    """
+    check_checkpoint(spec)
+    if spec.checkpoint is None or spec.checkpoint.volume is None:
+        raise SpecError("checkpoint", "is required to resume from another job (its folder is on the volume)", None,
+                        "add checkpoint: {volume: <the old job's PersistentVolumeClaim>}")  # fmt: skip
+    return spec.checkpoint.volume
+
+
+def unresolved_ref(spec: JobSpec, ref: ResumeRef) -> ResumeRef:
+    """A dry run's ``ref``: its job and checkpoint as given, its place :data:`UNRESOLVED` (no call to the cluster),
+    once the new job is proven to mount a claim (:func:`resume_claim`)."""
+    resume_claim(spec)
+    return ResumeRef(ref.job_id, ref.name, UNRESOLVED)
+
+
+def executable(spec: JobSpec) -> JobSpec:
+    """``spec``, whose plan may be created on the cluster.
+
+    Raises:
+        SpecError: its ``resume_from`` is a dry run's, unresolved (:data:`UNRESOLVED`).
+    """
+    if spec.resume_from is not None and parse_resume(spec.resume_from).location == UNRESOLVED:
+        raise SpecError("resume_from", "is a dry run's, not resolved", spec.resume_from,
+                        "submit the job (ma-submit, Job.submit): it resolves resume_from first")  # fmt: skip
+    return spec
+
+
 def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str] = None) -> str:
     """Where a new job resumes from an ended job's checkpoints (``--resume-from OLD[:NAME]``): the old job's folder
     on the same claim, which the new job mounts at the same place (or its checkpoint ``name`` in it).
@@ -143,18 +188,15 @@ def resume_source(spec: JobSpec, old_job: Mapping[str, Any], name: Optional[str]
         SpecError: the new job mounts no claim.
         ConfigError: the old job kept no checkpoints on a claim, or on another claim than the new job mounts.
     """
-    check_checkpoint(spec)
-    if spec.checkpoint is None:
-        raise SpecError("checkpoint", "is required to resume from another job (its folder is on the volume)", None,
-                        "add checkpoint: {volume: <the old job's PersistentVolumeClaim>}")  # fmt: skip
+    volume = resume_claim(spec)
     old_name = str((old_job.get("metadata") or {}).get("name") or "")
     claim = claim_of(old_job)
     if claim is None:
         raise ConfigError(f"--resume-from: job {old_name} kept no checkpoints on a volume (it had no "
                           "checkpoint: section)", None, "resume from a job that had checkpoint.volume")  # fmt: skip
-    if claim != spec.checkpoint.volume:
+    if claim != volume:
         raise ConfigError(f"--resume-from: job {old_name} kept its checkpoints on volume {claim}, this job "
-                          f"mounts {spec.checkpoint.volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
+                          f"mounts {volume}", None, f"set checkpoint.volume: {claim}")  # fmt: skip
     return resume_dir(old_name, name)
 
 

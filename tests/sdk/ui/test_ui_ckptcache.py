@@ -16,7 +16,7 @@ import pytest
 import requests
 from malaunch.sdk.backends.checkpoints import CheckpointListing
 from malaunch.sdk.backends.local import LocalBackend
-from malaunch.sdk.ui.ckptcache import LOCAL_LIFETIME, CheckpointCache
+from malaunch.sdk.ui.kept import LOCAL_LIFETIME, KeptReads
 from malaunch.sdk.ui.server import UiServer, start, url_of
 from sdkutil import job_ids, ma_submit, wait_for, write_job
 
@@ -101,7 +101,7 @@ def test_refreshes_within_the_lifetime_list_once_and_a_new_checkpoint_shows_afte
     backend = page.app.backend("local")
     assert isinstance(backend, CountingLocal)
     clock = Clock()
-    page.app.checkpoints = CheckpointCache(clock=clock)
+    page.app.checkpoints = KeptReads(clock=clock)
     hold = tmp_path / "hold"
     running = _submit(tmp_path, cli_env, "saves", STEP="2", HOLD=str(hold))
     other = _submit(tmp_path, cli_env, "other", STEP="7")

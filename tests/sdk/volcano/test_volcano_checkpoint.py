@@ -14,9 +14,16 @@ from typing import Any, Dict
 import pytest
 import yaml
 from kubefake import FakeKube
-from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
+from malaunch.sdk import ConfigError, Job, JobState, SpecError, spec_from_mapping
 from malaunch.sdk.backends.volcano import VolcanoBackend
-from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
+from malaunch.sdk.backends.volcano.checkpoint import (
+    MOUNT_PATH,
+    UNRESOLVED,
+    VOLUME_NAME,
+    claim_of,
+    resume_dir,
+    resume_source,
+)
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
 from malaunch.sdk.spec.resume import ResumeRef
@@ -147,14 +154,27 @@ def test_resume_from_an_ended_job_on_the_same_claim_through_the_cli(
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(job_data(volume="ckpt-pvc")))
     (tmp_path / "train.py").write_text("print('hi')\n")
+    asked = len(kube.cluster.requests)
     dry = ma_submit(["--dry-run", "--output", "json", "--resume-from", f"{old_name}:step-00000004", str(job)], env)
     assert dry.returncode == 0, dry.stderr
+    assert len(kube.cluster.requests) == asked  # a dry run asks the cluster nothing: submit resolves the old job
     plan = json.loads(dry.stdout)
     manifest = plan["request"]["manifest"]
     assert crd_errors(manifest) == []
     assert _env_of(manifest)["MALAUNCH_RESUME_SOURCE"] == f"{MOUNT_PATH}/{old_name}/step-00000004"
-    assert plan["spec"]["resume_from"] == f"{old.id}:step-00000004"  # the whole id, proven ended
-    assert any(f"attempt 0 resumes from {MOUNT_PATH}/{old_name}/step-00000004" in note for note in plan["notes"])
+    assert plan["spec"]["resume_from"] == f"{old_name}:step-00000004@{UNRESOLVED}"
+    source = f"attempt 0 resumes from {MOUNT_PATH}/{old_name}/step-00000004"
+    (note,) = [note for note in plan["notes"] if source in note]
+    assert note.endswith(f"resume_from is not resolved in a dry run (no call to the cluster): submit checks that job "
+                         f"{old_name} has ended and kept its checkpoints on volume ckpt-pvc, and names it by its "
+                         "whole id"), note  # fmt: skip
+    dry_plan = Job(spec_from_mapping(job_data(volume="ckpt-pvc")).replace(resume_from=old_name)).plan(
+        backend=backend, dry=True)  # fmt: skip
+    with pytest.raises(SpecError, match="resume_from: is a dry run's, not resolved"):
+        backend.execute(dry_plan)  # such a plan is never created
+    assert len(kube.cluster.requests) == asked
+    resolved = Job(spec_from_mapping(job_data(volume="ckpt-pvc")).replace(resume_from=old_name)).plan(backend=backend)
+    assert resolved.spec.resume_from == old.id  # submit's plan: the whole id, proven ended
     done = ma_submit(["--detach", "--resume-from", old.id, str(job)], env)
     assert done.returncode == 0, done.stderr
     created = kube.cluster.created[-1]
