@@ -32,12 +32,14 @@ from ...run.launcher import Launcher
 from .elastic import elastic_presets, is_elastic, members_argv
 from .stub import LAUNCHER_COUNT, attempt_argv
 
-__all__ = ["METHOD", "TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunPlanner", "plan_torchrun"]
+__all__ = ["METHOD", "MONITOR_INTERVAL", "TORCHRUN_ERROR_FILE", "TORCHRUN_MODULE", "TorchrunPlanner", "plan_torchrun"]
 
 METHOD = "torchrun"
 TORCHRUN_MODULE = "torch.distributed.run"
 #: torchrun's own ``TORCHELASTIC_ERROR_FILE`` (in the log directory): the root cause's error file, copied there.
 TORCHRUN_ERROR_FILE = "torchrun-error.json"
+#: Seconds between torchrun's looks at its workers (``--monitor_interval``; see :func:`plan_torchrun`).
+MONITOR_INTERVAL = 1
 
 
 def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> LaunchPlan:
@@ -62,6 +64,12 @@ def plan_torchrun(cluster: ClusterEnv, inputs: LaunchInputs, log_dir: str) -> La
     # Each worker's stdout/stderr are files it writes itself (nothing is lost when torchrun ends); the shim
     # follows them into rank-N.log and the console, so it can end torchrun as soon as the job starts ending.
     presets += ["--redirects=3", f"--log_dir={os.path.join(log_dir, 'torchrun')}"]
+    # torchrun's agent looks at its workers every monitor interval (0.1 s by default) and, at a failure, stops the
+    # others itself. The shim sees a worker's death at once (a pidfd) and pauses torchrun to judge it; a 0.1 s
+    # tick can come first on a busy machine, and its stop then kills a rank still on its way to its own exit
+    # code (the real failure, lost). One second leaves the shim ten times the margin; a job's success is seen up
+    # to that much later. The user's own --monitor_interval wins.
+    presets.append(f"--monitor_interval={MONITOR_INTERVAL}")
     if not inputs.boot_file.endswith(".py"):
         presets.append("--no_python")
     argv = [inputs.interpreter, "-m", TORCHRUN_MODULE, *merge_flags(presets, cluster.torchrun_extra)]

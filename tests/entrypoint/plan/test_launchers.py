@@ -40,11 +40,21 @@ def test_torchrun_single_host_is_standalone() -> None:
     assert proc.argv == (
         PY, "-m", "torch.distributed.run",
         "--standalone", "--nnodes=1", "--nproc_per_node=4", "--master_port=18888",
-        "--redirects=3", "--log_dir=/work/malaunch-logs/node-0/torchrun",
+        "--redirects=3", "--log_dir=/work/malaunch-logs/node-0/torchrun", "--monitor_interval=1",
         "/code/train.py", "--epochs", "3",
     )  # fmt: skip
     assert plan.log_source == "attempt_files"
     assert sorted(plan.rank_logs) == [0, 1, 2, 3]
+
+
+def test_torchrun_looks_at_its_workers_every_second_unless_the_user_says() -> None:
+    # the shim pauses torchrun at a worker's first death; torchrun's own 0.1 s tick must not stop the others first
+    plan = plan_launch(parse_cluster_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2"}), inputs())
+    assert [arg for arg in plan.processes[0].argv if "monitor" in arg] == ["--monitor_interval=1"]
+    env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MA_EXTRA_TORCHRUN_PARAMS": "--monitor-interval 0.2"}
+    argv = plan_launch(parse_cluster_env(env), inputs()).processes[0].argv
+    assert [arg for arg in argv if "monitor" in arg] == ["--monitor-interval"]
+    assert argv[argv.index("--monitor-interval") + 1] == "0.2"
 
 
 def test_torchrun_multi_host_static_rendezvous() -> None:
