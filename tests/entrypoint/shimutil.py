@@ -215,28 +215,6 @@ def start_sleeping_fan_out(tmp_path: Path, grace: str) -> tuple[subprocess.Popen
     return proc, env
 
 
-class CpuHog:
-    """``count`` busy-looping processes (a busy machine) for the life of a ``with`` block; marked, so that
-    :func:`assert_nothing_left` of the test never mistakes them for the job's."""
-
-    def __init__(self, count: int = 2) -> None:
-        self.count = count
-        self.procs: List[subprocess.Popen[bytes]] = []
-
-    def __enter__(self) -> CpuHog:
-        argv = [sys.executable, "-c", "while True: pass"]
-        for _ in range(self.count):
-            self.procs.append(
-                subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_the_test())
-            )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            proc.kill()
-            proc.wait()
-
-
 CGROUP_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer")
 
 

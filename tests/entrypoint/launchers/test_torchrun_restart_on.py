@@ -1,7 +1,7 @@
 """torchrun never restarts what ``restart_on`` refuses, however late the shim sees the death (issue 16.2):
 each attempt is a torchrun with ``--max_restarts=0`` and the shim's loop makes the next one. Proven the hard
-way: the shim is stopped (SIGSTOP) across the failure, so torchrun reaps it long before the shim can look, on
-a machine made busy by CPU hogs, repeatedly."""
+way: the shim is stopped (SIGSTOP) across the failure until torchrun has reaped the failed rank, so the shim can
+never look before torchrun does: every run is that worst case, one run each."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from shimutil import SCRIPTS, CpuHog, assert_nothing_left, free_port, marked_env, start_shim, wait_reaped
+from shimutil import SCRIPTS, assert_nothing_left, free_port, marked_env, start_shim, wait_reaped
 
 pytestmark = [pytest.mark.process, pytest.mark.torch]
 
@@ -48,10 +48,8 @@ def _run_with_the_shim_stopped_across_the_failure(folder: Path, mode: str, resta
     return proc.returncode
 
 
-@pytest.mark.parametrize("repeat", range(3))
-def test_exit_2_is_never_restarted_by_torchrun_under_load(tmp_path: Path, repeat: int) -> None:
-    with CpuHog(2):
-        code = _run_with_the_shim_stopped_across_the_failure(tmp_path, "exit2", "2")
+def test_exit_2_is_never_restarted_by_torchrun_seen_late(tmp_path: Path) -> None:
+    code = _run_with_the_shim_stopped_across_the_failure(tmp_path, "exit2", "2")
     assert code == 2
     for rank in (0, 1):  # no second start of any rank: nobody restarted the group
         assert [s["attempt"] for s in _starts(tmp_path, rank)] == [0], rank
@@ -61,8 +59,7 @@ def test_exit_2_is_never_restarted_by_torchrun_under_load(tmp_path: Path, repeat
 
 
 def test_a_retryable_failure_seen_late_is_restarted_by_the_shim_as_allowed(tmp_path: Path) -> None:
-    with CpuHog(2):
-        code = _run_with_the_shim_stopped_across_the_failure(tmp_path, "kill9", "1")
+    code = _run_with_the_shim_stopped_across_the_failure(tmp_path, "kill9", "1")
     assert code == 137  # attempt 0 and the one restart both fail (attempts 0,1,2 fail)
     assert [s["attempt"] for s in _starts(tmp_path, 0)] == [0, 1]
     data = json.loads((tmp_path / "logs" / "report.json").read_text())

@@ -1,6 +1,6 @@
 """An interrupted test run leaves nothing behind: pytest SIGKILLed in the middle of a test that holds a shim
-stopped (SIGSTOP) under CPU hogs. The hogs and the shim die with the test process (``PR_SET_PDEATHSIG``, see
-``shimutil.die_with_the_test``), and the shim's watchdog then ends its job."""
+stopped (SIGSTOP) beside two helper processes of its own. The helpers and the shim die with the test process
+(``PR_SET_PDEATHSIG``, see ``shimutil.die_with_the_test``), and the shim's watchdog then ends its job."""
 
 from __future__ import annotations
 
@@ -22,22 +22,26 @@ OUTER = "MALAUNCH_TEST_OUTER_MARK"  # every process the inner run starts inherit
 INNER = """
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from shimutil import SCRIPTS, CpuHog, marked_env, start_shim, write_v10_table
+from shimutil import SCRIPTS, die_with_the_test, marked_env, start_shim, write_v10_table
 
 
-def test_held_shim_under_hogs(tmp_path):
+def test_held_shim_beside_helpers(tmp_path):
     write_v10_table(tmp_path / "table.json", servers=1, devices=2)
     env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "1"})
-    with CpuHog(2):
-        proc = start_shim([str(SCRIPTS / "rank_job.py"), "--lines", "1", "--sleep", "600"], env, tmp_path)
-        while "line 0" not in proc.stdout.readline():
-            assert proc.poll() is None
-        os.kill(proc.pid, signal.SIGSTOP)
-        Path(os.environ["MALAUNCH_TEST_READY"]).write_text("held")
-        time.sleep(600)
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    for _ in range(2):
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_the_test())
+    proc = start_shim([str(SCRIPTS / "rank_job.py"), "--lines", "1", "--sleep", "600"], env, tmp_path)
+    while "line 0" not in proc.stdout.readline():
+        assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGSTOP)
+    Path(os.environ["MALAUNCH_TEST_READY"]).write_text("held")
+    time.sleep(600)
 """
 
 
@@ -58,7 +62,7 @@ def test_a_test_run_killed_mid_test_leaves_no_process(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         held = marked_pids(mark, OUTER)
-        assert len(held) >= 6, held  # pytest, 2 hogs, the stopped shim, its 2 ranks, its watchdog
+        assert len(held) >= 6, held  # pytest, 2 helpers, the stopped shim, its 2 ranks, its watchdog
     finally:
         run.send_signal(signal.SIGKILL)  # pytest dies mid-test: no finalizer, no fixture teardown runs
         run.communicate()

@@ -5,10 +5,18 @@ CPU (gloo): ``ddp_setup``, a ``Trainer`` that wraps the model in DDP and runs ep
 Usage: multigpu_torchrun.py TOTAL_EPOCHS SAVE_EVERY [--batch_size N]
 Fault probe (not in the original): DDP_FAIL_RANK=R and DDP_FAIL_CODE=C make rank R ``sys.exit(C)`` at the
 start of epoch DDP_FAIL_EPOCH (default 1); its peers then fail in their next all-reduce (gloo).
+DDP_FAIL_AFTER_PEER=FOLDER (a folder every rank can write) makes that failure the worst case for the shim, in
+every run: each rank writes its pid there at the start; rank R shuts its TCP sockets down (its peers fail in gloo,
+"Connection closed by peer", as when its interpreter tears down), and exits only once a peer's
+process has ended (gone, or a zombie not yet reaped), then at once (``os._exit``). Its own death is then always
+seen after a peer's whose log says a peer failed: what a busy machine makes happen only sometimes, an
+interpreter outliving its peer's abort.
 """
 
 import argparse
 import os
+import select
+import socket
 import sys
 
 import torch
@@ -33,6 +41,55 @@ class MyTrainDataset(Dataset):
 
 def ddp_setup() -> None:
     init_process_group(backend="gloo")  # the example uses nccl with torch.cuda.set_device(LOCAL_RANK)
+    folder = os.environ.get("DDP_FAIL_AFTER_PEER")
+    if folder:
+        path = os.path.join(folder, f"pid-{os.environ['RANK']}")
+        with open(path + ".tmp", "w") as out:
+            out.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
+
+
+def _shut_tcp_sockets() -> None:
+    """Shut down every TCP connection of this process (gloo's pairs among them), leaving the descriptors open: the
+    peers read the end of their connection, as when this process's interpreter ends."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            tcp = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+            if tcp and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):  # a connection, not a listener
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
+def _exit_after_a_peer(code: int) -> None:
+    """Shut the connections down, wait until a peer's process has ended (a pidfd, readable from the moment it
+    exits, even before it is reaped), then exit ``code`` at once (DDP_FAIL_AFTER_PEER)."""
+    folder = os.environ["DDP_FAIL_AFTER_PEER"]
+    peers = []
+    for name in os.listdir(folder):
+        if name.startswith("pid-") and "." not in name and name != f"pid-{os.environ['RANK']}":
+            with open(os.path.join(folder, name)) as pid:
+                peers.append(int(pid.read()))
+    fds = []
+    for peer in peers:
+        try:
+            fds.append(os.pidfd_open(peer))
+        except ProcessLookupError:  # already gone
+            fds = []
+            break
+    _shut_tcp_sockets()
+    if fds:
+        select.select(fds, [], [], 120)
+    print(f"[rank {os.environ['RANK']}] a peer died: exiting", flush=True)
+    os._exit(code)  # at once: the teardown of a process group whose connections are shut down may hang
 
 
 class Trainer:
@@ -68,7 +125,10 @@ class Trainer:
         for epoch in range(max_epochs):
             if self.rank == fail_rank and epoch == fail_epoch:
                 print(f"[rank {self.rank}] failing on purpose at epoch {epoch}", flush=True)
-                sys.exit(int(os.environ.get("DDP_FAIL_CODE", "1")))
+                code = int(os.environ.get("DDP_FAIL_CODE", "1"))
+                if os.environ.get("DDP_FAIL_AFTER_PEER"):
+                    _exit_after_a_peer(code)
+                sys.exit(code)
             self._run_epoch(epoch)
             if self.rank == 0 and epoch % self.save_every == 0:
                 self._save_snapshot(epoch)
