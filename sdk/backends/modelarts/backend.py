@@ -221,7 +221,6 @@ class ModelArtsBackend(Backend):
 
     def resume_unresolved(self, ref: ResumeRef, spec: JobSpec) -> Optional[ResumeRef]:
         """A dry run asks no API: the old job's OBS folder shows what submit resolves (:func:`.unresolved_ref`)."""
-        del spec
         return unresolved_ref(ref)
 
     def _fetch_status(self, job_id: str, progress: bool = False) -> JobStatus:

@@ -22,7 +22,6 @@ job's ``failure_class`` comes from its root-cause pod's exit code and log tail (
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import sys
@@ -198,8 +197,9 @@ class VolcanoBackend(Backend):
         namespace = request.namespace or self._namespace or self.api.namespace
         manifest: Dict[str, Any] = dict(request.manifest)
         manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
-        created = self.api.create_job(namespace, manifest)
-        self._create_secret(namespace, request.name, created)
+        self.api.create_job_with_secret(
+            namespace, manifest, lambda uid: secret_manifest(namespace, request.name, uid, new_job_secret())
+        )
         job_id = f"{namespace}/{request.name}"
         try:  # so that 'ma-submit logs -f ID' and the other verbs find the job without --backend
             self._index.record(job_id, self.name, name=request.name, created_at=plan.created_at)
@@ -209,19 +209,6 @@ class VolcanoBackend(Backend):
                 "--backend volcano when you manage it"
             )
         return self.handle(job_id)
-
-    def _create_secret(self, namespace: str, name: str, created: Mapping[str, Any]) -> None:
-        """The job's Secret, owned by the job just created; without it the job is deleted again (its pods
-        could not start)."""
-        uid = str((created.get("metadata") or {}).get("uid") or "")
-        try:
-            if not uid:
-                raise BackendError(f"the Kubernetes API created job {namespace}/{name} but sent no uid")
-            self.api.create_secret(namespace, secret_manifest(namespace, name, uid, new_job_secret()))
-        except BaseException:
-            with contextlib.suppress(Exception):  # the Secret's error is the one to show
-                self.api.delete_job(namespace, name)
-            raise
 
     def checkpoints(self, job_id: str) -> CheckpointListing:
         """Refused in one line: the folder is on the cluster's volume (:func:`.checkpoint.listing_refused`)."""

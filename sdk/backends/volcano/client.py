@@ -372,6 +372,23 @@ class KubeApi:
         result: Dict[str, Any] = self._call(f"creating Volcano job in namespace {namespace}", create)
         return result
 
+    def create_job_with_secret(self, namespace: str, manifest: Mapping[str, Any],
+                               secret: Callable[[str], Mapping[str, Any]]) -> Dict[str, Any]:  # fmt: skip
+        """Create the Volcano Job, then its Secret ``secret(uid)``, owned by the job just created (it goes when the
+        job goes); without the Secret the job is deleted again (its pods could not start). The job as stored."""
+        created = self.create_job(namespace, manifest)
+        name = str(manifest["metadata"]["name"])
+        uid = str((created.get("metadata") or {}).get("uid") or "")
+        try:
+            if not uid:
+                raise BackendError(f"the Kubernetes API created job {namespace}/{name} but sent no uid")
+            self.create_secret(namespace, secret(uid))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the Secret's error is the one to show
+                self.delete_job(namespace, name)
+            raise
+        return created
+
     def create_secret(self, namespace: str, manifest: Mapping[str, Any]) -> None:
         """Create a Secret (the job's; its value is never part of an error message)."""
         self._call(
