@@ -213,12 +213,12 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
     out += ["", "How it was measured:", "", *[f"- {note}" for note in result.notes], ""]
     out += [
         "What the figures mean: the floor is the interpreter with this venv's site (the editable install's finder "
-        "included), so the excess is what ma-submit itself costs: its modules and its work. `--help` (its text "
-        "stored as click renders it for 80 columns or more, `sdk/cli/help_text.py`) and `list`, `status`, `logs` and "
-        "`stop` in their simple forms take the console script's quick path "
-        "(`sdk/cli/quick.py`), which never imports click; every other form goes through click, with the same output. "
-        "A verb imports only what it uses (`tests/sdk/cli/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
-        "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
+        "included), so the excess is what ma-submit itself costs: its modules and its work. Every verb goes through "
+        "the one click group (`sdk/cli/app.py`), a lazy group that imports a verb's module only when that verb runs "
+        "or its help is asked (`sdk/cli/verbs.py`); every module imports what it uses at its top, and only a cloud "
+        "backend's client libraries (kubernetes, boto3, requests) wait until that backend is opened "
+        "(`tests/sdk/cli/test_cli_imports.py` guards that a local job's verbs load none of them). The targets are "
+        "judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
         "the CPU columns (what the process itself spent, the same excess taken round by round) say more. Each "
         "process is waited for with one blocking wait4 (before, a polling wait rounded every wall time up to 63.5, "

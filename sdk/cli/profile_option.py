@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
 import click
 
 from ..errors import SpecError
+from ..job import Job
+from ..profiles.apply import blame_profile, fill_job_data, load_job, render_origins
+from ..spec.loader import read_job_data
+from ..sweep.api import Sweep
 from .profile_use import backend_of_profile, open_with, selected_profile
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..job import Job
-    from ..sweep.api import Sweep
 
 __all__ = ["chosen_profile", "job_for", "open_for", "profile_backend", "profile_option", "sweep_for"]
 
@@ -66,9 +68,6 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
     """The job of ``job_file`` with the command line's ``backend`` and ``run_method``, the profile in use filling
     what the job file leaves out; and the block ``--dry-run`` prints about where the values came from (None
     when no profile is in use)."""
-    from ..job import Job
-    from ..profiles.apply import load_job, render_origins
-
     profile = selected_profile(chosen_profile())
     if profile is None:
         return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
@@ -78,10 +77,6 @@ def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) ->
 
 def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optional[str]]:
     """As :func:`job_for`, for a sweep's job file (its ``sweep:`` section is the sweep's own, never filled)."""
-    from ..profiles.apply import blame_profile, fill_job_data, render_origins
-    from ..spec.loader import read_job_data
-    from ..sweep.api import Sweep
-
     profile = selected_profile(chosen_profile())
     raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
     if profile is None or not isinstance(raw, dict):

@@ -14,6 +14,7 @@ from malaunch.entrypoint.public import VARIABLES
 
 from ..backends import BACKEND_NAMES, runs_here
 from ..errors import SpecError
+from ..follow import follow_job
 from ..status import exit_code_of
 from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED
@@ -27,8 +28,6 @@ __all__ = ["submit_cmd"]
 
 
 def _follow(handle: JobHandle, output: str) -> int:
-    from ..follow import follow_job  # only a followed job needs it (the verbs' imports stay lean)
-
     json_mode = output == "json"
     try:
         for event in follow_job(handle):

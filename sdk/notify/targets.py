@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+import yaml
 from malaunch.entrypoint.public import DEFAULT_NOTIFY_EVENTS, NOTIFY_EVENTS, target_label
 
 from ..errors import SpecError
@@ -143,8 +144,6 @@ def targets_from_data(value: object) -> Tuple[NotifyTarget, ...]:
     if value is None:
         return ()
     if isinstance(value, str):  # a profile keeps it as text
-        import yaml
-
         try:
             value = yaml.safe_load(value)
         except yaml.YAMLError:
