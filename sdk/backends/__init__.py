@@ -9,38 +9,29 @@
   :mod:`.filewatch` (following log files, woken by inotify), :mod:`._http` (the one retry policy);
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
-The names below are the registry's facts, imported on first use; ``VolcanoOptions`` and ``ModelArtsOptions``, the
-sections the backends declare, are named here for the types of ``JobSpec``'s fields and for
-:mod:`malaunch.sdk.spec`. This package's ``__init__`` is in the SDK's lowest layer, with the registry: it names
-nothing above it (``tests/sdk/test_sdk_layering.py``).
+The names below are the registry's (each backend's own job-file section, ``VolcanoOptions`` or ``ModelArtsOptions``,
+is in its facts module, ``<backend>/options.py``). This package's ``__init__`` is in the SDK's lowest layer, with
+the registry: it names nothing above it (``tests/sdk/test_sdk_layering.py``).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .modelarts.options import ModelArtsOptions
-    from .registry import (
-        BACKEND_MODULES,
-        BACKEND_NAMES,
-        DEFAULT_BACKEND,
-        available_backends,
-        backend_for_id,
-        new_section,
-        option_sections,
-        options_hook,
-        runs_here,
-    )
-    from .volcano.options import VolcanoOptions
+from .registry import (
+    BACKEND_MODULES,
+    BACKEND_NAMES,
+    DEFAULT_BACKEND,
+    available_backends,
+    backend_for_id,
+    new_section,
+    option_sections,
+    options_hook,
+    runs_here,
+)
 
 __all__ = [
     "BACKEND_MODULES",
     "BACKEND_NAMES",
     "DEFAULT_BACKEND",
-    "ModelArtsOptions",
-    "VolcanoOptions",
     "available_backends",
     "backend_for_id",
     "new_section",
@@ -48,14 +39,3 @@ __all__ = [
     "options_hook",
     "runs_here",
 ]
-
-_HOMES = {
-    "ModelArtsOptions": ".modelarts.options",  # the backends' own job-file sections, for JobSpec's fields
-    "VolcanoOptions": ".volcano.options",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES.get(name, ".registry"), __name__), name)

@@ -11,11 +11,15 @@ live here; the work is :class:`malaunch.sdk.sweep.Sweep`'s.
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
+from ..errors import SpecError
+from ..profiles.apply import blame_profile, fill_job_data, render_origins
+from ..spec.loader import read_job_data
 from ..sweep.api import Sweep, attach_sweep, list_sweeps
 from ..sweep.results import TrialResult
 from ..sweep.run import is_done
@@ -23,7 +27,8 @@ from ..sweep.spec import format_value, parse_param_option
 from ..sweep.state import TRIAL_WAITING
 from .echo import echo
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
-from .profile_option import chosen_profile, open_for, profile_option, sweep_for
+from .profile_option import chosen_profile, open_for, profile_option
+from .profile_use import selected_profile
 
 if TYPE_CHECKING:
     from ..sweep.api import SweepHandle
@@ -31,6 +36,19 @@ if TYPE_CHECKING:
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
 
 _SUBCOMMANDS = ("run", "status", "wait", "stop", "logs", "list")
+
+
+def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optional[str]]:
+    """As :func:`.submit.job_for`, for a sweep's job file (its ``sweep:`` section is the sweep's own, never filled)."""
+    profile = selected_profile(chosen_profile())
+    raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
+    if profile is None or not isinstance(raw, dict):
+        return Sweep.from_yaml(job_file, **overrides), None
+    data, rows = fill_job_data(raw, profile, None, os.environ)
+    try:
+        return Sweep.from_data(data, base_dir, **overrides), render_origins(profile, rows)
+    except SpecError as error:
+        raise (blame_profile(error, profile, rows) or error.with_source(job_file)) from None
 
 
 class SweepGroup(click.Group):

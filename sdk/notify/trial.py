@@ -15,8 +15,9 @@ from ..profiles.apply import load_job
 from ..profiles.store import select
 from ..spec.loader import load_job_file
 from .delivery import Delivery, deliver
+from .fromdata import targets_from_data
 from .payload import sample_payload, timeout_of
-from .targets import NotifyTarget, targets_from_data
+from .targets import NotifyTarget
 
 __all__ = ["TestSource", "notify_test", "targets_of"]
 
