@@ -9,13 +9,15 @@
   :mod:`.filewatch` (following log files, woken by inotify), :mod:`._http` (the one retry policy);
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
-The names below are the registry's (each backend's own job-file section, ``VolcanoOptions`` or ``ModelArtsOptions``,
-is in its facts module, ``<backend>/options.py``). This package's ``__init__`` is in the SDK's lowest layer, with
-the registry: it names nothing above it (``tests/sdk/test_sdk_layering.py``).
+The names below are the registry's, and the two backends' own job-file sections (``VolcanoOptions``,
+``ModelArtsOptions``, from their facts modules, which load none of the backend's implementation), named here for the
+types of ``JobSpec``'s fields. This package's ``__init__`` is in the SDK's lowest layer, with the registry: it names
+nothing above it (``tests/sdk/test_sdk_layering.py``).
 """
 
 from __future__ import annotations
 
+from .modelarts.options import ModelArtsOptions
 from .registry import (
     BACKEND_MODULES,
     BACKEND_NAMES,
@@ -27,11 +29,14 @@ from .registry import (
     options_hook,
     runs_here,
 )
+from .volcano.options import VolcanoOptions
 
 __all__ = [
     "BACKEND_MODULES",
     "BACKEND_NAMES",
     "DEFAULT_BACKEND",
+    "ModelArtsOptions",
+    "VolcanoOptions",
     "available_backends",
     "backend_for_id",
     "new_section",

@@ -52,8 +52,7 @@ from .checks import one_of as _one_of
 from .resume import parse_resume
 
 if TYPE_CHECKING:
-    from ..backends.modelarts.options import ModelArtsOptions
-    from ..backends.volcano.options import VolcanoOptions
+    from ..backends import ModelArtsOptions, VolcanoOptions
 
 __all__ = [
     "DEFAULT_CHECKPOINT_KEEP",
