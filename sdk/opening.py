@@ -26,6 +26,7 @@ from .backends.registry import (
     DEFAULT_BACKEND,
     available_backends,
     backend_for_id,
+    backend_module,
     profile_keys,
     runs_here,
 )
@@ -52,7 +53,7 @@ def get_backend(name: str, **options: Any) -> Backend:
 
     if name not in BACKEND_MODULES:
         raise ConfigError(f"unknown backend {name!r}", name, f"use one of: {', '.join(BACKEND_MODULES)}")
-    module_name = BACKEND_MODULES[name]
+    module_name = backend_module(name)
     installed = available_backends()
     if name not in installed:
         raise BackendNotAvailable(name, ", ".join(installed))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 import click
 
 from ...entrypoint.public import OutputCut
+from ..backends.codefiles import size_text
 from ..errors import ExecElsewhere, JobNotRunning
 from .echo import echo, say_output_lost
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
@@ -25,8 +26,6 @@ __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
 
 def _size(count: Optional[int]) -> str:
-    from ..backends.codefiles import size_text  # with the code files' hashing: not on every verb's start
-
     return "-" if count is None else size_text(count)
 
 

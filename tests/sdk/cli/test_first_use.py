@@ -11,7 +11,7 @@ from typing import Dict
 
 import pytest
 from malaunch.sdk import Job
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.cli.jobs import render_status
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus

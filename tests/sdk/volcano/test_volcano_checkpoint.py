@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubefake import FakeKube
 from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.checkpoint import MOUNT_PATH, VOLUME_NAME, claim_of, resume_dir, resume_source
 from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
