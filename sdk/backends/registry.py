@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+from dataclasses import is_dataclass
 from types import ModuleType
 from typing import (
     TYPE_CHECKING,
@@ -168,8 +169,6 @@ def option_sections() -> Tuple[Section, ...]:
 
 @functools.cache
 def _sections(registry: Tuple[Tuple[str, str], ...]) -> Tuple[Section, ...]:
-    from dataclasses import is_dataclass  # a section is a dataclass; only the spec asks for the sections
-
     found = []
     for name, _ in registry:
         facts = _facts(name)
