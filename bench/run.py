@@ -135,7 +135,8 @@ def _describe(case: str, s: Dict[str, int], hosts: Sequence[int] = ()) -> str:
         f"server: plain boto3 vs malaunch first and unchanged; {s['obs_reps']} runs",
         "coordinator": f"N={', '.join(str(n) for n in hosts)} emulated hosts; timeouts 20 s (SIGKILL) and 2 s "
         f"(SIGSTOP); {s['coord_reps']} run(s) each",
-        "verbs": f"python -c pass vs ma-submit --help, list, status, logs, stop; {s['reps'] * 4} rounds",
+        "verbs": f"python -c pass vs ma-submit --help, submit --help, list, status, logs, events, stop; "
+        f"{s['reps'] * 4} rounds",
         "latency": f"logs -f ({s['local_reps']} job(s)) and the 32,768-rank --dry-run ({s['scale_reps']} runs), "
         "this tree and main",
         "history": f"list/status at 1 to 10,000 jobs, this tree and main; {s['reps']} runs each",

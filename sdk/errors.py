@@ -21,6 +21,7 @@ Every message says what failed, the offending value, and what to do, e.g.
 
 from __future__ import annotations
 
+import shlex
 from typing import Optional, Sequence
 
 __all__ = [
@@ -148,8 +149,6 @@ class ExecElsewhere(BackendError):
         self.job_id = job_id
         self.command = tuple(command)
         self.note = note
-        import shlex  # only this error quotes a command: every verb imports this module, few raise it
-
         super().__init__(f"job {job_id}: {note}; run: {shlex.join(self.command)}")
 
 

@@ -19,23 +19,25 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .backends.base import Backend
+from .backends.job_index import JobIndex
 from .backends.registry import (
     BACKEND_MODULES,
     DEFAULT_BACKEND,
     available_backends,
     backend_for_id,
+    backend_module,
     profile_keys,
     runs_here,
 )
 from .errors import BackendError, BackendNotAvailable, ConfigError, JobNotFound
+from .profiles.arguments import backend_arguments, profile_environ
+from .profiles.check import check_keys
+from .profiles.store import select
 
-if TYPE_CHECKING:
-    from .backends.base import Backend
-
-# The interface is loaded with the backend, the job index only for a verb given a job id, and the profile's modules
-# only for a backend that takes settings from a profile (the everyday verbs of a local job need none of them).
+# A backend's own module (and with it its client library) is imported only when that backend is opened (get_backend).
 
 __all__ = ["backend_for", "get_backend", "job_owner", "open_backend"]
 
@@ -48,11 +50,9 @@ def get_backend(name: str, **options: Any) -> Backend:
         BackendNotAvailable: a known name whose module is not installed.
         BackendError: the backend's module failed to import (a missing dependency).
     """
-    from .backends.base import Backend
-
     if name not in BACKEND_MODULES:
         raise ConfigError(f"unknown backend {name!r}", name, f"use one of: {', '.join(BACKEND_MODULES)}")
-    module_name = BACKEND_MODULES[name]
+    module_name = backend_module(name)
     installed = available_backends()
     if name not in installed:
         raise BackendNotAvailable(name, ", ".join(installed))
@@ -75,13 +75,8 @@ def open_backend(name: str, home: Optional[str] = None, profile: Optional[str] =
     options: Dict[str, Any] = {"home": home} if home and runs_here(name) else {}
     if not profile_keys(name):
         return get_backend(name, **options)
-    from .profiles.store import select  # the profile file is read only for a backend that takes from it
-
     chosen = select(os.environ, profile)
     if chosen is not None:
-        from .profiles.arguments import backend_arguments, profile_environ  # only when a profile is in use
-        from .profiles.check import check_keys
-
         options.update(backend_arguments(name, check_keys(chosen), os.environ))
         options["environ"] = profile_environ(os.environ, chosen.name)
     return get_backend(name, **options)
@@ -100,8 +95,6 @@ def job_owner(
     Raises:
         ConfigError: the prefix matches several recorded jobs.
     """
-    from .backends.job_index import JobIndex  # only a verb given a job id reads the index (not --help)
-
     index = JobIndex.default(os.environ if environ is None else environ, home)
     name, ident = backend, job_id
     recorded = index.backend_of(job_id)

@@ -19,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Protocol, Tuple
 
@@ -38,9 +39,7 @@ SECRET = "<secret>"
 def new_job_secret() -> str:
     """A fresh per-job secret (64 hex digits); made at submit, handed to every host, never printed or stored
     where others can read it."""
-    import secrets  # only when a job is submitted (and its modules are not on every verb's start)
-
-    return secrets.token_hex(32)
+    return os.urandom(32).hex()
 
 
 class PlanRequest(Protocol):

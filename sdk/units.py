@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_duration", "size_text"]
+__all__ = ["binary_size_text", "parse_duration", "size_text"]
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -27,3 +27,11 @@ def size_text(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} B"
+
+
+def binary_size_text(count: int) -> str:
+    """A byte count for people: ``512 B``, ``3.4 KiB``, ``1.2 MiB``, ``2.0 GiB`` (never ``0.0 MiB``)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"

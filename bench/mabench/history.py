@@ -37,7 +37,7 @@ _BOOT = "print('done', flush=True)\n"
 _SVG = "performance-history.svg"
 _IN_PROCESS = (
     "import json, sys, time\n"
-    "from malaunch.sdk.backends.local import LocalBackend\n"
+    "from malaunch.sdk.backends.local.backend import LocalBackend\n"
     "from malaunch.sdk.backends.listing import ListQuery\n"
     "backend = LocalBackend()\n"
     "backend.list_page(ListQuery(), now=time.time())\n"

@@ -109,7 +109,7 @@ class _Server:
 def _list_page(home: Path) -> float:
     """The SDK's own part of the page, in this process: the local backend's list_page of the newest 50."""
     from malaunch.sdk.backends.listing import ListQuery
-    from malaunch.sdk.backends.local import LocalBackend
+    from malaunch.sdk.backends.local.backend import LocalBackend
 
     backend = LocalBackend(home=str(home))
     start = time.perf_counter()

@@ -2,7 +2,8 @@
 
 One home (a fresh ``MALAUNCH_HOME``) holds one ended local job, submitted once by this tree's ``ma-submit``.
 Each round then runs, one after another in an order rotated per round, ``python -c pass`` (the floor) and
-``ma-submit --help``, ``list``, ``status JOB``, ``logs JOB`` and ``stop JOB`` (of that ended job: a no-op), each
+``ma-submit --help``, ``submit --help``, ``list``, ``status JOB``, ``logs JOB``, ``events JOB`` and ``stop JOB`` (of
+that ended job: a no-op), each
 as a whole process through the installed console script, its output thrown away. A verb's **excess** is the
 median over the rounds of (the verb's wall time - the floor's in the same round), so a drift of the machine's
 speed hits both alike; the target is an excess of at most :data:`BUDGET`. The processes' CPU time (user + sys,
@@ -10,7 +11,7 @@ from the kernel's accounting of each finished child) is kept beside the wall tim
 
 With ``--baseline REF`` the same verbs also run from commit REF's tree (its ``sdk/`` and ``entrypoint/``
 mounted on ``PYTHONPATH`` by :mod:`.baseline`, the same interpreter and console script), in the same rounds:
-the issue's "no verb slower than today" compares the two.
+the difference is what this tree's code costs or saves against REF's (informational: no target).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from .verbimports import GROUPS, import_times
 
 __all__ = ["BUDGET", "VERBS", "run_verbs", "verbs_section"]
 
-#: The issue's budget: a verb's whole process within this many seconds of ``python -c pass``.
-BUDGET = 0.040
+#: The budget (issue 41: plain code first): a verb's whole process within this many seconds of ``python -c pass``.
+BUDGET = 0.060
 #: The verbs measured (``JOB`` stands for the ended job's id).
-VERBS: Tuple[Tuple[str, ...], ...] = (("--help",), ("list",), ("status", "JOB"), ("logs", "JOB"), ("stop", "JOB"))
-#: How much slower than the baseline's a verb may be, in the same run, and still count as "not slower" (noise).
-_SAME = 0.003
+VERBS: Tuple[Tuple[str, ...], ...] = (
+    ("--help",), ("submit", "--help"), ("list",), ("status", "JOB"), ("logs", "JOB"), ("events", "JOB"),
+    ("stop", "JOB"),
+)  # fmt: skip
 #: Runs of each process under ``-X importtime`` (:mod:`.verbimports`: where the start-up goes).
 _IMPORT_RUNS = 5
 _FLOOR = "python -c pass"
@@ -165,8 +167,9 @@ def _result(
         else:
             verb = name.split(" @")[0]
             ours = _excess(walls, verb)
-            measured = f"+{fmt_value(ours, 's')} vs +{fmt_value(excess, 's')}"
-            targets.append(Target(f"{verb}: no slower than commit {baseline}'s", measured, ours <= excess + _SAME))
+            measured = f"+{fmt_value(ours, 's')} vs +{fmt_value(excess, 's')}: {fmt_value(ours - excess, 's')} more"
+            # informational: plain code gives some of commit REF's start-up back on purpose (issue 41)
+            targets.append(Target(f"{verb}: this tree against commit {baseline}'s", measured, None))
     notes = [
         "verbs: one ended local job in a fresh MALAUNCH_HOME; each round runs python -c pass and every verb "
         "(through the installed ma-submit console script, output discarded) in an order rotated per round; the "
@@ -210,12 +213,12 @@ def verbs_section(result: CaseResult, command: str, started_text: str, facts: Di
     out += ["", "How it was measured:", "", *[f"- {note}" for note in result.notes], ""]
     out += [
         "What the figures mean: the floor is the interpreter with this venv's site (the editable install's finder "
-        "included), so the excess is what ma-submit itself costs: its modules and its work. `--help` (its text "
-        "stored as click renders it for 80 columns or more, `sdk/cli/help_text.py`) and `list`, `status`, `logs` and "
-        "`stop` in their simple forms take the console script's quick path "
-        "(`sdk/cli/quick.py`), which never imports click; every other form goes through click, with the same output. "
-        "A verb imports only what it uses (`tests/sdk/cli/test_cli_imports.py` guards it): no YAML parser, no sweeps, "
-        "no cloud client for a local job's verbs. The targets are judged on wall time, as the issue states them; "
+        "included), so the excess is what ma-submit itself costs: its modules and its work. Every verb goes through "
+        "the one click group (`sdk/cli/app.py`), a lazy group that imports a verb's module only when that verb runs "
+        "or its help is asked (`sdk/cli/verbs.py`); every module imports what it uses at its top, and only a cloud "
+        "backend's client libraries (kubernetes, boto3, requests) wait until that backend is opened "
+        "(`tests/sdk/cli/test_cli_imports.py` guards that a local job's verbs load none of them). The targets are "
+        "judged on wall time, as the issue states them; "
         "when the load average is above nproc, a wall time also holds the time the process waited for a core, and "
         "the CPU columns (what the process itself spent, the same excess taken round by round) say more. Each "
         "process is waited for with one blocking wait4 (before, a polling wait rounded every wall time up to 63.5, "

@@ -9,31 +9,28 @@
   :mod:`.filewatch` (following log files, woken by inotify), :mod:`._http` (the one retry policy);
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
-The names below are the registry's facts, imported on first use; ``VolcanoOptions`` and ``ModelArtsOptions``, the
-sections the backends declare, stay named here for their users (a new backend needs no name here: ``JobSpec`` holds
-the sections by name, as the registry has them). This package's ``__init__`` is in the SDK's lowest layer, with the
-registry: it names nothing above it (``tests/sdk/test_sdk_layering.py``).
+The names below are the registry's, and the two backends' own job-file sections (``VolcanoOptions``,
+``ModelArtsOptions``, from their facts modules, which load none of the backend's implementation), named here for
+their users (a new backend needs no name here: ``JobSpec`` holds the sections by name, as the registry has them).
+This package's ``__init__`` is in the SDK's lowest layer, with the registry: it names nothing above it
+(``tests/sdk/core/test_sdk_layering.py``).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .modelarts.options import ModelArtsOptions
-    from .registry import (
-        BACKEND_MODULES,
-        BACKEND_NAMES,
-        DEFAULT_BACKEND,
-        available_backends,
-        backend_for_id,
-        new_section,
-        option_sections,
-        options_hook,
-        runs_here,
-    )
-    from .volcano.options import VolcanoOptions
+from .modelarts.options import ModelArtsOptions
+from .registry import (
+    BACKEND_MODULES,
+    BACKEND_NAMES,
+    DEFAULT_BACKEND,
+    available_backends,
+    backend_for_id,
+    new_section,
+    option_sections,
+    options_hook,
+    runs_here,
+)
+from .volcano.options import VolcanoOptions
 
 __all__ = [
     "BACKEND_MODULES",
@@ -48,14 +45,3 @@ __all__ = [
     "options_hook",
     "runs_here",
 ]
-
-_HOMES = {
-    "ModelArtsOptions": ".modelarts.options",  # the backends' own job-file sections, as they were named here
-    "VolcanoOptions": ".volcano.options",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES.get(name, ".registry"), __name__), name)

@@ -367,9 +367,7 @@ class Backend(abc.ABC):
 
     def new_job_id(self, spec: JobSpec, now: float) -> str:
         """A fresh job id for ``spec`` (random token); override for backends that assign ids themselves."""
-        import secrets  # only when a job is submitted
-
-        return make_job_id(spec.name, now, secrets.token_hex(3))
+        return make_job_id(spec.name, now, os.urandom(3).hex())
 
     def submit(self, spec: JobSpec) -> JobHandle:
         """Plan and execute ``spec`` with a new id; the only place the clock and randomness are read."""
@@ -459,7 +457,7 @@ class JobHandle:
                 raise JobStateUnknown(self.id, status.message)
             return status.is_terminal
 
-        from .inside import follow_events
+        from .inside import follow_events  # what is inside a job is read only by the verbs that show it
 
         return follow_events(lambda: self.backend.events(self.id), ended, poll=poll)
 

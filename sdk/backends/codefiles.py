@@ -17,7 +17,7 @@ from ..errors import BackendError
 from .ignorefile import IgnoreRules
 
 __all__ = [
-    "DEFAULT_EXCLUDES", "IGNORE_FILE", "CodeFile", "exclude_patterns", "file_sha256", "select_code_files", "size_text",
+    "DEFAULT_EXCLUDES", "IGNORE_FILE", "CodeFile", "exclude_patterns", "file_sha256", "select_code_files",
 ]  # fmt: skip
 
 DEFAULT_EXCLUDES: Tuple[str, ...] = (
@@ -92,10 +92,3 @@ def select_code_files(root: str, *, hashes: bool = True, patterns: Sequence[str]
             found.append(CodeFile(rel, path, size, digest))
     return sorted(found, key=lambda item: item.relpath)
 
-
-def size_text(count: int) -> str:
-    """A byte count for people: ``512 B``, ``3.4 KiB``, ``1.2 MiB``, ``2.0 GiB`` (never ``0.0 MiB``)."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"

@@ -14,6 +14,7 @@ Nothing is ever lost by waiting: a wake-up only says *when* to read again, the c
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import struct
@@ -38,12 +39,10 @@ _MAX_READS = 128  # 8 MiB: more than the kernel queues (16,384 events by default
 def _inotify_calls() -> Optional[tuple[Callable[[int], int], Callable[[int, bytes, int], int]]]:
     """``inotify_init1`` and ``inotify_add_watch`` of the C library, or None when there are none."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)  # the interpreter's own C library (no search, no subprocess)
         init = libc.inotify_init1
         add = libc.inotify_add_watch
-    except (ImportError, OSError, AttributeError):
+    except (OSError, AttributeError):
         return None
     init.argtypes = [ctypes.c_int]
     init.restype = ctypes.c_int

@@ -1,10 +1,10 @@
 """The one registry of backends, at the bottom of the SDK: their names, where each lives, and facts about each.
 
-Every backend is a folder of this package with a module exporting ``create_backend(**options)``, imported only
-when that backend is opened (:mod:`malaunch.sdk.opening`, above the backends and the profiles), so heavy client
-libraries never slow down ``ma-submit --help``. This module imports no backend's code, no spec and no profile: it
-names the folders (:data:`BACKEND_MODULES`, the one line a new backend adds) and reads their light facts modules
-on first use.
+Every backend is a folder of this package whose module ``backend`` exports ``create_backend(**options)``
+(:func:`backend_module`), imported only when that backend is opened (:mod:`malaunch.sdk.opening`, above the
+backends and the profiles), so heavy client libraries never slow down ``ma-submit --help``. This module imports
+no backend's code, no spec and no profile: it names the folders (:data:`BACKEND_MODULES`, the one line a new
+backend adds) and reads their light facts modules on first use.
 
 What the loader, the CLI and sweeps need to know about a backend without loading it lives beside the backend, in
 ``<backend>/options.py`` (the backend's *facts* module, light to import):
@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+from dataclasses import is_dataclass
 from types import ModuleType
 from typing import (
     TYPE_CHECKING,
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_BACKEND",
     "available_backends",
     "backend_for_id",
+    "backend_module",
     "new_section",
     "option_sections",
     "options_hook",
@@ -72,7 +74,8 @@ OptionsHook: TypeAlias = (
     "Callable[[Dict[str, Any], str, Callable[[Optional[object]], Optional[object]]], Dict[str, Any]]"
 )
 
-#: Backend name -> module exporting ``create_backend``: the one line each backend adds.
+#: Backend name -> its folder (a package; its module ``backend`` exports ``create_backend``): the one line each
+#: backend adds.
 BACKEND_MODULES: Dict[str, str] = {
     "local": "malaunch.sdk.backends.local",
     "modelarts": "malaunch.sdk.backends.modelarts",
@@ -107,6 +110,12 @@ class _Names(Sequence[str]):
 BACKEND_NAMES: Sequence[str] = _Names()
 #: The backend of a job file without ``backend:`` and of a job id nothing else claims.
 DEFAULT_BACKEND = "local"
+
+
+def backend_module(name: str) -> str:
+    """The module of backend ``name`` that exports ``create_backend``: ``backend`` in its folder (the folder's own
+    ``__init__`` imports nothing, so that reading the backend's facts loads none of its implementation)."""
+    return f"{BACKEND_MODULES[name]}.backend"
 
 
 def _module_exists(module: str) -> bool:
@@ -160,8 +169,6 @@ def option_sections() -> Tuple[Section, ...]:
 
 @functools.cache
 def _sections(registry: Tuple[Tuple[str, str], ...]) -> Tuple[Section, ...]:
-    from dataclasses import is_dataclass  # a section is a dataclass; only the spec asks for the sections
-
     found = []
     for name, _ in registry:
         facts = _facts(name)

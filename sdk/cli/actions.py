@@ -2,10 +2,9 @@
 
 Each verb is a plain function taking what click passes the verb's callback, and the ``--profile`` named (None:
 the one in use); it prints through :mod:`.echo` and returns the exit code of a verb that worked, or raises an SDK
-error (:mod:`.exits` turns it into its line and code). The click commands (:mod:`.jobs`) and the quick path
-(:mod:`.quick`) both call these, so each verb's behaviour has one home. Without ``--backend``, a JOB_ID finds its
-backend the one way the SDK has, :func:`~malaunch.sdk.backends.backend_for` (the job index, the id's format, else
-local); a job id may be a unique prefix.
+error (:mod:`.exits` turns it into its line and code). The click commands (:mod:`.jobs`) call these. Without
+``--backend``, a JOB_ID finds its backend the one way the SDK has, :func:`~malaunch.sdk.backends.backend_for`
+(the job index, the id's format, else local); a job id may be a unique prefix.
 """
 
 from __future__ import annotations
@@ -13,8 +12,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from ..backends.listing import ListQuery
+from ..follow import describe_end
+from ..logview import LogQuery, view_logs
 from ..opening import job_owner
 from ..status import JobState, JobStatus, exit_code_of
+from ..units import size_text
 from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED
 from .profile_use import backend_of_profile, open_with
@@ -133,8 +136,6 @@ def show_status(backend: Optional[str], output: str, job_id: str, profile: Optio
 def show_logs(backend: Optional[str], follow: bool, tail: Optional[int], hosts: Tuple[int, ...],
               ranks: Tuple[int, ...], job_id: str, profile: Optional[str] = None) -> int:  # fmt: skip
     """``ma-submit logs``: the output of ``job_id`` merged by time, each line prefixed with its host."""
-    from ..logview import LogQuery, view_logs
-
     impl, ident = resolved(backend, job_id, profile)
     query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
     try:
@@ -155,8 +156,6 @@ def stop_job(backend: Optional[str], job_id: str, profile: Optional[str] = None)
 
 def wait_job(backend: Optional[str], timeout: Optional[float], job_id: str, profile: Optional[str] = None) -> int:
     """``ma-submit wait``: wait for ``job_id`` to end; its exit code."""
-    from ..follow import describe_end
-
     impl, ident = resolved(backend, job_id, profile)
     try:
         status = impl.handle(ident).wait(timeout=timeout)
@@ -169,8 +168,6 @@ def wait_job(backend: Optional[str], timeout: Optional[float], job_id: str, prof
 def list_jobs(backend: Optional[str], output: str, limit: int, states: Tuple[str, ...], name: Optional[str],
               since: Optional[float], older_than: Optional[float], profile: Optional[str] = None) -> int:  # fmt: skip
     """``ma-submit list``: the jobs of a backend, newest first (those whose state cannot be read noted on stderr)."""
-    from ..backends.listing import ListQuery
-
     query = ListQuery(frozenset(s.upper() for s in states), name, since, older_than, limit)
     page = backend_named(backend, profile).list_page(query, now=time.time())
     for text in page.notes:
@@ -215,8 +212,6 @@ def delete_jobs(backend: Optional[str], job_ids: Tuple[str, ...], profile: Optio
 def prune_jobs(backend: Optional[str], older_than: float, states: Tuple[str, ...], keep: int, dry_run: bool,
                profile: Optional[str] = None) -> int:  # fmt: skip
     """``ma-submit prune``: every ended job that ended longer ago than ``older_than``; never a running one."""
-    from ..units import size_text
-
     result = backend_named(backend, profile).prune(
         older_than, states=frozenset(s.upper() for s in states), keep=keep, dry_run=dry_run
     )

@@ -20,27 +20,40 @@ only when that verb runs or its help is asked (:mod:`malaunch.sdk.cli.verbs`).
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
 
 import click
 
 from ..errors import EXIT_CONFIG, MalaunchError
 from .exits import EXIT_INTERRUPTED, PROG, Outcome, finish, json_output_requested, outcome_of, said_write_failure
-from .quick import verb_first
 from .verbs import VERBS, VerbGroup
 
-__all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main"]
+__all__ = ["EXIT_INTERRUPTED", "VERBS", "MaSubmitGroup", "cli", "json_output_requested", "main", "verb_first"]
 
 _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+#: The options that may come before the verb (``ma-submit --profile lab list``, as with git), each with a value.
+_LEADING = ("--profile", "--backend", "--output")
+
+
+def verb_first(args: Sequence[str]) -> List[str]:
+    """``args`` with the options given before the verb moved after it: ``--profile lab list`` is ``list --profile
+    lab``. Only :data:`_LEADING` options (``--profile NAME`` or ``--profile=NAME``) followed by a verb are moved;
+    anything else is left as it is (a job file after them is an implicit ``submit``, which takes them as given)."""
+    words = list(args)
+    at = 0
+    while at < len(words) and words[at].split("=", 1)[0] in _LEADING:
+        at += 1 if "=" in words[at] else 2
+    if 0 < at < len(words) and words[at] in VERBS:
+        return [words[at], *words[:at], *words[at + 1 :]]
+    return words
 
 
 def _did_you_mean(word: str) -> Optional[str]:
     if word.startswith("-") or os.path.exists(word) or word.endswith(_JOB_FILE_SUFFIXES) or os.sep in word:
         return None
-    import difflib  # only for a first word that is no verb
-
     close = difflib.get_close_matches(word.lower(), VERBS, n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -115,17 +128,6 @@ def cli() -> None:
     """
 
 
-@click.command(
-    "configure", add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
-)
-@click.argument("words", nargs=-1, type=click.UNPROCESSED)
-def configure_cmd(words: Tuple[str, ...]) -> Any:
-    """Write, list or show named profiles (see 'ma-submit configure --help')."""
-    from .configure import configure_group  # made from every backend's keys: imported only when it runs
-
-    return configure_group.main(list(words), prog_name=f"{PROG} configure", standalone_mode=False)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """``ma-submit`` through click, every verb (the console script, :mod:`.entry`, tries :mod:`.quick` first)."""
+    """``ma-submit``, every verb (the console script's :func:`.entry.main` calls it)."""
     cli.main(args=argv, prog_name=PROG)

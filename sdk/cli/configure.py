@@ -8,8 +8,8 @@
 - ``ma-submit configure list``: the profiles, the one in use marked ``*``.
 - ``ma-submit configure show [--profile NAME]``: a profile's keys and values, secrets hidden.
 
-The options are made from the keys the profile module knows (each backend declares its own), so this module is
-imported only when ``configure`` runs. Nothing here prints a secret.
+The options are made from the keys the profile module knows (each backend declares its own). Nothing here prints
+a secret.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from ..profiles.check import all_keys, keys_of, selected
 from ..profiles.keys import ProfileKey
 from ..profiles.store import DEFAULT_PROFILE, PROFILE_VARIABLE, profiles_path, read_profiles, write_profile
 from .echo import echo
+from .exits import PROG
 from .jobs import OUTPUT, echo_json, note, parse_duration
 
-__all__ = ["configure_group"]
+__all__ = ["configure_cmd", "configure_group"]
 
 _PROMPT_FIRST = ("backend", "image", "keep_for")
 
@@ -250,3 +251,12 @@ def show_cmd(name: Optional[str], output: str) -> int:
     for key, value in shown.items():
         echo(f"  {key.ljust(width)}  {value}")
     return 0
+
+
+@click.command(
+    "configure", add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+@click.argument("words", nargs=-1, type=click.UNPROCESSED)
+def configure_cmd(words: Tuple[str, ...]) -> Any:
+    """Write, list or show named profiles (see 'ma-submit configure --help')."""
+    return configure_group.main(list(words), prog_name=f"{PROG} configure", standalone_mode=False)

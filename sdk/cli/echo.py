@@ -2,7 +2,7 @@
 
 That is the text and a newline on stdout (``err``: stderr), flushed; nothing when the stream is None (closed by
 the caller); escape sequences of colours and styles removed when the stream is no terminal. Every verb prints
-through here, under click and under the quick path (:mod:`.quick`) alike, so their output is one. A stream whose
+through here. A stream whose
 encoding is ASCII (``PYTHONIOENCODING=ascii``) gets UTF-8, unencodable characters replaced, as click writes it.
 
 Unlike ``click.echo``, no output is lost in silence: a reader that goes away midway (``ma-submit list | head``) ends
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Optional, TextIO, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Optional, TextIO, Tuple
 
-if TYPE_CHECKING:
-    from ...entrypoint.public import OutputCut
+from ...entrypoint.public import OutputCut, write_all
 
 __all__ = ["echo", "echo_json", "note", "say_output_lost"]
 
@@ -64,8 +64,6 @@ def echo(text: str = "", err: bool = False, *, quiet_loss: bool = False) -> None
         return
     out = text + "\n"
     if "\033" in out and not _is_terminal(stream):
-        import re  # only for output that carries an escape sequence
-
         out = re.sub(_ANSI, "", out)
     binary = getattr(stream, "buffer", None)
     if binary is None:  # a text-only stream (a test's StringIO): nothing under it to lose bytes
@@ -116,8 +114,6 @@ def _writer() -> Tuple[Callable[[BinaryIO, bytes], None], type[OutputCut]]:
     path (the lazy seam would look them up each time), and ``--help`` loads none of the shim."""
     global _WRITER
     if _WRITER is None:
-        from ...entrypoint.public import OutputCut, write_all
-
         _WRITER = write_all, OutputCut
     return _WRITER
 

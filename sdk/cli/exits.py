@@ -2,8 +2,8 @@
 
 :func:`outcome_of` maps what a verb raised (an SDK error, an interruption, a closed pipe) to the message, the exit
 code and the job-file field; :func:`finish` prints ``ma-submit: error: <message>`` on stderr (under ``--output
-json`` also ``{"error": ..., "field": ..., "exit_code": ...}`` on stdout) and exits. ``MaSubmitGroup.main`` (the
-click path, which adds click's own usage errors) and the quick path (:mod:`.quick`) both end through here.
+json`` also ``{"error": ..., "field": ..., "exit_code": ...}`` on stdout) and exits. ``MaSubmitGroup.main``
+(which adds click's own usage errors) ends through here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import errno
 import sys
 from typing import NoReturn, Optional, Sequence, Tuple, TypeAlias, Union
 
+from ...entrypoint.public import OutputCut
 from ..errors import MalaunchError, SpecError, exit_code_for
 from .echo import echo, echo_json
 
@@ -50,8 +51,6 @@ def _full_disk(error: OSError) -> bool:
 def said_write_failure(error: OSError) -> bool:
     """A failed write ``ma-submit`` ends with its line and :data:`EXIT_OUTPUT` (:func:`outcome_of`), not a
     traceback: output cut midway (``OutputCut``), or any write that failed for want of space."""
-    from ...entrypoint.public import OutputCut
-
     return isinstance(error, OutputCut) or _full_disk(error)
 
 
@@ -64,8 +63,6 @@ def outcome_of(error: Union[MalaunchError, KeyboardInterrupt, EOFError, OSError]
         return str(error), exit_code_for(error), error.field if isinstance(error, SpecError) else None
     if isinstance(error, (KeyboardInterrupt, EOFError)):
         return "interrupted", EXIT_INTERRUPTED, None
-    from ...entrypoint.public import OutputCut
-
     if isinstance(error, OutputCut):
         return None, EXIT_OUTPUT, None
     if _full_disk(error) and error.filename:

@@ -15,6 +15,7 @@ import click
 
 from ...entrypoint.public import OutputCut
 from ..errors import ExecElsewhere, JobNotRunning
+from ..units import binary_size_text
 from .echo import echo, say_output_lost
 from .jobs import EXIT_INTERRUPTED, OUTPUT, backend_option, echo_json, note, resolved
 
@@ -25,9 +26,7 @@ __all__ = ["INSIDE_COMMANDS", "render_usage"]
 
 
 def _size(count: Optional[int]) -> str:
-    from ..backends.codefiles import size_text  # with the code files' hashing: not on every verb's start
-
-    return "-" if count is None else size_text(count)
+    return "-" if count is None else binary_size_text(count)
 
 
 def _cpu(row: HostUsage) -> str:

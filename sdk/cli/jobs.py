@@ -1,7 +1,7 @@
 """The management verbs of ``ma-submit`` as click commands: status, logs, stop, wait, list, delete, prune.
 
-Each command parses its options and calls the verb's function in :mod:`.actions` (their one home, shared with the
-quick path :mod:`.quick`), passing the ``--profile`` given. Every verb takes ``--backend``; without it a JOB_ID
+Each command parses its options and calls the verb's function in :mod:`.actions`, passing the ``--profile``
+given. Every verb takes ``--backend``; without it a JOB_ID
 finds its backend the one way the SDK has, :func:`~malaunch.sdk.backends.backend_for`. The helpers the other verb
 groups share are public here (:func:`backend_option`, :func:`resolved`, :func:`note`, :func:`echo_json`); exit
 codes are decided in :mod:`.exits`.

@@ -10,6 +10,7 @@ import os
 
 import click
 
+from ..notify.trial import notify_test, targets_of
 from .echo import echo
 from .profile_option import chosen_profile, profile_option
 
@@ -28,8 +29,6 @@ def notify_group() -> None:
 @click.argument("source", metavar="JOB_FILE_OR_PROFILE")
 def test_cmd(source: str) -> int:
     """Send a sample event to every target of JOB_FILE_OR_PROFILE and report each result."""
-    from ..notify.trial import notify_test, targets_of
-
     found = targets_of(source, os.environ, chosen_profile())
     results = notify_test(found, os.environ)
     for result in results:

@@ -1,7 +1,7 @@
-"""The profile a verb uses and the backend it makes with it, without click (the quick path shares them).
+"""The profile a verb uses and the backend it makes with it, without click.
 
 The profile in use is the one named (``--profile NAME``), else ``$MALAUNCH_PROFILE``, else ``default`` when it
-exists (:mod:`malaunch.sdk.profiles`); nothing about profiles is imported until a verb needs it. The click side,
+exists (:mod:`malaunch.sdk.profiles`). The click side,
 the ``--profile`` option and the verbs that read a job file, is :mod:`.profile_option`.
 """
 
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Optional
 
 from ..backends.registry import DEFAULT_BACKEND
 from ..opening import open_backend
+from ..profiles.check import check_keys
+from ..profiles.store import select
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -21,15 +23,10 @@ __all__ = ["backend_of_profile", "open_with", "selected_profile"]
 
 
 def selected_profile(given: Optional[str]) -> Optional[Profile]:
-    """The profile in use (``given`` when named), checked; the profile module's heavier half is imported only when
-    there is one."""
-    from ..profiles.store import select
-
+    """The profile in use (``given`` when named), checked."""
     profile = select(os.environ, given)
     if profile is None:
         return None
-    from ..profiles.check import check_keys
-
     return check_keys(profile)
 
 

@@ -7,6 +7,7 @@ or the job states: only a submit needs them.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
 
 import click
@@ -14,11 +15,15 @@ from malaunch.entrypoint.public import VARIABLES
 
 from ..backends import BACKEND_NAMES, runs_here
 from ..errors import SpecError
+from ..follow import follow_job
+from ..job import Job
+from ..profiles.apply import load_job, render_origins
 from ..status import exit_code_of
 from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED
 from .output import OUTPUT
-from .profile_option import job_for, open_for, profile_option
+from .profile_option import chosen_profile, open_for, profile_option
+from .profile_use import selected_profile
 
 if TYPE_CHECKING:
     from ..backends.base import JobHandle
@@ -26,9 +31,18 @@ if TYPE_CHECKING:
 __all__ = ["submit_cmd"]
 
 
-def _follow(handle: JobHandle, output: str) -> int:
-    from ..follow import follow_job  # only a followed job needs it (the verbs' imports stay lean)
+def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) -> Tuple[Job, Optional[str]]:
+    """The job of ``job_file`` with the command line's ``backend`` and ``run_method``, the profile in use filling
+    what the job file leaves out; and the block ``--dry-run`` prints about where the values came from (None
+    when no profile is in use)."""
+    profile = selected_profile(chosen_profile())
+    if profile is None:
+        return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
+    spec, rows = load_job(job_file, profile, backend, os.environ)
+    return Job(spec).with_options(run_method=run_method, backend=backend), render_origins(profile, rows)
 
+
+def _follow(handle: JobHandle, output: str) -> int:
     json_mode = output == "json"
     try:
         for event in follow_job(handle):

@@ -11,25 +11,44 @@ live here; the work is :class:`malaunch.sdk.sweep.Sweep`'s.
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
+from ..errors import SpecError
+from ..profiles.apply import blame_profile, fill_job_data, render_origins
+from ..spec.loader import read_job_data
+from ..sweep.api import Sweep, attach_sweep, list_sweeps
+from ..sweep.results import TrialResult
+from ..sweep.run import is_done
+from ..sweep.spec import format_value, parse_param_option
+from ..sweep.state import TRIAL_WAITING
 from .echo import echo
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
-from .profile_option import chosen_profile, open_for, profile_option, sweep_for
+from .profile_option import chosen_profile, open_for, profile_option
+from .profile_use import selected_profile
 
 if TYPE_CHECKING:
     from ..sweep.api import SweepHandle
-    from ..sweep.results import TrialResult
-
-# The sweep machinery (``malaunch.sdk.sweep``) is imported by the verbs that use it, not with this module: the
-# group is registered with ``ma-submit`` (its ``--help`` lists it), and no other verb should pay for it.
 
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
 
 _SUBCOMMANDS = ("run", "status", "wait", "stop", "logs", "list")
+
+
+def sweep_for(job_file: str, overrides: Mapping[str, Any]) -> Tuple[Sweep, Optional[str]]:
+    """As :func:`.submit.job_for`, for a sweep's job file (its ``sweep:`` section is the sweep's own, never filled)."""
+    profile = selected_profile(chosen_profile())
+    raw, base_dir = read_job_data(job_file) if profile is not None else (None, "")
+    if profile is None or not isinstance(raw, dict):
+        return Sweep.from_yaml(job_file, **overrides), None
+    data, rows = fill_job_data(raw, profile, None, os.environ)
+    try:
+        return Sweep.from_data(data, base_dir, **overrides), render_origins(profile, rows)
+    except SpecError as error:
+        raise (blame_profile(error, profile, rows) or error.with_source(job_file)) from None
 
 
 class SweepGroup(click.Group):
@@ -59,8 +78,6 @@ def _seconds(value: Optional[float]) -> str:
 
 
 def _cell(row: TrialResult, now: float) -> Tuple[str, str, str, str]:
-    from ..sweep.state import TRIAL_WAITING
-
     code = "-" if row.exit_code is None else str(row.exit_code)
     took = _seconds(None if row.started_at is None else (row.ended_at or now) - row.started_at)
     metric = "-" if row.metric is None else f"{row.metric:g}"
@@ -70,8 +87,6 @@ def _cell(row: TrialResult, now: float) -> Tuple[str, str, str, str]:
 
 def render_results(record: Dict[str, Any], rows: Sequence[TrialResult], now: float) -> str:
     """The results table of ``sweep status``: one row per trial, best first, parameters as columns."""
-    from ..sweep.spec import format_value
-
     metric = record.get("metric")
     names = list(rows[0].params) if rows else []
     head = [
@@ -124,10 +139,6 @@ def _show(handle: SweepHandle, output: str) -> None:
 
 
 def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
-    from ..sweep.results import TrialResult
-    from ..sweep.run import is_done
-    from ..sweep.state import TRIAL_WAITING
-
     seen: Dict[int, str] = {}
     try:
         while True:
@@ -186,9 +197,6 @@ def run_cmd(
     job_file: str,
 ) -> int:
     """Run JOB.yaml as a sweep (its sweep: section, overridden by the flags)."""
-    from ..sweep.api import Sweep
-    from ..sweep.spec import parse_param_option
-
     overrides: Dict[str, Any] = {
         "params": [parse_param_option(text) for text in params],
         "max_parallel": max_parallel,
@@ -234,8 +242,6 @@ def run_cmd(
 @click.argument("sweep_id")
 def status_cmd(output: str, sweep_id: str) -> int:
     """The results table of SWEEP_ID: one row per trial, best first."""
-    from ..sweep.api import attach_sweep
-
     _show(attach_sweep(sweep_id), output)
     return 0
 
@@ -246,8 +252,6 @@ def status_cmd(output: str, sweep_id: str) -> int:
 @click.argument("sweep_id")
 def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
     """Wait for every trial; exit 0 when all succeeded, else the first failed trial's exit code."""
-    from ..sweep.api import attach_sweep
-
     handle = attach_sweep(sweep_id)
     try:
         handle.wait(timeout=timeout)
@@ -261,8 +265,6 @@ def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
 @click.argument("sweep_id")
 def stop_cmd(sweep_id: str) -> int:
     """Stop every running trial of SWEEP_ID and start no more (stopping a stopped sweep is a no-op)."""
-    from ..sweep.api import attach_sweep
-
     handle = attach_sweep(sweep_id)
     handle.stop()
     _show(handle, "text")
@@ -275,8 +277,6 @@ def stop_cmd(sweep_id: str) -> int:
 @click.argument("sweep_id")
 def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
     """Every submitted trial's output, each line prefixed with [trial N]."""
-    from ..sweep.api import attach_sweep
-
     try:
         for line in attach_sweep(sweep_id).logs(trial, follow=follow):
             echo(line)
@@ -289,8 +289,6 @@ def logs_cmd(follow: bool, trial: Optional[int], sweep_id: str) -> int:
 @click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable.")
 def list_cmd(output: str) -> int:
     """The sweeps under $MALAUNCH_HOME, newest first."""
-    from ..sweep.api import list_sweeps
-
     records = list_sweeps()
     if output == "json":
         echo_json(

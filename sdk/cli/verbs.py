@@ -1,12 +1,11 @@
 """The verbs of ``ma-submit``: each one's name, the module and attribute of its command, and its short help, known
 without importing it (issue 28: ``ma-submit --help`` lists them all and loads none).
 
-:class:`VerbGroup` is the group that reads this table: a verb's module is imported when the verb runs or its own
-``--help`` is asked (:meth:`VerbGroup.get_command`), and the group's help lists every verb from the table, in the
-order click lists commands (by name) and shortened to the terminal the way click shortens a command's help. The
-short help here is a copy of each command's own first sentence; a test proves the two equal. The group's help is
-as wide as click makes it, the terminal's width found without importing :mod:`shutil` (:mod:`.width`, which the quick
-path's stored help shares).
+:class:`VerbGroup` is a lazy group, as click's documentation shows one (``list_commands`` from a table,
+``get_command`` importing ``module:attribute`` on demand): a verb's module is imported when the verb runs or its own
+``--help`` is asked, and the group's help lists every verb from the table, in the order click lists commands (by
+name) and shortened to the terminal the way click shortens a command's help. The short help here is a copy of each
+command's own first sentence; a test proves the two equal.
 """
 
 from __future__ import annotations
@@ -16,9 +15,6 @@ from gettext import gettext
 from typing import Dict, List, NamedTuple, Optional
 
 import click
-import click.formatting
-
-from .width import help_width
 
 __all__ = ["VERBS", "VERB_TABLE", "Verb", "VerbGroup", "load_verb"]
 
@@ -54,7 +50,8 @@ VERB_TABLE = (
     Verb("exec", "inside", "exec_cmd", "Run COMMAND inside a running host of JOB_ID and exit with its exit code."),
     Verb("notify", "notify", "notify_group",
          "Try the notification targets of a job file or a profile (see docs/cli.md, Notifications)."),
-    Verb("configure", "app", "configure_cmd", "Write, list or show named profiles (see 'ma-submit configure --help')."),
+    Verb("configure", "configure", "configure_cmd",
+         "Write, list or show named profiles (see 'ma-submit configure --help')."),
     Verb("ui", "ui", "ui_cmd", "Serve a page of your jobs (local, ModelArts, Volcano) on this machine and open it in a "
          "browser."),
     Verb("host", "hostverb", "host_cmd",
@@ -72,23 +69,8 @@ def load_verb(verb: Verb) -> click.Command:
     return command
 
 
-class _GroupContext(click.Context):
-    """The group's context: its help formatter gets the width click's would compute (the terminal's, at most
-    ``max_content_width`` or 80, less 2, at least 50), unless a width is set (``terminal_width``, or the one click's
-    test runner forces)."""
-
-    def make_formatter(self) -> click.HelpFormatter:
-        width = self.terminal_width
-        if width is None and click.formatting.FORCED_WIDTH is None:
-            limit = 80 if self.max_content_width is None else self.max_content_width
-            width = help_width(limit)
-        return self.formatter_class(width=width, max_width=self.max_content_width)
-
-
 class VerbGroup(click.Group):
     """A click group whose commands are the verbs of :data:`VERB_TABLE`, each imported on first use."""
-
-    context_class = _GroupContext
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return sorted(_BY_NAME)

@@ -12,25 +12,6 @@ first-hand.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import List
 
-if TYPE_CHECKING:
-    from .delivery import Delivery, deliver
-    from .payload import notify_variable, sample_payload
-    from .targets import NotifyTarget, targets_from_data
-    from .trial import notify_test
-
-_HOMES = {"Delivery": ".delivery", "deliver": ".delivery", "notify_variable": ".payload",
-          "sample_payload": ".payload", "NotifyTarget": ".targets", "targets_from_data": ".targets",
-          "notify_test": ".trial"}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name], __name__), name)
-
-
-__all__ = ["Delivery", "NotifyTarget", "deliver", "notify_test", "notify_variable", "sample_payload",
-           "targets_from_data"]
+__all__: List[str] = []  # each module's names are imported from it

@@ -1,4 +1,5 @@
-"""A job's notification targets (the job file's ``notify:`` list): the model, its checks and how data becomes it.
+"""A job's notification targets (the job file's ``notify:`` list): the model and its checks (how data becomes it is
+:mod:`.fromdata`, with the YAML parser a profile's text needs).
 
 Each target is a webhook (``url:``, http or https; ``secret_env:`` names the variable holding the HMAC secret,
 never the secret itself) or a command (``command:``, an argv list, run without a shell), with the ``events:`` it
@@ -12,14 +13,13 @@ import math
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from malaunch.entrypoint.public import DEFAULT_NOTIFY_EVENTS, NOTIFY_EVENTS, target_label
 
-from ..errors import SpecError
 from ..spec.checks import check_text, check_words, fail
 
-__all__ = ["TARGET_KEYS", "NotifyTarget", "check_notify_timeout", "check_targets", "targets_from_data"]
+__all__ = ["TARGET_KEYS", "NotifyTarget", "check_notify_timeout", "check_targets"]
 
 #: The keys a target may have.
 TARGET_KEYS = ("url", "secret_env", "command", "events")
@@ -102,57 +102,3 @@ def check_notify_timeout(value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not low <= value <= high:  # fmt: skip
         raise fail("notify_timeout", f"must be a number of seconds from {low:g} to {high:g}", value)
-
-
-def _target(raw: object, path: str) -> NotifyTarget:
-    if isinstance(raw, NotifyTarget):
-        return raw
-    if not isinstance(raw, Mapping):
-        raise SpecError(path, "must be a mapping with url or command", raw, "e.g. - url: https://...")
-    fields: Dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in TARGET_KEYS:
-            raise SpecError(f"{path}.{key}", "unknown field", key, f"known fields: {', '.join(TARGET_KEYS)}")
-        fields[key] = value
-    for key in ("command", "events"):
-        value = fields.get(key)
-        if isinstance(value, str):
-            fields[key] = (value,)
-        elif isinstance(value, list):
-            fields[key] = tuple(value)
-        elif value is None:
-            fields.pop(key, None)
-    try:
-        return _with_path(fields, path)
-    except SpecError:
-        raise
-    except TypeError as error:
-        raise SpecError(path, f"cannot be read ({error})", None) from None
-
-
-def _with_path(fields: Dict[str, Any], path: str) -> NotifyTarget:
-    try:
-        return NotifyTarget(**fields)
-    except SpecError as error:
-        tail = error.field.split(".", 1)[1] if "." in error.field else ""
-        raise SpecError(f"{path}.{tail}" if tail else path, error.problem, error.value, error.hint) from None
-
-
-def targets_from_data(value: object) -> Tuple[NotifyTarget, ...]:
-    """The job file's ``notify:`` (a list of mappings; a profile's text of one, YAML or JSON) as targets."""
-    if value is None:
-        return ()
-    if isinstance(value, str):  # a profile keeps it as text
-        import yaml
-
-        try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise SpecError("notify", "is not a YAML or JSON list of targets", value) from None
-    if isinstance(value, Mapping):
-        value = [value]
-    if not isinstance(value, (list, tuple)):
-        raise SpecError("notify", "must be a list of targets (url: or command:)", value)
-    found: List[NotifyTarget] = [_target(raw, f"notify[{index}]") for index, raw in enumerate(value)]
-    return tuple(found)
-

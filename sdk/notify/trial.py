@@ -11,9 +11,13 @@ import os
 from typing import List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigError
+from ..profiles.apply import load_job
+from ..profiles.store import select
+from ..spec.loader import load_job_file
 from .delivery import Delivery, deliver
-from .payload import sample_payload
-from .targets import NotifyTarget, targets_from_data
+from .fromdata import targets_from_data
+from .payload import sample_payload, timeout_of
+from .targets import NotifyTarget
 
 __all__ = ["TestSource", "notify_test", "targets_of"]
 
@@ -35,17 +39,10 @@ def targets_of(source: str, environ: Mapping[str, str], profile: Optional[str] =
         SpecError / ConfigError: the job file or the profile cannot be read, or it has no targets.
     """
     if os.path.isfile(source):
-        from ..profiles.apply import load_job
-        from ..profiles.store import select
-        from ..spec.loader import load_job_file
-        from .payload import timeout_of
-
         chosen = select(environ, profile)
         spec = load_job(source, chosen, None, environ)[0] if chosen is not None else load_job_file(source)
         found = TestSource(spec.name, spec.notify, timeout_of(spec))
     else:
-        from ..profiles.store import select
-
         chosen = select(environ, source)
         if chosen is None:
             raise ConfigError("no job file or profile of this name", source,

@@ -18,6 +18,7 @@ import io
 import os
 import re
 import stat
+import sys
 from typing import TYPE_CHECKING, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from malaunch.entrypoint.public import write_atomic
@@ -95,8 +96,6 @@ def _warn_shared(path: str, mode: int) -> None:
     if not mode & (stat.S_IRWXG | stat.S_IRWXO) or path in _WARNED:
         return
     _WARNED.add(path)
-    import sys
-
     try:
         sys.stderr.write(f"ma-submit: warning: {_shared(path, mode)}; its secrets are not used until you run "
                          f"'chmod 600 {path}'\n")  # fmt: skip

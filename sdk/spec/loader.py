@@ -33,7 +33,8 @@ from malaunch.entrypoint.public import int_bounds
 
 from ..backends import option_sections, options_hook
 from ..errors import SpecError, show_value
-from ..notify.targets import TARGET_KEYS, targets_from_data
+from ..notify.fromdata import targets_from_data
+from ..notify.targets import TARGET_KEYS
 from ..redact import MASK, is_secret_name
 from ..units import parse_duration
 from .contract import LAUNCHER_VARIABLES

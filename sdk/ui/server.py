@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 import time
+import webbrowser
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
@@ -32,6 +33,8 @@ from ..backends.listing import ListQuery
 from ..backends.registry import runs_here
 from ..errors import ConfigError, JobNotFound, MalaunchError, SweepNotFound
 from ..status import JobState, JobStatus
+from ..sweep.api import attach_sweep, list_sweeps
+from ..sweep.results import rank_results, rows_of
 from . import pages
 from .auth import LOOPBACK, Guard
 from .kept import KeptReads
@@ -215,8 +218,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return _page(self._part(_one(query, "name"), backend, name, status))
             return self._job(backend, name, status)
         if path == "/sweeps":
-            from ..sweep.api import list_sweeps
-
             return _page(pages.sweeps_page(list_sweeps(app.home), time.time()))
         if path == "/sweep":
             return self._sweep(_one(query, "id"))
@@ -298,9 +299,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return Answer(200, body.encode("utf-8"), "application/json; charset=utf-8")
 
     def _sweep(self, sweep_id: str) -> Answer:
-        from ..sweep.api import attach_sweep
-        from ..sweep.results import rank_results, rows_of
-
         handle = attach_sweep(sweep_id, home=self.server.app.home)
         record = handle.record()  # as recorded: reading the page starts no trial
         metric = record.get("metric") if isinstance(record.get("metric"), dict) else {}
@@ -380,8 +378,6 @@ def serve(server: UiServer, say: Callable[[str], None], open_browser: bool) -> N
         say(f"warning: listening on {host}: other machines can reach this page (the token still guards it)")
     say(f"the jobs page is at {url} (Ctrl-C stops it)")
     if open_browser:
-        import webbrowser
-
         threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)

@@ -38,7 +38,7 @@ def cli_env(home: Path) -> Dict[str, str]:
 def cleanup_jobs(home: Path) -> Iterator[None]:
     """After the test, stop anything a failed assertion may have left and prove nothing runs."""
     yield
-    from malaunch.sdk.backends.local import LocalBackend
+    from malaunch.sdk.backends.local.backend import LocalBackend
 
     backend = LocalBackend(home=str(home))
     failures: List[str] = []

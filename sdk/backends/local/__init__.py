@@ -7,21 +7,10 @@ namespaces), :mod:`.inside` (events, usage, exec), :mod:`.hostops` (a host lost 
 platform does), :mod:`.consolelog`, :mod:`.options` (what the registry asks without loading the rest),
 :mod:`.queue` (jobs wait until the machine has their devices), :mod:`.profile` (``local.capacity``).
 
-The names below are imported on first use, so asking :mod:`.options` loads nothing else.
+The package itself imports nothing: asking :mod:`.options` (the registry's facts) loads no other module of it, and
+the opener (:mod:`malaunch.sdk.opening`) imports :mod:`.backend` when the backend is opened.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .backend import NETWORK_MODES, LocalBackend, create_backend
-
-__all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(".backend", __name__), name)
+__all__: list[str] = []

@@ -2,7 +2,7 @@
 
 Example::
 
-    from malaunch.sdk.backends.local import LocalBackend
+    from malaunch.sdk.backends.local.backend import LocalBackend
     backend = LocalBackend(home="/tmp/ma")              # default: $MALAUNCH_HOME, else ~/.malaunch
     handle = backend.submit(spec)                       # plan (pure) + execute
     handle.wait(); print(handle.status().exit_code)

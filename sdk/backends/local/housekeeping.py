@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, AbstractSet, List, Optional
 
 from ...errors import BackendError, ConfigError
 from ...status import JobState, JobStatus
+from .history import History
 from .hostnet import network_from_json
 from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, signal_job_process
 from .query import request_json
 from .queue.waiting import unqueue
+from .retention import expire_due, prune_home, prune_lock, remove_jobs
 from .state import StateWriter, read_state
 
 if TYPE_CHECKING:
@@ -82,8 +84,6 @@ class Housekeeper:
                 paths.job_id,
                 f"stop it first: 'ma-submit stop {paths.job_id}'",
             )
-        from .retention import prune_lock, remove_jobs
-
         try:
             with prune_lock(self.home):
                 _, refused, _ = remove_jobs(self.home, [paths.job_id], dry_run=False, busy=set(), strict=True)
@@ -110,15 +110,10 @@ class Housekeeper:
 
     # -- retention (keep_for, prune) -------------------------------------------------------------------------
     def expire(self, now: float) -> List[str]:
-        from .history import History
-        from .retention import expire_due
-
         return sorted(expire_due(self.home, History(self.home).snapshot(self.jobs.read_for_history), now))
 
     def prune(self, older_than: float, *, now: Optional[float], states: AbstractSet[str], keep: int,
               dry_run: bool) -> PruneResult:  # fmt: skip
-        from .retention import prune_home
-
         self.jobs.check_home()
         when = time.time() if now is None else now
         return prune_home(self.home, self.jobs.read_for_history, older_than, now=when, states=states, keep=keep,

@@ -24,6 +24,7 @@ from malaunch.entrypoint.public import (
     attempt_file,
     descendants,
     events_file,
+    newest_attempt,
     read_attempt,
     read_events,
     read_usage,
@@ -33,6 +34,7 @@ from malaunch.entrypoint.public import (
 from ...errors import ConfigError, JobNotRunning, JobStateUnknown
 from ...status import HostState, JobState, JobStatus
 from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
+from .hostnet import network_from_json
 from .jobdir import JOB_ID_VARIABLE, JobPaths, is_job_process, read_json
 from .pending import pending_reason
 from .state import attempt_cause, is_lost, read_state, report_detail
@@ -288,8 +290,6 @@ def local_usage(status: JobStatus, *, interval: float = 0.5) -> UsageReport:
             HostUsage(host.index, host.address, cpu_cores=round(ticks / hz / took, 2), memory_bytes=memory,
                       processes=len(second))
         )  # fmt: skip
-    from malaunch.entrypoint.public import newest_attempt
-
     return UsageReport(status.id, tuple(rows), source="/proc of each host's process tree",
                        ranks=tuple(newest_attempt(status.progress)))
 
@@ -311,7 +311,6 @@ def local_exec(
     ``tty`` it gets a terminal of its own (:mod:`.terminal`); ``stdin`` None then forwards this one's input."""
     import subprocess
 
-    from .hostnet import network_from_json
     from .plan import LocalRequest, host_environment, with_secret
     from .terminal import run_on_terminal
 

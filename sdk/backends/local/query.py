@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import stat
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -18,16 +19,21 @@ from ...errors import ConfigError, JobNotFound, JobStateUnknown
 from ...home import one_by_prefix
 from ...status import JobState, JobStatus
 from ..base import UnknownWatch
+from ..listing import ListQuery
+from ..logtail import follow_files
+from .consolelog import merged_lines, missing_lines
+from .history import History
 from .jobdir import JobPaths, is_job_process, pid_alive, read_json, runner_pid
 from .pending import pending_reason
 from .queue.waiting import queue_reason, queued, take_over
+from .retention import expire_due, reading
 from .state import StateReading, job_status, read_state
 
 if TYPE_CHECKING:
     from ...spec.resume import ResumeRef
     from ..checkpoints import CheckpointListing
     from ..inside import ExecResult, JobEvent, UsageReport
-    from ..listing import ListPage, ListQuery
+    from ..listing import ListPage
     from .setup import LocalSetup
 
 __all__ = ["JobReader", "request_json"]
@@ -117,8 +123,6 @@ class JobReader:
             count = len(hosts) if isinstance(hosts, list) else 1
         files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
         if not follow:
-            from .consolelog import merged_lines  # only what reads the logs: status, list and stop do not
-
             return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
         return _while_reading(paths, self._follow(paths, files))
 
@@ -130,8 +134,6 @@ class JobReader:
             return status.is_terminal or watch.gave_up(status)
 
         from ..filewatch import ChangeWatch  # only a follower needs these
-        from ..logtail import follow_files
-
         with ChangeWatch([path for _, path in files] + [paths.state_file]) as changes:
             yield from follow_files(files, ended, watch=changes)
         status = self.status_of(paths)
@@ -178,8 +180,6 @@ class JobReader:
     def check_home(self) -> None:
         """A home that cannot hold jobs (a file, or a path under one) is an error, not an empty list; one that does
         not exist yet holds no jobs."""
-        import stat
-
         path = self.home
         while True:
             try:
@@ -207,9 +207,6 @@ class JobReader:
     def list(self) -> List[JobStatus]:
         """Every job, newest first, from the history index as ``ma-submit list`` reads it (:meth:`list_page`): an
         ended job with a row is not read again. Nothing is removed (``keep_for`` is applied by the commands)."""
-        from ..listing import ListQuery
-        from .history import History
-
         self.check_home()
         take_over(self.home, self.setup.environ)
         history = History(self.home)
@@ -220,9 +217,6 @@ class JobReader:
 
     def list_page(self, query: ListQuery, *, now: float) -> ListPage:
         """From the history index (:mod:`.history`): only jobs without a row are read; ``keep_for`` applied."""
-        from .history import History
-        from .retention import expire_due
-
         self.check_home()
         take_over(self.home, self.setup.environ)
         history = History(self.home)
@@ -252,8 +246,6 @@ def request_json(paths: JobPaths) -> Dict[str, Any]:
 
 def _while_reading(paths: JobPaths, lines: Iterator[str]) -> Iterator[str]:
     """``lines``, holding the job's use lock while they are read (prune and delete leave the job alone)."""
-    from .retention import reading
-
     with reading(paths):
         yield from lines
 
@@ -264,8 +256,6 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
     reading = read_state(paths.state_file)
     if reading.data is None or not reading.data.get("disk_full"):
         return
-    from .consolelog import missing_lines  # a full disk only
-
     for index in range(count):
         rank_logs = (read_json(paths.report_file(index)) or {}).get("rank_logs")
         if isinstance(rank_logs, dict):

@@ -23,6 +23,7 @@ from malaunch.entrypoint.public import env_values
 from ...errors import JobNotFound
 from ...home import file_lock
 from ..base import PruneResult
+from .history import History
 from .jobdir import JOB_ID_VARIABLE, JobPaths
 
 if TYPE_CHECKING:  # the history index and shutil are loaded only by what removes or lists, not by reading a job
@@ -157,8 +158,6 @@ def remove_jobs(
         deleted.append(job_id)
         freed += size
     if deleted and not dry_run:
-        from .history import History
-
         History(home).forget(deleted)
     return deleted, kept, freed
 
@@ -186,8 +185,6 @@ def prune_home(
 ) -> PruneResult:
     """The local ``prune`` (see :meth:`malaunch.sdk.backends.base.Backend.prune`), under the prune lock: the
     second of two prunes chooses from what the first left."""
-    from .history import History
-
     with prune_lock(home):
         sweep_leftovers(home)
         history = History(home)

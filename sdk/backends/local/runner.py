@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from malaunch.entrypoint.public import Name, set_subreaper
 
+from ...failures import failure_from_report
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
 from .hostops import kill_host_tree, take_requests
@@ -226,8 +227,6 @@ class Runner:
         said = f" ({detail})" if detail else ""
         if report is not None:
             return index, code, f"host {index} ({self.host(index)['address']}) exited with code {code}{said}"
-        from ...failures import failure_from_report  # its shim wrote no report: the class of its end as seen here
-
         console = self.request.hosts[index].console_log
         kind = failure_from_report(None, code, console)["class"]
         return index, code, (f"host {index} ({self.host(index)['address']}) exited with code {code}{said}; class "

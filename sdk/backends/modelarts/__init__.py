@@ -5,22 +5,10 @@ Modules: :mod:`.request` (spec -> create body, pure), :mod:`.signer` (``SDK-HMAC
 ``requests.Session``), :mod:`.obs` (uploads), :mod:`.phases` (phases -> ``JobState``), :mod:`.backend`,
 :mod:`.options` (its job-file section), :mod:`.ids` (the id format the CLI asks about). See ``docs/modelarts.md``.
 
-The names below are imported on first use, so asking :mod:`.options` costs no client import.
+The package itself imports nothing: asking :mod:`.options` (the registry's facts) loads no other module of it, and
+the opener (:mod:`malaunch.sdk.opening`) imports :mod:`.backend` when the backend is opened.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .backend import ModelArtsBackend, create_backend
-
-
-def __getattr__(name: str) -> Any:
-    if name not in ("ModelArtsBackend", "create_backend"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(".backend", __name__), name)
-
-
-__all__ = ["ModelArtsBackend", "create_backend"]
+__all__: list[str] = []

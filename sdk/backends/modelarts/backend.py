@@ -2,7 +2,7 @@
 
 Example::
 
-    from malaunch.sdk.backends.modelarts import ModelArtsBackend
+    from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
     backend = ModelArtsBackend()                    # credentials and endpoints from the environment
     handle = backend.submit(spec)                   # upload code, create the job once; returns its id
     for line in handle.logs(follow=True):           # "[host 0] ..." from the per-task log API

@@ -21,7 +21,8 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
-from ..codefiles import CodeFile, size_text
+from ...units import binary_size_text
+from ..codefiles import CodeFile
 from .credentials import Credentials
 from .obs import obs_failure, parse_obs_url
 
@@ -63,7 +64,7 @@ class ProgressBar:
             if self._tty and self.stream is not None:
                 width = 30
                 filled = int(width * min(self.done, self.total) / self.total)
-                done = size_text(self.done)
+                done = binary_size_text(self.done)
                 self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}   ")
                 self.stream.flush()
 
@@ -191,7 +192,7 @@ class CodeUploader:
             self._write_manifest(bucket, key, files)
         sent_bytes = sum(item.size for item in changed)
         bar.finish(
-            f"code: {len(changed)} file(s) uploaded ({size_text(sent_bytes)}), "
+            f"code: {len(changed)} file(s) uploaded ({binary_size_text(sent_bytes)}), "
             f"{len(unchanged)} unchanged, to {target}"
         )
         return UploadResult(tuple(prefix + item.relpath for item in changed), tuple(unchanged), sent_bytes)

@@ -3,7 +3,7 @@
 Example::
 
     from malaunch.sdk import Job
-    from malaunch.sdk.backends.volcano import VolcanoBackend
+    from malaunch.sdk.backends.volcano.backend import VolcanoBackend
     backend = VolcanoBackend(context="my-cluster")          # kubeconfig, context and namespace are optional
     handle = Job.from_yaml("job.yaml", backend="volcano").submit(backend)
     print(handle.wait().exit_code)

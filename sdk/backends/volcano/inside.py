@@ -15,6 +15,8 @@ import json
 import os
 import select
 import sys
+import termios
+import tty as tty_module
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ....entrypoint.public import OutputCut, write_all
@@ -279,9 +281,6 @@ def _returncode(ws: Any) -> int:
 
 def _raw_terminal(fd: int) -> Optional[Any]:
     """Put the terminal in raw mode (keys go to the remote shell as typed); returns what restores it."""
-    import termios
-    import tty as tty_module
-
     try:
         saved = termios.tcgetattr(fd)
         tty_module.setraw(fd)

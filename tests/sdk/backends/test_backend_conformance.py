@@ -41,11 +41,11 @@ from malaunch.sdk import JobNotFound, JobSpec, JobState, spec_from_mapping
 from malaunch.sdk.backends import registry
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.base import Backend
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
 from malaunch.sdk.backends.local.state import new_state
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.home import write_json_atomic
 from modelarts_env import BUCKET
 from sdkutil import ma_submit

@@ -12,9 +12,9 @@ from malaunch.sdk.backends.local.plan import plan_local
 from malaunch.sdk.backends.modelarts.request import build_create_body
 from malaunch.sdk.backends.volcano.manifest import contract_env
 from malaunch.sdk.plan import AUTO
-from malaunch.sdk.spec import RESERVED_ENV, JobSpec
 from malaunch.sdk.spec.contract import LAUNCHER_VARIABLES, launcher_env
 from malaunch.sdk.spec.loader import LAUNCHER_ENV
+from malaunch.sdk.spec.model import RESERVED_ENV, JobSpec
 
 BASE: Dict[str, Any] = {
     "name": "demo",

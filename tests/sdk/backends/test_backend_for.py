@@ -12,7 +12,7 @@ import yaml
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import attach
 from malaunch.sdk.backends.job_index import JobIndex
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.opening import backend_for
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from malaunch.sdk import spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 
 pytestmark = pytest.mark.process
 

@@ -12,8 +12,8 @@ import pytest
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import load_job_file
 from malaunch.sdk.backends import backend_for_id, options_hook
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts import options as modelarts_options
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.volcano import options as volcano_options
 from modelarts_env import AK, PROJECT, SK
 from sdkutil import ma_submit

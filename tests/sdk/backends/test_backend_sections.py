@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from malaunch.sdk import JobSpec
 from malaunch.sdk.backends import option_sections
+from malaunch.sdk.backends.modelarts.options import ModelArtsOptions
+from malaunch.sdk.backends.volcano.options import VolcanoOptions
 from malaunch.sdk.errors import SpecError
-from malaunch.sdk.spec import ModelArtsOptions, VolcanoOptions
 
 SDK = Path(__file__).resolve().parents[3] / "sdk"
 BASE = {"name": "a", "code_dir": "/tmp", "boot_file": "b.py"}

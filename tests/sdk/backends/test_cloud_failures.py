@@ -19,8 +19,8 @@ import yaml
 from fake_modelarts import FakeModelArts
 from kubefake import FakeKube, submit_detached, volcano_job
 from malaunch.sdk import JobState, spec_from_mapping
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.failures import failure_from_log, shim_verdict
 from modelarts_env import BUCKET
 from sdkutil import ma_submit

@@ -20,7 +20,7 @@ from fake_modelarts import FakeModelArts
 from kubefake import FakeKube, volcano_job
 from malaunch.sdk import BackendError, spec_from_mapping
 from malaunch.sdk.backends._http import RetryPolicy
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from modelarts_env import BUCKET
 from sdkutil import RecordedRuns, ma_submit, wait_for, write_job
 

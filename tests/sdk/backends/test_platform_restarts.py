@@ -10,7 +10,7 @@ from typing import Any, Dict
 from kubefake import FakeKube, volcano_job
 from malaunch.sdk import JobState, spec_from_mapping
 from malaunch.sdk.backends.modelarts.phases import status_from_job
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.cli.jobs import render_status
 
 WAIT = 120.0

@@ -16,7 +16,7 @@ from malaunch.sdk import BackendError
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.modelarts.api import ModelArtsClient
 from malaunch.sdk.backends.modelarts.credentials import Credentials
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from modelarts_env import AK, PROJECT, SK
 
 #: Waits of 0.3 s doubling, no jitter: the last wait planned (1.2 s) is never slept, and must not be counted.

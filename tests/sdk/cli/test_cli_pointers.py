@@ -8,7 +8,7 @@ from typing import Dict, List
 
 import pytest
 from malaunch.sdk import ConfigError
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from sdkutil import ma_submit, write_job
 
 

@@ -4,16 +4,7 @@ may shorten it to), no command is left out, and the group lists and finds them a
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import pty
-import struct
-import subprocess
-import sys
-import termios
-from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 import click
 import pytest
@@ -59,50 +50,3 @@ def test_the_group_lists_and_finds_the_verbs_as_clicks_group_would() -> None:
     assert all(command is not None and command.name == name for name, command in found.items())
     assert cli.get_command(ctx, "no-such-verb") is None
     assert cli.get_command(ctx, "status") is found["status"]
-
-
-# Renders the group's help with the group's own context and with click's (whose formatter asks shutil for the
-# terminal's width), in a process whose standard output is the terminal or file given, and writes both.
-_RENDER = """
-import json, sys
-import click
-from malaunch.sdk.cli import cli
-settings = dict(cli.context_settings, info_name="ma-submit")
-ours, clicks = cli.context_class(cli, **settings), click.Context(cli, **settings)
-widths = [ours.make_formatter().width, clicks.make_formatter().width]
-with open(sys.argv[1], "w") as out:
-    json.dump({"ours": ours.get_help(), "clicks": clicks.get_help(), "widths": widths}, out)
-"""
-
-
-def _render(tmp_path: Path, columns: Optional[str], tty_columns: Optional[int] = None) -> Dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    if columns is not None:
-        env["COLUMNS"] = columns
-    out = tmp_path / "render.json"
-    if tty_columns is None:
-        with open(tmp_path / "stdout", "w") as stdout:
-            subprocess.run([sys.executable, "-c", _RENDER, str(out)], env=env, stdout=stdout, timeout=120, check=True)
-    else:
-        leader, follower = pty.openpty()
-        try:
-            fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, tty_columns, 0, 0))
-            subprocess.run([sys.executable, "-c", _RENDER, str(out)], env=env, stdout=follower, timeout=120, check=True)
-        finally:
-            os.close(follower)
-            os.close(leader)
-    result: Dict[str, object] = json.loads(out.read_text())
-    return result
-
-
-@pytest.mark.parametrize(
-    ("columns", "tty_columns", "width"),
-    [(None, None, 78), ("100", None, 78), ("60", None, 58), ("20", None, 50), ("junk", None, 78), ("0", None, 78),
-     ("-3", None, 78), (None, 63, 61), ("120", 63, 78), ("0", 57, 55)],
-)  # fmt: skip
-def test_the_groups_help_is_as_wide_as_clicks(
-    tmp_path: Path, columns: Optional[str], tty_columns: Optional[int], width: int
-) -> None:
-    rendered = _render(tmp_path, columns, tty_columns)
-    assert rendered["widths"] == [width, width]
-    assert rendered["ours"] == rendered["clicks"]

@@ -16,8 +16,8 @@ from fake_modelarts import FakeModelArts
 from kubefake import FakeKube, feed_console
 from malaunch.entrypoint.public import read_status_lines
 from malaunch.sdk import JobState, spec_from_mapping
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.cli.actions import render_status
 from malaunch.sdk.status import JobStatus
 from sdkutil import wait_for

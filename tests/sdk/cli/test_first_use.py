@@ -11,10 +11,11 @@ from typing import Dict
 
 import pytest
 from malaunch.sdk import Job
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.cli.jobs import render_status
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
+from malaunch.sdk.units import binary_size_text
 from sdkutil import CLI_TIMEOUT, REPO, VENV_BIN, ma_submit, wait_for, write_job
 
 JOB = "name: demo\ncode_dir: .\nboot_file: boot.py\n"
@@ -105,9 +106,8 @@ def test_the_command_line_may_not_set_the_sweeps_variables(tmp_path: Path, cli_e
 
 
 def test_sizes_are_said_in_the_unit_that_fits() -> None:
-    from malaunch.sdk.backends.codefiles import size_text
-
-    assert [size_text(n) for n in (0, 900, 2048, 5 << 20, 3 << 30)] == ["0 B", "900 B", "2.0 KiB", "5.0 MiB", "3.0 GiB"]
+    sizes = [binary_size_text(n) for n in (0, 900, 2048, 5 << 20, 3 << 30)]
+    assert sizes == ["0 B", "900 B", "2.0 KiB", "5.0 MiB", "3.0 GiB"]
 
 
 def test_status_host_columns_line_up_and_no_line_ends_in_blanks() -> None:

@@ -17,7 +17,7 @@ from malaunch.sdk.backends.logtail import follow_files, read_files
 from malaunch.sdk.errors import BackendError, ConfigError, JobNotFound, JobStateUnknown, SpecError, exit_code_for
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.plan import SubmitPlan
-from malaunch.sdk.spec import JobSpec
+from malaunch.sdk.spec.model import JobSpec
 from malaunch.sdk.status import HostState, HostStatus, exit_code_of
 
 

@@ -15,7 +15,7 @@ from typing import List
 import pytest
 from homeguard import changes, snapshot
 from malaunch.sdk.backends.job_index import JobIndex
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 
 REAL_HOME = pwd.getpwuid(os.getuid()).pw_dir
 TESTS = Path(__file__).resolve().parents[2]

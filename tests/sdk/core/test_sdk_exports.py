@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import malaunch.sdk
 
@@ -42,3 +44,21 @@ def test_every_module_has_all_and_docstring() -> None:
         assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.__all__ lists missing {exported}"
+
+
+def test_the_roots_lazy_names_are_all_and_each_resolves_from_its_home() -> None:
+    """The SDK's root is the public API's one lazy facade (docs/sdk.md#architecture): its names are ``__all__``,
+    each is the object its home module defines, and ``dir()`` lists exactly them."""
+    homes = malaunch.sdk._HOMES
+    assert sorted(homes) == malaunch.sdk.__all__
+    assert dir(malaunch.sdk) == malaunch.sdk.__all__
+    for name, home in homes.items():
+        assert getattr(malaunch.sdk, name) is getattr(importlib.import_module(f"malaunch.sdk.{home}"), name), name
+
+
+def test_importing_the_root_loads_none_of_its_homes() -> None:
+    """What the facade buys: ``ma-submit`` imports ``malaunch.sdk.cli``, which runs the root first; the root loads no
+    module of the SDK, so no verb pays for the loader, YAML, the spec or sweeps it does not use."""
+    probe = "import sys, malaunch.sdk; print(sorted(m for m in sys.modules if m.startswith('malaunch.sdk.')))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -7,7 +7,7 @@ Layers, lowest first (a module may import from its own layer or any layer below,
    backend without loading it (``<backend>/options.py``, ``ids.py``, ``profile.py``), the profile file and
    what a profile key is (``profiles/store.py``, ``keys.py``: a backend reads its settings from the profile);
 1. **spec**: ``spec/`` (the job file, its loader, the launcher table), ``plan.py``, the job file's ``notify:``
-   section (``notify/targets.py``, ``check.py``, ``payload.py``: what every backend hands the shim);
+   section (``notify/targets.py``, ``fromdata.py``, ``check.py``, ``payload.py``: what every backend hands the shim);
 2. **backends' shared parts**: the modules directly in ``backends/`` (``base.py``, the ``Backend`` interface);
 3. **one backend**: each folder under ``backends/``; no backend imports another's folder;
 4. **profiles and opening a backend**: ``profiles/``, ``opening.py`` (a backend by name, with a profile, or the
@@ -37,7 +37,7 @@ _FACTS = frozenset({
 })  # fmt: skip
 #: What the registry reads of a backend without loading it (and what those modules need of their own folder).
 _BACKEND_FACTS = frozenset({"options", "ids", "profile", "variables"})
-_SPEC = frozenset({"plan", "notify.targets", "notify.check", "notify.payload"})
+_SPEC = frozenset({"plan", "notify.targets", "notify.fromdata", "notify.check", "notify.payload"})
 _PROFILES = frozenset({"opening"})
 _API = frozenset({"job", "follow", "logview"})
 

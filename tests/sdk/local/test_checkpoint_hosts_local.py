@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import yaml
 from malaunch.entrypoint.public import descendants, env_has, read_environ
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.torch, pytest.mark.timeout(900)]  # two jobs each, on a loaded machine

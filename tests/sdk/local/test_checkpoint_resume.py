@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 import yaml
 from malaunch.sdk import Job
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.sweep import Sweep
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 from malaunch.entrypoint.public import descendants, env_has, read_environ
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import job_processes
 from sdkutil import job_ids, ma_submit, write_job
 

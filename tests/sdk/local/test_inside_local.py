@@ -14,7 +14,7 @@ from typing import Dict
 
 import pytest
 from malaunch.sdk import Job, JobState
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.inside import pending_reason
 from malaunch.sdk.backends.local.jobdir import job_processes
 from malaunch.sdk.errors import ConfigError, JobNotFound, JobNotRunning

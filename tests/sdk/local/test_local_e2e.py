@@ -18,7 +18,7 @@ from typing import Any, Dict
 import pytest
 import yaml
 from malaunch.sdk import Job, JobState
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import job_processes, pid_alive, read_json
 from sdkutil import TEMPLATES, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 

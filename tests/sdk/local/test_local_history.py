@@ -16,13 +16,13 @@ import pytest
 import yaml
 from malaunch.sdk import JobState, JobStatus, SpecError, spec_from_mapping
 from malaunch.sdk.backends.listing import ListQuery, page_of
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.history import HISTORY_FILE, History, HistoryRow
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.retention import reading
 from malaunch.sdk.backends.local.state import read_state
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
-from malaunch.sdk.backends.volcano import render_manifest
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
+from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
 from sdkutil import copy_job, job_ids, ma_submit, wait_for, write_job
 from volcano_checks import crd_errors

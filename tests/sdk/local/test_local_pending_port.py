@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from malaunch.sdk import Job
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.pending import _ranks_spoke
 from sdkutil import wait_for, write_job
 

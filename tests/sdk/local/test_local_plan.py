@@ -14,7 +14,7 @@ import pytest
 from malaunch.entrypoint.contract.cluster_env import parse_cluster_env
 from malaunch.entrypoint.plan.rank_table import parse_rank_table, select_server
 from malaunch.sdk import ConfigError, Job, JobSpec, SubmitPlan
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.hostnet import NetnsNetwork
 from malaunch.sdk.backends.local.plan import LocalRequest, build_rank_table, host_environment
 from malaunch.sdk.plan import AUTO

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 from malaunch.sdk import HostState, Job, JobState
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
 from malaunch.sdk.backends.local.plan import LocalRequest
 from malaunch.sdk.backends.local.state import STATE_VERSION, StateWriter, new_state, read_state, validate_state

@@ -11,7 +11,7 @@ import pytest
 from fake_modelarts import FakeModelArts
 from malaunch.entrypoint.public import list_checkpoints
 from malaunch.sdk import JobState, spec_from_mapping
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.ckptlist import list_obs_checkpoints
 from modelarts_env import BUCKET
 from sdkutil import ma_submit

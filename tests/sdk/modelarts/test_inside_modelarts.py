@@ -13,7 +13,7 @@ import pytest
 import yaml
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import Job, JobState
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.errors import ConfigError, ExecElsewhere, JobNotRunning
 from modelarts_env import BUCKET
 from sdkutil import ma_submit, wait_for

@@ -12,8 +12,8 @@ import requests
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import BackendError, ConfigError, JobNotFound
 from malaunch.sdk.backends._http import RetryPolicy, retry_after_seconds
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.api import ModelArtsClient
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials
 from modelarts_env import AK, PROJECT, SK
 

@@ -15,7 +15,7 @@ import yaml
 from fake_modelarts import FakeModelArts
 from ma_models import model_errors
 from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.checkpoint import (
     CHANNEL,
     LOCAL_DIR,

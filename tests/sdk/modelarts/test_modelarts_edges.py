@@ -16,8 +16,8 @@ import requests
 from fake_modelarts import SEARCH_LIMIT, FakeJob, FakeModelArts
 from malaunch.sdk import BackendError, JobState
 from malaunch.sdk.backends._http import DEFAULT_POLICY, RetryPolicy
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.api import ModelArtsClient
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials
 from malaunch.sdk.follow import follow_job
 from modelarts_env import AK, BUCKET, PROJECT, SK

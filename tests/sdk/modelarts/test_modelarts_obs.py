@@ -17,7 +17,7 @@ import pytest
 from fake_modelarts import FakeModelArts
 from malaunch.sdk import load_job_file
 from malaunch.sdk.backends.codefiles import select_code_files
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials, Endpoints
 from malaunch.sdk.backends.modelarts.obs import make_s3_client
 from malaunch.sdk.backends.modelarts.upload import CodeUploader, manifest_key

@@ -15,7 +15,7 @@ from malaunch.entrypoint.public import RankProgress, read_progress, read_recover
 from malaunch.entrypoint.run.statuslines import progress_text
 from malaunch.sdk import JobState
 from malaunch.sdk.backends.logprogress import LOG_TAIL_BYTES
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.cli.actions import render_status
 from malaunch.sdk.progress_text import progress_line, recovery_block
 from sdkutil import wait_for

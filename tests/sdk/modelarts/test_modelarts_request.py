@@ -16,7 +16,7 @@ from malaunch.sdk.backends.modelarts.request import (
     find_token,
     obs_join,
 )
-from malaunch.sdk.spec import JobSpec
+from malaunch.sdk.spec.model import JobSpec
 
 JOB_ID = "ddp-20260101-000000-abc123"
 BASE: Dict[str, Any] = {

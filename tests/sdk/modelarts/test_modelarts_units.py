@@ -12,7 +12,7 @@ import pytest
 from malaunch.sdk import ConfigError, available_backends, get_backend
 from malaunch.sdk.backends.codefiles import file_sha256, select_code_files
 from malaunch.sdk.backends.job_index import JobIndex
-from malaunch.sdk.backends.modelarts import ModelArtsBackend
+from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import is_ip_endpoint, load_credentials, load_endpoints
 from malaunch.sdk.backends.modelarts.phases import job_state, status_from_job
 from malaunch.sdk.status import HostState, JobState

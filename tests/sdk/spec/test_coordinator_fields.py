@@ -13,8 +13,8 @@ from malaunch.sdk.backends.local.plan import plan_local
 from malaunch.sdk.backends.modelarts.request import build_create_body
 from malaunch.sdk.backends.volcano.manifest import contract_env
 from malaunch.sdk.plan import AUTO
-from malaunch.sdk.spec import LauncherOptions
 from malaunch.sdk.spec.contract import launcher_env
+from malaunch.sdk.spec.model import LauncherOptions
 
 NAMES = ("MALAUNCH_COORDINATOR_PORT", "MALAUNCH_HEARTBEAT_TIMEOUT", "MALAUNCH_HOST_WAIT")
 

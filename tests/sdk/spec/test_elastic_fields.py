@@ -15,10 +15,10 @@ from malaunch.sdk import Job, SpecError, spec_from_mapping
 from malaunch.sdk.backends.local.hostnet import LoopbackNetwork
 from malaunch.sdk.backends.local.plan import plan_local
 from malaunch.sdk.backends.modelarts.request import build_create_body
-from malaunch.sdk.backends.volcano import render_manifest
+from malaunch.sdk.backends.volcano.manifest import render_manifest
 from malaunch.sdk.backends.volcano.template import load_template
-from malaunch.sdk.spec import LauncherOptions
 from malaunch.sdk.spec.contract import launcher_env
+from malaunch.sdk.spec.model import LauncherOptions
 from sdkutil import ma_submit
 from volcano_checks import crd_errors, pod_template_errors
 

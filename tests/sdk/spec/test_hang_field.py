@@ -7,7 +7,7 @@ import pytest
 from fieldenv import BASE, written
 from malaunch.entrypoint import contract
 from malaunch.sdk import SpecError, spec_from_mapping
-from malaunch.sdk.spec import LauncherOptions
+from malaunch.sdk.spec.model import LauncherOptions
 
 NAME = "MALAUNCH_HANG_TIMEOUT"
 

@@ -13,7 +13,7 @@ from fieldenv import BASE, written
 from malaunch.entrypoint import contract
 from malaunch.entrypoint.contract.prepare_steps import parse_prepare
 from malaunch.sdk import SpecError, spec_from_mapping
-from malaunch.sdk.spec import LauncherOptions
+from malaunch.sdk.spec.model import LauncherOptions
 
 NAMES = ("MALAUNCH_PREPARE", "MALAUNCH_PREPARE_TIMEOUT")
 STEPS = [["python", "fetch.py", "--to", "/cache dir"], ["tar", "xf", "/cache dir/d.tar", "-C", "/data"]]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from malaunch.sdk import Job, JobSpec, LauncherOptions, Resources, SpecError
-from malaunch.sdk.spec import RESERVED_ENV, DataSpec
 from malaunch.sdk.spec.loader import LAUNCHER_ENV, load_job_file, load_job_text, spec_from_mapping
+from malaunch.sdk.spec.model import RESERVED_ENV, DataSpec
 
 BASE = {"name": "demo", "code_dir": "/code", "boot_file": "train.py"}
 

@@ -14,8 +14,8 @@ import pytest
 from malaunch.entrypoint import contract
 from malaunch.sdk import spec_from_mapping
 from malaunch.sdk.errors import SpecError
-from malaunch.sdk.spec import RESERVED_ENV, LauncherOptions
 from malaunch.sdk.spec.contract import LAUNCHER_VARIABLES, launcher_env
+from malaunch.sdk.spec.model import RESERVED_ENV, LauncherOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,7 +13,7 @@ import yaml
 from fake_modelarts import FakeModelArts
 from kubefake import FakeKube
 from malaunch.sdk import spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.sweep import Sweep
 from malaunch.sdk.sweep.run import SWEEP_ID_LABEL, TRIAL_LABEL
 from modelarts_env import BUCKET

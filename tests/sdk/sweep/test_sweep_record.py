@@ -44,7 +44,7 @@ def test_stopping_an_ended_sweep_changes_nothing(
 # anything more: what a driver killed between the platform's create and its next save leaves behind.
 KILLED_SUBMITTER = """
     import os, signal, sys
-    from malaunch.sdk.backends.local import LocalBackend
+    from malaunch.sdk.backends.local.backend import LocalBackend
     from malaunch.sdk.sweep import Sweep
 
     class KilledAfterCreate(LocalBackend):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 from malaunch.sdk import SpecError, spec_from_mapping
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.cli import cli
 from malaunch.sdk.errors import BackendError, SweepNotFound
 from malaunch.sdk.spec.loader import JOB_FIELDS, load_job_file

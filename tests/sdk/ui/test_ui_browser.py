@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.status import JobState
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, TimeoutException

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List
 import pytest
 import requests
 from malaunch.sdk.backends.checkpoints import CheckpointListing
-from malaunch.sdk.backends.local import LocalBackend
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.ui.kept import LOCAL_LIFETIME, KeptReads
 from malaunch.sdk.ui.server import UiServer, start, url_of
 from sdkutil import job_ids, ma_submit, wait_for, write_job

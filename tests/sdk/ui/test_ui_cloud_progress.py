@@ -20,7 +20,7 @@ from malaunch.entrypoint.public import RankProgress, Recovery
 from malaunch.entrypoint.run.statuslines import progress_text, recovery_text
 from malaunch.sdk import spec_from_mapping
 from malaunch.sdk.backends._http import RetryPolicy
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.progress_text import progress_line
 from malaunch.sdk.status import JobStatus
 from malaunch.sdk.ui.kept import CLOUD_LIFETIME, KeptReads

@@ -13,7 +13,7 @@ from typing import Any, Dict
 import pytest
 from kubefake import FakeKube
 from malaunch.sdk import BackendError, JobNotFound, JobState, spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.errors import JobNotRunning
 from pipeutil import into_a_pipe_that_fills_then_closes
 from sdkutil import VENV_BIN, ma_submit, wait_for

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubefake import FakeKube, submit_detached, volcano_job
 from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
 from malaunch.sdk.status import HostState, exit_code_of
 from sdkutil import ma_submit, wait_for

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubefake import FakeKube
 from malaunch.sdk import ConfigError, Job, JobState, SpecError, spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.checkpoint import (
     MOUNT_PATH,
     UNRESOLVED,

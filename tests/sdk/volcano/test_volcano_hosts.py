@@ -11,11 +11,11 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import pytest
 from kubefake import POD_PAGE_CAP, FakeKube
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import LIST_RESTARTS
 from malaunch.sdk.backends.volcano.logs import READ_AHEAD, RELIST_POLLS, read_pod_logs
 from malaunch.sdk.errors import BackendError
-from malaunch.sdk.spec import spec_from_mapping
+from malaunch.sdk.spec.loader import spec_from_mapping
 from malaunch.sdk.status import HostState, JobState
 from sdkutil import wait_for
 

@@ -17,7 +17,7 @@ from typing import Dict, List, Tuple
 import pytest
 import tomllib
 from malaunch.sdk.backends.volcano.manifest import ENTRYPOINT
-from malaunch.sdk.spec import VolcanoOptions
+from malaunch.sdk.backends.volcano.options import VolcanoOptions
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO / "templates" / "Dockerfile"

@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 import yaml
 from malaunch.sdk import ConfigError, JobState, SpecError, spec_from_mapping
-from malaunch.sdk.backends.volcano import VolcanoBackend, job_state, render_manifest, volcano_job_name
-from malaunch.sdk.backends.volcano.manifest import MAX_JOB_NAME, pod_policies
-from malaunch.sdk.backends.volcano.phases import PHASES, root_cause
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend, volcano_job_name
+from malaunch.sdk.backends.volcano.manifest import MAX_JOB_NAME, pod_policies, render_manifest
+from malaunch.sdk.backends.volcano.options import VolcanoOptions
+from malaunch.sdk.backends.volcano.phases import PHASES, job_state, root_cause
 from malaunch.sdk.backends.volcano.template import fill_template, load_template
-from malaunch.sdk.spec import VolcanoOptions
 from malaunch.sdk.spec.loader import JOB_FIELDS
 from volcano_checks import crd_errors, pod_template_errors
 

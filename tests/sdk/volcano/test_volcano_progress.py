@@ -16,7 +16,7 @@ from malaunch.entrypoint.run.statuslines import progress_text
 from malaunch.sdk import JobState, spec_from_mapping
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.logprogress import LOG_TAIL_BYTES, LOG_TAIL_LINES
-from malaunch.sdk.backends.volcano import VolcanoBackend
+from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.cli.actions import render_status
 from malaunch.sdk.cli.inside import render_usage
 from malaunch.sdk.progress_text import progress_line, recovery_block

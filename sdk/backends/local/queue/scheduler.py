@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Dict, Iterable, Mapping, Optional, Set
 
+from malaunch.entrypoint.public import read_info
+
 from ....home import write_json_atomic
 from ....plan import new_job_secret
 from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive, runner_pid
@@ -130,8 +132,6 @@ def run(home: str, environ: Mapping[str, str]) -> int:
     with contextlib.ExitStack() as held:
         if not held.enter_context(store.scheduler_lock()):
             return 0  # another scheduler runs
-        from malaunch.entrypoint.public import read_info
-
         info = read_info(os.getpid())
         write_json_atomic(os.path.join(store.root, "scheduler.json"),
                           {"pid": os.getpid(), "start": info.start if info is not None else None})  # fmt: skip

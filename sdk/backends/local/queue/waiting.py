@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 from ....status import JobState
 from ..jobdir import JobPaths, job_processes
 from ..state import StateWriter, read_state
+from .store import QueueStore
 
 __all__ = ["queue_reason", "queued", "take_over", "unqueue"]
 
@@ -32,8 +33,6 @@ def take_over(home: str, environ: Mapping[str, str]) -> None:
     """Jobs wait and no scheduler runs (it was killed): start one (cheap when nothing waits)."""
     if not queued(home):
         return
-    from .store import QueueStore
-
     store = QueueStore(home)
     if not store.entries() and not store.entries(starting=True):
         return
@@ -45,8 +44,6 @@ def take_over(home: str, environ: Mapping[str, str]) -> None:
 
 def queue_reason(home: str, job_id: str) -> Optional[str]:
     """Why a waiting job waits, as the queue says, or None."""
-    from .store import QueueStore
-
     return QueueStore(home).reason(job_id)
 
 
@@ -55,8 +52,6 @@ def unqueue(home: str, paths: JobPaths) -> bool:
     if not queued(home):
         return False
     from .scheduler import ENV_FILE
-    from .store import QueueStore
-
     store = QueueStore(home)
     if store.find(paths.job_id) is None:
         return False

@@ -23,7 +23,7 @@ from malaunch.sdk.status import JobState, JobStatus
 from .ids import PREFIX
 from .options import toy_options
 
-__all__ = ["STOPPED_EXIT_CODE", "ToyBackend", "ToyRequest"]
+__all__ = ["STOPPED_EXIT_CODE", "ToyBackend", "ToyRequest", "create_backend"]
 
 STOPPED_EXIT_CODE = 143
 _POLL = 0.05
@@ -119,3 +119,8 @@ class ToyBackend(Backend):
         names = sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
         found = [self.status(name[: -len(".json")]) for name in names if name.endswith(".json")]
         return sorted(found, key=lambda status: (status.created_at or 0.0, status.id), reverse=True)
+
+
+def create_backend(**options: Any) -> ToyBackend:
+    """The backend, as the registry opens it (``home=`` and ``environ=`` as ``ma-submit`` gives them)."""
+    return ToyBackend(**options)
