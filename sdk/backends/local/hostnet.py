@@ -17,11 +17,19 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
-from typing import Any, Callable, ClassVar, Dict, List, Sequence, Tuple, TypeAlias
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Sequence, Tuple, TypeAlias
 
 from ...errors import BackendError, ConfigError
 
-__all__ = ["LOOPBACK", "NETNS", "HostNetwork", "LoopbackNetwork", "NetnsNetwork", "network_from_json"]
+__all__ = [
+    "LOOPBACK",
+    "NETNS",
+    "HostNetwork",
+    "LoopbackNetwork",
+    "NetnsNetwork",
+    "network_from_json",
+    "tear_down_recorded",
+]
 
 LOOPBACK = "loopback"
 NETNS = "netns"
@@ -190,3 +198,12 @@ def network_from_json(data: Dict[str, Any]) -> HostNetwork:
     if kind == NETNS:
         return NetnsNetwork(job_id, hosts)
     return LoopbackNetwork(job_id, hosts)
+
+
+def tear_down_recorded(request: Mapping[str, Any]) -> None:
+    """Delete what the network a job's plan recorded (its ``request``'s ``network``) still has: nothing for loopback
+    addresses or a damaged record. Safe to call twice, and after the runner did."""
+    network = request.get("network")
+    if isinstance(network, dict):
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            network_from_json(network).teardown()

@@ -8,7 +8,6 @@ job's is killed and its network removed, and a state the runner did not finish i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -17,9 +16,8 @@ from typing import TYPE_CHECKING, AbstractSet, List, Optional
 from ...errors import BackendError, ConfigError
 from ...status import JobState, JobStatus
 from .history import History
-from .hostnet import network_from_json
-from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, signal_job_process
-from .query import request_json
+from .hostnet import tear_down_recorded
+from .jobdir import JobPaths, is_job_process, job_processes, kill_processes, request_json, signal_job_process
 from .queue.waiting import unqueue
 from .retention import expire_due, prune_home, prune_lock, remove_jobs
 from .state import StateWriter, read_state
@@ -59,10 +57,7 @@ class Housekeeper:
         left = kill_processes(lambda: job_processes(job_id, exclude=(os.getpid(),)), grace=grace, job_id=job_id)
         if left:
             raise BackendError(f"job {job_id}: processes {left} survived SIGKILL; check them with 'ps -p'")
-        network = request.get("network")
-        if isinstance(network, dict):
-            with contextlib.suppress(KeyError, TypeError, ValueError):
-                network_from_json(network).teardown()
+        tear_down_recorded(request)
         final = read_state(paths.state_file).data
         if final is not None and not JobState(final["state"]).is_terminal:
             final.update(state="STOPPED", exit_code=128 + signal.SIGTERM, ended_at=time.time())

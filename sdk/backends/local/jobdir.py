@@ -32,6 +32,7 @@ __all__ = [
     "kill_processes",
     "pid_alive",
     "read_json",
+    "request_json",
     "runner_pid",
     "signal_job_process",
 ]
@@ -130,6 +131,12 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def request_json(paths: JobPaths) -> Dict[str, Any]:
+    """The ``request`` of the job's ``plan.json``, or {} when it is missing or damaged."""
+    request = (read_json(paths.plan_file) or {}).get("request")
+    return request if isinstance(request, dict) else {}
 
 
 def runner_pid(paths: JobPaths, state: Mapping[str, object]) -> Optional[int]:

@@ -23,7 +23,7 @@ from ..listing import ListQuery
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
 from .history import History
-from .jobdir import JobPaths, is_job_process, pid_alive, read_json, runner_pid
+from .jobdir import JobPaths, is_job_process, pid_alive, read_json, request_json, runner_pid
 from .pending import pending_reason
 from .queue.waiting import queue_reason, queued, take_over
 from .retention import expire_due, reading
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..listing import ListPage
     from .setup import LocalSetup
 
-__all__ = ["JobReader", "request_json"]
+__all__ = ["JobReader"]
 
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # A process caught inside exec (just after Popen returned) shows an empty /proc/<pid>/environ for a moment.
@@ -236,12 +236,6 @@ def still_ours(pid: int, job_id: str) -> bool:
         if not pid_alive(pid) or time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
-
-
-def request_json(paths: JobPaths) -> Dict[str, Any]:
-    """The ``request`` of the job's ``plan.json``, or {} when it is missing or damaged."""
-    request = (read_json(paths.plan_file) or {}).get("request")
-    return request if isinstance(request, dict) else {}
 
 
 def _while_reading(paths: JobPaths, lines: Iterator[str]) -> Iterator[str]:

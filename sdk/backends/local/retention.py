@@ -24,7 +24,8 @@ from ...errors import JobNotFound
 from ...home import file_lock
 from ..base import PruneResult
 from .history import History
-from .jobdir import JOB_ID_VARIABLE, JobPaths
+from .hostnet import tear_down_recorded
+from .jobdir import JOB_ID_VARIABLE, JobPaths, request_json
 
 if TYPE_CHECKING:  # the history index and shutil are loaded only by what removes or lists, not by reading a job
 
@@ -146,6 +147,8 @@ def remove_jobs(
             kept.append((job_id, "live processes still carry its id (MALAUNCH_JOB_ID); stop them first"))
             continue
         size = disk_usage(paths.job_dir)
+        if not dry_run:  # its namespaces too: the folder is their only record (a job killed whole left them)
+            tear_down_recorded(request_json(paths))
         try:
             if not dry_run and not remove_job(paths):
                 kept.append((job_id, IN_USE))
