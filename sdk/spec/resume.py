@@ -20,7 +20,7 @@ from typing import NamedTuple, Optional
 
 from .checks import fail
 
-__all__ = ["ResumeRef", "parse_resume"]
+__all__ = ["ResumeRef", "parse_resume", "require_resolved"]
 
 _FIELD = "resume_from"
 _LOCATION = re.compile(r"@(?=[a-z][a-z0-9+.-]*://)")  # where JOB_ID[:NAME] ends and a resolved location starts
@@ -63,3 +63,15 @@ def parse_resume(value: object) -> ResumeRef:
         raise fail(_FIELD, "must name one checkpoint after ':' (a folder name, not a path, not starting with '.')",
                    value, "'ma-submit checkpoints JOB_ID' lists the names; JOB_ID alone means the newest")
     return ResumeRef(job_id, name, location)
+
+
+def require_resolved(resume_from: Optional[str], unresolved: str) -> None:
+    """Refuse a ``resume_from`` that a dry run left unresolved (its place still a backend's ``unresolved``
+    placeholder): such a plan is never sent.
+
+    Raises:
+        SpecError: it is (field ``resume_from``).
+    """
+    if resume_from is not None and parse_resume(resume_from).location == unresolved:
+        raise fail(_FIELD, "is a dry run's, not resolved", resume_from,
+                   "submit the job (ma-submit, Job.submit): it resolves resume_from first")  # fmt: skip

@@ -33,7 +33,7 @@ from malaunch.entrypoint.public import Name
 
 from ...errors import ConfigError, SpecError
 from ...spec.model import JobSpec
-from ...spec.resume import ResumeRef, parse_resume
+from ...spec.resume import ResumeRef, parse_resume, require_resolved
 from .options import modelarts_options
 from .phases import status_from_job
 
@@ -226,14 +226,9 @@ def unresolved_ref(ref: ResumeRef) -> ResumeRef:
 
 
 def executable(spec: JobSpec) -> JobSpec:
-    """``spec``, whose plan may be sent to the API.
-
-    Raises:
-        SpecError: its ``resume_from`` is a dry run's, unresolved (:data:`UNRESOLVED`).
-    """
-    if spec.resume_from is not None and parse_resume(spec.resume_from).location == UNRESOLVED:
-        raise SpecError("resume_from", "is a dry run's, not resolved", spec.resume_from,
-                        "submit the job (ma-submit, Job.submit): it resolves resume_from first")  # fmt: skip
+    """``spec``, whose plan may be sent to the API: not a dry run's with ``resume_from`` unresolved (:data:`UNRESOLVED`;
+    :func:`~malaunch.sdk.spec.resume.require_resolved` raises ``SpecError``)."""
+    require_resolved(spec.resume_from, UNRESOLVED)
     return spec
 
 

@@ -8,7 +8,6 @@ clock is the test's, so the lifetime passes when the test says so (no sleep)."""
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -17,8 +16,9 @@ import requests
 from malaunch.sdk.backends.checkpoints import CheckpointListing
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.ui.kept import LOCAL_LIFETIME, KeptReads
-from malaunch.sdk.ui.server import UiServer, start, url_of
+from malaunch.sdk.ui.server import UiServer, url_of
 from sdkutil import job_ids, ma_submit, wait_for, write_job
+from uiutil import Clock, page_server
 
 pytestmark = pytest.mark.process
 
@@ -57,26 +57,10 @@ class CountingLocal(LocalBackend):
         return super().checkpoints(job_id)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def page(home: Path) -> Iterator[UiServer]:
-    backend = CountingLocal(str(home))
-    server = start("127.0.0.1", 0, ["local"], lambda name: backend, str(home))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
+    with page_server("local", CountingLocal(str(home)), str(home)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.app.close()
-        server.server_close()
 
 
 def _submit(tmp_path: Path, env: Dict[str, str], name: str, **extra: str) -> str:

@@ -9,7 +9,6 @@ backend on the loopback Kubernetes API (``kubefake``), whose pods' logs hold the
 from __future__ import annotations
 
 import re
-import threading
 import time
 from typing import Iterator, List, Tuple
 
@@ -24,8 +23,9 @@ from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.progress_text import progress_line
 from malaunch.sdk.status import JobStatus
 from malaunch.sdk.ui.kept import CLOUD_LIFETIME, KeptReads
-from malaunch.sdk.ui.server import UiServer, start, url_of
+from malaunch.sdk.ui.server import UiServer, url_of
 from sdkutil import wait_for
+from uiutil import Clock, job_part, page_server
 
 pytestmark = pytest.mark.process
 
@@ -53,14 +53,6 @@ class CountingVolcano(VolcanoBackend):
         return super().status_with_progress(job_id)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def running(kube: FakeKube, kubeconfig: str) -> Iterator[Tuple[CountingVolcano, str]]:
     backend = CountingVolcano(str(kubeconfig))
@@ -78,22 +70,12 @@ def running(kube: FakeKube, kubeconfig: str) -> Iterator[Tuple[CountingVolcano, 
 
 @pytest.fixture
 def page(running: Tuple[CountingVolcano, str], tmp_path: str) -> Iterator[UiServer]:
-    backend, _ = running
-    server = start("127.0.0.1", 0, ["volcano"], lambda name: backend, str(tmp_path))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
+    with page_server("volcano", running[0], str(tmp_path)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.app.close()
-        server.server_close()
 
 
 def _part(session: requests.Session, base: str, job_id: str, name: str) -> str:
-    answer = session.get(f"{base}/part", params={"name": name, "b": "volcano", "id": job_id}, timeout=60)
-    assert answer.status_code == 200, answer.text
-    return answer.text
+    return job_part(session, base, "volcano", job_id, name)
 
 
 def _progress(markup: str) -> str:

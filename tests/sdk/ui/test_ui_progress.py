@@ -25,7 +25,7 @@ from malaunch.sdk.status import JobState, JobStatus
 from malaunch.sdk.ui.pages import progress_part, timeline_part
 from malaunch.sdk.ui.timeline import timeline_of
 from sdkutil import job_ids, ma_submit, wait_for, write_job
-from uiutil import Ui, screenshot
+from uiutil import Ui, job_part, screenshot
 
 #: Steps 1..6 of 6, a checkpoint every 2; the rank kills itself after step 3 of attempt 0; attempt 1 resumes.
 TRAIN = """
@@ -60,9 +60,7 @@ def _session(ui: Ui) -> requests.Session:
 
 
 def _part(session: requests.Session, ui: Ui, job_id: str, name: str) -> str:
-    answer = session.get(f"{ui.base}/part", params={"name": name, "b": "local", "id": job_id}, timeout=60)
-    assert answer.status_code == 200, answer.text
-    return answer.text
+    return job_part(session, ui.base, "local", job_id, name)
 
 
 def _text(markup: str) -> str:

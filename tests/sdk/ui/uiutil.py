@@ -6,20 +6,27 @@ browser is Debian's headless Chromium driven by Selenium through Debian's chrome
 (``scripts/setup.sh`` installs both); it gets a profile folder of its own under the test's temporary folder.
 With ``MALAUNCH_UI_SCREENSHOTS=1`` the tests write the screenshots of ``docs/ui.md`` into ``docs/``; without
 it they write them under the test's temporary folder, so a normal run leaves the tree clean.
+:func:`page_server` runs the page's own server in the test's process over one backend the test made (its calls
+counted, say), with :class:`Clock` as a cache's clock that moves when the test says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
+import threading
 from pathlib import Path
-from typing import Dict, List, NamedTuple
+from typing import Dict, Iterator, List, NamedTuple
 
+import requests
+from malaunch.sdk.backends.base import Backend
+from malaunch.sdk.ui.server import UiServer, start
 from sdkutil import REPO, VENV_BIN
 
-__all__ = ["CHROMEDRIVER", "CHROMIUM", "Ui", "screenshot", "start_ui", "stop_ui"]
+__all__ = ["CHROMEDRIVER", "CHROMIUM", "Clock", "Ui", "job_part", "page_server", "screenshot", "start_ui", "stop_ui"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -69,3 +76,35 @@ def screenshot(driver: object, name: str, tmp_path: Path) -> Path:
     path = folder / f"{name}.png"
     assert driver.save_screenshot(str(path)), path  # type: ignore[attr-defined]
     return path
+
+
+
+class Clock:
+    """A clock for a cache that moves only when the test adds to ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextlib.contextmanager
+def page_server(name: str, backend: Backend, home: str) -> Iterator[UiServer]:
+    """The page's server on 127.0.0.1 (a free port) in this process, showing backend ``name`` as ``backend``."""
+    server = start("127.0.0.1", 0, [name], lambda wanted: backend, home)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.app.close()
+        server.server_close()
+
+
+def job_part(session: requests.Session, base: str, backend: str, job_id: str, name: str) -> str:
+    """One part of a job's page (``summary``, ``timeline``, ``progress``, ...) as the page's script asks for it."""
+    answer = session.get(f"{base}/part", params={"name": name, "b": backend, "id": job_id}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.text
