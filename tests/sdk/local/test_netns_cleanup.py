@@ -8,6 +8,7 @@ until the machine rebooted. Real parts: the local backend with network namespace
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -39,6 +40,13 @@ def _namespaces(job_id: str) -> List[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(f"malaunch-{short}-"))
 
 
+def _kill_all(job_id: str) -> None:
+    """SIGKILL every process of the job (one may end by itself meanwhile: its parent's death ends it)."""
+    for pid in job_processes(job_id):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("how", ["delete", "prune"])
 def test_the_namespaces_of_a_job_killed_whole_go_when_the_job_is_removed(tmp_path: Path, home: Path, how: str) -> None:
     code = tmp_path / "code"
@@ -51,8 +59,7 @@ def test_the_namespaces_of_a_job_killed_whole_go_when_the_job_is_removed(tmp_pat
     try:
         wait_for(lambda: sum("ready" in line for line in backend.logs(handle.id)) == 2, 120, "both hosts' ranks")
         assert len(_namespaces(handle.id)) == 3  # each host's and the bridge's
-        for pid in job_processes(handle.id):  # the whole job at once: nothing of it can tear anything down
-            os.kill(pid, signal.SIGKILL)
+        _kill_all(handle.id)  # the whole job at once: nothing of it can tear anything down
         wait_for(lambda: not job_processes(handle.id), 60, "every process of the job gone")
         wait_for(lambda: backend.status(handle.id).is_terminal or backend.status(handle.id).state is JobState.UNKNOWN,
                  60, "the job seen ended")  # fmt: skip
@@ -64,7 +71,6 @@ def test_the_namespaces_of_a_job_killed_whole_go_when_the_job_is_removed(tmp_pat
             assert handle.id in result.deleted, result
         assert _namespaces(handle.id) == []
     finally:
-        for pid in job_processes(handle.id):
-            os.kill(pid, signal.SIGKILL)
+        _kill_all(handle.id)
         for name in _namespaces(handle.id):
             subprocess.run(["ip", "netns", "delete", name], check=False)  # the test's own leftovers
