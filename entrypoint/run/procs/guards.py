@@ -65,12 +65,17 @@ class JobGuards:
 
     def after_start(self, pids: Iterable[int]) -> None:
         """Right after the first processes started: the shim leaves the cgroup; watchdog, subreaper, cgroup moves
-        (of what was not born inside), announcements."""
+        (of what was not born inside), announcements.
+
+        Processes started while the shim was inside were born inside, and so is everything they fork: they are
+        neither moved again nor searched for (a scan of every process's ``/proc`` files while the ranks start
+        up, and a write to ``cgroup.procs`` per rank, each of which can wait for the kernel)."""
         pids = list(pids)
+        born_inside = self._inside
         self._leave()
         self._start_watchdog()
         self._subreaper = selfproc.set_subreaper()
-        if self.cgroup is not None:
+        if self.cgroup is not None and not born_inside:
             for pid in pids:
                 self.cgroup.add(pid)
             for key in self.tree.find():  # what a rank forked before its move (a daemon) joins it too

@@ -19,6 +19,8 @@ import pytest
 from malaunch.entrypoint.main import main
 from malaunch.entrypoint.run.procs import cgroup as _cgroup
 from malaunch.entrypoint.run.procs import proctree
+from malaunch.entrypoint.run.procs.guards import JobGuards, enter_cgroup_early
+from malaunch.entrypoint.run.procs.reaper import TOKEN_VAR, JobTree, new_token
 from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")
@@ -207,3 +209,42 @@ def test_the_watchdog_that_ends_a_job_removes_the_cgroup_a_dead_shim_left(tmp_pa
     while [path for path in left if path.exists()] or _leftovers(proc.pid):
         assert time.monotonic() < deadline, ([p for p in left if p.exists()], _leftovers(proc.pid))
         time.sleep(0.1)
+
+
+class _CountingTree(JobTree):
+    """The job's tree, counting its searches of every process (:meth:`JobTree.find`)."""
+
+    searches = 0
+
+    def find(self, *, launchers: bool = True) -> List[proctree.ProcKey]:
+        self.searches += 1
+        return super().find(launchers=launchers)
+
+
+def _guarded_sleeper(entry: Optional[_cgroup.CgroupEntry]) -> _CountingTree:
+    """Start a sleeper under a run's guards (the cgroup made early when ``entry`` is given, else made at the
+    start), as the supervisor does; the job's tree, once the guards were released and the sleeper killed."""
+    tree = _CountingTree(new_token(), ())
+    guards = JobGuards(tree, 1.0, marked_env({}), entry)
+    guards.before_start()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={TOKEN_VAR: tree.token},
+                               start_new_session=True)  # fmt: skip
+    try:
+        guards.after_start([sleeper.pid])
+        assert guards.cgroup is not None  # this project's machines let the tests make cgroups
+        assert _job_cgroup_of(sleeper.pid) == "/" + os.path.basename(guards.cgroup.path)
+        assert _job_cgroup_of(os.getpid()) is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        guards.release(lambda: None)
+    return tree
+
+
+def test_processes_born_in_the_job_cgroup_are_not_searched_for_after_the_start() -> None:
+    # born inside: what they fork is inside too; no scan of /proc while the ranks start up (the old code made one)
+    assert _guarded_sleeper(enter_cgroup_early()).searches == 0
+
+
+def test_processes_started_outside_the_job_cgroup_are_moved_in_and_what_they_forked_searched_for() -> None:
+    assert _guarded_sleeper(None).searches == 1
