@@ -1,14 +1,13 @@
-"""This process's own settings: the child subreaper, its name, and the stop-signal handlers of a run.
+"""This process's own settings: the child subreaper and the stop-signal handlers of a run.
 
-Set through ``prctl`` (ctypes) or ``/proc/self``; best effort,
-standard library only.
+The subreaper is set through ``prctl`` (ctypes); best effort, standard library only. (The watchdog program names
+itself through ``/proc/self/comm``, :mod:`.watchdog`: it loads no ctypes.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import signal
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional
@@ -16,12 +15,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional
 if TYPE_CHECKING:
     import ctypes
 
-__all__ = ["STOP_SIGNALS", "restore_subreaper", "set_name", "set_subreaper", "stop_signal_handlers"]
+__all__ = ["STOP_SIGNALS", "restore_subreaper", "set_subreaper", "stop_signal_handlers"]
 
 #: The signals that stop a run (the shim's, a restart loop's back-off): 128 + the signal is the result.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-_PR_SET_NAME = 15
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
@@ -64,24 +62,6 @@ def restore_subreaper(previous: Optional[int]) -> None:
     """Undo :func:`set_subreaper` (a no-op when it had not succeeded)."""
     if previous is not None:
         _prctl(_PR_SET_CHILD_SUBREAPER, previous)
-
-
-def set_name(name: bytes) -> None:
-    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort.
-
-    Written to ``/proc/self/comm`` (the main thread's name is the process's); ``prctl(PR_SET_NAME)`` only where
-    that file cannot be written.
-    """
-    with contextlib.suppress(OSError):
-        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, name[:15])
-            return
-        finally:
-            os.close(fd)
-
-    with contextlib.suppress(OSError, AttributeError):
-        _libc_handle().prctl(_PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
 
 
 @contextlib.contextmanager

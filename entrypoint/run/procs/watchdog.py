@@ -27,7 +27,6 @@ from typing import List, Sequence, Set, Tuple
 
 from . import proctree
 from .cgroup import kill_members, members, remove, sweep_strays
-from .selfproc import set_name
 
 __all__ = ["main"]
 
@@ -62,12 +61,24 @@ def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroup
 
 
 
+def _name_self(name: bytes) -> None:
+    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort: written to
+    ``/proc/self/comm`` (the main thread's name is the process's), so the watchdog loads no ctypes for a
+    ``prctl``."""
+    with contextlib.suppress(OSError):
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, name[:15])
+        finally:
+            os.close(fd)
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the watchdog (see the module docstring); returns its exit status."""
     read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
     for name in _IGNORED:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-    set_name(b"malaunch-wdog")
+    _name_self(b"malaunch-wdog")
     groups: List[int] = []
     announced: Set[Tuple[int, int]] = set()
     cgroups: List[str] = []

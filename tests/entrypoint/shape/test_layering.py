@@ -23,10 +23,13 @@ module of the shim, so the shim's folders can move without the SDK following the
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
+from malaunch.entrypoint.run.procs import reaper as _reaper
 
 SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
 SDK = Path(__file__).resolve().parents[3] / "sdk"
@@ -224,9 +227,6 @@ def test_relative_imports_resolve(module: Tuple[str, ...], line: str, level: int
 
 
 def test_every_module_of_the_shim_needs_only_the_standard_library() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, pkgutil, importlib\n"
         "before = set(sys.modules)\n"
@@ -284,3 +284,16 @@ def test_the_seam_check_sees_every_form_of_import(tmp_path: Path) -> None:
     assert [name for _, name in _shim_imports_of(sample)] == [
         PUBLIC, f"{PACKAGE}.run", f"{PACKAGE}.contract", PUBLIC, f"{PACKAGE}.main",
     ]  # fmt: skip
+
+
+def test_the_watchdog_program_loads_no_ctypes() -> None:
+    # it starts beside the ranks, on the same CPUs: it names itself through /proc/self/comm, not a prctl
+    mount = _reaper._BOOT.split("from malaunch")[0]
+    probe = mount + "import malaunch.entrypoint.run.procs.watchdog\nprint(' '.join(sorted(sys.modules)))\n"
+    argv = _reaper.watchdog_argv(0, "token", 1.0)
+    flags = argv[1 : argv.index("-c")]
+    done = subprocess.run([sys.executable, *flags, "-c", probe, argv[argv.index("-c") + 2]], capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    loaded = done.stdout.split()
+    assert "malaunch.entrypoint.run.procs.watchdog" in loaded
+    assert not [name for name in loaded if name in ("ctypes", "_ctypes")], loaded
