@@ -96,8 +96,7 @@ class ServerColumns:
         self.same_ids: Optional[list[Any]] = None  # while every server so far lists these ids, in this order
         self.same_count = 0  # that many servers
         self.device_ips: list[Any] = []
-        self.counted = 0  # the ranks so far have been exactly "0", "1", ... in file order: this many
-        self.rank_values: Optional[list[Any]] = None  # else all of them, as listed
+        self.rank_texts: list[str] = []  # each part's rank ids joined by commas (its strings freed with the part)
 
     def add(self, listed: list[Any]) -> bool:
         """Take the next servers (decoded JSON objects, in file order); False if they are not the well-formed common
@@ -114,16 +113,11 @@ class ServerColumns:
             device_ips = list(map(_DEVICE_IP, flat(lists)))
             "".join(device_ips)  # TypeError unless all are strings
             device_ids = list(map(_DEVICE_ID, flat(lists)))
-            ranks = list(map(_RANK_ID, flat(lists)))
+            rank_text = ",".join(map(_RANK_ID, flat(lists)))  # TypeError unless all are strings
         except (TypeError, KeyError, IndexError):
             return False
         self._add_ids(device_ids, sizes)
-        if self.rank_values is None and _counts_up(ranks, self.counted):
-            self.counted += len(ranks)  # the usual case: the part's rank strings need not be kept
-        else:
-            if self.rank_values is None:
-                self.rank_values = list(map(str, range(self.counted)))
-            self.rank_values += ranks
+        self.rank_texts.append(rank_text)
         self.ids += ids
         self.host_ips += map(dict.get, listed, repeat("host_ip"))
         self.server_ips += map(dict.get, listed, repeat("server_ip"))
@@ -167,13 +161,14 @@ class ServerColumns:
                 return None
         except TypeError:  # an unhashable id
             return None
-        rank_values = self.rank_values
         total = len(device_ids)
+        joined = ",".join(self.rank_texts)  # every rank id as listed, in file order
         ranks: Sequence[int]
-        if rank_values is None:  # the usual case: ranks 0..N-1 in file order
+        if _counts_up(joined, total):  # the usual case: ranks 0..N-1 in file order
             ranks = range(total)
         else:
-            listed_ranks = _all_uint_strings(rank_values)
+            rank_values = joined.split(",")  # more than total values if one holds a comma: not a number anyway
+            listed_ranks = _all_uint_strings(rank_values) if len(rank_values) == total else None
             if listed_ranks is None or len(set(listed_ranks)) != total or max(listed_ranks) >= total:
                 return None
             ranks = listed_ranks
@@ -206,13 +201,13 @@ def _device_ids_valid(device_ids: list[Any], starts: list[int]) -> bool:
                                                      for a, b in pairwise(starts))
 
 
-_HUNDRED = ",".join(f"#{i:02d}" for i in range(100))  # "#00,#01,...,#99": the numbers p00 to p99 once "#" is p
+_TWO_DIGITS = [f"{i:02d}" for i in range(100)]  # "00" to "99": the numbers p00 to p99 joined by "," + p after p
 
 
 def _decimals(count: int, first: int = 0) -> str:
     """``",".join(map(str, range(first, first + count)))``, made a hundred numbers per C call where a whole hundred
-    is in the range (``_HUNDRED`` with its prefix filled in): converting 32,768 ints to text one at a time costs more
-    than the rest of the rank check."""
+    is in the range (``_TWO_DIGITS`` joined by a comma and the hundred's prefix, after that prefix): converting 32,768
+    ints to text one at a time costs more than the rest of the rank check."""
     end = first + count
     head = min(end, -(-first // 100) * 100)  # the numbers before the first whole hundred
     low, high = head // 100, end // 100  # the whole hundreds: low*100 .. high*100-1
@@ -221,21 +216,17 @@ def _decimals(count: int, first: int = 0) -> str:
         if low == 0:  # the first hundred has no prefix
             parts.append(",".join(map(str, range(100))))
             low = 1
-        parts += map(_HUNDRED.replace, repeat("#", high - low), map(str, range(low, high)))
+        parts += (prefix + ("," + prefix).join(_TWO_DIGITS) for prefix in map(str, range(low, high)))
     tail = max(head, high * 100)
     if tail < end:
         parts.append(",".join(map(str, range(tail, end))))
     return ",".join(parts)
 
 
-def _counts_up(values: list[Any], first: int = 0) -> bool:
-    """Whether ``values`` are exactly the strings ``str(first)``, ``str(first + 1)``, ... in this order.
+def _counts_up(joined: str, count: int) -> bool:
+    """Whether ``joined``, ``count`` strings joined by commas, is exactly ``"0,1,...,count-1"``.
 
-    One join and one string comparison: the joined text has exactly ``len - 1`` commas only if no value holds
-    one, so equal texts mean equal values.
+    One string comparison: the joined text has exactly ``count - 1`` commas only if no value holds one, so equal
+    texts mean equal values.
     """
-    try:
-        joined = ",".join(values)
-    except TypeError:  # not all strings
-        return False
-    return joined == _decimals(len(values), first)
+    return joined == _decimals(count)
