@@ -21,7 +21,11 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
    checked at start: one that names no complete checkpoint ends the shim with exit 2 and one line saying which
    folder and why. It is ``MALAUNCH_RESUME_FROM`` in every attempt until the job's own folder holds a complete
    checkpoint; from then on the job's own newest wins.
-5. Before the first attempt host 0 also clears the parts (``.parts``) left in incomplete checkpoints by an
+5. Several hosts (:mod:`.hosts.saves`): an attempt whose ``start`` names the checkpoint the job's hosts completed
+   together (:attr:`CheckpointKeeper.agreed`, that checkpoint's folder name) resumes from it on every host, even
+   where this host's folder holds a complete one that is newer (passed over with one line, never removed):
+   retention counts from it as from the newest complete one.
+6. Before the first attempt host 0 also clears the parts (``.parts``) left in incomplete checkpoints by an
    earlier run of the job, so that a save of the same step in this run counts only this run's parts (within one
    run, parts carry the attempt). On several hosts host 0 does this before its coordinator serves, so no host's
    rank of this run is started yet.
@@ -52,6 +56,7 @@ class CheckpointKeeper:
         self.config, self.first_host, self.say = config, first_host, say
         self.resume: Optional[str] = None
         self.source: Optional[Found] = None  # another job's checkpoint (MALAUNCH_RESUME_SOURCE), once checked
+        self.agreed: Optional[str] = None  # the checkpoint the job's hosts agree on for the next attempt (rule 5)
 
     def check(self) -> None:
         """Make the folder if missing and prove it takes a file.
@@ -89,6 +94,14 @@ class CheckpointKeeper:
         """Before attempt ``attempt``: prune, say what is passed over; the folder to resume from."""
         found = scan(self.config.directory)
         best = newest(found)
+        agreed = next((item for item in found if item.complete and item.name == self.agreed), None)
+        if agreed is not None and best is not None and agreed.order() < best.order():
+            for item in found:
+                if item.complete and item.order() > agreed.order():
+                    self.say(f"checkpoint {item.path} passed over: it is newer than {agreed.name} (step "
+                             f"{agreed.order()[0]}), the newest checkpoint the job's hosts completed together; "
+                             "resuming from that one on every host")  # fmt: skip
+            best = agreed
         if best is not None:
             found = self._prune(found, best)
         for item in found:
@@ -121,6 +134,7 @@ class CheckpointKeeper:
         doomed = {item.path for item in complete[self.config.keep :]}
         doomed.update(item.path for item in found if not item.complete and not _newer(item, best))
         doomed.discard(best.path)
+        doomed.difference_update(item.path for item in complete if item.order() > best.order())  # rule 5
         removed = []
         for item in found:
             if item.path in doomed:

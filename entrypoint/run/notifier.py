@@ -10,15 +10,14 @@ start, docs/performance.md).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .notify import NOTIFY_VAR, parse_notify, payload, target_label
+from .procs.bareboot import bare_argv
 
 if TYPE_CHECKING:
     from ..plan.launch_plan import LaunchPlan
@@ -27,28 +26,13 @@ if TYPE_CHECKING:
 __all__ = ["Notifier", "attempt_over", "host_event", "install", "job_over", "webhook_argv"]
 
 _FIRST_PAUSE = 0.5
-#: How the webhook program starts (``python -I -S -c _BOOT PACKAGE_DIR URL HEADERS TIMEOUT [SECRET_ENV]``, the body
-#: on its stdin): as the watchdog starts (:mod:`.procs.reaper`), a bare interpreter that mounts this package's folder as
-#: ``malaunch.entrypoint`` and runs :func:`.webhook.main`, whose one line on stdout is the verdict.
-_BOOT = (
-    "import sys\n"
-    "for name, path in (('malaunch', []), ('malaunch.entrypoint', [sys.argv[1]])):\n"
-    "    package = type(sys)(name)\n"
-    "    package.__path__ = path\n"
-    "    sys.modules[name] = package\n"
-    "from malaunch.entrypoint.run.webhook import main\n"
-    "sys.exit(main(sys.argv[2:]))\n"
-)
-
-
 def webhook_argv(url: str, headers: Mapping[str, str], timeout: float, secret_env: Optional[str] = None) -> List[str]:
     """The webhook program's command line: it POSTs its stdin to ``url`` with ``headers`` within ``timeout`` s,
-    signed with the value of the variable ``secret_env`` names (its environment's: never on a command line)."""
-    flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # entrypoint/
+    signed with the value of the variable ``secret_env`` names (its environment's: never on a command line). It
+    starts as the watchdog starts (:mod:`.procs.bareboot`): a bare interpreter that runs :func:`.webhook.main`,
+    whose one line on stdout is the verdict; the body goes on its stdin."""
     signed = [secret_env] if secret_env else []
-    return [sys.executable, *flags, "-c", _BOOT, package_dir, url, json.dumps(dict(headers)), f"{timeout:.3f}",
-            *signed]  # fmt: skip
+    return bare_argv("run.webhook", [url, json.dumps(dict(headers)), f"{timeout:.3f}", *signed])
 
 
 class Notifier:

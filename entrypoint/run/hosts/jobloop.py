@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["Coordinated", "membership_event", "run_coordinated"]
 
 _TAIL = 5
+PROG = "ma-entrypoint"
+EXIT_REFUSED = 2  # this host cannot hold the checkpoint the job resumes from (docs/entrypoint.md, exit codes)
 _LINE = 160
 _PREPARE_LINE = 400  # a prepare step's line names the step's argv (shortened to 120 characters) after the host
 
@@ -197,13 +199,23 @@ class Coordinated(AttemptLoop):
                 self.say(_restart_line(last.index, command, self.policy, self.told))
                 notifier.attempt_over(self.attempts)
             self.command = command
-            return command.attempt
+            problem = self.saves.agree(command.resume, f"host {self.config.host} ({self.config.addr})")
+            return command.attempt if problem is None else self._refuse(command.attempt, problem)
         if isinstance(command, Gone):
             self.announce(max(link.last_attempt, 0), "ended")
             line = f"ma-entrypoint: host 0 ({self.config.master}) lost: {command.why}"
             lost = Cause(host=0, addr=self.config.master, kind="host_lost", retryable=True, line=line, tail=(line,))
             return self._outcome(self._final(EXIT_HOST_LOST, lost))
         return self._finish(command)
+
+    def _refuse(self, attempt: int, problem: str) -> Step:
+        """This host's folder cannot hold the checkpoint ``attempt`` resumes from: no rank starts (:func:`_refusal`)."""
+        self.say(problem)
+        self._link().last_attempt = attempt
+        self.told, self.result = _refusal(problem, self.config.addr, self.plan.log_dir, self.elapsed())
+        self._link().failing(attempt)
+        self._link().over(attempt, self.told)
+        return self._next()
 
     def _wait(self, seconds: float) -> bool:
         """Between attempts: whether a stop signal came (and :meth:`_watch_link`)."""
@@ -238,6 +250,8 @@ class Coordinated(AttemptLoop):
     def starting(self, index: int) -> None:
         self._link().last_attempt = index
         self.saves.begin(index)
+        if self.checkpoints is not None and self.command is not None:  # it resumes from the one the coordinator named
+            self.checkpoints.agreed = self.command.resume.name if self.command.resume is not None else None
 
     def run_options(self, index: int) -> Dict[str, Any]:
         return {"link": _AttemptSide(self._link(), index)}
@@ -256,9 +270,9 @@ class Coordinated(AttemptLoop):
 
     # -- the end ------------------------------------------------------------------------------------------------
     def _finish(self, command: Finish) -> RestartOutcome:
-        if self.attempts:
+        if self.attempts and self.attempts[-1].index == self._link().last_attempt:
             self.attempts[-1].cause = command.cause
-        elif command.cause is not None:  # no attempt ran (a prepare step failed): the report keeps the cause here
+        elif command.cause is not None:  # the last attempt ran no rank here (a prepare step failed, _refuse): kept here
             self.hosts["job_cause"] = command.cause.to_wire()
         self.announce(max(self._link().last_attempt, 0), "ended")
         if command.code == 0 and self.result is not None:
@@ -269,16 +283,7 @@ class Coordinated(AttemptLoop):
         own = self.result.root_cause if self.result is not None else None
         if cause.host == self.config.host and own is not None and own.source != "peer":
             return RunResult(code, own, None, self.elapsed())
-        host = cause.host
-        line = cause.line or f"host {host} failed"
-        lost = cause.kind == "host_lost" and not cause.ended and host is not None
-        why = (f"the job's coordinator found host {host} lost" if lost else
-               f"host {host} reported it to the job's coordinator")  # fmt: skip
-        failure = Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
-                          host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
-                          log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="lost" if lost else "peer",
-                          why=why)  # fmt: skip
-        return RunResult(code, failure, None, self.elapsed())
+        return RunResult(code, _told_failure(code, cause), None, self.elapsed())
 
     def _own_result(self) -> RunResult:
         assert self.result is not None
@@ -293,12 +298,31 @@ class Coordinated(AttemptLoop):
         return RestartOutcome(final, tuple(self.attempts), self.policy, stopped_in_backoff=signum, hosts=self.hosts)
 
     def _outcome(self, final: RunResult, cause: Optional[Cause] = None) -> RestartOutcome:
-        job_class = None
-        if final.exit_code != 0 and final.shim_signal is None and final.root_cause is not None:
-            found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal)
-            kind = cause.kind if cause is not None else None
-            job_class = Classification(kind, found.retryable, found.reason) if kind == found.kind else found
-        return RestartOutcome(final, tuple(self.attempts), self.policy, hosts=self.hosts, job_class=job_class)
+        return RestartOutcome(final, tuple(self.attempts), self.policy, hosts=self.hosts,
+                              job_class=_job_class(final, cause))  # fmt: skip
+
+
+def _job_class(final: RunResult, cause: Optional[Cause]) -> Optional[Classification]:
+    """The job's failure class: that of its root cause (``cause``'s class when its own facts agree)."""
+    if final.exit_code == 0 or final.shim_signal is not None or final.root_cause is None:
+        return None
+    origin = "shim" if final.root_cause.name == PROG else "rank"  # the shim's own refusal (_refuse)
+    found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal, origin=origin)
+    kind = cause.kind if cause is not None else None
+    return Classification(kind, found.retryable, found.reason) if kind == found.kind else found
+
+
+def _told_failure(code: int, cause: Cause) -> Failure:
+    """The root cause another host told (or the coordinator found: a host lost) as this host's report names it."""
+    host = cause.host
+    line = cause.line or f"host {host} failed"
+    lost = cause.kind == "host_lost" and not cause.ended and host is not None
+    why = (f"the job's coordinator found host {host} lost" if lost else
+           f"host {host} reported it to the job's coordinator")  # fmt: skip
+    return Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
+                   host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
+                   log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="lost" if lost else "peer",
+                   why=why)  # fmt: skip
 
 
 def _plan_policy(policy: RestartPolicy, config: HostsConfig) -> RestartPolicy:
@@ -336,6 +360,19 @@ def _restart_line(index: int, command: Start, policy: RestartPolicy, own: Option
     said = f"root cause {describe_cause(cause.to_wire())}" if cause is not None else "its root cause is not known"
     return (f"attempt {index} of the job ended: {said}: every host starts attempt {command.attempt} of "
             f"{policy.max_restarts} now")  # fmt: skip
+
+
+def _refusal(problem: str, addr: str, log: str, elapsed: float) -> Tuple[Cause, RunResult]:
+    """This host's account (and result) of an attempt it started no rank of: its folder cannot hold the checkpoint
+    the job resumes from (:mod:`.saves`); exit 2, ``launcher_misuse``: no restart can mend a folder. ``log``: its
+    log folder (its console says it)."""
+    line = f"{PROG}: error: {problem}"
+    cause = Cause(addr=addr, name=PROG, code=EXIT_REFUSED, kind="launcher_misuse", line=line, tail=(line,),
+                  log=log[-200:])  # fmt: skip
+    failure = Failure(name=PROG, rank=None, local_rank=None, host=addr, pid=None, exit_code=EXIT_REFUSED,
+                      signal=None, log_file=log, tail=(line,), source="exit",
+                      why="this host's shim started no rank: it cannot resume from the job's checkpoint")
+    return cause, RunResult(EXIT_REFUSED, failure, None, elapsed)
 
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:

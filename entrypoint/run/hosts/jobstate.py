@@ -42,6 +42,9 @@ of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
    so attempt 0 (and the attempt a replaced host joins) starts on every host together once all have prepared.
    A host that is here and preparing is never given up on by a deadline (its own ``MALAUNCH_PREPARE_TIMEOUT``
    bounds it). A host whose steps failed (``prepared`` with a cause) ends the job with that cause.
+7. Checkpoints (:mod:`.saves`): every ``start`` names the newest checkpoint the hosts completed together
+   (:attr:`JobState.resume`, kept by the coordinator's :class:`~.saves.SaveBook`), which every host's ranks resume
+   from; none before the first (a coordinator that was replaced starts again from none).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import enum
 from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ...report.rootcause import PEER_WINDOW
-from .messages import Cause, End, Finish, Message, Start, Welcome, Why
+from .messages import Cause, End, Finish, Message, Resume, Start, Welcome, Why
 from .roster import EXIT_HOST_LOST, Roster
 
 __all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
@@ -143,6 +146,7 @@ class JobState:
         self.free = 0  # attempts started for a change of membership (not charged to max_restarts)
         self.free_next = False  # the next attempt is one of them
         self.final: Optional[Finish] = None  # the job's end, once decided
+        self.resume: Optional[Resume] = None  # the newest checkpoint the hosts completed (rule 7)
 
     @property
     def num_hosts(self) -> int:
@@ -275,8 +279,8 @@ class JobState:
         self.phase = Phase.RUNNING
         self.round = Round(attempt, self.hosts.ready_hosts())
         if self.rules.min_hosts is None:
-            return [Send(None, Start(attempt, previous))]
-        return [Send(None, Start(attempt, previous, self.round.members, free))]
+            return [Send(None, Start(attempt, previous, resume=self.resume))]
+        return [Send(None, Start(attempt, previous, self.round.members, free, self.resume))]
 
     def _failed(self, cause: Cause, now: float) -> List[Send]:
         self.round.causes.append((_weight(cause), len(self.round.causes), cause))

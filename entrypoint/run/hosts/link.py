@@ -66,7 +66,7 @@ class HostLink:
         self.ready = True  # this host's prepare steps are done (the hello says it; :meth:`prepared`)
         self._failed_prepare: Optional[Prepared] = None  # said again on every join: the job ends with it
         self.gone: Optional[Tuple[str, float]] = None  # the coordinator lost: why, until when it is joined again
-        self._post: Optional[Callable[[Event], None]] = None
+        self._ends = _Ends()  # where an ``end`` goes
         self.on_saved: Optional[Callable[[messages.Saved], None]] = None  # writes a checkpoint's marker (:mod:`.saves`)
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
@@ -89,8 +89,8 @@ class HostLink:
                     return None
 
     def attach(self, post: Optional[Callable[[Event], None]]) -> None:
-        """Where an ``end`` goes while an attempt runs (None: no attempt runs)."""
-        self._post = post
+        """Where an ``end`` goes while an attempt runs (None: no attempt runs); see :class:`_Ends`."""
+        self._ends.attach(post, self.last_attempt)
 
     def failing(self, attempt: int, hold: float = 0.0) -> None:
         """This host's attempt is ending after a failure of its own; ``hold``: the failure's log says a peer
@@ -143,7 +143,7 @@ class HostLink:
             why = self._session(time.monotonic() + wait)
             if self._closing.is_set():
                 return
-            post = self._post
+            post = self._ends.post
             if post is not None:
                 post(HostsEnd(f"ma-entrypoint: host 0 ({self.master}) lost: {why}"))
             wait = self.host_wait
@@ -247,9 +247,33 @@ class HostLink:
             if isinstance(message, Finish):
                 self._closing.set()
         elif isinstance(message, End):
-            post = self._post
-            if post is not None and message.attempt == self.last_attempt:
-                post(_end_event(message))
+            self._ends.end(message, self.last_attempt)
+
+
+class _Ends:
+    """Where the coordinator's ``end`` goes: the running attempt's supervisor (:meth:`HostLink.attach`). An ``end``
+    of an attempt not attached yet (another host failed the moment the attempt started; this host may not even have
+    read its ``start``) is kept, and posted when that attempt attaches; never to a later one."""
+
+    def __init__(self) -> None:
+        self.post: Optional[Callable[[Event], None]] = None
+        self.early: Optional[End] = None
+        self.lock = threading.Lock()  # the attempt's thread attaches, the link's thread ends
+
+    def attach(self, post: Optional[Callable[[Event], None]], attempt: int) -> None:
+        with self.lock:
+            self.post, early, self.early = post, self.early, None
+        if post is not None and early is not None and early.attempt == attempt:
+            post(_end_event(early))
+
+    def end(self, message: End, attempt: int) -> None:
+        """``message`` came while ``attempt`` is this host's last started."""
+        with self.lock:
+            post = self.post if message.attempt == attempt else None
+            if post is None and message.attempt >= attempt:
+                self.early = message
+        if post is not None:
+            post(_end_event(message))
 
 
 def _end_event(message: End) -> HostsEnd:

@@ -16,8 +16,9 @@ message        sent by      when                                                
                             succeeded; else the step that failed)
 ``welcome``    coordinator  the answer to a hello                               ``hosts``, ``attempt``
 ``hb``         both         every ``interval`` seconds (heartbeat)              (none)
-``start``      coordinator  every host starts attempt ``attempt``               ``attempt``, ``cause``,
-                                                                                [``members``, ``free``]
+``start``      coordinator  every host starts attempt ``attempt``, resuming     ``attempt``, ``cause``,
+                            from ``resume`` (:mod:`.saves`)                     [``members``, ``free``,
+                                                                                ``resume``]
 ``failing``    host         its attempt is ending after a failure of its own    ``attempt``, [``hold``]
 ``silent``     host         its ranks went silent, spoke again, or all exited   ``attempt``, ``silent``,
                             while its launcher winds down (hangs)               [``ended``]
@@ -36,6 +37,7 @@ A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or a
 null; ``members`` and ``ranks`` are :func:`members_text`'s text; ``why`` one of :class:`Why`; ``name`` a checkpoint's
 folder (one path part, at most 255 characters); ``size`` the job's number of ranks (each of ``ranks`` below it).
 Integers are JSON integers (never ``true``/``false``), strings JSON strings. A field not sent takes its default.
+``resume`` is a :class:`Resume` (``{"name", "step"}``): the newest save the coordinator said ``saved`` for.
 
 A ``silent`` with ``ended`` true (``silent`` false) says every rank of the host exited while its launcher still
 runs (torchrun's agent in its exit barrier): the host is neither silent nor speaking, and a hang elsewhere is not
@@ -58,8 +60,8 @@ from .members import members_text, read_members
 from .wire import MAX_LINE, text
 
 __all__ = [
-    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Parts", "Prepared", "Saved",
-    "Silent", "Start", "Welcome", "Why", "parse",
+    "Cause", "End", "Failing", "Finish", "Heartbeat", "Hello", "Message", "Over", "Parts", "Prepared", "Resume",
+    "Saved", "Silent", "Start", "Welcome", "Why", "parse",
 ]  # fmt: skip
 
 _ADDR_MAX = 300  # an address as a message names it, at most (a longer one is shortened)
@@ -158,18 +160,29 @@ class Heartbeat(NamedTuple):
         return {"t": "hb"}
 
 
+class Resume(NamedTuple):
+    """The checkpoint an attempt resumes from, as the coordinator agreed it: its folder's name and its step."""
+
+    name: str
+    step: int
+
+
 class Start(NamedTuple):
-    """Every host starts attempt ``attempt``; ``cause`` is the previous attempt's root cause."""
+    """Every host starts attempt ``attempt``; ``cause`` is the previous attempt's root cause; ``resume`` the
+    checkpoint its ranks resume from (None: the coordinator saw none complete)."""
 
     attempt: int
     cause: Optional[Cause]
     members: Optional[Tuple[int, ...]] = None  # elastic (MALAUNCH_MIN_HOSTS): the attempt's hosts
     free: bool = False  # elastic: started for a change of membership (not charged to MA_MAX_RESTARTS)
+    resume: Optional[Resume] = None
 
     def to_wire(self) -> Dict[str, Any]:
         """The message; one that would not fit a wire line (thousands of hosts lost here and there in
         ``members``) sends its cause's line without the tail."""
         payload: Dict[str, Any] = {"t": "start", "attempt": self.attempt, "cause": _cause_wire(self.cause)}
+        if self.resume is not None:
+            payload["resume"] = dict(self.resume._asdict())
         if self.members is None:
             return payload
         payload.update(members=members_text(self.members), free=self.free)
@@ -296,7 +309,27 @@ def _start(read: Fields) -> Start:
     found = read_members(members) if members is not None else None
     if members is not None and found is None:
         raise malformed(read.where, "'members' is not a list of hosts", members)
-    return Start(read.whole("attempt"), _cause(read, "cause"), found, read.flag("free"))
+    return Start(read.whole("attempt"), _cause(read, "cause"), found, read.flag("free"), _resume(read))
+
+
+def _resume(read: Fields) -> Optional[Resume]:
+    """A ``start``'s ``resume``: absent or null, else an object naming a checkpoint's folder and its step."""
+    value = read.raw("resume")
+    if value is not None and not isinstance(value, dict):
+        raise malformed(read.where, "'resume' is not an object", value)
+    if value is None:
+        return None
+    inner = Fields(value, f"{read.where} 'resume'")
+    name, step = inner.string("name"), inner.whole("step")
+    if not _folder(name):
+        raise malformed(inner.where, "'name' is not a checkpoint's folder", name)
+    if step < 0:
+        raise malformed(inner.where, "'step' is not a step (a whole number >= 0)", step)
+    return Resume(name, step)
+
+
+def _folder(name: str) -> bool:  # a checkpoint's folder: one path part, at most 255 characters, not hidden
+    return 0 < len(name) <= 255 and not name.startswith(".") and "/" not in name and "\0" not in name
 
 
 def _failing(read: Fields) -> Failing:
@@ -337,7 +370,7 @@ def _prepared(read: Fields) -> Prepared:
 def _save(read: Fields) -> Tuple[int, str, int, int]:
     """The fields ``parts`` and ``saved`` share: the attempt, a checkpoint's folder (one path part), step, size."""
     name, size = read.string("name"), read.whole("size")
-    if not name or len(name) > 255 or name.startswith(".") or "/" in name or "\0" in name:
+    if not _folder(name):
         raise malformed(read.where, "'name' is not a checkpoint's folder", name)
     if not 0 < size <= 1 << 20:
         raise malformed(read.where, "'size' is not a number of ranks", size)

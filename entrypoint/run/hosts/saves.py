@@ -14,13 +14,23 @@ per node), no rank ever finds them all; so every host's shim completes what its 
    hold every rank's part (the job's number of ranks as the parts record it), it tells every host (``saved``).
 3. Each host that reported that checkpoint writes ``.complete`` in its own folder, whole and once (a hard link of a
    finished file, as the helper does; nothing when it is there already), if its folder still holds the parts it
-   reported. It does so on the link's thread, as the message arrives: before any ``start`` of a later attempt,
-   so every host's next attempt resumes from the same checkpoint.
+   reported. It does so on the link's thread, as the message arrives: before any ``start`` of a later attempt.
+4. The coordinator remembers the newest checkpoint it said ``saved`` for (the job's resume point) and names it in
+   every ``start`` (``resume``). Before that attempt starts, each host makes its folder agree
+   (:meth:`SaveWatch.agree`): a host that missed the ``saved`` (its connection was down, or its marker write
+   failed) writes the marker then, if its folder still holds every part it reported of that checkpoint; its ranks
+   are given that checkpoint as ``MALAUNCH_RESUME_FROM`` (a complete checkpoint newer than it on this host is
+   passed over, never removed). A host that cannot hold it (the parts gone, a marker of another step, a host
+   that never reported it) starts no rank: it says so in one line naming the host, the checkpoint and its step,
+   and the job ends with exit 2 (class ``launcher_misuse``), never resuming silently from an older one. Without
+   a ``resume`` (no save completed since the coordinator started) each host resumes from the newest complete
+   checkpoint of its own folder, as on one host.
 
 Where the folder is shared (the local backend, a Volcano claim) the same happens: each host reports the parts it
 sees, the coordinator completes when all are there, and the rank that wrote the last part has normally written
-``.complete`` already (the shim's write is then nothing). A rank killed in the middle of a save leaves its part
-missing: no host ever writes ``.complete`` for that checkpoint.
+``.complete`` already (the shim's write is then nothing; its parts are still reported, so that the coordinator's
+resume point is that checkpoint). A rank killed in the middle of a save leaves its part missing: no host ever
+writes ``.complete`` for that checkpoint.
 """
 
 from __future__ import annotations
@@ -32,12 +42,12 @@ import threading
 import time
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
-from ...contract.checkpoint_dir import MARKER, PARTS, folder_names, marker_text
-from .jobstate import Send
+from ...contract.checkpoint_dir import MARKER, PARTS, Marker, folder_names, marker_text, read_marker
+from .jobstate import JobState, Send
 from .members import members_text, read_members
-from .messages import Parts, Saved
+from .messages import Parts, Resume, Saved
 
-__all__ = ["POLL", "HeldParts", "SaveBook", "SaveWatch", "held_parts", "write_marker"]
+__all__ = ["POLL", "HeldParts", "Reported", "SaveBook", "SaveWatch", "held_parts", "write_marker"]
 
 POLL = 0.5  # seconds between two looks at the host's checkpoint folder
 _RECORD = 4096  # bytes read of a part, as the helper's reader reads one
@@ -46,6 +56,7 @@ _MAX_OPEN = 4096  # unfinished checkpoints the coordinator follows in one attemp
 #: whole seconds (or a server's clock a little behind) must not hide a fresh part; a part of the same attempt number
 #: left by an earlier run of the job is older than that (a shim's start takes longer).
 _SLACK = 2.0
+_HISTORY = 256  # checkpoints a host remembers having reported (the newest steps), across its attempts
 
 
 class HeldParts(NamedTuple):
@@ -54,6 +65,16 @@ class HeldParts(NamedTuple):
     name: str  # the checkpoint's folder (a sub-folder of the checkpoint folder)
     step: int
     size: int  # the job's number of ranks, as the parts record it
+    ranks: FrozenSet[int]
+
+
+class Reported(NamedTuple):
+    """What a host told the coordinator of one checkpoint: of which attempt (started on this host at ``since``),
+    the job's number of ranks, and the ranks whose parts its folder held."""
+
+    attempt: int
+    since: float
+    size: int
     ranks: FrozenSet[int]
 
 
@@ -85,8 +106,8 @@ def held_parts(directory: str, attempt: int, since: float) -> List[HeldParts]:
     found: List[HeldParts] = []
     for name in folder_names(directory):
         folder = os.path.join(directory, name)
-        if os.path.lexists(os.path.join(folder, MARKER)):
-            continue
+        if _marked_before(os.path.join(folder, MARKER), since):
+            continue  # complete before the attempt started: no part of it is there
         try:
             files = os.listdir(os.path.join(folder, PARTS))
         except OSError:
@@ -101,6 +122,14 @@ def held_parts(directory: str, attempt: int, since: float) -> List[HeldParts]:
                 groups.setdefault((step, size), set()).add(rank)
         found += [HeldParts(name, step, size, frozenset(ranks)) for (step, size), ranks in sorted(groups.items())]
     return found
+
+
+def _marked_before(path: str, since: float) -> bool:
+    """Whether ``path`` (a checkpoint's marker) was written before ``since`` (a missing one was not)."""
+    try:
+        return os.lstat(path).st_mtime < since
+    except OSError:
+        return False
 
 
 def _fits(name: str, size: int, ranks: Tuple[int, ...]) -> bool:
@@ -140,6 +169,7 @@ class SaveWatch:
         self._attempt: Optional[int] = None  # the running attempt (None: none runs)
         self._since = 0.0  # when it started on this host
         self._told: Dict[Tuple[str, int], FrozenSet[int]] = {}  # (checkpoint, step) -> the ranks reported
+        self._reported: Dict[Tuple[str, int], Reported] = {}  # the same, of every attempt (the newest steps)
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="malaunch-savewatch", daemon=True)
 
@@ -177,9 +207,49 @@ class SaveWatch:
                     key, ranks = (held.name, held.step), tuple(sorted(held.ranks))
                     if self._told.get(key) != held.ranks and _fits(held.name, held.size, ranks):
                         self._told[key] = held.ranks
+                        self._remember(key, Reported(attempt, self._since, held.size, held.ranks))
                         news.append(Parts(attempt, held.name, held.step, held.size, ranks))
             for message in news:  # outside the state's lock: a send may wait for a slow coordinator
                 self.send(message)
+
+    def _remember(self, key: Tuple[str, int], reported: Reported) -> None:
+        self._reported.pop(key, None)
+        self._reported[key] = reported
+        if len(self._reported) > _HISTORY:
+            del self._reported[min(self._reported, key=lambda item: item[1])]
+
+    def agree(self, resume: Optional[Resume], host: str) -> Optional[str]:
+        """Before an attempt that resumes from ``resume`` (the coordinator's word; see the module's docstring, 4):
+        write its marker here if this host missed the ``saved`` and still holds every part it reported. None when
+        this host's folder holds it complete; else the line that says why it cannot and what to do (``host`` names
+        this host)."""
+        directory = self.directory
+        if directory is None or resume is None:  # no folder, or no save completed since the coordinator started
+            return None
+        folder = os.path.join(directory, resume.name)
+        with self._lock:
+            reported = self._reported.get((resume.name, resume.step))
+            marker = read_marker(folder)
+            if marker is None and reported is not None and _holds(directory, resume, reported):
+                if write_marker(folder, resume.step, reported.size):
+                    self.say(f"checkpoint {folder} complete: this host holds its ranks' parts of step {resume.step} "
+                             f"({reported.size} ranks), which the job's coordinator found complete while this host "
+                             "did not hear it")  # fmt: skip
+                marker = read_marker(folder)
+        if isinstance(marker, Marker) and marker.step == resume.step:
+            return None
+        if isinstance(marker, Marker):
+            why = f"its .complete records step {marker.step}"
+        elif marker is not None:
+            why = marker
+        elif reported is None:
+            why = "it has no .complete, and this host's shim reported none of its parts (a host replaced since?)"
+        else:
+            why = "it has no .complete, and the parts this host reported of it are gone"
+        return (f"{host} cannot resume from checkpoint {folder} (step {resume.step}), the "
+                f"newest the job's hosts completed together: {why}; its ranks would start from another step than "
+                "the other hosts' ranks, so none starts: restore that folder on this host, or start the job again "
+                "from a checkpoint every host holds (ma-submit checkpoints JOB_ID lists them; --resume-from)")
 
     def saved(self, message: Saved) -> None:
         """The coordinator found every rank's part of a checkpoint: write its ``.complete`` here if this host
@@ -198,10 +268,19 @@ class SaveWatch:
                          f"({message.size} ranks)")  # fmt: skip
 
 
-class SaveBook:
-    """The coordinator's account of the running attempt's saves (pure): which ranks' parts each host holds."""
+def _holds(directory: str, resume: Resume, reported: Reported) -> bool:
+    """Whether ``directory`` still holds every part this host reported of checkpoint ``resume``."""
+    return any(held.name == resume.name and held.step == resume.step and held.size == reported.size
+               and held.ranks >= reported.ranks
+               for held in held_parts(directory, reported.attempt, reported.since))  # fmt: skip
 
-    def __init__(self) -> None:
+
+class SaveBook:
+    """The coordinator's account of the running attempt's saves (pure): which ranks' parts each host holds. Each save
+    completed becomes ``state``'s resume point when it is the newest (:attr:`JobState.resume`)."""
+
+    def __init__(self, state: Optional[JobState] = None) -> None:
+        self.state = state
         self.attempt = -1
         self.held: Dict[Tuple[str, int, int], Dict[int, FrozenSet[int]]] = {}  # (name, step, size) -> host -> ranks
         self.done: Set[Tuple[str, int, int]] = set()
@@ -222,4 +301,7 @@ class SaveBook:
             return []
         self.done.add(key)
         del self.held[key]
+        state = self.state
+        if state is not None and (state.resume is None or message.step >= state.resume.step):
+            state.resume = Resume(message.name, message.step)
         return [Send(None, Saved(attempt, message.name, message.step, message.size))]

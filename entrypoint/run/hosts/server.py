@@ -58,7 +58,7 @@ class Coordinator:
         self.conns: Dict[int, _Conn] = {}  # fd -> connection
         self.refused: Dict[str, int] = {}  # kind -> count
         self.watch: Optional[Callable[[JobState], None]] = None  # after each change of the book (:mod:`.bookwatch`)
-        self.saves = SaveBook()  # the running attempt's saves, completed through the hosts' reports (:mod:`.saves`)
+        self.saves = SaveBook(state)  # the running attempt's saves, completed through the hosts' reports (.saves)
         self._stop = threading.Event()
         self._beat_at = self._tick_at = 0.0
         self.thread = threading.Thread(target=self._loop, name="malaunch-coordinator", daemon=True)

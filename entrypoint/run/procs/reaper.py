@@ -22,11 +22,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from . import proctree
+from .bareboot import bare_argv
 from .cgroup import members as _cgroup_members
 from .proctree import ProcKey
 
@@ -133,27 +133,11 @@ class Watchdog:
             self.proc.wait()
 
 
-#: How the watchdog program starts (``python -I -S -c _BOOT PACKAGE_DIR FD TOKEN GRACE``): a bare interpreter
-#: (``-S``: no ``site``, so no ``.pth`` hooks such as an editable install's finder; ``-I``: no user site, no
-#: ``PYTHON*`` variables) that mounts this package's folder as ``malaunch.entrypoint`` without running its
-#: ``__init__`` and imports only :mod:`.watchdog` and what it needs (standard library only). It is ready in a
-#: fraction of a ``python -m`` start, and it starts while the ranks start, on the same CPUs.
-_BOOT = (
-    "import sys\n"
-    "for name, path in (('malaunch', []), ('malaunch.entrypoint', [sys.argv[1]])):\n"
-    "    package = type(sys)(name)\n"
-    "    package.__path__ = path\n"
-    "    sys.modules[name] = package\n"
-    "from malaunch.entrypoint.run.procs.watchdog import main\n"
-    "sys.exit(main(sys.argv[2:]))\n"
-)
-
-
 def watchdog_argv(read_fd: int, token: str, grace: float) -> List[str]:
-    """The watchdog's command line (see :data:`_BOOT`); ``-B`` when this shim writes no bytecode either."""
-    flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]
-    package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # entrypoint/
-    return [sys.executable, *flags, "-c", _BOOT, package_dir, str(read_fd), token, f"{grace:g}"]
+    """The watchdog's command line (``python -I -S -c BOOT PACKAGE_DIR FD TOKEN GRACE``: a bare interpreter,
+    :mod:`.bareboot`, that imports only :mod:`.watchdog` and what it needs, standard library only; it starts while
+    the ranks start, on the same CPUs)."""
+    return bare_argv("run.procs.watchdog", [str(read_fd), token, f"{grace:g}"])
 
 
 def start_watchdog(token: str, grace: float, environ: Dict[str, str]) -> Watchdog:

@@ -8,10 +8,13 @@ shim tells the coordinator the parts it holds, and writes ``.complete`` once the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from hostsutil import Hosts
@@ -22,23 +25,33 @@ pytestmark = [pytest.mark.process, pytest.mark.torch]
 TOTAL, EVERY = 12, 3
 
 
-def _run(made: List[Hosts], tmp: Path, fault: str) -> Tuple[Hosts, Dict[str, str], List[int]]:
-    """Run the training on two hosts; the job, rank 0's final weights and every step rank 0 trained."""
+def _run(made: List[Hosts], tmp: Path, fault: str, pause: str = "0",
+         relay: Optional[Callable[[int], int]] = None) -> Tuple[Hosts, Dict[str, str], List[int]]:  # fmt: skip
+    """Run the training on two hosts; the job, rank 0's final weights and every step rank 0 trained. ``relay``:
+    given the coordinator's port, the port host 1 reaches it through."""
+    job, out = _start(made, tmp, fault, pause, relay)
+    codes = [job.wait(0, timeout=300), job.wait(1, timeout=300)]
+    assert codes == [0, 0], job.console(0)[-3000:] + job.console(1)[-3000:]
+    trained = [json.loads(line)["step"] for line in (out / "trained-0.jsonl").read_text().splitlines()]
+    final: Dict[str, str] = json.loads((out / "final.json").read_text())
+    return job, final, trained
+
+
+def _start(made: List[Hosts], tmp: Path, fault: str, pause: str,
+           relay: Optional[Callable[[int], int]]) -> Tuple[Hosts, Path]:  # fmt: skip
     out = tmp / "out"
     out.mkdir()
     env = {"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "1", "MA_TORCHRUN_MASTER_PORT": str(free_port()),
            "MA_MAX_RESTARTS": "2", "MALAUNCH_RESTART_ON": "always", "MALAUNCH_GRACE_PERIOD": "5",
            "MALAUNCH_CHECKPOINT_KEEP": "2"}  # fmt: skip
     folders = {index: {"MALAUNCH_CHECKPOINT_DIR": str(tmp / f"ckpt-h{index}")} for index in (0, 1)}
-    job = Hosts(tmp, 2, env, script="ckpt_train.py", args=(str(out), str(TOTAL), str(EVERY), fault),
+    job = Hosts(tmp, 2, env, script="ckpt_train.py", args=(str(out), str(TOTAL), str(EVERY), fault, pause),
                 per_host=folders)  # fmt: skip
     made.append(job)
+    if relay is not None:
+        job.per_host[1]["MALAUNCH_COORDINATOR_PORT"] = str(relay(job.port))
     job.start_all()
-    codes = [job.wait(0, timeout=300), job.wait(1, timeout=300)]
-    assert codes == [0, 0], job.console(0)[-3000:] + job.console(1)[-3000:]
-    trained = [json.loads(line)["step"] for line in (out / "trained-0.jsonl").read_text().splitlines()]
-    final: Dict[str, str] = json.loads((out / "final.json").read_text())
-    return job, final, trained
+    return job, out
 
 
 def _marker(folder: Path) -> Dict[str, int]:
@@ -104,3 +117,132 @@ def test_a_rank_killed_in_a_save_leaves_it_incomplete_on_both_hosts(
     half = tmp_path / "ckpt-h0" / "step-00000009"
     assert f"checkpoint {half} passed over: it has no .complete (a save that did not finish); resuming from " \
            "step-00000006 (step 6)" in job.console(0)  # fmt: skip
+
+
+class _DropSaved:
+    """A relay between host 1's shim and the job's coordinator that passes every line both ways, except the first
+    ``saved`` for host 1: instead of it, the relay closes that connection on both sides (host 1's link was down when
+    the coordinator said the save was complete). Host 1 joins again through it, and from then on every line passes."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.target = 0
+        self.dropped = threading.Event()
+        self.release = threading.Event()  # cleared: host 1 joins again only once it is set
+        self.release.set()
+        self.socks: List[socket.socket] = []
+        self.threads: List[threading.Thread] = []
+
+    def start(self, target: int) -> int:
+        self.target = target
+        self._spawn(self._accept)
+        return self.port
+
+    def close(self) -> None:
+        for sock in [self.listener, *self.socks]:
+            _shut(sock)
+            sock.close()
+        for thread in self.threads:
+            thread.join(10)
+
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                host, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            if self.dropped.is_set():
+                self.release.wait()
+            try:
+                coordinator = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:  # host 0's coordinator does not listen yet: host 1 tries again
+                host.close()
+                continue
+            self.socks += [host, coordinator]
+            self._spawn(self._pump, host, coordinator, False)
+            self._spawn(self._pump, coordinator, host, True)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, watch: bool) -> None:
+        buffer = b""
+        try:
+            while True:
+                chunk = source.recv(65536)
+                if not chunk:
+                    break
+                if not watch:
+                    sink.sendall(chunk)
+                    continue
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, _, buffer = buffer.partition(b"\n")
+                    if b'"t":"saved"' in line and not self.dropped.is_set():
+                        self.dropped.set()
+                        return
+                    sink.sendall(line + b"\n")
+        except OSError:
+            pass
+        finally:
+            _shut(source)
+            _shut(sink)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def drop_saved() -> Iterator[_DropSaved]:
+    relay = _DropSaved()
+    yield relay
+    relay.close()
+
+
+def test_a_host_that_missed_saved_resumes_from_the_checkpoint_the_others_resume_from(
+    hosts: List[Hosts], tmp_path: Path, reference: Dict[str, str], drop_saved: _DropSaved
+) -> None:
+    """Host 1's connection to the coordinator drops just before the ``saved`` of step 3 reaches it: its folder holds
+    its rank's part of step 3 but no ``.complete``, host 0's is complete. The loss restarts the job; attempt 1's
+    ``start`` names step 3, host 1 writes its marker first, and both ranks resume from step 3 (on the old code
+    rank 1 started from the beginning and rank 0 from step 3: the job's final weights were not the reference's)."""
+    job, final, trained = _run(hosts, tmp_path, "none", pause="0.3", relay=drop_saved.start)
+    assert drop_saved.dropped.is_set()
+    assert final == reference
+    for host in (0, 1):
+        resumed = tmp_path / f"ckpt-h{host}" / "step-00000003"
+        console = job.console(host)
+        assert f"rank {host} attempt 1 MALAUNCH_RESUME_FROM={resumed}\n" in console, console[-3000:]
+        assert _marker(resumed)["step"] == 3
+    missed = tmp_path / "ckpt-h1" / "step-00000003"
+    assert f"checkpoint {missed} complete: this host holds its ranks' parts of step 3 (2 ranks), which the job's " \
+           "coordinator found complete while this host did not hear it" in job.console(1)  # fmt: skip
+    assert sorted(set(trained)) == list(range(1, TOTAL + 1))
+
+
+def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_ends_with_2(
+    hosts: List[Hosts], tmp_path: Path, drop_saved: _DropSaved
+) -> None:
+    """As above, but host 1's part of step 3 is gone before it joins again: it cannot resume from step 3, and it
+    does not start from an older one: one line naming the host, the checkpoint, its step and what to do; the job
+    ends with exit 2 (class launcher_misuse) on both hosts, naming that line."""
+    drop_saved.release.clear()
+    job, _ = _start(hosts, tmp_path, "none", "0.3", drop_saved.start)
+    assert drop_saved.dropped.wait(120), job.console(1)[-3000:]
+    (tmp_path / "ckpt-h1" / "step-00000003" / ".parts" / "rank-1").unlink()
+    drop_saved.release.set()
+    assert [job.wait(0, timeout=120), job.wait(1, timeout=120)] == [2, 2], job.console(0)[-3000:]
+    folder = tmp_path / "ckpt-h1" / "step-00000003"
+    line = (f"host 1 (127.0.0.2) cannot resume from checkpoint {folder} (step 3), the newest the job's hosts "
+            "completed together: it has no .complete, and the parts this host reported of it are gone")  # fmt: skip
+    assert f"[ma-entrypoint] {line}" in job.console(1)
+    assert "rank 1 attempt 1" not in job.console(1)  # no rank started on host 1
+    for host in (0, 1):
+        report = job.report(host)
+        assert report["failure_class"]["class"] == "launcher_misuse", report["failure_class"]
+        assert line in json.dumps(report), host

@@ -6,7 +6,8 @@ from typing import Any, List
 
 import pytest
 from malaunch.entrypoint.run.hosts.jobstate import EXIT_HOST_LOST, JobState, Phase, Send
-from malaunch.entrypoint.run.hosts.messages import Cause, Welcome, Why
+from malaunch.entrypoint.run.hosts.messages import Cause, Parts, Resume, Welcome, Why
+from malaunch.entrypoint.run.hosts.saves import SaveBook
 from malaunch.entrypoint.run.hosts.wire import Channel, WireError, job_key
 
 
@@ -64,6 +65,22 @@ def test_a_failure_ends_the_others_and_restarts_everyone_after_the_backoff() -> 
     sends = book.advance(4.1)
     assert _kinds(sends) == [(None, "start")] and sends[0].message.attempt == 1
     assert sends[0].message.cause.host == 1 and sends[0].message.cause.code == 137
+
+
+def test_every_start_names_the_newest_checkpoint_the_hosts_completed_none_before_the_first() -> None:
+    book = _book()
+    saves = SaveBook(book)  # as the coordinator keeps it
+    assert [send.message.resume for send in _join_all(book) if send.to is None] == [None]
+    assert saves.parts(0, 0, Parts(0, "step-00000006", 6, 2, (0, 1))) != []
+    assert saves.parts(0, 1, Parts(0, "step-00000003", 3, 2, (0, 1))) != []  # an older one later: the newest stays
+    book.failing(1, 0, 1.0)
+    book.over(1, 0, _cause(137), 2.0)
+    book.over(0, 0, _cause(3)._replace(ended=True), 3.0)
+    sends = book.advance(4.1)
+    assert [send.message.resume for send in sends] == [Resume("step-00000006", 6)]
+    elastic = JobState(2, 3, True, lambda n: 1.0, host_wait=10.0, join_wait=30.0, now=0.0, min_hosts=1)
+    elastic.resume = Resume("step-00000009", 9)
+    assert [send.message.resume for send in _join_all(elastic) if send.to is None] == [Resume("step-00000009", 9)]
 
 
 def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> None:

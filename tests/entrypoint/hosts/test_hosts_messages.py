@@ -19,6 +19,7 @@ from malaunch.entrypoint.run.hosts.messages import (
     Hello,
     Over,
     Parts,
+    Resume,
     Saved,
     Silent,
     Start,
@@ -35,7 +36,9 @@ CAUSE = Cause(host=1, addr="10.0.0.2", rank=3, name="rank 3", code=7, signal=Non
 
 EVERY = [
     Hello(1, "10.0.0.2", 0), Welcome(2, -1), Heartbeat(), Start(0, None), Start(1, CAUSE),
-    Start(2, CAUSE, (0, 2, 3), True), Failing(0), Failing(1, 2.5), Silent(0, True), End(0, 1, "10.0.0.2", Why.FAILED),
+    Start(2, CAUSE, (0, 2, 3), True), Start(3, CAUSE, resume=Resume("step-00000009", 9)),
+    Start(4, None, (0, 1), False, Resume("epoch 1", 0)), Failing(0), Failing(1, 2.5), Silent(0, True),
+    End(0, 1, "10.0.0.2", Why.FAILED),
     End(1, None, "", Why.HUNG), Over(0, CAUSE), Over(0, None), Finish(7, CAUSE, 1), Finish(0, None, 0),
     Parts(2, "step-00000009", 9, 4, (2, 3)), Parts(0, "epoch 1", 0, 3000, tuple(range(0, 3000, 2))),
     Saved(2, "step-00000009", 9, 4),
@@ -54,6 +57,16 @@ def test_a_cause_is_every_field_on_the_wire_and_absent_fields_are_defaults() -> 
     assert set(wire) == set(Cause._fields) and wire["tail"] == ["a", "boom"]
     assert Cause.from_wire({"code": 3, "line": "x"}, "a test") == Cause(code=3, line="x")
     assert Cause.from_wire(None, "a test") is None
+
+
+def test_a_start_names_its_resume_point_only_when_there_is_one_and_an_old_start_has_none() -> None:
+    assert "resume" not in Start(1, None).to_wire()
+    assert Start(1, None, resume=Resume("step-00000006", 6)).to_wire()["resume"] == {"name": "step-00000006",
+                                                                                      "step": 6}  # fmt: skip
+    assert parse({"t": "start", "attempt": 1, "cause": None}) == Start(1, None)  # a coordinator of before
+    assert parse({"t": "start", "attempt": 1, "cause": None, "resume": None}) == Start(1, None)
+    said = {"t": "start", "attempt": 1, "cause": None, "resume": {"name": "s", "step": 2, "time": 5}}
+    assert parse(said) == Start(1, None, resume=Resume("s", 2))  # a field this shim does not know: ignored
 
 
 def test_a_type_this_shim_does_not_know_is_ignored_and_the_hello_carries_no_incarnation() -> None:
@@ -84,6 +97,16 @@ MALFORMED = [
     ({"t": "start", "attempt": 1, "cause": "host 1"}, "'start' message's 'cause' is not an object: 'host 1'"),
     ({"t": "start", "attempt": 1, "cause": None, "members": "1-x"}, "'members' is not a list of hosts: '1-x'"),
     ({"t": "start", "attempt": 1, "cause": None, "free": 1}, "'free' is not true or false: 1"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": "step-3"}, "'resume' is not an object: 'step-3'"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"name": "s"}},
+     "'start' message's 'resume' 'step' is not an integer: None"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"name": "s", "step": True}}, "'step' is not an integer"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"name": "s", "step": -1}},
+     "'resume' 'step' is not a step (a whole number >= 0): -1"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"name": "../s", "step": 3}},
+     "'resume' 'name' is not a checkpoint's folder: '../s'"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"name": 3, "step": 3}}, "'name' is not a string: 3"),
+    ({"t": "start", "attempt": 1, "cause": None, "resume": {"step": 3}}, "'name' is not a checkpoint's folder: ''"),
     ({"t": "failing", "attempt": 0, "hold": "5"}, "'hold' is not a number: '5'"),
     ({"t": "silent", "attempt": 0, "silent": "yes"}, "'silent' is not true or false: 'yes'"),
     ({"t": "end", "attempt": 0, "host": 1, "addr": "a", "why": "bored"}, "'why' is not one of failed, lost, hung"),

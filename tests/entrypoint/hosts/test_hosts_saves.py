@@ -14,7 +14,7 @@ from typing import Dict, List
 from malaunch.entrypoint import checkpoint
 from malaunch.entrypoint.contract.checkpoint_dir import marker_text
 from malaunch.entrypoint.run.hosts.jobstate import JobState, Send
-from malaunch.entrypoint.run.hosts.messages import Hello, Parts, Saved, Start, parse
+from malaunch.entrypoint.run.hosts.messages import Hello, Parts, Resume, Saved, Start, parse
 from malaunch.entrypoint.run.hosts.saves import HeldParts, SaveBook, SaveWatch, held_parts, write_marker
 from malaunch.entrypoint.run.hosts.server import Coordinator
 from malaunch.entrypoint.run.hosts.wire import Channel, job_key, read_challenge
@@ -43,8 +43,10 @@ def test_a_host_holds_the_parts_of_the_running_attempt_written_since_it_started(
                                                                    "ranks": 4}))  # fmt: skip
     (tmp_path / STEP / ".parts" / "rank-8").write_text("half a reco")
     assert held_parts(str(tmp_path), 1, since) == [HeldParts(STEP, 6, 4, frozenset({2}))]  # no rank 9 of 4
-    write_marker(str(tmp_path / STEP), 6, 4)
-    assert held_parts(str(tmp_path), 1, since) == []  # complete: nothing left to report
+    write_marker(str(tmp_path / STEP), 6, 4)  # completed in this attempt (a rank of a shared folder): still held
+    assert held_parts(str(tmp_path), 1, since) == [HeldParts(STEP, 6, 4, frozenset({2}))]
+    os.utime(tmp_path / STEP / ".complete", (since - 60, since - 60))
+    assert held_parts(str(tmp_path), 1, since) == []  # complete before the attempt: none of its parts is there
 
 
 def test_the_marker_is_written_whole_once(tmp_path: Path) -> None:
@@ -126,8 +128,8 @@ def test_in_a_shared_folder_the_rank_completes_and_the_shim_writes_nothing(tmp_p
     text = (tmp_path / STEP / ".complete").read_text()
     watch.saved(Saved(1, STEP, 6, 2))
     assert (tmp_path / STEP / ".complete").read_text() == text
-    watch.flush()
-    assert sent == [Parts(1, STEP, 6, 2, (0,))]  # a complete checkpoint is never reported
+    watch.flush()  # reported all the same: the coordinator's resume point is the checkpoint the ranks completed
+    assert sent == [Parts(1, STEP, 6, 2, (0,)), Parts(1, STEP, 6, 2, (0, 1))]
 
 
 def _join(port: int, key: bytes, host: int) -> tuple[socket.socket, Channel]:
@@ -166,6 +168,7 @@ def test_a_real_coordinator_tells_every_host_once_both_reported() -> None:
         for reader, ranks in zip(joined, ((0, 1), (2, 3))):
             reader.sock.sendall(reader.channel.seal(Parts(0, STEP, 6, 4, ranks).to_wire()))
         assert [reader.until(Saved) for reader in joined] == [Saved(0, STEP, 6, 4)] * 2
+        assert state.resume == Resume(STEP, 6)  # the next attempt's start names it
         for reader in joined:
             reader.sock.close()
     finally:
@@ -202,3 +205,46 @@ def test_a_report_the_coordinator_would_refuse_is_not_sent(tmp_path: Path) -> No
     _part(tmp_path, 1, ranks=2, step=9)
     watch.flush()
     assert sent == [Parts(1, "step-00000009", 9, 2, (1,))]
+
+
+HOST = "host 1 (10.0.0.2)"
+
+
+def test_a_host_that_missed_saved_writes_the_marker_before_the_next_attempt(tmp_path: Path) -> None:
+    """Its link was down when the coordinator said ``saved``: the next ``start`` names the checkpoint, and the host
+    still holds every part it reported of it (those of an attempt before the one that starts now)."""
+    said: List[str] = []
+    watch = _watch(tmp_path, [], said)
+    watch.begin(1)
+    _part(tmp_path, 2)
+    _part(tmp_path, 3)
+    watch.flush()  # reported: ranks 2 and 3 of 4
+    assert watch.agree(Resume(STEP, 6), HOST) is None
+    marker = json.loads((tmp_path / STEP / ".complete").read_text())
+    assert (marker["step"], marker["ranks"]) == (6, 4)
+    assert said == [f"checkpoint {tmp_path / STEP} complete: this host holds its ranks' parts of step 6 (4 ranks), "
+                    "which the job's coordinator found complete while this host did not hear it"]  # fmt: skip
+    watch.begin(2)  # its record outlives the attempt: an attempt that starts again from it finds it complete
+    assert watch.agree(Resume(STEP, 6), HOST) is None and len(said) == 1
+
+
+def test_a_host_that_cannot_hold_the_agreed_checkpoint_says_why_and_what_to_do(tmp_path: Path) -> None:
+    watch = _watch(tmp_path, [], [])
+    watch.begin(1)
+    _part(tmp_path, 2)
+    _part(tmp_path, 3)
+    watch.flush()
+    (tmp_path / STEP / ".parts" / "rank-3").unlink()  # one of the parts it reported is gone
+    line = watch.agree(Resume(STEP, 6), HOST)
+    assert line is not None and not (tmp_path / STEP / ".complete").exists()
+    assert line.startswith(f"{HOST} cannot resume from checkpoint {tmp_path / STEP} (step 6), the newest the job's "
+                           "hosts completed together: it has no .complete, and the parts this host reported of it "
+                           "are gone; its ranks would start from another step than the other hosts' ranks, so none "
+                           "starts: restore that folder on this host")  # fmt: skip
+    line = watch.agree(Resume("step-00000009", 9), HOST)  # a replaced host: it never reported that one
+    assert line is not None and "this host's shim reported none of its parts" in line
+    write_marker(str(tmp_path / STEP), 5, 4)
+    line = watch.agree(Resume(STEP, 6), HOST)
+    assert line is not None and "its .complete records step 5" in line
+    assert _watch(tmp_path, [], []).agree(Resume(STEP, 5), HOST) is None  # complete here: nothing to write
+    assert SaveWatch(None, lambda parts: None, lambda line: None).agree(Resume(STEP, 6), HOST) is None

@@ -83,6 +83,29 @@ def test_retention_keeps_keep_complete_and_never_the_one_being_written(tmp_path:
     assert "checkpoints removed (keeping the 2 newest complete): step-03, step-05, step-06" in said
 
 
+def test_the_checkpoint_the_hosts_agree_on_is_resumed_from_even_with_a_newer_one_here(tmp_path: Path) -> None:
+    """Several hosts: the coordinator's ``start`` named the checkpoint the hosts completed together; a complete one
+    newer than it in this host's folder is passed over with a line, never removed, and retention counts from the
+    agreed one (an older complete one beyond ``keep`` goes, an incomplete one older than the agreed one too)."""
+    old = _complete(tmp_path, "step-2", 2)
+    agreed = _complete(tmp_path, "step-4", 4)
+    newer = [_complete(tmp_path, "step-6", 6), _complete(tmp_path, "step-8", 8)]
+    half = tmp_path / "step-3"
+    (half / ".parts").mkdir(parents=True)
+    (half / ".parts" / "rank-0").write_text(json.dumps({"step": 3, "attempt": "0.0", "rank": 0, "ranks": 2}))
+    keeper, said = _keeper(tmp_path, keep=1)
+    keeper.agreed = "step-4"
+    assert keeper.before(2) == str(agreed)
+    assert keeper.env({}) == {"MALAUNCH_RESUME_FROM": str(agreed)}
+    assert all(folder.is_dir() for folder in [agreed, *newer]) and not old.exists() and not half.exists()
+    assert said[:2] == [f"checkpoint {folder} passed over: it is newer than step-4 (step 4), the newest checkpoint "
+                        "the job's hosts completed together; resuming from that one on every host"
+                        for folder in newer]  # fmt: skip
+    assert said[-1] == f"attempt 2 resumes from {agreed} (step 4; MALAUNCH_RESUME_FROM)"
+    keeper.agreed = None  # none agreed (no save completed since the coordinator started): the newest here
+    assert keeper.before(3) == str(newer[1])
+
+
 def test_every_host_prunes_its_own_folder_and_hosts_sharing_one_remove_the_same(tmp_path: Path) -> None:
     """A node whose folder is its own (ModelArts) keeps only ``keep`` too; two hosts pruning one shared folder
     remove the same sub-folders, the second finding them gone already."""
