@@ -33,6 +33,7 @@ from .contract.errors import (
     EXIT_CONFIG,
     EXIT_LAUNCH,
     EXIT_PIPE,
+    PROG,
     ConfigError,
     EntrypointError,
     Interrupted,
@@ -63,7 +64,6 @@ __all__ = [
     "stderr",
 ]
 
-PROG = "ma-entrypoint"
 USAGE = f"{PROG} [--dry-run] [--log-dir DIR] [--report-file FILE] [--grace-period SECONDS] [--] BOOT_FILE [ARGS...]"
 #: The shim's options and whether each takes a value; they come before BOOT_FILE (or before ``--``).
 OPTIONS = {"--dry-run": False, "--log-dir": True, "--report-file": True, "--grace-period": True, "-h": False,

@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_LAUNCH",
     "EXIT_PIPE",
+    "PROG",
     "ConfigError",
     "EntrypointError",
     "Interrupted",
@@ -33,6 +34,8 @@ __all__ = [
     "shorten",
 ]
 
+#: The shim's name: its messages' prefix, and the name of a failure that is the shim's own (a refusal).
+PROG = "ma-entrypoint"
 EXIT_CONFIG = 2
 EXIT_LAUNCH = 3
 #: ``--dry-run``'s reader went away before the whole plan was written: 128 + SIGPIPE's number, what a shell reports

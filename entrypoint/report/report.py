@@ -14,6 +14,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ..contract.errors import EXIT_CONFIG, EXIT_LAUNCH, PROG
 from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
 from .atomicfile import write_atomic
 from .causetext import shim_line
@@ -29,6 +30,7 @@ __all__ = [
     "LostOutput",
     "RunResult",
     "describe_exit",
+    "describe_failure_exit",
     "format_failure",
     "report_json",
     "reserve_room",
@@ -104,6 +106,21 @@ _CODE_HINTS = {
 }
 
 
+#: What the shim's own exit codes mean when the root cause is the shim itself (a host that refused to start its
+#: ranks, ``name`` :data:`~..contract.errors.PROG`, no rank): its line, the last of the tail, says what and what to do.
+_SHIM_HINTS = {
+    EXIT_CONFIG: "the shim refused its input (its line below says what, and what to do)",
+    EXIT_LAUNCH: "the shim could not go on with the launch (its line below says why)",
+}
+
+
+def describe_failure_exit(failure: Failure) -> str:
+    """:func:`describe_exit` of a root cause; the shim's own refusal is not called a usage error of a script."""
+    if failure.rank is None and failure.name == PROG and failure.signal is None and failure.exit_code in _SHIM_HINTS:
+        return _SHIM_HINTS[failure.exit_code]
+    return describe_exit(failure.exit_code, failure.signal)
+
+
 def describe_exit(code: int, signal: Optional[int]) -> str:
     """A one-line explanation of an exit code, e.g. 137 -> "killed by SIGKILL: likely out of memory ..."."""
     sig = signal_in_shell_code(code, signal)
@@ -141,7 +158,7 @@ def format_failure(result: RunResult) -> str:
     pid = f", pid {failure.pid}" if failure.pid is not None else ""
     lines: List[str] = [
         f"The job failed after {took}. Root cause: {_who(failure)} on host {failure.host}{pid}",
-        f"  exit code : {failure.exit_code} ({describe_exit(failure.exit_code, failure.signal)})",
+        f"  exit code : {failure.exit_code} ({describe_failure_exit(failure)})",
     ]
     if failure.signal is not None:
         lines.append(f"  signal    : {failure.signal} ({signal_name(failure.signal)})")
@@ -188,7 +205,7 @@ def _failure_json(failure: Failure) -> Dict[str, Any]:
         "exit_code": failure.exit_code,
         "signal": failure.signal,
         "signal_name": signal_name(failure.signal) if failure.signal is not None else None,
-        "hint": _LOST_HINT if failure.source == "lost" else describe_exit(failure.exit_code, failure.signal),
+        "hint": _LOST_HINT if failure.source == "lost" else describe_failure_exit(failure),
         "log_file": failure.log_file,
         "message": failure.message,
         "source": failure.source,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Collection, Optional
 from ..contract import VARIABLES
 from ..contract.config import DEFAULT_BACKOFF, RestartPolicy
 from ..report.failure_class import classify_failure
-from ..report.report import RunResult, describe_exit
+from ..report.report import RunResult, describe_exit, describe_failure_exit
 
 if TYPE_CHECKING:
     from ..report.failure_class import Classification
@@ -45,7 +45,7 @@ def describe_failure(result: RunResult, lines: int = 5) -> str:
     who = f"rank {failure.rank}" if failure.rank is not None else failure.name
     text = (
         f"{who} on host {failure.host} exited with {failure.exit_code} "
-        f"({describe_exit(failure.exit_code, failure.signal)}); log {failure.log_file}"
+        f"({describe_failure_exit(failure)}); log {failure.log_file}"
     )
     return "\n".join([text, *(f"    | {line}" for line in failure.tail[-lines:])])
 

@@ -29,7 +29,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...contract.errors import LaunchError
+from ...contract.errors import EXIT_CONFIG, PROG, LaunchError
 from ...plan.launch_plan import LaunchPlan
 from ...report.causetext import describe_cause
 from ...report.failure_class import Classification, classify_failure, peer_failure
@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["Coordinated", "membership_event", "run_coordinated"]
 
 _TAIL = 5
-PROG = "ma-entrypoint"
-EXIT_REFUSED = 2  # this host cannot hold the checkpoint the job resumes from (docs/entrypoint.md, exit codes)
 _LINE = 160
 _PREPARE_LINE = 400  # a prepare step's line names the step's argv (shortened to 120 characters) after the host
 
@@ -367,12 +365,12 @@ def _refusal(problem: str, addr: str, log: str, elapsed: float) -> Tuple[Cause, 
     the job resumes from (:mod:`.saves`); exit 2, ``launcher_misuse``: no restart can mend a folder. ``log``: its
     log folder (its console says it)."""
     line = f"{PROG}: error: {problem}"
-    cause = Cause(addr=addr, name=PROG, code=EXIT_REFUSED, kind="launcher_misuse", line=line, tail=(line,),
+    cause = Cause(addr=addr, name=PROG, code=EXIT_CONFIG, kind="launcher_misuse", line=line, tail=(line,),
                   log=log[-200:])  # fmt: skip
-    failure = Failure(name=PROG, rank=None, local_rank=None, host=addr, pid=None, exit_code=EXIT_REFUSED,
+    failure = Failure(name=PROG, rank=None, local_rank=None, host=addr, pid=None, exit_code=EXIT_CONFIG,
                       signal=None, log_file=log, tail=(line,), source="exit",
                       why="this host's shim started no rank: it cannot resume from the job's checkpoint")
-    return cause, RunResult(EXIT_REFUSED, failure, None, elapsed)
+    return cause, RunResult(EXIT_CONFIG, failure, None, elapsed)
 
 
 def _cause(result: RunResult, kind: Classification, policy: RestartPolicy, config: HostsConfig) -> Cause:

@@ -242,6 +242,8 @@ def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_
             "completed together: it has no .complete, and the parts this host reported of it are gone")  # fmt: skip
     assert f"[ma-entrypoint] {line}" in job.console(1)
     assert "rank 1 attempt 1" not in job.console(1)  # no rank started on host 1
+    for host in (0, 1):  # the summary names the shim's refusal as such, not as a script's usage error
+        assert "  exit code : 2 (the shim refused its input" in job.console(host), job.console(host)[-2000:]
     for host in (0, 1):
         report = job.report(host)
         assert report["failure_class"]["class"] == "launcher_misuse", report["failure_class"]

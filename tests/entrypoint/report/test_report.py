@@ -13,6 +13,7 @@ from malaunch.entrypoint.report.report import (
     Failure,
     RunResult,
     describe_exit,
+    describe_failure_exit,
     format_failure,
     report_json,
     write_report,
@@ -47,6 +48,19 @@ FAILURE = Failure(name="rank-3", rank=3, local_rank=1, host="node-2", pid=4242, 
 )
 def test_describe_exit(code: int, sig: object, expected: str) -> None:
     assert describe_exit(code, sig).startswith(expected)  # type: ignore[arg-type]
+
+
+def test_the_shims_own_refusal_is_not_called_a_scripts_usage_error() -> None:
+    # a host that started no rank (it cannot hold the checkpoint the job resumes from): the root cause is the shim,
+    # exit 2; a user's script that exits 2 keeps the usage-error hint
+    line = "ma-entrypoint: error: host 1 (10.0.0.2) cannot resume from checkpoint /ckpt/step-3 (step 3) ..."
+    refusal = Failure(name="ma-entrypoint", rank=None, local_rank=None, host="10.0.0.2", pid=None, exit_code=2,
+                      signal=None, log_file="/logs/h1", tail=(line,))  # fmt: skip
+    text = format_failure(RunResult(2, refusal, None, 1.0))
+    assert "  exit code : 2 (the shim refused its input (its line below says what, and what to do))" in text
+    assert "usage error" not in text and f"    | {line}" in text
+    assert describe_failure_exit(refusal._replace(exit_code=3)).startswith("the shim could not go on")
+    assert describe_failure_exit(FAILURE._replace(exit_code=2, signal=None)).startswith("usage error")
 
 
 @pytest.mark.parametrize(("tail", "heading"), [(("only line",), "last 1 line of"), (("a", "b"), "last 2 lines of")])
