@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 from malaunch.entrypoint.run.procs import reaper as _reaper
+from malaunch.entrypoint.run.procs.bareboot import boot_text
 
 SHIM = Path(__file__).resolve().parents[3] / "entrypoint"
 SDK = Path(__file__).resolve().parents[3] / "sdk"
@@ -288,7 +289,7 @@ def test_the_seam_check_sees_every_form_of_import(tmp_path: Path) -> None:
 
 def test_the_watchdog_program_loads_no_ctypes() -> None:
     # it starts beside the ranks, on the same CPUs: it names itself through /proc/self/comm, not a prctl
-    mount = _reaper._BOOT.split("from malaunch")[0]
+    mount = boot_text("run.procs.watchdog").split("from malaunch")[0]
     probe = mount + "import malaunch.entrypoint.run.procs.watchdog\nprint(' '.join(sorted(sys.modules)))\n"
     argv = _reaper.watchdog_argv(0, "token", 1.0)
     flags = argv[1 : argv.index("-c")]
