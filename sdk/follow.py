@@ -20,9 +20,9 @@ from typing import Callable, Dict, Iterator, Optional
 
 from .backends.base import JobHandle, UnknownWatch
 from .errors import JobStateUnknown
-from .status import HostState, HostStatus, JobState, JobStatus
+from .status import HostState, HostStatus, JobState, JobStatus, describe_end
 
-__all__ = ["FollowEvent", "describe_end", "follow_job"]
+__all__ = ["FollowEvent", "follow_job"]
 
 _EOF = object()
 _LEFT = re.compile(r"\d+ s left")  # a wait's time left: the heartbeats say how it runs down
@@ -63,17 +63,6 @@ def _host_changes(before: Dict[int, HostStatus], status: JobStatus) -> Iterator[
                 detail = f"; {host.detail}" if host.detail else ""
                 console = f"; console: {host.log_file}" if host.log_file else ""
                 yield f"{name} failed, exit code {host.exit_code}{detail}{console}"
-
-
-def describe_end(status: JobStatus) -> str:
-    """One line for the end of a job."""
-    took = ""
-    if status.started_at is not None and status.ended_at is not None:
-        took = f" after {status.ended_at - status.started_at:.1f}s"
-    text = f"job {status.id} {status.state.value}{took}, exit code {status.exit_code}"
-    if status.message:
-        text += f": {status.message}"
-    return text
 
 
 def _heartbeat(status: JobStatus, elapsed: float, silent: float) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 if TYPE_CHECKING:
     from malaunch.entrypoint.public import RankProgress, Recovery
 
-__all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "exit_code_of"]
+__all__ = ["HostState", "HostStatus", "JobState", "JobStatus", "describe_end", "exit_code_of"]
 
 
 class JobState(str, enum.Enum):
@@ -174,3 +174,14 @@ def exit_code_of(status: JobStatus) -> int:
     if status.exit_code is not None and status.exit_code != 0:
         return status.exit_code
     return 1
+
+
+def describe_end(status: JobStatus) -> str:
+    """One line for the end of a job."""
+    took = ""
+    if status.started_at is not None and status.ended_at is not None:
+        took = f" after {status.ended_at - status.started_at:.1f}s"
+    text = f"job {status.id} {status.state.value}{took}, exit code {status.exit_code}"
+    if status.message:
+        text += f": {status.message}"
+    return text

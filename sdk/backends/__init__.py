@@ -9,16 +9,16 @@
   :mod:`.filewatch` (following log files, woken by inotify), :mod:`._http` (the one retry policy);
 - ``local/``, ``modelarts/``, ``volcano/``: each backend, with its own options and id format in ``options.py``.
 
-The names below are the registry's, and the two backends' own job-file sections (``VolcanoOptions``,
-``ModelArtsOptions``, from their facts modules, which load none of the backend's implementation), named here for
-their users (a new backend needs no name here: ``JobSpec`` holds the sections by name, as the registry has them).
+The names below are the registry's. A backend's own job-file section (``VolcanoOptions``, ``ModelArtsOptions``)
+is imported from its facts module (``<backend>/options.py``), not from here: a verb that reads a local job (``list``,
+``status``) then loads no cloud backend's section, and a new backend needs no name here (``JobSpec`` holds the
+sections by name, as the registry has them).
 This package's ``__init__`` is in the SDK's lowest layer, with the registry: it names nothing above it
 (``tests/sdk/core/test_sdk_layering.py``).
 """
 
 from __future__ import annotations
 
-from .modelarts.options import ModelArtsOptions
 from .registry import (
     BACKEND_MODULES,
     BACKEND_NAMES,
@@ -30,14 +30,11 @@ from .registry import (
     options_hook,
     runs_here,
 )
-from .volcano.options import VolcanoOptions
 
 __all__ = [
     "BACKEND_MODULES",
     "BACKEND_NAMES",
     "DEFAULT_BACKEND",
-    "ModelArtsOptions",
-    "VolcanoOptions",
     "available_backends",
     "backend_for_id",
     "new_section",

@@ -13,10 +13,9 @@ import time
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..backends.listing import ListQuery
-from ..follow import describe_end
 from ..logview import LogQuery, view_logs
 from ..opening import job_owner
-from ..status import JobState, JobStatus, exit_code_of
+from ..status import JobState, JobStatus, describe_end, exit_code_of
 from ..units import size_text
 from .echo import echo, echo_json, note
 from .exits import EXIT_INTERRUPTED

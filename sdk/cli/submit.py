@@ -1,177 +1,57 @@
-"""``ma-submit submit`` (and ``ma-submit JOB.yaml``, the same): check a job file, print its plan with ``--dry-run``,
-else submit it and follow it to its end (:func:`malaunch.sdk.follow.follow_job`) unless ``--detach``.
+"""``ma-submit submit`` (and ``ma-submit JOB.yaml``, the same), the verb's definition: its options, its help text
+and the parsing of their values, as click sees them.
 
-Its own module so that the group (:mod:`.app`) names it without importing the shim's variable table, the backends
-or the job states: only a submit needs them.
+The work, checking the job file, printing its plan or submitting and following the job, is
+:func:`.submitting.submit_job`, which the verbs table (:mod:`.verbs`) names beside this command: the group makes it
+this command's callback, imported when the verb runs. So ``ma-submit submit --help`` loads click and these light
+facts (the run methods of the shim's contract, the registry's backend names), not the job API (the loader with
+PyYAML, the spec, following a job).
 """
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
-
 import click
 from malaunch.entrypoint.public import VARIABLES
 
-from ..backends import BACKEND_NAMES, runs_here
-from ..errors import SpecError
-from ..follow import follow_job
-from ..job import Job
-from ..profiles.apply import load_job, render_origins
-from ..status import exit_code_of
-from .echo import echo, echo_json, note
-from .exits import EXIT_INTERRUPTED
+from ..backends.registry import BACKEND_NAMES
 from .output import OUTPUT
-from .profile_option import chosen_profile, open_for, profile_option
-from .profile_use import selected_profile
-
-if TYPE_CHECKING:
-    from ..backends.base import JobHandle
+from .profile_option import profile_param
 
 __all__ = ["submit_cmd"]
 
+_HELP = """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).
 
-def job_for(job_file: str, backend: Optional[str], run_method: Optional[str]) -> Tuple[Job, Optional[str]]:
-    """The job of ``job_file`` with the command line's ``backend`` and ``run_method``, the profile in use filling
-    what the job file leaves out; and the block ``--dry-run`` prints about where the values came from (None
-    when no profile is in use)."""
-    profile = selected_profile(chosen_profile())
-    if profile is None:
-        return Job.from_yaml(job_file, run_method=run_method, backend=backend), None
-    spec, rows = load_job(job_file, profile, backend, os.environ)
-    return Job(spec).with_options(run_method=run_method, backend=backend), render_origins(profile, rows)
+Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
 
+--resume-from JOB_ID[:NAME] starts from an ended job's checkpoint on the same backend: every rank gets it as
+MALAUNCH_RESUME_FROM until this job saves a complete one of its own (ma-submit checkpoints JOB_ID lists them).
+"""
 
-def _follow(handle: JobHandle, output: str) -> int:
-    json_mode = output == "json"
-    try:
-        for event in follow_job(handle):
-            if event.kind == "log":
-                echo(event.text, err=json_mode)
-            elif event.kind == "progress":
-                note(event.text)
-            elif event.status is not None:  # "end" always carries the final status
-                note(event.text)
-                if json_mode:
-                    echo_json(event.status.to_json())
-                return exit_code_of(event.status)
-    except KeyboardInterrupt:
-        note(f"stopped following; job {handle.id} keeps running: 'ma-submit stop {handle.id}' ends it")
-        return EXIT_INTERRUPTED
-    return exit_code_of(handle.status())  # pragma: no cover - follow_job always ends with an "end" event
-
-
-#: The fields a variable is set from that an option of submit sets too.
-_FIELD_OPTIONS = {"resources.hosts": "--hosts", "resources.devices_per_host": "--devices-per-host",
-                  "run_method": "--run-method"}  # fmt: skip
-
-
-def _named_option(error: SpecError, options: Mapping[str, str]) -> SpecError:
-    """``error`` naming the command-line option that set its field (``--hosts``), not the job file;
-    ``options``: field -> option, for the options given."""
-    option = options.get(error.field)
-    if option is None:
-        return error
-    if option == "--resume-from":  # its hint says what to do about the other job (wait for it, which name)
-        return SpecError(option, error.problem, error.value, error.hint)
-    if not option.startswith("--env"):
-        return SpecError(option, error.problem, error.value, f"give another {option}")
-    field = error.hint[len("set ") : -len(" instead")] if error.hint.endswith(" instead") else ""
-    if not field:  # remove it (a variable the backend or the sweep sets itself), or another value
-        return SpecError(option, error.problem, error.value,
-                         error.hint if error.hint.startswith("remove") else f"give another {option}")  # fmt: skip
-    flag = _FIELD_OPTIONS.get(field)
-    return SpecError(option, f"is set by the backend from {field}, not by env", error.value,
-                     f"set {field} instead" + (f" (or give {flag})" if flag else ""))  # fmt: skip
-
-
-def _parse_env(pairs: Tuple[str, ...]) -> Dict[str, str]:
-    env: Dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise SpecError("--env", "must be NAME=VALUE", pair, "e.g. --env OMP_NUM_THREADS=4")
-        env[name] = value
-    return env
-
-
-@click.command("submit")
-@click.option(
-    "--run-method",
-    type=click.Choice(VARIABLES["MA_RUN_METHOD"].choices, case_sensitive=False),  # the spec's RUN_METHODS
-    help="Override run_method (MA_RUN_METHOD), in any case.",
-)
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Override the job file's backend.")
-@click.option("--name", help="Override the job's name.")
-@click.option("--hosts", type=click.IntRange(min=1), help="Override resources.hosts.")
-@click.option("--devices-per-host", type=click.IntRange(min=0), help="Override resources.devices_per_host.")
-@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable).")
-@click.option("--resume-from", metavar="JOB_ID[:NAME]",
-              help="Start from an ended job's checkpoint (its newest complete one, or NAME); needs checkpoint:.")
-@click.option("--detach", is_flag=True, help="Print the job id and return; do not follow the job.")
-@click.option("--dry-run", is_flag=True, help="Check and print what would be submitted; start nothing.")
-@click.option("--output", type=OUTPUT, default="text", show_default=True, help="json: machine-readable result.")
-@profile_option
-@click.argument("job_file", metavar="JOB.yaml")
-@click.argument("script_args", nargs=-1, metavar="[-- SCRIPT_ARGS...]")
-def submit_cmd(
-    run_method: Optional[str],
-    backend: Optional[str],
-    name: Optional[str],
-    hosts: Optional[int],
-    devices_per_host: Optional[int],
-    env_pairs: Tuple[str, ...],
-    resume_from: Optional[str],
-    detach: bool,
-    dry_run: bool,
-    output: str,
-    job_file: str,
-    script_args: Tuple[str, ...],
-) -> int:
-    """Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).
-
-    Words after -- are appended to the job's args: ma-submit job.yaml -- --epochs 2
-
-    --resume-from JOB_ID[:NAME] starts from an ended job's checkpoint on the same backend: every rank gets it as
-    MALAUNCH_RESUME_FROM until this job saves a complete one of its own (ma-submit checkpoints JOB_ID lists them).
-    """
-
-    env = _parse_env(env_pairs)
-    given = {"run_method": run_method, "name": name, "resources.hosts": hosts}
-    given["resources.devices_per_host"] = devices_per_host
-    options = {k: "--" + k.rsplit(".", 1)[-1].replace("_", "-") for k, value in given.items() if value is not None}
-    options.update({f"env.{key}": f"--env {key}" for key in env})
-    if resume_from is not None:
-        options["resume_from"] = "--resume-from"
-    try:
-        job, origins = job_for(job_file, backend, run_method)
-        job = job.with_overrides(
-            name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
-        ).with_options(resume_from=resume_from)
-        impl = open_for(job.spec.backend)
-        plan = job.plan(check=True, backend=impl, dry=dry_run)
-    except SpecError as error:
-        raise _named_option(error, options) from None
-    if dry_run:
-        echo(plan.render_json() if output == "json" else plan.render())
-        if origins is not None:  # where the values came from, when a profile is in use (stdout stays the plan)
-            echo(origins, err=True)
-        return 0
-    for warning in (text for text in plan.notes if text.startswith("warning:")):
-        note(warning)
-    handle = job.submit(impl, plan=plan)
-    status = handle.status()
-    if output == "json" and detach:
-        echo_json({"id": handle.id, "state": status.state.value})
-        return 0
-    if detach:
-        echo(handle.id)
-        note(f"submitted; follow with 'ma-submit logs -f {handle.id}', status with 'ma-submit status {handle.id}'")
-        return 0
-    spec = job.spec
-    note(
-        f"submitted job {handle.id} ({spec.backend}: {spec.resources.hosts} host(s) x "
-        f"{spec.resources.devices_per_host} device(s), {spec.run_method}); "
-        f"{'job dir ' if runs_here(spec.backend) else ''}{status.location}"
-    )
-    return _follow(handle, output)
+#: The command without its work: the verbs table's ``work`` (:func:`.submitting.submit_job`) becomes its callback.
+submit_cmd = click.Command(
+    "submit",
+    help=_HELP,
+    params=[
+        click.Option(
+            ["--run-method"],
+            type=click.Choice(VARIABLES["MA_RUN_METHOD"].choices, case_sensitive=False),  # the spec's RUN_METHODS
+            help="Override run_method (MA_RUN_METHOD), in any case.",
+        ),
+        click.Option(["--backend"], type=click.Choice(BACKEND_NAMES), help="Override the job file's backend."),
+        click.Option(["--name"], help="Override the job's name."),
+        click.Option(["--hosts"], type=click.IntRange(min=1), help="Override resources.hosts."),
+        click.Option(["--devices-per-host"], type=click.IntRange(min=0), help="Override resources.devices_per_host."),
+        click.Option(["--env", "env_pairs"], multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable)."),
+        click.Option(
+            ["--resume-from"], metavar="JOB_ID[:NAME]",
+            help="Start from an ended job's checkpoint (its newest complete one, or NAME); needs checkpoint:.",
+        ),
+        click.Option(["--detach"], is_flag=True, help="Print the job id and return; do not follow the job."),
+        click.Option(["--dry-run"], is_flag=True, help="Check and print what would be submitted; start nothing."),
+        click.Option(["--output"], type=OUTPUT, default="text", show_default=True,
+                     help="json: machine-readable result."),
+        profile_param(),
+        click.Argument(["job_file"], metavar="JOB.yaml"),
+        click.Argument(["script_args"], nargs=-1, metavar="[-- SCRIPT_ARGS...]"),
+    ],
+)  # fmt: skip

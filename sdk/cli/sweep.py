@@ -27,8 +27,8 @@ from ..sweep.spec import format_value, parse_param_option
 from ..sweep.state import TRIAL_WAITING
 from .echo import echo
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
-from .profile_option import chosen_profile, open_for, profile_option
-from .profile_use import selected_profile
+from .profile_option import chosen_profile, profile_option
+from .profile_use import open_with, selected_profile
 
 if TYPE_CHECKING:
     from ..sweep.api import SweepHandle
@@ -213,7 +213,7 @@ def run_cmd(
             "goal": goal or (old.goal if old else "minimize"),
         }
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
-    impl = open_for(base.spec.backend)
+    impl = open_with(base.spec.backend, chosen_profile())
     if dry_run:
         plan = base.plan(backend=impl, dry=True)
         data = plan.to_json() if output == "json" else None

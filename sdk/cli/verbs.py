@@ -6,13 +6,20 @@ without importing it (issue 28: ``ma-submit --help`` lists them all and loads no
 ``--help`` is asked, and the group's help lists every verb from the table, in the order click lists commands (by
 name) and shortened to the terminal the way click shortens a command's help. The short help here is a copy of each
 command's own first sentence; a test proves the two equal.
+
+A verb whose work needs much more than its options do (``submit``: the job API, the loader with PyYAML) is two
+modules, both named here: its definition (``module:attribute``, a click command with its options and help and no
+callback) and its work (``work``, ``module:function``, called with the parsed options and returning the exit
+code). :func:`load_verb` gives the command a callback that imports the work by name when the verb runs, as the
+group imports the verb itself; so the verb's ``--help`` (which click answers from the command, while parsing)
+loads only the definition. Every other verb's module holds both.
 """
 
 from __future__ import annotations
 
 import importlib
 from gettext import gettext
-from typing import Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 import click
 
@@ -20,18 +27,21 @@ __all__ = ["VERBS", "VERB_TABLE", "Verb", "VerbGroup", "load_verb"]
 
 
 class Verb(NamedTuple):
-    """One verb: ``module`` (in ``malaunch.sdk.cli``) holds its click command as ``attribute``."""
+    """One verb: ``module`` (in ``malaunch.sdk.cli``) holds its click command as ``attribute``; ``work``, when not
+    empty, names the function (``module:function`` in ``malaunch.sdk.cli``) the command calls, kept apart from it."""
 
     name: str
     module: str
     attribute: str
     short_help: str
+    work: str = ""
 
 
 #: Every verb, in the order of :data:`VERBS` (a did-you-mean's candidates).
 VERB_TABLE = (
     Verb("submit", "submit", "submit_cmd",
-         "Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run)."),
+         "Submit JOB.yaml; follow it and exit with its exit code (unless --detach or --dry-run).",
+         "submitting:submit_job"),
     Verb("status", "jobs", "status_cmd", "Show the state of JOB_ID (and of each of its hosts)."),
     Verb("logs", "jobs", "logs_cmd", "Print the output of JOB_ID merged by time, each line prefixed with its host."),
     Verb("stop", "jobs", "stop_cmd",
@@ -63,9 +73,25 @@ VERBS = tuple(verb.name for verb in VERB_TABLE)
 _BY_NAME: Dict[str, Verb] = {verb.name: verb for verb in VERB_TABLE}
 
 
+def _named(module: str, attribute: str) -> Any:
+    return getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+
+
+def _work(verb: Verb) -> Callable[..., Any]:
+    """The callback of ``verb``'s command: its work, imported when the verb runs, called with the parsed options."""
+    module, _, function = verb.work.partition(":")
+
+    def run(**options: Any) -> Any:
+        return _named(module, function)(**options)
+
+    return run
+
+
 def load_verb(verb: Verb) -> click.Command:
-    """The click command of ``verb``, its module imported now."""
-    command: click.Command = getattr(importlib.import_module(f"{__package__}.{verb.module}"), verb.attribute)
+    """The click command of ``verb``, its module imported now (its work, if named apart, when the verb runs)."""
+    command: click.Command = _named(verb.module, verb.attribute)
+    if verb.work and command.callback is None:
+        command.callback = _work(verb)
     return command
 
 

@@ -1,7 +1,8 @@
 """What ``ma-submit`` imports to answer a verb: the verbs of a local job (``--help``, ``list``, ``status``, ``logs``,
 ``stop``) load no backend's client library (kubernetes, boto3, the HTTP stack the cloud backends use), and the
-group's help loads no verb's module (the group is a lazy group, :mod:`malaunch.sdk.cli.verbs`). A test of what is
-imported, not of time: ``bench/run.py --only verbs`` measures the time."""
+group's help loads no verb's module (the group is a lazy group, :mod:`malaunch.sdk.cli.verbs`); ``submit --help``
+loads no job API (its work is named apart), and a local job's verbs load no cloud backend's job-file section. A
+test of what is imported, not of time: ``bench/run.py --only verbs`` measures the time."""
 
 from __future__ import annotations
 
@@ -83,10 +84,34 @@ def test_the_verbs_of_a_local_job_load_nothing_heavy(cli_env: Dict[str, str], ho
         assert _loaded(args, cli_env, tmp_path) == {"code": 0, "loaded": []}, args
 
 
+#: What a verb's own help does not load when its work is named apart from its definition (``submit``: the job API).
+NOT_FOR_SUBMIT_HELP = (
+    "yaml", "malaunch.sdk.cli.submitting", "malaunch.sdk.job", "malaunch.sdk.spec.model", "malaunch.sdk.spec.loader",
+    "malaunch.sdk.follow", "malaunch.sdk.opening",
+)  # fmt: skip
+#: What a local job's verbs do not load: a cloud backend's own job-file section (its facts module).
+CLOUD_SECTIONS = ("malaunch.sdk.backends.volcano.options", "malaunch.sdk.backends.modelarts.options")
+
+
+def test_submits_help_loads_no_job_api(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    for args in (["submit", "--help"], ["submit", "-h"]):
+        assert _loaded(args, cli_env, tmp_path, NOT_FOR_SUBMIT_HELP) == {"code": 0, "loaded": []}, args
+
+
+@pytest.mark.process
+def test_the_verbs_of_a_local_job_load_no_cloud_section(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    assert ma_submit([str(job)], cli_env).returncode == 0
+    (job_id,) = job_ids(home)
+    for args in (["list"], ["status", job_id], ["logs", job_id], ["stop", job_id], ["--help"], ["submit", "--help"]):
+        assert _loaded(args, cli_env, tmp_path, CLOUD_SECTIONS) == {"code": 0, "loaded": []}, args
+
+
 def test_the_probe_sees_what_a_verb_loads(cli_env: Dict[str, str], tmp_path: Path) -> None:
     job = write_job(tmp_path / "job", "print('hello')\n", name="dry")
-    result = _loaded(["--dry-run", str(job)], cli_env, tmp_path, ("yaml", "malaunch.sdk.cli.submit"))
-    assert result == {"code": 0, "loaded": ["yaml", "malaunch.sdk.cli.submit"]}
+    names = ("yaml", "malaunch.sdk.cli.submit", "malaunch.sdk.cli.submitting")
+    result = _loaded(["--dry-run", str(job)], cli_env, tmp_path, names)
+    assert result == {"code": 0, "loaded": list(names)}
 
 
 @pytest.mark.process

@@ -4,6 +4,8 @@ may shorten it to), no command is left out, and the group lists and finds them a
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from typing import Dict
 
 import click
@@ -34,6 +36,18 @@ def test_the_table_holds_each_commands_own_short_help(verb: Verb) -> None:
     shortened: Dict[int, str] = {limit: command.get_short_help_str(limit) for limit in _LIMITS}
     assert {limit: copy.get_short_help_str(limit) for limit in _LIMITS} == shortened
     assert not command.hidden and not command.deprecated
+
+
+def test_a_verbs_work_named_apart_takes_its_commands_options() -> None:
+    apart = [verb for verb in VERB_TABLE if verb.work]
+    assert [verb.name for verb in apart] == ["submit"]
+    for verb in apart:
+        module, _, function = verb.work.partition(":")
+        work = getattr(importlib.import_module(f"malaunch.sdk.cli.{module}"), function)
+        command = load_verb(verb)
+        assert command.callback is not None and callable(work)
+        taken = [name for name in inspect.signature(work).parameters]
+        assert taken == [param.name for param in command.params if param.expose_value], verb.name
 
 
 def test_every_command_of_the_verb_modules_is_in_the_table() -> None:
