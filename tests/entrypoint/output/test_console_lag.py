@@ -3,11 +3,14 @@ slowly (or not at all for a while); the log files and the console are checked li
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import re
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -27,16 +30,25 @@ GAP = re.compile(rb"^\[ma-entrypoint\] warning: (\d+) bytes of rank (\d+)'s stdo
 class SlowReader:
     """Reads a pipe into a file, ``piece`` bytes at a time with ``nap`` s between reads, after ``pause`` s."""
 
-    def __init__(self, path: Path, piece: int = 64 << 10, nap: float = 0.002, pause: Optional[float] = 0.0) -> None:
-        """``pause=None``: read nothing until :meth:`close` (a stuck console)."""
+    def __init__(self, path: Path, piece: int = 64 << 10, nap: float = 0.002, pause: Optional[float] = 0.0,
+                 pause_from: int = 0) -> None:  # fmt: skip
+        """``pause=None``: read nothing until :meth:`close` (a stuck console). ``pause_from``: the pause starts once
+        the pipe holds that many bytes (the ranks' output, not the shim's first lines), however long the
+        launcher takes to start them on a loaded machine."""
         self.go = threading.Event()
         self.read_end, self.write_end = os.pipe()
         self.path = path
-        self.piece, self.nap, self.pause = piece, nap, pause
+        self.piece, self.nap, self.pause, self.pause_from = piece, nap, pause, pause_from
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _held(self) -> int:
+        """The bytes the pipe holds now, unread."""
+        return struct.unpack("i", fcntl.ioctl(self.read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
+
     def _run(self) -> None:
+        while self.pause_from and self._held() < self.pause_from and not self.go.is_set():
+            time.sleep(0.01)  # polls the pipe's fill, the condition the pause waits for
         self.go.wait(self.pause)
         with open(self.path, "wb") as out:
             while True:

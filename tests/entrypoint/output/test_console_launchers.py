@@ -114,9 +114,11 @@ def _gaps(out: bytes) -> List[Tuple[int, int, bytes, bytes]]:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("method", [_method("torchrun"), _method("msrun")])
 def test_a_console_stuck_for_a_while_is_skipped_then_gets_the_rest(tmp_path: Path, method: str) -> None:
-    """The console takes nothing for 12 s (stuck after 5 s), then reads everything: each rank's copy skipped
-    a span said in one line naming the rank's log, then resumed at a whole line, its last line included."""
-    reader = SlowReader(tmp_path / "console.out", nap=0.0, pause=12.0)
+    """The console takes nothing for 12 s once the ranks' flood fills its pipe (stuck after 5 s), then reads
+    everything: each rank's copy skipped a span said in one line naming the rank's log, then resumed at a whole
+    line, its last line included. (The 12 s counted from before the shim's start let a launcher that took that
+    long under load find the console reading again: no gap.)"""
+    reader = SlowReader(tmp_path / "console.out", nap=0.0, pause=12.0, pause_from=32 << 10)  # from the flood on
     code, out, err = run_shim(tmp_path, method, reader, "--lines", str(LINES), "--pause", "16")
     assert code == 0, err[-3000:]
     _check_logs(tmp_path, method, LINES)
