@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .baseline import baseline_tree, prepare_farms
+from .budgets import scaled_target
 from .commands import v10_rank_table
 from .procs import PYTHON, WORKERS, BenchError, bench_env, new_mark, scratch_dir, tail
 from .results import CaseResult, Series, Target, fmt_value, say
@@ -221,6 +222,13 @@ class _Installs:
             measured += f"; behind pip < 25.0's entry-point wrapper {fmt_value(wrapped, 's')} ({wrapped / med:.3g} x)"
         return Target(claim, measured, med < _WHOLE_BOUND)
 
+    def scaled_target(self) -> Optional[Target]:
+        """The same bound scaled by this venv's ``python -c pass`` against the issue's (:mod:`.budgets`)."""
+        if self.wheel.median is None or self.floor.median is None:
+            return None
+        subject = f"ma-entrypoint --dry-run of a {SERVERS * DEVICES}-rank table, wheel install"
+        return scaled_target(subject, self.wheel.median, _WHOLE_BOUND, self.floor.median, "whole process")
+
     def baseline_target(self) -> Optional[Target]:
         """This tree's dry run against the baseline commit's, CPU over the same floor (informational)."""
         if self.baseline is None:
@@ -358,9 +366,9 @@ def run_scale(reps: int, baseline: Optional[str] = None) -> CaseResult:
                           "all alive at once); the shim decodes server_list part by part and checks each part in "
                           "column-wide C passes, so no part's objects outlive it")
     targets = [target, installs.target()]
-    compared = installs.baseline_target()
-    if compared is not None:
-        targets.append(compared)
+    for extra in (installs.scaled_target(), installs.baseline_target()):
+        if extra is not None:
+            targets.append(extra)
     result = CaseResult("ranktable-scale", [total, *installs.series(), rss], targets)
     result.notes.append(
         "rank-table scale = the shim's read + decoding (server_list part by part) + parse_rank_table + "

@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .budgets import scaled_target
 from .commands import SUBJECTS, command
 from .procs import (
     PYTHON,
@@ -29,6 +30,7 @@ from .procs import (
     scratch_dir,
     start,
     tail,
+    timed_process,
 )
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
 
@@ -155,9 +157,18 @@ def _cpu_targets(cpus: Dict[Tuple[int, str], List[float]], baseline: Optional[st
     return targets
 
 
+def interpreter_floor() -> float:
+    """Wall seconds of one ``python -c pass`` (what :mod:`.budgets` scales the budget by)."""
+    wall, _cpu, code, err = timed_process([PYTHON, "-c", "pass"], bench_env(new_mark(), {}))
+    if code != 0:
+        raise BenchError(f"python -c pass exited with {code}: {err}")
+    return wall
+
+
 def _targets(
-    series: Dict[Tuple[int, str], Series], firsts: Dict[Tuple[int, str], List[float]], imports: List[float]
-) -> List[Target]:
+    series: Dict[Tuple[int, str], Series], firsts: Dict[Tuple[int, str], List[float]], imports: List[float],
+    passes: List[float],
+) -> List[Target]:  # fmt: skip
     targets = []
     for n in TARGET_SIZES:
         shim, floor = (series[(n, k)].median for k in ("shim-ranktable", "popen"))
@@ -184,6 +195,9 @@ def _targets(
             )
         measured = f"+{_ms(gap)} ({fmt_value(shim, 's')} vs {fmt_value(floor, 's')}; {fmt_ratio(shim / floor)})"
         targets.append(Target(claim, measured, gap <= GAP, comment))
+        if passes:
+            subject = f"start-up N={n}: shim over the floor"
+            targets.append(scaled_target(subject, gap, GAP, statistics.median(passes), "excess"))
     return targets
 
 
@@ -228,6 +242,7 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
     firsts: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}
     cpus: Dict[Tuple[int, str], List[float]] = {key: [] for key in series}  # per repetition (pairs with the floor)
     imports: List[float] = []
+    passes: List[float] = []  # python -c pass, a few per repetition (the budget scaled by it, :mod:`.budgets`)
     for rep in range(reps):
         for n in SIZES:
             # the two trees' shims cost ~0.1 s a run: they run BASELINE_PAIRS times a repetition, alternating
@@ -247,6 +262,10 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
                 cpus[(n, kind)].append(cpu)
                 say(f"  start-up rep {rep + 1}/{reps} N={n} {item.subject}: {fmt_value(value, 's')}")
         try:
+            passes.extend(interpreter_floor() for _ in range(3))
+        except (BenchError, OSError) as exc:
+            say(f"  start-up: could not time python -c pass: {exc}")
+        try:
             imports.append(import_cost())
         except (subprocess.SubprocessError, OSError, ValueError) as exc:
             say(f"  start-up: could not time the shim's imports: {exc}")
@@ -256,7 +275,7 @@ def run_startup(reps: int, baseline: Optional[str] = None) -> CaseResult:
         spent = [cpu for cpu in cpus[key] if cpu == cpu]
         if spent:
             series[key].note += f"; CPU (user+sys) {fmt_value(statistics.median(spent), 's')}"
-    targets = _targets(series, firsts, imports) + _cpu_targets(cpus, baseline)
+    targets = _targets(series, firsts, imports, passes) + _cpu_targets(cpus, baseline)
     if baseline is not None:
         targets += _baseline_targets(series, firsts, baseline)
     result = CaseResult("start-up", list(series.values()), targets)

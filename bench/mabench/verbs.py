@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .budgets import scaled_target
 from .procs import PYTHON, BenchError, bench_env, new_mark, scratch_dir, timed_process
 from .results import CaseResult, Series, Target, fmt_value, say
 from .verbimports import GROUPS, import_times
@@ -164,6 +165,7 @@ def _result(
         if "@" not in name:
             claim = f"{name}: within {fmt_value(BUDGET, 's')} of {_FLOOR}"
             targets.append(Target(claim, f"+{fmt_value(excess, 's')}", excess <= BUDGET))
+            targets.append(scaled_target(name, excess, BUDGET, statistics.median(walls[_FLOOR]), f"over {_FLOOR}"))
         else:
             verb = name.split(" @")[0]
             ours = _excess(walls, verb)
