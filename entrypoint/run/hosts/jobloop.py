@@ -134,7 +134,7 @@ class Coordinated(AttemptLoop):
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
                              self.say, self.plan.log_dir)  # fmt: skip
         self.link.ready = self.plan.prepare is None  # a host joins at once, and prepares (first()) once joined
-        self.link.on_saved = self.saves.start().saved
+        self.link.on_saved, self.link.on_joined = self.saves.start().saved, self.saves.joined
         self.link.start()
 
     def end(self) -> None:

@@ -11,7 +11,8 @@
   exited while its launcher winds down;
 - ``parts`` tells it which ranks' parts of a save this host's checkpoint folder holds, and ``saved`` (every rank's
   part is held by some host) goes to :attr:`HostLink.on_saved` on this thread, before any later command
-  (:mod:`.saves`).
+  (:mod:`.saves`); after each join :attr:`HostLink.on_joined` reports those parts again (one lost with a
+  connection is sent again).
 
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
@@ -68,6 +69,7 @@ class HostLink:
         self.gone: Optional[Tuple[str, float]] = None  # the coordinator lost: why, until when it is joined again
         self._ends = _Ends()  # where an ``end`` goes
         self.on_saved: Optional[Callable[[messages.Saved], None]] = None  # writes a checkpoint's marker (:mod:`.saves`)
+        self.on_joined: Optional[Callable[[], None]] = None  # after each join: the parts held, reported again
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._channel: Optional[wire.Channel] = None
@@ -129,7 +131,8 @@ class HostLink:
 
     # -- the thread ----------------------------------------------------------------------------------------------
     def send(self, message: messages.Message) -> None:
-        """Send ``message`` (one lost with the connection is not sent again: :mod:`.saves` stays incomplete)."""
+        """Send ``message``; one lost with the connection is not sent again by the link (the next hello says the
+        host's state; :attr:`on_joined` reports its parts again)."""
         with self._send_lock:
             sock, channel = self._sock, self._channel
             if sock is None or channel is None:
@@ -160,6 +163,9 @@ class HostLink:
             self._closing.set()
             return str(lost)
         try:
+            joined = self.on_joined
+            if joined is not None:
+                joined()
             return self._serve(buffer)
         finally:
             with self._send_lock:

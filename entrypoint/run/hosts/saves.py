@@ -9,7 +9,9 @@ per node), no rank ever finds them all; so every host's shim completes what its 
    once more before it says its attempt is over). For each unfinished checkpoint it takes the parts of the running
    attempt written since that attempt started on this host (a part of an older attempt, or left by an earlier run
    of the job, never counts) and tells the coordinator which ranks' parts it holds (``parts``), each time that set
-   grows.
+   grows. A report sent while the link was down (or lost with the connection) is not lost for good: each time the
+   host joins the coordinator again it reports every unfinished checkpoint of that attempt once more
+   (:meth:`SaveWatch.joined`); the coordinator adds a repeat up as nothing new.
 2. :class:`SaveBook` (the coordinator, pure) adds up the hosts' reports of the running attempt; once together they
    hold every rank's part (the job's number of ranks as the parts record it), it tells every host (``saved``).
 3. Each host that reported that checkpoint writes ``.complete`` in its own folder, whole and once (a hard link of a
@@ -190,6 +192,16 @@ class SaveWatch:
 
     def flush(self) -> None:
         """One look now (the attempt's ranks are gone: before this host says its attempt is over)."""
+        self._look()
+
+    def joined(self) -> None:
+        """The link joined the coordinator (again; called on the link's thread before it reads a command): report
+        every unfinished checkpoint of the running (or last) attempt this folder holds, reported before or not.
+        What was sent while the link was down, or lost with its connection, reaches the coordinator this way while
+        it still follows that attempt (the back-off before the next attempt, 1 s by default, leaves it the time);
+        one that comes after the next ``start`` counts nothing, as before: the resume point lags, never leads."""
+        with self._lock:
+            self._told = {}
         self._look()
 
     def _run(self) -> None:

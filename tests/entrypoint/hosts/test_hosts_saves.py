@@ -207,6 +207,28 @@ def test_a_report_the_coordinator_would_refuse_is_not_sent(tmp_path: Path) -> No
     assert sent == [Parts(1, "step-00000009", 9, 2, (1,))]
 
 
+def test_a_host_that_joins_again_reports_what_it_holds_again_and_a_repeat_counts_nothing_new(tmp_path: Path) -> None:
+    """A report sent while the link was down is lost with it: each join reports the unfinished checkpoints of the
+    attempt again (those reported before too); the coordinator adds a repeat up as nothing new."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.joined()  # no attempt yet: nothing to report
+    watch.begin(1)
+    _part(tmp_path, 2)
+    watch.flush()
+    watch.flush()  # nothing new: not sent again
+    assert sent == [Parts(1, STEP, 6, 4, (2,))]
+    _part(tmp_path, 3)
+    watch.joined()
+    assert sent == [Parts(1, STEP, 6, 4, (2,)), Parts(1, STEP, 6, 4, (2, 3))]
+    watch.joined()  # every join: all of them again
+    assert sent[2:] == [Parts(1, STEP, 6, 4, (2, 3))]
+    book = SaveBook()
+    assert [book.parts(1, 1, message) for message in sent] == [[], [], []]
+    assert book.parts(1, 0, Parts(1, STEP, 6, 4, (0, 1))) == [Send(None, Saved(1, STEP, 6, 4))]
+    assert book.parts(1, 1, sent[-1]) == []  # said once, whatever is repeated
+
+
 HOST = "host 1 (10.0.0.2)"
 
 
