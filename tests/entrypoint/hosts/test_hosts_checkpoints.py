@@ -250,7 +250,7 @@ def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_
     folder = tmp_path / "ckpt-h1" / "step-00000003"
     line = (f"host 1 (127.0.0.2) cannot resume from checkpoint {folder} (step 3), the newest the job's hosts "
             "completed together: it has no .complete, and the parts this host reported of it are gone")  # fmt: skip
-    assert f"[ma-entrypoint] {line}" in job.console(1)
+    assert f"[ma-entrypoint] attempt 1 of at most 3: {line}" in job.console(1)
     assert "rank 1 attempt 1" not in job.console(1)  # no rank started on host 1
     for host in (0, 1):  # the summary names the shim's refusal as such, not as a script's usage error
         assert "  exit code : 2 (the shim refused its input" in job.console(host), job.console(host)[-2000:]
@@ -258,6 +258,19 @@ def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_
         report = job.report(host)
         assert report["failure_class"]["class"] == "launcher_misuse", report["failure_class"]
         assert line in json.dumps(report), host
+        # the refused attempt is one of the report's, failed like any other (on the old code host 1's list ended
+        # with attempt 0, whose cause, host 1 lost, was all the job's status said of it)
+        assert [attempt["attempt"] for attempt in report["attempts"]] == [0, 1], report["attempts"]
+        refused = report["attempts"][1]
+        assert refused["job_cause"]["line"].startswith(f"ma-entrypoint: error: {line}"), refused
+        assert (refused["job_cause"]["kind"], refused["restarted"]) == ("launcher_misuse", False)
+    refused = job.report(1)["attempts"][1]
+    assert (refused["exit_code"], refused["failure_class"], refused["retryable"]) == (2, "launcher_misuse", False)
+    assert refused["root_cause"]["name"] == "ma-entrypoint" and line in refused["root_cause"]["tail"][-1]
+    for host in (0, 1):  # the console's summary: the job's class and the refusal's line
+        console = job.console(host)
+        assert "failure class: launcher_misuse (not retryable)" in console
+        assert f"    | ma-entrypoint: error: {line}" in console
 
 
 def test_a_report_lost_with_the_connection_is_sent_again_once_the_host_joins_again(
