@@ -135,6 +135,7 @@ class Coordinated(AttemptLoop):
                              self.say, self.plan.log_dir)  # fmt: skip
         self.link.ready = self.plan.prepare is None  # a host joins at once, and prepares (first()) once joined
         self.link.on_saved, self.link.on_joined = self.saves.start().saved, self.saves.joined
+        self.link.heard = self.saves.heard
         self.link.start()
 
     def end(self) -> None:
@@ -207,9 +208,8 @@ class Coordinated(AttemptLoop):
         return self._finish(command)
 
     def _refuse(self, attempt: int, problem: str) -> Step:
-        """This host's folder cannot hold the checkpoint ``attempt`` resumes from: no rank starts (:func:`_refusal`).
-        The attempt is one of the report's, failed like any other (its class, its line, the job's cause), and the
-        console names it as it names every attempt that starts."""
+        """This host's folder cannot hold the checkpoint ``attempt`` resumes from: no rank starts (:func:`_refusal`);
+        the attempt is the report's and the console's like any failed one (its class, its line, the job's cause)."""
         self.say(f"attempt {attempt} of at most {self.limit}: {problem}")
         self._link().last_attempt = attempt
         self.told, self.result = _refusal(problem, self.config.addr, self.plan.log_dir, self.elapsed())

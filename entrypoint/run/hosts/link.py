@@ -17,7 +17,9 @@
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
 that comes back (the master host replaced) gets this host's last attempt in the hello, so the job goes on
-after it. If none answers within ``host_wait`` the attempt loop gets :class:`Gone` (exit 75).
+after it, and the newest checkpoint this host heard complete (:attr:`HostLink.heard`), so every host resumes from
+the one the job's hosts completed together. If none answers within ``host_wait`` the attempt loop gets
+:class:`Gone` (exit 75).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class HostLink:
         self.gone: Optional[Tuple[str, float]] = None  # the coordinator lost: why, until when it is joined again
         self._ends = _Ends()  # where an ``end`` goes
         self.on_saved: Optional[Callable[[messages.Saved], None]] = None  # writes a checkpoint's marker (:mod:`.saves`)
-        self.on_joined: Optional[Callable[[], None]] = None  # after each join: the parts held, reported again
+        self.on_joined: Callable[[], None] = lambda: None  # after each join: the parts held, reported again
+        self.heard: Callable[[], Optional[messages.Resume]] = lambda: None  # the newest save heard of (the hello)
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._channel: Optional[wire.Channel] = None
@@ -163,9 +166,7 @@ class HostLink:
             self._closing.set()
             return str(lost)
         try:
-            joined = self.on_joined
-            if joined is not None:
-                joined()
+            self.on_joined()
             return self._serve(buffer)
         finally:
             with self._send_lock:
@@ -191,7 +192,7 @@ class HostLink:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first, rest = _read_line(sock, b"")
             channel = wire.Channel(self.key, wire.read_challenge(first), "c")
-            hello = Hello(self.host, self.addr, self.last_attempt, self.log, self.ready)
+            hello = Hello(self.host, self.addr, self.last_attempt, self.log, self.ready, self.heard())
             sock.sendall(channel.seal(hello.to_wire()))
             line, rest = _read_line(sock, rest)
             welcome = channel.open(line)

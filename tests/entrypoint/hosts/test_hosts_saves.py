@@ -232,6 +232,20 @@ def test_a_host_that_joins_again_reports_what_it_holds_again_and_a_repeat_counts
 HOST = "host 1 (10.0.0.2)"
 
 
+def test_a_host_remembers_the_newest_checkpoint_it_heard_complete_for_its_hellos(tmp_path: Path) -> None:
+    """What a coordinator said complete (``saved``) or named to resume from (``start``), the newest step: a new
+    coordinator learns it from the hello (whether this host could write the marker or not)."""
+    watch = _watch(tmp_path, [], [])
+    assert watch.heard() is None
+    watch.begin(1)
+    watch.saved(Saved(1, "step-00000009", 9, 4))  # this host holds no part of it: no marker, but the job has it
+    assert watch.heard() == Resume("step-00000009", 9) and not (tmp_path / "step-00000009").exists()
+    watch.agree(Resume(STEP, 6), HOST)  # an older one named later (it refuses): the newest heard stays
+    assert watch.heard() == Resume("step-00000009", 9)
+    watch.agree(Resume("step-00000012", 12), HOST)
+    assert watch.heard() == Resume("step-00000012", 12)
+
+
 def test_a_host_that_missed_saved_writes_the_marker_before_the_next_attempt(tmp_path: Path) -> None:
     """Its link was down when the coordinator said ``saved``: the next ``start`` names the checkpoint, and the host
     still holds every part it reported of it (those of an attempt before the one that starts now)."""
