@@ -10,6 +10,12 @@ the survivors report for it), its class and its log; a fact that is not known is
     rank 3 on host 1 (127.0.0.2) exited with 7; class user_error; log /logs/rank-3.log
     rank 1 on host 1 (127.0.0.2) killed by SIGKILL (exit 137); class signal; log /logs/rank-1.log
     host 1 (127.0.0.2) lost: no heartbeat for 3 s; class host_lost
+
+A host's shim that refused to start its ranks (``name`` the shim's, no rank: its folder cannot hold the checkpoint
+the job resumes from) is named by its own line, which says what and what to do::
+
+    host 1 (127.0.0.2) cannot resume from checkpoint /ckpt/step-00000003 (step 3), ...: restore that folder ...
+    (ma-entrypoint on host 1 (127.0.0.2) exited with 2); class launcher_misuse; log /logs/h1
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import Any, Mapping, Optional
 
 __all__ = ["describe_cause", "shim_line"]
 
-_PREFIX = "ma-entrypoint: "
+_PROG = "ma-entrypoint"
+_PREFIX = f"{_PROG}: "
+_ERROR = "error: "  # the shim's own refusal: ``ma-entrypoint: error: <what>``
 _ENDS = ": this host's attempt ends"  # how a host whose attempt the coordinator ended says why
 
 
@@ -69,6 +77,9 @@ def describe_cause(cause: Mapping[str, Any]) -> str:
     if cause.get("ended"):  # the line names the host that failed or was lost, not this one
         head = line.partition(_ENDS)[0] or (f"{where} failed" if where else "a host failed")
         log = ""
+    elif name == _PROG and rank is None and line:  # the shim itself refused: its line says what, and what to do
+        text = line[len(_ERROR) :] if line.startswith(_ERROR) else line
+        head = f"{text} ({_PROG}{f' on {where}' if where else ''} {_what(cause)})"
     elif kind == "host_lost" and where:
         why = line.partition(" lost: ")[2] if " lost: " in line else ""
         head = f"{where} lost" + (f": {why}" if why else "")

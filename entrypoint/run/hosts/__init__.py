@@ -3,7 +3,8 @@ host's shim (the master's too) joins it for the job's life.
 
 - :mod:`.wire`: lines proved with the job's secret (HMAC), never the secret itself;
 - :mod:`.messages`: the messages, one typed record each, read off the wire in one place (their table is its
-  docstring; :mod:`.fields` reads their fields); :mod:`.members`: an elastic attempt's hosts within one line;
+  docstring; :mod:`.fields` reads their fields, :mod:`.cause` holds an attempt's root cause as they carry it);
+  :mod:`.members`: an elastic attempt's hosts within one line;
 - :mod:`.saves`: a checkpoint's save completed through the coordinator where each host's folder is its own;
 - :mod:`.jobstate`: the coordinator's book, pure: who is here (its :mod:`.roster`), the job's one attempt
   number, the root cause of each attempt, restart or finish;

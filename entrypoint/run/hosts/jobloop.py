@@ -36,7 +36,7 @@ from ...report.failure_class import Classification, classify_failure, peer_failu
 from ...report.report import Failure, RunResult
 from .. import notifier
 from ..attempt_status import note_event
-from ..attempts import AttemptLoop, RestartOutcome, Step
+from ..attempts import Attempt, AttemptLoop, RestartOutcome, Step
 from ..checkpoints import CheckpointKeeper
 from ..events import Event
 from ..launcher import Launcher
@@ -134,7 +134,8 @@ class Coordinated(AttemptLoop):
                              config.interval, config.heartbeat_timeout, config.join_wait, config.host_wait,
                              self.say, self.plan.log_dir)  # fmt: skip
         self.link.ready = self.plan.prepare is None  # a host joins at once, and prepares (first()) once joined
-        self.link.on_saved = self.saves.start().saved
+        self.link.on_saved, self.link.on_joined = self.saves.start().saved, self.saves.joined
+        self.link.heard = self.saves.heard
         self.link.start()
 
     def end(self) -> None:
@@ -207,10 +208,13 @@ class Coordinated(AttemptLoop):
         return self._finish(command)
 
     def _refuse(self, attempt: int, problem: str) -> Step:
-        """This host's folder cannot hold the checkpoint ``attempt`` resumes from: no rank starts (:func:`_refusal`)."""
-        self.say(problem)
+        """This host's folder cannot hold the checkpoint ``attempt`` resumes from: no rank starts (:func:`_refusal`);
+        the attempt is the report's and the console's like any failed one (its class, its line, the job's cause)."""
+        self.say(f"attempt {attempt} of at most {self.limit}: {problem}")
         self._link().last_attempt = attempt
         self.told, self.result = _refusal(problem, self.config.addr, self.plan.log_dir, self.elapsed())
+        refused = self.result._replace(duration=0.0)  # it ran nothing
+        self.attempts.append(Attempt(attempt, refused, _job_class(refused, self.told), False, self.plan.log_dir))
         self._link().failing(attempt)
         self._link().over(attempt, self.told)
         return self._next()
@@ -270,7 +274,7 @@ class Coordinated(AttemptLoop):
     def _finish(self, command: Finish) -> RestartOutcome:
         if self.attempts and self.attempts[-1].index == self._link().last_attempt:
             self.attempts[-1].cause = command.cause
-        elif command.cause is not None:  # the last attempt ran no rank here (a prepare step failed, _refuse): kept here
+        elif command.cause is not None:  # no attempt ran here (a prepare step failed): kept here
             self.hosts["job_cause"] = command.cause.to_wire()
         self.announce(max(self._link().last_attempt, 0), "ended")
         if command.code == 0 and self.result is not None:

@@ -44,7 +44,10 @@ of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
    bounds it). A host whose steps failed (``prepared`` with a cause) ends the job with that cause.
 7. Checkpoints (:mod:`.saves`): every ``start`` names the newest checkpoint the hosts completed together
    (:attr:`JobState.resume`, kept by the coordinator's :class:`~.saves.SaveBook`), which every host's ranks resume
-   from; none before the first (a coordinator that was replaced starts again from none).
+   from; none before the first. A coordinator that replaced a lost one learns it from the hosts' hellos: each
+   names the newest checkpoint it heard complete (a ``saved``, or a ``start``'s ``resume``), and the newest of
+   them is the job's (:meth:`~.saves.SaveBook.heard`; every one was complete on every host's part when a
+   coordinator of this job said so; a host that missed it writes its marker or refuses, as after any ``start``).
 """
 
 from __future__ import annotations

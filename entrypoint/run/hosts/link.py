@@ -11,12 +11,15 @@
   exited while its launcher winds down;
 - ``parts`` tells it which ranks' parts of a save this host's checkpoint folder holds, and ``saved`` (every rank's
   part is held by some host) goes to :attr:`HostLink.on_saved` on this thread, before any later command
-  (:mod:`.saves`).
+  (:mod:`.saves`); after each join :attr:`HostLink.on_joined` reports those parts again (one lost with a
+  connection is sent again).
 
 Nothing heard from the coordinator for ``timeout`` seconds, or its connection closed: the coordinator (the
 master host) is lost. The running attempt ends (``HostsEnd``) and the link tries to join again; a coordinator
 that comes back (the master host replaced) gets this host's last attempt in the hello, so the job goes on
-after it. If none answers within ``host_wait`` the attempt loop gets :class:`Gone` (exit 75).
+after it, and the newest checkpoint this host heard complete (:attr:`HostLink.heard`), so every host resumes from
+the one the job's hosts completed together. If none answers within ``host_wait`` the attempt loop gets
+:class:`Gone` (exit 75).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class HostLink:
         self.gone: Optional[Tuple[str, float]] = None  # the coordinator lost: why, until when it is joined again
         self._ends = _Ends()  # where an ``end`` goes
         self.on_saved: Optional[Callable[[messages.Saved], None]] = None  # writes a checkpoint's marker (:mod:`.saves`)
+        self.on_joined: Callable[[], None] = lambda: None  # after each join: the parts held, reported again
+        self.heard: Callable[[], Optional[messages.Resume]] = lambda: None  # the newest save heard of (the hello)
         self._send_lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._channel: Optional[wire.Channel] = None
@@ -129,7 +134,8 @@ class HostLink:
 
     # -- the thread ----------------------------------------------------------------------------------------------
     def send(self, message: messages.Message) -> None:
-        """Send ``message`` (one lost with the connection is not sent again: :mod:`.saves` stays incomplete)."""
+        """Send ``message``; one lost with the connection is not sent again by the link (the next hello says the
+        host's state; :attr:`on_joined` reports its parts again)."""
         with self._send_lock:
             sock, channel = self._sock, self._channel
             if sock is None or channel is None:
@@ -160,6 +166,7 @@ class HostLink:
             self._closing.set()
             return str(lost)
         try:
+            self.on_joined()
             return self._serve(buffer)
         finally:
             with self._send_lock:
@@ -185,7 +192,7 @@ class HostLink:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first, rest = _read_line(sock, b"")
             channel = wire.Channel(self.key, wire.read_challenge(first), "c")
-            hello = Hello(self.host, self.addr, self.last_attempt, self.log, self.ready)
+            hello = Hello(self.host, self.addr, self.last_attempt, self.log, self.ready, self.heard())
             sock.sendall(channel.seal(hello.to_wire()))
             line, rest = _read_line(sock, rest)
             welcome = channel.open(line)

@@ -11,7 +11,8 @@ message        sent by      when                                                
 ``challenge``  coordinator  first on every connection (the only unproved line;  ``v``, ``nonce``
                             :func:`.wire.challenge`, :func:`.wire.read_challenge`)
 ``hello``      host         its first proved line                               ``host``, ``addr``, ``last``,
-                                                                                [``log``, ``prepared``]
+                                                                                [``log``, ``prepared``,
+                                                                                ``resume``]
 ``prepared``   host         its prepare steps ended (``cause`` None: they all   ``cause``
                             succeeded; else the step that failed)
 ``welcome``    coordinator  the answer to a hello                               ``hosts``, ``attempt``
@@ -37,7 +38,9 @@ A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or a
 null; ``members`` and ``ranks`` are :func:`members_text`'s text; ``why`` one of :class:`Why`; ``name`` a checkpoint's
 folder (one path part, at most 255 characters); ``size`` the job's number of ranks (each of ``ranks`` below it).
 Integers are JSON integers (never ``true``/``false``), strings JSON strings. A field not sent takes its default.
-``resume`` is a :class:`Resume` (``{"name", "step"}``): the newest save the coordinator said ``saved`` for.
+``resume`` is a :class:`Resume` (``{"name", "step"}``): in a ``start``, the newest save the coordinator said
+``saved`` for; in a ``hello``, the newest this host heard of (a ``saved``, or a ``start``'s ``resume``), so that a
+coordinator that replaced a lost one learns the job's resume point (:mod:`.jobstate`, rule 7).
 
 A ``silent`` with ``ended`` true (``silent`` false) says every rank of the host exited while its launcher still
 runs (torchrun's agent in its exit barrier): the host is neither silent nor speaking, and a hang elsewhere is not
@@ -55,6 +58,7 @@ import enum
 import json
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
+from .cause import Cause
 from .fields import Fields, malformed
 from .members import members_text, read_members
 from .wire import MAX_LINE, text
@@ -65,48 +69,6 @@ __all__ = [
 ]  # fmt: skip
 
 _ADDR_MAX = 300  # an address as a message names it, at most (a longer one is shortened)
-
-
-class Cause(NamedTuple):
-    """An attempt's root cause, as a host tells it (``over``) or the coordinator chose it (``start``, ``finish``).
-
-    Absent facts are None, an empty string or False, never a placeholder."""
-
-    host: Optional[int] = None  # the host whose attempt it ended (the coordinator sets it from the connection)
-    addr: str = ""  # that host's address
-    rank: Optional[int] = None  # the rank that failed, if one did
-    name: str = ""  # the process's name (``rank 3``, ``torchrun``)
-    code: Optional[int] = None  # its exit code
-    signal: Optional[int] = None  # the signal that ended it
-    kind: Optional[str] = None  # its failure class (``signal``, ``user_error``, ``host_lost``, ...)
-    retryable: bool = False  # the class is retryable
-    accept: bool = False  # ``restart_on`` accepts it (judged by the host that failed)
-    peer: bool = False  # its log says a peer failed (gloo's ``Connection closed by peer``)
-    ended: bool = False  # the attempt ended on the coordinator's word, not by a failure of its own
-    line: str = ""  # the line that says it
-    tail: Tuple[str, ...] = ()  # the last lines of its log
-    log: str = ""  # its log file
-    score: Optional[int] = None  # a hung attempt: how strong the evidence of its ranks is (0-7)
-
-    def to_wire(self) -> Dict[str, Any]:
-        """The cause as JSON (every field; the report's ``job_cause`` is this)."""
-        return {**self._asdict(), "tail": list(self.tail)}
-
-    @classmethod
-    def from_wire(cls, value: object, where: str) -> Optional[Cause]:
-        """The cause of a message's field (``where`` names it); None for null. Raises :class:`WireError`."""
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            raise malformed(where, "is not an object", value)
-        read = Fields(value, where)
-        return cls(
-            host=read.opt_whole("host"), addr=read.string("addr"), rank=read.opt_whole("rank"),
-            name=read.string("name"), code=read.opt_whole("code"), signal=read.opt_whole("signal"),
-            kind=read.opt_string("kind"), retryable=read.flag("retryable"), accept=read.flag("accept"),
-            peer=read.flag("peer"), ended=read.flag("ended"), line=read.string("line"), tail=read.lines("tail"),
-            log=read.string("log"), score=read.opt_whole("score"),
-        )  # fmt: skip
 
 
 class Why(enum.Enum):
@@ -120,17 +82,20 @@ class Why(enum.Enum):
 
 class Hello(NamedTuple):
     """A host joins: its index, its address (None: the coordinator uses the connection's), its last attempt, its
-    log folder (a lost host's cause names it), and whether its prepare steps are done."""
+    log folder (a lost host's cause names it), whether its prepare steps are done, and the newest checkpoint it
+    heard the job's hosts completed together."""
 
     host: int
     addr: Optional[str] = None
     last: int = -1  # the last attempt this host ran (-1: none)
     log: str = ""  # its log folder (MALAUNCH_LOG_DIR), "" when not said
     prepared: bool = True  # False: it still runs its prepare steps (a ``prepared`` follows)
+    resume: Optional[Resume] = None  # the newest ``saved`` (or ``start``'s ``resume``) it heard; None: none
 
     def to_wire(self) -> Dict[str, Any]:
-        payload = {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last, "log": self.log}
-        return payload if self.prepared else {**payload, "prepared": False}
+        prepared = {} if self.prepared else {"prepared": False}
+        return {"t": "hello", "host": self.host, "addr": self.addr, "last": self.last, "log": self.log, **prepared,
+                **_resume_wire(self.resume)}
 
 
 class Prepared(NamedTuple):
@@ -180,9 +145,8 @@ class Start(NamedTuple):
     def to_wire(self) -> Dict[str, Any]:
         """The message; one that would not fit a wire line (thousands of hosts lost here and there in
         ``members``) sends its cause's line without the tail."""
-        payload: Dict[str, Any] = {"t": "start", "attempt": self.attempt, "cause": _cause_wire(self.cause)}
-        if self.resume is not None:
-            payload["resume"] = dict(self.resume._asdict())
+        payload: Dict[str, Any] = {"t": "start", "attempt": self.attempt, "cause": _cause_wire(self.cause),
+                                   **_resume_wire(self.resume)}  # fmt: skip
         if self.members is None:
             return payload
         payload.update(members=members_text(self.members), free=self.free)
@@ -297,7 +261,7 @@ def _hello(read: Fields) -> Hello:
     if prepared is not None and not isinstance(prepared, bool):
         raise malformed(read.where, "'prepared' is not true or false", prepared)
     return Hello(read.whole("host"), read.opt_string("addr", _ADDR_MAX), read.whole("last", -1),
-                 read.opt_string("log", _ADDR_MAX) or "", prepared is not False)
+                 read.opt_string("log", _ADDR_MAX) or "", prepared is not False, _resume(read))
 
 
 def _welcome(read: Fields) -> Welcome:
@@ -313,7 +277,8 @@ def _start(read: Fields) -> Start:
 
 
 def _resume(read: Fields) -> Optional[Resume]:
-    """A ``start``'s ``resume``: absent or null, else an object naming a checkpoint's folder and its step."""
+    """A ``start``'s (or a ``hello``'s) ``resume``: absent or null, else an object naming a checkpoint's folder and
+    its step."""
     value = read.raw("resume")
     if value is not None and not isinstance(value, dict):
         raise malformed(read.where, "'resume' is not an object", value)
@@ -394,6 +359,10 @@ _READERS: Dict[str, Callable[[Fields], Message]] = {
 
 def _cause(read: Fields, name: str) -> Optional[Cause]:
     return Cause.from_wire(read.raw(name), f"{read.where} {name!r}")
+
+
+def _resume_wire(resume: Optional[Resume]) -> Dict[str, Any]:
+    return {"resume": dict(resume._asdict())} if resume is not None else {}
 
 
 def _cause_wire(cause: Optional[Cause]) -> Optional[Dict[str, Any]]:

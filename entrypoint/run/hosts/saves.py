@@ -9,7 +9,9 @@ per node), no rank ever finds them all; so every host's shim completes what its 
    once more before it says its attempt is over). For each unfinished checkpoint it takes the parts of the running
    attempt written since that attempt started on this host (a part of an older attempt, or left by an earlier run
    of the job, never counts) and tells the coordinator which ranks' parts it holds (``parts``), each time that set
-   grows.
+   grows. A report sent while the link was down (or lost with the connection) is not lost for good: each time the
+   host joins the coordinator again it reports every unfinished checkpoint of that attempt once more
+   (:meth:`SaveWatch.joined`); the coordinator adds a repeat up as nothing new.
 2. :class:`SaveBook` (the coordinator, pure) adds up the hosts' reports of the running attempt; once together they
    hold every rank's part (the job's number of ranks as the parts record it), it tells every host (``saved``).
 3. Each host that reported that checkpoint writes ``.complete`` in its own folder, whole and once (a hard link of a
@@ -23,8 +25,10 @@ per node), no rank ever finds them all; so every host's shim completes what its 
    passed over, never removed). A host that cannot hold it (the parts gone, a marker of another step, a host
    that never reported it) starts no rank: it says so in one line naming the host, the checkpoint and its step,
    and the job ends with exit 2 (class ``launcher_misuse``), never resuming silently from an older one. Without
-   a ``resume`` (no save completed since the coordinator started) each host resumes from the newest complete
-   checkpoint of its own folder, as on one host.
+   a ``resume`` (no save completed in the job yet) each host resumes from the newest complete checkpoint of its
+   own folder, as on one host. Each host remembers the newest checkpoint it heard complete (a ``saved``, or a
+   ``start``'s ``resume``: :meth:`SaveWatch.heard`) and names it in every hello, so that a coordinator that
+   replaced a lost one (the master host replaced) names it too.
 
 Where the folder is shared (the local backend, a Volcano claim) the same happens: each host reports the parts it
 sees, the coordinator completes when all are there, and the rank that wrote the last part has normally written
@@ -170,6 +174,7 @@ class SaveWatch:
         self._since = 0.0  # when it started on this host
         self._told: Dict[Tuple[str, int], FrozenSet[int]] = {}  # (checkpoint, step) -> the ranks reported
         self._reported: Dict[Tuple[str, int], Reported] = {}  # the same, of every attempt (the newest steps)
+        self._heard: Optional[Resume] = None  # the newest checkpoint the coordinator said complete (or resumed from)
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="malaunch-savewatch", daemon=True)
 
@@ -192,6 +197,16 @@ class SaveWatch:
         """One look now (the attempt's ranks are gone: before this host says its attempt is over)."""
         self._look()
 
+    def joined(self) -> None:
+        """The link joined the coordinator (again; called on the link's thread before it reads a command): report
+        every unfinished checkpoint of the running (or last) attempt this folder holds, reported before or not.
+        What was sent while the link was down, or lost with its connection, reaches the coordinator this way while
+        it still follows that attempt (the back-off before the next attempt, 1 s by default, leaves it the time);
+        one that comes after the next ``start`` counts nothing, as before: the resume point lags, never leads."""
+        with self._lock:
+            self._told = {}
+        self._look()
+
     def _run(self) -> None:
         while not self._closing.wait(POLL):
             self._look()
@@ -212,6 +227,16 @@ class SaveWatch:
             for message in news:  # outside the state's lock: a send may wait for a slow coordinator
                 self.send(message)
 
+    def heard(self) -> Optional[Resume]:
+        """The newest checkpoint a coordinator of the job said complete to this host, or named as the one to resume
+        from (None: none yet); read on the link's thread for each hello."""
+        with self._lock:
+            return self._heard
+
+    def _hear(self, resume: Resume) -> None:  # the state's lock held
+        if self._heard is None or resume.step > self._heard.step:
+            self._heard = resume
+
     def _remember(self, key: Tuple[str, int], reported: Reported) -> None:
         self._reported.pop(key, None)
         self._reported[key] = reported
@@ -228,6 +253,7 @@ class SaveWatch:
             return None
         folder = os.path.join(directory, resume.name)
         with self._lock:
+            self._hear(resume)
             reported = self._reported.get((resume.name, resume.step))
             marker = read_marker(folder)
             if marker is None and reported is not None and _holds(directory, resume, reported):
@@ -255,6 +281,7 @@ class SaveWatch:
         """The coordinator found every rank's part of a checkpoint: write its ``.complete`` here if this host
         reported parts of it and its folder still holds them."""
         with self._lock:
+            self._hear(Resume(message.name, message.step))  # complete on every host's part, whatever follows here
             told, directory = self._told.get((message.name, message.step)), self.directory
             if message.attempt != self._attempt or not told or directory is None:
                 return
@@ -305,3 +332,11 @@ class SaveBook:
         if state is not None and (state.resume is None or message.step >= state.resume.step):
             state.resume = Resume(message.name, message.step)
         return [Send(None, Saved(attempt, message.name, message.step, message.size))]
+
+    def heard(self, resume: Optional[Resume]) -> None:
+        """A host's hello names ``resume``, the newest save it heard a coordinator of the job say complete (or name to
+        resume from): the job's resume point when it is newer than ``state``'s (a coordinator that replaced a lost
+        one learns it so; :attr:`JobState.resume`)."""
+        state = self.state
+        if state is not None and resume is not None and (state.resume is None or resume.step > state.resume.step):
+            state.resume = resume

@@ -59,8 +59,7 @@ class Coordinator:
         self.refused: Dict[str, int] = {}  # kind -> count
         self.watch: Optional[Callable[[JobState], None]] = None  # after each change of the book (:mod:`.bookwatch`)
         self.saves = SaveBook(state)  # the running attempt's saves, completed through the hosts' reports (.saves)
-        self._stop = threading.Event()
-        self._beat_at = self._tick_at = 0.0
+        self._stop, self._beat_at, self._tick_at = threading.Event(), 0.0, 0.0
         self.thread = threading.Thread(target=self._loop, name="malaunch-coordinator", daemon=True)
 
     def start(self) -> Coordinator:
@@ -171,6 +170,7 @@ class Coordinator:
                 if isinstance(old, _Conn) and old is not conn:
                     self._drop(old)  # the book hears of it from join(): a new shim in its place
                 conn.host = message.host
+                self.saves.heard(message.resume)  # before the start this hello may bring
                 self._apply(self.state.join(message.host, conn, message.addr or conn.addr, message.last, now,
                                             message.log, message.prepared))  # fmt: skip
             return

@@ -119,12 +119,15 @@ def test_a_rank_killed_in_a_save_leaves_it_incomplete_on_both_hosts(
            "step-00000006 (step 6)" in job.console(0)  # fmt: skip
 
 
-class _DropSaved:
+class _Drop:
     """A relay between host 1's shim and the job's coordinator that passes every line both ways, except the first
-    ``saved`` for host 1: instead of it, the relay closes that connection on both sides (host 1's link was down when
-    the coordinator said the save was complete). Host 1 joins again through it, and from then on every line passes."""
+    line of type ``kind`` (``saved``: the coordinator's to host 1; ``parts``: host 1's to the coordinator): instead
+    of it, the relay closes that connection on both sides (host 1's link was down when that line was sent). Host 1
+    joins again through it, and from then on every line passes."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
+        self.kind = f'"t":"{kind}"'.encode()
+        self.upstream = kind == "parts"  # the line watched goes from host 1 to the coordinator
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.target = 0
@@ -165,8 +168,8 @@ class _DropSaved:
                 host.close()
                 continue
             self.socks += [host, coordinator]
-            self._spawn(self._pump, host, coordinator, False)
-            self._spawn(self._pump, coordinator, host, True)
+            self._spawn(self._pump, host, coordinator, self.upstream)
+            self._spawn(self._pump, coordinator, host, not self.upstream)
 
     def _pump(self, source: socket.socket, sink: socket.socket, watch: bool) -> None:
         buffer = b""
@@ -181,7 +184,7 @@ class _DropSaved:
                 buffer += chunk
                 while b"\n" in buffer:
                     line, _, buffer = buffer.partition(b"\n")
-                    if b'"t":"saved"' in line and not self.dropped.is_set():
+                    if self.kind in line and not self.dropped.is_set():
                         self.dropped.set()
                         return
                     sink.sendall(line + b"\n")
@@ -198,14 +201,21 @@ def _shut(sock: socket.socket) -> None:
 
 
 @pytest.fixture
-def drop_saved() -> Iterator[_DropSaved]:
-    relay = _DropSaved()
+def drop_saved() -> Iterator[_Drop]:
+    relay = _Drop("saved")
+    yield relay
+    relay.close()
+
+
+@pytest.fixture
+def drop_parts() -> Iterator[_Drop]:
+    relay = _Drop("parts")
     yield relay
     relay.close()
 
 
 def test_a_host_that_missed_saved_resumes_from_the_checkpoint_the_others_resume_from(
-    hosts: List[Hosts], tmp_path: Path, reference: Dict[str, str], drop_saved: _DropSaved
+    hosts: List[Hosts], tmp_path: Path, reference: Dict[str, str], drop_saved: _Drop
 ) -> None:
     """Host 1's connection to the coordinator drops just before the ``saved`` of step 3 reaches it: its folder holds
     its rank's part of step 3 but no ``.complete``, host 0's is complete. The loss restarts the job; attempt 1's
@@ -226,7 +236,7 @@ def test_a_host_that_missed_saved_resumes_from_the_checkpoint_the_others_resume_
 
 
 def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_ends_with_2(
-    hosts: List[Hosts], tmp_path: Path, drop_saved: _DropSaved
+    hosts: List[Hosts], tmp_path: Path, drop_saved: _Drop
 ) -> None:
     """As above, but host 1's part of step 3 is gone before it joins again: it cannot resume from step 3, and it
     does not start from an older one: one line naming the host, the checkpoint, its step and what to do; the job
@@ -240,7 +250,7 @@ def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_
     folder = tmp_path / "ckpt-h1" / "step-00000003"
     line = (f"host 1 (127.0.0.2) cannot resume from checkpoint {folder} (step 3), the newest the job's hosts "
             "completed together: it has no .complete, and the parts this host reported of it are gone")  # fmt: skip
-    assert f"[ma-entrypoint] {line}" in job.console(1)
+    assert f"[ma-entrypoint] attempt 1 of at most 3: {line}" in job.console(1)
     assert "rank 1 attempt 1" not in job.console(1)  # no rank started on host 1
     for host in (0, 1):  # the summary names the shim's refusal as such, not as a script's usage error
         assert "  exit code : 2 (the shim refused its input" in job.console(host), job.console(host)[-2000:]
@@ -248,3 +258,35 @@ def test_a_host_that_missed_saved_and_lost_its_parts_starts_no_rank_and_the_job_
         report = job.report(host)
         assert report["failure_class"]["class"] == "launcher_misuse", report["failure_class"]
         assert line in json.dumps(report), host
+        # the refused attempt is one of the report's, failed like any other (on the old code host 1's list ended
+        # with attempt 0, whose cause, host 1 lost, was all the job's status said of it)
+        assert [attempt["attempt"] for attempt in report["attempts"]] == [0, 1], report["attempts"]
+        refused = report["attempts"][1]
+        assert refused["job_cause"]["line"].startswith(f"ma-entrypoint: error: {line}"), refused
+        assert (refused["job_cause"]["kind"], refused["restarted"]) == ("launcher_misuse", False)
+    refused = job.report(1)["attempts"][1]
+    assert (refused["exit_code"], refused["failure_class"], refused["retryable"]) == (2, "launcher_misuse", False)
+    assert refused["root_cause"]["name"] == "ma-entrypoint" and line in refused["root_cause"]["tail"][-1]
+    for host in (0, 1):  # the console's summary: the job's class and the refusal's line
+        console = job.console(host)
+        assert "failure class: launcher_misuse (not retryable)" in console
+        assert f"    | ma-entrypoint: error: {line}" in console
+
+
+def test_a_report_lost_with_the_connection_is_sent_again_once_the_host_joins_again(
+    hosts: List[Hosts], tmp_path: Path, reference: Dict[str, str], drop_parts: _Drop
+) -> None:
+    """Host 1's connection to the coordinator drops across its first ``parts`` report (its rank's part of step 3):
+    the coordinator never got it. The loss restarts the job; once host 1 has joined again it reports the parts it
+    holds once more, the coordinator finds step 3 complete (host 0 had reported its own), and attempt 1 resumes from
+    step 3 on both hosts. On the old code the report was never sent again: no host heard ``saved`` for step 3, and
+    both ranks started attempt 1 from the beginning (safe, but the save was lost)."""
+    job, final, trained = _run(hosts, tmp_path, "none", pause="0.3", relay=drop_parts.start)
+    assert drop_parts.dropped.is_set()
+    assert final == reference
+    for host in (0, 1):
+        resumed = tmp_path / f"ckpt-h{host}" / "step-00000003"
+        console = job.console(host)
+        assert f"rank {host} attempt 1 MALAUNCH_RESUME_FROM={resumed}\n" in console, console[-3000:]
+        assert _marker(resumed) == {**_marker(resumed), "step": 3, "ranks": 2}
+    assert sorted(set(trained)) == list(range(1, TOTAL + 1))

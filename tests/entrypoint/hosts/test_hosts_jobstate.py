@@ -83,6 +83,24 @@ def test_every_start_names_the_newest_checkpoint_the_hosts_completed_none_before
     assert [send.message.resume for send in _join_all(elastic) if send.to is None] == [Resume("step-00000009", 9)]
 
 
+def test_a_coordinator_that_replaced_a_lost_one_learns_the_resume_point_from_the_hosts_hellos() -> None:
+    """The master host was replaced: its new coordinator saw no save complete, but the hosts heard of some (a
+    ``saved``, a ``start``'s ``resume``); the newest any host names is the job's, from the first ``start`` on. A
+    save this coordinator completes later is newer still. On the old code the first start named none: each host
+    resumed from the newest checkpoint of its own folder, whatever the others resumed from."""
+    book = _book(hosts=3, restarts=9)
+    saves = SaveBook(book)  # as the coordinator keeps it: it hears each hello's before the book's join
+    for host, heard in ((0, None), (1, Resume("step-00000006", 6)), (2, Resume("step-00000003", 3))):  # 2 missed 6
+        saves.heard(heard)  # host 0: the new master's shim heard of none
+        sends = book.join(host, CONN[f"conn{host}"], f"10.0.0.{host + 1}", 4, 0.0)
+    assert [(send.message.attempt, send.message.resume) for send in sends if send.to is None] == \
+        [(5, Resume("step-00000006", 6))]  # fmt: skip
+    assert saves.parts(5, 0, Parts(5, "step-00000012", 12, 3, (0, 1, 2))) != []
+    assert book.resume == Resume("step-00000012", 12)
+    saves.heard(Resume("step-00000009", 9))  # a host that joins again: older than the book's
+    assert book.resume == Resume("step-00000012", 12)
+
+
 def test_a_death_that_says_a_peer_failed_never_outranks_one_that_does_not() -> None:
     book = _book(restarts=0)
     _join_all(book)

@@ -8,6 +8,7 @@ import time
 from malaunch.entrypoint.run.events import Event, HostsEnd
 from malaunch.entrypoint.run.hosts.jobstate import JobState, Phase
 from malaunch.entrypoint.run.hosts.link import HostLink, Start
+from malaunch.entrypoint.run.hosts.messages import Resume
 from malaunch.entrypoint.run.hosts.server import Coordinator
 from malaunch.entrypoint.run.hosts.wire import job_key
 
@@ -42,6 +43,30 @@ def test_an_end_that_comes_before_its_attempt_is_attached_ends_it_once_attached(
         links[0].last_attempt = 1
         links[0].attach(box.put)  # an early end of an attempt before is never posted to a later one
         assert box.empty()
+    finally:
+        for link in links:
+            link.close()
+        server.close(linger=0.5)
+
+
+def test_a_new_coordinator_names_the_newest_checkpoint_the_hosts_heard_of_in_its_first_start() -> None:
+    """The master host was replaced: its coordinator is new and saw no save, its own shim heard of none; host 1's
+    shim heard ``saved`` for step 9 from the coordinator before. Host 1's hello says so, and the first ``start`` of
+    the new coordinator names step 9 to both hosts (on the old code it named none: each host resumed from the
+    newest checkpoint of its own folder)."""
+    key, said = job_key("a-secret"), []
+    state = JobState(2, 9, True, lambda n: 0.1, host_wait=5.0, join_wait=10.0, now=time.monotonic())
+    server = Coordinator(key, state, 0, 0.2, 5.0, said.append, bind="127.0.0.1").start()
+    links = [HostLink(key, host, f"127.0.0.{host + 1}", "127.0.0.1", server.port, 0.2, 5.0, 10.0, 5.0, said.append)
+             for host in (0, 1)]  # fmt: skip
+    links[1].last_attempt = links[0].last_attempt = 3
+    links[1].heard = lambda: Resume("step-00000009", 9)
+    try:
+        for link in links:
+            link.start()
+        for link in links:
+            command = link.next_command(lambda seconds: False)
+            assert isinstance(command, Start) and (command.attempt, command.resume) == (4, Resume("step-00000009", 9))
     finally:
         for link in links:
             link.close()

@@ -35,7 +35,8 @@ CAUSE = Cause(host=1, addr="10.0.0.2", rank=3, name="rank 3", code=7, signal=Non
               log="/logs/rank-3.log", score=0)  # fmt: skip
 
 EVERY = [
-    Hello(1, "10.0.0.2", 0), Welcome(2, -1), Heartbeat(), Start(0, None), Start(1, CAUSE),
+    Hello(1, "10.0.0.2", 0), Hello(1, "10.0.0.2", 3, "/logs", False, Resume("step-00000009", 9)), Welcome(2, -1),
+    Heartbeat(), Start(0, None), Start(1, CAUSE),
     Start(2, CAUSE, (0, 2, 3), True), Start(3, CAUSE, resume=Resume("step-00000009", 9)),
     Start(4, None, (0, 1), False, Resume("epoch 1", 0)), Failing(0), Failing(1, 2.5), Silent(0, True),
     End(0, 1, "10.0.0.2", Why.FAILED),

@@ -207,7 +207,43 @@ def test_a_report_the_coordinator_would_refuse_is_not_sent(tmp_path: Path) -> No
     assert sent == [Parts(1, "step-00000009", 9, 2, (1,))]
 
 
+def test_a_host_that_joins_again_reports_what_it_holds_again_and_a_repeat_counts_nothing_new(tmp_path: Path) -> None:
+    """A report sent while the link was down is lost with it: each join reports the unfinished checkpoints of the
+    attempt again (those reported before too); the coordinator adds a repeat up as nothing new."""
+    sent: List[Parts] = []
+    watch = _watch(tmp_path, sent, [])
+    watch.joined()  # no attempt yet: nothing to report
+    watch.begin(1)
+    _part(tmp_path, 2)
+    watch.flush()
+    watch.flush()  # nothing new: not sent again
+    assert sent == [Parts(1, STEP, 6, 4, (2,))]
+    _part(tmp_path, 3)
+    watch.joined()
+    assert sent == [Parts(1, STEP, 6, 4, (2,)), Parts(1, STEP, 6, 4, (2, 3))]
+    watch.joined()  # every join: all of them again
+    assert sent[2:] == [Parts(1, STEP, 6, 4, (2, 3))]
+    book = SaveBook()
+    assert [book.parts(1, 1, message) for message in sent] == [[], [], []]
+    assert book.parts(1, 0, Parts(1, STEP, 6, 4, (0, 1))) == [Send(None, Saved(1, STEP, 6, 4))]
+    assert book.parts(1, 1, sent[-1]) == []  # said once, whatever is repeated
+
+
 HOST = "host 1 (10.0.0.2)"
+
+
+def test_a_host_remembers_the_newest_checkpoint_it_heard_complete_for_its_hellos(tmp_path: Path) -> None:
+    """What a coordinator said complete (``saved``) or named to resume from (``start``), the newest step: a new
+    coordinator learns it from the hello (whether this host could write the marker or not)."""
+    watch = _watch(tmp_path, [], [])
+    assert watch.heard() is None
+    watch.begin(1)
+    watch.saved(Saved(1, "step-00000009", 9, 4))  # this host holds no part of it: no marker, but the job has it
+    assert watch.heard() == Resume("step-00000009", 9) and not (tmp_path / "step-00000009").exists()
+    watch.agree(Resume(STEP, 6), HOST)  # an older one named later (it refuses): the newest heard stays
+    assert watch.heard() == Resume("step-00000009", 9)
+    watch.agree(Resume("step-00000012", 12), HOST)
+    assert watch.heard() == Resume("step-00000012", 12)
 
 
 def test_a_host_that_missed_saved_writes_the_marker_before_the_next_attempt(tmp_path: Path) -> None:

@@ -34,6 +34,12 @@ LOST = {"host": 1, "addr": "127.0.0.2", "rank": None, "code": 75, "signal": None
     ({"host": None, "addr": "", "kind": "rendezvous_timeout",
       "line": "ma-entrypoint: gave up waiting for host(s) 1 to join the job's coordinator"},
      "gave up waiting for host(s) 1 to join the job's coordinator; class rendezvous_timeout"),
+    ({"host": 1, "addr": "127.0.0.2", "rank": None, "name": "ma-entrypoint", "code": 2, "kind": "launcher_misuse",
+      "log": "/l/h1", "line": "ma-entrypoint: error: host 1 (127.0.0.2) cannot resume from checkpoint "
+      "/c/step-00000003 (step 3), the newest the job's hosts completed together: restore that folder"},
+     "host 1 (127.0.0.2) cannot resume from checkpoint /c/step-00000003 (step 3), the newest the job's hosts "
+     "completed together: restore that folder (ma-entrypoint on host 1 (127.0.0.2) exited with 2); class "
+     "launcher_misuse; log /l/h1"),  # the shim's own refusal: its line (on the old code: 'ma-entrypoint on host 1 ...')
 ])  # fmt: skip
 def test_each_cause_has_one_line_naming_its_facts(cause: Dict[str, Any], line: str) -> None:
     assert describe_cause(cause) == line

@@ -6,7 +6,9 @@ Every rank trains a replica of one linear model with SGD and momentum (fixed see
 s and the rank; gradients averaged with gloo's all_reduce every step), and saves ``rank-<R>.pt`` every EVERY steps
 with ``checkpoint.save``; it resumes from ``checkpoint.resume_from()``. FAULT (first attempt only):
 ``none``, ``run:RANK:STEP`` (RANK kills itself with SIGKILL after step STEP), ``save:RANK:STEP`` (RANK kills itself
-in the middle of the save of step STEP, a half-written file left behind). PAUSE (seconds, default 0) follows
+in the middle of the save of step STEP, a half-written file left behind), ``wipe:RANK:STEP`` (after step STEP,
+RANK removes the folder of the newest save, complete, from the checkpoint folder, then kills itself with SIGKILL:
+the checkpoint the job's hosts agreed on is gone before the next attempt). PAUSE (seconds, default 0) follows
 each step, for a run long enough to be interrupted from outside. Each trained step is appended to
 ``OUT/trained-<R>.jsonl`` with the attempt and the world size; at the end rank 0 writes the weights' bytes (hex)
 to ``OUT/final.json``. With ``CKPT_TRAIN_FORMAT=dcp`` in the environment the checkpoint is torch's distributed
@@ -15,6 +17,7 @@ checkpoint (every rank saves into the one folder; ``rank-<R>.pt`` otherwise).
 
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -67,6 +70,9 @@ for step in range(start + 1, total + 1):
     with open(os.path.join(out, f"trained-{rank}.jsonl"), "a") as log:
         log.write(json.dumps({"step": step, "attempt": attempt, "world": size}) + "\n")
     if faulty and kind == "run" and step == fault_step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if faulty and kind == "wipe" and step == fault_step:
+        shutil.rmtree(os.path.join(os.environ["MALAUNCH_CHECKPOINT_DIR"], f"step-{step - step % every:08d}"))
         os.kill(os.getpid(), signal.SIGKILL)
     checkpoint.progress(step, total)
     if step % every == 0:

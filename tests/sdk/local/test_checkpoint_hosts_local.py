@@ -9,7 +9,9 @@ lose|restore``):
   the final weights equal, bit for bit, those of the same job without a failure; no rank trains more steps twice
   than one checkpoint interval;
 - in an elastic job (``min_hosts: 1``) host 1 is lost for good: host 0 goes on alone from the newest complete
-  checkpoint, not from step 0 (the world size changes, so the weights are not compared).
+  checkpoint, not from step 0 (the world size changes, so the weights are not compared);
+- the checkpoint the hosts agreed on is gone before the next attempt: no host starts a rank, the job ends with
+  exit 2, and ``ma-submit status`` and ``events`` say which host, which checkpoint and step, and the class.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ TOTAL, EVERY, KILL_AFTER = 15, 3, 5
 _RESUMES = re.compile(r"attempt \d+ resumes from \S+/step-\d{8} \(step (\d+)")
 
 
-def _job(tmp_path: Path, name: str, pause: str, **launcher: Any) -> Path:
+def _job(tmp_path: Path, name: str, pause: str, fault: str = "none", **launcher: Any) -> Path:
     out = tmp_path / f"out-{name}"
     out.mkdir()
     job = tmp_path / f"job-{name}.yaml"
     job.write_text(yaml.safe_dump({
         "name": name, "run_method": "torchrun", "code_dir": str(SCRIPTS), "boot_file": "ckpt_train.py",
-        "args": [str(out), str(TOTAL), str(EVERY), "none", pause], "resources": {"hosts": 2, "devices_per_host": 1},
+        "args": [str(out), str(TOTAL), str(EVERY), fault, pause], "resources": {"hosts": 2, "devices_per_host": 1},
         "env": {"OMP_NUM_THREADS": "1", "MALAUNCH_RESTART_BACKOFF": "0.2"}, "checkpoint": {"keep": 2},
         "launcher": {"grace_period": 3, "heartbeat_timeout": 3, **launcher},
     }))  # fmt: skip
@@ -150,3 +152,38 @@ def test_an_elastic_shrink_goes_on_from_the_newest_complete_checkpoint(
     assert resumed and resumed[0] >= KILL_AFTER - KILL_AFTER % EVERY, logs[-3000:]
     assert alone[0] == resumed[0] + 1, (alone, resumed)  # progress kept: the first step alone follows the checkpoint
     assert max(before) - resumed[0] <= EVERY, (before, resumed)  # at most one interval trained again
+
+
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_job_ended_by_a_host_that_cannot_hold_the_agreed_checkpoint_says_so_in_status_and_events(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """Rank 1 removes step 6, the newest complete checkpoint (the hosts share the job's folder, and the coordinator
+    said it complete), and dies after step 8: attempt 1 is to resume from step 6 on every host, and neither host
+    holds it any more. No rank starts, the job ends with exit 2 (class launcher_misuse), and what ``ma-submit
+    status`` and ``events`` say of each host names the host, the checkpoint, its step and the class. On the old
+    code the refused attempt was not in the hosts' reports: both named attempt 0's cause (rank 1 killed by SIGKILL,
+    class signal), and nothing named the checkpoint."""
+    job_id = _submit(_job(tmp_path, "wiped", "0.5", "wipe:1:8", max_restarts=2, restart_on="always"), cli_env, home)
+    done = ma_submit(["wait", job_id], cli_env, timeout=600)
+    status = json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)
+    text = ma_submit(["status", job_id], cli_env).stdout
+    events = ma_submit(["events", job_id], cli_env).stdout
+    logs = ma_submit(["logs", job_id], cli_env).stdout
+    assert (status["state"], status["exit_code"]) == ("FAILED", 2), (done.stdout[-3000:], logs[-3000:], status)
+    assert_nothing_running(job_id)
+    assert "rank 0 attempt 1" not in logs and "rank 1 attempt 1" not in logs  # no rank started again
+    folder = home / "jobs" / job_id / "checkpoints" / "step-00000006"
+    said = re.compile(rf"host [01] \(127\.0\.0\.\d+\) cannot resume from checkpoint {re.escape(str(folder))} "
+                      r"\(step 6\), the newest the job's hosts completed together: [^\n]* \(ma-entrypoint on host "
+                      r"[01] \(127\.0\.0\.\d+\) exited with 2\); class launcher_misuse")  # fmt: skip
+    for host in status["hosts"]:
+        assert host["exit_code"] == 2, host
+        assert said.search(host["detail"]), host["detail"]
+    lines = [line for line in text.splitlines() if "cannot resume" in line]
+    assert len(lines) == 3 and all(said.search(line) for line in lines), text  # the job's message, each host's
+    roots = [line for line in events.splitlines() if "RootCause" in line]
+    assert len(roots) == 2 and all(said.search(line) for line in roots), events
+    failed = [line for line in events.splitlines() if " Failed " in line]
+    assert len(failed) == 1 and said.search(failed[0]), events
+    assert "None" not in events and "None" not in text and "SIGKILL" not in text, text  # attempt 0's is not the job's
