@@ -38,7 +38,7 @@ __all__ = ["PART", "decode_by_parts"]
 
 #: Bytes of ``server_list`` decoded at a time (a 32,768-rank table has about 2.4 million): smaller parts cost more
 #: calls, larger ones more fresh memory (each part is copied into a string twice).
-PART = 1 << 15
+PART = 1 << 16
 _KEY = b'"server_list"'
 _SPACE = frozenset(b" \t\n\r")  # JSON's whitespace, as the bytes' values
 _TEXT_SPACE = frozenset(" \t\n\r")  # and as text ("" is not in it: the end stops a skip)
