@@ -197,8 +197,9 @@ def test_the_run_phase_loads_no_module_of_the_hosts_coordinator() -> None:
 
 
 #: What the SDK's seam does not load: every SDK process (each verb of ``ma-submit``) imports ``public.py`` whole, so a
-#: module the seam's names need only for the shim's run costs every verb its import (the run's records).
-NOT_FOR_THE_SEAM = ("report.report",)
+#: module the seam's names need only for the shim's run costs every verb its import (the run's records, the cluster
+#: environment's parser).
+NOT_FOR_THE_SEAM = ("report.report", "contract.cluster_env")
 
 
 def test_the_seam_loads_no_module_only_the_run_needs() -> None:
