@@ -5,7 +5,7 @@ The SDK imports the shim only through this module (``tests/entrypoint/shape/test
 here is re-exported from its one home in the shim:
 
 - the environment contract: ``VARIABLES`` (the table), ``Name`` (a variable's name), ``int_bounds`` (a whole
-  number variable's bounds), ``seconds_bounds`` (a seconds variable's), ``DEFAULT_GRACE_PERIOD``;
+  number variable's bounds), ``seconds_bounds`` and ``seconds_default`` (a seconds variable's bounds and default);
 - failure classes: ``CLASSES``, ``RETRYABLE``, ``SIGNAL``, ``Classification``, ``classify_exit``, and
   ``signal_in_any_code`` (the signal an exit code stands for); ``describe_cause``, the one line for a
   multi-host job's root cause (a report's ``job_cause``);
@@ -30,9 +30,8 @@ here is re-exported from its one home in the shim:
 
 from __future__ import annotations
 
-from .contract import VARIABLES, Name, int_bounds, seconds_bounds
+from .contract import VARIABLES, Name, int_bounds, seconds_bounds, seconds_default
 from .contract.checkpoint_list import CheckpointRow, checkpoint_rows, found_of, list_checkpoints, resume_point
-from .contract.cluster_env import DEFAULT_GRACE_PERIOD
 from .contract.signals import signal_in_any_code
 from .report.atomicfile import write_atomic
 from .report.causetext import describe_cause
@@ -76,7 +75,6 @@ from .run.statuslines import PROGRESS_EVERY, LogRecords, read_status_lines
 
 __all__ = [
     "CLASSES",
-    "DEFAULT_GRACE_PERIOD",
     "DEFAULT_NOTIFY_EVENTS",
     "DEFAULT_NOTIFY_TIMEOUT",
     "NOTIFY_EVENTS",
@@ -125,6 +123,7 @@ __all__ = [
     "recovery_lines",
     "resume_point",
     "seconds_bounds",
+    "seconds_default",
     "set_subreaper",
     "sign",
     "signal_in_any_code",

@@ -17,7 +17,8 @@ from .contract.config import ShimConfig
 from .launchers.running import launcher_for
 from .plan.launch_plan import LaunchPlan
 from .plan.resolve import resolve_ipv4
-from .report.report import RunResult, format_failure, report_json, write_report
+from .report.report import RunResult, format_failure, report_json
+from .report.reportfile import write_report
 from .run import notifier
 from .run.attempts import RestartOutcome, restart_report, run_with_restarts
 from .run.checkpoints import CheckpointKeeper

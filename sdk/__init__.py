@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, List
 
 if TYPE_CHECKING:
     from .backends.base import Backend, JobHandle
-    from .backends.inside import ExecResult, HostUsage, JobEvent, UsageReport
+    from .backends.events import JobEvent
+    from .backends.inside import ExecResult, HostUsage, UsageReport
     from .backends.registry import available_backends
     from .errors import (
         BackendError,
@@ -53,7 +54,8 @@ _HOMES = {
     **dict.fromkeys(("Backend", "JobHandle"), "backends.base"),
     "available_backends": "backends.registry",
     "get_backend": "opening",
-    **dict.fromkeys(("ExecResult", "HostUsage", "JobEvent", "UsageReport"), "backends.inside"),
+    "JobEvent": "backends.events",
+    **dict.fromkeys(("ExecResult", "HostUsage", "UsageReport"), "backends.inside"),
     **dict.fromkeys(_ERRORS, "errors"),
     **dict.fromkeys(("Job", "attach"), "job"),
     "SubmitPlan": "plan",

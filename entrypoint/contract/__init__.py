@@ -43,6 +43,7 @@ __all__ = [
     "parse_words",
     "raw_value",
     "seconds_bounds",
+    "seconds_default",
 ]
 
 _MAX_DIGITS = 9
@@ -85,6 +86,14 @@ def seconds_bounds(name: str) -> Tuple[float, float]:
     if row.minimum is None or row.maximum is None:
         raise TypeError(f"{name} has no bounds in the contract table")
     return float(row.minimum), float(row.maximum)
+
+
+def seconds_default(name: str) -> float:
+    """The default of a seconds variable, as the table has it."""
+    row = _row(name, ("seconds",))
+    if isinstance(row.default, bool) or not isinstance(row.default, (int, float)):
+        raise TypeError(f"{name} has no default in the contract table")
+    return float(row.default)
 
 
 def parse_int(environ: Mapping[str, str], name: str) -> int:

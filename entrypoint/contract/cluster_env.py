@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Tuple
 
-from . import VARIABLES, int_bounds, parse_bool, parse_choice, parse_int, parse_seconds, parse_words
+from . import VARIABLES, int_bounds, parse_bool, parse_choice, parse_int, parse_seconds, parse_words, seconds_default
 from . import raw_value as _get
 from .errors import ConfigError
 
@@ -46,18 +46,12 @@ def _maximum(name: str) -> int:
     return maximum
 
 
-def _seconds_default(name: str) -> float:
-    default = VARIABLES[name].default
-    assert isinstance(default, float)
-    return default
-
-
 #: Accepted values of ``MA_RUN_METHOD``; unset or empty means the platform default.
 RUN_METHODS = VARIABLES["MA_RUN_METHOD"].choices
 DEFAULT_TORCHRUN_MASTER_PORT = _default("MA_TORCHRUN_MASTER_PORT")
 DEFAULT_MSRUN_MASTER_PORT = _default("MA_MSRUN_MASTER_PORT")
 DEFAULT_RANKTABLE_MASTER_PORT = _default("MALAUNCH_MASTER_PORT")
-DEFAULT_GRACE_PERIOD = _seconds_default("MALAUNCH_GRACE_PERIOD")
+DEFAULT_GRACE_PERIOD = seconds_default("MALAUNCH_GRACE_PERIOD")
 #: Upper bound of ``MA_NUM_GPUS`` (devices per host; Ascend servers have 8 or 16): the SDK's bound of
 #: ``resources.devices_per_host``, so that every job the SDK accepts starts.
 MAX_NUM_GPUS = _maximum("MA_NUM_GPUS")

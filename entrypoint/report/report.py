@@ -3,20 +3,16 @@
 The supervisor fills in a ``RunResult`` (the launchers' own failure reports are read by their launcher modules).
 :func:`describe_exit` explains an exit code (137 -> likely OOM), :func:`format_failure` is the block the shim
 prints after a failure (who failed, where, how, its log path and its last lines: never torchrun's bare
-``error_file: <N/A>``), :func:`report_json` is the machine-readable report and :func:`write_report` writes it
-atomically without ever crashing the shim. Its room is set aside before the run (:func:`reserve_room`), so a
-run that fills the disk still gets its report, which says from which byte each log file lost output.
+``error_file: <N/A>``), :func:`report_json` is the machine-readable report, which says from which byte each log
+file lost output. Its file on disk (the room set aside before the run, the atomic write that never crashes the
+shim) is :mod:`.reportfile`'s.
 """
 
 
-import contextlib
-import json
-import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..contract.errors import EXIT_CONFIG, EXIT_LAUNCH, PROG
 from ..contract.signals import signal_hint, signal_in_shell_code, signal_name
-from .atomicfile import write_atomic
 from .causetext import shim_line
 
 if TYPE_CHECKING:
@@ -25,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORT_VERSION",
     "Failure",
-    "REPORT_RESERVE",
     "LauncherAttempt",
     "LostOutput",
     "RunResult",
@@ -33,13 +28,10 @@ __all__ = [
     "describe_failure_exit",
     "format_failure",
     "report_json",
-    "reserve_room",
     "signal_name",
-    "write_report",
 ]
 
 REPORT_VERSION = 1
-REPORT_RESERVE = 16 << 10  # room kept beside the report file during the run: a report with a long tail fits
 
 
 class Failure(NamedTuple):
@@ -241,36 +233,3 @@ def report_json(result: RunResult, plan: "LaunchPlan") -> Dict[str, Any]:
         "lost_output": [lost._asdict() for lost in result.lost_output],
         **({"hang": list(result.hang)} if result.hang else {}),
     }
-
-
-def _reserve_path(path: str) -> str:
-    folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}.reserve")
-
-
-def reserve_room(path: str) -> None:
-    """Set aside :data:`REPORT_RESERVE` bytes beside the report file ``path``, whole or not at all, given up when
-    the report is written (:func:`write_report`): a run that fills the disk still gets its report."""
-    reserve = _reserve_path(path)
-    try:
-        with open(reserve, "wb") as handle:
-            handle.write(bytes(REPORT_RESERVE))
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(reserve)
-
-
-def write_report(path: str, data: Dict[str, Any]) -> Optional[str]:
-    """Write ``data`` as JSON to ``path`` atomically; returns None, or a message saying why it could not."""
-
-    with contextlib.suppress(OSError):
-        os.unlink(_reserve_path(path))  # its room is the report's now
-    try:
-        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644, prefix=".report-")
-        return None
-    except (OSError, TypeError, ValueError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        return (
-            f"cannot write the run report to {path!r}: {reason}; "
-            "point MALAUNCH_REPORT_FILE (or --report-file) at a writable path"
-        )

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-from ..report.report import write_report
+from ..report.reportfile import write_report
 
 __all__ = ["ATTEMPT_FILE", "EVENTS_FILE", "EVENT_REASONS", "announce_attempt", "attempt_file", "events_file",
            "note_event", "read_attempt", "read_events"]  # fmt: skip

@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any, Dict, List, Optional
 
-from ..report.report import write_report
+from ..report.reportfile import write_report
 
 __all__ = ["PREPARE_FILE", "note_prepare", "prepare_file", "prepare_line", "read_prepare"]
 

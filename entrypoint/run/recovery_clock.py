@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ..report.report import write_report
+from ..report.reportfile import write_report
 from .progress import PROGRESS_DIR_NAME, read_progress
 from .recovery import Recovery, recovery_file
 from .statuslines import recovery_text

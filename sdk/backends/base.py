@@ -43,8 +43,8 @@ Sweeps (:mod:`malaunch.sdk.sweep`) submit many plans of one job through two more
     once: with ``upload=True`` it is done now; either way the plan returned does not do it again. Default: the
     plan unchanged (the local backend snapshots the code per job; Volcano's code is in the image).
 
-Seeing inside a job (results in :mod:`malaunch.sdk.backends.inside`; defaults here raise
-:class:`~malaunch.sdk.errors.BackendError`, "not supported"):
+Seeing inside a job (results in :mod:`malaunch.sdk.backends.events` and :mod:`malaunch.sdk.backends.inside`;
+defaults here raise :class:`~malaunch.sdk.errors.BackendError`, "not supported"):
 
 12. ``events(job_id) -> list[JobEvent]``: the platform's own events of the job, oldest first. An ended job
     keeps its events (as long as the platform keeps them). An unknown id raises ``JobNotFound``; refused
@@ -119,7 +119,8 @@ if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a 
     from ..spec.model import JobSpec
     from ..spec.resume import ResumeRef
     from .checkpoints import CheckpointListing
-    from .inside import ExecResult, JobEvent, UsageReport
+    from .events import JobEvent
+    from .inside import ExecResult, UsageReport
     from .listing import ListPage, ListQuery  # nor listing's filters: only list_page needs them
 
 __all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
@@ -457,7 +458,7 @@ class JobHandle:
                 raise JobStateUnknown(self.id, status.message)
             return status.is_terminal
 
-        from .inside import follow_events  # what is inside a job is read only by the verbs that show it
+        from .events import follow_events  # what is inside a job is read only by the verbs that show it
 
         return follow_events(lambda: self.backend.events(self.id), ended, poll=poll)
 

@@ -12,7 +12,7 @@ from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import urlencode
 
 from ..backends.checkpoints import CheckpointListing, state_text
-from ..backends.inside import JobEvent
+from ..backends.events import JobEvent
 from ..cli.actions import format_age
 from ..progress_text import progress_line
 from ..status import JobState, JobStatus

@@ -17,7 +17,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from malaunch.entrypoint.public import Recovery, recovery_lines
 
-from ..backends.inside import JobEvent
+from ..backends.events import JobEvent
 from ..status import JobState, JobStatus
 
 __all__ = ["Attempt", "Marker", "Recovered", "Timeline", "recovered_of", "restarts_in", "timeline_of"]

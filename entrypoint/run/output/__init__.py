@@ -31,7 +31,8 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import LaunchPlan, ProcessSpec
 from ...report.atomicfile import write_atomic
-from ...report.report import LostOutput, reserve_room
+from ...report.report import LostOutput
+from ...report.reportfile import reserve_room
 from ..launcher import Launcher
 from .console import CONSOLE_DRAIN, consoles
 from .pump import FileFollower, LineStream, Sink, follow, pump

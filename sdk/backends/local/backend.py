@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from ...status import JobStatus
     from ..base import PruneResult
     from ..checkpoints import CheckpointListing
-    from ..inside import ExecResult, JobEvent, UsageReport
+    from ..events import JobEvent
+    from ..inside import ExecResult, UsageReport
     from ..listing import ListPage, ListQuery
     from .hostnet import HostNetwork
     from .submit import Submitter

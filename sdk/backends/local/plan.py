@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from malaunch.entrypoint.public import DEFAULT_GRACE_PERIOD, Name
+from malaunch.entrypoint.public import Name, seconds_default
 
 from ...errors import ConfigError
 from ...notify.payload import notify_variable
@@ -51,6 +51,8 @@ MAX_LOCAL_HOSTS = 64
 MAX_LOCAL_PROCESSES = 256
 SHIM_MODULE = "malaunch.entrypoint"
 RANK_TABLE_NAME = "jobstart_hccl.json"
+#: Seconds from SIGTERM to SIGKILL when the job file gives none: the shim's own default (the contract's table).
+DEFAULT_GRACE_PERIOD = seconds_default(Name.MALAUNCH_GRACE_PERIOD)
 # Inherited variables that would contradict the emulated platform: dropped before the host's own are added.
 _STRIP_PREFIXES = ("MA_", "VC_", "MALAUNCH_", "TORCHELASTIC_", "MS_")
 _STRIP_NAMES = (

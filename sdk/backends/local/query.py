@@ -32,7 +32,8 @@ from .state import StateReading, job_status, read_state
 if TYPE_CHECKING:
     from ...spec.resume import ResumeRef
     from ..checkpoints import CheckpointListing
-    from ..inside import ExecResult, JobEvent, UsageReport
+    from ..events import JobEvent
+    from ..inside import ExecResult, UsageReport
     from ..listing import ListPage
     from .setup import LocalSetup
 
@@ -143,7 +144,7 @@ class JobReader:
 
     # -- inside it ---------------------------------------------------------------------------------------------
     def events(self, job_id: str) -> List[JobEvent]:
-        from .inside import local_events
+        from .events import local_events
 
         return local_events(self.paths(job_id))
 

@@ -41,7 +41,8 @@ from ...status import JobState, JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle
 from ..checkpoints import CheckpointListing
-from ..inside import ExecResult, JobEvent, UsageReport
+from ..events import JobEvent
+from ..inside import ExecResult, UsageReport
 from ..job_index import JobIndex
 from .api import MAX_PAGES, SEARCH_PAGE, ModelArtsClient
 from .checkpoint import checkpoint_notes, executable, resume_ref, unresolved_ref

@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ...errors import BackendError, ConfigError, JobNotRunning
 from ...failures import TAIL_LINES
 from ...status import JobState
-from ..inside import HostUsage, JobEvent
+from ..events import JobEvent
+from ..inside import HostUsage
 from .api import ModelArtsClient
 from .phases import failing_task, status_from_job, task_index
 

@@ -36,7 +36,8 @@ from ...status import JobStatus
 from .._http import DEFAULT_POLICY, RetryPolicy
 from ..base import Backend, JobHandle, make_job_id
 from ..checkpoints import CheckpointListing
-from ..inside import ExecResult, JobEvent, UsageReport
+from ..events import JobEvent
+from ..inside import ExecResult, UsageReport
 from ..job_index import JobIndex
 from .checkpoint import check_checkpoint, checkpoint_note, executable, listing_refused, resume_ref, unresolved_ref
 from .client import KubeApi, KubeTarget, connect, context_namespace, resolve_target

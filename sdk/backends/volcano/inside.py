@@ -21,7 +21,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ....entrypoint.public import OutputCut, write_all
 from ...errors import BackendError, JobNotFound
-from ..inside import ExecResult, HostUsage, JobEvent, UsageReport
+from ..events import JobEvent
+from ..inside import ExecResult, HostUsage, UsageReport
 from .client import KubeApi, core_path, objects_path
 from .manifest import JOB_NAME_LABEL, TASK_NAME
 from .phases import host_index, parse_time

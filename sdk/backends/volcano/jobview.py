@@ -15,7 +15,8 @@ from malaunch.entrypoint.public import newest_attempt
 from ...errors import BackendError, ConfigError, JobNotFound, JobNotRunning
 from ...failures import TAIL_LINES, failure_from_log
 from ...status import JobState, JobStatus
-from ..inside import ExecResult, JobEvent, UsageReport
+from ..events import JobEvent
+from ..inside import ExecResult, UsageReport
 from ..logprogress import LOG_TAIL_BYTES, LOG_TAIL_LINES, HostTail, log_progress, tail_lines, with_log_progress
 from .client import KubeApi
 from .inside import KubeInside, pending_reason

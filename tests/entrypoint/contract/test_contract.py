@@ -112,6 +112,9 @@ def test_helpers_refuse_a_variable_of_another_kind() -> None:
         contract.parse_bool({}, "NOT_IN_THE_CONTRACT")
     assert contract.int_bounds("MSRUN_CLUSTER_TIME_OUT") == (-1, None)
     assert contract.int_bounds("MA_NUM_HOSTS") == (1, 16384)
+    assert contract.seconds_default("MALAUNCH_GRACE_PERIOD") == 30.0
+    with pytest.raises(TypeError):
+        contract.seconds_default("MA_NUM_HOSTS")  # a whole number, not seconds
 
 
 # ---- the table itself

@@ -16,8 +16,8 @@ from malaunch.entrypoint.report.report import (
     describe_failure_exit,
     format_failure,
     report_json,
-    write_report,
 )
+from malaunch.entrypoint.report.reportfile import write_report
 from procutil import assert_nothing_left, make_plan, new_mark, run, worker_spec
 
 

@@ -125,7 +125,7 @@ def test_the_layers_are_folders_and_nothing_else_sits_beside_them() -> None:
 
 #: The run phase: modules the planning phase must not load (``runphase.py`` and ``main.py`` join them to it).
 RUN_PHASE = ("main", "runphase", "launchers.running", "run.supervisor", "run.attempts", "run.hosts", "run.notifier",
-             "run.output", "report.report", "run.procs")  # fmt: skip
+             "run.output", "report.report", "report.reportfile", "run.procs")  # fmt: skip
 
 
 def _is_type_checking(node: ast.stmt) -> bool:
@@ -194,6 +194,18 @@ def test_the_run_phase_loads_no_module_of_the_hosts_coordinator() -> None:
     assert sorted(m for m in loaded if m.startswith("run.hosts.")) == [], "plug it in from main.py, do not import it"
     assert {"run.supervisor", "run.attempts", "launchers.running"} <= loaded
     assert "run.hosts.jobloop" in _loaded_by("main")
+
+
+#: What the SDK's seam does not load: every SDK process (each verb of ``ma-submit``) imports ``public.py`` whole, so a
+#: module the seam's names need only for the shim's run costs every verb its import (the run's records, the cluster
+#: environment's parser).
+NOT_FOR_THE_SEAM = ("report.report", "contract.cluster_env")
+
+
+def test_the_seam_loads_no_module_only_the_run_needs() -> None:
+    loaded = _loaded_by("public")
+    assert sorted(m for m in loaded if m in NOT_FOR_THE_SEAM) == [], "give the name a module of its own"
+    assert {"run.attempt_status", "run.prepare_status", "report.reportfile"} <= loaded
 
 
 def test_the_phase_check_sees_an_import_of_the_run_phase() -> None:

@@ -131,3 +131,17 @@ def test_the_verbs_with_a_profile_in_use_load_nothing_heavy(
         assert _loaded(args, env, tmp_path, names) == {"code": 0, "loaded": []}, args
     config.write_text("[default]\nbakend = local\n")  # a typo is still found
     assert _loaded(["list"], env, tmp_path, names) == {"code": 2, "loaded": []}
+
+
+#: What ``events`` does not load: the records and the reader of what a job's hosts use and of a command run inside
+#: one (``top``, ``exec``).
+NOT_FOR_EVENTS = ("malaunch.sdk.backends.inside", "malaunch.sdk.backends.local.inside")
+
+
+@pytest.mark.process
+def test_events_loads_no_usage_or_exec(cli_env: Dict[str, str], home: Path, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "print('hello')\n", name="lean")
+    assert ma_submit([str(job)], cli_env).returncode == 0
+    (job_id,) = job_ids(home)
+    names = (*NOT_FOR_EVENTS, "malaunch.sdk.backends.events", "malaunch.sdk.backends.local.events")
+    assert _loaded(["events", job_id], cli_env, tmp_path, names) == {"code": 0, "loaded": list(names[2:])}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List
 
 from malaunch.sdk import JobEvent, JobState
-from malaunch.sdk.backends.inside import follow_events, merge_events
+from malaunch.sdk.backends.events import follow_events, merge_events
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.status import HostState
 from test_follow import FakeClock, ScriptedBackend, host, job

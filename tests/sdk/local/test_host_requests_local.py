@@ -13,8 +13,8 @@ import pytest
 from hostjobs import hosts_job, status_json, submit_started
 from malaunch.sdk import ConfigError, JobNotRunning
 from malaunch.sdk.backends.local.backend import LocalBackend
+from malaunch.sdk.backends.local.events import local_events
 from malaunch.sdk.backends.local.hostops import request_file, take_requests, write_request
-from malaunch.sdk.backends.local.inside import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths, is_job_process
 from malaunch.sdk.backends.local.state import job_status, new_state, read_state
 from malaunch.sdk.home import write_json_atomic

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from malaunch.entrypoint.run.attempt_status import announce_attempt, note_event
-from malaunch.sdk.backends.local.inside import local_events
+from malaunch.sdk.backends.local.events import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.pending import pending_reason
 from malaunch.sdk.backends.local.state import job_status, new_state, note_history, read_state, report_detail

@@ -17,7 +17,8 @@ from typing import Dict, List
 
 import pytest
 import requests
-from malaunch.sdk.backends.inside import HostUsage, JobEvent, UsageReport
+from malaunch.sdk.backends.events import JobEvent
+from malaunch.sdk.backends.inside import HostUsage, UsageReport
 from malaunch.sdk.backends.job_index import JobIndex
 from malaunch.sdk.errors import JobNotRunning
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
