@@ -7,6 +7,8 @@ its environment and with a command line of its own (``pkill -f ma-entrypoint`` d
 
 - ``pg <pgid>``: a process group the shim started;
 - ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
+- ``grace <seconds>``: the run's grace period, in place of ``GRACE`` (a watchdog started before the shim planned
+  had the default);
 - ``proc <pid> <start>``: a process of the job (found by the shim as its descendant, e.g. a daemon that left
   its session and cleared its environment, which no token scan can find);
 - ``done``: the run ended normally; exit without touching anything.
@@ -34,7 +36,28 @@ TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
 _IGNORED = ("SIGINT", "SIGHUP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
 
 
-def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroups: List[str]) -> bool:
+class _Told:
+    """What the shim announced so far (the module docstring's lines)."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.groups: List[int] = []
+        self.procs: Set[Tuple[int, int]] = set()
+        self.cgroups: List[str] = []
+
+    def hear(self, words: List[bytes]) -> None:
+        """Take one announcement (its words); a line of no known form is ignored."""
+        if len(words) == 2 and words[0] == b"pg":
+            self.groups.append(int(words[1]))
+        elif len(words) == 2 and words[0] == b"cg":
+            self.cgroups.append(os.fsdecode(words[1]))
+        elif len(words) == 3 and words[0] == b"proc":
+            self.procs.add((int(words[1]), int(words[2])))
+        elif len(words) == 2 and words[0] == b"grace":
+            self.grace = float(words[1])
+
+
+def _listen(read_fd: int, told: _Told) -> bool:
     """Read announcements until "done" (True) or end of file (False: the shim died)."""
     buffer = b""
     while True:
@@ -52,13 +75,7 @@ def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroup
             words = line.split()
             if words == [b"done"]:
                 return True
-            if len(words) == 2 and words[0] == b"pg":
-                groups.append(int(words[1]))
-            elif len(words) == 2 and words[0] == b"cg":
-                cgroups.append(os.fsdecode(words[1]))
-            elif len(words) == 3 and words[0] == b"proc":
-                procs.add((int(words[1]), int(words[2])))
-
+            told.hear(words)
 
 
 def _name_self(name: bytes) -> None:
@@ -75,29 +92,23 @@ def _name_self(name: bytes) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """Run the watchdog (see the module docstring); returns its exit status."""
-    read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
+    read_fd, token, told = int(argv[0]), argv[1], _Told(float(argv[2]))
     for name in _IGNORED:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     _name_self(b"malaunch-wdog")
-    groups: List[int] = []
-    announced: Set[Tuple[int, int]] = set()
-    cgroups: List[str] = []
-    if _listen(read_fd, groups, announced, cgroups):
+    if _listen(read_fd, told):
         return 0
-    _end_the_job(read_fd, token, grace, groups, announced, cgroups)
+    _end_the_job(read_fd, token, told)
     return 0
 
 
-def _end_the_job(
-    read_fd: int, token: str, grace: float, groups: List[int], announced: Set[Tuple[int, int]], cgroups: List[str]
-) -> None:
+def _end_the_job(read_fd: int, token: str, told: _Told) -> None:
     """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
-
-
     with contextlib.suppress(OSError):
         os.close(read_fd)
 
-    procs = {proctree.ProcKey(pid, start) for pid, start in announced}
+    groups, cgroups = told.groups, told.cgroups
+    procs = {proctree.ProcKey(pid, start) for pid, start in told.procs}
 
     def find() -> List[proctree.ProcKey]:
         found = set(proctree.pids_with_env(TOKEN_VAR, token))
@@ -123,7 +134,7 @@ def _end_the_job(
             info = proctree.read_info(pid)
             if info is not None:
                 procs.add(proctree.ProcKey(pid, info.start))
-    proctree.kill_loop(find, grace, on_kill=kill_cgroups)
+    proctree.kill_loop(find, told.grace, on_kill=kill_cgroups)
     for path in cgroups:
         kill_members(path)
         remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
