@@ -14,10 +14,11 @@ born inside (the kernel's first move into a new cgroup takes ~8 ms). A later att
 there, after its ranks.
 
 On a machine whose cores the ranks keep busy, the watchdog still acts within its grace when the shim dies: it
-keeps the shim's scheduling priority (nothing lowers it, and an unprivileged process could not raise it back),
-so once the end of its pipe wakes it, it gets a core like any rank; its first act, SIGTERM to the announced
-process groups, takes a few system calls, and its SIGKILL after the grace takes a few more, each within a
-scheduler slice of waking.
+keeps the shim's scheduling priority (nothing lowers it, and an unprivileged process could not raise it back), so
+once the end of its pipe wakes it, it gets its share of a core like any rank. Its second stage (:mod:`.watchdog`:
+an ``exec`` into the code that ends the job) needs about 30 ms of CPU to start, so with R ranks busy on each core
+its first act, SIGTERM to the announced groups, comes some (R + 1) x 30 ms after the shim's death (a quarter of a
+second for 8 ranks a core), and its SIGKILL after the grace it was told.
 """
 
 

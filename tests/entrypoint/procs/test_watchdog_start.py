@@ -17,8 +17,8 @@ from typing import List, Tuple
 import pytest
 from malaunch.entrypoint.run.procs import proctree
 from malaunch.entrypoint.run.procs.guards import EarlyGuards, JobGuards
-from malaunch.entrypoint.run.procs.reaper import JobTree, Watchdog, new_token
-from malaunch.entrypoint.run.procs.watchdog import _Told
+from malaunch.entrypoint.run.procs.reaper import TOKEN_VAR, JobTree, Watchdog, new_token, watchdog_argv
+from malaunch.entrypoint.run.procs.watchdog_end import _Told
 from shimutil import MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
 JOB = str(SCRIPTS / "rank_job.py")
@@ -115,3 +115,60 @@ def test_the_watchdog_takes_the_grace_it_is_told_in_place_of_its_default() -> No
     for line in (b"grace 0.25", b"pg 41", b"cg /sys/fs/cgroup/malaunch-x", b"proc 42 7", b"grace"):
         told.hear(line.split())
     assert (told.grace, told.groups, told.cgroups, told.procs) == (0.25, [41], ["/sys/fs/cgroup/malaunch-x"], {(42, 7)})
+
+
+def _listener(token: str) -> Tuple[subprocess.Popen[bytes], int]:
+    """The watchdog program as the shim starts it (grace 1 s), and the write end of its pipe."""
+    read_fd, write_fd = os.pipe()
+    try:
+        watchdog = subprocess.Popen(watchdog_argv(read_fd, token, 1.0), pass_fds=(read_fd,), cwd="/",
+                                    stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    finally:
+        os.close(read_fd)
+    return watchdog, write_fd
+
+
+def _sleeper(token: str) -> subprocess.Popen[bytes]:
+    """A process of the job ``token`` in a group of its own that ignores SIGTERM (only the watchdog's SIGKILL after
+    its grace ends it)."""
+    return subprocess.Popen([sys.executable, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, "
+                             "signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(120)"],
+                            env=marked_env({TOKEN_VAR: token}), stdout=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+
+
+@pytest.mark.process
+def test_the_watchdog_hands_what_it_was_told_to_its_second_stage_when_the_pipe_ends() -> None:
+    token = new_token()
+    sleeper, (watchdog, write_fd) = _sleeper(token), _listener(token)
+    try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"up\n"
+        # the lines cut anywhere: a line that two writes make is one announcement
+        for part in (b"grace 0.2\npg ", b"%d\n" % sleeper.pid, b"proc %d %d\n" % (sleeper.pid, 1)):
+            os.write(write_fd, part)
+        os.close(write_fd)  # the shim is gone
+        assert sleeper.wait(60) == -signal.SIGKILL  # by the second stage, after the grace it was told
+        assert watchdog.wait(60) == 0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        watchdog.kill()
+        watchdog.wait()
+
+
+@pytest.mark.process
+def test_the_watchdog_that_is_told_done_ends_nothing() -> None:
+    token = new_token()
+    sleeper, (watchdog, write_fd) = _sleeper(token), _listener(token)
+    try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"up\n"
+        os.write(write_fd, b"pg %d\ndo" % sleeper.pid)
+        os.write(write_fd, b"ne\n")
+        os.close(write_fd)
+        assert watchdog.wait(60) == 0
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        watchdog.kill()
+        watchdog.wait()
