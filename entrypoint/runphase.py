@@ -1,8 +1,8 @@
 """The shim's run phase (:class:`RunPhase`): what happens to this host's plan once :mod:`.start` made it.
 
-The job's cgroup entered before planning, then the attempts, each run by the supervisor, the report and the
-notifications. The ranks get the environment itself, without the job's secret. Who decides what comes next is
-pluggable, picked where the plan says how many hosts the job has: on one host the host alone
+The job's watchdog started and its cgroup entered before planning, then the attempts, each run by the supervisor,
+the report and the notifications. The ranks get the environment itself, without the job's secret. Who decides what
+comes next is pluggable, picked where the plan says how many hosts the job has: on one host the host alone
 (:func:`~.run.attempts.run_with_restarts`), on several the coordinated loop the run phase was given (``coordinated``:
 :func:`~.run.hosts.jobloop.run_coordinated`). This module imports no coordinator module: :mod:`.main` gives it
 the coordinated loop, and the entry scripts (``__main__.py``, ``ma-entrypoint``) give one that loads the
@@ -25,8 +25,7 @@ from .run.checkpoints import CheckpointKeeper
 from .run.hosts import HostsConfig, hosts_config
 from .run.launcher import Launcher
 from .run.policy import RestartPolicy
-from .run.procs.cgroup import CgroupEntry
-from .run.procs.guards import enter_cgroup_early
+from .run.procs.guards import EarlyGuards
 from .run.supervisor import run_plan
 from .start import say, stderr
 
@@ -109,10 +108,10 @@ class RunPhase:
 
     def __init__(self, coordinated: CoordinatedRun) -> None:
         self.coordinated = coordinated
-        self.entry: Optional[CgroupEntry] = None
+        self.early: Optional[EarlyGuards] = None
 
-    def before_planning(self) -> None:
-        self.entry = enter_cgroup_early()
+    def before_planning(self, environ: Mapping[str, str]) -> None:
+        self.early = EarlyGuards.begin(_without_secret(environ))
 
     def resolve(self, name: str) -> str:
         return resolve_ipv4(name)
@@ -123,10 +122,10 @@ class RunPhase:
         keeper = _checkpoint_keeper(config)
         _announce(plan)
         notifier.install(environ, plan, say)  # host 0 sends the job's events (MALAUNCH_NOTIFY)
-        entry = self.entry
+        early = self.early
 
         def run(attempt: LaunchPlan, base_env: Mapping[str, str], **options: Any) -> RunResult:  # link, on_round
-            return run_plan(attempt, base_env, launcher, cgroup=entry.take() if entry is not None else None,
+            return run_plan(attempt, base_env, launcher, early=early.take() if early is not None else None,
                             hang_timeout=config.hang_timeout, **options)  # fmt: skip
 
         ranks_env = _without_secret(environ)
@@ -138,5 +137,5 @@ class RunPhase:
         return _finish(plan, outcome)
 
     def abandon(self) -> None:
-        if self.entry is not None:
-            self.entry.abandon()  # a run that started removed it; else this process leaves it and removes it
+        if self.early is not None:
+            self.early.abandon()  # a run that started removed the cgroup and ended the watchdog; else this does

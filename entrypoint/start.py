@@ -273,8 +273,9 @@ def print_plan(text: str) -> int:
 class RunPhase(Protocol):
     """What runs a plan (:mod:`.runphase`'s): given to :func:`main`, which calls it in this order."""
 
-    def before_planning(self) -> None:
-        """Once the options are read, before the environment is (the job's cgroup is entered here)."""
+    def before_planning(self, environ: Mapping[str, str]) -> None:
+        """Once the options are read, before the environment is (the job's watchdog starts and its cgroup is
+        entered here; ``environ``: the shim's environment)."""
 
     def resolve(self, name: str) -> str:
         """The master's name to its IPv4 address, while planning (the name service; a dry run asks none)."""
@@ -312,7 +313,7 @@ def main(
             if run_phase is None:
                 error("this entry plans only (--dry-run); run the shim through malaunch.entrypoint.main")
                 return EXIT_LAUNCH
-            run_phase.before_planning()  # the ranks are born in the job's cgroup; the kernel's wait overlaps this
+            run_phase.before_planning(env)  # the watchdog boots and the kernel moves the shim while it plans
         with interruptible("preparing the launch (reading the environment, waiting for the rank table or the "
                            "master's address)"):
             config = parse_shim_config(overlay(env, options))

@@ -67,8 +67,7 @@ from .launcher import Launcher
 from .output import Output, prepare_folders
 from .output.pump import tune_malloc
 from .procs import proctree
-from .procs.cgroup import CgroupEntry
-from .procs.guards import JobGuards
+from .procs.guards import EarlyGuards, JobGuards
 from .procs.processes import ProcessGroup
 from .procs.reaper import TOKEN_VAR, JobTree, kill_everything, new_token
 from .relaunch import Relauncher
@@ -91,19 +90,19 @@ class Supervisor:
     """One run of a plan: start / poll / close, method-agnostic (the launcher's hooks say what differs)."""
 
     def __init__(self, plan: LaunchPlan, launcher: Launcher, base_env: Mapping[str, str], out: BinaryIO,
-                 err: BinaryIO, cgroup: Optional[CgroupEntry] = None, link: Optional[AttemptLink] = None) -> None:
+                 err: BinaryIO, early: Optional[EarlyGuards] = None, link: Optional[AttemptLink] = None) -> None:
         self.plan, self.launcher = plan, launcher
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.output = Output(plan, out, err, launcher)
         self.workers = Workers(plan, launcher, self.output, self.events.put)
         self.output.on_launcher_lines = self.workers.lines
-        self.tree = JobTree(new_token(), ())
+        self.tree = JobTree(early.token if early is not None else new_token(), ())
         self.group = ProcessGroup(base_env, self.tree.token, self.events.put)
         self.facts = RunFacts(plan, launcher, self.group, self.output)
         self.ending = Ending(self.tree, self.group, plan.grace_period, launcher.starts_workers,
                              lambda: self.facts.statuses_known(self.workers.watch),
                              lambda: launcher.summary_written(self.output.sinks[0].text()))  # fmt: skip
-        self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env), cgroup)
+        self.guards = JobGuards(self.tree, plan.grace_period, dict(base_env), early)
         self.shim_signal: Optional[int] = None
         self.link = link  # the other hosts (multi-host jobs): told when this run fails, they may end it
         self.hosts_end: Optional[str] = None  # the coordinator ended this run: why (another host failed, lost)
@@ -336,7 +335,7 @@ def run_plan(
     console_out: Optional[BinaryIO] = None,
     console_err: Optional[BinaryIO] = None,
     handle_signals: bool = True,
-    cgroup: Optional[CgroupEntry] = None,
+    early: Optional[EarlyGuards] = None,
     link: Optional[AttemptLink] = None,
     hang_timeout: float = 0.0,
     on_round: Optional[Callable[[List[Round]], None]] = None,
@@ -350,7 +349,8 @@ def run_plan(
         console_out: where prefixed stdout lines go (default: this process's stdout).
         console_err: where prefixed stderr lines go (default: this process's stderr).
         handle_signals: catch SIGTERM/SIGINT/SIGHUP while running (main thread only).
-        cgroup: the job's cgroup made early (:func:`.procs.guards.enter_cgroup_early`), else one is made at the start.
+        early: the job's token, watchdog and cgroup set up before planning (:class:`.procs.guards.EarlyGuards`),
+            else each is set up at the start.
         link: the other hosts of a multi-host job (:mod:`.hosts`): told when this run fails; they may end it.
         hang_timeout: ``MALAUNCH_HANG_TIMEOUT`` (:mod:`.hang`; 0: off): every process gets the attempt's
             ``MALAUNCH_PROGRESS_FILE``.
@@ -367,7 +367,7 @@ def run_plan(
     progress = os.path.join(plan.log_dir, PROGRESS_NAME) if hang_timeout > 0 else None
     if progress is not None:
         base_env = {**base_env, PROGRESS_VAR: progress}
-    supervisor = Supervisor(plan, launcher, base_env, out, err, cgroup, link)
+    supervisor = Supervisor(plan, launcher, base_env, out, err, early, link)
     supervisor.workers.on_round = on_round
     try:
         prepare_folders(plan)

@@ -1,5 +1,6 @@
 """How the shim starts a program of its own (the watchdog, the webhook sender): a bare interpreter that mounts this
-package's folder as ``malaunch.entrypoint`` and runs one module's ``main``. Standard library only.
+package's folder as ``malaunch.entrypoint`` and runs one module's ``main``. Standard library only: ``os`` and ``sys``
+(the watchdog's first stage imports it).
 
 ``python -I -S [-B] -c BOOT PACKAGE_DIR ARGS...``: ``-S`` loads no ``site`` (no ``.pth`` hooks such as an editable
 install's finder), ``-I`` no user site and no ``PYTHON*`` variables, ``-B`` only when this shim writes no bytecode
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Sequence
 
 __all__ = ["bare_argv", "boot_text"]
 
@@ -33,7 +33,7 @@ def boot_text(module: str) -> str:
     )
 
 
-def bare_argv(module: str, args: Sequence[str]) -> List[str]:
+def bare_argv(module: str, args: list[str]) -> list[str]:
     """The command line that runs ``module``'s ``main`` with ``args`` in a bare interpreter (see the module's
     docstring)."""
     flags = ["-I", "-S", *(["-B"] if sys.dont_write_bytecode else [])]

@@ -11,19 +11,21 @@ The ranks are born inside where the kernel allows it: :class:`CgroupEntry` makes
 still starting up (once its plan is known) and moves the shim itself in on a thread of its own. The kernel's
 first move into a new cgroup waits for an RCU grace period (~8 ms) that the thread sleeps through while the shim
 finishes starting; the shim waits for it before its first ``Popen`` and moves itself back out right after its
-last, before it starts the watchdog. So no rank can fork a daemon before it is inside: a shim SIGKILLed in its
-first milliseconds still leaves nothing the watchdog cannot find. Where the move fails, the ranks are moved in
-right after they started, as before (a rank that forks in that window can leave a process outside).
+last (its watchdog was started before the cgroup was made: it is never inside). So no rank can fork a daemon
+before it is inside: a shim SIGKILLed in its first milliseconds still leaves nothing the watchdog cannot find.
+Where the move fails, the ranks are moved in right after they started, as before (a rank that forks in that
+window can leave a process outside).
 
 When the cgroup cannot be created (read-only ``/sys/fs/cgroup``, no permission, no cgroup filesystem) nothing
 changes: the shim still finds the job's processes by their token and as its descendants (it is the subreaper).
 
 The cgroup's name records its owner: ``malaunch-<token>-<start>-<pidns>`` (the token starts with the shim's pid;
 ``start`` is the shim's start time in clock ticks after boot, ``pidns`` the inode of its pid namespace). A shim
-SIGKILLed before its watchdog runs leaves its cgroup behind; :func:`sweep_strays` (run by every shim when its run
-ends, and by a watchdog that ended a job) removes every empty ``malaunch-*`` cgroup beside its own whose owner is
-proven gone: same pid namespace, and no process with that pid and start time. It never signals anything and
-never touches a cgroup whose name does not prove its owner (made by an older shim, or in another pid namespace).
+SIGKILLed with its watchdog (or one whose watchdog could not start) leaves its cgroup behind; :func:`sweep_strays`
+(run by every shim when its run ends, and by a watchdog that ended a job) removes every empty ``malaunch-*``
+cgroup beside its own whose owner is proven gone: same pid namespace, and no process with that pid and start
+time. It never signals anything and never touches a cgroup whose name does not prove its owner (made by an older
+shim, or in another pid namespace).
 """
 
 from __future__ import annotations
@@ -253,7 +255,8 @@ class JobCgroup:
 class CgroupEntry:
     """A job cgroup made early, with this process moving itself in on a thread (see the module docstring).
 
-    :meth:`take` hands it to the run that starts the ranks (once); :meth:`abandon` undoes it when no run took it.
+    :class:`.guards.EarlyGuards` hands it to the run that starts the ranks (once); :meth:`abandon` undoes it when no
+    run took it.
     """
 
     def __init__(self, cgroup: JobCgroup) -> None:
@@ -274,13 +277,6 @@ class CgroupEntry:
 
     def _enter(self) -> None:
         self._inside = self.cgroup.add(os.getpid())
-
-    def take(self) -> Optional[CgroupEntry]:
-        """This entry the first time (the first run owns it from then on), None after."""
-        if self._taken:
-            return None
-        self._taken = True
-        return self
 
     def wait(self) -> bool:
         """Block until the move is done; True when this process is inside."""

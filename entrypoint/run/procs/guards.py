@@ -1,11 +1,24 @@
 """What keeps a run's processes from outliving it: the subreaper, the job's cgroup, the watchdog program, and
 the shim's own signal handlers (installed for the run, restored after).
 
-Order matters for start-up time: the ranks start first (:meth:`JobGuards.before_start` only notes the shim's
-own children and makes the cgroup, or waits for the shim's move into the one made early, see
-:class:`.cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves the shim back out of the cgroup,
-starts the watchdog (an interpreter of its own, born outside), sets the subreaper (it loads ctypes) and moves
-into the cgroup what was not born inside (the kernel's first move into a new cgroup takes ~8 ms).
+Order matters for start-up time. Before it plans, the shim starts the watchdog (an interpreter of its own, born
+outside the cgroup) and then makes the job's cgroup and starts moving itself in (:class:`EarlyGuards`): the
+watchdog boots on the core the shim's single-threaded planning leaves idle, not beside the ranks, and it is
+running before the first rank starts, so a shim SIGKILLed at any moment after that leaves nothing (the watchdog
+knows the job's token and cgroup from the start; its pipe keeps what was announced, so one still booting when
+the shim dies reads it all, then the end of the pipe, and ends the job). The ranks start first after planning
+(:meth:`JobGuards.before_start` only notes the shim's own children, tells the watchdog the run's grace and waits
+for the shim's move into the cgroup, see :class:`.cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves
+the shim back out of the cgroup, sets the subreaper (it loads ctypes) and moves into the cgroup what was not
+born inside (the kernel's first move into a new cgroup takes ~8 ms). A later attempt starts its own watchdog
+there, after its ranks.
+
+On a machine whose cores the ranks keep busy, the watchdog still acts within its grace when the shim dies: it
+keeps the shim's scheduling priority (nothing lowers it, and an unprivileged process could not raise it back), so
+once the end of its pipe wakes it, it gets its share of a core like any rank. Its second stage (:mod:`.watchdog`:
+an ``exec`` into the code that ends the job) needs about 30 ms of CPU to start, so with R ranks busy on each core
+its first act, SIGTERM to the announced groups, comes some (R + 1) x 30 ms after the shim's death (a quarter of a
+second for 8 ranks a core), and its SIGKILL after the grace it was told.
 """
 
 
@@ -14,35 +27,69 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable, Dict, Iterable, Optional, Set
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set
 
 from . import proctree, selfproc
 from .cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
 from .reaper import JobTree, Watchdog, new_token, start_watchdog
 
-__all__ = ["HANDLED_SIGNALS", "JobGuards", "enter_cgroup_early"]
+__all__ = ["HANDLED_SIGNALS", "EarlyGuards", "JobGuards"]
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHDOG_GRACE_CAP = 2.0
 _REMOVE_PATIENCE = 2.0
 
 
-def enter_cgroup_early() -> Optional[CgroupEntry]:
-    """Make a job cgroup now and start moving the shim into it (the run that starts the ranks takes it)."""
-    return CgroupEntry.begin(cgroup_name(new_token()))
+class EarlyGuards:
+    """What the run phase sets up before it plans, for its first run (see the module docstring): the job's token,
+    its watchdog (started first: born outside the cgroup) and its cgroup entry, None where no cgroup can be made.
+
+    :meth:`take` hands them to the run that starts the ranks (once); :meth:`abandon` undoes what no run took."""
+
+    def __init__(self, token: str, watchdog: Watchdog, entry: Optional[CgroupEntry]) -> None:
+        self.token, self.watchdog, self.entry = token, watchdog, entry
+        self._taken = False
+
+    @classmethod
+    def begin(cls, environ: Mapping[str, str]) -> EarlyGuards:
+        """Start the watchdog (with ``environ`` less the token, and the longest grace until the run says its
+        own), then make the job's cgroup, tell the watchdog, and start moving this process in."""
+        token = new_token()
+        watchdog = start_watchdog(token, _WATCHDOG_GRACE_CAP, dict(environ))
+        entry = CgroupEntry.begin(cgroup_name(token))
+        if entry is not None:
+            watchdog.announce_cgroup(entry.cgroup.path)
+        return cls(token, watchdog, entry)
+
+    def take(self) -> Optional[EarlyGuards]:
+        """These guards the first time (the first run owns them from then on), None after."""
+        if self._taken:
+            return None
+        self._taken = True
+        return self
+
+    def abandon(self) -> None:
+        """The run phase is over: the cgroup goes where no run started in it (:meth:`.CgroupEntry.abandon`), and
+        the watchdog is told "done" unless the run that took it did so already."""
+        self._taken = True
+        if self.entry is not None:
+            self.entry.abandon()
+        self.watchdog.finish()
 
 
 class JobGuards:
     """The subreaper, cgroup, watchdog and signal handlers of one run."""
 
     def __init__(
-        self, tree: JobTree, grace: float, base_env: Dict[str, str], entry: Optional[CgroupEntry] = None
+        self, tree: JobTree, grace: float, base_env: Dict[str, str], early: Optional[EarlyGuards] = None
     ) -> None:
+        """``early``: the guards set up before planning (its token is ``tree``'s), else each is set up here."""
         self.tree, self.grace, self.base_env = tree, grace, base_env
         self.cgroup: Optional[JobCgroup] = None
-        self._entry = entry
+        self._entry = early.entry if early is not None else None
         self._inside = False  # the shim itself is in the job's cgroup (from the entry until after_start)
-        self.watchdog = Watchdog(None, None)
+        self.watchdog = early.watchdog if early is not None else Watchdog(None, None)
+        self._early = early is not None
         self._subreaper: Optional[int] = None
         self._previous: Dict[int, Any] = {}
 
@@ -52,9 +99,12 @@ class JobGuards:
             self._previous = {sig: signal.signal(sig, handler) for sig in HANDLED_SIGNALS}
 
     def before_start(self) -> None:
-        """Note the shim's children from before the run (never part of it) and make the job's cgroup (or wait
-        until the shim is inside the one made early: what it starts next is born inside)."""
+        """Note the shim's children from before the run (never part of it; the watchdog started early among
+        them), tell that watchdog the run's grace, and make the job's cgroup (or wait until the shim is inside
+        the one made early: what it starts next is born inside)."""
         self.tree.foreign.update(_children_before())
+        if self._early:
+            self._watch_the_watchdog()
         if self._entry is not None:
             self.cgroup = self._entry.cgroup
             self._inside = self._entry.wait()
@@ -73,7 +123,8 @@ class JobGuards:
         pids = list(pids)
         born_inside = self._inside
         self._leave()
-        self._start_watchdog()
+        if not self._early:
+            self._start_watchdog()
         self._subreaper = selfproc.set_subreaper()
         if self.cgroup is not None and not born_inside:
             for pid in pids:
@@ -96,6 +147,13 @@ class JobGuards:
             self.tree.foreign.add(self.watchdog.pid)
         if self.cgroup is not None:
             self.watchdog.announce_cgroup(self.cgroup.path)
+
+    def _watch_the_watchdog(self) -> None:
+        """The watchdog started before planning: never part of the job, and told the run's grace (it knows the
+        cgroup made early already)."""
+        if self.watchdog.pid > 0:
+            self.tree.foreign.add(self.watchdog.pid)
+        self.watchdog.announce_grace(min(self.grace, _WATCHDOG_GRACE_CAP))
 
     def _leave(self) -> None:
         """The shim leaves the job's cgroup (its processes stay); where the kernel refuses, the cgroup is given up
@@ -132,8 +190,28 @@ class JobGuards:
 
 
 def _children_before() -> Set[int]:
-    """The shim's children from before the run; no ``/proc`` scan when it has none."""
+    """The shim's children from before the run: none without a look, else the kernel's list of them (its
+    watchdog is one, usually the only one), else from a scan of every process's ``/proc`` stat."""
     if not proctree.has_children():
         return set()
+    listed = _listed_children()
+    if listed is not None:
+        return listed
     me = os.getpid()
     return {info.pid for info in proctree.descendants(me) if info.ppid == me}
+
+
+def _listed_children() -> Optional[Set[int]]:
+    """This process's children (running or zombies) from each of its threads' ``/proc`` ``children`` list; None
+    where the kernel keeps no such list (built without ``CONFIG_PROC_CHILDREN``)."""
+    found: Set[int] = set()
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as listing:
+                found.update(int(word) for word in listing.read().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/self/task/{thread}"):
+                return None  # the thread is there, its list is not: the kernel keeps none
+        except OSError:
+            return None
+    return found

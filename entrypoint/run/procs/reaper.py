@@ -107,6 +107,11 @@ class Watchdog:
         """Tell the watchdog which process groups to kill as well, should the shim die."""
         self._send(b"".join(b"pg %d\n" % pgid for pgid in pgids))
 
+    def announce_grace(self, grace: float) -> None:
+        """Tell the watchdog the run's grace period (SIGTERM to SIGKILL), should the shim die: a watchdog started
+        before planning was given a default."""
+        self._send(b"grace %r\n" % grace)
+
     def announce_cgroup(self, path: str) -> None:
         """Tell the watchdog the job's cgroup, whose members it kills should the shim die."""
         self._send(f"cg {path}\n".encode())

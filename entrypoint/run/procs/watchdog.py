@@ -1,42 +1,61 @@
 """The watchdog: a separate program that ends the job's processes if the shim dies without saying "done".
 
 Started by :func:`malaunch.entrypoint.run.procs.reaper.start_watchdog` as
-``python -m malaunch.entrypoint.run.procs.watchdog FD TOKEN GRACE`` in a session of its own, without the job's token in
-its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
+``python -I -S -c BOOT PACKAGE_DIR FD TOKEN GRACE`` (:mod:`.bareboot`) in a session of its own, without the job's
+token in its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
 ``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
 
 - ``pg <pgid>``: a process group the shim started;
 - ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
+- ``grace <seconds>``: the run's grace period, in place of ``GRACE`` (a watchdog started before the shim planned
+  had the default);
 - ``proc <pid> <start>``: a process of the job (found by the shim as its descendant, e.g. a daemon that left
   its session and cleared its environment, which no token scan can find);
 - ``done``: the run ended normally; exit without touching anything.
 
-End of file without ``done`` means the shim is gone: every announced group, every announced process that is
-still the same process (pid and start time), and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get
-SIGTERM, then SIGKILL after ``GRACE`` seconds. Then the cgroups are removed, and with them every empty job cgroup
-whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died before its watchdog ran left it).
+Two stages, so that the one that runs beside the ranks costs little: this one listens and keeps the lines as they
+came, with ``os``, ``sys`` and ``signal`` alone (no ``typing``, no ``/proc`` code: about a third of the whole
+program's start-up CPU). End of file without ``done`` means the shim is gone: this process becomes the second stage
+(``exec`` of :mod:`.watchdog_end`, given the lines in a memory file), which imports the process-tree code and ends
+the job: every announced group and process, every member of the cgroups and every process carrying
+``MALAUNCH_SHIM_TOKEN=TOKEN`` get SIGTERM, then SIGKILL after the grace; then the cgroups are removed. The second
+stage keeps this one's scheduling priority and starts in a few tens of milliseconds of CPU, so on cores the ranks
+keep busy it still acts within its grace (:mod:`.guards`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-from typing import List, Sequence, Set, Tuple
 
-from . import proctree
-from .cgroup import kill_members, members, remove, sweep_strays
+from .bareboot import bare_argv
 
-__all__ = ["main"]
+__all__ = ["main", "name_self"]
 
-TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
 _IGNORED = ("SIGINT", "SIGHUP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
+_NAME = b"malaunch-wdog"
 
 
-def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroups: List[str]) -> bool:
-    """Read announcements until "done" (True) or end of file (False: the shim died)."""
-    buffer = b""
+def name_self(name: bytes) -> None:
+    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort: written to
+    ``/proc/self/comm`` (the main thread's name is the process's), so the watchdog loads no ctypes for a
+    ``prctl``."""
+    try:
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, name[:15])
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _listen(read_fd: int) -> bytes | None:
+    """Read the pipe until a ``done`` line (None) or its end: then every line the shim wrote, as it wrote them."""
+    said = b""
     while True:
         try:
             chunk = os.read(read_fd, 65536)
@@ -45,89 +64,49 @@ def _listen(read_fd: int, groups: List[int], procs: Set[Tuple[int, int]], cgroup
         except OSError:
             chunk = b""
         if not chunk:
-            return False
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            words = line.split()
-            if words == [b"done"]:
-                return True
-            if len(words) == 2 and words[0] == b"pg":
-                groups.append(int(words[1]))
-            elif len(words) == 2 and words[0] == b"cg":
-                cgroups.append(os.fsdecode(words[1]))
-            elif len(words) == 3 and words[0] == b"proc":
-                procs.add((int(words[1]), int(words[2])))
+            return said
+        complete = said.rfind(b"\n") + 1  # what chunk adds starts a line here
+        said += chunk
+        if any(line.split() == [b"done"] for line in said[complete:].split(b"\n")[:-1]):
+            return None
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
-def _name_self(name: bytes) -> None:
-    """Set this process's ``comm`` (what ``ps`` and ``pkill`` without ``-f`` see), best effort: written to
-    ``/proc/self/comm`` (the main thread's name is the process's), so the watchdog loads no ctypes for a
-    ``prctl``."""
-    with contextlib.suppress(OSError):
-        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, name[:15])
-        finally:
+
+def _replay(said: bytes) -> int:
+    """A descriptor the second stage reads ``said`` from, to its end: a memory file, or where the kernel has none
+    (before Linux 3.17) a pipe that a child of this process fills."""
+    try:
+        fd = os.memfd_create("malaunch-wdog-said", 0)  # kept across the exec
+    except (AttributeError, OSError):
+        fd, write_fd = os.pipe()
+        os.set_inheritable(fd, True)
+        if os.fork() == 0:
             os.close(fd)
+            _write_all(write_fd, said)
+            os._exit(0)
+        os.close(write_fd)
+        return fd
+    _write_all(fd, said)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run the watchdog (see the module docstring); returns its exit status."""
-    read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
+def main(argv: list[str]) -> int:
+    """Listen (see the module docstring): 0 once the shim said "done"; else this process becomes the second stage."""
+    read_fd, token, grace = int(argv[0]), argv[1], argv[2]
     for name in _IGNORED:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-    _name_self(b"malaunch-wdog")
-    groups: List[int] = []
-    announced: Set[Tuple[int, int]] = set()
-    cgroups: List[str] = []
-    if _listen(read_fd, groups, announced, cgroups):
+    name_self(_NAME)
+    said = _listen(read_fd)
+    if said is None:
         return 0
-    _end_the_job(read_fd, token, grace, groups, announced, cgroups)
-    return 0
-
-
-def _end_the_job(
-    read_fd: int, token: str, grace: float, groups: List[int], announced: Set[Tuple[int, int]], cgroups: List[str]
-) -> None:
-    """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
-
-
-    with contextlib.suppress(OSError):
-        os.close(read_fd)
-
-    procs = {proctree.ProcKey(pid, start) for pid, start in announced}
-
-    def find() -> List[proctree.ProcKey]:
-        found = set(proctree.pids_with_env(TOKEN_VAR, token))
-        for key in procs:
-            info = proctree.read_info(key.pid)
-            if info is not None and info.start == key.start and not info.zombie:
-                found.add(key)
-        return sorted(found)
-
-    def kill_groups(sig: int = signal.SIGKILL) -> None:
-        for pgid in groups:
-            proctree.signal_group(pgid, sig)
-
-    kill_groups(signal.SIGTERM)
-
-    def kill_cgroups() -> None:
-        kill_groups()
-        for path in cgroups:
-            kill_members(path)
-
-    for path in cgroups:  # members first get SIGTERM like every other process of the job
-        for pid in members(path):
-            info = proctree.read_info(pid)
-            if info is not None:
-                procs.add(proctree.ProcKey(pid, info.start))
-    proctree.kill_loop(find, grace, on_kill=kill_cgroups)
-    for path in cgroups:
-        kill_members(path)
-        remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
-    sweep_strays()  # the shim is dead now: a cgroup of its that is still here (or another dead shim's) goes
+    os.close(read_fd)
+    command = bare_argv("run.procs.watchdog_end", [str(_replay(said)), token, grace])
+    os.execv(command[0], command)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import pytest
 from malaunch.entrypoint.main import main
 from malaunch.entrypoint.run.procs import cgroup as _cgroup
 from malaunch.entrypoint.run.procs import proctree
-from malaunch.entrypoint.run.procs.guards import JobGuards, enter_cgroup_early
+from malaunch.entrypoint.run.procs.guards import EarlyGuards, JobGuards
 from malaunch.entrypoint.run.procs.reaper import TOKEN_VAR, JobTree, new_token
 from shimutil import CGROUP_MOUNTS, MARK, SCRIPTS, assert_nothing_left, job_cgroups, marked_env, write_v10_table
 
@@ -137,7 +137,7 @@ def test_the_sweep_removes_only_empty_cgroups_whose_owner_is_gone() -> None:
 
 
 @pytest.mark.process
-def test_a_cgroup_left_by_a_shim_killed_before_its_watchdog_started_is_removed_by_the_next_shim(
+def test_a_cgroup_left_by_a_shim_killed_with_its_watchdog_is_removed_by_the_next_shim(
     tmp_path: Path,
 ) -> None:
     left = _killed_while_waiting(tmp_path)
@@ -165,11 +165,21 @@ def test_a_run_that_fails_before_its_start_leaves_no_cgroup(tmp_path: Path) -> N
     assert_nothing_left(env[MARK])
 
 
+def _watchdog_of(shim: int) -> int:
+    """The pid of the shim's watchdog (by its command line, there from its exec); the shim starts it before it
+    reads its environment."""
+    children = [info.pid for info in proctree.descendants(shim) if info.ppid == shim]
+    found = [pid for pid in children if WATCHDOG in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(found) == 1, (children, found)
+    return found[0]
+
+
 def _killed_while_waiting(tmp_path: Path) -> List[Path]:
-    """Start a shim that waits for a rank table that is not complete (its cgroup made and entered, no watchdog
-    yet), SIGKILL it; the cgroups it left (owner gone), found while it lived. Any other shim on this machine that
-    ends meanwhile (another test's, in another worker) may sweep them first, as strays; what the caller asserts
-    (they are gone) holds either way, and each one still there is empty."""
+    """Start a shim that waits for a rank table that is not complete (its cgroup made and entered), SIGKILL its
+    watchdog (as an OOM killer or a ``kill -9`` of every process could) and then it; the cgroups it left (owner
+    gone), found while it lived. Any other shim on this machine that ends meanwhile (another test's, in another
+    worker) may sweep them first, as strays; what the caller asserts (they are gone) holds either way, and each
+    one still there is empty."""
     write_v10_table(tmp_path / "pending.json", servers=1, devices=2, status="initializing")
     env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "pending.json"), "MALAUNCH_RANK_TABLE_TIMEOUT": "120"})
     killed = subprocess.Popen([sys.executable, "-m", "malaunch.entrypoint", JOB, "--lines", "1"], env=env,
@@ -185,6 +195,7 @@ def _killed_while_waiting(tmp_path: Path) -> List[Path]:
             time.sleep(0.01)
         left = _leftovers(killed.pid)  # found while its owner lives: no sweep takes them yet
         assert left
+        os.kill(_watchdog_of(killed.pid), signal.SIGKILL)
     finally:
         killed.kill()
         killed.wait()
@@ -224,11 +235,11 @@ class _CountingTree(JobTree):
         return super().find(launchers=launchers)
 
 
-def _guarded_sleeper(entry: Optional[_cgroup.CgroupEntry]) -> _CountingTree:
-    """Start a sleeper under a run's guards (the cgroup made early when ``entry`` is given, else made at the
-    start), as the supervisor does; the job's tree, once the guards were released and the sleeper killed."""
-    tree = _CountingTree(new_token(), ())
-    guards = JobGuards(tree, 1.0, marked_env({}), entry)
+def _guarded_sleeper(early: Optional[EarlyGuards]) -> _CountingTree:
+    """Start a sleeper under a run's guards (set up before planning when ``early`` is given, else at the start),
+    as the supervisor does; the job's tree, once the guards were released and the sleeper killed."""
+    tree = _CountingTree(early.token if early is not None else new_token(), ())
+    guards = JobGuards(tree, 1.0, marked_env({}), early)
     guards.before_start()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={TOKEN_VAR: tree.token},
                                start_new_session=True)  # fmt: skip
@@ -246,7 +257,7 @@ def _guarded_sleeper(entry: Optional[_cgroup.CgroupEntry]) -> _CountingTree:
 
 def test_processes_born_in_the_job_cgroup_are_not_searched_for_after_the_start() -> None:
     # born inside: what they fork is inside too; no scan of /proc while the ranks start up (the old code made one)
-    assert _guarded_sleeper(enter_cgroup_early()).searches == 0
+    assert _guarded_sleeper(EarlyGuards.begin(marked_env({}))).searches == 0
 
 
 def test_processes_started_outside_the_job_cgroup_are_moved_in_and_what_they_forked_searched_for() -> None:

@@ -299,14 +299,29 @@ def test_the_seam_check_sees_every_form_of_import(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def test_the_watchdog_program_loads_no_ctypes() -> None:
-    # it starts beside the ranks, on the same CPUs: it names itself through /proc/self/comm, not a prctl
-    mount = boot_text("run.procs.watchdog").split("from malaunch")[0]
-    probe = mount + "import malaunch.entrypoint.run.procs.watchdog\nprint(' '.join(sorted(sys.modules)))\n"
+def _bare_modules(module: str) -> List[str]:
+    """The modules a bare interpreter started as the shim starts its watchdog holds once ``module`` is imported."""
+    mount = boot_text(module).split("from malaunch")[0]
+    probe = mount + f"import {PACKAGE}.{module}\nprint(' '.join(sorted(sys.modules)))\n"
     argv = _reaper.watchdog_argv(0, "token", 1.0)
     flags = argv[1 : argv.index("-c")]
     done = subprocess.run([sys.executable, *flags, "-c", probe, argv[argv.index("-c") + 2]], capture_output=True,
                           text=True, timeout=60, check=True)  # fmt: skip
     loaded = done.stdout.split()
-    assert "malaunch.entrypoint.run.procs.watchdog" in loaded
-    assert not [name for name in loaded if name in ("ctypes", "_ctypes")], loaded
+    assert f"{PACKAGE}.{module}" in loaded
+    return loaded
+
+
+def test_the_watchdog_program_loads_no_ctypes() -> None:
+    # it names itself through /proc/self/comm, not a prctl: neither stage loads ctypes
+    for module in ("run.procs.watchdog", "run.procs.watchdog_end"):
+        loaded = _bare_modules(module)
+        assert not [name for name in loaded if name in ("ctypes", "_ctypes")], (module, loaded)
+
+
+def test_the_watchdog_listens_with_os_sys_and_signal_alone() -> None:
+    # its first stage runs beside the ranks: no typing and no process-tree code until the shim is gone
+    shim = sorted(name for name in _bare_modules("run.procs.watchdog") if name.startswith(f"{PACKAGE}."))
+    assert shim == [f"{PACKAGE}.run", f"{PACKAGE}.run.procs", f"{PACKAGE}.run.procs.bareboot",
+                    f"{PACKAGE}.run.procs.watchdog"]  # fmt: skip
+    assert "typing" not in _bare_modules("run.procs.watchdog")

@@ -1,0 +1,126 @@
+"""The watchdog's second stage: it ends the job's processes once the shim died without saying "done".
+
+:mod:`.watchdog` (the first stage, which listens while the shim runs) becomes this program (``exec``) when its
+pipe ends without ``done``, and hands it everything the shim announced: ``FD`` is a descriptor that holds those
+lines (the first stage's module docstring lists them) and then ends. ``TOKEN`` and ``GRACE`` are the first stage's.
+
+Every announced group, every announced process that is still the same process (pid and start time), every
+member of an announced cgroup and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get SIGTERM, then SIGKILL
+after the grace (``GRACE``, or the last ``grace`` line). Then the cgroups are removed, and with them every empty
+job cgroup whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died with its watchdog left it).
+A ``done`` among the lines (a shim that said it and died before it closed the pipe) ends this program at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import List, Sequence, Set, Tuple
+
+from . import proctree
+from .cgroup import kill_members, members, remove, sweep_strays
+from .watchdog import name_self
+
+__all__ = ["main"]
+
+TOKEN_VAR = "MALAUNCH_SHIM_TOKEN"
+_IGNORED = ("SIGINT", "SIGHUP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
+
+
+class _Told:
+    """What the shim announced so far (the module docstring's lines)."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.groups: List[int] = []
+        self.procs: Set[Tuple[int, int]] = set()
+        self.cgroups: List[str] = []
+
+    def hear(self, words: List[bytes]) -> None:
+        """Take one announcement (its words); a line of no known form is ignored."""
+        if len(words) == 2 and words[0] == b"pg":
+            self.groups.append(int(words[1]))
+        elif len(words) == 2 and words[0] == b"cg":
+            self.cgroups.append(os.fsdecode(words[1]))
+        elif len(words) == 3 and words[0] == b"proc":
+            self.procs.add((int(words[1]), int(words[2])))
+        elif len(words) == 2 and words[0] == b"grace":
+            self.grace = float(words[1])
+
+
+def _listen(read_fd: int, told: _Told) -> bool:
+    """Read announcements until "done" (True) or end of file (False)."""
+    buffer = b""
+    while True:
+        try:
+            chunk = os.read(read_fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return False
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            words = line.split()
+            if words == [b"done"]:
+                return True
+            told.hear(words)
+
+
+def main(argv: Sequence[str]) -> int:
+    """End the job (see the module docstring); returns the exit status."""
+    read_fd, token, told = int(argv[0]), argv[1], _Told(float(argv[2]))
+    for name in _IGNORED:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    name_self(b"malaunch-wdog")  # the exec named it after the interpreter
+    if _listen(read_fd, told):
+        return 0
+    _end_the_job(read_fd, token, told)
+    return 0
+
+
+def _end_the_job(read_fd: int, token: str, told: _Told) -> None:
+    """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
+    with contextlib.suppress(OSError):
+        os.close(read_fd)
+
+    groups, cgroups = told.groups, told.cgroups
+    procs = {proctree.ProcKey(pid, start) for pid, start in told.procs}
+
+    def find() -> List[proctree.ProcKey]:
+        found = set(proctree.pids_with_env(TOKEN_VAR, token))
+        for key in procs:
+            info = proctree.read_info(key.pid)
+            if info is not None and info.start == key.start and not info.zombie:
+                found.add(key)
+        return sorted(found)
+
+    def kill_groups(sig: int = signal.SIGKILL) -> None:
+        for pgid in groups:
+            proctree.signal_group(pgid, sig)
+
+    kill_groups(signal.SIGTERM)
+
+    def kill_cgroups() -> None:
+        kill_groups()
+        for path in cgroups:
+            kill_members(path)
+
+    for path in cgroups:  # members first get SIGTERM like every other process of the job
+        for pid in members(path):
+            info = proctree.read_info(pid)
+            if info is not None:
+                procs.add(proctree.ProcKey(pid, info.start))
+    proctree.kill_loop(find, told.grace, on_kill=kill_cgroups)
+    for path in cgroups:
+        kill_members(path)
+        remove(path, patience=5.0)  # the job's last zombies are reaped by whoever inherited them
+    sweep_strays()  # the shim is dead now: a cgroup of its that is still here (or another dead shim's) goes
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
