@@ -3,7 +3,6 @@ a final check that no job of the test is left running."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -12,7 +11,7 @@ from kubefake import FakeKube
 from malaunch.entrypoint.run.procs import proctree
 from malaunch.sdk.backends.local.jobdir import JOB_ID_VARIABLE, job_processes
 from modelarts_env import fake_ma, ma_env, moto_no_put, moto_s3, moto_server, s3  # noqa: F401 - ModelArts fixtures
-from sdkutil import VENV_BIN, assert_nothing_running, job_ids
+from sdkutil import assert_nothing_running, cli_environ, job_ids
 
 
 @pytest.fixture
@@ -26,12 +25,7 @@ def home(tmp_path: Path) -> Path:
 @pytest.fixture
 def cli_env(home: Path) -> Dict[str, str]:
     """Environment for ``ma-submit`` subprocesses: isolated home, the venv first on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "MALAUNCH_"))}
-    env["MALAUNCH_LOCAL_CAPACITY"] = os.environ.get("MALAUNCH_LOCAL_CAPACITY", "256")  # the queue: see tests/conftest
-    env["MALAUNCH_HOME"] = str(home)
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return cli_environ(home)
 
 
 @pytest.fixture

@@ -33,6 +33,18 @@ def write_job(folder: Path, script: str, name: str = "job", **fields: Any) -> Pa
     return job
 
 
+def cli_environ(home: Path) -> Dict[str, str]:
+    """Environment for ``ma-submit`` subprocesses on the jobs of ``home``: the suite's own (no ``MA_``, ``VC_`` or
+    ``MALAUNCH_`` variable but the local queue's capacity), the venv first on PATH, unbuffered output (the
+    ``cli_env`` fixture's, for a home a fixture of wider scope makes)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "MALAUNCH_"))}
+    env["MALAUNCH_LOCAL_CAPACITY"] = os.environ.get("MALAUNCH_LOCAL_CAPACITY", "256")  # the queue: see tests/conftest
+    env["MALAUNCH_HOME"] = str(home)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def ma_submit(
     args: List[str], env: Dict[str, str], timeout: float = CLI_TIMEOUT, cwd: Optional[str] = None
 ) -> subprocess.CompletedProcess[str]:

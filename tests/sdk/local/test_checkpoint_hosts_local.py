@@ -22,13 +22,13 @@ import re
 import signal
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 import yaml
 from malaunch.entrypoint.public import descendants, env_has, read_environ
 from malaunch.sdk.backends.local.backend import LocalBackend
-from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for
+from sdkutil import assert_nothing_running, cli_environ, job_ids, ma_submit, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.torch, pytest.mark.timeout(900)]  # two jobs each, on a loaded machine
 
@@ -102,15 +102,31 @@ def _submit(job: Path, cli_env: Dict[str, str], home: Path) -> str:
     return job_id
 
 
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Tuple[str, Dict[str, str]]:
+    """The job without a failure, run once for both cases of a host replaced, whose final weights must equal its
+    own: its logs and those weights. It has a home of its own and leaves nothing running."""
+    folder = tmp_path_factory.mktemp("clean")
+    home = folder / "home"
+    home.mkdir()
+    env = cli_environ(home)
+    job_id = _submit(_job(folder, "clean", "0"), env, home)
+    try:
+        logs = _ended(env, job_id)
+    except BaseException:
+        LocalBackend(home=str(home)).stop(job_id)
+        raise
+    return logs, json.loads((folder / "out-clean" / "final.json").read_text())
+
+
 @pytest.mark.usefixtures("cleanup_jobs")
 @pytest.mark.parametrize("how", ["pod killed", "lost and restored"])
 def test_a_host_lost_and_replaced_resumes_bit_for_bit(tmp_path: Path, cli_env: Dict[str, str], home: Path,
-                                                      how: str) -> None:  # fmt: skip
+                                                      how: str, clean: Tuple[str, Dict[str, str]]) -> None:  # fmt: skip
     """The pod killed from outside is replaced by the platform (the runner); a host lost for good
     (``ma-submit host lose``) is given a machine again (``ma-submit host restore``) while the other waits."""
-    clean = _ended(cli_env, _submit(_job(tmp_path, "clean", "0"), cli_env, home))
-    assert "resumes from" not in clean
-    reference = json.loads((tmp_path / "out-clean" / "final.json").read_text())
+    clean_logs, reference = clean
+    assert "resumes from" not in clean_logs
     job_id = _submit(_job(tmp_path, "lost", "0.3", max_restarts=2, host_wait=60), cli_env, home)
     if how == "pod killed":
         _kill_pod(home, job_id, 1)

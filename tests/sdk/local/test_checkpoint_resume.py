@@ -1,14 +1,17 @@
 """A job's checkpoints listed (``ma-submit checkpoints``) and reused by a new job (``--resume-from``), through the
 local backend with real runners, shims and torchrun with gloo (issue 39, item 3).
 
-Job A trains the deterministic model of ``ckpt_train.py`` for 6 steps (a checkpoint every 3) and ends. A new job
-of 12 steps started from A's newest checkpoint, and one from A's older ``step-00000003``, each end with weights
-equal, byte for byte, to those of one uninterrupted run of 12 steps, and train only the steps after their start.
+Job A trains the deterministic model of ``ckpt_train.py`` for 12 steps uninterrupted (a checkpoint every 3, all
+four kept): its weights are the reference. Its checkpoints after step 6 are then taken away (step 9 left as a save
+that did not finish), so that A reads as a job whose newest complete checkpoint is step 6. A new job of 12 steps
+started from A's newest checkpoint, and one from A's older ``step-00000003``, each end with weights equal, byte for
+byte, to A's, and train only the steps after their start.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -23,22 +26,22 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "entrypoint" / "scripts"
 EVERY = 3
 
 
-def _job_file(tmp_path: Path, total: int, tag: str) -> Tuple[Path, Path]:
+def _job_file(tmp_path: Path, total: int, tag: str, keep: int = 3) -> Tuple[Path, Path]:
     out = tmp_path / f"out-{tag}"
     out.mkdir()
     job = tmp_path / f"job-{tag}.yaml"
     job.write_text(yaml.safe_dump({
         "name": tag, "run_method": "torchrun", "code_dir": str(SCRIPTS), "boot_file": "ckpt_train.py",
         "args": [str(out), str(total), str(EVERY), "none"], "resources": {"hosts": 1, "devices_per_host": 2},
-        "env": {"OMP_NUM_THREADS": "1"}, "checkpoint": {"keep": 3},
+        "env": {"OMP_NUM_THREADS": "1"}, "checkpoint": {"keep": keep},
     }))  # fmt: skip
     return job, out
 
 
 def _run(tmp_path: Path, cli_env: Dict[str, str], home: Path, total: int, tag: str,
-         resume: Optional[str] = None) -> Tuple[str, Dict[str, str], List[int], str]:  # fmt: skip
+         resume: Optional[str] = None, keep: int = 3) -> Tuple[str, Dict[str, str], List[int], str]:  # fmt: skip
     """Run a job to its end: its id, final weights, the steps rank 0 trained, and its console."""
-    job, out = _job_file(tmp_path, total, tag)
+    job, out = _job_file(tmp_path, total, tag, keep)
     before = set(job_ids(home))
     done = ma_submit([*(["--resume-from", resume] if resume else []), str(job)], cli_env, timeout=600)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
@@ -62,11 +65,15 @@ def _refused(args: List[str], cli_env: Dict[str, str], code: int = 2) -> str:
 @pytest.mark.usefixtures("cleanup_jobs")
 def test_checkpoints_are_listed_and_a_new_job_resumes_from_them_bit_for_bit(tmp_path: Path, cli_env: Dict[str, str],
                                                                             home: Path) -> None:  # fmt: skip
-    _, reference, trained, _ = _run(tmp_path, cli_env, home, 12, "reference")
+    # one uninterrupted run of 12 steps: the reference, and the job the others start from once its checkpoints
+    # after step 6 are gone (step 9 as a save that did not finish, below)
+    first, reference, trained, _ = _run(tmp_path, cli_env, home, 12, "first", keep=4)
     assert trained == list(range(1, 13))
-    first, _, trained, _ = _run(tmp_path, cli_env, home, 6, "first")
-    assert trained == list(range(1, 7))
     folder = home / "jobs" / first / "checkpoints"
+    saved = sorted(path.name for path in folder.iterdir() if path.name.startswith("step-"))
+    assert saved == ["step-00000003", "step-00000006", "step-00000009", "step-00000012"], saved
+    for later in ("step-00000009", "step-00000012"):
+        shutil.rmtree(folder / later)
     unfinished = folder / "step-00000009"
     (unfinished / ".parts").mkdir(parents=True)
     (unfinished / ".parts" / "rank-0").write_text(json.dumps({"step": 9, "attempt": "0.0", "rank": 0}))
