@@ -11,17 +11,28 @@ one run, so each of those budgets is judged twice:
   interpreter's own start, so a machine whose bare interpreter is slower by some factor runs it slower by about
   that factor too.
 
-Both verdicts go into the results; neither replaces the other.
+Both verdicts go into the results; neither replaces the other. The factor is always taken from the project's own
+venv (the interpreter that runs ``ma-submit``, with its site and the editable install's finder, as the issue measured
+it), also for a target whose own floor is another interpreter (the dry run's wheel venv).
 """
 
 from __future__ import annotations
 
+from .procs import PYTHON, BenchError, bench_env, new_mark, timed_process
 from .results import Target, fmt_value
 
-__all__ = ["ISSUE_FLOOR", "machine_factor", "scaled_target"]
+__all__ = ["ISSUE_FLOOR", "interpreter_floor", "machine_factor", "scaled_target"]
 
 #: ``python -c pass`` (wall, median) on the machine issue 41 set its budgets on.
 ISSUE_FLOOR = 0.018
+
+
+def interpreter_floor() -> float:
+    """Wall seconds of one ``python -c pass`` of the project's venv (what the budgets are scaled by)."""
+    wall, _cpu, code, err = timed_process([PYTHON, "-c", "pass"], bench_env(new_mark(), {}))
+    if code != 0:
+        raise BenchError(f"python -c pass exited with {code}: {err}")
+    return wall
 
 
 def machine_factor(floor: float) -> float:

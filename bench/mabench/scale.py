@@ -142,6 +142,8 @@ class _Installs:
                             "ma-entrypoint --dry-run, wheel install (whole process)", size, "s")  # fmt: skip
         self.floor = Series("scale/wheel-floor", "rank-table scale", "python -c pass, wheel install's venv", size,
                             "s")  # fmt: skip
+        self.project_floor = Series("scale/project-floor", "rank-table scale",
+                                    "python -c pass, the project's venv (the budget's scale)", size, "s")  # fmt: skip
         self.over = Series("scale/dryrun-wheel-over-floor", "rank-table scale",
                            "ma-entrypoint --dry-run, wheel install, over its python -c pass", size, "s")  # fmt: skip
         self.wrapped = Series("scale/dryrun-wheel-wrapped", "rank-table scale",
@@ -162,7 +164,7 @@ class _Installs:
         self.same_plan = False  # both installs printed the same plan (checked before the rounds)
 
     def series(self) -> List[Series]:
-        found = [self.editable, self.wheel, self.floor, self.over, self.cpu_over, self.wrapped]
+        found = [self.editable, self.wheel, self.floor, self.project_floor, self.over, self.cpu_over, self.wrapped]
         return found + ([self.base, self.base_cpu_over] if self.baseline is not None else [])
 
     def measure(self, rounds: int, env: Dict[str, str], scratch: Path) -> None:
@@ -179,6 +181,7 @@ class _Installs:
         if self.venv is not None:
             subjects += [(self.wheel, [self.venv.entrypoint, "--dry-run", boot]),
                          (self.floor, [self.venv.python, "-c", "pass"]),
+                         (self.project_floor, [PYTHON, "-c", "pass"]),
                          (self.wrapped, [_write_wrapper(self.venv), "--dry-run", boot])]  # fmt: skip
             if self.baseline is not None:
                 try:
@@ -188,7 +191,7 @@ class _Installs:
                     self.base.error = self.base_cpu_over.error = str(exc).splitlines()[0]
             editable_plan = _printed_plan(subjects[0][1], run_env, scratch)
             for series, argv in subjects[1:]:
-                if series is not self.floor and _printed_plan(argv, run_env, scratch) != editable_plan:
+                if argv[1:] != ["-c", "pass"] and _printed_plan(argv, run_env, scratch) != editable_plan:
                     raise BenchError(f"{series.subject} printed another plan than the editable install's")
             self.same_plan = True
         for index in range(rounds):
@@ -223,11 +226,11 @@ class _Installs:
         return Target(claim, measured, med < _WHOLE_BOUND)
 
     def scaled_target(self) -> Optional[Target]:
-        """The same bound scaled by this venv's ``python -c pass`` against the issue's (:mod:`.budgets`)."""
-        if self.wheel.median is None or self.floor.median is None:
+        """The same bound scaled by the project venv's ``python -c pass`` against the issue's (:mod:`.budgets`)."""
+        if self.wheel.median is None or self.project_floor.median is None:
             return None
         subject = f"ma-entrypoint --dry-run of a {SERVERS * DEVICES}-rank table, wheel install"
-        return scaled_target(subject, self.wheel.median, _WHOLE_BOUND, self.floor.median, "whole process")
+        return scaled_target(subject, self.wheel.median, _WHOLE_BOUND, self.project_floor.median, "whole process")
 
     def baseline_target(self) -> Optional[Target]:
         """This tree's dry run against the baseline commit's, CPU over the same floor (informational)."""

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .budgets import scaled_target
+from .budgets import interpreter_floor, scaled_target
 from .commands import SUBJECTS, command
 from .procs import (
     PYTHON,
@@ -30,7 +30,6 @@ from .procs import (
     scratch_dir,
     start,
     tail,
-    timed_process,
 )
 from .results import CaseResult, Series, Target, fmt_ratio, fmt_value, say
 
@@ -155,14 +154,6 @@ def _cpu_targets(cpus: Dict[Tuple[int, str], List[float]], baseline: Optional[st
             continue
         targets.append(Target(claim, f"+{_ms(this)} vs +{_ms(base)}: {(this - base) * 1000:+.1f} ms", None))
     return targets
-
-
-def interpreter_floor() -> float:
-    """Wall seconds of one ``python -c pass`` (what :mod:`.budgets` scales the budget by)."""
-    wall, _cpu, code, err = timed_process([PYTHON, "-c", "pass"], bench_env(new_mark(), {}))
-    if code != 0:
-        raise BenchError(f"python -c pass exited with {code}: {err}")
-    return wall
 
 
 def _targets(
