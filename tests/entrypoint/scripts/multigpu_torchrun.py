@@ -8,7 +8,8 @@ start of epoch DDP_FAIL_EPOCH (default 1); its peers then fail in their next all
 DDP_FAIL_AFTER_PEER=FOLDER (a folder every rank can write) makes that failure the worst case for the shim, in
 every run: each rank writes its pid there at the start; rank R shuts its TCP sockets down (its peers fail in gloo,
 "Connection closed by peer", as when its interpreter tears down), and exits only once a peer's
-process has ended (gone, or a zombie not yet reaped), then at once (``os._exit``). Its own death is then always
+process on its own host (any peer's where it has none) has ended (gone, or a zombie not yet reaped), then at once
+(``os._exit``). Its own death is then always
 seen after a peer's whose log says a peer failed: what a busy machine makes happen only sometimes, an
 interpreter outliving its peer's abort.
 """
@@ -69,15 +70,24 @@ def _shut_tcp_sockets() -> None:
             sock.close()
 
 
+def _peer_pids(folder: str) -> list:
+    """The pids of this rank's peers on its own host (torchrun numbers a host's ranks together: RANK //
+    LOCAL_WORLD_SIZE is the host), or of every peer where it has none: the death this rank waits for is then one
+    its own host's launcher sees too, so that host's record always holds a peer's death before this one."""
+    rank, size = int(os.environ["RANK"]), int(os.environ.get("LOCAL_WORLD_SIZE") or 0)
+    pids = {}
+    for name in os.listdir(folder):
+        if name.startswith("pid-") and "." not in name and name != f"pid-{rank}":
+            with open(os.path.join(folder, name)) as pid:
+                pids[int(name[len("pid-"):])] = int(pid.read())
+    local = [pid for peer, pid in pids.items() if size and peer // size == rank // size]
+    return local or list(pids.values())
+
+
 def _exit_after_a_peer(code: int) -> None:
     """Shut the connections down, wait until a peer's process has ended (a pidfd, readable from the moment it
     exits, even before it is reaped), then exit ``code`` at once (DDP_FAIL_AFTER_PEER)."""
-    folder = os.environ["DDP_FAIL_AFTER_PEER"]
-    peers = []
-    for name in os.listdir(folder):
-        if name.startswith("pid-") and "." not in name and name != f"pid-{os.environ['RANK']}":
-            with open(os.path.join(folder, name)) as pid:
-                peers.append(int(pid.read()))
+    peers = _peer_pids(os.environ["DDP_FAIL_AFTER_PEER"])
     fds = []
     for peer in peers:
         try:

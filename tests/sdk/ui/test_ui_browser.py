@@ -33,8 +33,10 @@ FLAKY = """
     import os, pathlib, sys, time
     attempt, rank = int(os.environ["MALAUNCH_ATTEMPT"]), os.environ.get("RANK", os.environ.get("RANK_ID", "?"))
     print(f"rank {rank} attempt {attempt} <script>alert('x')</script>", flush=True)
-    if attempt == 0:
+    if attempt == 0 and rank == "0":  # after its line: the job's one failure, so no teardown can cut the line
         sys.exit(3)
+    while attempt == 0:  # rank 1 waits for the teardown that rank 0's failure brings
+        time.sleep(0.05)
     go = pathlib.Path(GO)
     while not go.exists():
         time.sleep(0.05)
