@@ -13,7 +13,6 @@ A ``done`` among the lines (a shim that said it and died before it closed the pi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -50,25 +49,16 @@ class _Told:
             self.grace = float(words[1])
 
 
-def _listen(read_fd: int, told: _Told) -> bool:
-    """Read announcements until "done" (True) or end of file (False)."""
-    buffer = b""
-    while True:
-        try:
-            chunk = os.read(read_fd, 65536)
-        except InterruptedError:
-            continue
-        except OSError:
-            chunk = b""
-        if not chunk:
-            return False
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
+def _read_told(read_fd: int, told: _Told) -> bool:
+    """Take every announcement ``read_fd`` holds (whole, to its end: the first stage wrote them before the exec);
+    True if one of them is "done"."""
+    with os.fdopen(read_fd, "rb") as said:
+        for line in said:
             words = line.split()
             if words == [b"done"]:
                 return True
             told.hear(words)
+    return False
 
 
 def main(argv: Sequence[str]) -> int:
@@ -77,17 +67,14 @@ def main(argv: Sequence[str]) -> int:
     for name in _IGNORED:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     name_self(b"malaunch-wdog")  # the exec named it after the interpreter
-    if _listen(read_fd, told):
+    if _read_told(read_fd, told):
         return 0
-    _end_the_job(read_fd, token, told)
+    _end_the_job(token, told)
     return 0
 
 
-def _end_the_job(read_fd: int, token: str, told: _Told) -> None:
+def _end_the_job(token: str, told: _Told) -> None:
     """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
-    with contextlib.suppress(OSError):
-        os.close(read_fd)
-
     groups, cgroups = told.groups, told.cgroups
     procs = {proctree.ProcKey(pid, start) for pid, start in told.procs}
 
