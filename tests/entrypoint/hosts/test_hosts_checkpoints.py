@@ -59,6 +59,17 @@ def _marker(folder: Path) -> Dict[str, int]:
     return value
 
 
+def _resumed_from_step_3(job: Hosts, tmp: Path) -> List[Dict[str, int]]:
+    """Each host's rank started attempt 1 from its own folder's step 3 (its console says so); their markers."""
+    markers = []
+    for host in (0, 1):
+        resumed = tmp / f"ckpt-h{host}" / "step-00000003"
+        console = job.console(host)
+        assert f"rank {host} attempt 1 MALAUNCH_RESUME_FROM={resumed}\n" in console, console[-3000:]
+        markers.append(_marker(resumed))
+    return markers
+
+
 def _parts(folder: Path) -> List[str]:
     return sorted(path.name for path in (folder / ".parts").iterdir())
 
@@ -224,11 +235,7 @@ def test_a_host_that_missed_saved_resumes_from_the_checkpoint_the_others_resume_
     job, final, trained = _run(hosts, tmp_path, "none", pause="0.3", relay=drop_saved.start)
     assert drop_saved.dropped.is_set()
     assert final == reference
-    for host in (0, 1):
-        resumed = tmp_path / f"ckpt-h{host}" / "step-00000003"
-        console = job.console(host)
-        assert f"rank {host} attempt 1 MALAUNCH_RESUME_FROM={resumed}\n" in console, console[-3000:]
-        assert _marker(resumed)["step"] == 3
+    assert all(marker["step"] == 3 for marker in _resumed_from_step_3(job, tmp_path))
     missed = tmp_path / "ckpt-h1" / "step-00000003"
     assert f"checkpoint {missed} complete: this host holds its ranks' parts of step 3 (2 ranks), which the job's " \
            "coordinator found complete while this host did not hear it" in job.console(1)  # fmt: skip
@@ -284,9 +291,5 @@ def test_a_report_lost_with_the_connection_is_sent_again_once_the_host_joins_aga
     job, final, trained = _run(hosts, tmp_path, "none", pause="0.3", relay=drop_parts.start)
     assert drop_parts.dropped.is_set()
     assert final == reference
-    for host in (0, 1):
-        resumed = tmp_path / f"ckpt-h{host}" / "step-00000003"
-        console = job.console(host)
-        assert f"rank {host} attempt 1 MALAUNCH_RESUME_FROM={resumed}\n" in console, console[-3000:]
-        assert _marker(resumed) == {**_marker(resumed), "step": 3, "ranks": 2}
+    assert all(marker == {**marker, "step": 3, "ranks": 2} for marker in _resumed_from_step_3(job, tmp_path))
     assert sorted(set(trained)) == list(range(1, TOTAL + 1))
