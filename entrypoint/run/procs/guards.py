@@ -194,24 +194,8 @@ def _children_before() -> Set[int]:
     watchdog is one, usually the only one), else from a scan of every process's ``/proc`` stat."""
     if not proctree.has_children():
         return set()
-    listed = _listed_children()
+    listed = proctree.listed_children()
     if listed is not None:
         return listed
     me = os.getpid()
     return {info.pid for info in proctree.descendants(me) if info.ppid == me}
-
-
-def _listed_children() -> Optional[Set[int]]:
-    """This process's children (running or zombies) from each of its threads' ``/proc`` ``children`` list; None
-    where the kernel keeps no such list (built without ``CONFIG_PROC_CHILDREN``)."""
-    found: Set[int] = set()
-    for thread in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{thread}/children", "rb") as listing:
-                found.update(int(word) for word in listing.read().split())
-        except FileNotFoundError:
-            if os.path.isdir(f"/proc/self/task/{thread}"):
-                return None  # the thread is there, its list is not: the kernel keeps none
-        except OSError:
-            return None
-    return found

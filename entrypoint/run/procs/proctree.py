@@ -34,6 +34,7 @@ __all__ = [
     "is_alive",
     "keys_of",
     "kill_loop",
+    "listed_children",
     "pidfd_exit_status",
     "pidfd_open",
     "pids_with_env",
@@ -367,12 +368,27 @@ def _sleep(seconds: float) -> bool:
     return False
 
 
+def listed_children() -> Optional[Set[int]]:
+    """This process's children (running or zombies) from each of its threads' ``/proc`` ``children`` list; None
+    where the kernel keeps no such list (built without ``CONFIG_PROC_CHILDREN``)."""
+    found: Set[int] = set()
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as listing:
+                found.update(int(word) for word in listing.read().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/self/task/{thread}"):
+                return None  # the thread is there, its list is not: the kernel keeps none
+        except OSError:
+            return None
+    return found
+
+
 def reap_zombie_children(keep: Iterable[int] = ()) -> List[int]:
-    """Reap dead children that nobody else waits for (orphans that came to us as subreaper)."""
-    me = os.getpid()
-    skip = set(keep)
-    reaped = []
-    for pid in all_pids():
+    """Reap dead children that nobody else waits for (orphans that came to us as subreaper): of the kernel's list
+    of this process's children (:func:`listed_children`), else of every process, those whose stat says so."""
+    me, skip, reaped, listed = os.getpid(), set(keep), [], listed_children()
+    for pid in sorted(listed) if listed is not None else all_pids():
         if pid in skip:
             continue
         info = read_info(pid)
