@@ -2,9 +2,9 @@
 
 How bytes flow (``plan.log_source``):
 
-- ``pipe``: a pump thread per stdout/stderr pipe splices the bytes into the process's log file as they come
-  (:mod:`.splice`); a reader thread per process reads them back from the file and sends whole lines to the
-  console with a ``[rank N] `` prefix.
+- ``pipe``: a pump thread per process splices the bytes of its stdout and stderr pipes into its log file as
+  they come (:mod:`.splice`); a reader thread per process reads them back from the file and sends whole lines to
+  the console with a ``[rank N] `` prefix.
 - ``attempt_files`` (torchrun ``--redirects=3``): every worker writes its stdout and stderr into files of
   its own, one folder per attempt; the launcher's follower thread (``Launcher.attempt_follower``) copies them
   into ``rank-N.log`` at full speed, and a reader thread per rank reads ``rank-N.log`` back and sends whole lines
@@ -155,8 +155,8 @@ class Output:
         )
 
     def attach(self, procs: List[subprocess.Popen[bytes]], tick: Callable[[], None]) -> None:
-        """Start a pump thread per pipe of ``procs`` and, under msrun and torchrun, the follower of the workers'
-        files."""
+        """Start the threads that read the pipes of ``procs`` (:meth:`attach_one`) and, under msrun and torchrun,
+        the follower of the workers' files."""
         for index, proc in enumerate(procs):
             self.attach_one(index, proc)
         for rank, rank_sink in sorted(self.rank_sinks.items()):
@@ -181,9 +181,8 @@ class Output:
 
         sink = self.sinks[index]
         if isinstance(sink, SpliceSink):
-            for number, pipe in enumerate(pipes):
-                assert pipe is not None
-                self._spawn(splice_pump, (pipe.fileno(), sink, number, self._stop), "splice", index)
+            fds = [pipe.fileno() for pipe in pipes if pipe is not None]
+            self._spawn(splice_pump, (fds, sink, self._stop), "splice", index)
             self._spawn(sink.forward, (list(routers), (self.out, self.err), warn), "console-copy")
             return
         for pipe, router in zip(pipes, routers):

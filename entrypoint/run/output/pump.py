@@ -21,7 +21,7 @@ import os
 import select
 import threading
 import time
-from typing import Callable, List, Mapping, Optional, Protocol, Tuple, Union
+from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from .console import Console
 from .sink import Bytes, Sink, Warn
@@ -209,34 +209,39 @@ def tune_malloc() -> None:
 
 
 class PipeWait:
-    """Waits until a pipe has something to read; once ``stop`` is set, only while it still has data, for at most
-    :data:`DRAIN_LIMIT` s (a pipe still written by an unknown process is then abandoned)."""
+    """Waits until one of a process's pipes has something to read; once ``stop`` is set, only while one still has
+    data, for at most :data:`DRAIN_LIMIT` s (a pipe still written by an unknown process is then abandoned)."""
 
-    def __init__(self, fd: int, stop: threading.Event) -> None:
-        # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+    def __init__(self, fds: Sequence[int], stop: threading.Event) -> None:
         self._poller = select.poll()
-        self._poller.register(fd, select.POLLIN)
+        for fd in fds:
+            # Not a pipe, or above /proc/sys/fs/pipe-max-size: the default size works too.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+            self._poller.register(fd, select.POLLIN)
         self._stop = stop
         self._deadline: Optional[float] = None
 
-    def ready(self, timeout_ms: int) -> Optional[bool]:
-        """True: data (or EOF) to read; False: nothing within ``timeout_ms``, wait again; None: stop reading."""
+    def ready(self, timeout_ms: int) -> Optional[List[int]]:
+        """The pipes with data (or at their end) to read; empty: nothing within ``timeout_ms``, wait again; None:
+        stop reading."""
         if self._stop.is_set():
             if self._deadline is None:
                 self._deadline = time.monotonic() + DRAIN_LIMIT
             elif time.monotonic() > self._deadline:
                 return None
             timeout_ms = 0
-        if self._poller.poll(timeout_ms):
-            return True
-        return None if self._stop.is_set() else False
+        ready = [fd for fd, _events in self._poller.poll(timeout_ms)]
+        return None if not ready and self._stop.is_set() else ready
+
+    def forget(self, fd: int) -> None:
+        """Pipe ``fd`` has ended: no more waiting for it."""
+        self._poller.unregister(fd)
 
 
 def pump(fd: int, router: LineStream, stop: threading.Event, warn: Warn) -> None:
     """Read ``fd`` until EOF (or, once ``stop`` is set, until it has nothing more to give) into ``router``."""
-    wait = PipeWait(fd, stop)
+    wait = PipeWait((fd,), stop)
     hold_ms = int(HOLD_SECONDS * 1000)
     buffer = bytearray(CHUNK)
     broken = False

@@ -2,7 +2,7 @@
 
 Used for the ``pipe`` log source (rank-table fan-out and single runs). Per process:
 
-- one pump thread per pipe (stdout, stderr) waits for data and moves it into the process's log file with
+- one pump thread waits for data on both pipes (stdout, stderr) and moves it into the process's log file with
   ``os.splice``: the bytes go from the pipe to the page cache without passing through Python, and the GIL is
   released meanwhile. The rank only ever waits for the disk, never for the console.
 - Both pipes share one file. Each splice runs under the file's lock and records the span of the file it
@@ -97,26 +97,30 @@ class SpliceSink(Sink):
         self._changed = threading.Condition(self._lock)
 
     # -- the pumps' side ----------------------------------------------------------------------------------------
-    def splice(self, src: int, stream: int) -> Optional[int]:
-        """Move what pipe ``src`` holds (up to :data:`SPLICE_CHUNK` bytes) to the file.
-
-        Returns the bytes moved (0: the pipe ended; -1: nothing there right now), or None when this file takes
-        no splice (any more): read the pipe and hand the bytes to :meth:`take`.
-        """
+    def splice(self, src: int, stream: int) -> bool:
+        """Move what pipe ``src`` holds (up to :data:`SPLICE_CHUNK` bytes) to the file; where the file takes no
+        splice (any more), read the pipe here and :meth:`take` the bytes. False once the pipe has ended (or cannot
+        be read)."""
         with self._lock:
-            if not self._splicing or self._fd is None:
-                return None
-            try:
-                size = os.splice(src, self._fd, SPLICE_CHUNK, flags=_FLAGS)
-            except BlockingIOError:
-                return -1
-            except OSError as error:
-                self._fall_back(error)
-                return None
-            if size:
-                self._add(stream, self._end, self._end + size, None)
-                self._end += size
-            return size
+            if self._splicing and self._fd is not None:
+                try:
+                    size = os.splice(src, self._fd, SPLICE_CHUNK, flags=_FLAGS)
+                except BlockingIOError:
+                    return True  # nothing there right now
+                except OSError as error:
+                    self._fall_back(error)
+                else:
+                    if size:
+                        self._add(stream, self._end, self._end + size, None)
+                        self._end += size
+                    return size != 0
+        try:
+            data = os.read(src, CHUNK)
+        except OSError:
+            return False
+        if data:
+            self.take(stream, data)
+        return bool(data)
 
     def copy(self, stream: int, data: Bytes) -> None:
         """Bytes a follower read from a file a worker writes itself (torchrun's per-attempt files): appended to
@@ -374,27 +378,22 @@ class _Gate:
         return stuck
 
 
-def splice_pump(fd: int, sink: SpliceSink, stream: int, stop: threading.Event) -> None:
-    """Thread body: move pipe ``fd`` (stream 0 = stdout, 1 = stderr) into ``sink`` until EOF, or, once ``stop``
-    is set, until it has nothing more to give (at most :data:`~.pump.DRAIN_LIMIT` s)."""
-    wait = PipeWait(fd, stop)
+def splice_pump(fds: Sequence[int], sink: SpliceSink, stop: threading.Event) -> None:
+    """Thread body: move a process's pipes ``fds`` (stream 0 = stdout, 1 = stderr) into ``sink`` until each has
+    ended, or, once ``stop`` is set, until none has more to give (at most :data:`~.pump.DRAIN_LIMIT` s). One thread
+    serves both pipes: each splice holds the sink's lock, so two threads would only take turns."""
+    wait = PipeWait(fds, stop)
+    streams = dict(enumerate(fds))  # the pipes not ended yet: stream -> fd
     try:
-        while True:
+        while streams:
             ready = wait.ready(200)
             if ready is None:
                 break
-            if not ready:
-                continue
-            moved = sink.splice(fd, stream)
-            if moved is None:  # this file takes no splice: read the pipe here
-                try:
-                    data = os.read(fd, CHUNK)
-                except OSError:
-                    break
-                if not data:
-                    break
-                sink.take(stream, data)
-            elif moved == 0:
-                break
+            for stream, fd in list(streams.items()):
+                if fd in ready and not sink.splice(fd, stream):
+                    del streams[stream]
+                    wait.forget(fd)
+                    sink.end(stream)
     finally:
-        sink.end(stream)
+        for stream in streams:
+            sink.end(stream)

@@ -8,13 +8,16 @@ from __future__ import annotations
 import io
 import os
 import resource
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Set, Tuple
 
 import pytest
 from malaunch.entrypoint.launchers.running import run_plan
+from malaunch.entrypoint.run.output import Output
 from malaunch.entrypoint.run.output import spans as _spans
 from malaunch.entrypoint.run.output.console import Console
 from malaunch.entrypoint.run.output.pump import LineStream
@@ -38,8 +41,9 @@ class _Harness:
         ]
         self.pipes: List[Tuple[int, int]] = [os.pipe(), os.pipe()]
         self.stop = threading.Event()
+        self.ended: Set[int] = set()
         self.threads = [
-            threading.Thread(target=splice_pump, args=(self.pipes[i][0], self.sink, i, self.stop)) for i in (0, 1)
+            threading.Thread(target=splice_pump, args=([read_end for read_end, _ in self.pipes], self.sink, self.stop))
         ]
         self.reader = threading.Thread(target=self.sink.forward, args=(self.streams, (self.out, self.err), print))
         for thread in self.threads:
@@ -57,9 +61,15 @@ class _Harness:
             assert time.monotonic() < deadline, "the pump never moved the bytes"
             time.sleep(0.0005)
 
+    def end(self, stream: int) -> None:
+        """The writer closes one pipe (its other pipe stays open)."""
+        os.close(self.pipes[stream][1])
+        self.ended.add(stream)
+
     def finish(self) -> Tuple[bytes, bytes]:
-        for _, write_end in self.pipes:
-            os.close(write_end)
+        for stream, (_, write_end) in enumerate(self.pipes):
+            if stream not in self.ended:
+                os.close(write_end)
         for thread in self.threads:
             thread.join(10)
         if not self.reader.is_alive() and self.reader.ident is None:
@@ -103,6 +113,43 @@ def test_spans_of_stdout_and_stderr_reach_their_own_console_in_file_order(tmp_pa
     )
     assert harness.warnings == []
     assert harness.out.dropped == harness.err.dropped == 0
+
+
+def test_one_pipe_ended_the_other_keeps_flowing_through_the_same_pump(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.log"
+    harness = _Harness(log)
+    harness.write(0, b"out before\n")
+    harness.end(0)  # stdout closed (a rank may close it and go on writing to stderr)
+    harness.write(1, b"err after stdout ended\n")
+    harness.write(1, b"and more\n")
+    out, err = harness.finish()
+    assert log.read_bytes() == b"out before\nerr after stdout ended\nand more\n"
+    assert out == b"[p] out before\n"
+    assert err == b"[p] err after stdout ended\n[p] and more\n"
+    assert harness.warnings == []
+
+
+@pytest.mark.process
+def test_each_process_has_one_pump_thread_for_both_pipes(tmp_path: Path) -> None:
+    specs = [worker_spec(rank, tmp_path, mark=new_mark()) for rank in (0, 1)]
+    output = Output(make_plan(tmp_path, specs), io.BytesIO(), io.BytesIO())
+    output.open()
+    script = "import sys; print('out', flush=True); print('err', file=sys.stderr, flush=True); sys.stdin.read()"
+    pipe = subprocess.PIPE
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdin=pipe, stdout=pipe, stderr=pipe) for _ in specs]
+    try:
+        output.attach(procs, lambda: None)
+        pumps = [thread for thread in threading.enumerate() if thread.name == "splice"]
+        assert len(pumps) == len(procs)  # one for stdout and stderr alike, not one per pipe
+    finally:
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(10)
+        output.drain(procs)
+        output.close()
+    for spec in specs:
+        assert sorted(Path(spec.log_file).read_bytes().splitlines()) == [b"err", b"out"]
 
 
 def test_a_reader_far_behind_drops_the_oldest_spans_and_resumes_at_a_whole_line(
