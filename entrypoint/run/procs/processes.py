@@ -1,24 +1,79 @@
 """The processes one run started: each with its spec, its Popen, its start time and, once known, its exit.
 
 Every process starts in a session of its own, with ``{**base_env, **defaults, **spec.env}`` (``spec.env_defaults``
-only where the environment lacks them) and the job's token; a waiter thread per process posts its
-:class:`~..events.ProcExit`. Processes are only ever added (a relaunched process is a new one).
+only where the environment lacks them) and the job's token. One thread posts the
+:class:`~..events.ProcExit` of each (:class:`ExitWatch`: it polls their pidfds, which become readable when a
+process ends, and reaps each then); where the kernel has no pidfds (Linux < 5.3), a thread per process waits for
+it. Processes are only ever added (a relaunched process is a new one).
 """
 
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Set
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ...contract.errors import LaunchError
 from ...plan.launch_plan import ProcessSpec
 from ..events import Event, ProcExit
+from . import proctree
 from .reaper import TOKEN_VAR
 
-__all__ = ["ProcessGroup"]
+__all__ = ["ExitWatch", "ProcessGroup"]
+
+
+class ExitWatch:
+    """One thread that posts the exit of every process it is given (:meth:`add`, its pidfd): it polls the pidfds
+    and reaps each process as its pidfd becomes readable. The thread runs while a process is left to wait for, and
+    a later :meth:`add` (a relaunch) starts it again."""
+
+    def __init__(self, post: Callable[[Event], None]) -> None:
+        self.post = post
+        self._lock = threading.Lock()
+        self._added: List[Tuple[int, int, subprocess.Popen[bytes]]] = []  # (pidfd, index, process) not yet polled
+        self._wake: Optional[Tuple[int, int]] = None  # a pipe that interrupts the poll for what was added
+        self.thread: Optional[threading.Thread] = None
+
+    def add(self, index: int, proc: subprocess.Popen[bytes], pidfd: int) -> None:
+        """Post process ``index``'s exit; ``pidfd`` is its pidfd, closed once the exit is posted."""
+        with self._lock:
+            self._added.append((pidfd, index, proc))
+            if self._wake is not None:
+                os.write(self._wake[1], b"+")
+                return
+            self._wake = os.pipe()
+            self.thread = threading.Thread(target=self._run, args=(self._wake[0],), name="wait", daemon=True)
+            self.thread.start()
+
+    def _run(self, wake: int) -> None:
+        poller = select.poll()
+        poller.register(wake, select.POLLIN)
+        waiting: Dict[int, Tuple[int, subprocess.Popen[bytes]]] = {}  # pidfd -> (index, process)
+        while True:
+            with self._lock:
+                for pidfd, index, proc in self._added:
+                    waiting[pidfd] = (index, proc)
+                    poller.register(pidfd, select.POLLIN)
+                self._added.clear()
+                if not waiting:  # nothing left to wait for: the next add starts a new thread
+                    assert self._wake is not None
+                    for fd in self._wake:
+                        os.close(fd)
+                    self._wake = None
+                    return
+            for fd, _events in poller.poll():
+                if fd == wake:
+                    os.read(wake, 4096)
+                    continue
+                index, proc = waiting.pop(fd)
+                poller.unregister(fd)
+                os.close(fd)
+                code = proc.wait()
+                self.post(ProcExit(index, code, time.monotonic()))
 
 
 class ProcessGroup:
@@ -32,7 +87,8 @@ class ProcessGroup:
         self.procs: List[subprocess.Popen[bytes]] = []
         self.started: List[float] = []
         self.returncodes: Dict[int, int] = {}
-        self.waiters: List[threading.Thread] = []
+        self.exits = ExitWatch(post)
+        self.waiters: List[threading.Thread] = []  # where the kernel has no pidfds: a thread per process
 
     def start(self, spec: ProcessSpec) -> Optional[LaunchError]:
         """Start ``spec`` (its waiter comes with :meth:`watch_exit`); the error when it cannot be started."""
@@ -60,8 +116,13 @@ class ProcessGroup:
         return None
 
     def watch_exit(self, index: int) -> None:
-        """Start the thread that posts process ``index``'s exit (the zombie keeps it until then)."""
-        waiter = threading.Thread(target=self._wait, args=(index, self.procs[index]), name="wait", daemon=True)
+        """Have process ``index``'s exit posted (the zombie keeps it until then)."""
+        proc = self.procs[index]
+        pidfd = proctree.pidfd_open(proc.pid)
+        if pidfd is not None:
+            self.exits.add(index, proc, pidfd)
+            return
+        waiter = threading.Thread(target=self._wait, args=(index, proc), name="wait", daemon=True)
         waiter.start()
         self.waiters.append(waiter)
 
@@ -92,6 +153,6 @@ class ProcessGroup:
         return left
 
     def join(self, seconds: float) -> None:
-        """Let the waiter threads finish."""
-        for waiter in self.waiters:
+        """Let the threads that post the exits finish."""
+        for waiter in [*self.waiters, *([self.exits.thread] if self.exits.thread is not None else [])]:
             waiter.join(seconds)
