@@ -117,7 +117,7 @@ class Supervisor:
 
     # -- start --------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start every process, then what can wait: guards, exit waiters, output threads, the worker watch."""
+        """Start every process, then what can wait: guards, the exit watch, output threads, the worker watch."""
         self.started_wall = time.time()
         self.guards.before_start()
         for spec in self.plan.processes:
