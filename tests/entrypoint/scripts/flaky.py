@@ -6,8 +6,11 @@ Usage: flaky.py RECORD_DIR MODE [FAIL_ATTEMPTS]
                  exit 3 later), ok
   FAIL_ATTEMPTS  attempts (MALAUNCH_ATTEMPT, else TORCHELASTIC_RESTART_COUNT: torchrun's own restarts) that
                  fail, comma-separated; default 0
-Only the rank named by FLAKY_RANK (default 0) fails, FLAKY_DELAY seconds (default 0.3) after its start; the
-others wait a little and succeed.
+Only the rank named by FLAKY_RANK (default 0) fails: once every rank of the group (WORLD_SIZE, from 0) has
+recorded its start of the same attempt, then FLAKY_DELAY seconds (default 0.3) later. The others wait a little and
+succeed. Waiting for the peers' records makes the tests' check that every rank started each attempt hold on a busy
+machine: a peer that boots more slowly than the failing rank's delay is never ended by the job's teardown before
+it has written its record (a record missing from a peer that was stopped before it ran proves nothing).
 """
 
 from __future__ import annotations
@@ -30,6 +33,24 @@ failing = rank == int(os.environ.get("FLAKY_RANK", "0")) and attempt in fail_att
 if not failing or mode == "ok":
     time.sleep(0.5)
     sys.exit(0)
+
+
+def started(peer: int) -> bool:
+    """The peer has recorded its start of this attempt (a line being written is not one yet)."""
+    try:
+        with open(os.path.join(record_dir, f"starts-{peer}.jsonl"), encoding="utf-8") as fh:
+            lines = fh.read().split("\n")[:-1]  # whole lines only
+    except FileNotFoundError:
+        return False
+    return any(json.loads(line)["attempt"] == attempt for line in lines)
+
+
+deadline = time.monotonic() + 120  # only against hanging: a peer that never starts fails the test's own check
+waiting = set(range(int(os.environ.get("WORLD_SIZE", "1")))) - {rank}
+while waiting and time.monotonic() < deadline:
+    waiting = {peer for peer in waiting if not started(peer)}
+    if waiting:
+        time.sleep(0.01)
 time.sleep(float(os.environ.get("FLAKY_DELAY", "0.3")))
 print(f"rank {rank} attempt {attempt} fails with {mode}", flush=True)
 if mode == "kill9" or (mode == "kill9-exit3" and attempt == 0):

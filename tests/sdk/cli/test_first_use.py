@@ -7,13 +7,13 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 from malaunch.sdk import Job
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.cli.jobs import render_status
-from malaunch.sdk.follow import follow_job
+from malaunch.sdk.follow import FollowEvent, follow_job
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
 from malaunch.sdk.units import binary_size_text
 from sdkutil import CLI_TIMEOUT, REPO, VENV_BIN, ma_submit, wait_for, write_job
@@ -141,15 +141,24 @@ def test_the_first_job_says_it_runs_before_its_hosts_output(tmp_path: Path, cli_
 
 
 def test_output_already_written_when_following_starts_comes_after_the_start(home: Path, cleanup_jobs: None) -> None:
-    job = write_job(home.parent / "job", """\
-        import time
+    """The job runs until following has shown its line (a file the test makes then): a job that ended before the
+    follower's first look would have no start to say (on a busy machine that look can come seconds late)."""
+    seen = home.parent / "seen"
+    job = write_job(home.parent / "job", f"""\
+        import os, time
         print('first line of output', flush=True)
-        time.sleep(3)
+        deadline = time.monotonic() + 120  # only against hanging
+        while not os.path.exists({str(seen)!r}) and time.monotonic() < deadline:
+            time.sleep(0.05)
         """)  # fmt: skip
     handle = Job.from_yaml(str(job)).submit(LocalBackend(home=str(home)))
     console = home / "jobs" / handle.id / "hosts" / "0" / "console.log"
     wait_for(lambda: console.is_file() and "first line of output" in console.read_text(), 60, "the first line")
-    events = list(follow_job(handle))
+    events: List[FollowEvent] = []
+    for event in follow_job(handle):
+        events.append(event)
+        if event.kind == "log":
+            seen.touch()
     first_log = next(i for i, event in enumerate(events) if event.kind == "log")
     before = [event.text for event in events[:first_log]]
     assert any(re.fullmatch(r"job \S+ is RUNNING", text) for text in before), before
