@@ -6,8 +6,10 @@ lines (the first stage's module docstring lists them) and then ends. ``TOKEN`` a
 
 Every announced group, every announced process that is still the same process (pid and start time), every
 member of an announced cgroup and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get SIGTERM, then SIGKILL
-after the grace (``GRACE``, or the last ``grace`` line). Then the cgroups are removed, and with them every empty
-job cgroup whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died with its watchdog left it).
+after the grace (``GRACE``, or the last ``grace`` line); a member of an announced group is waited for and killed
+like the others, even one with no token, outside every cgroup, that ignores SIGTERM. Then the cgroups are removed,
+and with them every empty job cgroup whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died with
+its watchdog left it).
 A ``done`` among the lines (a shim that said it and died before it closed the pipe) ends this program at once.
 """
 
@@ -73,6 +75,19 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _group_members(groups: List[int]) -> List[proctree.ProcKey]:
+    """Live processes (never a zombie, never this one) in the process groups ``groups``: what a signal to those
+    groups reaches, by pid and start time, so that the kill loop waits for them too."""
+    if not groups:
+        return []
+    me = os.getpid()
+    return [
+        proctree.ProcKey(pid, info.start)
+        for pid, info in proctree.snapshot().items()
+        if info.pgid in groups and pid != me and not info.zombie
+    ]
+
+
 def _end_the_job(token: str, told: _Told) -> None:
     """The shim is gone: SIGTERM every process of the job, SIGKILL after ``grace``; empty and remove the cgroups."""
     groups, cgroups = told.groups, told.cgroups
@@ -80,6 +95,7 @@ def _end_the_job(token: str, told: _Told) -> None:
 
     def find() -> List[proctree.ProcKey]:
         found = set(proctree.pids_with_env(TOKEN_VAR, token))
+        found.update(_group_members(groups))  # signalled as groups: wait for them as well
         for key in procs:
             info = proctree.read_info(key.pid)
             if info is not None and info.start == key.start and not info.zombie:
