@@ -86,10 +86,14 @@ def test_torchrun_ended_as_the_job_ends_loses_no_line_of_any_rank(tmp_path: Path
 def test_ddp_tutorial_script_error_file_names_the_raising_rank(tmp_path: Path) -> None:
     env = marked_env({"MA_RUN_METHOD": "torchrun", "MA_NUM_GPUS": "2", "MALAUNCH_GRACE_PERIOD": "5"})
     done = shim([str(SCRIPTS / "ddp_record.py"), "--fail-rank", "1", "--error", "bad batch 17"], env, tmp_path)
-    assert done.returncode == 1, done.stderr[-3000:]
+    # rank 1 exits 1 after its traceback, or torch's gloo aborts it in the interpreter's teardown ("terminate called
+    # without an active exception": 134), its process group never destroyed: either way the shim exits with the
+    # code rank 1 really had, and names its error
+    assert done.returncode in (1, 134), done.stderr[-3000:]
     cause = _report(tmp_path)["root_cause"]
     assert isinstance(cause, dict)
-    assert (cause["rank"], cause["message"]) == (1, "ValueError: bad batch 17"), cause
+    assert (cause["rank"], cause["exit_code"]) == (1, done.returncode), cause
+    assert cause["message"] == "ValueError: bad batch 17", cause
     assert "error     : ValueError: bad batch 17" in done.stderr
     assert_nothing_left(env[MARK])
 

@@ -24,6 +24,9 @@ _PYTHONS_OWN = re.compile(
     r"|\AError processing line \d+ of [^\n]*\.pth:\n"  # ``site`` running an installed .pth (an editable install's)
     r"|ma-submit\", line 0, in <module>\nKeyboardInterrupt\n\Z"
     r"|\AKeyboardInterrupt\n\Z"  # the bare word, no traceback: SIGINT in its start-up or its finalisation
+    # SIGINT in ``site``'s imports inside importlib's module-lock callback: Python prints it as ignored and goes on
+    r"|\AException ignored in: <function _get_module_lock\.<locals>\.cb at 0x[0-9a-f]+>\nTraceback \(most recent "
+    r"call last\):\n  File \"<frozen importlib\._bootstrap>\", line \d+, in cb\nKeyboardInterrupt: \n"
 )
 _INTERRUPTED = "ma-submit: error: interrupted\n"
 
