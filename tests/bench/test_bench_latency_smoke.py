@@ -1,13 +1,15 @@
 """Smoke test of the latency case: ``bench/run.py --only latency --reps 1 --no-write`` follows a real local job on
 this tree and on main, and times the 32,768-rank dry-run. No timing is asserted: every subject has a figure in its
 unit in both columns (a follower that lost a line would leave its row without one), and the case leaves no process
-and no change to docs/performance.md behind. The section it would write has its own title and both columns.
+and no change to docs/performance.md behind, nor main's checkout (a git worktree of this repository) unless it was
+there before. The section it would write has its own title and both columns.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -19,6 +21,7 @@ from shimutil import assert_nothing_left
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
+from mabench.baseline import baseline_tree, resolve_commit  # noqa: E402
 from mabench.report import OWN_SECTION, section  # noqa: E402
 from mabench.results import CaseResult, Series  # noqa: E402
 
@@ -38,14 +41,22 @@ def test_the_latency_case_measures_both_trees(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     doc = REPO / "docs" / "performance.md"
     before = doc.read_bytes()
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run.py"), "--only", "latency", "--reps", "1", "--no-write"],
-        cwd=str(tmp_path),
-        env=dict(os.environ, **{MARK_VAR: mark}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    main_tree = baseline_tree(resolve_commit("main")[:8])  # the bench checks main out there, for later runs too
+    kept = main_tree.exists()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "bench" / "run.py"), "--only", "latency", "--reps", "1", "--no-write"],
+            cwd=str(tmp_path),
+            env=dict(os.environ, **{MARK_VAR: mark}),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        if not kept:  # this test's checkout goes: the repository keeps no worktree a test run made
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(main_tree)],
+                           capture_output=True, timeout=120)  # fmt: skip
+            shutil.rmtree(main_tree.parent / f"farm-{main_tree.name}", ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("latency ")]
     for subject, units in SUBJECTS.items():
