@@ -76,15 +76,14 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _group_members(groups: List[int]) -> List[proctree.ProcKey]:
-    """Live processes (never a zombie, never this one) in the process groups ``groups``: what a signal to those
-    groups reaches, by pid and start time, so that the kill loop waits for them too."""
+    """Live processes (never a zombie, never this one) in the process groups ``groups``, by pid and start time."""
     if not groups:
         return []
-    me = os.getpid()
+    me, wanted = os.getpid(), set(groups)
     return [
         proctree.ProcKey(pid, info.start)
         for pid, info in proctree.snapshot().items()
-        if info.pgid in groups and pid != me and not info.zombie
+        if info.pgid in wanted and pid != me and not info.zombie
     ]
 
 
@@ -95,7 +94,6 @@ def _end_the_job(token: str, told: _Told) -> None:
 
     def find() -> List[proctree.ProcKey]:
         found = set(proctree.pids_with_env(TOKEN_VAR, token))
-        found.update(_group_members(groups))  # signalled as groups: wait for them as well
         for key in procs:
             info = proctree.read_info(key.pid)
             if info is not None and info.start == key.start and not info.zombie:
@@ -106,6 +104,10 @@ def _end_the_job(token: str, told: _Told) -> None:
         for pgid in groups:
             proctree.signal_group(pgid, sig)
 
+    # the groups' members as the SIGTERM reaches them are waited for by pid and start time, like the cgroups'
+    # below: one without token or cgroup that ignores SIGTERM still gets SIGKILL, and a process that takes a
+    # group's number later (once it emptied) is never one of them
+    procs.update(_group_members(groups))
     kill_groups(signal.SIGTERM)
 
     def kill_cgroups() -> None:
