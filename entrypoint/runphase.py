@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from .contract.config import ShimConfig
+from .contract.variables import without_secret
 from .launchers.running import launcher_for
 from .plan.launch_plan import LaunchPlan
 from .plan.resolve import resolve_ipv4
@@ -95,13 +96,6 @@ def _hosts(config: ShimConfig, plan: LaunchPlan) -> Optional[HostsConfig]:
     return hosts
 
 
-def _without_secret(env: Mapping[str, str]) -> Mapping[str, str]:
-    """The environment the ranks get: the job's secret is the shims' alone."""
-    if "MALAUNCH_JOB_SECRET" not in env:
-        return env
-    return {name: value for name, value in env.items() if name != "MALAUNCH_JOB_SECRET"}
-
-
 class RunPhase:
     """The shim's run phase (:class:`.start.RunPhase`): what happens to a plan once it is made; ``coordinated`` runs
     the attempts of a host of several (see the module's docstring)."""
@@ -111,7 +105,7 @@ class RunPhase:
         self.early: Optional[EarlyGuards] = None
 
     def before_planning(self, environ: Mapping[str, str]) -> None:
-        self.early = EarlyGuards.begin(_without_secret(environ))
+        self.early = EarlyGuards.begin(environ)
 
     def resolve(self, name: str) -> str:
         return resolve_ipv4(name)
@@ -128,7 +122,7 @@ class RunPhase:
             return run_plan(attempt, base_env, launcher, early=early.take() if early is not None else None,
                             hang_timeout=config.hang_timeout, **options)  # fmt: skip
 
-        ranks_env = _without_secret(environ)
+        ranks_env = without_secret(environ)
         if hosts is None:
             return run_with_restarts(plan, ranks_env, config.policy, run, say, launcher, keeper)
         return self.coordinated(plan, ranks_env, config.policy, run, say, launcher, hosts, keeper)

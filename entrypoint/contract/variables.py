@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 if TYPE_CHECKING:
     Default = Union[int, float, bool, str, None]
 
-__all__ = ["ALIASES", "KINDS", "ROLES", "SETTERS", "VARIABLES", "Name", "Variable"]
+__all__ = ["ALIASES", "KINDS", "ROLES", "SETTERS", "VARIABLES", "Name", "Variable", "without_secret"]
 
 #: How a variable's text is read. ``int``/``port``/``seconds``/``bool`` have parse helpers here; ``choice``
 #: is one of ``choices`` (case-insensitive); ``words`` is shell-split; ``hosts`` comma-separated names;
@@ -275,3 +275,11 @@ class Name:
 VARIABLES: Mapping[str, Variable] = types.MappingProxyType({row.name: row for row in _ROWS})
 #: Alias -> the name of the row it belongs to (``MA_TASK_INDEX`` -> ``VC_TASK_INDEX``).
 ALIASES: Mapping[str, str] = types.MappingProxyType({alias: row.name for row in _ROWS for alias in row.aliases})
+
+
+def without_secret(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ`` as the shim's children get it (ranks, watchdog, notification commands and webhook program):
+    everything but the job's secret (``MALAUNCH_JOB_SECRET``), which is the shims' alone."""
+    if Name.MALAUNCH_JOB_SECRET not in environ:
+        return environ
+    return {name: value for name, value in environ.items() if name != Name.MALAUNCH_JOB_SECRET}

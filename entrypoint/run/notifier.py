@@ -16,6 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ..contract.variables import without_secret
 from .notify import NOTIFY_VAR, parse_notify, payload, target_label
 from .procs.bareboot import bare_argv
 
@@ -129,7 +130,7 @@ class Notifier:
         left = max(0.05, deadline - time.monotonic())
         if "url" in target:
             return self._post(target, event, body, left)
-        env = {key: value for key, value in self.environ.items() if key != "MALAUNCH_JOB_SECRET"}
+        env = dict(without_secret(self.environ))
         env.update(MALAUNCH_EVENT=event, MALAUNCH_EVENT_JSON=body.decode("utf-8"))
         try:
             done = subprocess.run(list(target["command"]), input=body, env=env, timeout=left, check=False,
@@ -146,7 +147,7 @@ class Notifier:
     def _webhook_env(self) -> Dict[str, str]:
         """The webhook program's environment: the shim's (its proxy and certificate settings), without the job's
         secret."""
-        return {key: value for key, value in self.environ.items() if key != "MALAUNCH_JOB_SECRET"}
+        return dict(without_secret(self.environ))
 
     def _post(self, target: Mapping[str, Any], event: str, body: bytes, left: float) -> Tuple[bool, str]:
         headers = {"Content-Type": "application/json", "User-Agent": "malaunch", "X-Malaunch-Event": event}

@@ -29,6 +29,7 @@ import signal
 import threading
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set
 
+from ...contract.variables import without_secret
 from . import proctree, selfproc
 from .cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
 from .reaper import JobTree, Watchdog, new_token, start_watchdog
@@ -52,10 +53,11 @@ class EarlyGuards:
 
     @classmethod
     def begin(cls, environ: Mapping[str, str]) -> EarlyGuards:
-        """Start the watchdog (with ``environ`` less the token, and the longest grace until the run says its
-        own), then make the job's cgroup, tell the watchdog, and start moving this process in."""
+        """Start the watchdog (with the shim's ``environ`` less the job's secret and the token, and the longest
+        grace until the run says its own), then make the job's cgroup, tell the watchdog, and start moving this
+        process in."""
         token = new_token()
-        watchdog = start_watchdog(token, _WATCHDOG_GRACE_CAP, dict(environ))
+        watchdog = start_watchdog(token, _WATCHDOG_GRACE_CAP, dict(without_secret(environ)))
         entry = CgroupEntry.begin(cgroup_name(token))
         if entry is not None:
             watchdog.announce_cgroup(entry.cgroup.path)
