@@ -85,7 +85,8 @@ class JobTree:
     def signal_groups(self, groups: Iterable[int], sig: int) -> None:
         """Send ``sig`` to process groups the shim created (pgid == a child it started and has not reaped)."""
         for pgid in groups:
-            proctree.signal_group(pgid, sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
 
 
 class Watchdog:
@@ -104,8 +105,18 @@ class Watchdog:
             os.write(self._fd, message)
 
     def announce_groups(self, pgids: Iterable[int]) -> None:
-        """Tell the watchdog which process groups to kill as well, should the shim die."""
-        self._send(b"".join(b"pg %d\n" % pgid for pgid in pgids))
+        """Tell the watchdog which process groups to kill as well, should the shim die: ``pg PGID START``, with the
+        start time of the group's leader, which the watchdog proves before it signals the group (:mod:`.pgroups`).
+
+        ``pgids`` are the leaders, children of this process that it has not reaped: they are announced as they
+        start, before their exits are watched, so each number is still its child's as its start time is read
+        here. A number that is not (any more) a child of this process is not announced."""
+        me, lines = os.getpid(), []
+        for pgid in pgids:
+            info = proctree.read_info(pgid)
+            if info is not None and info.ppid == me:
+                lines.append(b"pg %d %d\n" % (pgid, info.start))
+        self._send(b"".join(lines))
 
     def announce_grace(self, grace: float) -> None:
         """Tell the watchdog the run's grace period (SIGTERM to SIGKILL), should the shim die: a watchdog started
