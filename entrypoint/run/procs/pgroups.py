@@ -23,16 +23,17 @@ Hence what proves a group the job's:
   its number, so a leader reaped after the look leaves no window; on older kernels ``killpg`` follows the look
   (a window of microseconds, which a stranger can only fill if the pid counter goes round inside it);
 - **the leader is gone**: the number proves nothing. Its group is signalled by no number; what is left in it is
-  signalled one process at a time, by pid and start time, each proven otherwise: in the watchdog, by
-  :func:`members_of` at its first look after the shim's death: a process is taken as a member of the job's
-  leaderless group ``N`` (leader started at ``S``) when, in one read of its ``stat``, its group and its session are
-  both ``N`` and it started at or after ``S``, and when no process holds pid ``N`` (one that does with another start
-  time proves the number given again: nothing of that group is taken). A stranger's group made inside its own
-  session (a shell's job, ``setpgid(0, 0)``) is in another session and is never taken. What this cannot tell apart
-  is a stranger that got the number after the job's group emptied, made it a session of its own (``setsid``) and
-  whose first process exited before the look, leaving members: that needs the pid counter to go round after the
-  group emptied; and only processes without the job's token, outside its cgroup and not announced by the shim
-  (``proc``) depend on this proof.
+  signalled one process at a time, by pid and start time, each proven otherwise: in the shim, as a process of the
+  run (token, descent, cgroup: :meth:`.reaper.JobTree.signal_groups`); in the watchdog, by :func:`members_of` at its
+  first look after the shim's death: a process is taken as a member of the job's leaderless group ``N`` (leader
+  started at ``S``) when, in one read of its ``stat``, its group and its session are both ``N`` and it started at or
+  after ``S``, and when no process holds pid ``N`` (one that does with another start time proves the number given
+  again: nothing of that group is taken). A stranger's group made inside its own session (a shell's job,
+  ``setpgid(0, 0)``) is in another session and is never taken. What this cannot tell apart is a stranger that got
+  the number after the job's group emptied, made it a session of its own (``setsid``) and whose first process exited
+  before the look, leaving members: that needs the pid counter to go round after the group emptied; and only
+  processes without the job's token, outside its cgroup and not announced by the shim (``proc``) depend on this
+  proof.
 
 Where no leader start time is known (a ``pg`` line without one) nothing is proven: no group, no member.
 """
@@ -41,13 +42,15 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
+import time
 from typing import Iterable, List
 
 from . import proctree
 from .proctree import ProcKey
 
-__all__ = ["PIDFD_SIGNAL_PROCESS_GROUP", "members_of", "signal_led_group"]
+__all__ = ["PIDFD_SIGNAL_PROCESS_GROUP", "members_of", "signal_led_group", "wait_exited"]
 
 PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2  # linux/pidfd.h (6.9+): signal the pidfd's process group
 
@@ -97,3 +100,26 @@ def members_of(leaders: Iterable[ProcKey]) -> List[ProcKey]:
             if led or (info.session == leader.pid and info.start >= leader.start):
                 found.append(ProcKey(pid, info.start))
     return found
+
+
+def wait_exited(pid: int, seconds: float) -> bool:
+    """Wait up to ``seconds`` for this process's child ``pid`` to exit, without reaping it (its zombie keeps its
+    number its group's); True once it has exited."""
+    fd = proctree.pidfd_open(pid)
+    if fd is not None:
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(max(0, int(seconds * 1000))))  # readable once it has exited
+        finally:
+            os.close(fd)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True  # reaped already (not by this module's callers, who hold it)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

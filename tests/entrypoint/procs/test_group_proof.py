@@ -1,6 +1,6 @@
 """A process group is signalled by its number only while that number is proven the job's: its leader is the process
-announced (pid and start time). A number given to a stranger once the job's group emptied is never signalled by
-the watchdog; a group whose leader is gone is still ended, one proven member at a time; a group
+announced (pid and start time). A number given to a stranger once the job's group emptied is never signalled, by
+the watchdog or by the shim; a group whose leader is gone is still ended, one proven member at a time; a group
 whose leader lives is ended as before. Damaged announcements never crash the watchdog."""
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def test_the_watchdog_never_signals_a_group_number_given_to_a_stranger(tmp_path:
     result, recorded = _in_a_fresh_pid_namespace("watchdog", tmp_path)
     assert result["watchdog"] == 0
     # the old watchdog sent SIGTERM to the stranger's group, then took it as a member and killed it
+    assert (result["alive"], recorded) == (True, "SIGWINCH\n")
+
+
+@pytest.mark.process
+def test_the_shim_never_signals_a_reaped_leaders_number_given_to_a_stranger(tmp_path: Path) -> None:
+    result, recorded = _in_a_fresh_pid_namespace("shim", tmp_path)
     assert (result["alive"], recorded) == (True, "SIGWINCH\n")
 
 
@@ -237,3 +243,19 @@ def test_a_led_group_gets_the_signal_while_its_leader_is_the_one_started(tmp_pat
         if leader.poll() is None:
             leader.kill()
             leader.wait()
+
+
+@pytest.mark.process
+def test_a_prepare_steps_leader_is_waited_for_without_being_reaped(kernel: str) -> None:
+    # the prepare steps' ending sends its SIGKILL to the step's group while the leader's zombie holds the number
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             start_new_session=True)  # fmt: skip
+    try:
+        assert not pgroups.wait_exited(child.pid, 0.05)  # still running
+        child.kill()
+        assert pgroups.wait_exited(child.pid, 30)
+        info = proctree.read_info(child.pid)
+        assert info is not None and info.zombie and child.returncode is None  # not reaped: its number is held
+    finally:
+        child.kill()
+        assert child.wait() == -signal.SIGKILL
