@@ -151,7 +151,7 @@ class Ending:
                 continue
             self.ended_launchers.add(index)
             if groups:
-                self.tree.signal_groups([proc.pid], signal.SIGKILL)
+                self.tree.signal_groups([self.group.leaders[index]], signal.SIGKILL)
                 continue
             # Not its group (a worker left in the launcher's group must die of the stop signal, not of SIGKILL),
             # and only while it is provably still our unreaped child (the waiter may reap it at any moment).

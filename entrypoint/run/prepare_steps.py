@@ -39,6 +39,7 @@ from .output.console import Console, consoles
 from .output.pump import LineStream, pump
 from .output.sink import Sink
 from .prepare_status import PREPARE_FILE, note_prepare
+from .procs.pgroups import wait_exited
 from .procs.reaper import TOKEN_VAR, new_token
 
 __all__ = ["LOG_NAME", "PREFIX", "STATE_NAME", "TIMEOUT_CODE", "PrepareEnd", "end_result", "run_prepare",
@@ -195,11 +196,12 @@ class _Steps:
 
     def _end_group(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGTERM to the step's process group, SIGKILL after the grace period. The group is the job's: its
-        leader is this shim's child and is not reaped before this returns, so its id names no other group."""
+        leader is this shim's child and is not reaped before the SIGKILL (only this thread waits for it, and it
+        waits for its exit without reaping it), alive or a zombie it holds the group's number, which names no
+        other group then (:mod:`.procs.pgroups`)."""
         grace = min(self.plan.grace_period, _KILL_GRACE_MAX)
         _signal_group(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace)
+        wait_exited(proc.pid, grace)
         _signal_group(proc.pid, signal.SIGKILL)  # what the leader left behind in its group, too
         proc.wait()
 

@@ -66,7 +66,8 @@ class Relauncher:
         folder = os.path.dirname(spec.log_file)
         self.relaunched.append(LauncherAttempt(len(self.relaunched), failure, took, folder, restarted=True))
         self.facts.dropped.add(fact.index)
-        self.tree.signal_groups([self.group.procs[fact.index].pid], signal.SIGKILL)  # what it left in its group
+        # what it left in its group: its leader is reaped (its exit is this fact), so one process of the run at a time
+        self.tree.signal_groups([self.group.leaders[fact.index]], signal.SIGKILL)
         self.pending.append((now + decision.delay, decision.spec))
         return True
 

@@ -85,6 +85,7 @@ class ProcessGroup:
         self.post = post
         self.specs: List[ProcessSpec] = []
         self.procs: List[subprocess.Popen[bytes]] = []
+        self.leaders: List[proctree.ProcKey] = []  # each process named for good: the leader of its group
         self.started: List[float] = []
         self.returncodes: Dict[int, int] = {}
         self.exits = ExitWatch(post)
@@ -110,8 +111,10 @@ class ProcessGroup:
                 f"cannot start {spec.name}: {spec.argv[0]!r}: {error.strerror}; "
                 "check that the program exists, is executable and is on PATH"
             )
+        info = proctree.read_info(proc.pid)  # our child, not reaped before watch_exit: the number is still its
         self.specs.append(spec)
         self.procs.append(proc)
+        self.leaders.append(proctree.ProcKey(proc.pid, info.start if info is not None else -1))  # -1: never proven
         self.started.append(time.monotonic())
         return None
 
@@ -138,9 +141,10 @@ class ProcessGroup:
         """Every pid this run started."""
         return {proc.pid for proc in self.procs}
 
-    def live_groups(self) -> List[int]:
-        """The process groups (= pids) of the processes not seen to exit."""
-        return [proc.pid for index, proc in enumerate(self.procs) if index not in self.returncodes]
+    def live_groups(self) -> List[proctree.ProcKey]:
+        """The process groups of the processes not seen to exit, named by their leaders (pid and start time: the
+        exit watch may have reaped one that has not been seen to exit yet)."""
+        return [key for index, key in enumerate(self.leaders) if index not in self.returncodes]
 
     def reap(self, seconds: float) -> List[int]:
         """Wait up to ``seconds`` for each process; the pids still running after that."""

@@ -42,7 +42,6 @@ __all__ = [
     "read_info",
     "read_usage",
     "reap_zombie_children",
-    "signal_group",
     "signal_proven",
     "snapshot",
     "zombie_returncode",
@@ -64,6 +63,7 @@ class ProcInfo(NamedTuple):
     pgid: int
     state: str  # R, S, D, Z, ...
     start: int  # clock ticks after boot: with the pid, names one process for good
+    session: int = 0  # its session id
 
     @property
     def zombie(self) -> bool:
@@ -116,9 +116,10 @@ def read_info(pid: int) -> Optional[ProcInfo]:
     if len(fields) < 20:
         return None
     try:
-        return ProcInfo(pid, int(fields[1]), int(fields[2]), fields[0].decode("ascii", "replace"), int(fields[19]))
+        ppid, pgid, session, start = (int(fields[index]) for index in (1, 2, 3, 19))
     except ValueError:
         return None
+    return ProcInfo(pid, ppid, pgid, fields[0].decode("ascii", "replace"), start, session)
 
 
 def read_usage(pid: int) -> Optional[tuple[int, int]]:
@@ -314,12 +315,6 @@ def signal_proven(key: ProcKey, sig: int, proof: Optional[Proof] = None) -> bool
     finally:
         if fd is not None:
             os.close(fd)
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    """Send ``sig`` to a process group this run created (pgid == the leader we started); gone groups are skipped."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def kill_loop(

@@ -10,7 +10,8 @@ A process belongs to the run when it is *proven* to (see :mod:`.proctree`):
   is reparented to the shim rather than to PID 1, and is found here.
 
 Processes that were the shim's children before the run (and their descendants) and the watchdog are never
-part of it. Every signal goes through :func:`.proctree.signal_proven` (pid plus start time, via a pidfd).
+part of it. Every signal goes through :func:`.proctree.signal_proven` (pid plus start time, via a pidfd); one to a
+whole process group goes through :func:`.pgroups.signal_led_group` (its leader proven the same way).
 
 :class:`JobTree` finds the processes; :func:`start_watchdog` starts the separate watchdog program
 (:mod:`.watchdog`), which ends them if the shim is SIGKILLed.
@@ -25,7 +26,7 @@ import subprocess
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
-from . import proctree
+from . import pgroups, proctree
 from .bareboot import bare_argv
 from .cgroup import members as _cgroup_members
 from .proctree import ProcKey
@@ -82,10 +83,15 @@ class JobTree:
         for key in keys:
             proctree.signal_proven(key, sig)
 
-    def signal_groups(self, groups: Iterable[int], sig: int) -> None:
-        """Send ``sig`` to process groups the shim created (pgid == a child it started and has not reaped)."""
-        for pgid in groups:
-            proctree.signal_group(pgid, sig)
+    def signal_groups(self, leaders: Iterable[ProcKey], sig: int) -> None:
+        """Send ``sig`` to the process groups the run started, named by their leaders (pid and the start time read
+        while each was the shim's unreaped child). A group is signalled by its number only while its leader is
+        still that process (:func:`.pgroups.signal_led_group`); the exit watch reaps a leader as soon as it exits,
+        at any moment, and then its number proves nothing: what is left in its group gets ``sig`` one process at a
+        time, each a process of the run (:meth:`find`) by pid and start time."""
+        gone = {leader.pid for leader in leaders if not pgroups.signal_led_group(leader, sig)}
+        if gone:
+            self.signal([key for key in self.find() if _group_of(key) in gone], sig)
 
 
 class Watchdog:
@@ -104,8 +110,18 @@ class Watchdog:
             os.write(self._fd, message)
 
     def announce_groups(self, pgids: Iterable[int]) -> None:
-        """Tell the watchdog which process groups to kill as well, should the shim die."""
-        self._send(b"".join(b"pg %d\n" % pgid for pgid in pgids))
+        """Tell the watchdog which process groups to kill as well, should the shim die: ``pg PGID START``, with the
+        start time of the group's leader, which the watchdog proves before it signals the group (:mod:`.pgroups`).
+
+        ``pgids`` are the leaders, children of this process that it has not reaped: they are announced as they
+        start, before their exits are watched, so each number is still its child's as its start time is read
+        here. A number that is not (any more) a child of this process is not announced."""
+        me, lines = os.getpid(), []
+        for pgid in pgids:
+            info = proctree.read_info(pgid)
+            if info is not None and info.ppid == me:
+                lines.append(b"pg %d %d\n" % (pgid, info.start))
+        self._send(b"".join(lines))
 
     def announce_grace(self, grace: float) -> None:
         """Tell the watchdog the run's grace period (SIGTERM to SIGKILL), should the shim die: a watchdog started
@@ -180,13 +196,20 @@ def wait_gone(tree: JobTree, seconds: float) -> bool:
 
 
 def kill_everything(
-    tree: JobTree, groups: List[int], grace: float, wait: Optional[Callable[[float], bool]] = None
+    tree: JobTree, groups: List[ProcKey], grace: float, wait: Optional[Callable[[float], bool]] = None
 ) -> List[int]:
-    """SIGTERM the groups and every process of the run, SIGKILL after ``grace`` (or once ``wait(seconds)``, the
-    pause between looks, returns True: a second signal to the shim); returns survivors' pids."""
+    """SIGTERM the groups (named by their leaders: :meth:`JobTree.signal_groups`) and every process of the run,
+    SIGKILL after ``grace`` (or once ``wait(seconds)``, the pause between looks, returns True: a second signal to
+    the shim); returns survivors' pids."""
     tree.signal_groups(groups, signal.SIGTERM)
 
     def kill() -> None:
         tree.signal_groups(groups, signal.SIGKILL)
 
     return proctree.kill_loop(tree.find, grace, wait=wait, on_kill=kill)
+
+
+def _group_of(key: ProcKey) -> Optional[int]:
+    """The process group of ``key`` while it is still that process; else None."""
+    info = proctree.read_info(key.pid)
+    return info.pgid if info is not None and info.start == key.start else None

@@ -5,7 +5,8 @@ Started by :func:`malaunch.entrypoint.run.procs.reaper.start_watchdog` as
 token in its environment and with a command line of its own (``pkill -f ma-entrypoint`` does not match it, and its
 ``comm`` is ``malaunch-wdog``). It reads lines from the pipe ``FD``:
 
-- ``pg <pgid>``: a process group the shim started;
+- ``pg <pgid> <start>``: a process group the shim started, with its leader's start time (``proc``'s clock): the
+  group is signalled only while that leader lives (:mod:`.pgroups`);
 - ``cg <path>``: the job's cgroup: its members are ended as well, and it is removed;
 - ``grace <seconds>``: the run's grace period, in place of ``GRACE`` (a watchdog started before the shim planned
   had the default);
@@ -17,7 +18,7 @@ Two stages, so that the one that runs beside the ranks costs little: this one li
 came, with ``os``, ``sys`` and ``signal`` alone (no ``typing``, no ``/proc`` code: about a third of the whole
 program's start-up CPU). End of file without ``done`` means the shim is gone: this process becomes the second stage
 (``exec`` of :mod:`.watchdog_end`, given the lines in a memory file), which imports the process-tree code and ends
-the job: every announced group and process, every member of the cgroups and every process carrying
+the job: every announced group (while proven) and process, every member of the cgroups and every process carrying
 ``MALAUNCH_SHIM_TOKEN=TOKEN`` get SIGTERM, then SIGKILL after the grace; then the cgroups are removed. The second
 stage keeps this one's scheduling priority and starts in a few tens of milliseconds of CPU, so on cores the ranks
 keep busy it still acts within its grace (:mod:`.guards`).

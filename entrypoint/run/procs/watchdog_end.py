@@ -4,23 +4,31 @@
 pipe ends without ``done``, and hands it everything the shim announced: ``FD`` is a descriptor that holds those
 lines (the first stage's module docstring lists them) and then ends. ``TOKEN`` and ``GRACE`` are the first stage's.
 
-Every announced group, every announced process that is still the same process (pid and start time), every
-member of an announced cgroup and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get SIGTERM, then SIGKILL
-after the grace (``GRACE``, or the last ``grace`` line); a member of an announced group is waited for and killed
-like the others, even one with no token, outside every cgroup, that ignores SIGTERM. Then the cgroups are removed,
-and with them every empty job cgroup whose owner is proven gone (``_cgroup.sweep_strays``: a shim that died with
-its watchdog left it).
-A ``done`` among the lines (a shim that said it and died before it closed the pipe) ends this program at once.
+Every announced group while it is proven the job's, every announced process that is still the same process (pid
+and start time), every member of an announced cgroup and every process carrying ``MALAUNCH_SHIM_TOKEN=TOKEN`` get
+SIGTERM, then SIGKILL after the grace (``GRACE``, or the last ``grace`` line). A group is signalled by its number
+only while its leader is the process announced (``pg PGID START``: pid and start time, alive or a zombie), at the
+SIGTERM and again at the SIGKILL; the members of the announced groups proven at the first look (once the shim's
+death is seen: :func:`.pgroups.members_of`; :mod:`.pgroups` says what the kernel guarantees and what proves a
+member of a group whose leader is gone) are waited for and killed by pid and start time like the others, even
+one with no token, outside every cgroup, that ignores SIGTERM. A number whose leader is gone, or was given to
+another process, is never signalled. Then the cgroups are removed, and with them every empty job cgroup whose
+owner is proven gone (``_cgroup.sweep_strays``: a shim that died with its watchdog left it).
+A ``done`` among the lines (a shim that said it and died before it closed the pipe) ends this program at once. A
+damaged line is read defensively: one of no known form, or whose numbers do not parse, is ignored; a ``pg`` line
+without its leader's start time (or with a group number below 2) proves no group; a ``grace`` that is not a
+finite number of seconds at or above 0 keeps the grace it had.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 from typing import List, Sequence, Set, Tuple
 
-from . import proctree
+from . import pgroups, proctree
 from .cgroup import kill_members, members, remove, sweep_strays
 from .watchdog import name_self
 
@@ -35,19 +43,23 @@ class _Told:
 
     def __init__(self, grace: float) -> None:
         self.grace = grace
-        self.groups: List[int] = []
+        self.groups: List[proctree.ProcKey] = []  # the leaders: pid and start time (-1: unknown, proves nothing)
         self.procs: Set[Tuple[int, int]] = set()
         self.cgroups: List[str] = []
 
     def hear(self, words: List[bytes]) -> None:
-        """Take one announcement (its words); a line of no known form is ignored."""
-        if len(words) == 2 and words[0] == b"pg":
-            self.groups.append(int(words[1]))
+        """Take one announcement (its words); a line of no known form, or whose numbers do not parse, is ignored."""
+        with contextlib.suppress(ValueError):
+            self._hear(words)
+
+    def _hear(self, words: List[bytes]) -> None:
+        if len(words) in (2, 3) and words[0] == b"pg" and int(words[1]) > 1:  # 0: this process's own group; 1: init's
+            self.groups.append(proctree.ProcKey(int(words[1]), int(words[2]) if len(words) == 3 else -1))
         elif len(words) == 2 and words[0] == b"cg":
             self.cgroups.append(os.fsdecode(words[1]))
         elif len(words) == 3 and words[0] == b"proc":
             self.procs.add((int(words[1]), int(words[2])))
-        elif len(words) == 2 and words[0] == b"grace":
+        elif len(words) == 2 and words[0] == b"grace" and 0.0 <= float(words[1]) < float("inf"):  # never NaN
             self.grace = float(words[1])
 
 
@@ -65,7 +77,7 @@ def _read_told(read_fd: int, told: _Told) -> bool:
 
 def main(argv: Sequence[str]) -> int:
     """End the job (see the module docstring); returns the exit status."""
-    read_fd, token, told = int(argv[0]), argv[1], _Told(float(argv[2]))
+    read_fd, token, told = int(argv[0]), argv[1], _Told(float(argv[2]))  # the first stage's, as the shim gave them
     for name in _IGNORED:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     name_self(b"malaunch-wdog")  # the exec named it after the interpreter
@@ -73,18 +85,6 @@ def main(argv: Sequence[str]) -> int:
         return 0
     _end_the_job(token, told)
     return 0
-
-
-def _group_members(groups: List[int]) -> List[proctree.ProcKey]:
-    """Live processes (never a zombie, never this one) in the process groups ``groups``, by pid and start time."""
-    if not groups:
-        return []
-    me, wanted = os.getpid(), set(groups)
-    return [
-        proctree.ProcKey(pid, info.start)
-        for pid, info in proctree.snapshot().items()
-        if info.pgid in wanted and pid != me and not info.zombie
-    ]
 
 
 def _end_the_job(token: str, told: _Told) -> None:
@@ -101,13 +101,13 @@ def _end_the_job(token: str, told: _Told) -> None:
         return sorted(found)
 
     def kill_groups(sig: int = signal.SIGKILL) -> None:
-        for pgid in groups:
-            proctree.signal_group(pgid, sig)
+        for leader in groups:  # by number only while its leader is the one announced
+            pgroups.signal_led_group(leader, sig)
 
-    # the groups' members as the SIGTERM reaches them are waited for by pid and start time, like the cgroups'
-    # below: one without token or cgroup that ignores SIGTERM still gets SIGKILL, and a process that takes a
-    # group's number later (once it emptied) is never one of them
-    procs.update(_group_members(groups))
+    # the groups' members proven as the SIGTERM reaches them are waited for by pid and start time, like the
+    # cgroups' below: one without token or cgroup that ignores SIGTERM still gets SIGKILL, and a process that takes
+    # a group's number later (once it emptied) is never one of them
+    procs.update(pgroups.members_of(groups))
     kill_groups(signal.SIGTERM)
 
     def kill_cgroups() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from malaunch.entrypoint.run.procs import proctree
 from malaunch.entrypoint.run.procs.reaper import new_token, watchdog_argv
 
 # ignores SIGTERM, says so on stdout, then waits to be killed (no token in its environment, no cgroup of the job)
@@ -34,7 +35,9 @@ def test_a_group_member_without_token_that_ignores_sigterm_is_killed_after_the_g
                                         start_new_session=True, stdin=subprocess.DEVNULL)  # fmt: skip
         finally:
             os.close(read_fd)
-        os.write(write_fd, b"pg %d\ngrace 0.2\n" % member.pid)
+        start = proctree.read_info(member.pid)  # the test's unreaped child: its number is still its own
+        assert start is not None
+        os.write(write_fd, b"pg %d %d\ngrace 0.2\n" % (member.pid, start.start))  # the group, its leader's start
         os.close(write_fd)  # the shim is gone: the watchdog ends the job
         assert watchdog.wait(60) == 0
         # the old watchdog found no process by token, announcement or cgroup, so it stopped after the SIGTERM

@@ -112,9 +112,10 @@ def test_the_guards_tell_a_watchdog_started_before_planning_the_runs_grace() -> 
 
 def test_the_watchdog_takes_the_grace_it_is_told_in_place_of_its_default() -> None:
     told = _Told(2.0)
-    for line in (b"grace 0.25", b"pg 41", b"cg /sys/fs/cgroup/malaunch-x", b"proc 42 7", b"grace"):
+    for line in (b"grace 0.25", b"pg 41 9", b"cg /sys/fs/cgroup/malaunch-x", b"proc 42 7", b"grace"):
         told.hear(line.split())
-    assert (told.grace, told.groups, told.cgroups, told.procs) == (0.25, [41], ["/sys/fs/cgroup/malaunch-x"], {(42, 7)})
+    assert (told.grace, told.groups, told.cgroups, told.procs) == (0.25, [(41, 9)], ["/sys/fs/cgroup/malaunch-x"],
+                                                                   {(42, 7)})  # fmt: skip
 
 
 def _listener(token: str) -> Tuple[subprocess.Popen[bytes], int]:
