@@ -307,6 +307,8 @@ class Runner:
         self.reap()
 
     def kill_stragglers(self) -> None:
+        # a RUNNING host's pid is this runner's child not reaped yet (reap, on this thread, marks it ended as it
+        # reaps it): alive or a zombie it holds its group's number, so the number names no one else's group
         for pid in self.running():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
