@@ -131,7 +131,7 @@ class Supervisor:
         for index in range(len(self.group.procs)):
             self.group.watch_exit(index)
         self.output.attach(self.group.procs, lambda: None)
-        self.workers.start(self.tree.token, [proc.pid for proc in self.group.procs])
+        self.workers.start(self.tree.token, self.group.leaders)
         if self.error is not None:
             self.begin_ending()
 

@@ -12,7 +12,7 @@ from ..plan.launch_plan import LaunchPlan
 from .events import Event, LauncherLine
 from .launcher import Gate, Launcher
 from .output import Output
-from .procs import proctree
+from .procs.proctree import ProcKey
 from .procs.reaper import TOKEN_VAR
 from .procs.watch import Round, WorkerDeath, WorkerWatch
 
@@ -29,12 +29,15 @@ class Workers:
         #: told every change of a self-restarting launcher's attempts (their times: :class:`.procs.watch.Round`)
         self.on_round: Optional[Callable[[List[Round]], None]] = None
 
-    def start(self, token: str, pids: List[int]) -> None:
-        """Watch the workers of the launchers ``pids`` (plan order); also tells msrun's pids' ranks."""
+    def start(self, token: str, leaders: List[ProcKey]) -> None:
+        """Watch the workers of the launchers ``leaders`` (plan order; each named by the pid and start time read as
+        it was started, before its exit was watched: one reaped since is never taken for the process that gets its
+        pid); also tells msrun's pids' ranks."""
         if not self.launcher.starts_workers:
             return
-        launchers = {pid: index for index, pid in enumerate(pids)}
-        self.gate = self.launcher.gate(self.plan, proctree.keys_of(dict(enumerate(pids))))
+        launchers = {key.pid: index for index, key in enumerate(leaders)}
+        known = {index: key for index, key in enumerate(leaders) if key.start >= 0}  # -1: gone before it was read
+        self.gate = self.launcher.gate(self.plan, known)
         self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables,
                                  self.launcher.workers_lead_groups, self.on_round)  # fmt: skip
         self.watch.start()
