@@ -143,7 +143,7 @@ def pids_with_env(name: str, value: str) -> List[int]:
     return sorted(key.pid for key in proctree.pids_with_env(name, value))
 
 
-#: Set to 1 in a server a worker keeps for its whole session (moto's: tests/sdk/modelarts_env.py): a child of the
+#: Set to 1 in a server a worker keeps for its whole session (moto's: tests/sdk/moto_env.py): a child of the
 #: test process that no test left behind.
 SESSION_SERVER_VAR = "MALAUNCH_TEST_SESSION_SERVER"
 

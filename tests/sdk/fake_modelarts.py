@@ -38,6 +38,7 @@ from huaweicloudsdkcore.auth.credentials import BasicCredentials
 from huaweicloudsdkcore.sdk_request import SdkRequest
 from huaweicloudsdkcore.signer.signer import Signer
 from ma_models import model_errors
+from serving import stop_serving
 
 __all__ = ["FakeJob", "FakeModelArts"]
 
@@ -184,8 +185,7 @@ class FakeModelArts:
             if job.containers is not None:
                 job.containers.kill()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_serving(self._server)
 
     def fault(self, route: str) -> Optional[str]:
         with self.lock:

@@ -50,6 +50,7 @@ from urllib.parse import parse_qs, urlparse
 import yaml
 from kubefake_inside import record_events, serve_exec
 from kubefake_inside import route as inside_route
+from serving import stop_serving
 from volcano_checks import command_errors, crd_errors, pod_template_errors, secret_errors
 
 TOKEN = "fake-token-123"
@@ -597,8 +598,7 @@ class FakeKube:
 
     def close(self) -> None:
         self.cluster.close()
-        self._server.shutdown()
-        self._server.server_close()
+        stop_serving(self._server)
 
 
 def volcano_job(scenario: str, hosts: int = 2, **fields: Any) -> Dict[str, Any]:

@@ -1,24 +1,19 @@
 """Fixtures for the ModelArts backend tests: moto's S3 server as a subprocess (one per session, emptied for each
-test), the fake ModelArts API, and the environment ``ma-submit`` gets (credentials and 127.0.0.1 endpoints only)."""
+test: :mod:`moto_env`'s, given on here), the fake ModelArts API, and the environment ``ma-submit`` gets
+(credentials and 127.0.0.1 endpoints only)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Tuple
 
 import boto3
 import pytest
 from botocore.config import Config
 from fake_modelarts import FakeModelArts
-from procutil import SESSION_SERVER_VAR
-from sdkutil import VENV_BIN
+from moto_env import moto_process, moto_s3, moto_server
 
 __all__ = ["AK", "BUCKET", "PROJECT", "SK", "fake_ma", "ma_env", "moto_no_put", "moto_s3", "moto_server", "s3"]
 
@@ -28,72 +23,12 @@ PROJECT = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 BUCKET = "malaunch-test"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _moto_server(log_path: Path, env: Optional[Dict[str, str]] = None) -> Iterator[str]:
-    """moto's server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
-    port = _free_port()
-    log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {log_path.read_text()}") from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto's server on 127.0.0.1, started once per session (per xdist worker): each start imports moto, Flask and
-    every moto backend (about 0.6 s of CPU, 2 s or more on a loaded machine) and each stop waits for it to end.
-    Tests take :func:`moto_s3`, which empties it first."""
-    env = dict(os.environ, **{SESSION_SERVER_VAR: "1"})  # the process checks of later tests pass over it
-    with _moto_server(tmp_path_factory.mktemp("moto") / "moto.log", env) as url:
-        yield url
-
-
-@pytest.fixture
-def moto_s3(moto_server: str) -> str:
-    """moto's S3 server on 127.0.0.1 (a real HTTP server in its own process), as new: no bucket, no object, no user
-    (moto's own reset of every backend, ``POST /moto-api/reset``); its URL."""
-    request = urllib.request.Request(f"{moto_server}/moto-api/reset", data=b"", method="POST")
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        assert answer.status == 200, f"moto's reset answered {answer.status}"
-    return moto_server
-
-
 @pytest.fixture
 def moto_no_put(tmp_path: Path) -> Iterator[Tuple[str, str, str]]:
     """moto's server enforcing IAM: the bucket exists, the user (url, ak, sk) may read it but not PutObject."""
     setup_calls = 4  # create_bucket, create_user, put_user_policy, create_access_key: unauthenticated
     env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(setup_calls))
-    with _moto_server(tmp_path / "moto-iam.log", env) as url:
+    with moto_process(tmp_path / "moto-iam.log", env) as url:
         common = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "setup"}
         admin = boto3.client("s3", aws_secret_access_key="setup", config=Config(s3={"addressing_style": "path"}),
                              **common)  # fmt: skip

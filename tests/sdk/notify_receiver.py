@@ -10,6 +10,8 @@ import json
 import threading
 from typing import Any, Dict, List, Optional
 
+from serving import stop_serving
+
 
 class Receiver:
     """``url``: where to POST; ``events``: the bodies received (parsed), in order; ``verified``: signatures."""
@@ -70,5 +72,4 @@ class Receiver:
 
     def close(self) -> None:
         self.closing.set()
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)

@@ -235,6 +235,14 @@ def _until(target: Target, job_id: str, *states: JobState) -> None:
         time.sleep(0.1)
 
 
+def _until_the_next_second(since: float) -> None:
+    """Until the clock is past the whole second of ``since``: a job created from then on has a later creation time
+    than one created before ``since``, also where creation times have whole seconds (Kubernetes). Half a second on
+    average, where a fixed 1.1 s was slept."""
+    while int(time.time()) <= int(since):
+        time.sleep(0.01)
+
+
 # -- 1. one id -------------------------------------------------------------------------------------------------
 
 
@@ -322,7 +330,7 @@ def test_list_is_every_job_newest_first_with_the_state_status_gives(target: Targ
     ids = []
     for scenario in ("succeed", "fail7", "succeed"):
         ids.append(target.submit(scenario))
-        time.sleep(1.1)  # creation times have whole seconds on Kubernetes
+        _until_the_next_second(time.time())  # creation times have whole seconds on Kubernetes
     for job_id in ids:
         backend.handle(job_id).wait(timeout=WAIT, poll_interval=0.1)
     seeded = target.seed(120)

@@ -1,4 +1,4 @@
-"""moto's server is started once per session (tests/sdk/modelarts_env.py, ``moto_server``) and every test that
+"""moto's server is started once per session (tests/sdk/moto_env.py, ``moto_server``) and every test that
 takes ``moto_s3`` gets it as new: what an earlier test put there (a bucket, an object, an IAM user) is gone."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 SDK_TESTS = Path(__file__).resolve().parents[1]
-ENTRYPOINT_TESTS = SDK_TESTS.parent / "entrypoint"  # procutil, which modelarts_env takes a name from
+ENTRYPOINT_TESTS = SDK_TESTS.parent / "entrypoint"  # procutil, which moto_env takes a name from
 
 PROBE = """
 import boto3
 from botocore.config import Config
-from modelarts_env import moto_s3, moto_server  # noqa: F401
+from moto_env import moto_s3, moto_server  # noqa: F401
 
 
 def _clients(url):

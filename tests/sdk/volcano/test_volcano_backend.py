@@ -19,6 +19,7 @@ from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
 from malaunch.sdk.status import HostState, exit_code_of
 from sdkutil import ma_submit, wait_for
+from serving import stop_serving
 from volcano_checks import crd_errors
 
 WAIT = 120.0
@@ -444,8 +445,7 @@ class _Answers:
         self.kubeconfig.write_text(text)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 def test_retry_after_is_read_whatever_the_case_of_its_name(tmp_path: Path) -> None:
