@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import time
@@ -22,36 +23,41 @@ from sdkutil import VENV_BIN
 __all__ = ["moto_process", "moto_s3", "moto_server"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+#: How moto's server (werkzeug) says where it listens, once it does.
+_LISTENING = re.compile(rb"Running on http://127\.0\.0\.1:(\d+)")
+
+
+def _port_said(log_path: Path) -> Optional[int]:
+    found = _LISTENING.search(log_path.read_bytes()) if log_path.exists() else None
+    return int(found.group(1)) if found else None
 
 
 @contextlib.contextmanager
 def moto_process(log_path: Path, env: Optional[Dict[str, str]] = None) -> Iterator[str]:
-    """moto's server on 127.0.0.1 (a real HTTP server in its own process); yields its URL."""
-    port = _free_port()
+    """moto's server on 127.0.0.1 (a real HTTP server in its own process); yields its URL.
+
+    It binds a port the kernel picks (``-p 0``) and says which in its log: no port chosen here first, which another
+    worker's server could take before moto binds it (the tests would then talk to that server)."""
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        [os.path.join(VENV_BIN, "moto_server"), "-H", "127.0.0.1", "-p", "0"],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env=env,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {log_path.read_text()}") from None
-                time.sleep(0.1)
-        yield url
+            port = _port_said(log_path)
+            if port is not None:
+                with contextlib.suppress(OSError):
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto_server did not start: {log_path.read_text()}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:
