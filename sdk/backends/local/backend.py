@@ -25,7 +25,7 @@ import contextlib
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
 from ...home import home_dir
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .hostnet import HostNetwork
     from .submit import Submitter
 
-__all__ = ["NETWORK_MODES", "LocalBackend", "create_backend"]
+__all__ = ["NETWORK_MODES", "LocalBackend", "LocalJobHandle", "create_backend"]
 
 NETWORK_MODES = ("auto", LOOPBACK, NETNS)
 
@@ -106,7 +106,23 @@ class LocalBackend(Backend):
         self._submit.execute(plan)
         with contextlib.suppress(OSError):  # keep_for of earlier jobs: never a reason for this submit to fail
             self.expire(time.time())
-        return JobHandle(self, plan.job_id)
+        return self.handle(plan.job_id)
+
+    def handle(self, job_id: str) -> LocalJobHandle:
+        """A handle for an existing job whose ``wait`` wakes when the job's state file changes."""
+        return LocalJobHandle(self, job_id)
+
+    def wait(
+        self,
+        job_id: str,
+        timeout: Optional[float] = None,
+        *,
+        poll_interval: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> JobStatus:
+        """:meth:`JobHandle.wait` of the job ``job_id`` (:meth:`.query.JobReader.wait`)."""
+        return self._jobs.wait(job_id, timeout, poll_interval=poll_interval, sleep=sleep, clock=clock)
 
     # -- reading jobs (:mod:`.query`) ------------------------------------------------------------------------
     def resolve_id(self, job_id: str) -> str:
@@ -181,6 +197,29 @@ class LocalBackend(Backend):
     ) -> PruneResult:
         """As :meth:`Backend.prune`, from the history index, holding the home's prune lock (:mod:`.retention`)."""
         return self._keeper.prune(older_than, now=now, states=states, keep=keep, dry_run=dry_run)
+
+
+class LocalJobHandle(JobHandle):
+    """A local job's handle: ``wait`` returns once the job's state file says it ended, woken by the file's
+    change, not at the next tick of a poll (the poll stays, every ``poll_interval`` seconds, for what no file
+    records: a runner gone before the end)."""
+
+    backend: LocalBackend
+
+    def __init__(self, backend: LocalBackend, job_id: str) -> None:
+        super().__init__(backend, job_id)
+        self.backend = backend
+
+    def wait(
+        self,
+        timeout: Optional[float] = None,
+        *,
+        poll_interval: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> JobStatus:
+        """As :meth:`JobHandle.wait`; a damaged state file that no runner will write again ends it at once."""
+        return self.backend.wait(self.id, timeout, poll_interval=poll_interval, sleep=sleep, clock=clock)
 
 
 def create_backend(**options: Any) -> LocalBackend:

@@ -13,9 +13,9 @@ import os
 import re
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ...errors import ConfigError, JobNotFound, JobStateUnknown
+from ...errors import ConfigError, JobNotFound, JobStateUnknown, WaitTimeout
 from ...home import one_by_prefix
 from ...status import JobState, JobStatus
 from ..base import UnknownWatch
@@ -114,6 +114,42 @@ class JobReader:
         take_over(self.home, self.setup.environ)
         return self.status_of(self.paths(job_id))
 
+    def unknown_for_good(self, paths: JobPaths, status: JobStatus) -> bool:
+        """Whether ``status`` is UNKNOWN for good: the state file cannot be read and the runner, the one process
+        that writes it while the job runs, is gone (its pid file names no process of the job's), so nothing will
+        write it again. A damaged file that a live runner (or one not started yet) may still write over is
+        waited for, for :data:`~malaunch.sdk.backends.base.UNKNOWN_PATIENCE` seconds."""
+        if status.state is not JobState.UNKNOWN:
+            return False
+        runner = self.runner_pid(paths, {})
+        return runner is not None and not still_ours(runner, paths.job_id)
+
+    def wait(self, job_id: str, timeout: Optional[float], *, poll_interval: float,
+             sleep: Callable[[float], None], clock: Callable[[], float]) -> JobStatus:  # fmt: skip
+        """:meth:`JobHandle.wait <malaunch.sdk.backends.base.JobHandle.wait>` for a local job: the status is read
+        again as soon as the state file changes (the runner records every change of the job there, the end
+        first), and at least every ``poll_interval`` seconds (a runner gone before recording the end: the hosts'
+        exits are read from their processes); a state file that cannot be read and that no runner will write
+        again ends the wait at once."""
+        from ..filewatch import ChangeWatch  # only a waiter needs it
+
+        paths = self.paths(job_id)
+        deadline = None if timeout is None else clock() + timeout
+        watch = UnknownWatch(clock=clock)
+        with ChangeWatch([paths.state_file], poll=poll_interval, sleep=sleep) as changes:
+            while True:
+                status = self.status(job_id)
+                if status.is_terminal:
+                    return status
+                if watch.gave_up(status) or self.unknown_for_good(paths, status):
+                    raise JobStateUnknown(job_id, status.message)
+                left = poll_interval
+                if deadline is not None:
+                    left = min(left, deadline - clock())
+                    if left <= 0:
+                        raise WaitTimeout(job_id, float(timeout or 0), status.state.value)
+                changes.wait(left)
+
     # -- its output --------------------------------------------------------------------------------------------
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
         paths = self.paths(job_id)
@@ -132,7 +168,7 @@ class JobReader:
 
         def ended() -> bool:
             status = self.status_of(paths)
-            return status.is_terminal or watch.gave_up(status)
+            return status.is_terminal or watch.gave_up(status) or self.unknown_for_good(paths, status)
 
         from ..filewatch import ChangeWatch  # only a follower needs these
         with ChangeWatch([path for _, path in files] + [paths.state_file]) as changes:

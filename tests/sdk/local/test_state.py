@@ -1,6 +1,7 @@
 """Job state you can trust, with real processes: damaged state files end every command quickly with one clear
-line; a runner killed with SIGKILL still yields the hosts' result; a host's exit code is its shim's report;
-a full disk (a small tmpfs) is reported with its reason."""
+line (at the first reading when no runner will write the state again); ``wait`` returns when the state file
+records the end, not at a poll's next tick; a runner killed with SIGKILL still yields the hosts' result; a host's
+exit code is its shim's report; a full disk (a small tmpfs) is reported with its reason."""
 
 from __future__ import annotations
 
@@ -10,17 +11,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
-from malaunch.sdk import HostState, Job, JobState
+from malaunch.sdk import HostState, Job, JobState, JobStatus
+from malaunch.sdk.backends.base import UnknownWatch
+from malaunch.sdk.backends.local import query
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
 from malaunch.sdk.backends.local.plan import LocalRequest
 from malaunch.sdk.backends.local.state import STATE_VERSION, StateWriter, new_state, read_state, validate_state
+from malaunch.sdk.errors import JobStateUnknown
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
@@ -126,6 +131,98 @@ def test_every_damaged_state_ends_every_command_quickly_with_one_line(
         assert job_id in listed.stdout and damaged_id not in listed.stdout
         assert f"skipped job {damaged_id}: state.json" in listed.stderr
         shutil.rmtree(home / "jobs" / damaged_id)
+    assert_nothing_running(job_id)
+
+
+def _damaged_copy(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> str:
+    """A copy of an ended job under another id, its state file emptied: its runner pid file names no process of
+    that id's, so no runner will ever write its state again."""
+    job_id = _quick_job(tmp_path, cli_env, home)
+    shutil.copytree(home / "jobs" / job_id, home / "jobs" / "damaged-empty")
+    (home / "jobs" / "damaged-empty" / "state.json").write_bytes(b"")
+    return "damaged-empty"
+
+
+def test_waiting_on_a_damaged_state_no_runner_will_write_again_ends_at_the_first_reading(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """The clock never moves and the wait may not sleep: it ends at its first reading, not after
+    UNKNOWN_PATIENCE seconds of UNKNOWN (the old code slept, waiting for a state nothing would write again)."""
+    damaged = _damaged_copy(tmp_path, cli_env, home)
+
+    def never(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s waiting for a state file no runner will write again")
+
+    with pytest.raises(JobStateUnknown, match=r"state\.json"):
+        LocalBackend(home=str(home)).handle(damaged).wait(sleep=never, clock=lambda: 0.0)
+
+
+class _NeverGivesUp(UnknownWatch):
+    def gave_up(self, status: JobStatus) -> bool:
+        return False
+
+
+def test_following_a_damaged_state_no_runner_will_write_again_ends_without_the_patience(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``logs -f`` of such a job ends by itself, not because UNKNOWN lasted UNKNOWN_PATIENCE seconds (a watch that
+    never gives up here; the old code followed forever)."""
+    damaged = _damaged_copy(tmp_path, cli_env, home)
+    monkeypatch.setattr(query, "UnknownWatch", _NeverGivesUp)
+    outcome: List[BaseException] = []
+
+    def follow() -> None:
+        try:
+            list(LocalBackend(home=str(home)).logs(damaged, follow=True))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    follower.join(120)  # a deadline against hanging only
+    assert outcome and isinstance(outcome[0], JobStateUnknown), outcome
+    assert "state.json" in str(outcome[0])
+
+
+def test_wait_returns_when_the_state_file_records_the_end_not_at_the_polls_next_tick(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """A wait that polls once an hour still returns when the job ends: the state file's change wakes it (the old
+    wait slept the hour, having read the job RUNNING once)."""
+    script = """
+        import os, time
+        print("ready", flush=True)
+        while not os.path.exists(os.environ["GO_FILE"]):
+            time.sleep(0.05)
+        print("done", flush=True)
+    """
+    go = tmp_path / "go"
+    job = write_job(tmp_path / "w", script, name="woken", env={"GO_FILE": str(go)})
+    submitted = ma_submit(["--detach", str(job)], cli_env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    backend = LocalBackend(home=str(home))
+    wait_for(lambda: any("ready" in line for line in backend.logs(job_id)), what="the job to run")
+    read_once = threading.Event()
+    calls: List[float] = []
+
+    def clock() -> float:  # the wait asks the clock for its deadline, then after each reading of the status
+        calls.append(time.monotonic())
+        if len(calls) >= 2:
+            read_once.set()
+        return calls[-1]
+
+    ended: List[JobStatus] = []
+    waiter = threading.Thread(
+        target=lambda: ended.append(backend.handle(job_id).wait(3600, poll_interval=3600, clock=clock)), daemon=True
+    )
+    waiter.start()
+    assert read_once.wait(120), "the wait never read the job's status"
+    assert not ended  # it read the job RUNNING: it waits
+    go.write_text("go")
+    waiter.join(120)  # a deadline against hanging only
+    assert ended and (ended[0].state, ended[0].exit_code) == (JobState.SUCCEEDED, 0), ended
+    assert any("done" in line for line in backend.logs(job_id))
     assert_nothing_running(job_id)
 
 
