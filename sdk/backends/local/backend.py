@@ -147,6 +147,10 @@ class LocalBackend(Backend):
     def events(self, job_id: str) -> List[JobEvent]:
         return self._jobs.events(job_id)
 
+    def follow_events(self, job_id: str, *, poll: float = 2.0) -> Iterator[JobEvent]:
+        """:meth:`JobHandle.events` of the job ``job_id`` followed (:meth:`.query.JobReader.follow_events`)."""
+        return self._jobs.follow_events(job_id, poll=poll)
+
     def usage(self, job_id: str) -> UsageReport:
         return self._jobs.usage(job_id)
 
@@ -200,9 +204,9 @@ class LocalBackend(Backend):
 
 
 class LocalJobHandle(JobHandle):
-    """A local job's handle: ``wait`` returns once the job's state file says it ended, woken by the file's
-    change, not at the next tick of a poll (the poll stays, every ``poll_interval`` seconds, for what no file
-    records: a runner gone before the end)."""
+    """A local job's handle: ``wait`` returns once the job's state file says it ended, and ``events(follow=True)``
+    gives each new event, woken by the change of the file that records it, not at the next tick of a poll (the
+    poll stays, for what no file records: a runner gone before the end)."""
 
     backend: LocalBackend
 
@@ -220,6 +224,13 @@ class LocalJobHandle(JobHandle):
     ) -> JobStatus:
         """As :meth:`JobHandle.wait`; a damaged state file that no runner will write again ends it at once."""
         return self.backend.wait(self.id, timeout, poll_interval=poll_interval, sleep=sleep, clock=clock)
+
+    def events(self, follow: bool = False, *, poll: float = 2.0) -> Iterator[JobEvent]:
+        """As :meth:`JobHandle.events`; followed, new events and the end are read as soon as a file they come from
+        changes (at least every ``poll`` seconds)."""
+        if not follow:
+            return super().events()
+        return self.backend.follow_events(self.id, poll=poll)
 
 
 def create_backend(**options: Any) -> LocalBackend:

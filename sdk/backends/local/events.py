@@ -21,7 +21,7 @@ from ..events import JobEvent
 from .jobdir import JobPaths, read_json
 from .state import attempt_cause, is_lost, read_state, report_detail
 
-__all__ = ["local_events"]
+__all__ = ["event_files", "local_events"]
 
 _SIGTERM_CODE = 143
 
@@ -176,6 +176,21 @@ def _shim_events(paths: JobPaths, log_dirs: Mapping[object, object], count: int)
             line = str(change.get("line") or f"the job's hosts changed: {change.get('members')}")[:1000]
             add(JobEvent(float(change["at"]), "job", "HostsChanged", line, "Warning" if change.get("left") else "Info"))
     return list(seen.values())
+
+
+def event_files(paths: JobPaths) -> List[str]:
+    """Every file :func:`local_events` reads its events from: the state file, and each host's report, attempt
+    and events files (what a follower watches)."""
+    request = (read_json(paths.plan_file) or {}).get("request") or {}
+    files = [paths.state_file]
+    for host in request.get("hosts") or []:
+        index = host.get("index")
+        if isinstance(index, int):
+            files.append(paths.report_file(index))
+        log_dir = (host.get("env") or {}).get("MALAUNCH_LOG_DIR")
+        if isinstance(log_dir, str):
+            files.extend([attempt_file(log_dir), events_file(log_dir)])
+    return files
 
 
 def local_events(paths: JobPaths) -> List[JobEvent]:

@@ -184,6 +184,30 @@ class JobReader:
 
         return local_events(self.paths(job_id))
 
+    def follow_events(self, job_id: str, *, poll: float) -> Iterator[JobEvent]:
+        """The job's events as :meth:`JobHandle.events <malaunch.sdk.backends.base.JobHandle.events>` follows them,
+        read again as soon as a file they come from changes (:func:`.events.event_files`), and at least every
+        ``poll`` seconds; a state file that cannot be read and that no runner will write again ends it at once."""
+        from ..events import follow_events
+        from ..filewatch import ChangeWatch
+        from .events import event_files, local_events
+
+        paths = self.paths(job_id)
+        watch = UnknownWatch()
+
+        def ended() -> bool:
+            status = self.status(job_id)
+            if watch.gave_up(status) or self.unknown_for_good(paths, status):
+                raise JobStateUnknown(job_id, status.message)
+            return status.is_terminal
+
+        with ChangeWatch(event_files(paths), poll=poll) as changes:
+
+            def until_a_change(seconds: float) -> None:
+                changes.wait(seconds)
+
+            yield from follow_events(lambda: local_events(paths), ended, poll=poll, sleep=until_a_change)
+
     def usage(self, job_id: str) -> UsageReport:
         from .inside import local_usage
 

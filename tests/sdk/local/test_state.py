@@ -184,25 +184,34 @@ def test_following_a_damaged_state_no_runner_will_write_again_ends_without_the_p
     assert "state.json" in str(outcome[0])
 
 
-def test_wait_returns_when_the_state_file_records_the_end_not_at_the_polls_next_tick(
-    tmp_path: Path, cli_env: Dict[str, str], home: Path
-) -> None:
-    """A wait that polls once an hour still returns when the job ends: the state file's change wakes it (the old
-    wait slept the hour, having read the job RUNNING once)."""
-    script = """
-        import os, time
-        print("ready", flush=True)
-        while not os.path.exists(os.environ["GO_FILE"]):
-            time.sleep(0.05)
-        print("done", flush=True)
-    """
+GO_JOB = """
+    import os, time
+    print("ready", flush=True)
+    while not os.path.exists(os.environ["GO_FILE"]):
+        time.sleep(0.05)
+    print("done", flush=True)
+"""
+
+
+def _running_until_go(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> tuple[str, Path]:
+    """A job that runs until the file ``go`` (returned with its id) exists, seen running."""
     go = tmp_path / "go"
-    job = write_job(tmp_path / "w", script, name="woken", env={"GO_FILE": str(go)})
+    job = write_job(tmp_path / "w", GO_JOB, name="woken", env={"GO_FILE": str(go)})
     submitted = ma_submit(["--detach", str(job)], cli_env)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     backend = LocalBackend(home=str(home))
     wait_for(lambda: any("ready" in line for line in backend.logs(job_id)), what="the job to run")
+    return job_id, go
+
+
+def test_wait_returns_when_the_state_file_records_the_end_not_at_the_polls_next_tick(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """A wait that polls once an hour still returns when the job ends: the state file's change wakes it (the old
+    wait slept the hour, having read the job RUNNING once)."""
+    job_id, go = _running_until_go(tmp_path, cli_env, home)
+    backend = LocalBackend(home=str(home))
     read_once = threading.Event()
     calls: List[float] = []
 
@@ -223,6 +232,32 @@ def test_wait_returns_when_the_state_file_records_the_end_not_at_the_polls_next_
     waiter.join(120)  # a deadline against hanging only
     assert ended and (ended[0].state, ended[0].exit_code) == (JobState.SUCCEEDED, 0), ended
     assert any("done" in line for line in backend.logs(job_id))
+    assert_nothing_running(job_id)
+
+
+def test_following_events_gives_the_end_when_the_state_file_records_it_not_at_the_polls_next_tick(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """``events -f`` polling once an hour still gives the hosts' exits and the job's end as they are recorded, and
+    ends (the old follower slept the hour after its first look)."""
+    job_id, go = _running_until_go(tmp_path, cli_env, home)
+    first = threading.Event()
+    reasons: List[str] = []
+
+    def follow() -> None:
+        for event in LocalBackend(home=str(home)).handle(job_id).events(follow=True, poll=3600):
+            reasons.append(event.reason)
+            first.set()  # its first look is done: the job was RUNNING then
+        reasons.append("the follower ended")
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    assert first.wait(120), "the follower gave no event"
+    assert "Succeeded" not in reasons, reasons
+    go.write_text("go")
+    follower.join(120)  # a deadline against hanging only
+    assert reasons[-3:] == ["Exited", "Succeeded", "the follower ended"], reasons
+    assert reasons.count("Succeeded") == 1 and reasons[0] == "Submitted", reasons
     assert_nothing_running(job_id)
 
 
