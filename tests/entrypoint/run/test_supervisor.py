@@ -294,9 +294,12 @@ def test_msrun_error_line_ends_the_job_promptly(tmp_path: Path) -> None:
 
 
 def test_negative_msrun_error_code_means_a_signal(tmp_path: Path) -> None:
+    # the worker lives 3 s before it kills itself: its rank comes from the worker watch, which has to have seen it
+    # alive (msrun's lines name a dead worker by pid only); 0.8 s was once too short for a watch starved by a loaded
+    # machine (the whole suite in 6 workers on 2 cores), which then named no rank
     mark = new_mark()
     plan, _ = _msrun_plan(
-        tmp_path, mark, "--scheduler-wait", "90", "--", "--fail-rank", "0", "--kill-self", "9", "--delay", "0.8",
+        tmp_path, mark, "--scheduler-wait", "90", "--", "--fail-rank", "0", "--kill-self", "9", "--delay", "3",
         "--sleep", "90",
     )
     result, _, _ = run(plan)
