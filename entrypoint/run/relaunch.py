@@ -85,6 +85,6 @@ class Relauncher:
             if error is not None:
                 on_error(error)
                 return
-            self.guards.adopt(self.group.procs[index].pid)
+            self.guards.adopt(self.group.leaders[index])
             self.group.watch_exit(index)
             self.output.attach_one(index, self.group.procs[index])

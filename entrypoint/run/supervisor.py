@@ -126,7 +126,7 @@ class Supervisor:
                 break
         if self.launcher.starts_workers:
             self.tree.launchers = self.group.pids()
-        self.guards.after_start(self.group.pids())
+        self.guards.after_start(self.group.leaders)
         tune_malloc()  # once the ranks started: what they wait for comes first
         for index in range(len(self.group.procs)):
             self.group.watch_exit(index)

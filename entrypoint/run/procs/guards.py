@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set
 from ...contract.variables import without_secret
 from . import proctree, selfproc
 from .cgroup import CgroupEntry, JobCgroup, cgroup_name, sweep_strays
+from .proctree import ProcKey
 from .reaper import JobTree, Watchdog, new_token, start_watchdog
 
 __all__ = ["HANDLED_SIGNALS", "EarlyGuards", "JobGuards"]
@@ -115,31 +116,32 @@ class JobGuards:
         if self.cgroup is not None:
             self.tree.cgroup = self.cgroup.path
 
-    def after_start(self, pids: Iterable[int]) -> None:
+    def after_start(self, leaders: Iterable[ProcKey]) -> None:
         """Right after the first processes started: the shim leaves the cgroup; watchdog, subreaper, cgroup moves
         (of what was not born inside), announcements.
 
         Processes started while the shim was inside were born inside, and so is everything they fork: they are
         neither moved again nor searched for (a scan of every process's ``/proc`` files while the ranks start
-        up, and a write to ``cgroup.procs`` per rank, each of which can wait for the kernel)."""
-        pids = list(pids)
+        up, and a write to ``cgroup.procs`` per rank, each of which can wait for the kernel). ``leaders``: the
+        processes started, by pid and start time (:attr:`.processes.ProcessGroup.leaders`)."""
+        leaders = list(leaders)
         born_inside = self._inside
         self._leave()
         if not self._early:
             self._start_watchdog()
         self._subreaper = selfproc.set_subreaper()
         if self.cgroup is not None and not born_inside:
-            for pid in pids:
-                self.cgroup.add(pid)
+            for leader in leaders:
+                self.cgroup.add(leader.pid)
             for key in self.tree.find():  # what a rank forked before its move (a daemon) joins it too
                 self.cgroup.add(key.pid)
-        self.watchdog.announce_groups(pids)
+        self.watchdog.announce_groups(leaders)
 
-    def adopt(self, pid: int) -> None:
+    def adopt(self, leader: ProcKey) -> None:
         """A process started later (a relaunch): into the cgroup, its group announced to the watchdog."""
         if self.cgroup is not None:
-            self.cgroup.add(pid)
-        self.watchdog.announce_groups([pid])
+            self.cgroup.add(leader.pid)
+        self.watchdog.announce_groups([leader])
 
     def _start_watchdog(self) -> None:
         """Start the watchdog program and tell it the job's cgroup; the watchdog is never part of the job."""

@@ -109,19 +109,12 @@ class Watchdog:
         with contextlib.suppress(OSError):  # the watchdog is gone: nothing to tell
             os.write(self._fd, message)
 
-    def announce_groups(self, pgids: Iterable[int]) -> None:
-        """Tell the watchdog which process groups to kill as well, should the shim die: ``pg PGID START``, with the
-        start time of the group's leader, which the watchdog proves before it signals the group (:mod:`.pgroups`).
-
-        ``pgids`` are the leaders, children of this process that it has not reaped: they are announced as they
-        start, before their exits are watched, so each number is still its child's as its start time is read
-        here. A number that is not (any more) a child of this process is not announced."""
-        me, lines = os.getpid(), []
-        for pgid in pgids:
-            info = proctree.read_info(pgid)
-            if info is not None and info.ppid == me:
-                lines.append(b"pg %d %d\n" % (pgid, info.start))
-        self._send(b"".join(lines))
+    def announce_groups(self, leaders: Iterable[ProcKey]) -> None:
+        """Tell the watchdog which process groups to kill as well, should the shim die: ``pg PGID START``, each
+        named by its leader (pid and the start time read as this process started it:
+        :attr:`.processes.ProcessGroup.leaders`), which the watchdog proves before it signals the group
+        (:mod:`.pgroups`). A leader whose start could not be read (-1) proves nothing and is not announced."""
+        self._send(b"".join(b"pg %d %d\n" % (leader.pid, leader.start) for leader in leaders if leader.start >= 0))
 
     def announce_grace(self, grace: float) -> None:
         """Tell the watchdog the run's grace period (SIGTERM to SIGKILL), should the shim die: a watchdog started

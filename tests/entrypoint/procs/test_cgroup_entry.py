@@ -244,7 +244,9 @@ def _guarded_sleeper(early: Optional[EarlyGuards]) -> _CountingTree:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={TOKEN_VAR: tree.token},
                                start_new_session=True)  # fmt: skip
     try:
-        guards.after_start([sleeper.pid])
+        sleeper_info = proctree.read_info(sleeper.pid)
+        assert sleeper_info is not None
+        guards.after_start([proctree.ProcKey(sleeper.pid, sleeper_info.start)])
         assert guards.cgroup is not None  # this project's machines let the tests make cgroups
         assert _job_cgroup_of(sleeper.pid) == "/" + os.path.basename(guards.cgroup.path)
         assert _job_cgroup_of(os.getpid()) is None

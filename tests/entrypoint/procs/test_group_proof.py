@@ -205,8 +205,8 @@ def test_the_shim_announces_each_group_with_its_leaders_start_time() -> None:
     try:
         info = proctree.read_info(child.pid)
         assert info is not None
-        # pid 1 is not a child of this process: no number it cannot prove is announced
-        Watchdog(None, write_fd).announce_groups([child.pid, 1])
+        # a leader whose start time could not be read (-1) proves nothing: it is not announced
+        Watchdog(None, write_fd).announce_groups([proctree.ProcKey(child.pid, info.start), proctree.ProcKey(1, -1)])
         assert os.read(read_fd, 4096) == b"pg %d %d\n" % (child.pid, info.start)
     finally:
         os.close(read_fd)

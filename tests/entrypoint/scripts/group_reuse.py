@@ -96,7 +96,7 @@ def _reaped_leader(token: str, watchdog: Optional[Watchdog]) -> Tuple[ProcKey, C
                               start_new_session=True)  # fmt: skip
     info = proctree.read_info(leader.pid)  # our unreaped child
     assert info is not None and leader.stdin is not None
-    watchdog.announce_groups([leader.pid])  # as the shim announces the groups it starts
+    watchdog.announce_groups([ProcKey(leader.pid, info.start)])  # as the shim announces the groups it starts
     watchdog.announce_grace(0.2)
     leader.stdin.close()
     leader.wait()  # the group had no other member: its number is free
