@@ -100,12 +100,15 @@ class RunPhase:
     """The shim's run phase (:class:`.start.RunPhase`): what happens to a plan once it is made; ``coordinated`` runs
     the attempts of a host of several (see the module's docstring)."""
 
-    def __init__(self, coordinated: CoordinatedRun) -> None:
+    def __init__(self, coordinated: CoordinatedRun, early: Optional[EarlyGuards] = None) -> None:
+        """``early``: the job's guards, begun by the entry script before it imported this module (for the
+        environment the run is given); without them :meth:`before_planning` begins them."""
         self.coordinated = coordinated
-        self.early: Optional[EarlyGuards] = None
+        self.early = early
 
     def before_planning(self, environ: Mapping[str, str]) -> None:
-        self.early = EarlyGuards.begin(environ)
+        if self.early is None:
+            self.early = EarlyGuards.begin(environ)
 
     def resolve(self, name: str) -> str:
         return resolve_ipv4(name)

@@ -50,6 +50,7 @@ __all__ = [
     "USAGE",
     "Options",
     "RunPhase",
+    "asks_to_run",
     "console_main",
     "end_process",
     "error",
@@ -194,6 +195,22 @@ def parse_options(flags: Sequence[str]) -> Options:
             index += 1
         values[name[2:].replace("-", "_")] = value
     return Options(**values)
+
+
+def asks_to_run(args: Sequence[str]) -> bool:
+    """Whether :func:`main` given the command line ``args`` begins a run phase on this host (it calls
+    :meth:`RunPhase.before_planning`): Linux, the options read, a BOOT_FILE named, no ``--dry-run``. The entry
+    script asks before it imports the run phase, to begin the job's guards that early (``__main__.py``); a command
+    line :func:`main` refuses begins nothing. ``-h``/``--help`` prints the help and exits 0 here, as in :func:`main`.
+    """
+    if host_problem(sys.platform) is not None:
+        return False
+    try:
+        flags, boot_file, _ = split_argv(args)
+        options = parse_options(flags)
+    except ConfigError:  # main says so
+        return False
+    return boot_file is not None and not options.dry_run
 
 
 def overlay(environ: Mapping[str, str], options: Options) -> Dict[str, str]:

@@ -1,17 +1,18 @@
 """What keeps a run's processes from outliving it: the subreaper, the job's cgroup, the watchdog program, and
 the shim's own signal handlers (installed for the run, restored after).
 
-Order matters for start-up time. Before it plans, the shim starts the watchdog (an interpreter of its own, born
-outside the cgroup) and then makes the job's cgroup and starts moving itself in (:class:`EarlyGuards`): the
-watchdog boots on the core the shim's single-threaded planning leaves idle, not beside the ranks, and it is
-running before the first rank starts, so a shim SIGKILLed at any moment after that leaves nothing (the watchdog
-knows the job's token and cgroup from the start; its pipe keeps what was announced, so one still booting when
-the shim dies reads it all, then the end of the pipe, and ends the job). The ranks start first after planning
-(:meth:`JobGuards.before_start` only notes the shim's own children, tells the watchdog the run's grace and waits
-for the shim's move into the cgroup, see :class:`.cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves
-the shim back out of the cgroup, sets the subreaper (it loads ctypes) and moves into the cgroup what was not
-born inside (the kernel's first move into a new cgroup takes ~8 ms). A later attempt starts its own watchdog
-there, after its ranks.
+Order matters for start-up time. Before it imports the run phase (the entry script, ``__main__.py``; a caller of
+``main()`` begins them before planning), the shim starts the watchdog (an interpreter of its own, born outside the
+cgroup) and then makes the job's cgroup and starts moving itself in (:class:`EarlyGuards`): the watchdog boots on
+the core the shim's single-threaded imports and planning leave idle, not beside the ranks, the kernel's wait to move
+the shim into the new cgroup passes meanwhile, and the watchdog is running before the first rank starts, so a shim
+SIGKILLed at any moment after that leaves nothing (the watchdog knows the job's token and cgroup from the start; its
+pipe keeps what was announced, so one still booting when the shim dies reads it all, then the end of the pipe, and
+ends the job). The ranks start first after planning (:meth:`JobGuards.before_start` only notes the shim's own
+children, tells the watchdog the run's grace and waits for the shim's move into the cgroup, see
+:class:`.cgroup.CgroupEntry`); :meth:`JobGuards.after_start` then moves the shim back out of the cgroup, sets the
+subreaper (it loads ctypes) and moves into the cgroup what was not born inside (the kernel's first move into a new
+cgroup takes ~8 ms). A later attempt starts its own watchdog there, after its ranks.
 
 On a machine whose cores the ranks keep busy, the watchdog still acts within its grace when the shim dies: it
 keeps the shim's scheduling priority (nothing lowers it, and an unprivileged process could not raise it back), so
