@@ -71,12 +71,16 @@ def console_main() -> NoReturn:
     if dry_run:  # it plans, prints and ends: what it makes lives to its end, and the collector stays off
         gc.freeze()
         start.console_main()
-    early = _begin_guards() if start.asks_to_run(sys.argv[1:]) else None
+    early: Optional[EarlyGuards] = None
     try:
+        if start.asks_to_run(sys.argv[1:]):
+            early = _begin_guards()
         from .runphase import RunPhase
-    except BaseException:  # Ctrl-C while the run phase imports: what was begun is undone
+    except BaseException as stopped:  # what was begun is undone; a Ctrl-C is said in one line, as main says it
         if early is not None:
             early.abandon()
+        if isinstance(stopped, KeyboardInterrupt):
+            start.end_process(start.stopped_before_start())
         raise
 
     _collect_from_here()

@@ -62,6 +62,7 @@ __all__ = [
     "print_plan",
     "say",
     "split_argv",
+    "stopped_before_start",
     "stderr",
 ]
 
@@ -348,12 +349,17 @@ def main(
         error(str(failed))
         return exit_code_for(failed)
     except KeyboardInterrupt:  # Ctrl-C before the wait handlers were installed (start-up, argument parsing)
-        error("stopped by SIGINT; nothing was started")
-        return 128 + signal.SIGINT
+        return stopped_before_start()
     finally:
         if run_phase is not None:
             run_phase.abandon()
     return run_phase.finish(plan, outcome)  # a run phase ran: it was given
+
+
+def stopped_before_start() -> int:
+    """Say that a Ctrl-C came before anything was started (the run's own handlers not yet installed); its exit code."""
+    error("stopped by SIGINT; nothing was started")
+    return 128 + signal.SIGINT
 
 
 def end_process(code: int) -> NoReturn:
