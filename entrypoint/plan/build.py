@@ -81,6 +81,7 @@ def make_plan(
     notes: Sequence[str] = (),
     files: Optional[Dict[str, str]] = None,
     watch_workers: bool = False,
+    births: Optional[str] = None,
 ) -> LaunchPlan:
     """The plan of a launcher's ``processes`` with everything every plan has (host, grace, report file...)."""
     report = (
@@ -101,4 +102,5 @@ def make_plan(
         notes=tuple(notes) + inputs.notes,
         files=files or {},
         watch_workers=watch_workers,
+        births=births,
     )

@@ -100,7 +100,7 @@ class _PlanFields(NamedTuple):
     grace_period: float
     report_file: str
     notes: Tuple[str, ...] = ()  # human-readable facts about the plan (shown by --dry-run)
-    files: Mapping[str, str] = _EMPTY  # path -> text the supervisor writes before starting
+    files: Mapping[str, str] = _EMPTY  # path -> text the supervisor writes before starting (``#!``: executable)
     # The launcher's workers carry their rank in their environment; the supervisor watches them and ends the job
     # as soon as one of them is a zombie with a failing status, before the launcher's own (slower) reaction.
     watch_workers: bool = False
@@ -110,6 +110,9 @@ class _PlanFields(NamedTuple):
     restart_on: Optional[Union[str, Tuple[int, ...]]] = None
     # Commands every host runs before its first attempt (MALAUNCH_PREPARE, run/prepare_steps.py); None: none.
     prepare: Optional[PrepareSteps] = None
+    # The folder where each process the launcher starts records its rank as it is born, keyed by its pid and start
+    # time (msrun: run/procs/births.py); the worker watch reads it when a worker's environment is gone. None: none.
+    births: Optional[str] = None
 
 
 class LaunchPlan(_PlanFields):
@@ -135,6 +138,7 @@ class LaunchPlan(_PlanFields):
         watch_workers: bool = False,
         restart_on: Optional[Union[str, Tuple[int, ...]]] = None,
         prepare: Optional[PrepareSteps] = None,
+        births: Optional[str] = None,
     ) -> LaunchPlan:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}")
@@ -142,7 +146,7 @@ class LaunchPlan(_PlanFields):
             raise ValueError(f"unknown log_source {log_source!r}")
         return super().__new__(cls, method, node_rank, num_hosts, host, processes, log_source, log_dir, rank_logs,
                                grace_period, report_file, notes, files, watch_workers, restart_on,
-                               prepare)  # fmt: skip
+                               prepare, births)  # fmt: skip
 
     def to_json(self) -> Dict[str, Any]:
         """The plan as JSON-ready data: ``{"method": ..., "processes": [{"argv", "env", "cwd", ...}], ...}``."""
@@ -162,6 +166,7 @@ class LaunchPlan(_PlanFields):
             "watch_workers": self.watch_workers,
             "restart_on": list(self.restart_on) if isinstance(self.restart_on, tuple) else self.restart_on,
             **({} if self.prepare is None else {"prepare": self.prepare.to_json()}),
+            **({} if self.births is None else {"births": self.births}),
         }
 
     @classmethod
@@ -203,6 +208,7 @@ class LaunchPlan(_PlanFields):
             watch_workers=watch,
             restart_on=restart_on,
             prepare=_prepare(data.get("prepare")),
+            births=_optional_text(data, "births"),
         )
 
     def render(self) -> str:

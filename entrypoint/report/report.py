@@ -27,6 +27,7 @@ __all__ = [
     "describe_exit",
     "describe_failure_exit",
     "format_failure",
+    "rank_unknown",
     "report_json",
     "signal_name",
 ]
@@ -122,8 +123,16 @@ def describe_exit(code: int, signal: Optional[int]) -> str:
     return _CODE_HINTS.get(code, f"exited with code {code}; see the last lines of the log")
 
 
+def rank_unknown(failure: Failure) -> bool:
+    """``failure`` is a launcher's worker the launcher named by pid whose rank the shim could not read (its name
+    says so, its ``log_file`` is the folder of the ranks' logs, it has no tail): never the launcher itself."""
+    return failure.rank is None and failure.source == "summary"
+
+
 def _who(failure: Failure) -> str:
     if failure.rank is None and failure.name.startswith("prepare step "):  # a prepare step, on this host or another
+        return failure.name
+    if rank_unknown(failure):
         return failure.name
     if failure.rank is None:
         return f"process {failure.name}"
@@ -158,12 +167,15 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  error     : {failure.message}")
     if failure.why and "after a peer" in failure.why:
         lines.append(f"  why       : {failure.why}")
-    lines.append(f"  log file  : {failure.log_file}")
+    if rank_unknown(failure):
+        lines.append(f"  log file  : its rank's, in {failure.log_file} (it ended before its rank could be read)")
+    else:
+        lines.append(f"  log file  : {failure.log_file}")
     if failure.tail:
         count = len(failure.tail)
         lines.append(f"  last {count} line{'' if count == 1 else 's'} of its output:")
         lines.extend(f"    | {line}" for line in failure.tail)
-    else:
+    elif not rank_unknown(failure):
         lines.append("  (it wrote no output)")
     if result.shim_signal is not None:
         lines.append(f"  (the shim also received {signal_name(result.shim_signal)} while stopping the job)")

@@ -39,7 +39,8 @@ class Workers:
         known = {index: key for index, key in enumerate(leaders) if key.start >= 0}  # -1: gone before it was read
         self.gate = self.launcher.gate(self.plan, known)
         self.watch = WorkerWatch(TOKEN_VAR, token, launchers, self._died, self.launcher.attempt_variables,
-                                 self.launcher.workers_lead_groups, self.on_round)  # fmt: skip
+                                 self.launcher.workers_lead_groups, self.on_round, self.plan.births,
+                                 {key.pid: key.start for key in leaders})  # fmt: skip
         self.watch.start()
 
     def _died(self, death: WorkerDeath) -> None:
@@ -59,8 +60,11 @@ class Workers:
             self.post(LauncherLine(index, pid, code, time.monotonic()))
 
     def rank_of(self, pid: int) -> Optional[int]:
-        """The rank of a worker the watch saw."""
-        return self.watch.pid_ranks.get(pid) if self.watch is not None else None
+        """The rank of a worker the watch saw, else the one its birth record gives (a pid the launcher names)."""
+        if self.watch is None:
+            return None
+        rank = self.watch.pid_ranks.get(pid)
+        return rank if rank is not None else self.watch.born_rank(pid)
 
     def pid_ranks(self) -> Optional[Dict[int, int]]:
         """Every worker the watch saw (pid -> rank); None without a watch."""

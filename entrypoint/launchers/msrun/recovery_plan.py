@@ -102,9 +102,10 @@ def plan_with_recovery(cluster: ClusterEnv, inputs: LaunchInputs, recovery_path:
         processes=tuple(processes),
         log_source="pipe",
         rank_logs=rank_logs,
-        notes=plan.notes + notes,
+        notes=inputs.notes + notes,
         files={},
         watch_workers=False,
+        births=None,  # the shim starts each process itself: no msrun, no birth records
     )
 
 

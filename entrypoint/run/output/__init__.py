@@ -279,10 +279,11 @@ def _gap_note(label: str, stream: str, path: str) -> Callable[[int, str], str]:
 
 
 def write_plan_file(path: str, text: str) -> None:
-    """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts."""
+    """Write a file the plan carries (e.g. a converted rank table) atomically, before anything starts; one that
+    starts with ``#!`` is a program (msrun's ``python`` in the birth folder): it is made executable."""
 
     try:
-        write_atomic(path, text)
+        write_atomic(path, text, mode=0o755 if text.startswith("#!") else None)
     except OSError as error:
         raise LaunchError(f"cannot write {path!r}: {error.strerror}; {LOG_HINT}") from None
 

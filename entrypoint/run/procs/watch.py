@@ -3,7 +3,11 @@
 Only the direct children of a launcher the shim started (torchrun, msrun) that carry a rank in their
 environment (``MS_NODE_ID``, else ``RANK_ID``/``RANK``; msrun's scheduler, ``MS_ROLE=MS_SCHED``, is not a
 worker) are watched. Their own children (a helper ``subprocess.run``, a data-loader worker) never are: a
-helper that exits non-zero is not a rank failure.
+helper that exits non-zero is not a rank failure. A child whose environment cannot be read (a zombie shows none:
+a worker that died within a scan of its birth) is known by the record it wrote as it was born, when the plan has
+a birth folder (msrun's, :mod:`.births`): keyed by its pid and start time, naming the launcher (pid and start
+time) as its parent. The same records give the rank of a pid the launcher names that the watch never saw
+(:meth:`WorkerWatch.born_rank`).
 
 Each worker found gets a pidfd; the thread polls them, so the time of death is known to a few milliseconds
 for every worker, and the exit status is read from the zombie right then, before the launcher reaps it
@@ -29,6 +33,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 
+from . import births as birth_records
 from . import proctree
 
 __all__ = ["Round", "WorkerDeath", "WorkerWatch"]
@@ -119,7 +124,9 @@ class WorkerWatch:
     """Finds and watches the workers of the launchers ``launchers`` (pid -> plan index) in a thread; a worker's
     launcher attempt is read from the first of ``attempt_variables`` its environment has. With
     ``leaders_only`` a child of a launcher is a worker only when it leads its process group (see
-    :attr:`..launcher.Launcher.workers_lead_groups`)."""
+    :attr:`..launcher.Launcher.workers_lead_groups`). ``births``: the plan's birth folder, whose records give a
+    child's rank when its environment is gone; ``launcher_starts`` (launcher pid -> start time) proves a record's
+    parent."""
 
     def __init__(
         self,
@@ -130,8 +137,12 @@ class WorkerWatch:
         attempt_variables: Sequence[str] = (),
         leaders_only: bool = False,
         on_round: Optional[Callable[[List[Round]], None]] = None,
+        births: Optional[str] = None,
+        launcher_starts: Optional[Mapping[int, int]] = None,
     ):
         self._token = (token_var, token)
+        self._births = births  # the plan's birth folder (None: none)
+        self._launcher_starts = dict(launcher_starts or {})  # launcher pid -> its start time (a record's parent)
         self._attempt_variables = tuple(attempt_variables)
         self._leaders_only = leaders_only
         self._launchers = dict(launchers)
@@ -231,6 +242,26 @@ class WorkerWatch:
                     self._post(worker.death(None, now))
                     self._round_changed(worker.attempt, code=None)
 
+    def _born(self, pid: int, info: proctree.ProcInfo) -> Optional[bytes]:
+        """The variables the launcher's child ``pid`` (``info``: as the scan read it) recorded at its birth, when its
+        record names this very process (pid, start time) and its parent (the launcher, pid and start time)."""
+        if self._births is None:
+            return None
+        birth = birth_records.read_birth(self._births, pid, info.start)
+        if birth is None or birth.ppid != info.ppid or self._launcher_starts.get(birth.ppid) != birth.pstart:
+            return None
+        return birth.environ
+
+    def born_rank(self, pid: int) -> Optional[int]:
+        """The rank a worker numbered ``pid`` recorded at its birth, for a pid the launcher names that the watch may
+        never have seen (reaped between two scans): the one record of that pid whose parent is one of the launchers
+        (pid and start time); None when there is none, or more than one (the number given twice)."""
+        if self._births is None:
+            return None
+        found = [birth for birth in birth_records.births_of(self._births, pid)
+                 if self._launcher_starts.get(birth.ppid) == birth.pstart]  # fmt: skip
+        return _rank_of(found[0].environ) if len(found) == 1 else None
+
     def _scan(self) -> None:
         for pid in proctree.all_pids():
             if pid in self._workers or pid in self._others:
@@ -240,7 +271,11 @@ class WorkerWatch:
                 continue
             fd = proctree.pidfd_open(pid)  # first: from here on the pid cannot name another process unnoticed
             environ = proctree.read_environ(pid)
-            rank = _rank_of(environ) if environ and proctree.env_has(environ, *self._token) else None
+            proven = environ is not None and proctree.env_has(environ, *self._token)
+            if not environ:  # exited (a zombie shows no environment): what it recorded as it was born
+                environ = self._born(pid, info)
+                proven = environ is not None
+            rank = _rank_of(environ) if environ and proven else None
             again = proctree.read_info(pid)
             helper = again is not None and self._leaders_only and again.pgid != pid  # or a worker before setsid
             if rank is None or again is None or again.start != info.start or helper:

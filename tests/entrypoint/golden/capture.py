@@ -14,7 +14,8 @@ The matrix of cases (their kinds: ``dry``, ``run``, ``sigterm``, ``bad``) is :mo
 
 Normalisation, only where the output is variable by nature (everything else is kept byte for byte):
 1. paths: the case's work folder (``/tmp/golden-XXXXXXXX``, see :func:`capture`) -> ``<WORK>``, this Python
-   (``sys.executable``) -> ``<PYTHON>``, its folder -> ``<BIN>``; the machine's host name
+   (``sys.executable``) -> ``<PYTHON>``, its folder -> ``<BIN>``, the shim's package folder (``entrypoint/``, named
+   in msrun's birth-folder ``python``) -> ``<SHIM>``; the machine's host name
    (``socket.gethostname()``, as a whole word) -> ``<HOST>``; torchrun's run folder under its ``--log_dir``
    (``<uuid>_<random>``, made by ``tempfile.mkdtemp``) -> ``<RUN>``;
 2. ports: real torchrun/msrun runs need a free port, picked at run time -> ``<PORT>`` (dry runs use fixed ports);
@@ -56,7 +57,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 if __package__ in (None, ""):  # run as a script: make ``golden`` importable, as pytest's pythonpath does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import malaunch.entrypoint
+
 from golden.cases import CASES, GENERATED, JOB, TABLES, WORLD, Case, by_name
+
+#: The shim's package folder (rule 1): msrun's birth-folder ``python`` names the program it runs there.
+SHIM_DIR = os.path.dirname(os.path.abspath(malaunch.entrypoint.__file__))
 
 
 def _free_port() -> int:
@@ -227,7 +233,7 @@ def _scrub(value: Any) -> Any:
 def _paths(text: str, work: Path, port: Optional[str]) -> str:
     """Rules 1 and 2 on the whole record: longest first, so that a path inside another is never half replaced."""
     pairs = [(str(work.resolve()), "<WORK>"), (str(work), "<WORK>"), (sys.executable, "<PYTHON>"),
-             (os.path.dirname(sys.executable), "<BIN>")]
+             (os.path.dirname(sys.executable), "<BIN>"), (SHIM_DIR, "<SHIM>")]
     for old, new in sorted(set(pairs), key=lambda pair: -len(pair[0])):
         text = text.replace(old, new)
     text = _TORCHRUN_RUN_DIR.sub("/torchrun/<RUN>/", text)

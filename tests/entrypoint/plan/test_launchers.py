@@ -105,7 +105,9 @@ def test_msrun_plan() -> None:
         "--node_rank=1", "--log_dir=/work/malaunch-logs/node-1/msrun", "--join=True", "--cluster_time_out=120",
         "--tail_worker_log=-2", "/code/train.py",
     )  # fmt: skip
-    assert proc.env["PATH"] == "/opt/py/bin:/usr/bin"
+    births = "/work/malaunch-logs/node-1/.births"  # first: its python records each process's rank at its birth
+    assert (proc.env["PATH"], plan.births) == (f"{births}:/opt/py/bin:/usr/bin", births)
+    assert list(plan.files) == [f"{births}/python"] and plan.files[f"{births}/python"].startswith(f"#!{PY} -IS\n")
     assert plan.rank_logs[8] == "/work/malaunch-logs/node-1/msrun/worker_8.log"
     assert sorted(plan.rank_logs) == list(range(8, 16))
 

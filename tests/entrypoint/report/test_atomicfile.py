@@ -90,6 +90,9 @@ STANDALONE = {
     # worker's RANK (a temporary file renamed), with no site-packages to import write_atomic from
     "entrypoint/launchers/torchrun/stub.py":
         "f\"  os.replace(n.name,os.path.join(os.path.dirname(f),'{RANK_NOTE}'))\\n\"",
+    # the birth record of each process msrun starts, written by msrun's ``python`` in the birth folder (a bare
+    # ``python -I -S`` that imports no package) before the real interpreter replaces it
+    "entrypoint/run/procs/births.py": "os.rename(temp, path)",
 }
 
 
