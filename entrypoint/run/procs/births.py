@@ -36,6 +36,9 @@ MAGIC = b"malaunch-birth=1"
 RECORDED = (b"MS_NODE_ID", b"MS_ROLE", b"RANK_ID", b"RANK")
 _LIMIT = 4096  # a record is a few hundred bytes: a bigger file is no record
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+#: No bound of ours on the environment read back: the kernel already bounds what a process is born with (a quarter
+#: of the stack limit, 2 MiB by default, more under a larger ``ulimit -s``).
+_ENVIRON_LIMIT = 1 << 30
 
 
 class Birth:
@@ -196,7 +199,7 @@ def main(wrapper: str, args: list[str]) -> int:
     127 (not found) or 126, as a shell would; 126 too without ``/proc`` (the shim's watch needs it as well): the
     environment the process was born with is read from there."""
     folder = os.path.dirname(os.path.abspath(wrapper))
-    born = _read("/proc/self/environ")
+    born = _read("/proc/self/environ", _ENVIRON_LIMIT)
     if born is None:
         sys.stderr.write(f"python: cannot read /proc/self/environ (is /proc mounted?), so {wrapper} cannot run the "
                          "python on PATH after it with this process's environment; mount /proc\n")  # fmt: skip

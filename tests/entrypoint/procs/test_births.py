@@ -106,6 +106,22 @@ def test_the_record_names_the_process_its_parent_and_its_rank(tmp_path: Path) ->
     assert births.read_birth(plan.births, pid, info.start + 1) is None  # another process of that number
 
 
+def test_a_worker_with_a_large_environment_runs_as_without_the_folder(tmp_path: Path) -> None:
+    """An environment of 1.5 MiB (twelve variables of 128 KiB, less than the kernel's limit of a quarter of the
+    stack) is read back whole and given to the real interpreter; the worker runs and has every variable."""
+    plan = msrun_plan(tmp_path)
+    prepare_folders(plan)
+    assert plan.births is not None
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os, sys; print(sum(len(v) for k, v in os.environ.items() if k.startswith('BIG_')))\n")
+    big = {f"BIG_{index}": "x" * (128 * 1024 - 16) for index in range(12)}
+    env = {"PATH": plan.processes[0].env["PATH"], "RANK_ID": "2", "MS_NODE_ID": "2", **big}
+    done = subprocess.run(["python", str(probe)], env=env, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert int(done.stdout) == sum(len(value) for value in big.values())
+    assert [name for name in os.listdir(plan.births) if name[0].isdigit()]  # and it left its record
+
+
 def _write(folder: Path, name: str, data: bytes) -> None:
     (folder / name).write_bytes(data)
 
