@@ -65,7 +65,8 @@ class RankHang(NamedTuple):
         cpu = f"{self.cpu:.1f} s CPU" if self.cpu is not None else "CPU unknown"
         last = (f"last output {self.silent:.1f} s ago: {self.last_line!r}" if self.silent is not None
                 else "no output yet")  # fmt: skip
-        return f"hang report: {self.rank} (pid {self.pid}): {self.state}, {cpu} in the silent window, {last}"
+        pid = f"pid {self.pid}" if self.pid is not None else "no pid: the shim never saw its process"
+        return f"hang report: {self.rank} ({pid}): {self.state}, {cpu} in the silent window, {last}"
 
 
 class Hung(NamedTuple):

@@ -54,6 +54,16 @@ def test_a_rank_that_exited_with_code_0_is_never_the_cause_while_another_runs() 
     assert (looked[0].state, looked[0].note) == ("exited", "it exited with code 0")
 
 
+def test_a_rank_whose_process_was_never_seen_is_reported_without_a_pid_of_none() -> None:
+    """Under torchrun a worker that printed and exited within the watch's first look has no pid: its hang report
+    line says so, never "(pid None)" (seen in 2 of 3 runs of a torchrun job whose last rank exits 0 at once)."""
+    looked = look_ranks({0: 1.0, 1: 1.0}, {}, {0: os.getpid()}, {1: "rank 1 up"}, 2.0)
+    line = looked[1].line()
+    assert "None" not in line
+    assert line.startswith("hang report: rank 1 (no pid: the shim never saw its process): gone, CPU unknown")
+    assert looked[0].line().startswith(f"hang report: rank 0 (pid {os.getpid()}): ")
+
+
 def test_the_verdict_names_the_rank_and_its_tail_classifies_as_hang() -> None:
     from malaunch.entrypoint.report.failure_class import classify_failure
 
