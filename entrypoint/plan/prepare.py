@@ -106,9 +106,15 @@ def _link_python(directory: str, interpreter: str) -> None:
 
 def _boot_file(cwd: str, boot_file: str) -> str:
     path = os.path.normpath(os.path.join(cwd, boot_file))
-    if not os.path.isfile(path):
-        raise ConfigError("BOOT_FILE", boot_file, f"no such file ({shorten(path)}); give the training script's path")
-    return path
+    if os.path.isfile(path):
+        return path
+    if os.path.isdir(path):
+        what = "a directory"
+    elif os.path.exists(path):
+        what = "not a regular file"
+    else:
+        what = "no such file"
+    raise ConfigError("BOOT_FILE", boot_file, f"{what} ({shorten(path)}); give the training script's path")
 
 
 def _read_once(path: str, cluster: ClusterEnv) -> RankTable:

@@ -24,7 +24,9 @@ from ..report.failure_class import EXIT_HANG
 from ..report.report import Failure
 from .procs import proctree
 
-__all__ = ["SPIN_SHARE", "Hung", "RankHang", "judge", "look_ranks", "py_spy_stack", "stand_out", "state_name"]
+__all__ = [
+    "NOT_SEEN", "SPIN_SHARE", "Hung", "RankHang", "judge", "look_ranks", "py_spy_stack", "stand_out", "state_name",
+]  # fmt: skip
 
 #: A silent rank that used at least this share of one CPU in the silent window is spinning.
 SPIN_SHARE = 0.1
@@ -33,6 +35,10 @@ STACK_SECONDS = 5.0
 STACKS_SECONDS = 15.0
 _STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "T": "stopped", "t": "stopped (traced)",
            "Z": "zombie", "X": "dead", "I": "idle"}  # fmt: skip
+#: The state of a rank whose process the shim never saw (under a launcher, one that ended before the worker
+#: watch's first look): nothing is known of it, so it is no evidence; while another rank runs it is not the cause
+#: (the launcher would have ended the group had it failed).
+NOT_SEEN = "not seen"
 _SCORES = {"stopped": 4, "stopped (traced)": 4, "zombie": 3, "dead": 3, "gone": 3, "disk wait": 2}
 _LINE = 200
 
@@ -49,7 +55,8 @@ class RankHang(NamedTuple):
 
     rank: str  # "rank N", or the process's name
     pid: Optional[int]
-    state: str  # running, sleeping, stopped, disk wait, zombie, gone; exited (it ended by itself with code 0)
+    state: str  # running, sleeping, stopped, disk wait, zombie, gone; exited (it ended by itself with code 0);
+    # not seen (no process known for it)
     cpu: Optional[float]  # CPU seconds used in the silent window (None: unknown)
     silent: Optional[float]  # seconds since its last output (None: it wrote nothing)
     last_line: str
@@ -65,7 +72,8 @@ class RankHang(NamedTuple):
         cpu = f"{self.cpu:.1f} s CPU" if self.cpu is not None else "CPU unknown"
         last = (f"last output {self.silent:.1f} s ago: {self.last_line!r}" if self.silent is not None
                 else "no output yet")  # fmt: skip
-        return f"hang report: {self.rank} (pid {self.pid}): {self.state}, {cpu} in the silent window, {last}"
+        pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
+        return f"hang report: {self.rank} ({pid}): {self.state}, {cpu} in the silent window, {last}"
 
 
 class Hung(NamedTuple):
@@ -96,8 +104,12 @@ def look_ranks(last: Mapping[object, Optional[float]], cpu_at: Mapping[object, i
             found.append(RankHang(_label(key), pid, "exited", None, None if seen is None else round(now - seen, 3),
                                   lines.get(key, "")[:_LINE], None, "it exited with code 0"))  # fmt: skip
             continue
-        info = proctree.read_info(pid) if pid is not None else None
-        usage = proctree.read_usage(pid) if pid is not None else None
+        if pid is None:
+            found.append(RankHang(_label(key), None, NOT_SEEN, None, None if seen is None else round(now - seen, 3),
+                                  lines.get(key, "")[:_LINE], None, "the shim never saw its process"))  # fmt: skip
+            continue
+        info = proctree.read_info(pid)
+        usage = proctree.read_usage(pid)
         cpu = round((usage[0] - cpu_at[key]) / tick, 2) if usage is not None and key in cpu_at else None
         stack, note = py_spy_stack(tool, pid, until) if info is not None and not info.zombie else (None, "not running")
         found.append(RankHang(_label(key), pid, state_name(info.state if info else None), cpu,
@@ -139,10 +151,10 @@ def _evidence(rank: RankHang, window: float) -> str:
 
 def stand_out(ranks: Sequence[RankHang], window: float) -> Tuple[Optional[RankHang], int, str]:
     """The rank that is not where the others are, its evidence (0: none) and how it was chosen; a rank that
-    exited with code 0 is chosen only when every rank did. Pure."""
+    exited with code 0, or whose process was never seen, is chosen only when every rank is such. Pure."""
     if not ranks:
         return None, 0, "no rank to look at"
-    looked = [rank for rank in ranks if rank.state != "exited"] or list(ranks)
+    looked = [rank for rank in ranks if rank.state not in ("exited", NOT_SEEN)] or list(ranks)
     scores = [_score(rank, window) for rank in looked]
     best = max(scores)
     top = [rank for rank, score in zip(looked, scores) if score == best]

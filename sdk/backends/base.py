@@ -123,7 +123,8 @@ if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a 
     from .inside import ExecResult, UsageReport
     from .listing import ListPage, ListQuery  # nor listing's filters: only list_page needs them
 
-__all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_code", "make_job_id"]
+__all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_boot_file", "check_code",
+           "make_job_id"]
 
 #: Seconds a job may stay UNKNOWN before waiting for it gives up.
 UNKNOWN_PATIENCE = 2.0
@@ -149,9 +150,16 @@ def check_code(spec: JobSpec) -> None:
         return
     if not os.path.isdir(spec.code_dir):
         raise SpecError("code_dir", "is not an existing folder", spec.code_dir, "give the folder with your code")
-    boot = os.path.join(spec.code_dir, os.path.normpath(spec.boot_file))
-    if not os.path.isfile(boot):
-        raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
+    check_boot_file(os.path.join(spec.code_dir, os.path.normpath(spec.boot_file)), spec.boot_file)
+
+
+def check_boot_file(boot: str, given: str) -> None:
+    """``boot`` (the job's ``boot_file`` ``given``, joined to its code folder) is a regular file; else the one
+    line that says what it is instead (a folder is called one, not "no such file")."""
+    if os.path.isfile(boot):
+        return
+    what = "a directory" if os.path.isdir(boot) else "not a regular file" if os.path.exists(boot) else "no such file"
+    raise SpecError("boot_file", f"{what} in code_dir ({boot})", given, "check the path")
 
 
 class UnknownWatch:

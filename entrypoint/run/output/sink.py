@@ -112,8 +112,9 @@ class Sink:
         with self._lock:
             raw, cut = self._snapshot()
         text = raw.decode("utf-8", "replace")
-        if cut:  # the first line is a fragment
+        if cut and "\n" in text:  # the first line is a fragment of a line whose start is gone
             text = text.partition("\n")[2]
+        # without a newline the bytes kept are the end of one long line: they are the output's tail, kept
         return text
 
     def tail(self, count: int = 50) -> Tuple[str, ...]:

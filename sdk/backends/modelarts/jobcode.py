@@ -10,6 +10,7 @@ from typing import Any, Callable, List, Optional, TextIO, Tuple
 
 from ...errors import SpecError
 from ...spec.model import JobSpec
+from ..base import check_boot_file
 from ..codefiles import CodeFile, select_code_files
 from .api import ModelArtsClient
 from .credentials import Credentials, Endpoints
@@ -49,9 +50,7 @@ class JobCode:
         """The files of every planned upload, checked locally (no network)."""
         out = []
         for upload in request.uploads:
-            boot = os.path.join(upload.source, os.path.normpath(spec.boot_file))
-            if not os.path.isfile(boot):
-                raise SpecError("boot_file", f"no such file in code_dir ({boot})", spec.boot_file, "check the path")
+            check_boot_file(os.path.join(upload.source, os.path.normpath(spec.boot_file)), spec.boot_file)
             files = select_code_files(upload.source)
             boot_rel = os.path.normpath(spec.boot_file).replace(os.sep, "/")
             if boot_rel not in {item.relpath for item in files}:

@@ -94,6 +94,27 @@ def test_ranktable_failing_rank_code_becomes_the_shim_code(tmp_path: Path) -> No
 
 
 @pytest.mark.process
+def test_a_rank_whose_output_is_one_long_line_has_its_end_in_the_report(tmp_path: Path) -> None:
+    """A rank that wrote 1 MiB without a newline and failed: the report shows the end of that line, not "(it
+    wrote no output)" (the tail kept in memory is smaller than the line, and its only line was taken for a
+    fragment to drop)."""
+    write_v10_table(tmp_path / "table.json", servers=1, devices=2)
+    (tmp_path / "train.py").write_text(
+        "import os, sys\n"
+        "if os.environ['RANK_ID'] == '1':\n"
+        "    sys.stdout.write('x' * (1 << 20) + 'the end'); sys.stdout.flush(); sys.exit(5)\n"
+    )
+    env = marked_env({"RANK_TABLE_FILE": str(tmp_path / "table.json"), "MALAUNCH_GRACE_PERIOD": "5"})
+    done = shim(["train.py"], env, tmp_path)
+    assert done.returncode == 5, done.stderr
+    assert "(it wrote no output)" not in done.stderr
+    report = json.loads((tmp_path / "malaunch-logs" / "node-0" / "report.json").read_text())
+    assert report["root_cause"]["rank"] == 1
+    assert report["root_cause"]["tail"][-1].endswith("xxthe end")
+    assert_nothing_left(env[MARK])
+
+
+@pytest.mark.process
 @pytest.mark.torch
 def test_torchrun_two_emulated_hosts_all_reduce_on_loopback(tmp_path: Path) -> None:
     port, coordinator = free_port(), free_port()

@@ -54,6 +54,31 @@ def test_a_rank_that_exited_with_code_0_is_never_the_cause_while_another_runs() 
     assert (looked[0].state, looked[0].note) == ("exited", "it exited with code 0")
 
 
+def test_a_rank_whose_process_was_never_seen_is_reported_without_a_pid_of_none() -> None:
+    """Under torchrun a worker that printed and exited within the watch's first look has no pid: its hang report
+    line says so, never "(pid None)" (seen in 2 of 3 runs of a torchrun job whose last rank exits 0 at once)."""
+    looked = look_ranks({0: 1.0, 1: 1.0}, {}, {0: os.getpid()}, {1: "rank 1 up"}, 2.0)
+    line = looked[1].line()
+    assert "None" not in line
+    assert line.startswith("hang report: rank 1 (pid unknown): not seen, CPU unknown")
+    assert looked[1].note == "the shim never saw its process"
+    assert looked[0].line().startswith(f"hang report: rank 0 (pid {os.getpid()}): ")
+
+
+def test_a_rank_never_seen_is_not_the_cause_while_a_seen_rank_waits() -> None:
+    """A torchrun job whose rank 1 printed and exited 0 before the worker watch's first look, while rank 0 waits
+    forever: rank 0 is named, as when the watch saw rank 1 exit with 0 (and as under the rank-table fan-out);
+    before, the unseen rank was taken for a process seen to vanish ("gone", strong evidence) and named in 2 of 3
+    runs. With no rank seen at all, nothing is evidence."""
+    looked = look_ranks({0: 1.0, 1: 1.0}, {}, {0: os.getpid()}, {0: "rank 0 up", 1: "rank 1 up"}, 2.0)
+    chosen, score, why = stand_out(looked, 1.0)
+    assert chosen is not None and chosen.rank == "rank 0" and score == 0
+    assert why.startswith("the only rank of this host that did not exit")
+    unseen = look_ranks({0: 1.0, 1: 1.5}, {}, {}, {}, 2.0)
+    chosen, score, why = stand_out(unseen, 1.0)
+    assert chosen is not None and chosen.rank == "rank 0" and score == 0 and "no rank stands out" in why
+
+
 def test_the_verdict_names_the_rank_and_its_tail_classifies_as_hang() -> None:
     from malaunch.entrypoint.report.failure_class import classify_failure
 

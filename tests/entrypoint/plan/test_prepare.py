@@ -104,3 +104,12 @@ def test_msrun_dry_run_asks_no_name_server(tmp_path: Path) -> None:
 def test_boot_file_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"BOOT_FILE='missing\.py'"):
         gather_inputs(parse_shim_config({}), "missing.py", [], cwd=str(tmp_path))
+
+
+def test_a_boot_file_that_is_a_directory_is_called_one(tmp_path: Path) -> None:
+    """A folder given as the boot file exists: the line says what it is, not that there is no such file."""
+    (tmp_path / "code").mkdir()
+    with pytest.raises(ConfigError) as caught:
+        gather_inputs(parse_shim_config({}), "code", [], cwd=str(tmp_path))
+    assert "BOOT_FILE='code'" in str(caught.value)
+    assert "a directory" in str(caught.value) and "no such file" not in str(caught.value)

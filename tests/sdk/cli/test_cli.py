@@ -110,6 +110,16 @@ def test_missing_boot_file_exits_2(tmp_path: Path, home: Path) -> None:
     assert "boot_file" in one_error_line(result)
 
 
+def test_a_boot_file_that_is_a_folder_is_called_one_and_exits_2(tmp_path: Path, home: Path) -> None:
+    """The folder exists: the line says it is a directory, not that there is no such file."""
+    job = write(tmp_path, GOOD.replace("train.py", "src"))
+    (tmp_path / "src").mkdir()
+    result = run([str(job)], home)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "boot_file: a directory in code_dir" in line and "no such file" not in line
+
+
 def test_missing_job_file_exits_2(tmp_path: Path, home: Path) -> None:
     result = run([str(tmp_path / "nope.yaml")], home)
     assert result.exit_code == 2
