@@ -174,12 +174,25 @@ def format_failure(result: RunResult) -> str:
     if failure.tail:
         count = len(failure.tail)
         lines.append(f"  last {count} line{'' if count == 1 else 's'} of its output:")
-        lines.extend(f"    | {line}" for line in failure.tail)
+        lines.extend(f"    | {_shown(line)}" for line in failure.tail)
     elif not rank_unknown(failure):
         lines.append("  (it wrote no output)")
     if result.shim_signal is not None:
         lines.append(f"  (the shim also received {signal_name(result.shim_signal)} while stopping the job)")
     return "\n".join(lines)
+
+
+#: The most of one output line the console's failure summary shows (report.json and the log keep it whole).
+_TAIL_LINE_SHOWN = 1000
+
+
+def _shown(line: str) -> str:
+    """``line`` as the summary shows it: a line longer than :data:`_TAIL_LINE_SHOWN` by its end, where an error's
+    last words are, with how much comes before."""
+    if len(line) <= _TAIL_LINE_SHOWN:
+        return line
+    before = len(line) - _TAIL_LINE_SHOWN
+    return f"[{before:,} characters before; the whole line is in the log] " + line[-_TAIL_LINE_SHOWN:]
 
 
 _LOST_HINT = "lost: its shim vanished or stopped answering the job's coordinator; its own end is not known here"

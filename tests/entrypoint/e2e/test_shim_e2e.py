@@ -111,6 +111,9 @@ def test_a_rank_whose_output_is_one_long_line_has_its_end_in_the_report(tmp_path
     report = json.loads((tmp_path / "malaunch-logs" / "node-0" / "report.json").read_text())
     assert report["root_cause"]["rank"] == 1
     assert report["root_cause"]["tail"][-1].endswith("xxthe end")
+    shown = [line for line in done.stderr.splitlines() if line.startswith("    | ")]
+    assert len(shown) == 1 and shown[0].endswith("xxthe end") and len(shown[0]) < 1200, shown  # cut to its end
+    assert "characters before; the whole line is in the log]" in shown[0]
     assert_nothing_left(env[MARK])
 
 
