@@ -61,11 +61,13 @@ from ...report.rootcause import PEER_WINDOW
 from .messages import Cause, End, Finish, Message, Resume, Start, Welcome, Why
 from .roster import EXIT_HOST_LOST, Roster
 
-__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
+__all__ = ["EQUAL_EVIDENCE", "EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
 
 EXIT_NO_JOIN = 3
 #: The longest a host's ``failing`` may hold the others' end (rule 2a): a shim's own hold, at most.
 HOLD_MAX = PEER_WINDOW
+#: How the line the coordinator adds to a hang's root cause chosen among equal evidence begins (:func:`_root`).
+EQUAL_EVIDENCE = "ma-entrypoint: the hung hosts' evidence is equal"
 _OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
 
 
@@ -349,8 +351,8 @@ def _root(causes: List[Tuple[int, int, Cause]]) -> Cause:
         return cause
     chosen = min(tied, key=_rank_order)
     hosts = ", ".join(str(host) for host in sorted({other.host for other in tied if other.host is not None}))
-    note = (f"ma-entrypoint: the hung hosts' evidence is equal (hosts {hosts}): the lowest rank they name is the "
-            "job's root cause, not the one of the host that reported first")  # fmt: skip
+    note = (f"{EQUAL_EVIDENCE} (hosts {hosts}): the lowest rank they name is the job's root cause, not the one of "
+            "the host that reported first")  # fmt: skip
     return chosen._replace(tail=(*chosen.tail[:-1], note, *chosen.tail[-1:]))
 
 
