@@ -73,6 +73,8 @@ class RankHang(NamedTuple):
         last = (f"last output {self.silent:.1f} s ago: {self.last_line!r}" if self.silent is not None
                 else "no output yet")  # fmt: skip
         pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
+        if self.state == "exited":  # its end is the fact: it used no CPU of the silent window it is not in
+            return f"hang report: {self.rank} ({pid}): exited with code 0, {last}"
         return f"hang report: {self.rank} ({pid}): {self.state}, {cpu} in the silent window, {last}"
 
 

@@ -44,7 +44,7 @@ from ..policy import RestartPolicy, backoff_for, should_restart
 from ..prepare_steps import end_result
 from . import HostsConfig
 from .bookwatch import BookWatch, clock_watch
-from .jobstate import EXIT_HOST_LOST, JobState
+from .jobstate import EQUAL_EVIDENCE, EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
 from .saves import SaveWatch
@@ -284,7 +284,7 @@ class Coordinated(AttemptLoop):
     def _final(self, code: int, cause: Cause) -> RunResult:
         own = self.result.root_cause if self.result is not None else None
         if cause.host == self.config.host and own is not None and own.source != "peer":
-            return RunResult(code, own, None, self.elapsed())
+            return RunResult(code, _with_coordinator_lines(own, cause), None, self.elapsed())
         return RunResult(code, _told_failure(code, cause), None, self.elapsed())
 
     def _own_result(self) -> RunResult:
@@ -312,6 +312,13 @@ def _job_class(final: RunResult, cause: Optional[Cause]) -> Optional[Classificat
     found = classify_failure(final.exit_code, final.root_cause.tail, signal=final.root_cause.signal, origin=origin)
     kind = cause.kind if cause is not None else None
     return Classification(kind, found.retryable, found.reason) if kind == found.kind else found
+
+
+def _with_coordinator_lines(own: Failure, cause: Cause) -> Failure:
+    """This host's own root cause, the job's: with the line the coordinator added to it (why it was chosen among
+    hung hosts with equal evidence), so that this host's summary says what the others' say."""
+    added = tuple(line for line in cause.tail if line.startswith(EQUAL_EVIDENCE) and line not in own.tail)
+    return own._replace(tail=(*own.tail[:-1], *added, *own.tail[-1:])) if added and own.tail else own
 
 
 def _told_failure(code: int, cause: Cause) -> Failure:

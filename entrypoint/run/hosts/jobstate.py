@@ -25,7 +25,9 @@ of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
 3. The attempt's root cause is chosen from what the hosts said, never from who spoke first alone: a failure of
    the host's own ranks before a lost host, before a failure whose log says a peer failed, before an attempt
    ended on the coordinator's word; within each, a hung host with stronger evidence (``score``: a rank stopped,
-   a zombie, in disk wait, spinning) first, then the earliest.
+   a zombie, in disk wait, spinning) first, then the earliest. Hung hosts whose evidence is equal (their ranks
+   all wait: who reported first is no fact about the hang) give the lowest rank they name, and its account says
+   the evidence was equal (:func:`_root`).
 4. If ``restart_on`` accepts the cause (the failing host judged it; a lost host: :attr:`lost_accepted`) and the
    job's budget allows (attempt K < ``max_restarts``), every host starts attempt K+1 together after the
    back-off, once every host is here again: a lost host has ``host_wait`` seconds to come back, else the job
@@ -59,11 +61,13 @@ from ...report.rootcause import PEER_WINDOW
 from .messages import Cause, End, Finish, Message, Resume, Start, Welcome, Why
 from .roster import EXIT_HOST_LOST, Roster
 
-__all__ = ["EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
+__all__ = ["EQUAL_EVIDENCE", "EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "Phase", "Round", "Rules", "Send"]
 
 EXIT_NO_JOIN = 3
 #: The longest a host's ``failing`` may hold the others' end (rule 2a): a shim's own hold, at most.
 HOLD_MAX = PEER_WINDOW
+#: How the line the coordinator adds to a hang's root cause chosen among equal evidence begins (:func:`_root`).
+EQUAL_EVIDENCE = "ma-entrypoint: the hung hosts' evidence is equal"
 _OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
 
 
@@ -301,7 +305,7 @@ class JobState:
         if not self.round.causes:  # every host's ranks succeeded (a host lost after saying so changes nothing)
             self.verdicts.append(None)
             return self._finish(0, None)
-        cause = min(self.round.causes, key=lambda item: (item[0], item[1]))[2]
+        cause = _root(self.round.causes)
         self.verdicts.append(cause)
         if self.rules.min_hosts is not None and (self.round.dropped or self.round.rejoined):  # rule 5
             self.free_next = True
@@ -335,6 +339,27 @@ class JobState:
     def _finish(self, code: int, cause: Optional[Cause]) -> List[Send]:
         self.phase, self.final = Phase.DONE, Finish(code, cause, self.attempt)
         return [Send(None, self.final)]
+
+
+def _root(causes: List[Tuple[int, int, Cause]]) -> Cause:
+    """The attempt's root cause among ``causes`` (rule 3): the lowest weight, then the earliest; but when hung
+    hosts (class ``hang``) tie on the lowest weight, the order they reported in says nothing about the hang: the
+    lowest rank they name (then the lowest host) is the cause, and its tail says the evidence was equal."""
+    weight, _, cause = min(causes, key=lambda item: (item[0], item[1]))
+    tied = [other for mass, _, other in causes if mass == weight and other.kind == "hang"]
+    if cause.kind != "hang" or len({other.host for other in tied}) < 2:
+        return cause
+    chosen = min(tied, key=_rank_order)
+    hosts = ", ".join(str(host) for host in sorted({other.host for other in tied if other.host is not None}))
+    note = (f"{EQUAL_EVIDENCE} (hosts {hosts}): the lowest rank they name is the job's root cause, not the one of "
+            "the host that reported first")  # fmt: skip
+    return chosen._replace(tail=(*chosen.tail[:-1], note, *chosen.tail[-1:]))
+
+
+def _rank_order(cause: Cause) -> Tuple[int, int, int]:
+    """Equal evidence (:func:`_root`): the lowest rank first, a cause naming none last, then the lowest host."""
+    host = cause.host if cause.host is not None else -1
+    return (0, cause.rank, host) if cause.rank is not None else (1, 0, host)
 
 
 def _no_join(missing: List[int]) -> Cause:

@@ -51,7 +51,7 @@ from .plan import HostCommand, LocalRequest, host_environment, with_secret
 from .spawn import start_detached
 from .state import HostReport, StateWriter, disk_space_note, note_history, read_host_report, read_state
 
-__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
+__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "host_failure", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
 _KILL_MARGIN = 10.0
@@ -220,17 +220,9 @@ class Runner:
                 self.fail(*self._failure(index, code, detail, report))
 
     def _failure(self, index: int, code: int, detail: str, report: Optional[HostReport]) -> Tuple[int, int, str]:
-        """The job's failure when host ``index``'s shim ended with ``code``: the host its root cause is on (the
-        shims' choice when they agreed on one: ``detail`` names it), the job's code, and the line that says it."""
-        if report is not None and report.cause_host is not None and report.cause_host != index and detail:
-            return report.cause_host, code, detail
-        said = f" ({detail})" if detail else ""
-        if report is not None:
-            return index, code, f"host {index} ({self.host(index)['address']}) exited with code {code}{said}"
-        console = self.request.hosts[index].console_log
-        kind = failure_from_report(None, code, console)["class"]
-        return index, code, (f"host {index} ({self.host(index)['address']}) exited with code {code}{said}; class "
-                             f"{kind}; console: {console}")  # fmt: skip
+        """The job's failure when host ``index``'s shim ended with ``code`` (:func:`host_failure`)."""
+        return host_failure(index, self.host(index)["address"], code, detail, report,
+                            self.request.hosts[index].console_log)  # fmt: skip
 
     def _may_replace(self, index: int) -> bool:
         """A host killed from outside is replaced (multi-host jobs with restarts left, nothing ending)."""
@@ -384,6 +376,21 @@ class Runner:
         self.state["ended_at"] = time.time()
         self.writer.save_final(self.state)  # the reserve (or the file's slack) makes room for it on a full disk
         return 0
+
+
+def host_failure(index: int, address: str, code: int, detail: str, report: Optional[HostReport],
+                 console: str) -> Tuple[int, int, str]:  # fmt: skip
+    """The job's failure when host ``index`` (``address``) ended with ``code``: the host its root cause is on, the
+    job's code, and the line that says it. When the shims' coordinator chose the job's root cause (``detail``
+    names it, with its host), that line is the job's whichever host's shim is reaped first: one form, from the
+    facts, not from the reap order. Pure."""
+    if report is not None and report.cause_host is not None and detail:
+        return report.cause_host, code, detail
+    said = f" ({detail})" if detail else ""
+    if report is not None:
+        return index, code, f"host {index} ({address}) exited with code {code}{said}"
+    kind = failure_from_report(None, code, console)["class"]
+    return index, code, f"host {index} ({address}) exited with code {code}{said}; class {kind}; console: {console}"
 
 
 def max_restarts(plan: Mapping[str, Any]) -> int:

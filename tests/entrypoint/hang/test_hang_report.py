@@ -52,6 +52,7 @@ def test_a_rank_that_exited_with_code_0_is_never_the_cause_while_another_runs() 
     assert why == "the only rank of this host that did not exit: it is sleeping"
     looked = look_ranks({2: 1.0, 3: 1.0}, {}, {2: 4242, 3: os.getpid()}, {}, 2.0, succeeded={4242})
     assert (looked[0].state, looked[0].note) == ("exited", "it exited with code 0")
+    assert looked[0].line() == "hang report: rank 2 (pid 4242): exited with code 0, last output 1.0 s ago: ''"
 
 
 def test_a_rank_whose_process_was_never_seen_is_reported_without_a_pid_of_none() -> None:

@@ -365,3 +365,34 @@ def test_a_lost_hosts_cause_names_the_log_folder_its_hello_gave_and_never_a_surv
     said = describe_cause(finish.cause.to_wire())
     assert said == "host 1 (10.0.0.2) lost: no heartbeat for 3 s; class host_lost; log /logs/h1"
 
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_hung_hosts_with_equal_evidence_give_the_lowest_rank_whoever_reported_first(first: int) -> None:
+    """Multi-host hang: a rank of host 1 exited 0 early and every other rank waits; each host names a waiting rank
+    with no evidence (score 0). The root cause is the lowest rank named (host 0's rank 0) whichever host's account
+    came first, and its tail says the evidence was equal (the old book took the first account)."""
+    book = _book()
+    _join_all(book)
+    book.silent(0, 0, True, 1.0)
+    book.silent(1, 0, True, 1.5)
+    tail = ("start", "rank {}: no rank stands out", "ma-entrypoint: hung: no running rank wrote output")
+    accounts = {host: _hung(0)._replace(rank=rank, tail=(tail[0], tail[1].format(rank), tail[2]))
+                for host, rank in ((0, 0), (1, 2))}  # fmt: skip
+    book.over(first, 0, accounts[first], 2.0)
+    book.over(1 - first, 0, accounts[1 - first], 2.5)
+    verdict = book.verdicts[-1]
+    assert verdict is not None and (verdict.host, verdict.rank) == (0, 0)
+    assert verdict.tail[:2] == ("start", "rank 0: no rank stands out")
+    assert "evidence is equal (hosts 0, 1)" in verdict.tail[2] and verdict.tail[3] == tail[2]
+
+
+def test_hung_hosts_with_unequal_evidence_keep_the_strongest_and_no_note() -> None:
+    book = _book()
+    _join_all(book)
+    book.silent(0, 0, True, 1.0)
+    book.silent(1, 0, True, 1.5)
+    book.over(0, 0, _hung(0)._replace(rank=0, tail=("a",)), 2.0)
+    book.over(1, 0, _hung(4)._replace(rank=3, tail=("b",)), 2.5)
+    verdict = book.verdicts[-1]
+    assert verdict is not None and (verdict.host, verdict.rank, verdict.tail) == (1, 3, ("b",))

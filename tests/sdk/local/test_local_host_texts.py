@@ -14,7 +14,15 @@ from malaunch.entrypoint.run.attempt_status import announce_attempt, note_event
 from malaunch.sdk.backends.local.events import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths
 from malaunch.sdk.backends.local.pending import pending_reason
-from malaunch.sdk.backends.local.state import job_status, new_state, note_history, read_state, report_detail
+from malaunch.sdk.backends.local.runner import host_failure
+from malaunch.sdk.backends.local.state import (
+    job_status,
+    new_state,
+    note_history,
+    read_host_report,
+    read_state,
+    report_detail,
+)
 from malaunch.sdk.follow import follow_job
 from malaunch.sdk.home import write_json_atomic
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
@@ -209,3 +217,27 @@ def test_following_a_host_the_platform_lost_says_lost_not_failed() -> None:
                 status(HostStatus(1, "127.0.0.2", HostState.EXITED, exit_code=137, detail=lost), JobState.SUCCEEDED)]
     texts = [e.text for e in follow_job(ScriptedBackend(statuses, []).handle("j"), poll=0.001, clock=FakeClock(0.1))]
     assert f"host 1 (127.0.0.2) {lost}" in texts and not any("failed" in text for text in texts), texts
+
+
+RANK_CAUSE = {"host": 1, "addr": "127.0.0.2", "rank": 3, "name": "rank 3", "code": 5, "signal": None,
+              "kind": "user_error", "line": "boom", "tail": ["boom"], "log": "/j/hosts/1/logs/rank-3.log"}  # fmt: skip
+
+
+def test_the_jobs_failure_line_is_one_form_whichever_hosts_shim_is_reaped_first(tmp_path: Path) -> None:
+    """Rank 3 of host 1 exited 5; the coordinator chose it and both shims exited 5 with it in their reports. The
+    job's line is the coordinator's root cause, on host 1, whichever host the runner reaps first (the old line was
+    "host 1 (127.0.0.2) exited with code 5 (root cause rank 3 ...)" when host 1 came first, else the cause alone)."""
+    said = []
+    for index in (0, 1):
+        path = tmp_path / f"report-{index}.json"
+        own = {"name": "rank 3" if index == 1 else "another host", "exit_code": 5, "log_file": "", "tail": []}
+        path.write_text(json.dumps({"exit_code": 5, "status": "failed", "failure_class": {"class": "user_error"},
+                                    "root_cause": own, "attempts": [{"attempt": 0, "job_cause": RANK_CAUSE}]}))
+        report = read_host_report(str(path))
+        assert report is not None and report.cause_host == 1
+        said.append(host_failure(index, f"127.0.0.{index + 1}", 5, report.detail, report, f"/j/hosts/{index}/console"))
+    assert said[0] == said[1], said
+    host, code, line = said[0]
+    assert (host, code) == (1, 5)
+    assert line == ("root cause rank 3 on host 1 (127.0.0.2) exited with 5; class user_error; "
+                    "log /j/hosts/1/logs/rank-3.log"), line
