@@ -26,9 +26,11 @@ As unkind as a real API server: a job list is answered in pages of at most :data
 ``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
 likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
 queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``, ``"403"`` (refused
-for good); ``"500 stored"`` for ``POST job``: stored, then answered 500) are answered before the request is
-served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by a request for a later
-page, which is refused as the API server refuses an expired ``continue`` token.
+for good); ``"500 stored"`` for ``POST job``: stored, then answered 500; ``"400 webhook"``: Volcano's admission
+webhook denying the job; ``"404 namespace"``: the namespace does not exist; ``"404 crd"``: the API server does not
+know the resource, as without Volcano's CRDs) are answered before the request is served; ``"410"`` queued for
+``"<route> continue"`` (``"pods continue"``) is taken only by a request for a later page, which is refused as the
+API server refuses an expired ``continue`` token.
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template
 (``idle``, or any name not above: Running after its hello, quiet until deleted). It holds a job of 1,024 pods,
@@ -459,6 +461,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "403":  # RBAC that does not grant this (pods/log, say): refused for good, not retried
             self._send(403, _status(403, "Forbidden", f"User \"tester\" cannot {self.command} {url.path}"))
+            return
+        if fault == "400 webhook":  # the API server's answer when a validating webhook denies (its message inside)
+            self._send(400, _status(400, "BadRequest", 'admission webhook "validatejob.volcano.sh" denied the request: '
+                                    "spec.tasks[0].template.spec.containers[0].resources.requests: cpu 96 exceeds "
+                                    "the capability of queue default (64)"))  # fmt: skip
+            return
+        if fault == "404 namespace":
+            namespace = url.path.split("/namespaces/")[1].split("/")[0]
+            self._send(404, _status(404, "NotFound", f'namespaces "{namespace}" not found'))
+            return
+        if fault == "404 crd":
+            self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
             return
         if fault == "500 stored":  # the write went through, its answer did not (etcd's timeout after the commit)
             with cluster.lock:
