@@ -17,6 +17,8 @@ container name; anything else is answered as the API server would (401, 404, 409
   (``failure class: collective_timeout``);
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
+- ``imagepull``: the pods are scheduled but their image cannot be pulled (``ErrImagePull``, then
+  ``ImagePullBackOff``): Pending until deleted;
 - ``run``: Running and printing until the job is deleted (then its pods go away after two ticks; with
   ``delete_ticks`` the job itself stays visible, with a ``deletionTimestamp``, that many ticks first) or
   terminated by a ``TerminateJob`` Command (``bus.volcano.sh``): Terminating (the containers get SIGTERM and
@@ -165,6 +167,21 @@ class FakeJob:
         pod.phase = "Succeeded" if code == 0 else "Failed"
         pod.finish()
 
+    def _pull_fails(self, step: int) -> None:
+        """``imagepull``: the pods are scheduled and their container waits in ``ErrImagePull``, then
+        ``ImagePullBackOff``, as the kubelet reports an image that does not exist; the job stays Pending."""
+        self.phase = "Pending"
+        if step < 2:
+            return
+        image = self.manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
+        pulled = f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+        waiting = {"reason": "ErrImagePull", "message": pulled}
+        if step > 2:
+            waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+        for pod in self.pods:
+            pod.conditions = [{"type": "PodScheduled", "status": "True"}]
+            pod.state = {"waiting": waiting}
+
     def _terminate(self) -> None:
         """A step of TerminateJob: the containers get SIGTERM, then the pods are deleted; the job stays."""
         self.terminating += 1
@@ -187,6 +204,9 @@ class FakeJob:
         step, pods = self.step, self.pods
         if self.scenario == "unschedulable":  # the gang never fits: Pending for good (kubefake_inside)
             self.phase = "Pending"
+            return
+        if self.scenario == "imagepull":  # scheduled, but the kubelet cannot pull the image: Pending for good
+            self._pull_fails(step)
             return
         if step == 1:
             self.phase = "Pending"
