@@ -16,7 +16,8 @@
   asked, why it failed in words and where (``the connection was refused`` at ``host:port``, never a cut-off
   exception repr), how many attempts over the time really spent (waits slept, not waits planned), and what
   to do: for an answer 429 or 5xx, the service's own error code and message and to wait (429) or try later
-  (5xx), not to check the network.
+  (5xx), not to check the network;
+- each retry can be announced before its wait (``notice``): the user sees the call is alive and why it waits.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
@@ -236,11 +237,13 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    notice: Optional[Callable[[str], None]] = None,
 ) -> Union[requests.Response, T]:
     """``send(attempt)`` until it gives an answer that is not 429/5xx (see the module docstring).
 
     ``send`` may return something other than a response (e.g. a job it found before sending again); that
-    is returned as is.
+    is returned as is. ``notice`` (if given) is told of each retry before its wait, in one line: what failed, in
+    the service's words, and which attempt comes after how long (``...; attempt 2 of 6 in 1.3s``).
 
     Raises:
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
@@ -293,12 +296,21 @@ def call_with_retry(
             raise RetryableStatus(response)
         return response
 
+    def announce(state: tenacity.RetryCallState) -> None:
+        outcome = state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if notice is None or error is None:
+            return
+        wait = state.next_action.sleep if state.next_action is not None else planned.get(state.attempt_number, 0.0)
+        notice(f"{what}: {_problem(error, policy)}; attempt {attempt + 1} of {policy.attempts} in {wait:.1f}s")
+
     start = clock()
     retrying = tenacity.Retrying(
         stop=stop,
         wait=next_wait,
         retry=tenacity.retry_if_exception_type(_RETRIED),
         sleep=nap,
+        before_sleep=announce,
         reraise=False,
     )
     try:

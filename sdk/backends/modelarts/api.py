@@ -71,6 +71,7 @@ class ModelArtsClient:
         clock: Callable[[], float] = time.time,
         timeout: Optional[Tuple[float, float]] = None,
         refresh: Optional[Callable[[], Credentials]] = None,
+        notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.session = session
         self.endpoint = endpoint.rstrip("/")
@@ -81,6 +82,7 @@ class ModelArtsClient:
         self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
         self.refresh = refresh
+        self.notice = notice  # told of each retry (call_with_retry's notice)
         self.left_out = 0  # jobs the last iter_jobs could not reach (past MAX_PAGES pages)
 
     @property
@@ -161,11 +163,13 @@ class ModelArtsClient:
     def _send_checked(self, method: str, path: str, query: Query, body: Optional[Any]) -> requests.Response:
         what = f"{method} {self.endpoint}{path}"
         response = call_with_retry(
-            lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
+            lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep,
+            notice=self.notice,
         )
         if response.status_code in (401, 403) and self._renewed():
             response = call_with_retry(
-                lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
+                lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep,
+                notice=self.notice,
             )
         return response
 
@@ -190,7 +194,7 @@ class ModelArtsClient:
                     return found
             return self.send("POST", self.jobs_path, (), body)
 
-        result = call_with_retry(attempt, what=what, policy=self.policy, sleep=self.sleep)
+        result = call_with_retry(attempt, what=what, policy=self.policy, sleep=self.sleep, notice=self.notice)
         if isinstance(result, requests.Response):
             created: Dict[str, Any] = self._check(result, what)
             return created

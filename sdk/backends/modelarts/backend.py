@@ -132,9 +132,9 @@ class ModelArtsBackend(Backend):
                 self.session,
                 self.endpoints.modelarts,
                 self.credentials,
-                policy=self.policy,
-                sleep=self.sleep,
+                policy=self.policy, sleep=self.sleep,
                 refresh=lambda: load_credentials(self.environ),
+                notice=self.note,
             )
         return self._api
 

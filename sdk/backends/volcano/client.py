@@ -214,7 +214,11 @@ def context_namespace(target: KubeTarget) -> str:
 
 
 def connect(
-    target: KubeTarget, *, policy: RetryPolicy = DEFAULT_POLICY, sleep: Callable[[float], None] = time.sleep
+    target: KubeTarget,
+    *,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    sleep: Callable[[float], None] = time.sleep,
+    notice: Optional[Callable[[str], None]] = None,
 ) -> KubeApi:
     """A :class:`KubeApi` for ``target``.
 
@@ -240,7 +244,7 @@ def connect(
     except (kubernetes.config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
         where = target.kubeconfig or "in-cluster configuration"  # the client's own ways of refusing a config
         raise ConfigError(f"Kubernetes configuration is unusable ({exc})", where, "fix the kubeconfig") from None
-    return KubeApi(kubernetes, api_client, namespace, policy=policy, sleep=sleep)
+    return KubeApi(kubernetes, api_client, namespace, policy=policy, sleep=sleep, notice=notice)
 
 
 class KubeApi:
@@ -254,8 +258,10 @@ class KubeApi:
         *,
         policy: RetryPolicy = DEFAULT_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self._k8s = kubernetes
+        self._notice = notice  # told of each retry (call_with_retry's notice)
         self._policy = policy
         self._sleep = sleep
         self._client = api_client
@@ -346,7 +352,8 @@ class KubeApi:
             except _NETWORK_ERRORS as exc:
                 raise self._network_failure(exc) from None
 
-        result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep)  # type: ignore[assignment]
+        result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep,  # type: ignore[assignment]
+                                     notice=self._notice)  # fmt: skip
         return result
 
     def _network_failure(self, exc: BaseException) -> Transient:

@@ -106,6 +106,23 @@ def test_429_and_5xx_give_up_with_the_services_words_and_what_to_do(fake_ma: Fak
     assert "network" not in text and "{" not in text
 
 
+def test_each_retry_is_announced_before_its_wait(fake_ma: FakeModelArts) -> None:
+    """A call retried for 16 s said nothing until it gave up; now each retry is one line: what failed, in the
+    service's words, and which attempt comes after how long."""
+    notices: List[str] = []
+    creds = Credentials(AK, SK, PROJECT, "cn-north-4", "the test", security_token=None)
+    api = ModelArtsClient(requests.Session(), fake_ma.url, creds, policy=FAST, sleep=lambda _: None,
+                          notice=notices.append)  # fmt: skip
+    job_id = api.create_job(body())["metadata"]["id"]
+    assert notices == []
+    fake_ma.faults = {"get": ["429", "500"]}
+    assert api.get_job(job_id)["metadata"]["id"] == job_id
+    where = f"GET {fake_ma.url}/v2/{PROJECT}/training-jobs/{job_id}"
+    assert notices == [f"{where}: HTTP 429 APIGW.0308: throttled; attempt 2 of 4 in 1.0s",
+                       notices[1]]  # fmt: skip
+    assert notices[1].startswith(f"{where}: HTTP 500 ModelArts.0001: internal error; attempt 3 of 4 in 0.0"), notices
+
+
 @pytest.mark.parametrize("faults", [["drop"], ["500", "drop"], ["drop", "500", "429"], ["429", "drop"], ["cut"]])
 def test_create_makes_exactly_one_job(fake_ma: FakeModelArts, faults: List[str]) -> None:
     fake_ma.faults = {"create": list(faults)}

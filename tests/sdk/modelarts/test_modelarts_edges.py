@@ -212,9 +212,11 @@ def test_ma_submit_names_the_unreachable_endpoint(ma_env: Dict[str, str]) -> Non
     env = dict(ma_env, MALAUNCH_MODELARTS_ENDPOINT=f"http://127.0.0.1:{free_port()}")
     result = ma_submit(["status", "--backend", "modelarts", "some-job"], env)
     assert result.returncode == 3
-    (line,) = result.stderr.strip().splitlines()
+    *notes, line = result.stderr.strip().splitlines()
     assert "cannot reach the endpoint at 127.0.0.1:" in line and ", the connection was refused" in line
-    assert line.endswith("then try again")
+    assert line.startswith("ma-submit: error: ") and line.endswith("then try again")
+    assert notes and all(note.startswith("ma-submit: note: POST http://127.0.0.1:") for note in notes)  # each retry
+    assert all("the connection was refused (nothing listens there) (ConnectionError); attempt " in n for n in notes)
 
 
 # -- host lines and logs -------------------------------------------------------------------------------------

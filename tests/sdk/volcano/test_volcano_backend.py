@@ -326,6 +326,24 @@ def test_429_and_5xx_give_up_saying_to_wait_not_to_check_the_cluster(kube: FakeK
     assert text.count("reading Volcano job") == 1 and "Volcano installed" not in text and "network" not in text
 
 
+def test_each_retry_is_announced_as_a_note(kube: FakeKube, kubeconfig: Path) -> None:
+    """The backend's notes (its progress stream) get one line per retry before its wait."""
+    import io
+
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    notes = io.StringIO()
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=lambda _: None,
+                             policy=RetryPolicy(attempts=3, jitter=0.0), progress=notes)  # fmt: skip
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    notes.truncate(0)
+    notes.seek(0)
+    kube.cluster.faults["GET job"] = ["503"]
+    assert handle.status().id == handle.id
+    assert notes.getvalue() == (f"ma-submit: note: reading Volcano job {handle.id}: the Kubernetes API answered 503, "
+                                "'etcdserver: request timed out'; attempt 2 of 3 in 0.5s\n")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("fault", "said", "hint"),
     [
