@@ -15,6 +15,8 @@ container name; anything else is answered as the API server would (401, 404, 409
   Aborting -> Aborted;
 - ``timeout``: as ``fail7``, but host 1's log ends with an NCCL watchdog timeout and the shim's verdict
   (``failure class: collective_timeout``);
+- ``oom``: host 1's container is killed for its memory (exit 137, reason ``OOMKilled``), the others end with 143
+  (the same ``finishedAt``, to the second): Aborting -> Aborted;
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
 - ``imagepull``: the pods are scheduled but their image cannot be pulled (``ErrImagePull``, then
@@ -160,8 +162,8 @@ class FakeJob:
     def _print(self, pod: FakePod, text: str) -> None:
         pod.append(text.encode() + b"\n")
 
-    def _end(self, pod: FakePod, code: int) -> None:
-        reason = "Completed" if code == 0 else "Error"
+    def _end(self, pod: FakePod, code: int, reason: str = "") -> None:
+        reason = reason or ("Completed" if code == 0 else "Error")
         pod.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": self.created,
                                     "finishedAt": _now()}}  # fmt: skip
         pod.phase = "Succeeded" if code == 0 else "Failed"
@@ -244,6 +246,16 @@ class FakeJob:
             self.phase = "Completing"
         elif self.scenario == "succeed" and step == 4:
             self.phase = "Completed"
+        elif self.scenario == "oom" and step == 3:  # the kernel kills host 1's container: its log just stops
+            self._print(pods[1], "[rank 1] step 3")
+            self._end(pods[1], 137, "OOMKilled")
+            self.phase = "Aborting"
+        elif self.scenario == "oom" and step == 4:
+            for pod in pods:
+                if not pod.closed:
+                    self._end(pod, 143)  # within the second of the kill, as the abort often is: one finishedAt
+                    pod.state["terminated"]["finishedAt"] = pods[1].state["terminated"]["finishedAt"]
+            self.phase = "Aborted"
         elif self.scenario in ("fail7", "timeout") and step == 3:
             if self.scenario == "timeout":  # the shim's own lines end the log, as in a real pod
                 self._print(pods[1], "[rank 1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)")

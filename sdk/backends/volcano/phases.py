@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ...status import HostState, HostStatus, JobState
 from .manifest import TASK_NAME
 
-__all__ = ["PHASES", "container_stuck", "host_index", "host_statuses", "job_state", "parse_time", "retry_count",
-           "root_cause"]  # fmt: skip
+__all__ = ["PHASES", "container_stuck", "ended_why", "host_index", "host_statuses", "job_state", "parse_time",
+           "retry_count", "root_cause"]  # fmt: skip
 
 #: Volcano Job phase -> JobState (see the module docstring).
 PHASES: Mapping[str, JobState] = {
@@ -117,6 +117,16 @@ def container_stuck(pod: Mapping[str, Any]) -> str:
     return f"{waiting['reason']}: {message}" if message else str(waiting["reason"])
 
 
+def ended_why(pods: Sequence[Mapping[str, Any]], name: str) -> str:
+    """What the kubelet says of why the worker container of pod ``name`` ended, when it is more than its exit code:
+    ``OOMKilled`` in words; else empty."""
+    for pod in pods:
+        ended = _terminated(pod) if (pod.get("metadata") or {}).get("name") == name else None
+        if ended is not None and ended.get("reason") == "OOMKilled":
+            return "killed for its memory (OOMKilled: it went over its memory limit); give it more memory or use less"
+    return ""
+
+
 def _terminated(pod: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     terminated = _worker_state(pod).get("terminated")
     return terminated if isinstance(terminated, dict) else None
@@ -136,7 +146,7 @@ def root_cause(pods: Sequence[Mapping[str, Any]]) -> Tuple[Optional[int], str]:
         failures.append(
             (
                 when if when is not None else float("inf"),
-                code in _TEARDOWN_CODES,
+                code in _TEARDOWN_CODES and ended.get("reason") != "OOMKilled",  # the kernel's kill is its own death
                 index if index is not None else 1 << 30,
                 code,
                 name,

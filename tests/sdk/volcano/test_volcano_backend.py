@@ -86,6 +86,17 @@ def test_a_pod_that_exits_7_fails_the_job_with_7(kube: FakeKube, kubeconfig: Pat
     assert "[host 1] [rank 1] RuntimeError: boom" in list(handle.logs())
 
 
+def test_a_pod_killed_for_its_memory_says_so_on_the_jobs_line(kube: FakeKube, kubeconfig: Path) -> None:
+    """A container the kernel killed for its memory (exit 137, reason OOMKilled; its log just stops): the job's line
+    said only "exited with code 137", as for any SIGKILL; it now says why and what to do."""
+    handle = backend_for(kubeconfig).submit(spec_from_mapping(job_data("oom")))
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code) == (JobState.FAILED, 137)
+    assert final.message == (f"pod {handle.id.split('/')[1]}-worker-1 exited with code 137, killed for its memory "
+                             "(OOMKilled: it went over its memory limit); give it more memory or use less")
+    assert [(h.exit_code, h.detail) for h in final.hosts] == [(143, "Error"), (137, "OOMKilled")]
+
+
 def test_a_restarted_job_succeeds_and_its_new_pods_are_followed(kube: FakeKube, kubeconfig: Path) -> None:
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("restart")))
