@@ -2,9 +2,10 @@
 
 :func:`call_with_retry` runs ``send(attempt)`` (attempt counts from 1) under a tenacity policy:
 
-- retried: an answer with status 429 or 5xx, and ``requests`` connection errors and timeouts; a client that
-  does not speak ``requests`` (the ``kubernetes`` client of the Volcano backend) raises :class:`Transient`
-  for the same cases (its 429/5xx with the ``Retry-After`` it got, its connection errors and timeouts);
+- retried: an answer with status 429 or 5xx, ``requests`` connection errors and timeouts, and an answer cut
+  short (the connection broke before the body's end); a client that does not speak ``requests`` (the
+  ``kubernetes`` client of the Volcano backend) raises :class:`Transient` for the same cases (its 429/5xx with
+  the ``Retry-After`` it got and the status, its connection errors and timeouts);
 - the wait is exponential with jitter (``RetryPolicy.initial`` doubling up to ``maximum``), except that a
   ``Retry-After`` header (seconds or an HTTP date) is honoured, up to ``max_retry_after``;
 - an endpoint that cannot be reached (refused, unresolvable, no answer to connect within
@@ -14,7 +15,9 @@
 - when the attempts run out, :class:`~malaunch.sdk.errors.BackendError` says in one whole sentence what was
   asked, why it failed in words and where (``the connection was refused`` at ``host:port``, never a cut-off
   exception repr), how many attempts over the time really spent (waits slept, not waits planned), and what
-  to do.
+  to do: for an answer 429 or 5xx, the service's own error code and message and to wait (429) or try later
+  (5xx), not to check the network;
+- each retry can be announced before its wait (``notice``): the user sees the call is alive and why it waits.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -38,12 +42,14 @@ from ..errors import BackendError
 __all__ = [
     "DEFAULT_POLICY",
     "RetryPolicy",
+    "TLS_ERRORS",
     "RetryableStatus",
     "Transient",
     "address_of",
     "call_with_retry",
     "connection_reason",
     "retry_after_seconds",
+    "service_error",
 ]
 
 T = TypeVar("T")
@@ -77,14 +83,17 @@ class Transient(Exception):
 
     ``problem`` says what happened (shown when the attempts run out); ``retry_after`` is the answer's
     ``Retry-After`` header, if any; ``unreachable``: the endpoint could not be reached at all (refused,
-    unresolvable, no connection), so the connect budget applies as for ``requests``' connection errors.
+    unresolvable, no connection), so the connect budget applies as for ``requests``' connection errors;
+    ``status``: the answer's HTTP status (429, 5xx) when there was one (it decides what the user is told to do).
     """
 
-    def __init__(self, problem: str, retry_after: Optional[str] = None, unreachable: bool = False) -> None:
+    def __init__(self, problem: str, retry_after: Optional[str] = None, unreachable: bool = False,
+                 status: Optional[int] = None) -> None:  # fmt: skip
         super().__init__(problem)
         self.problem = problem
         self.retry_after = retry_after
         self.unreachable = unreachable
+        self.status = status
 
 
 class RetryableStatus(Exception):
@@ -95,7 +104,9 @@ class RetryableStatus(Exception):
         self.response = response
 
 
-_RETRIED = (RetryableStatus, Transient, requests.ConnectionError, requests.Timeout)
+#: ``ChunkedEncodingError``: the body was cut short (the connection broke before the end ``Content-Length`` named).
+_RETRIED = (RetryableStatus, Transient, requests.ConnectionError, requests.Timeout,
+            requests.exceptions.ChunkedEncodingError)  # fmt: skip
 
 
 def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
@@ -113,6 +124,9 @@ def retry_after_seconds(value: Optional[str], now: float) -> Optional[float]:
 
 
 _REASONS = (
+    ("incompleteread", "the answer was cut short (the connection broke before its end)"),
+    ("connection broken", "the answer was cut short (the connection broke before its end)"),
+    ("wrong version number", "the TLS handshake failed: the server does not speak TLS there (is it http://?)"),
     ("connection refused", "the connection was refused (nothing listens there)"),
     ("name or service not known", "the host name does not resolve"),
     ("failed to resolve", "the host name does not resolve"),
@@ -125,6 +139,8 @@ _REASONS = (
     ("connection aborted", "the server closed the connection without an answer"),
     ("certificate", "the TLS certificate was not accepted"),
 )
+#: The TLS errors of ``requests``, ``urllib3`` and ``ssl`` (``requests``' is a ``ConnectionError`` too).
+TLS_ERRORS = (requests.exceptions.SSLError, urllib3.exceptions.SSLError, ssl.SSLError)
 
 
 def connection_reason(error: BaseException, connect_timeout: Optional[float] = None) -> str:
@@ -142,18 +158,49 @@ def connection_reason(error: BaseException, connect_timeout: Optional[float] = N
     for fragment, reason in _REASONS:
         if fragment in text:
             return reason
+    if isinstance(error, TLS_ERRORS):
+        return "the TLS handshake failed (check the endpoint's address and scheme, and its certificate)"
     return f"{type(error).__name__}"
+
+
+def service_error(response: requests.Response) -> str:
+    """The service's own words in an error answer: ``CODE: message`` of a ModelArts (API gateway) body, the
+    ``message`` of a Kubernetes Status, else the body's text on one line; at most 300 characters."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and (data.get("error_code") or data.get("error_msg")):
+        text = f"{data.get('error_code') or ''}: {data.get('error_msg') or ''}".strip(": ")
+    elif isinstance(data, dict) and isinstance(data.get("message"), str):
+        text = str(data["message"])
+    else:
+        text = response.text
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _problem(error: BaseException, policy: RetryPolicy) -> str:
     if isinstance(error, Transient):
-        return error.problem[:300]
+        return error.problem[:400]
     if isinstance(error, RetryableStatus):
-        body = " ".join(error.response.text.split())
-        if len(body) > 200:
-            body = body[:197] + "..."
-        return f"HTTP {error.response.status_code}" + (f" ({body})" if body else "")
+        said = service_error(error.response)
+        return f"HTTP {error.response.status_code}" + (f" {said}" if said else "")
     return f"{connection_reason(error, policy.connect_timeout)} ({type(error).__name__})"
+
+
+def _advice(error: Optional[BaseException]) -> str:
+    """What to do once every attempt failed: by the last answer's status (429: wait; 5xx: later), else the network."""
+    status = None
+    if isinstance(error, RetryableStatus):
+        status = error.response.status_code
+    elif isinstance(error, Transient):
+        status = error.status
+    if status == 429:
+        return "the service is limiting requests: wait a few minutes, then try again"
+    if status is not None and status >= 500:
+        return "the service is failing: try again later (if it lasts, check the service's status)"
+    return "check the endpoint and your network, then try again"
 
 
 def _unreachable(error: Optional[BaseException]) -> bool:
@@ -190,11 +237,13 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
+    notice: Optional[Callable[[str], None]] = None,
 ) -> Union[requests.Response, T]:
     """``send(attempt)`` until it gives an answer that is not 429/5xx (see the module docstring).
 
     ``send`` may return something other than a response (e.g. a job it found before sending again); that
-    is returned as is.
+    is returned as is. ``notice`` (if given) is told of each retry before its wait, in one line: what failed, in
+    the service's words, and which attempt comes after how long (``...; attempt 2 of 6 in 1.3s``).
 
     Raises:
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
@@ -247,12 +296,21 @@ def call_with_retry(
             raise RetryableStatus(response)
         return response
 
+    def announce(state: tenacity.RetryCallState) -> None:
+        outcome = state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if notice is None or error is None:
+            return
+        wait = state.next_action.sleep if state.next_action is not None else planned.get(state.attempt_number, 0.0)
+        notice(f"{what}: {_problem(error, policy)}; attempt {attempt + 1} of {policy.attempts} in {wait:.1f}s")
+
     start = clock()
     retrying = tenacity.Retrying(
         stop=stop,
         wait=next_wait,
         retry=tenacity.retry_if_exception_type(_RETRIED),
         sleep=nap,
+        before_sleep=announce,
         reraise=False,
     )
     try:
@@ -272,6 +330,4 @@ def call_with_retry(
                 f"({tries}); check the endpoint setting and your network, then try again"
             ) from None
         problem = _problem(last, policy) if last is not None else "no answer"
-        raise BackendError(
-            f"{what} failed after {tries}, last: {problem}; check the endpoint and your network, then try again"
-        ) from None
+        raise BackendError(f"{what} failed after {tries}, last: {problem}; {_advice(last)}") from None

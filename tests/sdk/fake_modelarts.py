@@ -5,8 +5,9 @@ What it does, per request: re-signs the request with ``huaweicloudsdkcore``'s ``
 validates create, search and action bodies against the ``huaweicloudsdkmodelarts`` models; walks each job
 through Creating -> Pending -> Running -> Completed | Failed (with a task exit code) by elapsed time, or keeps
 it Running until it is terminated; serves per-task logs that grow while the job runs. Faults are queued per
-route: ``"429"`` (with ``Retry-After``), ``"500"`` (before doing anything) and ``"drop"`` (do the work, then
-close the connection without an answer).
+route: ``"429"`` (with ``Retry-After``), ``"500"`` (before doing anything), ``"drop"`` (do the work, then
+close the connection without an answer) and ``"cut"`` (before doing anything: an answer whose body stops short of
+the ``Content-Length`` it announced, then the connection closes, as a proxy or a server that dies midway does).
 
 Like the real API: a search answers at most :data:`SEARCH_LIMIT` jobs a page (``limit`` 1-50, ``offset`` is
 the page number, ``order`` asc/desc by creation); a log preview holds only the last ``preview_limit`` bytes
@@ -300,6 +301,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _answer_cut(self) -> None:
+        """Announce a JSON answer of 200 bytes, send 20 of them; the connection is then closed (``_drop``)."""
+        raw = json.dumps({"kind": "job", "metadata": {"id": "cut-short"}, "status": {"phase": "Running"}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "200")
+        self.end_headers()
+        self.wfile.write(raw[:20])
+        self.wfile.flush()
+
     def _drop(self) -> None:
         self.close_connection = True
         with contextlib.suppress(OSError):
@@ -357,6 +368,9 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.body_errors.extend(problems)
                 return 400, {"error_code": "ModelArts.2755", "error_msg": "; ".join(problems)}, {}, False
         fault = fake.fault(route)
+        if fault == "cut":
+            self._answer_cut()
+            return 200, None, {}, True
         if fault == "429":
             return 429, {"error_code": "APIGW.0308", "error_msg": "throttled"}, {"Retry-After": "1"}, False
         if fault == "500":

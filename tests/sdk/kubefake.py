@@ -15,8 +15,12 @@ container name; anything else is answered as the API server would (401, 404, 409
   Aborting -> Aborted;
 - ``timeout``: as ``fail7``, but host 1's log ends with an NCCL watchdog timeout and the shim's verdict
   (``failure class: collective_timeout``);
+- ``oom``: host 1's container is killed for its memory (exit 137, reason ``OOMKilled``), the others end with 143
+  (the same ``finishedAt``, to the second): Aborting -> Aborted;
 - ``restart``: host 0's container exits 1, the ``PodFailed`` policy restarts the job (Restarting), the pods are
   created again (new uids) and then succeed: Completed;
+- ``imagepull``: the pods are scheduled but their image cannot be pulled (``ErrImagePull``, then
+  ``ImagePullBackOff``): Pending until deleted;
 - ``run``: Running and printing until the job is deleted (then its pods go away after two ticks; with
   ``delete_ticks`` the job itself stays visible, with a ``deletionTimestamp``, that many ticks first) or
   terminated by a ``TerminateJob`` Command (``bus.volcano.sh``): Terminating (the containers get SIGTERM and
@@ -26,9 +30,11 @@ As unkind as a real API server: a job list is answered in pages of at most :data
 ``limit`` asked (with a ``continue`` token; a list without ``limit`` is recorded as a problem); a pod list
 likewise, in pages of at most :data:`POD_PAGE_CAP` (without ``limit``: whole, and recorded), and faults
 queued per route in ``cluster.faults`` (``"429"`` with ``Retry-After``, ``"500"``, ``"503"``, ``"403"`` (refused
-for good); ``"500 stored"`` for ``POST job``: stored, then answered 500) are answered before the request is
-served; ``"410"`` queued for ``"<route> continue"`` (``"pods continue"``) is taken only by a request for a later
-page, which is refused as the API server refuses an expired ``continue`` token.
+for good); ``"500 stored"`` for ``POST job``: stored, then answered 500; ``"400 webhook"``: Volcano's admission
+webhook denying the job; ``"404 namespace"``: the namespace does not exist; ``"404 crd"``: the API server does not
+know the resource, as without Volcano's CRDs) are answered before the request is served; ``"410"`` queued for
+``"<route> continue"`` (``"pods continue"``) is taken only by a request for a later page, which is refused as the
+API server refuses an expired ``continue`` token.
 
 The scenario of a job is chosen by its ``MALAUNCH_TEST_SCENARIO`` environment variable in the pod template
 (``idle``, or any name not above: Running after its hello, quiet until deleted). It holds a job of 1,024 pods,
@@ -156,12 +162,27 @@ class FakeJob:
     def _print(self, pod: FakePod, text: str) -> None:
         pod.append(text.encode() + b"\n")
 
-    def _end(self, pod: FakePod, code: int) -> None:
-        reason = "Completed" if code == 0 else "Error"
+    def _end(self, pod: FakePod, code: int, reason: str = "") -> None:
+        reason = reason or ("Completed" if code == 0 else "Error")
         pod.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": self.created,
                                     "finishedAt": _now()}}  # fmt: skip
         pod.phase = "Succeeded" if code == 0 else "Failed"
         pod.finish()
+
+    def _pull_fails(self, step: int) -> None:
+        """``imagepull``: the pods are scheduled and their container waits in ``ErrImagePull``, then
+        ``ImagePullBackOff``, as the kubelet reports an image that does not exist; the job stays Pending."""
+        self.phase = "Pending"
+        if step < 2:
+            return
+        image = self.manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
+        pulled = f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+        waiting = {"reason": "ErrImagePull", "message": pulled}
+        if step > 2:
+            waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+        for pod in self.pods:
+            pod.conditions = [{"type": "PodScheduled", "status": "True"}]
+            pod.state = {"waiting": waiting}
 
     def _terminate(self) -> None:
         """A step of TerminateJob: the containers get SIGTERM, then the pods are deleted; the job stays."""
@@ -185,6 +206,9 @@ class FakeJob:
         step, pods = self.step, self.pods
         if self.scenario == "unschedulable":  # the gang never fits: Pending for good (kubefake_inside)
             self.phase = "Pending"
+            return
+        if self.scenario == "imagepull":  # scheduled, but the kubelet cannot pull the image: Pending for good
+            self._pull_fails(step)
             return
         if step == 1:
             self.phase = "Pending"
@@ -222,6 +246,16 @@ class FakeJob:
             self.phase = "Completing"
         elif self.scenario == "succeed" and step == 4:
             self.phase = "Completed"
+        elif self.scenario == "oom" and step == 3:  # the kernel kills host 1's container: its log just stops
+            self._print(pods[1], "[rank 1] step 3")
+            self._end(pods[1], 137, "OOMKilled")
+            self.phase = "Aborting"
+        elif self.scenario == "oom" and step == 4:
+            for pod in pods:
+                if not pod.closed:
+                    self._end(pod, 143)  # within the second of the kill, as the abort often is: one finishedAt
+                    pod.state["terminated"]["finishedAt"] = pods[1].state["terminated"]["finishedAt"]
+            self.phase = "Aborted"
         elif self.scenario in ("fail7", "timeout") and step == 3:
             if self.scenario == "timeout":  # the shim's own lines end the log, as in a real pod
                 self._print(pods[1], "[rank 1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)")
@@ -459,6 +493,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "403":  # RBAC that does not grant this (pods/log, say): refused for good, not retried
             self._send(403, _status(403, "Forbidden", f"User \"tester\" cannot {self.command} {url.path}"))
+            return
+        if fault == "400 webhook":  # the API server's answer when a validating webhook denies (its message inside)
+            self._send(400, _status(400, "BadRequest", 'admission webhook "validatejob.volcano.sh" denied the request: '
+                                    "spec.tasks[0].template.spec.containers[0].resources.requests: cpu 96 exceeds "
+                                    "the capability of queue default (64)"))  # fmt: skip
+            return
+        if fault == "404 namespace":
+            namespace = url.path.split("/namespaces/")[1].split("/")[0]
+            self._send(404, _status(404, "NotFound", f'namespaces "{namespace}" not found'))
+            return
+        if fault == "404 crd":
+            self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
             return
         if fault == "500 stored":  # the write went through, its answer did not (etcd's timeout after the commit)
             with cluster.lock:

@@ -71,6 +71,7 @@ class ModelArtsClient:
         clock: Callable[[], float] = time.time,
         timeout: Optional[Tuple[float, float]] = None,
         refresh: Optional[Callable[[], Credentials]] = None,
+        notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.session = session
         self.endpoint = endpoint.rstrip("/")
@@ -81,6 +82,8 @@ class ModelArtsClient:
         self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
         self.refresh = refresh
+        self.notice = notice  # told of each retry (call_with_retry's notice)
+        self.names: Dict[str, str] = {}  # platform id -> our id (the job name) the user gave for it (:meth:`named`)
         self.left_out = 0  # jobs the last iter_jobs could not reach (past MAX_PAGES pages)
 
     @property
@@ -91,6 +94,12 @@ class ModelArtsClient:
     def job_url(self, job_id: str) -> str:
         """The API URL of one job (shown as its location)."""
         return f"{self.endpoint}{self.jobs_path}/{job_id}"
+
+    def named(self, platform_id: str, job_id: str) -> str:
+        """Remember that the user named the job of ``platform_id`` by ``job_id`` (a 404 then says that id); returns
+        ``platform_id``."""
+        self.names[platform_id] = job_id
+        return platform_id
 
     # -- one signed request ------------------------------------------------------------------------------
     def send(self, method: str, path: str, query: Query = (), body: Optional[Any] = None) -> requests.Response:
@@ -130,6 +139,11 @@ class ModelArtsClient:
         code = response.status_code
         if code in (401, 403):
             raise self._refused(response)
+        if code == 404 and job_id is not None and self.names.get(job_id, job_id) != job_id:  # our id given: it, and
+            said = _error_text(response)  # what the platform answered for its own
+            raise JobNotFound(self.names[job_id], "modelarts", f"the platform no longer has it (its platform id "
+                              f"{job_id} answered HTTP 404 {said}): it was deleted there; see 'ma-submit list "
+                              "--backend modelarts'")  # fmt: skip
         if code == 404 and job_id is not None:
             raise JobNotFound(job_id, "modelarts", "check the id with 'ma-submit list --backend modelarts'")
         if code >= 400:
@@ -161,11 +175,13 @@ class ModelArtsClient:
     def _send_checked(self, method: str, path: str, query: Query, body: Optional[Any]) -> requests.Response:
         what = f"{method} {self.endpoint}{path}"
         response = call_with_retry(
-            lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
+            lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep,
+            notice=self.notice,
         )
         if response.status_code in (401, 403) and self._renewed():
             response = call_with_retry(
-                lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep
+                lambda _attempt: self.send(method, path, query, body), what=what, policy=self.policy, sleep=self.sleep,
+                notice=self.notice,
             )
         return response
 
@@ -190,7 +206,7 @@ class ModelArtsClient:
                     return found
             return self.send("POST", self.jobs_path, (), body)
 
-        result = call_with_retry(attempt, what=what, policy=self.policy, sleep=self.sleep)
+        result = call_with_retry(attempt, what=what, policy=self.policy, sleep=self.sleep, notice=self.notice)
         if isinstance(result, requests.Response):
             created: Dict[str, Any] = self._check(result, what)
             return created

@@ -132,9 +132,9 @@ class ModelArtsBackend(Backend):
                 self.session,
                 self.endpoints.modelarts,
                 self.credentials,
-                policy=self.policy,
-                sleep=self.sleep,
+                policy=self.policy, sleep=self.sleep,
                 refresh=lambda: load_credentials(self.environ),
+                notice=self.note,
             )
         return self._api
 
@@ -188,7 +188,7 @@ class ModelArtsBackend(Backend):
     def _platform_id(self, job_id: str) -> str:
         """The platform's id of job ``job_id`` (our id, the job name; or the platform id itself)."""
         if PLATFORM_ID.match(job_id):
-            return job_id
+            return self.api.named(job_id, job_id)
         known = self._platform_ids.get(job_id)
         if known is None:
             entry = self.index.entries().get(job_id) or {}
@@ -203,7 +203,7 @@ class ModelArtsBackend(Backend):
         if known is None:
             raise JobNotFound(job_id, self.name, "check the id with 'ma-submit list --backend modelarts'")
         self._platform_ids[job_id] = known
-        return known
+        return self.api.named(known, job_id)
 
     def resolve_id(self, job_id: str) -> str:
         """Our id of ``job_id``: the job name, also when the platform's id or a unique prefix was given."""

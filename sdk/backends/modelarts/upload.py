@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
+from ...errors import BackendError
 from ...units import binary_size_text
 from ..codefiles import CodeFile
 from .credentials import Credentials
@@ -152,6 +153,13 @@ class CodeUploader:
         except (ClientError, BotoCoreError, Boto3Error) as exc:
             stop.set()
             raise obs_failure(exc, bucket, key, self.credentials, self.endpoint) from None
+        except OSError as exc:  # the file vanished or became unreadable after it was listed and hashed
+            stop.set()
+            raise BackendError(
+                f"code file {item.relpath!r} could not be read for the upload ({exc.strerror or type(exc).__name__}: "
+                f"{item.path}); it changed after it was listed, so nothing was submitted and the upload is not "
+                "recorded as done: leave the code folder alone while submitting and run the submit again"
+            ) from None
 
     def _write_manifest(self, bucket: str, key: str, files: Sequence[CodeFile]) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -116,7 +116,7 @@ class VolcanoBackend(Backend):
     def api(self) -> KubeApi:
         """The API client, built on first use."""
         if self._api is None:
-            self._api = connect(self._target(), policy=self._policy, sleep=self._sleep)
+            self._api = connect(self._target(), policy=self._policy, sleep=self._sleep, notice=self.note)
         return self._api
 
     def _target(self) -> KubeTarget:

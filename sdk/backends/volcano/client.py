@@ -27,6 +27,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ import urllib3
 import yaml
 
 from ...errors import BackendError, ConfigError, JobNotFound, show_value
-from .._http import DEFAULT_POLICY, RetryPolicy, Transient, address_of, call_with_retry, connection_reason
+from .._http import DEFAULT_POLICY, TLS_ERRORS, RetryPolicy, Transient, address_of, call_with_retry, connection_reason
 from .manifest import API_VERSION, GROUP, JOB_NAME_LABEL, PLURAL, TASK_NAME, VERSION
 
 __all__ = [
@@ -76,6 +77,30 @@ _T = TypeVar("_T")
 _NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)  # connection refused/reset, timeouts, broken streams
 #: Of those, the ones where no connection was made at all (refused, unresolvable, no answer to connect).
 _UNREACHABLE = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
+
+
+#: What to do about an API server's refusal, by its status (others: check the cluster and the job file).
+_HINTS = {
+    400: "the cluster refused the job (an admission webhook or a check of the API server): change what its "
+    "message names in the job file",
+    401: "your credentials were refused: refresh the kubeconfig",
+    403: "you lack permission: ask for access to Volcano jobs and pods in this namespace",
+    404: "the cluster has no such resource: is Volcano installed (its Job CRD, batch.volcano.sh)?",
+    409: "a job of that name exists already: submit again for a new id",
+    422: "the cluster refused the job (an admission webhook or a check of the API server): change what its "
+    "message names in the job file",
+}
+#: The most of an API server's message shown (an admission webhook's reason is in its end).
+_MESSAGE_SHOWN = 400
+
+
+def _message(exc: _Refused) -> str:
+    """The API server's own message (its Status ``message``, else the HTTP reason), quoted, on one line."""
+    message = exc.reason
+    with contextlib.suppress(TypeError, ValueError, AttributeError):  # the body is the API's Status, usually
+        message = json.loads(exc.body).get("message") or message
+    text = repr(" ".join(str(message).split()))
+    return text if len(text) <= _MESSAGE_SHOWN else text[: _MESSAGE_SHOWN - 3] + "..."
 
 
 #: A call's timeout: (connect, read) seconds, or one number for the whole call.
@@ -189,7 +214,11 @@ def context_namespace(target: KubeTarget) -> str:
 
 
 def connect(
-    target: KubeTarget, *, policy: RetryPolicy = DEFAULT_POLICY, sleep: Callable[[float], None] = time.sleep
+    target: KubeTarget,
+    *,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    sleep: Callable[[float], None] = time.sleep,
+    notice: Optional[Callable[[str], None]] = None,
 ) -> KubeApi:
     """A :class:`KubeApi` for ``target``.
 
@@ -215,7 +244,7 @@ def connect(
     except (kubernetes.config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
         where = target.kubeconfig or "in-cluster configuration"  # the client's own ways of refusing a config
         raise ConfigError(f"Kubernetes configuration is unusable ({exc})", where, "fix the kubeconfig") from None
-    return KubeApi(kubernetes, api_client, namespace, policy=policy, sleep=sleep)
+    return KubeApi(kubernetes, api_client, namespace, policy=policy, sleep=sleep, notice=notice)
 
 
 class KubeApi:
@@ -229,8 +258,10 @@ class KubeApi:
         *,
         policy: RetryPolicy = DEFAULT_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self._k8s = kubernetes
+        self._notice = notice  # told of each retry (call_with_retry's notice)
         self._policy = policy
         self._sleep = sleep
         self._client = api_client
@@ -309,7 +340,8 @@ class KubeApi:
                 if exc.status == 410 and continued:
                     raise _ContinueExpired(self._describe(what, exc)) from None
                 if exc.status == 429 or exc.status >= 500:
-                    raise Transient(self._describe(what, exc), exc.headers.get("Retry-After")) from None
+                    said = f"the Kubernetes API answered {exc.status}, {_message(exc)}"
+                    raise Transient(said, exc.headers.get("Retry-After"), status=exc.status) from None
                 if exc.status == 404 and job is not None:
                     raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
                 raise BackendError(self._describe(what, exc)) from None
@@ -320,7 +352,8 @@ class KubeApi:
             except _NETWORK_ERRORS as exc:
                 raise self._network_failure(exc) from None
 
-        result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep)  # type: ignore[assignment]
+        result: _T = call_with_retry(once, what=what, policy=self._policy, sleep=self._sleep,  # type: ignore[assignment]
+                                     notice=self._notice)  # fmt: skip
         return result
 
     def _network_failure(self, exc: BaseException) -> Transient:
@@ -328,21 +361,18 @@ class KubeApi:
         cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
         reason = connection_reason(cause, self._policy.connect_timeout)
         where = address_of(self.host) or f" at {self.host}"
-        unreachable = isinstance(cause, _UNREACHABLE)
+        unreachable = isinstance(cause, _UNREACHABLE + TLS_ERRORS)  # a handshake refused fails fast as well
         if unreachable:
             return Transient(f"cannot reach the Kubernetes API{where}: {reason}", unreachable=True)
         return Transient(f"the Kubernetes API{where} failed to answer: {reason}")
 
     def _describe(self, what: str, exc: _Refused) -> str:
-        message = exc.reason
-        with contextlib.suppress(TypeError, ValueError, AttributeError):  # the body is the API's Status, usually
-            message = json.loads(exc.body).get("message") or message
-        hint = {
-            401: "your credentials were refused: refresh the kubeconfig",
-            403: "you lack permission: ask for access to Volcano jobs and pods in this namespace",
-            409: "a job of that name exists already: submit again for a new id",
-        }.get(exc.status, "check the cluster (is Volcano installed?) and the job file")
-        return f"{what}: the Kubernetes API answered {exc.status}, {show_value(message)}; {hint}"
+        message = _message(exc)
+        if exc.status == 404 and re.search(r'namespaces? "[^"]*" not found', message):
+            hint = "that namespace does not exist: create it, or name another (the job file, the kubeconfig's context)"
+        else:
+            hint = _HINTS.get(exc.status, "check the cluster (is Volcano installed?) and the job file")
+        return f"{what}: the Kubernetes API answered {exc.status}, {message}; {hint}"
 
     def create_job(self, namespace: str, manifest: Mapping[str, Any]) -> Dict[str, Any]:
         """Create the Volcano Job; returns the object as stored.

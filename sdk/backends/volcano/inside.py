@@ -1,8 +1,10 @@
 """Inside a Volcano job: why it waits, its Kubernetes events, its pods' usage, and exec into a pod.
 
 - :func:`pending_reason` (pure): from the job's queue (closed), its PodGroup's ``Unschedulable`` condition
-  (``0/3 nodes are available: 3 Insufficient nvidia.com/gpu``), the pods' ``PodScheduled=False`` reasons and
-  the latest ``FailedScheduling`` event, in that order; the first ones found make the line.
+  (``0/3 nodes are available: 3 Insufficient nvidia.com/gpu``), a scheduled pod whose container cannot start
+  (``ErrImagePull``, ``ImagePullBackOff``, ...: the kubelet's reason and message, and what to check), the pods'
+  ``PodScheduled=False`` reasons and the latest ``FailedScheduling`` event, in that order; the first ones found
+  make the line.
 - :class:`KubeInside` makes the calls: the PodGroup (owned by the Job), the Queue, core/v1 events of the Job,
   its PodGroup and its pods (``involvedObject.name``), ``metrics.k8s.io`` pod metrics (absent: no
   metrics-server), and the exec API through the ``kubernetes`` client's websocket ``stream`` (channels 0-3: stdin,
@@ -25,7 +27,7 @@ from ..events import JobEvent
 from ..inside import ExecResult, HostUsage, UsageReport
 from .client import KubeApi, core_path, objects_path
 from .manifest import JOB_NAME_LABEL, TASK_NAME
-from .phases import host_index, parse_time
+from .phases import container_stuck, host_index, parse_time
 
 __all__ = ["KubeInside", "event_of", "pending_reason"]
 
@@ -37,6 +39,13 @@ METRICS_MISSING = (
     "memory per pod (kubectl apply -f https://github.com/kubernetes-sigs/metrics-server/releases/latest/download/"
     "components.yaml)"
 )
+
+
+#: What to check when a worker container waits for one of these reasons (the kubelet's words).
+_STUCK_HINTS = {
+    reason: "check the job file's image (name, tag) and that the cluster may pull it (imagePullSecrets)"
+    for reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+}
 
 
 def _conditions(obj: Mapping[str, Any]) -> List[Mapping[str, Any]]:
@@ -64,6 +73,14 @@ def pending_reason(
                 why = condition.get("message") or condition.get("reason") or "no reason given"
                 parts.append(f"PodGroup {name} is unschedulable: {why}")
                 break
+    stuck = [(str((pod.get("metadata") or {}).get("name")), container_stuck(pod)) for pod in pods]
+    stuck = [(name, why) for name, why in stuck if why]
+    if stuck:  # scheduled, but a container cannot start: the kubelet's words for the first pod, and what to check
+        name, why = stuck[0]
+        more = sum(1 for _, other in stuck[1:] if other == why)
+        hint = _STUCK_HINTS.get(why.split(":")[0], f"see 'kubectl describe pod {name}'")
+        also = f" (and {more} more pod{'s' if more > 1 else ''} the same way)" if more else ""
+        parts.append(f"pod {name} cannot start its container{also}: {why}; {hint}")
     for pod in pods:
         for condition in _conditions(pod):
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":

@@ -21,7 +21,7 @@ from ..logprogress import LOG_TAIL_BYTES, LOG_TAIL_LINES, HostTail, log_progress
 from .client import KubeApi
 from .inside import KubeInside, pending_reason
 from .logs import started_pods
-from .phases import host_index, host_statuses, job_state, parse_time, retry_count, root_cause
+from .phases import ended_why, host_index, host_statuses, job_state, parse_time, retry_count, root_cause
 
 __all__ = ["STOPPED_EXIT_CODE", "JobView"]
 
@@ -67,7 +67,9 @@ class JobView:
         state = job_state(phase, code)
         message = str(state_info.get("message") or state_info.get("reason") or "")
         if state is JobState.FAILED and culprit:
-            message = f"pod {culprit} exited with code {code}" + (f"; {message}" if message else "")
+            why = ended_why(pods, culprit)
+            message = f"pod {culprit} exited with code {code}" + (f", {why}" if why else "") + (
+                f"; {message}" if message else "")  # fmt: skip
         exit_code = None
         if state is JobState.SUCCEEDED:
             exit_code = 0

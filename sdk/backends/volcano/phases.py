@@ -34,7 +34,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ...status import HostState, HostStatus, JobState
 from .manifest import TASK_NAME
 
-__all__ = ["PHASES", "host_index", "host_statuses", "job_state", "parse_time", "retry_count", "root_cause"]
+__all__ = ["PHASES", "container_stuck", "ended_why", "host_index", "host_statuses", "job_state", "parse_time",
+           "retry_count", "root_cause"]  # fmt: skip
 
 #: Volcano Job phase -> JobState (see the module docstring).
 PHASES: Mapping[str, JobState] = {
@@ -53,6 +54,8 @@ PHASES: Mapping[str, JobState] = {
 _TASK_INDEX_ANNOTATION = "volcano.sh/task-index"
 _NAME_INDEX = re.compile(r"-(\d+)\Z")
 _SIGTERM_CODE = 143
+#: A worker container's waiting reasons on its way to start (any other means it is stuck: ErrImagePull, ...).
+_STARTING = ("ContainerCreating", "PodInitializing")
 _TEARDOWN_CODES = (_SIGTERM_CODE, 137)  # SIGTERM, SIGKILL: how the other hosts end when the job is torn down
 
 
@@ -103,6 +106,27 @@ def _worker_state(pod: Mapping[str, Any]) -> Dict[str, Any]:
     return {}
 
 
+def container_stuck(pod: Mapping[str, Any]) -> str:
+    """``reason: message`` of a worker container that waits for a reason other than being made (an image that cannot
+    be pulled, a configuration that cannot be made, a crash loop), as the kubelet says it; else empty."""
+    waiting = _worker_state(pod).get("waiting")
+    if not isinstance(waiting, dict) or waiting.get("reason") in (None, "", *_STARTING):
+        return ""
+    message = " ".join(str(waiting.get("message") or "").split())
+    message = message if len(message) <= 300 else message[:297] + "..."
+    return f"{waiting['reason']}: {message}" if message else str(waiting["reason"])
+
+
+def ended_why(pods: Sequence[Mapping[str, Any]], name: str) -> str:
+    """What the kubelet says of why the worker container of pod ``name`` ended, when it is more than its exit code:
+    ``OOMKilled`` in words; else empty."""
+    for pod in pods:
+        ended = _terminated(pod) if (pod.get("metadata") or {}).get("name") == name else None
+        if ended is not None and ended.get("reason") == "OOMKilled":
+            return "killed for its memory (OOMKilled: it went over its memory limit); give it more memory or use less"
+    return ""
+
+
 def _terminated(pod: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     terminated = _worker_state(pod).get("terminated")
     return terminated if isinstance(terminated, dict) else None
@@ -122,7 +146,7 @@ def root_cause(pods: Sequence[Mapping[str, Any]]) -> Tuple[Optional[int], str]:
         failures.append(
             (
                 when if when is not None else float("inf"),
-                code in _TEARDOWN_CODES,
+                code in _TEARDOWN_CODES and ended.get("reason") != "OOMKilled",  # the kernel's kill is its own death
                 index if index is not None else 1 << 30,
                 code,
                 name,
@@ -149,6 +173,9 @@ def _host(pod: Mapping[str, Any], index: int, namespace: str) -> HostStatus:
     else:
         host_state = HostState.RUNNING if running else HostState.PENDING
         exit_code, finished, detail = None, None, str(status.get("phase") or "")
+        stuck = container_stuck(pod)
+        if stuck:
+            detail = stuck
     return HostStatus(
         index=index,
         address=str(status.get("podIP") or name),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from fake_modelarts import FakeModelArts
 from kubefake import FakeKube
 from malaunch.sdk import BackendError
 from malaunch.sdk.backends._http import RetryPolicy
@@ -65,3 +66,34 @@ def test_kubernetes_says_the_operation_asked_for_the_cause_and_where(tmp_path: P
     assert f"cannot reach the Kubernetes API at 127.0.0.1:{port}: the connection was refused" in text, text
     assert reported_seconds(text, 3) <= spent + 0.05, (text, spent)
     assert "NewConnectionError" not in text and "HTTPConnection" not in text and "..." not in text
+
+
+def test_a_tls_handshake_that_fails_is_said_in_words_by_both_clients(tmp_path: Path) -> None:
+    """An https:// endpoint where a plain HTTP server listens (a scheme written wrong): the handshake fails, and the
+    line says so in words ("SSLError" was all it said), within the connect budget (Kubernetes retried 6 times)."""
+    fake = FakeModelArts(AK, SK, PROJECT)
+    fake.start()
+    server = FakeKube()
+    try:
+        creds = Credentials(AK, SK, PROJECT, "cn-north-4", "the test")
+        https = fake.url.replace("http://", "https://")
+        api = ModelArtsClient(requests.Session(), https, creds, policy=POLICY, sleep=time.sleep)
+        with pytest.raises(BackendError) as caught:
+            api.get_job("x")
+        text = str(caught.value)
+        port = fake.url.rsplit(":", 1)[1]
+        assert f"cannot reach the endpoint at 127.0.0.1:{port}, the TLS handshake failed: the server does not speak " \
+            "TLS there (is it http://?) (3 attempts over" in text, text  # fmt: skip
+        config = server.kubeconfig(tmp_path / "kubeconfig")
+        config.write_text(config.read_text().replace("http://", "https://"))
+        backend = VolcanoBackend(kubeconfig=str(config), environ={}, policy=POLICY, sleep=time.sleep)
+        with pytest.raises(BackendError) as caught:
+            backend.list()
+        text = str(caught.value)
+        port = server.url.rsplit(":", 1)[1]
+        assert text.startswith(f"listing Volcano jobs in namespace ml failed: cannot reach the Kubernetes API at "
+                               f"127.0.0.1:{port}: the TLS handshake failed: the server does not speak TLS there"), text
+        assert "SSLError" not in text and "(3 attempts over" in text
+    finally:
+        fake.stop()
+        server.close()

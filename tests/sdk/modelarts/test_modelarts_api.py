@@ -70,7 +70,60 @@ def test_connection_refused_is_retried_then_one_message(fake_ma: FakeModelArts) 
     assert SK not in str(caught.value)
 
 
-@pytest.mark.parametrize("faults", [["drop"], ["500", "drop"], ["drop", "500", "429"], ["429", "drop"]])
+def test_an_answer_cut_short_is_retried_then_one_line(fake_ma: FakeModelArts) -> None:
+    """A body that stops short of its Content-Length (a proxy or a server dying midway) is retried like a dropped
+    connection; when it lasts, one line says so (it was a ChunkedEncodingError's traceback)."""
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    job_id = api.create_job(body())["metadata"]["id"]
+    fake_ma.faults = {"get": ["cut"]}
+    assert api.get_job(job_id)["metadata"]["id"] == job_id
+    fake_ma.faults = {"get": ["cut"] * 4}
+    with pytest.raises(BackendError) as caught:
+        api.get_job(job_id)
+    text = str(caught.value)
+    assert "failed after 4 attempts over" in text, text
+    assert "last: the answer was cut short (the connection broke before its end)" in text, text
+
+
+def test_429_and_5xx_give_up_with_the_services_words_and_what_to_do(fake_ma: FakeModelArts) -> None:
+    """The last answer's own error code and message, not its JSON; and to wait or try later, not to check the
+    network (which answered)."""
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    job_id = api.create_job(body())["metadata"]["id"]
+    fake_ma.faults = {"get": ["429"] * 4}
+    with pytest.raises(BackendError) as caught:
+        api.get_job(job_id)
+    text = str(caught.value)
+    assert text.endswith("last: HTTP 429 APIGW.0308: throttled; the service is limiting requests: wait a few minutes, "
+                         "then try again"), text  # fmt: skip
+    fake_ma.faults = {"get": ["500"] * 4}
+    with pytest.raises(BackendError) as caught:
+        api.get_job(job_id)
+    text = str(caught.value)
+    assert "last: HTTP 500 ModelArts.0001: internal error; the service is failing: try again later" in text, text
+    assert "network" not in text and "{" not in text
+
+
+def test_each_retry_is_announced_before_its_wait(fake_ma: FakeModelArts) -> None:
+    """A call retried for 16 s said nothing until it gave up; now each retry is one line: what failed, in the
+    service's words, and which attempt comes after how long."""
+    notices: List[str] = []
+    creds = Credentials(AK, SK, PROJECT, "cn-north-4", "the test", security_token=None)
+    api = ModelArtsClient(requests.Session(), fake_ma.url, creds, policy=FAST, sleep=lambda _: None,
+                          notice=notices.append)  # fmt: skip
+    job_id = api.create_job(body())["metadata"]["id"]
+    assert notices == []
+    fake_ma.faults = {"get": ["429", "500"]}
+    assert api.get_job(job_id)["metadata"]["id"] == job_id
+    where = f"GET {fake_ma.url}/v2/{PROJECT}/training-jobs/{job_id}"
+    assert notices == [f"{where}: HTTP 429 APIGW.0308: throttled; attempt 2 of 4 in 1.0s",
+                       notices[1]]  # fmt: skip
+    assert notices[1].startswith(f"{where}: HTTP 500 ModelArts.0001: internal error; attempt 3 of 4 in 0.0"), notices
+
+
+@pytest.mark.parametrize("faults", [["drop"], ["500", "drop"], ["drop", "500", "429"], ["429", "drop"], ["cut"]])
 def test_create_makes_exactly_one_job(fake_ma: FakeModelArts, faults: List[str]) -> None:
     fake_ma.faults = {"create": list(faults)}
     sleeps: List[float] = []

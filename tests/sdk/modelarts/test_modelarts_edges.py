@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 import requests
 from fake_modelarts import SEARCH_LIMIT, FakeJob, FakeModelArts
-from malaunch.sdk import BackendError, JobState
+from malaunch.sdk import BackendError, JobNotFound, JobState
 from malaunch.sdk.backends._http import DEFAULT_POLICY, RetryPolicy
 from malaunch.sdk.backends.modelarts.api import ModelArtsClient
 from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
@@ -212,9 +212,11 @@ def test_ma_submit_names_the_unreachable_endpoint(ma_env: Dict[str, str]) -> Non
     env = dict(ma_env, MALAUNCH_MODELARTS_ENDPOINT=f"http://127.0.0.1:{free_port()}")
     result = ma_submit(["status", "--backend", "modelarts", "some-job"], env)
     assert result.returncode == 3
-    (line,) = result.stderr.strip().splitlines()
+    *notes, line = result.stderr.strip().splitlines()
     assert "cannot reach the endpoint at 127.0.0.1:" in line and ", the connection was refused" in line
-    assert line.endswith("then try again")
+    assert line.startswith("ma-submit: error: ") and line.endswith("then try again")
+    assert notes and all(note.startswith("ma-submit: note: POST http://127.0.0.1:") for note in notes)  # each retry
+    assert all("the connection was refused (nothing listens there) (ConnectionError); attempt " in n for n in notes)
 
 
 # -- host lines and logs -------------------------------------------------------------------------------------
@@ -231,6 +233,27 @@ def test_host_lines_tell_the_truth_without_exit_codes(fake_ma: FakeModelArts, tm
     for host in (0, 1):
         assert f"host {host} (worker-{host}) ended (succeeded job; the platform reports no exit code)" in progress
     assert events[-1].status is not None and events[-1].status.exit_code == 0
+
+
+def test_a_job_deleted_on_the_platform_is_named_by_the_id_the_user_gave(fake_ma: FakeModelArts, tmp_path: Path) -> None:
+    """The job's name (our id) given, the platform's 404 for its own id: the line named the platform's UUID, which
+    the user never typed; now the id given, the platform's id and its answer, and what happened."""
+    backend = ModelArtsBackend(environ=api_env(fake_ma, tmp_path), policy=FAST, status_interval=0.0, progress=None)
+    created = backend.api.create_job(body("edge-gone"))
+    platform_id = created["metadata"]["id"]
+    assert backend.status("edge-gone").id == "edge-gone"  # found by its name
+    fake_ma.jobs.clear()  # deleted in the console
+    for ask in (backend.status, backend.stop):
+        with pytest.raises(JobNotFound) as caught:
+            ask("edge-gone")
+        assert str(caught.value) == (
+            f"no job with id 'edge-gone' on backend 'modelarts'; the platform no longer has it (its platform id "
+            f"{platform_id} answered HTTP 404 ModelArts.2762: training job {platform_id} not found): it was deleted "
+            "there; see 'ma-submit list --backend modelarts'"
+        )
+    with pytest.raises(JobNotFound) as caught:  # the platform's id given: that id, as before
+        backend.status(platform_id)
+    assert str(caught.value).startswith(f"no job with id '{platform_id}' on backend 'modelarts'; check the id")
 
 
 def burst(tag: str, count: int) -> str:

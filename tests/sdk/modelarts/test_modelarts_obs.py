@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from fake_modelarts import FakeModelArts
-from malaunch.sdk import load_job_file
+from malaunch.sdk import BackendError, load_job_file
 from malaunch.sdk.backends.codefiles import select_code_files
 from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials, Endpoints
@@ -161,3 +161,28 @@ def test_an_unchanged_resubmit_asks_obs_twice_whatever_the_number_of_files(
     backend.submit(spec)
     assert sent == ["HEAD", "GET"]  # the bucket check and the manifest, not one request per file
     assert len(fake_ma.jobs) == 2
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "multipart"])
+def test_a_code_file_that_vanishes_during_the_upload_is_one_line_and_no_upload_is_recorded(
+    tmp_path: Path, moto_s3: str, s3: Any, big: bool
+) -> None:
+    """A file listed and hashed, then deleted before its turn (an editor's save, a build cleaning up): one line naming
+    it and what to do, where a FileNotFoundError's traceback came out of ma-submit; no manifest is written, so the
+    next upload sends every file again."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('train')\n")
+    gone = code / "weights.bin"
+    gone.write_bytes(os.urandom(9 * 1024 * 1024 if big else 100))
+    files = select_code_files(str(code))
+    gone.unlink()
+    uploader, _ = counted_uploader(moto_s3)
+    with pytest.raises(BackendError) as caught:
+        uploader.upload(files, f"obs://{BUCKET}/jobs/demo/code/")
+    text = str(caught.value)
+    assert text.startswith(f"code file 'weights.bin' could not be read for the upload (No such file or directory: "
+                           f"{gone}); it changed after it was listed, so nothing was submitted"), text  # fmt: skip
+    assert text.endswith("leave the code folder alone while submitting and run the submit again")
+    stored = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    assert not any(item["Key"] == manifest_key("jobs/demo/code/") for item in stored)

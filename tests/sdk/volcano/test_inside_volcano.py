@@ -68,6 +68,31 @@ def test_a_pending_job_says_why_from_podgroup_pods_events_and_queue(
     backend.stop(handle.id)
 
 
+def test_a_pending_job_whose_image_cannot_be_pulled_says_so(
+    kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]
+) -> None:
+    """Scheduled pods whose container waits in ErrImagePull, then ImagePullBackOff: the job stays Pending, and status
+    said only "PodGroup ... is Pending" and "host 0: ... PENDING Pending". Now the kubelet's reason and message, once
+    for the pods that wait alike, what to check, and each host's own reason."""
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("imagepull")))
+    wait_for(lambda: "ImagePullBackOff" in handle.status().pending_reason, WAIT, "the pods' image pull to fail")
+    status = handle.status()
+    name = handle.id.split("/")[1]
+    assert status.state is JobState.PENDING
+    assert status.pending_reason == (
+        f"pod {name}-worker-0 cannot start its container (and 1 more pod the same way): ImagePullBackOff: Back-off "
+        "pulling image \"reg.example/malaunch:0.1.0\"; check the job file's image (name, tag) and that the cluster "
+        "may pull it (imagePullSecrets)"
+    )
+    assert [host.detail for host in status.hosts] == ['ImagePullBackOff: Back-off pulling image "reg.example/'
+                                                      'malaunch:0.1.0"'] * 2  # fmt: skip
+    shown = ma_submit(["status", "--backend", "volcano", handle.id], kube_env).stdout.splitlines()
+    assert f"waiting:   {status.pending_reason}" in shown
+    assert 'host 1:    10.0.0.11 PENDING ImagePullBackOff: Back-off pulling image "reg.example/malaunch:0.1.0"' in shown
+    backend.stop(handle.id)
+
+
 def test_events_of_a_failed_job_merged_by_time(kube: FakeKube, kubeconfig: Path, kube_env: Dict[str, str]) -> None:
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("fail7")))

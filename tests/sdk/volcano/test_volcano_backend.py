@@ -86,6 +86,17 @@ def test_a_pod_that_exits_7_fails_the_job_with_7(kube: FakeKube, kubeconfig: Pat
     assert "[host 1] [rank 1] RuntimeError: boom" in list(handle.logs())
 
 
+def test_a_pod_killed_for_its_memory_says_so_on_the_jobs_line(kube: FakeKube, kubeconfig: Path) -> None:
+    """A container the kernel killed for its memory (exit 137, reason OOMKilled; its log just stops): the job's line
+    said only "exited with code 137", as for any SIGKILL; it now says why and what to do."""
+    handle = backend_for(kubeconfig).submit(spec_from_mapping(job_data("oom")))
+    final = handle.wait(timeout=WAIT, poll_interval=0.1)
+    assert (final.state, final.exit_code) == (JobState.FAILED, 137)
+    assert final.message == (f"pod {handle.id.split('/')[1]}-worker-1 exited with code 137, killed for its memory "
+                             "(OOMKilled: it went over its memory limit); give it more memory or use less")
+    assert [(h.exit_code, h.detail) for h in final.hosts] == [(143, "Error"), (137, "OOMKilled")]
+
+
 def test_a_restarted_job_succeeds_and_its_new_pods_are_followed(kube: FakeKube, kubeconfig: Path) -> None:
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("restart")))
@@ -301,6 +312,74 @@ def test_429_and_5xx_are_retried_with_the_one_policy(kube: FakeKube, kubeconfig:
     kube.cluster.faults["GET job"] = ["500"] * 4
     with pytest.raises(BackendError, match=r"reading Volcano job .* failed after 4 attempts.*etcdserver"):
         handle.status()
+
+
+def test_429_and_5xx_give_up_saying_to_wait_not_to_check_the_cluster(kube: FakeKube, kubeconfig: Path) -> None:
+    """The last answer in the API server's words, once, and what to do about a busy or failing server (it said
+    "check the cluster (is Volcano installed?) and the job file; check the endpoint and your network")."""
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=lambda _: None,
+                             policy=RetryPolicy(attempts=3))  # fmt: skip
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    kube.cluster.faults["GET job"] = ["429"] * 3
+    with pytest.raises(BackendError) as caught:
+        handle.status()
+    text = str(caught.value)
+    assert "failed after 3 attempts over " in text, text
+    assert text.endswith("s, last: the Kubernetes API answered 429, 'too many requests'; the service is limiting "
+                         "requests: wait a few minutes, then try again"), text  # fmt: skip
+    kube.cluster.faults["GET job"] = ["503"] * 3
+    with pytest.raises(BackendError) as caught:
+        handle.status()
+    text = str(caught.value)
+    assert "answered 503, 'etcdserver: request timed out'; the service is failing: try again later" in text, text
+    assert text.count("reading Volcano job") == 1 and "Volcano installed" not in text and "network" not in text
+
+
+def test_each_retry_is_announced_as_a_note(kube: FakeKube, kubeconfig: Path) -> None:
+    """The backend's notes (its progress stream) get one line per retry before its wait."""
+    import io
+
+    from malaunch.sdk.backends._http import RetryPolicy
+
+    notes = io.StringIO()
+    backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=lambda _: None,
+                             policy=RetryPolicy(attempts=3, jitter=0.0), progress=notes)  # fmt: skip
+    handle = backend.submit(spec_from_mapping(job_data("succeed")))
+    notes.truncate(0)
+    notes.seek(0)
+    kube.cluster.faults["GET job"] = ["503"]
+    assert handle.status().id == handle.id
+    assert notes.getvalue() == (f"ma-submit: note: reading Volcano job {handle.id}: the Kubernetes API answered 503, "
+                                "'etcdserver: request timed out'; attempt 2 of 3 in 0.5s\n")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fault", "said", "hint"),
+    [
+        ("400 webhook", "answered 400, 'admission webhook \"validatejob.volcano.sh\" denied the request: spec.tasks[0]."
+         "template.spec.containers[0].resources.requests: cpu 96 exceeds the capability of queue default (64)'",
+         "the cluster refused the job (an admission webhook or a check of the API server): change what its message "
+         "names in the job file"),
+        ("404 namespace", "answered 404, 'namespaces \"ml\" not found'", "that namespace does not exist: create it"),
+        ("404 crd", "answered 404, 'the server could not find the requested resource'",
+         "is Volcano installed (its Job CRD, batch.volcano.sh)?"),
+    ],
+)  # fmt: skip
+def test_a_refused_create_says_the_servers_whole_reason_and_what_to_do(
+    kube: FakeKube, kubeconfig: Path, fault: str, said: str, hint: str
+) -> None:
+    """An admission webhook's reason comes at the end of its message: it was cut at 80 characters, and every refusal
+    but 401/403/409 was told to check whether Volcano is installed."""
+    kube.cluster.faults["POST job"] = [fault]
+    with pytest.raises(BackendError) as caught:
+        backend_for(kubeconfig).submit(spec_from_mapping(job_data("succeed")))
+    text = str(caught.value)
+    assert text == f"creating Volcano job in namespace ml: the Kubernetes API {said}; {hint}" or (
+        said in text and hint in text
+    ), text
+    assert kube.cluster.jobs == {} and kube.cluster.secrets == {}
 
 
 def test_a_create_stored_but_not_answered_is_found_on_the_retry_not_a_409(kube: FakeKube, kubeconfig: Path) -> None:
