@@ -1,0 +1,57 @@
+"""``ma-submit`` used wrongly, as a new user would: each mistake is one error line that says what failed, the value
+and what to do, with the documented exit code, and nothing is left behind (no job folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import pytest
+from click.testing import CliRunner, Result
+from malaunch.sdk.cli import cli
+
+HEAD = "name: demo\nrun_method: torchrun\ncode_dir: .\nboot_file: train.py\n"
+
+
+def run(args: List[str], home: Path) -> Result:
+    return CliRunner().invoke(cli, args, env={"MALAUNCH_HOME": str(home)}, catch_exceptions=False)
+
+
+def one_error_line(result: Result, home: Path, code: int = 2) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ma-submit: error: "), lines[0]
+    assert "Traceback" not in result.output
+    assert result.exit_code == code, result.stderr
+    assert not (home / "jobs").exists() or not list((home / "jobs").iterdir())
+    return lines[0]
+
+
+def job_file(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.py").write_text("print('hi')\n")
+    path = folder / "job.yaml"
+    path.write_text(text)
+    return path
+
+
+SWEEP_HEAD = HEAD + "args: ['--lr', '{lr}']\nsweep:\n  params:\n    lr: [0.1, 0.01]\n"
+
+
+@pytest.mark.parametrize(
+    ("verb", "text", "wrong", "right"),
+    [
+        ("sweep", HEAD + "args: ['--lr', '{lr}']\nsweep:\n  parms:\n    lr: [0.1]\n", "sweep.parms", "params"),
+        ("sweep", SWEEP_HEAD + "  max_paralel: 2\n", "sweep.max_paralel", "max_parallel"),
+        ("sweep", SWEEP_HEAD + "  metric:\n    nme: loss\n    regex: 'loss=(\\S+)'\n", "sweep.metric.nme", "name"),
+        ("submit", HEAD + "notify:\n  - url: https://example.com/hook\n    evnets: [failed]\n", "notify[0].evnets",
+         "events"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_field_of_a_section_gets_a_did_you_mean(
+    verb: str, text: str, wrong: str, right: str, tmp_path: Path, home: Path
+) -> None:
+    """As the job file's own fields do (``run_methd``: did you mean run_method?), not only the known fields' list."""
+    line = one_error_line(run([verb, "--dry-run", str(job_file(tmp_path / "proj", text))], home), home)
+    assert f"{wrong}: unknown field" in line
+    assert line.endswith(f"; did you mean {right}?"), line
