@@ -149,7 +149,8 @@ def check_code(spec: JobSpec) -> None:
     if "://" in spec.code_dir:
         return
     if not os.path.isdir(spec.code_dir):
-        raise SpecError("code_dir", "is not an existing folder", spec.code_dir, "give the folder with your code")
+        what = "is a file, not a folder" if os.path.isfile(spec.code_dir) else "is not an existing folder"
+        raise SpecError("code_dir", what, spec.code_dir, "give the folder with your code")
     check_boot_file(os.path.join(spec.code_dir, os.path.normpath(spec.boot_file)), spec.boot_file)
 
 

@@ -116,6 +116,7 @@ _ALIASES = {
     "image_url": "image", "resource": "resources",
 }  # fmt: skip
 _REQUIRED = ("name", "code_dir", "boot_file")
+_EMPTY_HINT = "write the job's fields into it, at least name:, code_dir: and boot_file:"
 _URL_PREFIXES = ("obs://", "s3://", "http://", "https://")
 
 
@@ -141,9 +142,11 @@ def _suggest(key: str, known: Tuple[str, ...]) -> str:
 
 
 def _mapping(value: object, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
+    if value is None and not path:  # an empty file, or one of comments only: YAML's null
+        raise SpecError("(top level)", "the job file is empty (no field: value in it)", None, _EMPTY_HINT)
     if not isinstance(value, Mapping):
-        what = path if path else "the job file"
-        raise SpecError(path or "(top level)", f"{what} must be a mapping of field: value", value)
+        problem = "must be a mapping of field: value" if path else "the job file must be a mapping of field: value"
+        raise SpecError(path or "(top level)", problem, value)
     out: Dict[str, Any] = {}
     for key, item in value.items():
         where = f"{path}.{key_text(key)}" if path else key_text(key)

@@ -55,3 +55,28 @@ def test_a_misspelt_field_of_a_section_gets_a_did_you_mean(
     line = one_error_line(run([verb, "--dry-run", str(job_file(tmp_path / "proj", text))], home), home)
     assert f"{wrong}: unknown field" in line
     assert line.endswith(f"; did you mean {right}?"), line
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n"])
+def test_an_empty_job_file_is_called_empty(text: str, tmp_path: Path, home: Path) -> None:
+    """Not "the job file must be a mapping of field: value" with no value: the file has nothing in it to fix."""
+    line = one_error_line(run(["--dry-run", str(job_file(tmp_path / "proj", text))], home), home)
+    assert "job.yaml: (top level): the job file is empty" in line
+    assert "name:, code_dir: and boot_file:" in line
+
+
+def test_a_section_that_is_no_mapping_names_itself_once(tmp_path: Path, home: Path) -> None:
+    line = one_error_line(run(["--dry-run", str(job_file(tmp_path / "proj", HEAD + "resources: 3\n"))], home), home)
+    assert "job.yaml: resources: must be a mapping of field: value, got 3; fix the job file" in line
+
+
+@pytest.mark.parametrize("backend", ["local", "modelarts"])
+def test_a_code_dir_that_is_a_file_is_called_a_file(backend: str, tmp_path: Path, home: Path) -> None:
+    """The path exists: "is not an existing folder" sent the user looking for a folder that is not missing."""
+    folder = tmp_path / "proj"
+    text = HEAD.replace("code_dir: .", "code_dir: job.yaml") + (
+        "resources: {flavor: modelarts.vm.cpu.8u}\nmodelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n"
+    )
+    line = one_error_line(run(["--dry-run", "--backend", backend, str(job_file(folder, text))], home), home)
+    assert "code_dir: is a file, not a folder, got '" in line
+    assert line.endswith("; give the folder with your code"), line
