@@ -174,11 +174,13 @@ class JobNotFound(MalaunchError):
 
 
 class SweepNotFound(JobNotFound):
-    """No sweep ``sweep_id`` under the sweeps' home."""
+    """No sweep ``sweep_id`` under the sweeps' home (``close``: an id of one there, for a did-you-mean)."""
 
-    def __init__(self, sweep_id: str, home: str) -> None:
+    def __init__(self, sweep_id: str, home: str, close: Optional[str] = None) -> None:
+        mean = f"did you mean {close!r}? or " if close else ""
         MalaunchError.__init__(
-            self, f"no sweep with id {sweep_id!r} under {home}; see 'ma-submit sweep list' (MALAUNCH_HOME={home})"
+            self,
+            f"no sweep with id {sweep_id!r} under {home}; {mean}see 'ma-submit sweep list' (MALAUNCH_HOME={home})",
         )
         self.job_id = sweep_id
         self.backend = "sweep"

@@ -80,3 +80,28 @@ def test_a_code_dir_that_is_a_file_is_called_a_file(backend: str, tmp_path: Path
     line = one_error_line(run(["--dry-run", "--backend", backend, str(job_file(folder, text))], home), home)
     assert "code_dir: is a file, not a folder, got '" in line
     assert line.endswith("; give the folder with your code"), line
+
+
+@pytest.mark.parametrize("verb", ["status", "logs", "events", "stop", "wait", "delete"])
+def test_a_job_id_with_a_typo_gets_a_did_you_mean(verb: str, home: Path) -> None:
+    """A character wrong, missing or extra in a whole id names the job meant; an id like no job's gets no guess."""
+    real = "train-20261129-024945-5cfa43"
+    for other in (real, "train-20261128-101500-9d0e11", "eval-20261129-024950-77aa00"):
+        (home / "jobs" / other).mkdir(parents=True)
+    for typo in ("train-20261129-024945-5cfa4x", "train-20261129-02945-5cfa43", "train-20261129-024945-5cfa433"):
+        result = run([verb, "--backend", "local", typo], home)
+        assert result.exit_code == 4 and "Traceback" not in result.output
+        assert result.stderr.strip() == (
+            f"ma-submit: error: no job with id {typo!r} on backend 'local'; did you mean {real!r}? "
+            f"or see 'ma-submit list' (MALAUNCH_HOME={home})"
+        )
+    unlike = run([verb, "--backend", "local", "train-20261129-031500-abcdef"], home)
+    assert unlike.exit_code == 4 and "did you mean" not in unlike.stderr and "see 'ma-submit list'" in unlike.stderr
+
+
+def test_a_sweep_id_with_a_typo_gets_a_did_you_mean(home: Path) -> None:
+    real = "lr-sweep-20261129-024945-5cfa43"
+    (home / "sweeps" / real).mkdir(parents=True)
+    result = run(["sweep", "status", real[:-1] + "x"], home)
+    assert result.exit_code == 4 and "Traceback" not in result.output
+    assert f"; did you mean {real!r}? or see 'ma-submit sweep list'" in result.stderr
