@@ -55,6 +55,7 @@ __all__ = [
     "param_from_value",
     "param_variable",
     "parse_param_option",
+    "parse_param_options",
     "sweep_from_mapping",
 ]
 
@@ -278,6 +279,22 @@ def parse_param_option(text: str) -> Param:
     for word in words:
         parsed.append(_word_value(word))
     return param_from_value(name.strip(), parsed, f"--param {name.strip()}")
+
+
+def parse_param_options(texts: Sequence[str]) -> Tuple[Param, ...]:
+    """Every ``--param NAME=V1,V2,...`` (:func:`parse_param_option`); a name given twice is refused, not the last one
+    taken: the values the other gave would be dropped without a word."""
+    params: Dict[str, Tuple[str, Param]] = {}
+    for text in texts:
+        param = parse_param_option(text)
+        if param.name in params:
+            given = (params[param.name][0], text)
+            values = ",".join(word.strip() for one in given for word in one.partition("=")[2].split(","))
+            what = f"is given twice (--param {given[0].strip()} and --param {given[1].strip()})"
+            raise SpecError(f"--param {param.name}", what, None, f"give it once, with every value: --param "
+                            f"{param.name}={values}")  # fmt: skip
+        params[param.name] = (text, param)
+    return tuple(param for _, param in params.values())
 
 
 def _word_value(word: str) -> Value:

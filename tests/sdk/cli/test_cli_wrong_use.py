@@ -105,3 +105,15 @@ def test_a_sweep_id_with_a_typo_gets_a_did_you_mean(home: Path) -> None:
     result = run(["sweep", "status", real[:-1] + "x"], home)
     assert result.exit_code == 4 and "Traceback" not in result.output
     assert f"; did you mean {real!r}? or see 'ma-submit sweep list'" in result.stderr
+
+
+def test_a_param_given_twice_is_refused_not_half_dropped(tmp_path: Path, home: Path) -> None:
+    """``--param lr=1,2 --param lr=3`` ran one trial, lr=3, without a word about 1 and 2."""
+    job = job_file(tmp_path / "proj", HEAD + "args: ['--lr', '{lr}']\n")
+    line = one_error_line(run(["sweep", "--dry-run", "--param", "lr=1,2", "--param", "lr=3", str(job)], home), home)
+    assert line == (
+        "ma-submit: error: --param lr: is given twice (--param lr=1,2 and --param lr=3); "
+        "give it once, with every value: --param lr=1,2,3"
+    )
+    both = run(["sweep", "--dry-run", "--param", "lr=1,2,3", str(job)], home)
+    assert both.exit_code == 0 and "3 trial(s)" in both.output
