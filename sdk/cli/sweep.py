@@ -255,7 +255,11 @@ def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
     handle = attach_sweep(sweep_id)
     try:
         handle.wait(timeout=timeout)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as following a sweep says it
+        note(
+            f"stopped waiting; sweep {handle.id} keeps running (its trials, and its driver starts the rest): "
+            f"'ma-submit sweep stop {handle.id}' ends them"
+        )
         return EXIT_INTERRUPTED
     _show(handle, output)
     return handle.exit_code()

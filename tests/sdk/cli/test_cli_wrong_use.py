@@ -3,12 +3,17 @@ and what to do, with the documented exit code, and nothing is left behind (no jo
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import pytest
 from click.testing import CliRunner, Result
 from malaunch.sdk.cli import cli
+from sdkutil import VENV_BIN, assert_nothing_running, ma_submit, wait_for, write_job
 
 HEAD = "name: demo\nrun_method: torchrun\ncode_dir: .\nboot_file: train.py\n"
 
@@ -117,3 +122,39 @@ def test_a_param_given_twice_is_refused_not_half_dropped(tmp_path: Path, home: P
     )
     both = run(["sweep", "--dry-run", "--param", "lr=1,2,3", str(job)], home)
     assert both.exit_code == 0 and "3 trial(s)" in both.output
+
+
+def _watches_files(pid: int) -> bool:
+    """The process holds an inotify instance: its wait has begun (filewatch.ChangeWatch)."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify" for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
+    """As a Ctrl-C of submit's following says it; the wait said nothing and exited 130, which a user can read as a
+    stopped job."""
+    job = write_job(tmp_path / "w", "import time\nprint('up', flush=True)\ntime.sleep(600)\n", name="waited",
+                    resources={"hosts": 1, "devices_per_host": 1})  # fmt: skip
+    job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip()
+    try:
+        waiter = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "wait", job_id], env=cli_env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+        try:
+            wait_for(lambda: _watches_files(waiter.pid), what="the wait to begin")
+            waiter.send_signal(signal.SIGINT)
+            out, err = waiter.communicate(timeout=60)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.communicate(timeout=30)
+        assert waiter.returncode == 130 and out == "" and "Traceback" not in err
+        said = f"ma-submit: stopped waiting; job {job_id} keeps running: 'ma-submit stop {job_id}' ends it"
+        assert err.strip() == said
+        assert json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)["state"] in (
+            "PENDING", "RUNNING")  # fmt: skip
+    finally:
+        assert ma_submit(["stop", job_id], cli_env).returncode == 0
+    assert_nothing_running(job_id)
