@@ -158,3 +158,24 @@ def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Di
     finally:
         assert ma_submit(["stop", job_id], cli_env).returncode == 0
     assert_nothing_running(job_id)
+
+
+@pytest.mark.parametrize("backend", ["local", "modelarts"])
+def test_a_boot_file_the_shim_cannot_start_is_refused_before_anything_starts(
+    backend: str, tmp_path: Path, home: Path
+) -> None:
+    """Neither .py nor .sh nor executable: the shim would exec it on every host and fail ("Permission denied", or
+    torchrun's traceback) after the job was made; submit refuses it, and --dry-run says so too."""
+    folder = tmp_path / "proj"
+    text = HEAD.replace("boot_file: train.py", "boot_file: run.txt") + (
+        "resources: {flavor: modelarts.vm.cpu.8u}\nmodelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n"
+    )
+    job = job_file(folder, text)
+    (folder / "run.txt").write_text("echo hi\n")
+    (folder / "run.txt").chmod(0o644)
+    for args in (["--dry-run"], ["--detach"]) if backend == "local" else (["--dry-run"],):
+        line = one_error_line(run([*args, "--backend", backend, str(job)], home), home)
+        assert "boot_file: is not executable, nor a .py or .sh file (" in line
+        assert line.endswith("got 'run.txt'; make it executable (chmod +x), or give a .py or .sh file"), line
+    (folder / "run.txt").chmod(0o755)
+    assert run(["--dry-run", "--backend", backend, str(job)], home).exit_code == 0
