@@ -183,6 +183,9 @@ def _scalar_text(value: object, path: str, convert_numbers: bool) -> str:
         return value
     if convert_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
+    if value is None:  # "A:" with nothing after it: YAML's null, which "got ..." cannot show
+        raise SpecError(path, "has no value (null)", None,
+                        "give it a value, or '' for an empty text")  # fmt: skip
     expected = "a string or a number (quote it)" if convert_numbers else "a string"
     raise SpecError(path, f"must be {expected}", value)
 
@@ -273,6 +276,8 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         raise SpecError("sweep", "makes this job file a sweep of many trials", "sweep: {...}",
                         "run it with 'ma-submit sweep JOB.yaml' (or Sweep.from_yaml in Python)")  # fmt: skip
     for key in _REQUIRED:
+        if key in fields and fields[key] is None:  # "name:" with nothing after it
+            raise SpecError(key, "is required, and has no value here (null)", None, f"write its value after '{key}:'")
         if fields.get(key) is None:
             raise SpecError(key, "is required", None, f"add '{key}:' to the job file")
     fields["code_dir"] = _resolve(fields["code_dir"], base_dir)

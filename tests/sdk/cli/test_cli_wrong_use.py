@@ -179,3 +179,23 @@ def test_a_boot_file_the_shim_cannot_start_is_refused_before_anything_starts(
         assert line.endswith("got 'run.txt'; make it executable (chmod +x), or give a .py or .sh file"), line
     (folder / "run.txt").chmod(0o755)
     assert run(["--dry-run", "--backend", backend, str(job)], home).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ("env:\n  LR:\n", "env.LR: has no value (null); give it a value, or '' for an empty text"),
+        ("args: ['--lr', null]\n", "args[1]: has no value (null); give it a value, or '' for an empty text"),
+    ],
+)
+def test_a_value_left_empty_is_called_empty(extra: str, said: str, tmp_path: Path, home: Path) -> None:
+    """``LR:`` with nothing after it said "must be a string or a number (quote it)" and showed no value."""
+    line = one_error_line(run(["--dry-run", str(job_file(tmp_path / "proj", HEAD + extra))], home), home)
+    assert line.endswith(f"job.yaml: {said}"), line
+
+
+def test_a_required_field_left_empty_is_not_called_missing(tmp_path: Path, home: Path) -> None:
+    """``name:`` with nothing after it is in the file: "add 'name:' to the job file" asked for what is there."""
+    job = job_file(tmp_path / "proj", HEAD.replace("name: demo", "name:"))
+    line = one_error_line(run(["--dry-run", str(job)], home), home)
+    assert line.endswith("job.yaml: name: is required, and has no value here (null); write its value after 'name:'")
