@@ -53,11 +53,13 @@ _MAX_SHOWN = 80
 
 
 def show_value(value: object) -> str:
-    """A short, single-line ``repr`` of an offending value for error messages."""
+    """A short, single-line ``repr`` of an offending value for error messages: a long one keeps its start and its
+    end (a path's file name, a list's last item), with ``...`` between."""
     text = repr(value)
     text = text.replace("\n", "\\n")
     if len(text) > _MAX_SHOWN:
-        text = text[: _MAX_SHOWN - 3] + "..."
+        head = (_MAX_SHOWN - 3) // 2
+        text = text[:head] + "..." + text[-(_MAX_SHOWN - 3 - head) :]
     return text
 
 

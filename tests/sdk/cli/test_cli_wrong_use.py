@@ -199,3 +199,15 @@ def test_a_required_field_left_empty_is_not_called_missing(tmp_path: Path, home:
     job = job_file(tmp_path / "proj", HEAD.replace("name: demo", "name:"))
     line = one_error_line(run(["--dry-run", str(job)], home), home)
     assert line.endswith("job.yaml: name: is required, and has no value here (null); write its value after 'name:'")
+
+
+def test_a_long_value_keeps_its_end(tmp_path: Path, home: Path) -> None:
+    """A path longer than a line's share is shown by its start and its end: the end (the folder or file named) is
+    what was wrong; it was cut off ('.../aaaa...')."""
+    folder = "deep/" * 16 + "no-such-code"
+    line = one_error_line(
+        run(["--dry-run", str(job_file(tmp_path / "proj", HEAD.replace("code_dir: .", f"code_dir: {folder}")))], home),
+        home,
+    )
+    assert "code_dir: is not an existing folder, got '" in line
+    assert line.endswith("/deep/deep/no-such-code'; give the folder with your code"), line
