@@ -211,3 +211,20 @@ def test_a_long_value_keeps_its_end(tmp_path: Path, home: Path) -> None:
     )
     assert "code_dir: is not an existing folder, got '" in line
     assert line.endswith("/deep/deep/no-such-code'; give the folder with your code"), line
+
+
+@pytest.mark.parametrize(
+    ("backend", "text", "said"),
+    [
+        ("local", HEAD.replace("train.py", "nope.py"), "boot_file: no such file in code_dir ("),
+        ("modelarts", HEAD + "modelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n",
+         "resources.flavor: is required"),
+    ],
+)  # fmt: skip
+def test_a_field_found_wrong_at_planning_names_the_job_file(
+    backend: str, text: str, said: str, tmp_path: Path, home: Path
+) -> None:
+    """As the loader's lines do ('job.yaml: resources.hosts: ...'): which of several job files to fix."""
+    job = job_file(tmp_path / "proj", text)
+    line = one_error_line(run(["--dry-run", "--backend", backend, str(job)], home), home)
+    assert line.startswith(f"ma-submit: error: {job}: {said}"), line
