@@ -53,11 +53,13 @@ _MAX_SHOWN = 80
 
 
 def show_value(value: object) -> str:
-    """A short, single-line ``repr`` of an offending value for error messages."""
+    """A short, single-line ``repr`` of an offending value for error messages: a long one keeps its start and its
+    end (a path's file name, a list's last item), with ``...`` between."""
     text = repr(value)
     text = text.replace("\n", "\\n")
     if len(text) > _MAX_SHOWN:
-        text = text[: _MAX_SHOWN - 3] + "..."
+        head = (_MAX_SHOWN - 3) // 2
+        text = text[:head] + "..." + text[-(_MAX_SHOWN - 3 - head) :]
     return text
 
 
@@ -174,11 +176,13 @@ class JobNotFound(MalaunchError):
 
 
 class SweepNotFound(JobNotFound):
-    """No sweep ``sweep_id`` under the sweeps' home."""
+    """No sweep ``sweep_id`` under the sweeps' home (``close``: an id of one there, for a did-you-mean)."""
 
-    def __init__(self, sweep_id: str, home: str) -> None:
+    def __init__(self, sweep_id: str, home: str, close: Optional[str] = None) -> None:
+        mean = f"did you mean {close!r}? or " if close else ""
         MalaunchError.__init__(
-            self, f"no sweep with id {sweep_id!r} under {home}; see 'ma-submit sweep list' (MALAUNCH_HOME={home})"
+            self,
+            f"no sweep with id {sweep_id!r} under {home}; {mean}see 'ma-submit sweep list' (MALAUNCH_HOME={home})",
         )
         self.job_id = sweep_id
         self.backend = "sweep"

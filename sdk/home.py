@@ -13,6 +13,7 @@ sweeps' records (``sweeps/<id>/``) and the job index (``job-index.json``). This 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import fcntl
 import json
 import os
@@ -22,7 +23,7 @@ from malaunch.entrypoint.public import write_atomic
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_HOME", "HOME_VARIABLE", "file_lock", "home_dir", "one_by_prefix", "write_json_atomic"]
+__all__ = ["DEFAULT_HOME", "HOME_VARIABLE", "close_id", "file_lock", "home_dir", "one_by_prefix", "write_json_atomic"]
 
 #: The variable that moves the home.
 HOME_VARIABLE = "MALAUNCH_HOME"
@@ -74,3 +75,15 @@ def one_by_prefix(prefix: str, names: Sequence[str], kind: str) -> Optional[str]
             f"{kind} id prefix {prefix!r} matches {len(matches)} {kind}s ({shown})", prefix, "give more of the id"
         )
     return matches[0] if matches else None
+
+
+#: How alike an id given and a job's must be for a did-you-mean (difflib's ratio): a character or two of a
+#: whole id wrong, missing or extra (0.92 to 0.98); ids of other jobs of the day share their date, about 0.6.
+_CLOSE_ID = 0.85
+
+
+def close_id(given: str, names: Sequence[str]) -> Optional[str]:
+    """The one of ``names`` that ``given`` is a slip of the keyboard away from, for a did-you-mean (None: none is
+    that close; the closest when several are)."""
+    close = difflib.get_close_matches(given, names, n=1, cutoff=_CLOSE_ID)
+    return close[0] if close else None

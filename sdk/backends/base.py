@@ -149,14 +149,25 @@ def check_code(spec: JobSpec) -> None:
     if "://" in spec.code_dir:
         return
     if not os.path.isdir(spec.code_dir):
-        raise SpecError("code_dir", "is not an existing folder", spec.code_dir, "give the folder with your code")
+        what = "is a file, not a folder" if os.path.isfile(spec.code_dir) else "is not an existing folder"
+        raise SpecError("code_dir", what, spec.code_dir, "give the folder with your code")
     check_boot_file(os.path.join(spec.code_dir, os.path.normpath(spec.boot_file)), spec.boot_file)
 
 
+#: The boot files the shim starts with an interpreter (``python -u``, ``bash``); any other it executes itself.
+_RUN_BY_INTERPRETER = (".py", ".sh")
+
+
 def check_boot_file(boot: str, given: str) -> None:
-    """``boot`` (the job's ``boot_file`` ``given``, joined to its code folder) is a regular file; else the one
-    line that says what it is instead (a folder is called one, not "no such file")."""
+    """``boot`` (the job's ``boot_file`` ``given``, joined to its code folder) is a regular file the shim can start
+    (a .py, a .sh, or executable); else the one line that says what it is instead (a folder is called one, not "no
+    such file")."""
     if os.path.isfile(boot):
+        if not boot.endswith(_RUN_BY_INTERPRETER) and not os.access(boot, os.X_OK):
+            # the shim runs a .py with python, a .sh with bash, anything else itself: this one would fail to start
+            # on every host ("Permission denied"), after the job was made
+            raise SpecError("boot_file", f"is not executable, nor a .py or .sh file ({boot})", given,
+                            "make it executable (chmod +x), or give a .py or .sh file")  # fmt: skip
         return
     what = "a directory" if os.path.isdir(boot) else "not a regular file" if os.path.exists(boot) else "no such file"
     raise SpecError("boot_file", f"{what} in code_dir ({boot})", given, "check the path")

@@ -158,7 +158,8 @@ def wait_job(backend: Optional[str], timeout: Optional[float], job_id: str, prof
     impl, ident = resolved(backend, job_id, profile)
     try:
         status = impl.handle(ident).wait(timeout=timeout)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as submit's following says it: a Ctrl-C of a wait is no stop of the job
+        note(f"stopped waiting; job {ident} keeps running: 'ma-submit stop {ident}' ends it")
         return EXIT_INTERRUPTED
     echo(describe_end(status))
     return exit_code_of(status)

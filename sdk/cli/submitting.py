@@ -123,7 +123,10 @@ def submit_job(
             name=name, hosts=hosts, devices_per_host=devices_per_host, env=env, extra_args=script_args
         ).with_options(resume_from=resume_from)
         impl = open_with(job.spec.backend, chosen_profile())
-        plan = job.plan(check=True, backend=impl, dry=dry_run)
+        try:
+            plan = job.plan(check=True, backend=impl, dry=dry_run)
+        except SpecError as error:  # a job-file field found wrong while planning: named with the file, as loading does
+            raise (error if error.field in options else error.with_source(job_file)) from None
     except SpecError as error:
         raise _named_option(error, options) from None
     if dry_run:

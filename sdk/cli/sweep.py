@@ -23,7 +23,7 @@ from ..spec.loader import read_job_data
 from ..sweep.api import Sweep, attach_sweep, list_sweeps
 from ..sweep.results import TrialResult
 from ..sweep.run import is_done
-from ..sweep.spec import format_value, parse_param_option
+from ..sweep.spec import format_value, parse_param_options
 from ..sweep.state import TRIAL_WAITING
 from .echo import echo
 from .jobs import EXIT_INTERRUPTED, OUTPUT, echo_json, format_age, note
@@ -198,7 +198,7 @@ def run_cmd(
 ) -> int:
     """Run JOB.yaml as a sweep (its sweep: section, overridden by the flags)."""
     overrides: Dict[str, Any] = {
-        "params": [parse_param_option(text) for text in params],
+        "params": parse_param_options(params),
         "max_parallel": max_parallel,
         "random": random_count,
         "seed": seed,
@@ -255,7 +255,11 @@ def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
     handle = attach_sweep(sweep_id)
     try:
         handle.wait(timeout=timeout)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # as following a sweep says it
+        note(
+            f"stopped waiting; sweep {handle.id} keeps running (its trials, and its driver starts the rest): "
+            f"'ma-submit sweep stop {handle.id}' ends them"
+        )
         return EXIT_INTERRUPTED
     _show(handle, output)
     return handle.exit_code()

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 import yaml
 
 from ..errors import SpecError
+from ..spec.checks import unknown_field
 from .targets import TARGET_KEYS, NotifyTarget
 
 __all__ = ["targets_from_data"]
@@ -21,7 +22,7 @@ def _target(raw: object, path: str) -> NotifyTarget:
     fields: Dict[str, Any] = {}
     for key, value in raw.items():
         if key not in TARGET_KEYS:
-            raise SpecError(f"{path}.{key}", "unknown field", key, f"known fields: {', '.join(TARGET_KEYS)}")
+            raise unknown_field(f"{path}.{key}", key, TARGET_KEYS)
         fields[key] = value
     for key in ("command", "events"):
         value = fields.get(key)

@@ -6,12 +6,13 @@ backend's section (``<backend>/options.py``) reports a bad value exactly as the 
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from ..errors import SpecError
 
-__all__ = ["check_int", "check_pattern", "check_text", "check_words", "fail", "one_of"]
+__all__ = ["check_int", "check_pattern", "check_text", "check_words", "fail", "one_of", "unknown_field"]
 
 
 def fail(path: str, problem: str, value: object, hint: str = "fix the job file") -> SpecError:
@@ -60,3 +61,13 @@ def one_of(path: str, value: object, choices: Tuple[str, ...]) -> None:
     """One of the words ``choices``."""
     if not isinstance(value, str) or value not in choices:
         raise fail(path, f"must be one of {', '.join(choices)}", value)
+
+
+def unknown_field(path: str, key: object, known: Sequence[str]) -> SpecError:
+    """The error for a key ``key`` that is none of ``known`` at ``path`` (the key's own path): a did-you-mean when
+    one known field is spelt nearly so (``evnets``: ``events``), else the known fields, as the job file's own
+    sections say it."""
+    word = str(key).lower()
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"known fields: {', '.join(known)}"
+    return fail(path, "unknown field", key, hint)

@@ -116,6 +116,7 @@ _ALIASES = {
     "image_url": "image", "resource": "resources",
 }  # fmt: skip
 _REQUIRED = ("name", "code_dir", "boot_file")
+_EMPTY_HINT = "write the job's fields into it, at least name:, code_dir: and boot_file:"
 _URL_PREFIXES = ("obs://", "s3://", "http://", "https://")
 
 
@@ -141,9 +142,11 @@ def _suggest(key: str, known: Tuple[str, ...]) -> str:
 
 
 def _mapping(value: object, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
+    if value is None and not path:  # an empty file, or one of comments only: YAML's null
+        raise SpecError("(top level)", "the job file is empty (no field: value in it)", None, _EMPTY_HINT)
     if not isinstance(value, Mapping):
-        what = path if path else "the job file"
-        raise SpecError(path or "(top level)", f"{what} must be a mapping of field: value", value)
+        problem = "must be a mapping of field: value" if path else "the job file must be a mapping of field: value"
+        raise SpecError(path or "(top level)", problem, value)
     out: Dict[str, Any] = {}
     for key, item in value.items():
         where = f"{path}.{key_text(key)}" if path else key_text(key)
@@ -180,6 +183,9 @@ def _scalar_text(value: object, path: str, convert_numbers: bool) -> str:
         return value
     if convert_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
+    if value is None:  # "A:" with nothing after it: YAML's null, which "got ..." cannot show
+        raise SpecError(path, "has no value (null)", None,
+                        "give it a value, or '' for an empty text")  # fmt: skip
     expected = "a string or a number (quote it)" if convert_numbers else "a string"
     raise SpecError(path, f"must be {expected}", value)
 
@@ -270,6 +276,8 @@ def spec_from_mapping(data: object, base_dir: Optional[str] = None) -> JobSpec:
         raise SpecError("sweep", "makes this job file a sweep of many trials", "sweep: {...}",
                         "run it with 'ma-submit sweep JOB.yaml' (or Sweep.from_yaml in Python)")  # fmt: skip
     for key in _REQUIRED:
+        if key in fields and fields[key] is None:  # "name:" with nothing after it
+            raise SpecError(key, "is required, and has no value here (null)", None, f"write its value after '{key}:'")
         if fields.get(key) is None:
             raise SpecError(key, "is required", None, f"add '{key}:' to the job file")
     fields["code_dir"] = _resolve(fields["code_dir"], base_dir)

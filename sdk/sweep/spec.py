@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import SpecError
+from ..spec.checks import unknown_field
 from ..spec.model import JobSpec
 from ..spec.trials import PARAM_PREFIX, SWEEP_ID_VARIABLE, TRIAL_INDEX_VARIABLE, check_trial_variables
 
@@ -54,6 +55,7 @@ __all__ = [
     "param_from_value",
     "param_variable",
     "parse_param_option",
+    "parse_param_options",
     "sweep_from_mapping",
 ]
 
@@ -208,7 +210,7 @@ def metric_from_mapping(raw: object) -> Metric:
         raise _fail("sweep.metric", "must be a mapping {name, regex, goal}", raw)
     for key in raw:
         if key not in ("name", "regex", "goal"):
-            raise _fail(f"sweep.metric.{key}", "unknown field", key, "known fields: name, regex, goal")
+            raise unknown_field(f"sweep.metric.{key}", key, ("name", "regex", "goal"))
     name, regex, goal = raw.get("name"), raw.get("regex"), raw.get("goal", "minimize")
     if not isinstance(name, str) or not name.strip():
         raise _fail("sweep.metric.name", "must be a non-empty string", name)
@@ -229,7 +231,7 @@ def sweep_from_mapping(data: object) -> SweepSpec:
         raise _fail("sweep", "must be a mapping with params (and random, seed, max_parallel, metric)", data)
     for key in data:
         if key not in SWEEP_FIELDS:
-            raise _fail(f"sweep.{key}", "unknown field", key, f"known fields: {', '.join(SWEEP_FIELDS)}")
+            raise unknown_field(f"sweep.{key}", key, SWEEP_FIELDS)
     raw_params = data.get("params")
     if not isinstance(raw_params, Mapping) or not raw_params:
         raise _fail("sweep.params", "must be a mapping of name: values", raw_params, "e.g. params: {lr: [0.1, 0.01]}")
@@ -277,6 +279,22 @@ def parse_param_option(text: str) -> Param:
     for word in words:
         parsed.append(_word_value(word))
     return param_from_value(name.strip(), parsed, f"--param {name.strip()}")
+
+
+def parse_param_options(texts: Sequence[str]) -> Tuple[Param, ...]:
+    """Every ``--param NAME=V1,V2,...`` (:func:`parse_param_option`); a name given twice is refused, not the last one
+    taken: the values the other gave would be dropped without a word."""
+    params: Dict[str, Tuple[str, Param]] = {}
+    for text in texts:
+        param = parse_param_option(text)
+        if param.name in params:
+            given = (params[param.name][0], text)
+            values = ",".join(word.strip() for one in given for word in one.partition("=")[2].split(","))
+            what = f"is given twice (--param {given[0].strip()} and --param {given[1].strip()})"
+            raise SpecError(f"--param {param.name}", what, None, f"give it once, with every value: --param "
+                            f"{param.name}={values}")  # fmt: skip
+        params[param.name] = (text, param)
+    return tuple(param for _, param in params.values())
 
 
 def _word_value(word: str) -> Value:

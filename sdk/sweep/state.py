@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping
 
 from ..errors import BackendError, SweepNotFound
-from ..home import file_lock, one_by_prefix, write_json_atomic
+from ..home import close_id, file_lock, one_by_prefix, write_json_atomic
 
 __all__ = [
     "RECORD_VERSION",
@@ -89,7 +89,7 @@ def resolve_sweep_id(home: str, prefix: str) -> str:
     found = one_by_prefix(prefix, list_sweep_ids(home), "sweep") if _SWEEP_ID.match(prefix) else None
     if found is not None:
         return found
-    raise SweepNotFound(prefix, home)
+    raise SweepNotFound(prefix, home, close=close_id(prefix, list_sweep_ids(home)))
 
 
 def _damaged(paths: SweepPaths, why: str) -> BackendError:

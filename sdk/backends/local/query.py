@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, JobNotFound, JobStateUnknown, WaitTimeout
-from ...home import one_by_prefix
+from ...home import close_id, one_by_prefix
 from ...status import JobState, JobStatus
 from ..base import UnknownWatch
 from ..listing import ListQuery
@@ -68,7 +68,9 @@ class JobReader:
         found = one_by_prefix(job_id, self._job_names(), "job") if _JOB_ID.match(job_id) else None
         if found is not None:
             return found
-        raise JobNotFound(job_id, self.name, f"see 'ma-submit list' (MALAUNCH_HOME={self.home})")
+        close = close_id(job_id, self._job_names())
+        mean = f"did you mean {close!r}? or " if close else ""
+        raise JobNotFound(job_id, self.name, f"{mean}see 'ma-submit list' (MALAUNCH_HOME={self.home})")
 
     def paths(self, job_id: str) -> JobPaths:
         """The folder of the job ``job_id`` names (an id or a unique prefix)."""

@@ -86,9 +86,9 @@ def test_an_adapted_template_that_drops_the_mount_is_refused(tmp_path: Path) -> 
     assert manifest_for({**job_data(), "checkpoint": None}, str(mine))  # without checkpoints it needs no mount
 
 
-REFUSAL = ("ma-submit: error: checkpoint.volume: is required on the volcano backend (a pod's own disk does not "
+REFUSAL = ("checkpoint.volume: is required on the volcano backend (a pod's own disk does not "
            "survive a RestartJob); add checkpoint: {volume: <a PersistentVolumeClaim, ReadWriteMany for several "
-           "hosts>}\n")  # fmt: skip
+           "hosts>}")  # fmt: skip
 
 
 def test_checkpoints_without_a_volume_are_refused_in_one_line(
@@ -100,12 +100,13 @@ def test_checkpoints_without_a_volume_are_refused_in_one_line(
     job.write_text(yaml.safe_dump(job_data()))
     (tmp_path / "train.py").write_text("print('hi')\n")
     env = {**cli_env, "KUBECONFIG": str(kubeconfig)}
+    refusal = f"{job}: {REFUSAL}"  # the job file it came from, then the field
     for args in (["--dry-run"], ["--detach"], []):
         done = ma_submit([*args, str(job)], env)
-        assert (done.returncode, done.stdout, done.stderr) == (2, "", REFUSAL), args
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"ma-submit: error: {refusal}\n"), args
     as_json = ma_submit(["--dry-run", "--output", "json", str(job)], env)
     assert as_json.returncode == 2 and json.loads(as_json.stdout) == {
-        "error": REFUSAL[len("ma-submit: error: ") : -1], "field": "checkpoint.volume", "exit_code": 2}
+        "error": refusal, "field": "checkpoint.volume", "exit_code": 2}
     assert kube.cluster.created == [] and kube.cluster.problems == []
 
 
