@@ -82,45 +82,34 @@ class RunFacts:
         return peer_failure(lines) is not None
 
     def failure_of(self, death: Death) -> Failure:
-        """The :class:`Failure` a fact names: who, where, how, its log and its last lines."""
+        """The :class:`Failure` a fact names: who, where, how, its log and its last lines. A worker the launcher named
+        by pid whose rank is not known (it ended before the watch read its rank, and left no birth record) is such a
+        worker with its pid and its own code, its log the folder of the ranks' logs: never the launcher's own name
+        or log."""
         spec = self.group.specs[death.index]
         rank = death.rank if death.rank is not None else spec.rank
-        if rank is None and death.source == "summary":
-            return self._unknown_worker(death, spec.name)
-        ranks = sorted(self.plan.rank_logs)
-        local = spec.local_rank if spec.rank is not None else (ranks.index(rank) if rank in ranks else None)
-        sink = self.output.log_of(death.index, rank)
         code = death.code if death.code is not None else 1
+        local: Optional[int] = None
+        tail: Tuple[str, ...] = ()
+        if rank is None and death.source == "summary":
+            folders = {os.path.dirname(path) for path in self.plan.rank_logs.values()}
+            name = f"{spec.name} worker of unknown rank"
+            log_file = folders.pop() if len(folders) == 1 else self.plan.log_dir
+        else:
+            ranks = sorted(self.plan.rank_logs)
+            local = spec.local_rank if spec.rank is not None else (ranks.index(rank) if rank in ranks else None)
+            sink = self.output.log_of(death.index, rank)
+            name, log_file, tail = self.launcher.failure_name(spec, rank), sink.path, sink.tail()
         return Failure(
-            name=self.launcher.failure_name(spec, rank),
+            name=name,
             rank=rank,
             local_rank=local,
             host=self.plan.host,
             pid=death.pid,
             exit_code=shell_code(code),
             signal=-code if code < 0 else None,
-            log_file=sink.path,
-            tail=sink.tail(),
-            message=death.message,
-            source=death.source,
-        )
-
-    def _unknown_worker(self, death: Death, launcher: str) -> Failure:
-        """The :class:`Failure` of a worker the launcher ``launcher`` named by pid whose rank is not known (it ended
-        before the watch read its rank, and left no birth record): who (a worker, its pid), how (its own code), and
-        where its log is (the folder of the ranks' logs); never the launcher's own name or log."""
-        folders = {os.path.dirname(path) for path in self.plan.rank_logs.values()}
-        code = death.code if death.code is not None else 1
-        return Failure(
-            name=f"{launcher} worker of unknown rank",
-            rank=None,
-            local_rank=None,
-            host=self.plan.host,
-            pid=death.pid,
-            exit_code=shell_code(code),
-            signal=-code if code < 0 else None,
-            log_file=folders.pop() if len(folders) == 1 else self.plan.log_dir,
-            tail=(),
+            log_file=log_file,
+            tail=tail,
             message=death.message,
             source=death.source,
         )
