@@ -32,7 +32,6 @@ imports made and leaves it off to its end, so that no collection walks the rank 
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from typing import TYPE_CHECKING, Callable, Mapping, NoReturn, Optional
 
@@ -74,7 +73,7 @@ def console_main() -> NoReturn:
     early: Optional[EarlyGuards] = None
     try:
         if start.asks_to_run(sys.argv[1:]):
-            early = _begin_guards()
+            early = _begin_guards(start.process_environment())
         from .runphase import RunPhase
     except BaseException as stopped:  # what was begun is undone; a Ctrl-C is said in one line, as main says it
         if early is not None:
@@ -87,11 +86,11 @@ def console_main() -> NoReturn:
     start.end_process(start.main(run_phase=RunPhase(_coordinated, early)))
 
 
-def _begin_guards() -> EarlyGuards:
+def _begin_guards(environ: Mapping[str, str]) -> EarlyGuards:
     """The job's watchdog and cgroup, begun before the run phase's modules import (see the module's docstring)."""
     from .run.procs.guards import EarlyGuards
 
-    return EarlyGuards.begin(os.environ)
+    return EarlyGuards.begin(environ)
 
 
 def _collect_from_here() -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "interruptible",
     "main",
     "overlay",
+    "process_environment",
     "parse_options",
     "print_plan",
     "say",
@@ -198,6 +199,11 @@ def parse_options(flags: Sequence[str]) -> Options:
     return Options(**values)
 
 
+def process_environment() -> Mapping[str, str]:
+    """This process's environment: the one place the shim reads it (a run's guards and :func:`main` are given it)."""
+    return os.environ
+
+
 def asks_to_run(args: Sequence[str]) -> bool:
     """Whether :func:`main` given the command line ``args`` begins a run phase on this host (it calls
     :meth:`RunPhase.before_planning`): Linux, the options read, a BOOT_FILE named, no ``--dry-run``. The entry
@@ -317,7 +323,7 @@ def main(
     """Plan, then print the plan (``--dry-run``) or run it with ``run_phase``; returns the exit code (never raises
     for user errors). Without ``run_phase`` only a dry run can be asked: anything else is a launch error."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
-    env: Mapping[str, str] = os.environ if environ is None else environ
+    env: Mapping[str, str] = process_environment() if environ is None else environ
     problem = host_problem(sys.platform)
     if problem is not None:
         error(problem)
