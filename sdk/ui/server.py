@@ -85,6 +85,7 @@ class UiApp:
             found = self._opened.get(name)
         if found is None:
             found = self.opener(name)
+            found.progress = None  # the page shows what a backend says in place: no note (a retry) on the terminal
             with self._lock:
                 self._opened[name] = found
         return found
