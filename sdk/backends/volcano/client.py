@@ -344,6 +344,9 @@ class KubeApi:
                     raise Transient(said, exc.headers.get("Retry-After"), status=exc.status) from None
                 if exc.status == 404 and job is not None:
                     raise JobNotFound(job, "volcano", "check the id with 'ma-submit list --backend volcano'") from None
+                if exc.status == 401:  # the user's credentials, as ModelArts' refusal of them: an input to fix (exit 2)
+                    raise ConfigError(f"{what}: the Kubernetes API answered 401, {_message(exc)}", self.host,
+                                      _HINTS[401]) from None  # fmt: skip
                 raise BackendError(self._describe(what, exc)) from None
             except _NotJson as exc:
                 raise BackendError(f"{what}: the Kubernetes API answered with something that is no JSON object "

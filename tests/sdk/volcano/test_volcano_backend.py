@@ -136,7 +136,7 @@ def test_unknown_ids_and_refused_credentials(kube: FakeKube, kubeconfig: Path, t
         list(backend.logs("other/nope"))
     bad = tmp_path / "bad-kubeconfig"
     bad.write_text(kubeconfig.read_text().replace("fake-token-123", "wrong"))
-    with pytest.raises(BackendError, match=r"answered 401.*refresh the kubeconfig"):
+    with pytest.raises(ConfigError, match=r"answered 401.*refresh the kubeconfig"):  # exit 2, as ModelArts' refusal
         backend_for(bad).status("ml/x")
     kube.cluster.problems.clear()  # the wrong token was the point
 
