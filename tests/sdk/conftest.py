@@ -33,9 +33,12 @@ def cleanup_jobs(home: Path) -> Iterator[None]:
     """After the test, stop anything a failed assertion may have left and prove nothing runs."""
     yield
     from malaunch.sdk.backends.local.backend import LocalBackend
+    from malaunch.sdk.backends.local.queue.store import QueueStore
 
     backend = LocalBackend(home=str(home))
     failures: List[str] = []
+    for entry in QueueStore(str(home)).entries():  # the waiting first: a running job stopped frees room the queue
+        backend.stop(entry.job_id)  # would give to one of them, which would then outlive the test
     live = proctree.env_values(JOB_ID_VARIABLE)  # one look at every process, not one per job (a home may hold 10,000)
     for job_id in job_ids(home):
         if job_id in live and job_processes(job_id):
