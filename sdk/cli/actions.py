@@ -137,11 +137,18 @@ def show_logs(backend: Optional[str], follow: bool, tail: Optional[int], hosts: 
     """``ma-submit logs``: the output of ``job_id`` merged by time, each line prefixed with its host."""
     impl, ident = resolved(backend, job_id, profile)
     query = LogQuery(hosts=frozenset(hosts), ranks=frozenset(ranks), tail=tail)
+    printed = 0
     try:
         for line in view_logs(lambda follow_: impl.logs(ident, follow=follow_), query, follow):
             echo(line)
+            printed += 1
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    if not printed:  # nothing at all: say so where the job never ran, rather than leave the reader guessing
+        status = impl.status(ident)
+        if status.is_terminal and status.started_at is None:
+            said = status.message or f"{status.state.value} before it started"
+            note(f"job {status.id} has no output: {said}")
     return 0
 
 

@@ -128,6 +128,10 @@ def test_stop_and_delete_of_a_waiting_job_work_at_once(tmp_path: Path, cli_env: 
     status = _status(env, ids[1])
     assert status["state"] == "STOPPED" and "waited in the local queue" in status["message"], status
     assert not (home / "jobs" / ids[1] / "runner.pid").exists()
+    logs = ma_submit(["logs", ids[1]], env)  # nothing to show, and it says why
+    assert (logs.returncode, logs.stdout) == (0, ""), logs.stderr
+    assert logs.stderr == (f"ma-submit: job {ids[1]} has no output: stopped while it waited in the local queue (it "
+                           "never started)\n")  # fmt: skip
     assert ma_submit(["delete", ids[2]], env).returncode == 0
     assert not (home / "jobs" / ids[2]).exists()
     assert [name for name in os.listdir(home / "queue") if name[:1].isdigit()] == []
