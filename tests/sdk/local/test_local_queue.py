@@ -15,6 +15,7 @@ from typing import Any, Dict, List
 import pytest
 from malaunch.entrypoint.public import read_info
 from malaunch.sdk.backends.local.queue.capacity import machine_capacity
+from malaunch.sdk.backends.local.queue.scheduler import SCHEDULER_MODULE
 from malaunch.sdk.backends.local.queue.store import QueueEntry, plan_queue
 from sdkutil import assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
@@ -108,6 +109,22 @@ def test_ten_jobs_on_a_machine_that_fits_two_run_two_at_a_time_in_order(
     assert not (home / "queue" / "scheduler.json").exists() or not _scheduler_alive(home)
 
 
+def _schedulers(home: Path) -> List[int]:
+    """Every live scheduler process of ``home`` (by its command line), the one holding the lock or not."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        info = read_info(int(name))
+        if SCHEDULER_MODULE.encode() in argv and str(home).encode() in argv and info is not None and not info.zombie:
+            found.append(int(name))
+    return found
+
+
 def _scheduler_alive(home: Path) -> bool:
     try:
         data = json.loads((home / "queue" / "scheduler.json").read_text())
@@ -145,7 +162,9 @@ def test_stop_and_delete_of_a_waiting_job_work_at_once(tmp_path: Path, cli_env: 
 def test_a_sigkilled_scheduler_loses_nothing(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     env = _env(cli_env, 1)
     ids = _submit(_jobs(tmp_path, 3), env, home)
-    wait_for(lambda: _scheduler_alive(home), what="the scheduler runs")
+    # each submit that found no scheduler running started one; all but the first to take the lock end by themselves
+    # (a slow one may still be booting): the one to kill is the only one left
+    wait_for(lambda: _scheduler_alive(home) and len(_schedulers(home)) == 1, what="one scheduler runs")
     data = json.loads((home / "queue" / "scheduler.json").read_text())
     os.kill(int(data["pid"]), signal.SIGKILL)
     wait_for(lambda: not _scheduler_alive(home), what="the scheduler is gone")
