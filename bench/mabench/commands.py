@@ -8,6 +8,8 @@ Kinds:
 - ``torchrun``: ``python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node=N`` (bare);
 - ``msrun``: ``python -m mindspore.parallel.cluster.run --worker_num=N --local_worker_num=N --join=True``
   (bare, ``--cluster_time_out`` left at its default);
+- ``shim-plan-bound``: not a launcher but a bound (``bench/workers/plan_then_fork.py``, the same environment as
+  ``shim-ranktable``): the shim's guards and planning, then the ranks, then the run phase's imports;
 - ``shim-ranktable@this`` / ``shim-ranktable@baseline``: ``shim-ranktable`` mounted from a link farm of this tree
   or of an earlier commit (:mod:`.baseline`, ``bench/run.py --baseline REF``).
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from .baseline import FARMS
-from .procs import PYTHON, bench_env, free_port
+from .procs import PYTHON, WORKERS, bench_env, free_port
 
 __all__ = ["SUBJECTS", "command", "v10_rank_table"]
 
@@ -38,6 +40,7 @@ SUBJECTS: Mapping[str, str] = {
     "shim-msrun": "shim (msrun)",
     "torchrun": "torchrun --standalone",
     "msrun": "msrun",
+    "shim-plan-bound": "bound: the shim's planning, then the ranks",
     "shim-ranktable@this": "shim (ranktable), this tree",
     "shim-ranktable@baseline": "shim (ranktable), baseline commit",
 }
@@ -83,6 +86,9 @@ def command(
         argv, env = command("shim-ranktable", n, script, script_args, scratch, mark, extra_env)
         env["PYTHONPATH"] = str(FARMS[kind.split("@", 1)[1]])
         return argv, env
+    if kind == "shim-plan-bound":  # the shim's environment, the bound's script (see the module's docstring)
+        _, env = command("shim-ranktable", n, script, script_args, scratch, mark, extra_env)
+        return [PYTHON, str(WORKERS / "plan_then_fork.py"), str(script), *script_args], env
     if kind == "shim-ranktable":
         table = scratch / "rank_table.json"
         table.write_text(json.dumps(v10_rank_table(1, n)))

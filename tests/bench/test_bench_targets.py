@@ -47,6 +47,24 @@ def test_start_up_is_also_judged_scaled_by_this_machines_interpreter_against_the
     assert not any(ok for claim, ok in tighter if "scaled" in claim)
 
 
+def test_the_bound_is_shown_beside_the_budget_and_judges_nothing() -> None:
+    series: Dict[Tuple[int, str], Series] = {}
+    firsts: Dict[Tuple[int, str], List[float]] = {}
+    for n in startup.SIZES:
+        for kind, last, first in (("shim-ranktable", 0.120, 0.100), ("popen", 0.070, 0.050),
+                                  ("shim-plan-bound", 0.110, 0.085)):  # fmt: skip
+            series[(n, kind)] = Series(f"startup/{n}/{kind}", "start-up", kind, f"N={n}", "s", [last])
+            firsts[(n, kind)] = [first]
+    bounds = [target for target in startup._targets(series, firsts, [0.02], []) if "the bound" in target.claim]
+    assert [target.claim for target in bounds] == [
+        f"start-up N={n}: the bound (the shim's guards and planning, then the ranks) over the floor"
+        for n in startup.TARGET_SIZES
+    ]
+    assert all(target.ok is None and target.measured == "+40 ms (110 ms)" for target in bounds), bounds
+    assert all("first rank runs 35 ms after the floor's" in target.comment for target in bounds), bounds
+    assert all("over the 25 ms budget" in target.comment for target in bounds), bounds
+
+
 def test_a_scaled_budget_never_loosens_on_a_machine_as_fast_as_the_issues() -> None:
     assert budgets.machine_factor(budgets.ISSUE_FLOOR) == 1.0
     assert budgets.scaled_target("verb", 0.0601, 0.060, 0.018).ok is False
