@@ -193,6 +193,21 @@ def test_wrong_secret_key_is_one_clear_line(
     assert fake_ma.jobs == {}
 
 
+def test_a_create_the_policy_denies_is_one_line_naming_the_action(
+    tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
+) -> None:
+    job = write_job(tmp_path)
+    fake_ma.denied = {"modelarts:trainJob:create"}
+    result = ma_submit([str(job)], ma_env)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("ma-submit: error:") == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("ma-submit: error: ModelArts denied the action modelarts:trainJob:create (POST "), line
+    assert "the credentials from the environment (HUAWEICLOUD_SDK_AK, HUAWEICLOUD_SDK_SK)" in line
+    assert "allow modelarts:trainJob:create in the IAM policy of that user" in line and "agency" in line
+    assert fake_ma.jobs == {} and fake_ma.signature_failures == [] and SK not in result.stderr
+
+
 def test_missing_flavor_and_obs_dir_are_config_errors(tmp_path: Path, ma_env: Dict[str, str]) -> None:
     job = write_job(tmp_path, resources={"hosts": 2})
     result = ma_submit(["--dry-run", str(job)], ma_env)
