@@ -31,6 +31,7 @@ from .profile_option import chosen_profile, profile_option
 from .profile_use import open_with, selected_profile
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
     from ..sweep.api import SweepHandle
 
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
@@ -214,6 +215,13 @@ def run_cmd(
         }
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
     impl = open_with(base.spec.backend, chosen_profile())
+    try:
+        return _run(base, impl, origins, dry_run=dry_run, detach=detach, output=output)
+    except SpecError as error:  # a field found wrong while planning a trial: named with the file, as loading does
+        raise error.with_source(job_file) from None
+
+
+def _run(base: Sweep, impl: Backend, origins: Optional[str], *, dry_run: bool, detach: bool, output: str) -> int:
     if dry_run:
         plan = base.plan(backend=impl, dry=True)
         data = plan.to_json() if output == "json" else None

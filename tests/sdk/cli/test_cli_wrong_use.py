@@ -228,3 +228,24 @@ def test_a_field_found_wrong_at_planning_names_the_job_file(
     job = job_file(tmp_path / "proj", text)
     line = one_error_line(run(["--dry-run", "--backend", backend, str(job)], home), home)
     assert line.startswith(f"ma-submit: error: {job}: {said}"), line
+
+
+@pytest.mark.parametrize("detach", [False, True])
+@pytest.mark.parametrize(
+    ("backend", "text", "said"),
+    [
+        ("local", SWEEP_HEAD.replace("train.py", "nope.py"), "boot_file: no such file in code_dir ("),
+        ("modelarts", SWEEP_HEAD + "backend: modelarts\nmodelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n",
+         "resources.flavor: is required for the modelarts backend in trial 0 (lr=0.1)"),
+    ],
+)  # fmt: skip
+def test_a_field_found_wrong_at_planning_a_trial_names_the_job_file_and_the_trial(
+    backend: str, text: str, said: str, detach: bool, tmp_path: Path, home: Path
+) -> None:
+    """As a plain submit's line does (and the loader's): which of several job files to fix, and which trial."""
+    job = job_file(tmp_path / "proj", text)
+    result = run(["sweep", "--detach" if detach else "--dry-run", str(job)], home)
+    line = one_error_line(result, home)
+    assert line.startswith(f"ma-submit: error: {job}: {said}"), line
+    assert " in trial 0 (lr=0.1)" in line, line
+    assert not (home / "sweeps").exists() or not list((home / "sweeps").iterdir())
