@@ -249,3 +249,44 @@ def test_a_field_found_wrong_at_planning_a_trial_names_the_job_file_and_the_tria
     assert line.startswith(f"ma-submit: error: {job}: {said}"), line
     assert " in trial 0 (lr=0.1)" in line, line
     assert not (home / "sweeps").exists() or not list((home / "sweeps").iterdir())
+
+
+def _sleeping(pid: int) -> bool:
+    """The process sleeps between two looks (time.sleep): a sweep wait's loop has begun."""
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan:
+            return wchan.read() == "hrtimer_nanosleep"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_sweep_wait_says_what_keeps_running(tmp_path: Path, cli_env: Dict[str, str]) -> None:
+    """Through the real process: its Ctrl-C (SIGINT) once its wait loop runs. The line names the trials that keep
+    running, those that wait and who starts them, and the command that ends them."""
+    job = write_job(tmp_path / "s", "import time\nprint('up', flush=True)\ntime.sleep(600)\n", name="waited",
+                    resources={"hosts": 1, "devices_per_host": 1}, args=["--lr", "{lr}"],
+                    sweep={"params": {"lr": [1, 2]}, "max_parallel": 1})  # fmt: skip
+    sweep_id = ma_submit(["sweep", "--detach", str(job)], cli_env).stdout.strip()
+    try:
+        waiter = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "sweep", "wait", sweep_id], env=cli_env,
+                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL)  # fmt: skip
+        try:
+            wait_for(lambda: _sleeping(waiter.pid), what="the sweep wait to begin")
+            waiter.send_signal(signal.SIGINT)
+            out, err = waiter.communicate(timeout=60)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.communicate(timeout=30)
+        assert waiter.returncode == 130 and out == "" and "Traceback" not in err, err
+        assert err.strip() == (
+            f"ma-submit: stopped waiting; sweep {sweep_id} keeps running: trial 0 runs, trial 1 waits for a free "
+            f"slot (the sweep's driver starts it, or the next 'ma-submit sweep wait {sweep_id}'); "
+            f"'ma-submit sweep stop {sweep_id}' ends them"
+        ), err
+    finally:
+        assert ma_submit(["sweep", "stop", sweep_id], cli_env).returncode == 0
+    status = json.loads(ma_submit(["sweep", "status", "--output", "json", sweep_id], cli_env).stdout)
+    assert [t["state"] for t in status["trials"]] == ["STOPPED", "SKIPPED"], status
