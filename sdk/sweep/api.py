@@ -230,7 +230,7 @@ class Sweep:
         when = time.time() if now is None else now
         ident = sweep_id if sweep_id is not None else self.new_id(when)
         trials = self.trials(ident)
-        plans = []
+        plans: List[SubmitPlan] = []
         for trial in trials:
             plan = _plan_trial(impl, trial, when, check=not plans)
             plans.append(impl.label(plan, {SWEEP_ID_LABEL: ident, TRIAL_LABEL: str(trial.index)}))
