@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import requests
 
 from ...errors import BackendError, ConfigError, JobNotFound
-from .._http import DEFAULT_POLICY, RetryPolicy, call_with_retry
+from .._http import DEFAULT_POLICY, RetryNotes, RetryPolicy, call_with_retry
 from .credentials import Credentials, mask
 from .request import find_token
 from .signer import DATE_HEADER, canonical_query, sdk_date, sign_request
@@ -86,7 +86,7 @@ class ModelArtsClient:
         self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
         self.refresh = refresh
-        self.notice = notice  # told of each retry (call_with_retry's notice)
+        self.notice = None if notice is None else RetryNotes(notice)  # one note an outage, for all our calls
         self.names: Dict[str, str] = {}  # platform id -> our id (the job name) the user gave for it (:meth:`named`)
         self.left_out = 0  # jobs the last iter_jobs could not reach (past MAX_PAGES pages)
 
