@@ -17,7 +17,11 @@
   exception repr), how many attempts over the time really spent (waits slept, not waits planned), and what
   to do: for an answer 429 or 5xx, the service's own error code and message and to wait (429) or try later
   (5xx), not to check the network;
-- each retry can be announced before its wait (``notice``): the user sees the call is alive and why it waits.
+- each retry can be announced before its wait (``notice``): the user sees the call is alive and why it waits;
+  through one :class:`RetryNotes` a client keeps for all its calls, once an outage: every retry of the call that
+  met it first is announced, the other retries during it are not (a ``wait`` or ``logs -f`` polling a flaky
+  service said one note a retry at every poll), and one note says when it is over (every request retried in it
+  answered at its first attempt again), with how many retries went unannounced.
 
 Any other answer (2xx, 4xx) is returned for the caller to judge. ``sleep`` and ``clock`` are parameters so
 tests can run the policy without waiting.
@@ -31,7 +35,7 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple, TypeVar, Union
+from typing import Callable, Dict, Optional, Set, Tuple, TypeVar, Union
 
 import requests
 import tenacity
@@ -41,6 +45,7 @@ from ..errors import BackendError
 
 __all__ = [
     "DEFAULT_POLICY",
+    "RetryNotes",
     "RetryPolicy",
     "TLS_ERRORS",
     "RetryableStatus",
@@ -229,6 +234,47 @@ def address_of(url: str) -> str:
     return f" at [{host}]:{port}" if ":" in host else f" at {host}:{port}"
 
 
+class RetryNotes:
+    """One client's notes of its retries, as the module docstring says: an outage begins with the first retry of
+    any request and lasts until every request that was retried in it (its ``what``) is answered at its first
+    attempt again. ``tell`` (one line) is told every retry of the call that began it, nothing of the other retries
+    in it, and once at its end that it is over (with how many retries went unnoted)."""
+
+    def __init__(self, tell: Callable[[str], None]) -> None:
+        self.tell = tell
+        self._calls = 0
+        self._failing: Set[str] = set()  # the requests retried in this outage and not answered at once since
+        self._noted = 0  # the call whose retries are told (0: no outage)
+        self._since = 0.0
+        self._unnoted = 0
+
+    def begin(self) -> int:
+        """A new call's number (from 1)."""
+        self._calls += 1
+        return self._calls
+
+    def retrying(self, call: int, what: str, line: str, now: float) -> None:
+        """Call ``call`` of ``what`` retries (``line`` says why and when)."""
+        if not self._failing:
+            self._noted, self._since, self._unnoted = call, now, 0
+        self._failing.add(what)
+        if call == self._noted:
+            self.tell(line)
+        else:
+            self._unnoted += 1
+
+    def answered(self, what: str, first_attempt: bool, now: float) -> None:
+        """A call of ``what`` got its answer (``first_attempt``: without a retry)."""
+        if not first_attempt or what not in self._failing:
+            return
+        self._failing.discard(what)
+        if self._failing:
+            return
+        more = f"; {self._unnoted} more retr{'y' if self._unnoted == 1 else 'ies'} not noted" if self._unnoted else ""
+        self.tell(f"{what}: answered at the first attempt again, {now - self._since:.1f}s after the first retry{more}")
+        self._noted = 0
+
+
 def call_with_retry(
     send: Callable[[int], Union[requests.Response, T]],
     *,
@@ -237,18 +283,22 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
-    notice: Optional[Callable[[str], None]] = None,
+    notice: Union[RetryNotes, Callable[[str], None], None] = None,
 ) -> Union[requests.Response, T]:
     """``send(attempt)`` until it gives an answer that is not 429/5xx (see the module docstring).
 
     ``send`` may return something other than a response (e.g. a job it found before sending again); that
     is returned as is. ``notice`` (if given) is told of each retry before its wait, in one line: what failed, in
-    the service's words, and which attempt comes after how long (``...; attempt 2 of 6 in 1.3s``).
+    the service's words, and which attempt comes after how long (``...; attempt 2 of 6 in 1.3s``); a client's
+    :class:`RetryNotes` (the same for all its calls) announces an outage once (see the module docstring), a plain
+    callable every retry of this call.
 
     Raises:
         BackendError: every attempt failed; the message names ``what``, the attempts and the time spent.
     """
 
+    notes = notice if isinstance(notice, RetryNotes) or notice is None else RetryNotes(notice)
+    call = notes.begin() if notes is not None else 0
     slept = 0.0  # the waits really taken (a last wait planned but not taken is not time spent)
     planned: Dict[int, float] = {}
 
@@ -299,10 +349,11 @@ def call_with_retry(
     def announce(state: tenacity.RetryCallState) -> None:
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
-        if notice is None or error is None:
+        if notes is None or error is None:
             return
         wait = state.next_action.sleep if state.next_action is not None else planned.get(state.attempt_number, 0.0)
-        notice(f"{what}: {_problem(error, policy)}; attempt {attempt + 1} of {policy.attempts} in {wait:.1f}s")
+        line = f"{what}: {_problem(error, policy)}; attempt {attempt + 1} of {policy.attempts} in {wait:.1f}s"
+        notes.retrying(call, what, line, clock())
 
     start = clock()
     retrying = tenacity.Retrying(
@@ -314,7 +365,7 @@ def call_with_retry(
         reraise=False,
     )
     try:
-        return retrying(once)
+        answer = retrying(once)
     except tenacity.RetryError as exc:
         last = exc.last_attempt.exception()
         tries = f"{attempt} attempt{'s' if attempt != 1 else ''} over {spent():.1f}s"
@@ -331,3 +382,6 @@ def call_with_retry(
             ) from None
         problem = _problem(last, policy) if last is not None else "no answer"
         raise BackendError(f"{what} failed after {tries}, last: {problem}; {_advice(last)}") from None
+    if notes is not None:
+        notes.answered(what, attempt == 1, clock())
+    return answer

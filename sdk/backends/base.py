@@ -123,8 +123,8 @@ if TYPE_CHECKING:  # only in annotations: reading a job's state needs neither a 
     from .inside import ExecResult, UsageReport
     from .listing import ListPage, ListQuery  # nor listing's filters: only list_page needs them
 
-__all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "PruneResult", "UnknownWatch", "check_boot_file", "check_code",
-           "make_job_id"]
+__all__ = ["UNKNOWN_PATIENCE", "Backend", "JobHandle", "Pace", "PruneResult", "UnknownWatch", "check_boot_file",
+           "check_code", "make_job_id"]
 
 #: Seconds a job may stay UNKNOWN before waiting for it gives up.
 UNKNOWN_PATIENCE = 2.0
@@ -400,6 +400,14 @@ class Backend(abc.ABC):
         return JobHandle(self, job_id)
 
 
+class Pace(NamedTuple):
+    """How a wait paces itself (:meth:`JobHandle.wait`'s keyword arguments, given on to a backend's ``_wait``)."""
+
+    poll_interval: float
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
 class JobHandle:
     """A submitted job: ``status()``, ``wait()``, ``logs()``, ``stop()``, ``checkpoints()``; ``id`` is its job id.
 
@@ -426,14 +434,20 @@ class JobHandle:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> JobStatus:
-        """Block until the job has ended and return its final status.
+        """Block until the job has ended and return its final status. ``poll_interval``: seconds between two looks
+        at the most; ``sleep`` and ``clock``: the waiting and the time (tests give their own). A backend's handle
+        changes how it waits in :meth:`_wait`, never this signature.
 
         Raises:
             WaitTimeout: ``timeout`` seconds passed first; the job keeps running.
             JobStateUnknown: the status stayed UNKNOWN for ``UNKNOWN_PATIENCE`` seconds (a damaged record).
         """
-        deadline = None if timeout is None else clock() + timeout
-        watch = UnknownWatch(clock=clock)
+        return self._wait(timeout, Pace(poll_interval, sleep, clock))
+
+    def _wait(self, timeout: Optional[float], pace: Pace) -> JobStatus:
+        """:meth:`wait`'s loop: the status asked again every ``pace.poll_interval`` seconds."""
+        deadline = None if timeout is None else pace.clock() + timeout
+        watch = UnknownWatch(clock=pace.clock)
         while True:
             status = self.status()
             if status.is_terminal:
@@ -441,12 +455,12 @@ class JobHandle:
             if watch.gave_up(status):
                 raise JobStateUnknown(self.id, status.message)
             if deadline is not None:
-                left = deadline - clock()
+                left = deadline - pace.clock()
                 if left <= 0:
                     raise WaitTimeout(self.id, float(timeout or 0), status.state.value)
-                sleep(min(poll_interval, left))
+                pace.sleep(min(pace.poll_interval, left))
             else:
-                sleep(poll_interval)
+                pace.sleep(pace.poll_interval)
 
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The job's output lines (``[host N] ...``); with ``follow`` until the job ends."""

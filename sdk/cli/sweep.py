@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 import click
 
-from ..errors import SpecError
+from ..errors import MalaunchError, SpecError
 from ..profiles.apply import blame_profile, fill_job_data, render_origins
 from ..spec.loader import read_job_data
+from ..status import JobState
 from ..sweep.api import Sweep, attach_sweep, list_sweeps
 from ..sweep.results import TrialResult
 from ..sweep.run import is_done
@@ -31,6 +32,7 @@ from .profile_option import chosen_profile, profile_option
 from .profile_use import open_with, selected_profile
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
     from ..sweep.api import SweepHandle
 
 __all__ = ["SweepGroup", "render_results", "sweep_group"]
@@ -69,6 +71,28 @@ def sweep_group() -> None:
     ma-submit sweep status|wait|stop|logs SWEEP_ID    (a unique prefix is enough)
     ma-submit sweep list
     """
+
+
+def _trials_text(indexes: Sequence[int]) -> str:
+    return ("trial " if len(indexes) == 1 else "trials ") + ", ".join(str(i) for i in indexes)
+
+
+def _keeps_running(did: str, handle: SweepHandle) -> str:
+    """After a Ctrl-C of following or waiting: which trials keep running, which wait and who starts them (the
+    driver, else the next wait: :mod:`malaunch.sdk.sweep.run`), and how to stop them; as last recorded."""
+    stop = f"'ma-submit sweep stop {handle.id}' ends them"
+    try:
+        rows = handle.trials
+    except MalaunchError:  # the record is unreadable now: the line without the trials
+        return f"{did}; sweep {handle.id} keeps running: {stop}"
+    running = [r.index for r in rows if r.state in (JobState.PENDING.value, JobState.RUNNING.value)]
+    waiting = [r.index for r in rows if r.state == TRIAL_WAITING]
+    parts = [f"{_trials_text(running)} {'runs' if len(running) == 1 else 'run'}"] if running else []
+    if waiting:
+        it = "it" if len(waiting) == 1 else "them"
+        parts.append(f"{_trials_text(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for a free slot (the "
+                     f"sweep's driver starts {it}, or the next 'ma-submit sweep wait {handle.id}')")  # fmt: skip
+    return f"{did}; sweep {handle.id} keeps running: {', '.join(parts) or 'its trials'}; {stop}"
 
 
 def _seconds(value: Optional[float]) -> str:
@@ -159,10 +183,7 @@ def _follow(handle: SweepHandle, output: str, poll: float = 0.5) -> int:
                 break
             time.sleep(poll)
     except KeyboardInterrupt:
-        note(
-            f"stopped following; sweep {handle.id} keeps running (its trials, and its driver starts the rest): "
-            f"'ma-submit sweep stop {handle.id}' ends them"
-        )
+        note(_keeps_running("stopped following", handle))
         return EXIT_INTERRUPTED
     _show(handle, output)
     return handle.exit_code()
@@ -214,6 +235,13 @@ def run_cmd(
         }
         base = Sweep(base.spec, sweep=base.sweep, metric=metric)
     impl = open_with(base.spec.backend, chosen_profile())
+    try:
+        return _run(base, impl, origins, dry_run=dry_run, detach=detach, output=output)
+    except SpecError as error:  # a field found wrong while planning a trial: named with the file, as loading does
+        raise error.with_source(job_file) from None
+
+
+def _run(base: Sweep, impl: Backend, origins: Optional[str], *, dry_run: bool, detach: bool, output: str) -> int:
     if dry_run:
         plan = base.plan(backend=impl, dry=True)
         data = plan.to_json() if output == "json" else None
@@ -256,10 +284,7 @@ def wait_cmd(timeout: Optional[float], output: str, sweep_id: str) -> int:
     try:
         handle.wait(timeout=timeout)
     except KeyboardInterrupt:  # as following a sweep says it
-        note(
-            f"stopped waiting; sweep {handle.id} keeps running (its trials, and its driver starts the rest): "
-            f"'ma-submit sweep stop {handle.id}' ends them"
-        )
+        note(_keeps_running("stopped waiting", handle))
         return EXIT_INTERRUPTED
     _show(handle, output)
     return handle.exit_code()

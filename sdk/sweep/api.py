@@ -49,6 +49,7 @@ from .spec import (
     Trial,
     describe_param,
     expand,
+    in_trial,
     merge_params,
     metric_from_mapping,
     param_from_value,
@@ -74,6 +75,19 @@ __all__ = [
     "list_sweeps",
     "rank_results",
 ]
+
+
+def _plan_trial(impl: Backend, trial: Trial, now: float, *, check: bool) -> SubmitPlan:
+    """One trial's plan (``check``: and the backend's check of it); a field found wrong names the trial and its
+    values, as :func:`~malaunch.sdk.sweep.spec.expand` does (the caller adds the job file)."""
+    assert trial.spec is not None
+    try:
+        plan = impl.plan(trial.spec, job_id=impl.new_job_id(trial.spec, now), now=now)
+        if check:
+            impl.check(plan)
+    except SpecError as error:
+        raise in_trial(error, trial.index, trial.params) from None
+    return plan
 
 
 def default_parallel(backend: str, spec: JobSpec, trials: int, cpus: Optional[int] = None) -> int:
@@ -216,13 +230,10 @@ class Sweep:
         when = time.time() if now is None else now
         ident = sweep_id if sweep_id is not None else self.new_id(when)
         trials = self.trials(ident)
-        plans = []
+        plans: List[SubmitPlan] = []
         for trial in trials:
-            assert trial.spec is not None
-            plan = impl.plan(trial.spec, job_id=impl.new_job_id(trial.spec, when), now=when)
+            plan = _plan_trial(impl, trial, when, check=not plans)
             plans.append(impl.label(plan, {SWEEP_ID_LABEL: ident, TRIAL_LABEL: str(trial.index)}))
-        if plans:
-            impl.check(plans[0])
         parallel = self.sweep.max_parallel or default_parallel(impl.name, self.spec, len(trials))
         return SweepPlan(ident, self.sweep, parallel, tuple(trials), tuple(plans))
 
@@ -242,8 +253,8 @@ class Sweep:
         now = time.time()
         ident = self.new_id(now)
         trials = self.trials(ident)
-        if trials and trials[0].spec is not None:
-            impl.check(impl.plan(trials[0].spec, job_id=impl.new_job_id(trials[0].spec, now), now=now))
+        if trials:
+            _plan_trial(impl, trials[0], now, check=True)
         paths = SweepPaths(str(where), ident)
         record = {
             "version": RECORD_VERSION,

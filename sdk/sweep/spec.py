@@ -50,6 +50,7 @@ __all__ = [
     "describe_param",
     "expand",
     "format_value",
+    "in_trial",
     "merge_params",
     "metric_from_mapping",
     "param_from_value",
@@ -347,6 +348,12 @@ def _fill(text: str, values: Mapping[str, Value], path: str, used: set[str]) -> 
     return _PLACEHOLDER.sub(one, text)
 
 
+def in_trial(error: SpecError, index: int, values: Mapping[str, Value]) -> SpecError:
+    """``error`` naming the trial it was found in and the trial's values (``... in trial 1 (lr=0.01)``)."""
+    shown = " ".join(f"{k}={format_value(v)}" for k, v in values.items())
+    return SpecError(error.field, f"{error.problem} in trial {index} ({shown})", error.value, error.hint, error.source)
+
+
 def expand(job: JobSpec, sweep: SweepSpec, sweep_id: str = "") -> List[Trial]:
     """The trials of ``sweep`` over ``job``, in order; pure (``random`` comes from ``sweep.seed``).
 
@@ -385,9 +392,7 @@ def expand(job: JobSpec, sweep: SweepSpec, sweep_id: str = "") -> List[Trial]:
         try:
             spec = job.replace(args=args, env=env)
         except SpecError as error:
-            shown = " ".join(f"{k}={format_value(v)}" for k, v in values.items())
-            problem = f"{error.problem} in trial {index} ({shown})"
-            raise SpecError(error.field, problem, error.value, error.hint) from None
+            raise in_trial(error, index, values) from None
         trials.append(Trial(index, dict(values), spec))
     return trials
 

@@ -13,7 +13,9 @@ Like the real API: a search answers at most :data:`SEARCH_LIMIT` jobs a page (``
 the page number, ``order`` asc/desc by creation); a log preview holds only the last ``preview_limit`` bytes
 of the log (5 MB on the platform) with ``current_size`` and ``full_size``; ``.../logs/url`` answers a
 temporary link to the whole log (served here under ``/obs-log/``, Range requests honoured); with ``token``
-set, a request signed with another security token is refused as expired (``APIGW.0307``). Tests may rotate
+set, a request signed with another security token is refused as expired (``APIGW.0307``); an IAM action in
+``denied`` answers 403 to its request as the service does for credentials whose policy lacks it (the request's
+signature was good; the message names the action, in IAM's words). Tests may rotate
 ``ak``/``sk``/``token`` while a client runs, add text to a task's log (``append_log``), and run a hook after
 each create (``after_create``).
 """
@@ -30,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
 from fake_containers import Containers
@@ -41,7 +43,7 @@ from huaweicloudsdkcore.signer.signer import Signer
 from ma_models import model_errors
 from serving import stop_serving
 
-__all__ = ["FakeJob", "FakeModelArts"]
+__all__ = ["IAM_ACTIONS", "FakeJob", "FakeModelArts"]
 
 PHASE_SECONDS = 0.3
 SEARCH_LIMIT = 50
@@ -50,6 +52,13 @@ _SIGNED = re.compile(r"SignedHeaders=([^,]+)")
 
 #: A job's own ``MALAUNCH_TEST_SCENARIO`` (in its create body's environments) -> its outcome.
 _SCENARIOS = {"complete": ("complete", 0), "fail7": ("fail", 7), "hang": ("hang", 0)}
+#: A route -> the IAM action it needs (the API reference's table of training-job permissions).
+IAM_ACTIONS = {
+    "create": "modelarts:trainJob:create",
+    "search": "modelarts:trainJob:list",
+    "get": "modelarts:trainJob:get",
+    "log_url": "modelarts:trainJob:logExport",
+}
 
 @dataclass
 class FakeJob:
@@ -167,6 +176,7 @@ class FakeModelArts:
         self.log_links = True  # False: ``.../logs/url`` answers 404 (a platform without it)
         self.log_ranges: List[str] = []  # the Range header of every read through a log link ("" for none)
         self.after_create: Optional[Callable[[FakeJob], None]] = None
+        self.denied: Set[str] = set()  # IAM actions (IAM_ACTIONS' values) the credentials' policy does not allow
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> str:
@@ -362,6 +372,12 @@ class _Handler(BaseHTTPRequestHandler):
             route, model = (route_of(path) or ("log" if path.endswith("/logs/preview") else "get")), ""
         else:
             return 404, {"error_code": "ModelArts.0404", "error_msg": f"no route {method} {path}"}, {}, False
+        action = IAM_ACTIONS.get(route)
+        if action is not None and action in fake.denied:
+            return 403, {"error_code": "ModelArts.0203", "error_msg": (
+                f"User: {fake.ak[:4]}-user is not authorized to perform action {action} on resource "
+                f"modelarts:cn-north-4:{fake.project_id}:trainJob:* because no identity-based policy allows the "
+                f"{action} action.")}, {}, False  # fmt: skip
         if model:
             problems = model_errors(body, model)
             if problems:

@@ -20,6 +20,10 @@ NUL-separated ``NAME=value`` entries: :data:`MAGIC`, ``boot`` (the kernel's boot
 and ``pstart`` (its parent, msrun, by pid and start time), then the variables of :data:`RECORDED` it was born with.
 Reading (:func:`read_birth`, :func:`births_of`) is defensive: a missing, damaged, half-written, foreign (another
 boot's) or oversized record, or one that is no regular file, gives nothing, never an exception or a wait.
+
+The folder is the plan's, the same for every attempt: the worker watch of each attempt, as it starts, removes
+(:func:`prune`) every record whose parent is not one of its launchers, so a long job that restarts many times keeps
+one attempt's records (about 150 bytes a process), not every attempt's.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import os
 import stat
 import sys
 
-__all__ = ["MAGIC", "RECORDED", "Birth", "births_of", "main", "read_birth", "record_birth", "without_folder"]
+__all__ = ["MAGIC", "RECORDED", "Birth", "births_of", "main", "prune", "read_birth", "record_birth", "without_folder"]
 
 #: The first entry of every record (the format's name and version).
 MAGIC = b"malaunch-birth=1"
@@ -171,6 +175,42 @@ def births_of(folder: str, pid: int) -> list[Birth]:
         if birth is not None:
             found.append(birth)
     return sorted(found, key=lambda birth: birth.start)
+
+
+def _numbers(name: str) -> tuple[int, int] | None:
+    """``(pid, start)`` of a record's name ``PID-START``; None for any other name."""
+    pid, _, start = name.partition("-")
+    return (int(pid), int(start)) if pid.isdigit() and start.isdigit() else None
+
+
+def prune(folder: str, parents: dict[int, int]) -> int:
+    """Remove from ``folder`` what no reader of this attempt can use: every record whose parent is not one of
+    ``parents`` (launcher pid -> start time: an earlier attempt's msrun), every record that is no whole record of
+    this boot (never readable), and the temporary file of a writer that is gone (killed while it wrote). A record
+    of the current launchers stays, and so does a temporary file whose process lives (it is being written: the
+    rename that makes it a record is atomic, so a record is never read half, and never removed half written);
+    names of no record (the folder's ``python``) are never touched. Returns how many it removed; an unreadable
+    folder is no error (nothing removed)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        temporary = name.startswith(".") and name.endswith(".tmp")
+        numbers = _numbers(name[1:-4] if temporary else name)
+        if numbers is None:
+            continue
+        pid, start = numbers
+        if temporary:
+            stale = _start_of(str(pid)) != start
+        else:
+            birth = read_birth(folder, pid, start)
+            stale = birth is None or parents.get(birth.ppid) != birth.pstart
+        if stale and os.path.lexists(os.path.join(folder, name)) and not os.path.isdir(os.path.join(folder, name)):
+            _unlink(os.path.join(folder, name))
+            removed += 1
+    return removed
 
 
 def _is_file(path: bytes, wrapper: str) -> bool:

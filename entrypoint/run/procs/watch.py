@@ -159,7 +159,10 @@ class WorkerWatch:
         self._thread = threading.Thread(target=self._run, name="watch", daemon=True)
 
     def start(self) -> None:
-        """Start the watch thread."""
+        """Start the watch thread; first remove the birth records no launcher of this watch wrote (an earlier
+        attempt's: :func:`.births.prune`)."""
+        if self._births is not None:
+            birth_records.prune(self._births, dict(self._launcher_starts))
         self._thread.start()
 
     def stop(self) -> None:

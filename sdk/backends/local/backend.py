@@ -25,11 +25,11 @@ import contextlib
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError
 from ...home import home_dir
-from ..base import Backend, JobHandle
+from ..base import Backend, JobHandle, Pace
 from .hostnet import LOOPBACK, NETNS
 from .housekeeping import Housekeeper
 from .query import JobReader
@@ -111,18 +111,6 @@ class LocalBackend(Backend):
     def handle(self, job_id: str) -> LocalJobHandle:
         """A handle for an existing job whose ``wait`` wakes when the job's state file changes."""
         return LocalJobHandle(self, job_id)
-
-    def wait(
-        self,
-        job_id: str,
-        timeout: Optional[float] = None,
-        *,
-        poll_interval: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> JobStatus:
-        """:meth:`JobHandle.wait` of the job ``job_id`` (:meth:`.query.JobReader.wait`)."""
-        return self._jobs.wait(job_id, timeout, poll_interval=poll_interval, sleep=sleep, clock=clock)
 
     # -- reading jobs (:mod:`.query`) ------------------------------------------------------------------------
     def resolve_id(self, job_id: str) -> str:
@@ -214,16 +202,10 @@ class LocalJobHandle(JobHandle):
         super().__init__(backend, job_id)
         self.backend = backend
 
-    def wait(
-        self,
-        timeout: Optional[float] = None,
-        *,
-        poll_interval: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> JobStatus:
-        """As :meth:`JobHandle.wait`; a damaged state file that no runner will write again ends it at once."""
-        return self.backend.wait(self.id, timeout, poll_interval=poll_interval, sleep=sleep, clock=clock)
+    def _wait(self, timeout: Optional[float], pace: Pace) -> JobStatus:
+        """As :meth:`JobHandle.wait`; a damaged state file that no runner will write again ends it at once
+        (:meth:`.query.JobReader.wait`: the backend's own reader of its jobs)."""
+        return self.backend._jobs.wait(self.id, timeout, pace)
 
     def events(self, follow: bool = False, *, poll: float = 2.0) -> Iterator[JobEvent]:
         """As :meth:`JobHandle.events`; followed, new events and the end are read as soon as a file they come from

@@ -13,12 +13,12 @@ import os
 import re
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ConfigError, JobNotFound, JobStateUnknown, WaitTimeout
 from ...home import close_id, one_by_prefix
 from ...status import JobState, JobStatus
-from ..base import UnknownWatch
+from ..base import Pace, UnknownWatch
 from ..listing import ListQuery
 from ..logtail import follow_files
 from .consolelog import merged_lines, missing_lines
@@ -126,8 +126,7 @@ class JobReader:
         runner = self.runner_pid(paths, {})
         return runner is not None and not still_ours(runner, paths.job_id)
 
-    def wait(self, job_id: str, timeout: Optional[float], *, poll_interval: float,
-             sleep: Callable[[float], None], clock: Callable[[], float]) -> JobStatus:  # fmt: skip
+    def wait(self, job_id: str, timeout: Optional[float], pace: Pace) -> JobStatus:
         """:meth:`JobHandle.wait <malaunch.sdk.backends.base.JobHandle.wait>` for a local job: the status is read
         again as soon as the state file changes (the runner records every change of the job there, the end
         first), and at least every ``poll_interval`` seconds (a runner gone before recording the end: the hosts'
@@ -136,9 +135,10 @@ class JobReader:
         from ..filewatch import ChangeWatch  # only a waiter needs it
 
         paths = self.paths(job_id)
+        poll_interval, clock = pace.poll_interval, pace.clock
         deadline = None if timeout is None else clock() + timeout
         watch = UnknownWatch(clock=clock)
-        with ChangeWatch([paths.state_file], poll=poll_interval, sleep=sleep) as changes:
+        with ChangeWatch([paths.state_file], poll=poll_interval, sleep=pace.sleep) as changes:
             while True:
                 status = self.status(job_id)
                 if status.is_terminal:

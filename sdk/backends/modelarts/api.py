@@ -5,15 +5,17 @@ Every call is signed (:mod:`.signer`) afresh for each attempt and goes through
 idempotent: before it sends again it looks for a job with the same name whose description carries the same
 client token, so a lost answer (the connection dropped after the platform made the job, or a 5xx) never
 makes a second job; that lookup and ``list`` page through every match (the search returns at most
-:data:`SEARCH_PAGE` jobs a page), however many jobs share the name. Answers 401/403 become one line naming the
-credential source, or saying that the temporary credentials expired; before that, the credentials are read
-again from their source (``refresh``), so a long ``wait`` or ``logs -f`` goes on with renewed temporary
-credentials. 404 of a job becomes :class:`~malaunch.sdk.errors.JobNotFound`.
+:data:`SEARCH_PAGE` jobs a page), however many jobs share the name. Answers 401 become one line naming the
+credential source, or saying that the temporary credentials expired; 403 (valid credentials whose IAM policy lacks
+the action) one line naming the action the platform denied, the request and where to allow it; before that, the
+credentials are read again from their source (``refresh``), so a long ``wait`` or ``logs -f`` goes on with renewed
+temporary credentials. 404 of a job becomes :class:`~malaunch.sdk.errors.JobNotFound`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -22,7 +24,7 @@ from urllib.parse import urlsplit
 import requests
 
 from ...errors import BackendError, ConfigError, JobNotFound
-from .._http import DEFAULT_POLICY, RetryPolicy, call_with_retry
+from .._http import DEFAULT_POLICY, RetryNotes, RetryPolicy, call_with_retry
 from .credentials import Credentials, mask
 from .request import find_token
 from .signer import DATE_HEADER, canonical_query, sdk_date, sign_request
@@ -35,6 +37,8 @@ SEARCH_PAGE = 50
 #: Pages read at most by one search (10,000 jobs), so a platform that ignores ``offset`` cannot loop us.
 MAX_PAGES = 200
 _EXPIRED = ("expire", "APIGW.0307")
+#: An IAM action as a 403's message names it (``service:resource:verb``, e.g. ``modelarts:trainJob:create``).
+_IAM_ACTION = re.compile(r"\b[a-z][a-z0-9]*:[A-Za-z][A-Za-z0-9]*:[A-Za-z][A-Za-z0-9]*\b")
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class ModelArtsClient:
         self.timeout = timeout if timeout is not None else policy.timeout  # (connect, read)
         self.host = urlsplit(self.endpoint).netloc
         self.refresh = refresh
-        self.notice = notice  # told of each retry (call_with_retry's notice)
+        self.notice = None if notice is None else RetryNotes(notice)  # one note an outage, for all our calls
         self.names: Dict[str, str] = {}  # platform id -> our id (the job name) the user gave for it (:meth:`named`)
         self.left_out = 0  # jobs the last iter_jobs could not reach (past MAX_PAGES pages)
 
@@ -119,7 +123,7 @@ class ModelArtsClient:
         url = f"{self.endpoint}{path}" + (f"?{qs}" if qs else "")
         return self.session.request(method, url, data=data or None, headers=headers, timeout=self.timeout)
 
-    def _refused(self, response: requests.Response) -> ConfigError:
+    def _refused(self, response: requests.Response, what: str) -> ConfigError:
         creds = self.credentials
         text = _error_text(response)
         if creds.security_token and any(word.lower() in text.lower() for word in _EXPIRED):
@@ -129,16 +133,38 @@ class ModelArtsClient:
                 "get a new AK/SK and security token (HUAWEICLOUD_SDK_SECURITY_TOKEN) and try again; a long "
                 "wait or logs -f picks new ones up from the profile file by itself",
             )
+        if response.status_code == 403:
+            return self._denied(what, text)
         return ConfigError(
             f"ModelArts refused the credentials from {creds.source} (HTTP {response.status_code} {text})",
             mask(creds.ak),
             "check the access key, secret key, project id and their permissions",
         )
 
+    def _denied(self, what: str, text: str) -> ConfigError:
+        """403: the signature was good, the credentials' IAM policy lacks the action (named in the answer when
+        the platform names it, as IAM's messages do)."""
+        creds = self.credentials
+        found = _IAM_ACTION.search(text)
+        where = "the IAM policy of that user (in a ModelArts job: of the job's agency)"
+        if found is None:
+            return ConfigError(
+                f"ModelArts denied {what} to the credentials from {creds.source}: HTTP 403 {text}",
+                mask(creds.ak),
+                f"the credentials are valid but lack the permission for this request: allow its action (the "
+                f"ModelArts API reference's table of permissions names it) in {where}, then try again",
+            )
+        action = found.group(0)
+        return ConfigError(
+            f"ModelArts denied the action {action} ({what}) to the credentials from {creds.source}: HTTP 403 {text}",
+            mask(creds.ak),
+            f"the credentials are valid but lack this permission: allow {action} in {where}, then try again",
+        )
+
     def _check(self, response: requests.Response, what: str, job_id: Optional[str] = None) -> Any:
         code = response.status_code
         if code in (401, 403):
-            raise self._refused(response)
+            raise self._refused(response, what)
         if code == 404 and job_id is not None and self.names.get(job_id, job_id) != job_id:  # our id given: it, and
             said = _error_text(response)  # what the platform answered for its own
             raise JobNotFound(self.names[job_id], "modelarts", f"the platform no longer has it (its platform id "

@@ -37,7 +37,16 @@ import urllib3
 import yaml
 
 from ...errors import BackendError, ConfigError, JobNotFound, show_value
-from .._http import DEFAULT_POLICY, TLS_ERRORS, RetryPolicy, Transient, address_of, call_with_retry, connection_reason
+from .._http import (
+    DEFAULT_POLICY,
+    TLS_ERRORS,
+    RetryNotes,
+    RetryPolicy,
+    Transient,
+    address_of,
+    call_with_retry,
+    connection_reason,
+)
 from .manifest import API_VERSION, GROUP, JOB_NAME_LABEL, PLURAL, TASK_NAME, VERSION
 
 __all__ = [
@@ -261,7 +270,7 @@ class KubeApi:
         notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self._k8s = kubernetes
-        self._notice = notice  # told of each retry (call_with_retry's notice)
+        self._notice = None if notice is None else RetryNotes(notice)  # one note an outage, for all our calls
         self._policy = policy
         self._sleep = sleep
         self._client = api_client

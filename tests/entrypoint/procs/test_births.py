@@ -212,3 +212,26 @@ def test_an_interpreter_that_cannot_start_a_shebang_line_gets_no_birth_folder(in
     plan = MsrunLauncher().plan(parse_cluster_env(env), inputs)
     assert (plan.births, plan.files, plan.processes[0].env["PATH"]) == (None, {}, "/opt/py/bin:/usr/bin")
     assert len(plan.notes) == 1 and "cannot start a #! line" in plan.notes[0] and "pid only" in plan.notes[0]
+
+
+def test_prune_keeps_the_records_of_the_current_launchers_and_removes_the_rest(tmp_path: Path) -> None:
+    """What an ended attempt left (records of another launcher, damaged ones, a temporary file its dead writer
+    left) goes; the records of the current launchers, a temporary file a live process is writing, the folder's
+    ``python`` and anything not named as a record stay."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_bytes().strip()
+    mine = proctree.read_info(os.getpid())
+    assert mine is not None
+    kept = {"10-20": _whole(10, 20, boot), "python": b"#!/bin/sh\n", "notes.txt": b"x",
+            f".{os.getpid()}-{mine.start}.tmp": b"half"}  # fmt: skip
+    gone = {"11-20": _whole(11, 20, boot).replace(b"ppid=1", b"ppid=7"),  # an earlier attempt's launcher
+            "12-20": _whole(12, 20, boot).replace(b"pstart=2", b"pstart=3"),  # a launcher of that pid, earlier
+            "13-20": _whole(13, 20, boot)[:-1],  # damaged: never readable
+            "14-20": _whole(14, 20, b"another-boot"),
+            ".999999999-20.tmp": b"half"}  # fmt: skip
+    for name, data in {**kept, **gone}.items():
+        _write(tmp_path, name, data)
+    os.mkdir(tmp_path / "15-20")
+    assert births.prune(str(tmp_path), {1: 2}) == len(gone)
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, "15-20"])
+    assert births.read_birth(str(tmp_path), 10, 20) is not None
+    assert births.prune(str(tmp_path / "missing"), {1: 2}) == 0  # no folder: nothing, no error

@@ -245,3 +245,24 @@ def test_a_pid_msrun_names_that_the_watch_never_saw_gets_its_rank_from_its_birth
     assert [(line.pid, line.code) for line in lines if isinstance(line, LauncherLine)] == [(rank0, 3), (rank1, 5)]
     assert (workers.rank_of(rank0), workers.rank_of(rank1), workers.rank_of(scheduler)) == (0, 1, None)
     assert workers.pid_ranks() == {}  # the watch saw none of them
+
+
+@pytest.mark.process
+def test_the_watch_of_an_attempt_removes_the_birth_records_of_the_launchers_before(
+    standin: Tuple[subprocess.Popen[str], LaunchPlan, List[int]],
+) -> None:
+    """A long job that restarts many times kept every record (about 150 bytes a process msrun started): the watch
+    of a new attempt removes those whose launcher is not one of its own, and its own launcher's stay readable."""
+    proc, plan, (scheduler, rank0, rank1) = standin
+    assert plan.births is not None
+    earlier = subprocess.run(["python", "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                             env={"PATH": plan.processes[0].env["PATH"], "RANK_ID": "9"}, check=True)  # fmt: skip
+    before = {int(name.split("-")[0]) for name in os.listdir(plan.births) if name[0].isdigit()}
+    assert before == {scheduler, rank0, rank1, int(earlier.stdout)}  # an earlier launcher's (this test's) child
+    workers, _events = _workers(plan, proc)
+    try:
+        after = {int(name.split("-")[0]) for name in os.listdir(plan.births) if name[0].isdigit()}
+        assert after == {scheduler, rank0, rank1}
+        assert (workers.rank_of(rank0), workers.rank_of(rank1)) == (0, 1)
+    finally:
+        workers.stop()

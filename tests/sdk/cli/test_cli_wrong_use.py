@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 from click.testing import CliRunner, Result
@@ -132,6 +132,21 @@ def _watches_files(pid: int) -> bool:
         return False
 
 
+def _interrupted(args: List[str], env: Dict[str, str], begun: Callable[[int], bool]) -> Tuple[int, str, str]:
+    """``ma-submit ARGS`` as a real process, given a Ctrl-C (SIGINT) once ``begun(pid)``: its code, stdout, stderr."""
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), *args], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(lambda: begun(proc.pid), what=f"'ma-submit {' '.join(args)}' to begin")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    return proc.returncode, out, err
+
+
 @pytest.mark.slow
 def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     """As a Ctrl-C of submit's following says it; the wait said nothing and exited 130, which a user can read as a
@@ -140,17 +155,8 @@ def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Di
                     resources={"hosts": 1, "devices_per_host": 1})  # fmt: skip
     job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip()
     try:
-        waiter = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "wait", job_id], env=cli_env, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
-        try:
-            wait_for(lambda: _watches_files(waiter.pid), what="the wait to begin")
-            waiter.send_signal(signal.SIGINT)
-            out, err = waiter.communicate(timeout=60)
-        finally:
-            if waiter.poll() is None:
-                waiter.kill()
-                waiter.communicate(timeout=30)
-        assert waiter.returncode == 130 and out == "" and "Traceback" not in err
+        code, out, err = _interrupted(["wait", job_id], cli_env, _watches_files)
+        assert code == 130 and out == "" and "Traceback" not in err
         said = f"ma-submit: stopped waiting; job {job_id} keeps running: 'ma-submit stop {job_id}' ends it"
         assert err.strip() == said
         assert json.loads(ma_submit(["status", "--output", "json", job_id], cli_env).stdout)["state"] in (
@@ -213,18 +219,62 @@ def test_a_long_value_keeps_its_end(tmp_path: Path, home: Path) -> None:
     assert line.endswith("/deep/deep/no-such-code'; give the folder with your code"), line
 
 
+MA_FIELDS = "modelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n"
+
+
 @pytest.mark.parametrize(
-    ("backend", "text", "said"),
+    ("verb", "text", "said"),
     [
-        ("local", HEAD.replace("train.py", "nope.py"), "boot_file: no such file in code_dir ("),
-        ("modelarts", HEAD + "modelarts: {obs_dir: 'obs://bucket/jobs/'}\nimage: img:1\n",
-         "resources.flavor: is required"),
+        (["--dry-run", "--backend", "local"], HEAD.replace("train.py", "nope.py"),
+         "boot_file: no such file in code_dir ("),
+        (["--dry-run", "--backend", "modelarts"], HEAD + MA_FIELDS, "resources.flavor: is required"),
+        # a sweep's trial: named too, with its values (planned by --dry-run and by the sweep's start)
+        (["sweep", "--dry-run"], SWEEP_HEAD.replace("train.py", "nope.py"), "boot_file: no such file in code_dir ("),
+        (["sweep", "--detach"], SWEEP_HEAD.replace("train.py", "nope.py"), "boot_file: no such file in code_dir ("),
+        (["sweep", "--dry-run"], SWEEP_HEAD + "backend: modelarts\n" + MA_FIELDS,
+         "resources.flavor: is required for the modelarts backend in trial 0 (lr=0.1)"),
+        (["sweep", "--detach"], SWEEP_HEAD + "backend: modelarts\n" + MA_FIELDS,
+         "resources.flavor: is required for the modelarts backend in trial 0 (lr=0.1)"),
     ],
 )  # fmt: skip
 def test_a_field_found_wrong_at_planning_names_the_job_file(
-    backend: str, text: str, said: str, tmp_path: Path, home: Path
+    verb: List[str], text: str, said: str, tmp_path: Path, home: Path
 ) -> None:
-    """As the loader's lines do ('job.yaml: resources.hosts: ...'): which of several job files to fix."""
+    """As the loader's lines do ('job.yaml: resources.hosts: ...'): which of several job files to fix (and, in a
+    sweep, which trial); nothing is recorded."""
     job = job_file(tmp_path / "proj", text)
-    line = one_error_line(run(["--dry-run", "--backend", backend, str(job)], home), home)
+    line = one_error_line(run([*verb, str(job)], home), home)
     assert line.startswith(f"ma-submit: error: {job}: {said}"), line
+    assert "sweep" not in verb or " in trial 0 (lr=0.1)" in line, line
+    assert not (home / "sweeps").exists() or not list((home / "sweeps").iterdir())
+
+
+def _sleeping(pid: int) -> bool:
+    """The process sleeps between two looks (time.sleep): a sweep wait's loop has begun."""
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan:
+            return wchan.read() == "hrtimer_nanosleep"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_sweep_wait_says_what_keeps_running(tmp_path: Path, cli_env: Dict[str, str]) -> None:
+    """Through the real process: its Ctrl-C (SIGINT) once its wait loop runs. The line names the trials that keep
+    running, those that wait and who starts them, and the command that ends them."""
+    job = write_job(tmp_path / "s", "import time\nprint('up', flush=True)\ntime.sleep(600)\n", name="waited",
+                    resources={"hosts": 1, "devices_per_host": 1}, args=["--lr", "{lr}"],
+                    sweep={"params": {"lr": [1, 2]}, "max_parallel": 1})  # fmt: skip
+    sweep_id = ma_submit(["sweep", "--detach", str(job)], cli_env).stdout.strip()
+    try:
+        code, out, err = _interrupted(["sweep", "wait", sweep_id], cli_env, _sleeping)
+        assert code == 130 and out == "" and "Traceback" not in err, err
+        assert err.strip() == (
+            f"ma-submit: stopped waiting; sweep {sweep_id} keeps running: trial 0 runs, trial 1 waits for a free "
+            f"slot (the sweep's driver starts it, or the next 'ma-submit sweep wait {sweep_id}'); "
+            f"'ma-submit sweep stop {sweep_id}' ends them"
+        ), err
+    finally:
+        assert ma_submit(["sweep", "stop", sweep_id], cli_env).returncode == 0
+    status = json.loads(ma_submit(["sweep", "status", "--output", "json", sweep_id], cli_env).stdout)
+    assert [t["state"] for t in status["trials"]] == ["STOPPED", "SKIPPED"], status

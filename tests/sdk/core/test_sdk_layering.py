@@ -26,6 +26,9 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Set, Tuple
 
+import malaunch.sdk.backends.local.backend as local_backend
+from malaunch.sdk.backends.base import JobHandle
+
 SDK = Path(__file__).resolve().parents[3] / "sdk"
 PACKAGE = "malaunch.sdk"
 LAYERS = ("facts", "spec", "backends' shared parts", "one backend", "profiles", "the Python API", "the faces")
@@ -265,3 +268,13 @@ def test_the_size_check_sees_a_big_backend(tmp_path: Path) -> None:
     body = "".join(f"    def m{i}(self) -> None:\n        pass\n\n" for i in range(130))
     (tmp_path / "backends" / "big" / "backend.py").write_text(f"class BigBackend(Backend):\n{body}")
     assert backend_class_sizes(tmp_path) == {"backends.big.backend.BigBackend": 390}
+
+
+def test_wait_and_its_keyword_arguments_have_one_home() -> None:
+    """``JobHandle.wait`` declares what a wait takes (timeout, poll interval, sleep, clock) and its loop's contract;
+    a backend's handle changes how it waits (``_wait``), never ``wait`` itself, so no copy of its keyword arguments
+    and their defaults can drift from it (they were written again on the local handle and the local backend)."""
+    handles = [cls for cls in vars(local_backend).values() if isinstance(cls, type) and issubclass(cls, JobHandle)]
+    assert local_backend.LocalJobHandle in handles
+    assert [cls.__name__ for cls in handles if cls.wait is not JobHandle.wait] == []
+    assert not hasattr(local_backend.LocalBackend, "wait")  # the handle's: a backend has no wait of its own

@@ -151,6 +151,26 @@ def test_unknown_job_and_wrong_key(fake_ma: FakeModelArts) -> None:
     assert sleeps == []  # 401 is not retried
 
 
+def test_a_denied_action_names_the_action_and_the_policy(fake_ma: FakeModelArts) -> None:
+    """A 403 is the platform saying the (valid) credentials lack a permission: the line names the action it
+    refused, the request, where the credentials came from, and what to change (the IAM policy, or the agency)."""
+    sleeps: List[float] = []
+    api = client(fake_ma, sleeps)
+    job_id = api.create_job(body())["metadata"]["id"]
+    fake_ma.denied = {"modelarts:trainJob:get"}
+    with pytest.raises(ConfigError) as caught:
+        api.get_job(job_id)
+    text = str(caught.value)
+    assert text.startswith(f"ModelArts denied the action modelarts:trainJob:get (GET {fake_ma.url}/v2/{PROJECT}/"
+                           f"training-jobs/{job_id}) to the credentials from the test: HTTP 403 ModelArts.0203: "), text
+    assert "refused the credentials" not in text and "no identity-based policy allows" in text
+    assert text.endswith("; the credentials are valid but lack this permission: allow modelarts:trainJob:get in the "
+                         "IAM policy of that user (in a ModelArts job: of the job's agency), then try again"), text
+    assert "'AKTE...'" in text and SK not in text
+    assert sleeps == []  # 403 is not retried
+    assert fake_ma.signature_failures == []
+
+
 def test_retry_after_forms() -> None:
     assert retry_after_seconds("7", 0.0) == 7.0
     assert retry_after_seconds("Thu, 01 Jan 1970 00:00:10 GMT", 4.0) == 6.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from fake_modelarts import FakeModelArts
 from modelarts_env import BUCKET, SK
-from sdkutil import RecordedRuns, ma_submit
+from sdkutil import VENV_BIN, RecordedRuns, ma_submit, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -191,6 +192,53 @@ def test_wrong_secret_key_is_one_clear_line(
     assert lines[-1].startswith("ma-submit: error: ModelArts refused the credentials from the environment")
     assert "Traceback" not in result.stderr and "sk-WRONG" not in result.stderr
     assert fake_ma.jobs == {}
+
+
+def test_a_create_the_policy_denies_is_one_line_naming_the_action(
+    tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
+) -> None:
+    job = write_job(tmp_path)
+    fake_ma.denied = {"modelarts:trainJob:create"}
+    result = ma_submit([str(job)], ma_env)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("ma-submit: error:") == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("ma-submit: error: ModelArts denied the action modelarts:trainJob:create (POST "), line
+    assert "the credentials from the environment (HUAWEICLOUD_SDK_AK, HUAWEICLOUD_SDK_SK)" in line
+    assert "allow modelarts:trainJob:create in the IAM policy of that user" in line and "agency" in line
+    assert fake_ma.jobs == {} and fake_ma.signature_failures == [] and SK not in result.stderr
+
+
+def test_a_flaky_service_during_a_wait_is_one_note_and_one_when_it_answers_again(
+    tmp_path: Path, fake_ma: FakeModelArts, s3: Any, ma_env: Dict[str, str]
+) -> None:
+    """Every poll of the job met one 500 (then its retry was answered): the wait said one note a poll. Now: every
+    retry of the poll that met the outage first, nothing of the next polls' retries, and one note once a poll is
+    answered at its first attempt again, counting the retries it did not note."""
+    job = write_job(tmp_path)
+    fake_ma.outcome = ("silent", 0)  # runs until the test ends it
+    job_id = ma_submit(["--detach", str(job)], ma_env).stdout.strip()
+    (platform_id,) = fake_ma.jobs
+    fake_ma.faults = {"get": ["500", "ok"] * 3}
+    waiter = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "wait", job_id], env=ma_env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(lambda: fake_ma.faults["get"] == [], what="three polls, each retried once")
+        clean = fake_ma.count("GET", platform_id)
+        wait_for(lambda: fake_ma.count("GET", platform_id) > clean, what="a poll answered at its first attempt")
+        fake_ma.finish(platform_id, 0)
+        _out, err = waiter.communicate(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("ma-submit: note: ")]
+    assert len(notes) == 2, err
+    assert "HTTP 500 ModelArts.0001: internal error; attempt 2 of 6 in " in notes[0], notes
+    assert re.search(r"/training-jobs/[0-9a-f-]+: answered at the first attempt again, [0-9.]+s after the first "
+                     r"retry; 2 more retries not noted$", notes[1]), notes  # fmt: skip
+    assert fake_ma.signature_failures == []
 
 
 def test_missing_flavor_and_obs_dir_are_config_errors(tmp_path: Path, ma_env: Dict[str, str]) -> None:

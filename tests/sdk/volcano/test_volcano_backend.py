@@ -4,6 +4,7 @@ end to end, including a pod that exits 7 making ``ma-submit`` exit 7."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from kubefake import FakeKube, submit_detached, volcano_job
 from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_from_mapping
+from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
 from malaunch.sdk.status import HostState, exit_code_of
@@ -337,22 +339,40 @@ def test_429_and_5xx_give_up_saying_to_wait_not_to_check_the_cluster(kube: FakeK
     assert text.count("reading Volcano job") == 1 and "Volcano installed" not in text and "network" not in text
 
 
-def test_each_retry_is_announced_as_a_note(kube: FakeKube, kubeconfig: Path) -> None:
-    """The backend's notes (its progress stream) get one line per retry before its wait."""
-    import io
-
-    from malaunch.sdk.backends._http import RetryPolicy
-
+def _noted_job(kubeconfig: Path) -> Tuple[Any, io.StringIO]:
+    """A job submitted through a backend whose notes (its progress stream, empty now) the test reads."""
     notes = io.StringIO()
     backend = VolcanoBackend(kubeconfig=str(kubeconfig), environ={}, poll_interval=0.2, sleep=lambda _: None,
                              policy=RetryPolicy(attempts=3, jitter=0.0), progress=notes)  # fmt: skip
     handle = backend.submit(spec_from_mapping(job_data("succeed")))
     notes.truncate(0)
     notes.seek(0)
+    return handle, notes
+
+
+def test_each_retry_is_announced_as_a_note(kube: FakeKube, kubeconfig: Path) -> None:
+    """The backend's notes (its progress stream) get one line per retry before its wait."""
+    handle, notes = _noted_job(kubeconfig)
     kube.cluster.faults["GET job"] = ["503"]
     assert handle.status().id == handle.id
     assert notes.getvalue() == (f"ma-submit: note: reading Volcano job {handle.id}: the Kubernetes API answered 503, "
                                 "'etcdserver: request timed out'; attempt 2 of 3 in 0.5s\n")  # fmt: skip
+
+
+def test_an_outage_over_many_calls_is_one_note_and_one_when_it_answers_again(kube: FakeKube, kubeconfig: Path) -> None:
+    """Each status read (a wait's poll) met 503s (reading the job, its PodGroups, its events): one note a retry.
+    Now the retries of the first call that met the outage are noted, the others are not, and one note says it is
+    over once every request retried in it is answered at its first attempt again."""
+    handle, notes = _noted_job(kubeconfig)
+    kube.cluster.faults["GET job"] = ["503", "ok"] * 6
+    for _poll in range(4):
+        assert handle.status().id == handle.id
+    lines = notes.getvalue().splitlines()
+    assert lines[0] == (f"ma-submit: note: reading Volcano job {handle.id}: the Kubernetes API answered 503, "
+                        "'etcdserver: request timed out'; attempt 2 of 3 in 0.5s")  # fmt: skip
+    assert len(lines) == 2 and ": answered at the first attempt again, " in lines[1], lines
+    assert lines[1].endswith("s after the first retry; 5 more retries not noted"), lines
+    assert kube.cluster.faults["GET job"] == []
 
 
 @pytest.mark.parametrize(
