@@ -216,3 +216,74 @@ def test_progress_is_recorded_where_the_shim_reads_it(tmp_path: Path) -> None:
     record: Optional[Dict[str, object]] = json.loads((tmp_path / "ck" / ".progress" / "rank-1.json").read_text())
     assert record is not None and (record["step"], record["total"]) == (7, 100)
     checkpoint.progress(8, environ={"RANK": "0"})  # no folder, no file: nothing, no error
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "a folder"])
+def test_a_step_whose_marker_is_damaged_is_saved_again_and_completes(tmp_path: Path, damage: str) -> None:
+    """The shim passes over a checkpoint whose ``.complete`` is damaged and resumes from the one before; the next
+    save of that step must then replace the damaged marker with a whole one, not refuse the step as complete
+    already (the job could never get past it) nor leave the damaged one (the save would never count)."""
+    _complete(tmp_path, "step-00000002", 2)
+    bad = tmp_path / "step-00000004"
+    bad.mkdir()
+    marker = bad / ".complete"
+    if damage == "a folder":
+        marker.mkdir()
+    else:
+        marker.write_text('{"step":' if damage == "truncated" else "")
+    keeper, said = _keeper(tmp_path)
+    assert keeper.before(1) == str(tmp_path / "step-00000002")
+    assert said[0].startswith(f"checkpoint {bad} passed over: its .complete "), said
+    for rank in (0, 1):
+        with checkpoint.save(4, environ=_env(tmp_path, rank, attempt=1)) as folder:
+            Path(folder, f"rank-{rank}.bin").write_text(str(rank))
+    found = checkpoint.latest(str(tmp_path))
+    assert found is not None and (found.path, found.step) == (str(bad), 4)
+    assert json.loads(marker.read_text())["ranks"] == 2
+    assert keeper.before(2) == str(bad) and [name for name in os.listdir(bad) if name.endswith(".tmp")] == []
+
+
+class _Index:
+    """An integer scalar of another library (numpy's ``int64``, a one-element integer tensor of torch): not an
+    ``int``, but a whole number through ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"int64({self.value})"
+
+
+def test_an_integer_scalar_of_numpy_or_torch_is_a_step(tmp_path: Path) -> None:
+    """``checkpoint.progress(step)`` with a numpy or torch integer (a training loop's own counter) must record it,
+    not end the training with ``TypeError: Object of type int64 is not JSON serializable``; ``save`` takes it
+    as the whole number it is."""
+    env = {**_env(tmp_path / "ck", 0), "WORLD_SIZE": "1", "MALAUNCH_PROGRESS_DIR": str(tmp_path / "progress")}
+    checkpoint.progress(_Index(7), _Index(100), environ=env)  # type: ignore[arg-type]
+    record = json.loads((tmp_path / "progress" / "rank-0.json").read_text())
+    assert (record["step"], record["total"]) == (7, 100)
+    with checkpoint.save(_Index(8), environ=env) as folder:  # type: ignore[arg-type]
+        assert folder == str(tmp_path / "ck" / "step-00000008")
+    found = checkpoint.latest(str(tmp_path / "ck"))
+    assert found is not None and found.step == 8
+
+
+@pytest.mark.parametrize("step, shown", [(2.5, "2.5 (float)"), ("3", "'3' (str)"), (None, "None (NoneType)"),
+                                         (-1, "-1 (int)"), (True, "True (bool)")])  # fmt: skip
+def test_a_step_that_is_no_whole_number_is_refused_with_its_value_and_type(tmp_path: Path, step: object,
+                                                                          shown: str) -> None:  # fmt: skip
+    """What is wrong, its value and its type, and what to pass: not an internal ``TypeError`` from a comparison
+    (``'<' not supported between instances of 'str' and 'float'``), nor a record the readers drop."""
+    env = {**_env(tmp_path / "ck", 0), "MALAUNCH_PROGRESS_DIR": str(tmp_path / "progress")}
+    for call in (lambda: checkpoint.progress(step, environ=env),  # type: ignore[arg-type]
+                 lambda: checkpoint.save(step, environ=env).__enter__()):  # type: ignore[arg-type]  # fmt: skip
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert f"step must be a whole number >= 0, not {shown}" in str(raised.value)
+    assert not (tmp_path / "progress").exists()
+    with pytest.raises(ValueError, match=r"total must be a whole number >= 0 or None, not 'x' \(str\)"):
+        checkpoint.progress(1, "x", environ=env)  # type: ignore[arg-type]
+
