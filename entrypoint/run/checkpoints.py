@@ -8,7 +8,8 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
    is not writable ends the shim with exit 2 and one line, before any rank starts.
 2. ``MALAUNCH_RESUME_FROM`` is the newest complete checkpoint's folder, in every attempt after one exists, and
    unset before (a value inherited from outside is dropped). Each incomplete or damaged folder newer than it is
-   passed over with one line saying which and why.
+   passed over with one line saying which and why. A folder that cannot be read before an attempt (gone, a file
+   now, its mount lost) holds none: one line says so, with the newest complete one it held before.
 3. Retention (every host, each of its own view of the folder): the ``keep`` newest complete checkpoints stay;
    older complete ones go, and incomplete ones older than the newest complete one. The newest complete one, and
    an incomplete one newer than it (a save that may still be written, or the one a killed rank left), are never
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..contract.checkpoint_dir import PARTS, Found, newest, reached, scan
 from ..contract.checkpoint_list import resume_point
@@ -57,6 +58,7 @@ class CheckpointKeeper:
         self.resume: Optional[str] = None
         self.source: Optional[Found] = None  # another job's checkpoint (MALAUNCH_RESUME_SOURCE), once checked
         self.agreed: Optional[str] = None  # the checkpoint the job's hosts agree on for the next attempt (rule 5)
+        self.held: Optional[Tuple[int, Found]] = None  # the newest complete one found, before which attempt
 
     def check(self) -> None:
         """Make the folder if missing and prove it takes a file.
@@ -72,8 +74,8 @@ class CheckpointKeeper:
                 pass
             os.unlink(probe)
         except OSError as error:
-            raise ConfigError(DIR_VAR, folder, f"the checkpoint folder is not writable ({error.strerror}): point "
-                              "MALAUNCH_CHECKPOINT_DIR at a folder this user can write") from None  # fmt: skip
+            raise ConfigError(DIR_VAR, folder, f"the checkpoint folder is not writable ({_why(folder, error)}): "
+                              "point MALAUNCH_CHECKPOINT_DIR at a folder this user can write") from None  # fmt: skip
         given = self.config.source
         if given is not None:
             found = resume_point(given)
@@ -93,7 +95,10 @@ class CheckpointKeeper:
     def before(self, attempt: int) -> Optional[str]:
         """Before attempt ``attempt``: prune, say what is passed over; the folder to resume from."""
         found = scan(self.config.directory)
+        self._readable(attempt)
         best = newest(found)
+        if best is not None:
+            self.held = (attempt, best)
         agreed = next((item for item in found if item.complete and item.name == self.agreed), None)
         if agreed is not None and best is not None and agreed.order() < best.order():
             for item in found:
@@ -121,6 +126,24 @@ class CheckpointKeeper:
         self.resume = best.path if best is not None else None
         return self.resume
 
+    def _readable(self, attempt: int) -> None:
+        """Say so when the folder cannot be read (gone, replaced by a file, its mount lost since the start): the
+        attempt then finds no checkpoint in it, and would start from the beginning without a word."""
+        folder = self.config.directory
+        try:
+            with os.scandir(folder):
+                return
+        except OSError as error:
+            why = _why(folder, error)
+        starts = "starts from the beginning" if self.source is None else "resumes from another job's checkpoint"
+        held = ""
+        if self.held is not None:
+            before, found = self.held
+            held = f"; it held {found.name} (step {found.order()[0]}) before attempt {before}"
+        self.say(f"checkpoint folder {folder} cannot be read before attempt {attempt} ({why}): no checkpoint to "
+                 f"resume from, so attempt {attempt} {starts}{held}: restore it, or point {DIR_VAR} at the folder "
+                 "that holds it")  # fmt: skip
+
     def env(self, base_env: Mapping[str, str]) -> Dict[str, str]:
         """``base_env`` with ``MALAUNCH_RESUME_FROM`` as :meth:`before` chose it (unset when there is none)."""
         env = {name: value for name, value in base_env.items() if name != RESUME_VAR}
@@ -144,6 +167,18 @@ class CheckpointKeeper:
         if removed:
             self.say(f"checkpoints removed (keeping the {self.config.keep} newest complete): {', '.join(removed)}")
         return [item for item in found if item.name not in removed]
+
+
+def _why(folder: str, error: OSError) -> str:
+    """Why ``folder`` cannot serve as the checkpoint folder: what is there instead (a file, a link that leads
+    nowhere), else the error's own words."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        try:
+            os.stat(folder)
+        except OSError as found:
+            return found.strerror or str(found)  # a link loop, a link to nothing
+        return "it is a file, not a folder"
+    return error.strerror or str(error)
 
 
 def _newer(item: Found, best: Found) -> bool:

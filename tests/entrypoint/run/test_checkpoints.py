@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -287,3 +288,35 @@ def test_a_step_that_is_no_whole_number_is_refused_with_its_value_and_type(tmp_p
     with pytest.raises(ValueError, match=r"total must be a whole number >= 0 or None, not 'x' \(str\)"):
         checkpoint.progress(1, "x", environ=env)  # type: ignore[arg-type]
 
+
+def test_a_checkpoint_folder_that_is_a_file_or_a_link_loop_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    keeper, _ = _keeper(tmp_path / "file")
+    with pytest.raises(ConfigError, match=r"not writable \(it is a file, not a folder\)"):
+        keeper.check()
+    os.symlink(tmp_path / "loop-b", tmp_path / "loop-a")
+    os.symlink(tmp_path / "loop-a", tmp_path / "loop-b")
+    keeper, _ = _keeper(tmp_path / "loop-a")
+    with pytest.raises(ConfigError, match=r"not writable \(Too many levels of symbolic links\)"):
+        keeper.check()
+
+
+def test_a_checkpoint_folder_gone_between_attempts_is_said(tmp_path: Path) -> None:
+    """The folder held a complete checkpoint before attempt 0; gone (or replaced by a file) before attempt 1, the
+    attempt starts from the beginning, and the console says why, not nothing."""
+    root = tmp_path / "ck"
+    _complete(root, "step-00000002", 2)
+    keeper, said = _keeper(root)
+    keeper.check()
+    assert keeper.before(0) == str(root / "step-00000002")
+    for replaced in ("gone", "a file"):
+        said.clear()
+        shutil.rmtree(root, ignore_errors=True)
+        if replaced == "a file":
+            root.write_text("")
+        assert keeper.before(1) is None and keeper.env({}) == {}
+        why = "No such file or directory" if replaced == "gone" else "it is a file, not a folder"
+        assert said == [f"checkpoint folder {root} cannot be read before attempt 1 ({why}): no checkpoint to "
+                        "resume from, so attempt 1 starts from the beginning; it held step-00000002 (step 2) "
+                        "before attempt 0: restore it, or point MALAUNCH_CHECKPOINT_DIR at the folder that "
+                        "holds it"]  # fmt: skip
