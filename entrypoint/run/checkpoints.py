@@ -16,8 +16,9 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
    removed. Every host prunes because a node's folder may be its own (ModelArts: an output channel per node),
    where no other host could; where the folder is one folder for every host (local, Volcano) the hosts decide
    by the same rule from the same folder, so they remove the same sub-folders (a removal that finds the folder
-   gone already is no error), and what a host may see that another did not yet (a save completed or begun since)
-   is newer than what the rule removes.
+   gone already is no error; each is renamed to a hidden name before its files go, so no host reads one half
+   removed), and what a host may see that another did not yet (a save completed or begun since) is newer than
+   what the rule removes.
 4. With ``MALAUNCH_RESUME_SOURCE`` (another job's checkpoint, :func:`..contract.checkpoint_list.resume_point`),
    checked at start: one that names no complete checkpoint ends the shim with exit 2 and one line saying which
    folder and why. It is ``MALAUNCH_RESUME_FROM`` in every attempt until the job's own folder holds a complete
@@ -34,6 +35,7 @@ attempt; the folder's layout is :mod:`..contract.checkpoint_dir`'s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
@@ -48,6 +50,7 @@ __all__ = ["RESUME_VAR", "SOURCE_VAR", "CheckpointKeeper"]
 RESUME_VAR = "MALAUNCH_RESUME_FROM"
 DIR_VAR = "MALAUNCH_CHECKPOINT_DIR"
 SOURCE_VAR = "MALAUNCH_RESUME_SOURCE"
+_REMOVING = ".removing-"  # a checkpoint retention is removing (hidden: never a checkpoint)
 
 
 class CheckpointKeeper:
@@ -158,15 +161,35 @@ class CheckpointKeeper:
         doomed.update(item.path for item in found if not item.complete and not _newer(item, best))
         doomed.discard(best.path)
         doomed.difference_update(item.path for item in complete if item.order() > best.order())  # rule 5
-        removed = []
-        for item in found:
-            if item.path in doomed:
-                shutil.rmtree(item.path, ignore_errors=True)
-                if not os.path.exists(item.path):
-                    removed.append(item.name)
+        _clear_leftovers(self.config.directory)
+        removed = [item.name for item in found if item.path in doomed and _remove(item.path)]
         if removed:
             self.say(f"checkpoints removed (keeping the {self.config.keep} newest complete): {', '.join(removed)}")
         return [item for item in found if item.name not in removed]
+
+
+def _remove(path: str) -> bool:
+    """Remove the checkpoint ``path`` so that no reader sees it half removed (another host's scan would say it has
+    no ``.complete``, or find its marker with part of its data gone): renamed first to a hidden name, never a
+    checkpoint, then deleted. Whether it is gone (another host sharing the folder may have taken it first)."""
+    parent, name = os.path.split(path)
+    hidden = os.path.join(parent, f"{_REMOVING}{name}-{os.getpid()}-{os.urandom(3).hex()}")
+    try:
+        os.rename(path, hidden)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a folder that cannot be renamed is removed where it is
+        hidden = path
+    shutil.rmtree(hidden, ignore_errors=True)
+    return not os.path.exists(path)
+
+
+def _clear_leftovers(directory: str) -> None:
+    """Finish the removals a shim ended in the middle of (its hidden folders)."""
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(_REMOVING) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _why(folder: str, error: OSError) -> str:

@@ -3,9 +3,11 @@ real folders: which one is offered, what retention removes, a save every rank ta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -320,3 +322,31 @@ def test_a_checkpoint_folder_gone_between_attempts_is_said(tmp_path: Path) -> No
                         "resume from, so attempt 1 starts from the beginning; it held step-00000002 (step 2) "
                         "before attempt 0: restore it, or point MALAUNCH_CHECKPOINT_DIR at the folder that "
                         "holds it"]  # fmt: skip
+
+
+def test_a_checkpoint_being_removed_is_never_seen_half_removed(tmp_path: Path) -> None:
+    """Hosts sharing one folder prune it at the same time (local, Volcano). Another host's scan of a checkpoint
+    retention was removing file by file saw it without its ``.complete`` and said, wrongly, ``checkpoint
+    …/step-00000002 passed over: it has no .complete (a save that did not finish)`` (seen with two hosts through the
+    local backend), or saw its marker with part of its data gone. A checkpoint leaves its name at once, whole."""
+    files = 400
+    for step in (1, 2, 3, 4):
+        folder = _complete(tmp_path, f"step-{step}", step)
+        for number in range(files):
+            (folder / f"shard-{number}").write_text("x")
+    (tmp_path / ".removing-step-0-123-abcdef" / "shard-0").mkdir(parents=True)  # a removal a killed shim left
+    doomed = ["step-1", "step-2", "step-3"]
+    seen: List[Tuple[str, int, bool]] = []  # (name, files found, marker found) of every doomed folder seen
+    keeper, said = _keeper(tmp_path, keep=1, first_host=False)
+    pruning = threading.Thread(target=keeper.before, args=(1,))
+    pruning.start()
+    while pruning.is_alive() or len(seen) < 3:
+        for name in doomed:
+            with contextlib.suppress(OSError):
+                names = os.listdir(tmp_path / name)
+                seen.append((name, len([item for item in names if item.startswith("shard-")]), ".complete" in names))
+    pruning.join()
+    assert sorted(os.listdir(tmp_path)) == ["step-4"]
+    assert said[0] == "checkpoints removed (keeping the 1 newest complete): step-1, step-2, step-3"
+    half = [item for item in seen if item[1:] != (files, True)]
+    assert not half, f"{len(half)} of {len(seen)} views of a checkpoint being removed saw it half removed: {half[:3]}"
