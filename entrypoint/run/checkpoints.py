@@ -45,7 +45,7 @@ from ..contract.checkpoint_list import resume_point
 from ..contract.config import Checkpoints
 from ..contract.errors import ConfigError
 
-__all__ = ["RESUME_VAR", "SOURCE_VAR", "CheckpointKeeper"]
+__all__ = ["DIR_VAR", "RESUME_VAR", "SOURCE_VAR", "CheckpointKeeper"]
 
 RESUME_VAR = "MALAUNCH_RESUME_FROM"
 DIR_VAR = "MALAUNCH_CHECKPOINT_DIR"
