@@ -341,6 +341,7 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
         "signal": failure.signal,
         "log_file": failure.log_file,
         "message": failure.message,
+        "source": failure.source,  # "peer": another host's failure ended this one (its tail's line names it)
         "tail": list(failure.tail[-_BRIEF_TAIL:]),
     }
 
