@@ -138,6 +138,8 @@ def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None,
 
     Raises:
         ValueError: no checkpoint folder, a bad step, or that step's checkpoint is complete already.
+        OSError: this rank's part or the marker could not be written (a full disk): the save is not complete, and
+            the message says which checkpoint and what to do.
     """
     env = os.environ if environ is None else environ
     where = folder if folder is not None else directory(env)
@@ -159,9 +161,16 @@ def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None,
     yield target
     attempt = _attempt(env)
     part = {"step": step, "attempt": attempt, "rank": me, "ranks": size}
-    write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
-    if _parts_done(target, step, attempt, size):
-        _write_marker(target, step, size, me)
+    what = f"rank {me}'s part could not be recorded"
+    try:
+        write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
+        what = f"its {MARKER} could not be written"
+        if _parts_done(target, step, attempt, size):
+            _write_marker(target, step, size, me)
+    except OSError as error:  # a full disk, say: which save, what, and what to do, not a bare "[Errno 28] ..."
+        raise OSError(error.errno, f"checkpoint {target} (step {step}) is not complete: {what} "
+                      f"({error.strerror or error}): fix the checkpoint folder's file system (full? read-only?); "
+                      "the next attempt resumes from the newest complete checkpoint") from error  # fmt: skip
 
 
 def _whole(what: str, value: object, optional: bool = False) -> int:
@@ -205,16 +214,16 @@ def _write_marker(target: str, step: int, size: int, rank: int) -> None:
     """Write ``.complete`` whole, once: a finished temporary file linked to its name (a rank that finds it made by
     another leaves it)."""
     temp = os.path.join(target, f".complete-{rank}-{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(marker_text(step, time.time(), size))
-        handle.flush()
-        os.fsync(handle.fileno())
     try:
-        os.link(temp, os.path.join(target, MARKER))
-    except FileExistsError:
-        pass
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(marker_text(step, time.time(), size))
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, os.path.join(target, MARKER))
     finally:
-        os.unlink(temp)
+        with contextlib.suppress(OSError):  # a write that failed leaves no temporary file either
+            os.unlink(temp)
 
 
 class _Window:

@@ -350,3 +350,25 @@ def test_a_checkpoint_being_removed_is_never_seen_half_removed(tmp_path: Path) -
     assert said[0] == "checkpoints removed (keeping the 1 newest complete): step-1, step-2, step-3"
     half = [item for item in seen if item[1:] != (files, True)]
     assert not half, f"{len(half)} of {len(seen)} views of a checkpoint being removed saw it half removed: {half[:3]}"
+
+
+def test_a_save_whose_marker_or_part_cannot_be_written_says_so_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A full disk while the last rank writes ``.complete`` (its temporary file links to /dev/full, which refuses
+    every write with ENOSPC): the save is not complete, the error says which checkpoint and what could not be
+    written, not a bare ``[Errno 28] No space left on device``, and no ``.complete-*.tmp`` is left in the folder.
+    A part that cannot be recorded says so the same way."""
+    env = {**_env(tmp_path, 0), "WORLD_SIZE": "1"}
+    target = tmp_path / "step-00000004"
+    (target / ".parts").mkdir(parents=True)
+    os.symlink("/dev/full", target / f".complete-0-{os.getpid()}.tmp")
+    with pytest.raises(OSError) as raised, checkpoint.save(4, environ=env):
+        pass
+    assert str(raised.value) == (f"[Errno 28] checkpoint {target} (step 4) is not complete: its .complete could not "
+                                 "be written (No space left on device): fix the checkpoint folder's file system "
+                                 "(full? read-only?); the next attempt resumes from the newest complete "
+                                 "checkpoint")  # fmt: skip
+    assert sorted(os.listdir(target)) == [".parts"] and checkpoint.latest(str(tmp_path)) is None
+    (tmp_path / "step-00000006" / ".parts" / "rank-0").mkdir(parents=True)  # the part's name is taken
+    with pytest.raises(OSError, match=r"checkpoint .*step-00000006 \(step 6\) is not complete: rank 0's part could "
+                                      r"not be recorded \(Is a directory\)"), checkpoint.save(6, environ=env):
+        pass
