@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
+import shutil
 import time
 from typing import Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
-from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, marker_text, newest, records, scan
+from .contract.checkpoint_dir import MARKER, PARTS, PROGRESS, Marker, marker_text, newest, read_marker, records, scan
 from .report.atomicfile import write_atomic
 from .run.progress import PROGRESS_DIR_VAR, WINDOW, record_text
 
@@ -124,37 +126,81 @@ def save(step: int, folder: Optional[str] = None, *, rank: Optional[int] = None,
     """Save checkpoint ``step``: yields its folder (``<checkpoint folder>/step-<N>``, made) for this rank's part.
 
     When the block ends without an error, this rank's part is recorded; the rank that finds every rank's part of
-    this attempt writes ``.complete`` (see the module's docstring). An error in the block records nothing.
+    this attempt writes ``.complete`` (see the module's docstring). An error in the block records nothing. A
+    damaged ``.complete`` of that step (never offered to resume from) is removed as the save begins, so that the
+    save can complete.
 
     Args:
-        step: the step the checkpoint holds (``.complete`` records it; the newest is the largest).
+        step: the step the checkpoint holds (``.complete`` records it; the newest is the largest): an ``int``, or
+            numpy's or torch's integer scalar.
         folder: the checkpoint folder (default: ``MALAUNCH_CHECKPOINT_DIR``).
         rank, ranks: this rank and the number of ranks (default: from the environment).
 
     Raises:
         ValueError: no checkpoint folder, a bad step, or that step's checkpoint is complete already.
+        OSError: this rank's part or the marker could not be written (a full disk): the save is not complete, and
+            the message says which checkpoint and what to do.
     """
     env = os.environ if environ is None else environ
     where = folder if folder is not None else directory(env)
     if where is None:
         raise ValueError(f"no checkpoint folder: {DIR_VAR} is unset; add a checkpoint: section to the job file, "
                          "or pass folder=")  # fmt: skip
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be a whole number >= 0, not {step!r}")
+    step = _whole("step", step)
     found_rank, found_size = rank_and_size(env)
     me = found_rank if rank is None else rank
     size = found_size if ranks is None else ranks
     target = os.path.join(where, folder_name(step))
-    if os.path.exists(os.path.join(target, MARKER)):
+    marker = read_marker(target)
+    if isinstance(marker, Marker):
         raise ValueError(f"checkpoint {target} is complete already; save each step once (resume from "
                          f"{RESUME_VAR})")  # fmt: skip
     os.makedirs(os.path.join(target, PARTS), exist_ok=True)
+    if marker is not None:  # damaged: never offered, so this save replaces it (else it could never complete)
+        _remove_marker(target)
     yield target
     attempt = _attempt(env)
     part = {"step": step, "attempt": attempt, "rank": me, "ranks": size}
-    write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
-    if _parts_done(target, step, attempt, size):
-        _write_marker(target, step, size, me)
+    what = f"rank {me}'s part could not be recorded"
+    try:
+        write_atomic(os.path.join(target, PARTS, f"rank-{me}"), json.dumps(part) + "\n")
+        what = f"its {MARKER} could not be written"
+        if _parts_done(target, step, attempt, size):
+            _write_marker(target, step, size, me)
+    except OSError as error:  # a full disk, say: which save, what, and what to do, not a bare "[Errno 28] ..."
+        raise OSError(error.errno, f"checkpoint {target} (step {step}) is not complete: {what} "
+                      f"({error.strerror or error}): fix the checkpoint folder's file system (full? read-only?); "
+                      "the next attempt resumes from the newest complete checkpoint") from error  # fmt: skip
+
+
+def _whole(what: str, value: object, optional: bool = False) -> int:
+    """``value`` as a whole number >= 0: an ``int``, or an integer scalar of another library (numpy's ``int64``, a
+    one-element integer tensor: anything with ``__index__``), never a bool.
+
+    Raises:
+        ValueError: anything else (None too), with its value and type; ``optional``: the message says that None is
+            allowed (the caller passes None on itself).
+    """
+    number = -1
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError):
+            number = operator.index(value)  # type: ignore[arg-type]
+    if number < 0:
+        allowed = " or None" if optional else ""
+        raise ValueError(f"{what} must be a whole number >= 0{allowed}, not {value!r} ({type(value).__name__}): "
+                         f"pass the {what} as an int")  # fmt: skip
+    return number
+
+
+def _remove_marker(target: str) -> None:
+    """Remove ``target``'s damaged ``.complete`` (a file, or a folder by that name); gone already is no error.
+    No rank can have written a whole one since it was read: that needs this rank's part."""
+    path = os.path.join(target, MARKER)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _parts_done(target: str, step: int, attempt: str, size: int) -> bool:
@@ -168,16 +214,16 @@ def _write_marker(target: str, step: int, size: int, rank: int) -> None:
     """Write ``.complete`` whole, once: a finished temporary file linked to its name (a rank that finds it made by
     another leaves it)."""
     temp = os.path.join(target, f".complete-{rank}-{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(marker_text(step, time.time(), size))
-        handle.flush()
-        os.fsync(handle.fileno())
     try:
-        os.link(temp, os.path.join(target, MARKER))
-    except FileExistsError:
-        pass
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(marker_text(step, time.time(), size))
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, os.path.join(target, MARKER))
     finally:
-        os.unlink(temp)
+        with contextlib.suppress(OSError):  # a write that failed leaves no temporary file either
+            os.unlink(temp)
 
 
 class _Window:
@@ -208,8 +254,15 @@ _POINT_EVERY = 1.0  # seconds between two points of the window (a fast loop keep
 def progress(step: int, total: Optional[int] = None, *, environ: Optional[Mapping[str, str]] = None) -> None:
     """Record that this rank reached ``step`` (of ``total``): a sign of life for hang detection, and the step
     ``ma-submit status`` and ``top`` show and the shim reads (see the module's docstring). Works with or without a
-    checkpoint folder. Never raises for a folder it cannot write."""
+    checkpoint folder. Never raises for a folder it cannot write.
+
+    Raises:
+        ValueError: ``step`` (or ``total``, when given) is not a whole number >= 0: an ``int``, or numpy's or
+            torch's integer scalar.
+    """
     env = os.environ if environ is None else environ
+    step = _whole("step", step)
+    total = None if total is None else _whole("total", total, optional=True)
     touch = env.get(PROGRESS_VAR)
     if touch:
         with contextlib.suppress(OSError):

@@ -11,9 +11,10 @@ coordinator when a plan has several hosts (docs/performance.md).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping, Optional
 
-from .contract.config import ShimConfig
+from .contract.config import Checkpoints, ShimConfig
 from .contract.variables import without_secret
 from .launchers.running import launcher_for
 from .plan.launch_plan import LaunchPlan
@@ -22,7 +23,7 @@ from .report.report import RunResult, format_failure, report_json
 from .report.reportfile import write_report
 from .run import notifier
 from .run.attempts import RestartOutcome, restart_report, run_with_restarts
-from .run.checkpoints import CheckpointKeeper
+from .run.checkpoints import DIR_VAR, CheckpointKeeper
 from .run.hosts import HostsConfig, hosts_config
 from .run.launcher import Launcher
 from .run.policy import RestartPolicy
@@ -43,14 +44,19 @@ __all__ = ["CoordinatedRun", "RunPhase"]
 
 def _checkpoint_keeper(config: ShimConfig) -> Optional[CheckpointKeeper]:
     """The checkpoint folder's keeper, its folder checked (None without ``MALAUNCH_CHECKPOINT_DIR``). Every host
-    prunes its view; only host 0 clears an earlier run's parts (:mod:`.run.checkpoints`).
+    prunes its view; only host 0 clears an earlier run's parts (:mod:`.run.checkpoints`). A relative folder (and
+    source) is taken from the shim's working folder, as the log folder is, and the ranks get it absolute: a rank
+    that changes its working folder still saves and resumes where the shim looks.
 
     Raises:
         ConfigError: the folder is not writable (exit 2).
     """
-    if config.checkpoints is None:
+    given = config.checkpoints
+    if given is None:
         return None
-    keeper = CheckpointKeeper(config.checkpoints, config.cluster.node_rank == 0, say)
+    source = os.path.abspath(given.source) if given.source is not None else None
+    keeper = CheckpointKeeper(Checkpoints(os.path.abspath(given.directory), given.keep, source),
+                              config.cluster.node_rank == 0, say)  # fmt: skip
     keeper.check()
     return keeper
 
@@ -126,6 +132,8 @@ class RunPhase:
                             hang_timeout=config.hang_timeout, **options)  # fmt: skip
 
         ranks_env = without_secret(environ)
+        if keeper is not None:
+            ranks_env = {**ranks_env, DIR_VAR: keeper.config.directory}
         if hosts is None:
             return run_with_restarts(plan, ranks_env, config.policy, run, say, launcher, keeper)
         return self.coordinated(plan, ranks_env, config.policy, run, say, launcher, hosts, keeper)

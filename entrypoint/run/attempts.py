@@ -342,6 +342,9 @@ def _failure_brief(failure: Optional[Failure]) -> Optional[Dict[str, Any]]:
         "log_file": failure.log_file,
         "message": failure.message,
         "tail": list(failure.tail[-_BRIEF_TAIL:]),
+        # another host's failure or loss ended this one (its tail's line names that host); which of this host's own
+        # facts (exit, watch, summary) named a root cause is left out: it can race (tests/entrypoint/golden)
+        **({"source": failure.source} if failure.source in ("peer", "lost") else {}),
     }
 
 

@@ -391,9 +391,16 @@ def report_detail(report: Mapping[str, Any]) -> str:
 
 def _cause_detail(report: Mapping[str, Any]) -> str:
     """``root cause ...``: the job's root cause as the hosts' coordinator chose it (the last attempt's
-    ``job_cause``), else the shim's own (:func:`attempt_cause`); or how the shim was stopped."""
+    ``job_cause``), else the shim's own (:func:`attempt_cause`); or how the shim was stopped. A shim stopped in the
+    back-off after a failed attempt says so first, then that attempt's root cause with the attempt's own class
+    (the job's, ``stopped``, is the stop's)."""
     attempts = report.get("attempts")
     last = attempts[-1] if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict) else {}
+    signal_name, in_backoff = report.get("shim_signal_name"), report.get("stopped_in_backoff")
+    if isinstance(signal_name, str) and isinstance(in_backoff, int) and "attempt" in last:
+        stop = f"shim stopped by {signal_name} during the back-off after attempt {last['attempt']}"
+        before = attempt_cause(last)
+        return f"{stop}; attempt {last['attempt']}'s root cause {before}" if before else stop
     said = attempt_cause(last, report.get("root_cause"), report.get("failure_class"))
     if said:
         return f"root cause {said}"

@@ -3,8 +3,11 @@ real folders: which one is offered, what retention removes, a save every rank ta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -216,3 +219,156 @@ def test_progress_is_recorded_where_the_shim_reads_it(tmp_path: Path) -> None:
     record: Optional[Dict[str, object]] = json.loads((tmp_path / "ck" / ".progress" / "rank-1.json").read_text())
     assert record is not None and (record["step"], record["total"]) == (7, 100)
     checkpoint.progress(8, environ={"RANK": "0"})  # no folder, no file: nothing, no error
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "a folder"])
+def test_a_step_whose_marker_is_damaged_is_saved_again_and_completes(tmp_path: Path, damage: str) -> None:
+    """The shim passes over a checkpoint whose ``.complete`` is damaged and resumes from the one before; the next
+    save of that step must then replace the damaged marker with a whole one, not refuse the step as complete
+    already (the job could never get past it) nor leave the damaged one (the save would never count)."""
+    _complete(tmp_path, "step-00000002", 2)
+    bad = tmp_path / "step-00000004"
+    bad.mkdir()
+    marker = bad / ".complete"
+    if damage == "a folder":
+        marker.mkdir()
+    else:
+        marker.write_text('{"step":' if damage == "truncated" else "")
+    keeper, said = _keeper(tmp_path)
+    assert keeper.before(1) == str(tmp_path / "step-00000002")
+    assert said[0].startswith(f"checkpoint {bad} passed over: its .complete "), said
+    for rank in (0, 1):
+        with checkpoint.save(4, environ=_env(tmp_path, rank, attempt=1)) as folder:
+            Path(folder, f"rank-{rank}.bin").write_text(str(rank))
+    found = checkpoint.latest(str(tmp_path))
+    assert found is not None and (found.path, found.step) == (str(bad), 4)
+    assert json.loads(marker.read_text())["ranks"] == 2
+    assert keeper.before(2) == str(bad) and [name for name in os.listdir(bad) if name.endswith(".tmp")] == []
+
+
+class _Index:
+    """An integer scalar of another library (numpy's ``int64``, a one-element integer tensor of torch): not an
+    ``int``, but a whole number through ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"int64({self.value})"
+
+
+def test_an_integer_scalar_of_numpy_or_torch_is_a_step(tmp_path: Path) -> None:
+    """``checkpoint.progress(step)`` with a numpy or torch integer (a training loop's own counter) must record it,
+    not end the training with ``TypeError: Object of type int64 is not JSON serializable``; ``save`` takes it
+    as the whole number it is."""
+    env = {**_env(tmp_path / "ck", 0), "WORLD_SIZE": "1", "MALAUNCH_PROGRESS_DIR": str(tmp_path / "progress")}
+    checkpoint.progress(_Index(7), _Index(100), environ=env)  # type: ignore[arg-type]
+    record = json.loads((tmp_path / "progress" / "rank-0.json").read_text())
+    assert (record["step"], record["total"]) == (7, 100)
+    with checkpoint.save(_Index(8), environ=env) as folder:  # type: ignore[arg-type]
+        assert folder == str(tmp_path / "ck" / "step-00000008")
+    found = checkpoint.latest(str(tmp_path / "ck"))
+    assert found is not None and found.step == 8
+
+
+@pytest.mark.parametrize("step, shown", [(2.5, "2.5 (float)"), ("3", "'3' (str)"), (None, "None (NoneType)"),
+                                         (-1, "-1 (int)"), (True, "True (bool)")])  # fmt: skip
+def test_a_step_that_is_no_whole_number_is_refused_with_its_value_and_type(tmp_path: Path, step: object,
+                                                                          shown: str) -> None:  # fmt: skip
+    """What is wrong, its value and its type, and what to pass: not an internal ``TypeError`` from a comparison
+    (``'<' not supported between instances of 'str' and 'float'``), nor a record the readers drop."""
+    env = {**_env(tmp_path / "ck", 0), "MALAUNCH_PROGRESS_DIR": str(tmp_path / "progress")}
+    for call in (lambda: checkpoint.progress(step, environ=env),  # type: ignore[arg-type]
+                 lambda: checkpoint.save(step, environ=env).__enter__()):  # type: ignore[arg-type]  # fmt: skip
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert f"step must be a whole number >= 0, not {shown}" in str(raised.value)
+    assert not (tmp_path / "progress").exists()
+    with pytest.raises(ValueError, match=r"total must be a whole number >= 0 or None, not 'x' \(str\)"):
+        checkpoint.progress(1, "x", environ=env)  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_folder_that_is_a_file_or_a_link_loop_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    keeper, _ = _keeper(tmp_path / "file")
+    with pytest.raises(ConfigError, match=r"not writable \(it is a file, not a folder\)"):
+        keeper.check()
+    os.symlink(tmp_path / "loop-b", tmp_path / "loop-a")
+    os.symlink(tmp_path / "loop-a", tmp_path / "loop-b")
+    keeper, _ = _keeper(tmp_path / "loop-a")
+    with pytest.raises(ConfigError, match=r"not writable \(Too many levels of symbolic links\)"):
+        keeper.check()
+
+
+def test_a_checkpoint_folder_gone_between_attempts_is_said(tmp_path: Path) -> None:
+    """The folder held a complete checkpoint before attempt 0; gone (or replaced by a file) before attempt 1, the
+    attempt starts from the beginning, and the console says why, not nothing."""
+    root = tmp_path / "ck"
+    _complete(root, "step-00000002", 2)
+    keeper, said = _keeper(root)
+    keeper.check()
+    assert keeper.before(0) == str(root / "step-00000002")
+    for replaced in ("gone", "a file"):
+        said.clear()
+        shutil.rmtree(root, ignore_errors=True)
+        if replaced == "a file":
+            root.write_text("")
+        assert keeper.before(1) is None and keeper.env({}) == {}
+        why = "No such file or directory" if replaced == "gone" else "it is a file, not a folder"
+        assert said == [f"checkpoint folder {root} cannot be read before attempt 1 ({why}): no checkpoint to "
+                        "resume from, so attempt 1 starts from the beginning; it held step-00000002 (step 2) "
+                        "before attempt 0: restore it, or point MALAUNCH_CHECKPOINT_DIR at the folder that "
+                        "holds it"]  # fmt: skip
+
+
+def test_a_checkpoint_being_removed_is_never_seen_half_removed(tmp_path: Path) -> None:
+    """Hosts sharing one folder prune it at the same time (local, Volcano). Another host's scan of a checkpoint
+    retention was removing file by file saw it without its ``.complete`` and said, wrongly, ``checkpoint
+    …/step-00000002 passed over: it has no .complete (a save that did not finish)`` (seen with two hosts through the
+    local backend), or saw its marker with part of its data gone. A checkpoint leaves its name at once, whole."""
+    files = 400
+    for step in (1, 2, 3, 4):
+        folder = _complete(tmp_path, f"step-{step}", step)
+        for number in range(files):
+            (folder / f"shard-{number}").write_text("x")
+    (tmp_path / ".removing-step-0-123-abcdef" / "shard-0").mkdir(parents=True)  # a removal a killed shim left
+    doomed = ["step-1", "step-2", "step-3"]
+    seen: List[Tuple[str, int, bool]] = []  # (name, files found, marker found) of every doomed folder seen
+    keeper, said = _keeper(tmp_path, keep=1, first_host=False)
+    pruning = threading.Thread(target=keeper.before, args=(1,))
+    pruning.start()
+    while pruning.is_alive() or len(seen) < 3:
+        for name in doomed:
+            with contextlib.suppress(OSError):
+                names = os.listdir(tmp_path / name)
+                seen.append((name, len([item for item in names if item.startswith("shard-")]), ".complete" in names))
+    pruning.join()
+    assert sorted(os.listdir(tmp_path)) == ["step-4"]
+    assert said[0] == "checkpoints removed (keeping the 1 newest complete): step-1, step-2, step-3"
+    half = [item for item in seen if item[1:] != (files, True)]
+    assert not half, f"{len(half)} of {len(seen)} views of a checkpoint being removed saw it half removed: {half[:3]}"
+
+
+def test_a_save_whose_marker_or_part_cannot_be_written_says_so_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A full disk while the last rank writes ``.complete`` (its temporary file links to /dev/full, which refuses
+    every write with ENOSPC): the save is not complete, the error says which checkpoint and what could not be
+    written, not a bare ``[Errno 28] No space left on device``, and no ``.complete-*.tmp`` is left in the folder.
+    A part that cannot be recorded says so the same way."""
+    env = {**_env(tmp_path, 0), "WORLD_SIZE": "1"}
+    target = tmp_path / "step-00000004"
+    (target / ".parts").mkdir(parents=True)
+    os.symlink("/dev/full", target / f".complete-0-{os.getpid()}.tmp")
+    with pytest.raises(OSError) as raised, checkpoint.save(4, environ=env):
+        pass
+    assert str(raised.value) == (f"[Errno 28] checkpoint {target} (step 4) is not complete: its .complete could not "
+                                 "be written (No space left on device): fix the checkpoint folder's file system "
+                                 "(full? read-only?); the next attempt resumes from the newest complete "
+                                 "checkpoint")  # fmt: skip
+    assert sorted(os.listdir(target)) == [".parts"] and checkpoint.latest(str(tmp_path)) is None
+    (tmp_path / "step-00000006" / ".parts" / "rank-0").mkdir(parents=True)  # the part's name is taken
+    with pytest.raises(OSError, match=r"checkpoint .*step-00000006 \(step 6\) is not complete: rank 0's part could "
+                                      r"not be recorded \(Is a directory\)"), checkpoint.save(6, environ=env):
+        pass
