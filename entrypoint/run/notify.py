@@ -47,6 +47,7 @@ __all__ = [
     "notify_payload",
     "parse_notify",
     "payload",
+    "redirect_reason",
     "target_label",
 ]
 
@@ -67,6 +68,14 @@ def target_label(target: Mapping[str, Any]) -> str:
         return f"{parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}/..."
     command = target.get("command")
     return f"command {command[0]}" if isinstance(command, list) and command else "target"
+
+
+def redirect_reason(code: int, url: str, location: Optional[str]) -> str:
+    """Why a webhook that answered ``code`` (a 3xx) to ``url`` did not take the event: a redirect is not followed (an
+    HTTP client asks the new address with a GET and no body for 301, 302 and 303, and a 200 there would count as
+    delivered), so the line names where it points, by scheme and host only, and what to do."""
+    where = f" to {target_label({'url': urllib.parse.urljoin(url, location)})}" if location else ""
+    return f"HTTP {code}: it redirects{where}; give the address it redirects to as the url"
 
 
 def _cause_text(cause: Mapping[str, Any]) -> str:
@@ -131,6 +140,8 @@ def parse_notify(text: str) -> Tuple[Dict[str, Any], float, List[Dict[str, Any]]
             raise ValueError(f"targets[{index}] must have a url or a command (an argv list), not both")
         if isinstance(url, str) and urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ValueError(f"targets[{index}].url must be http(s)")
+        if isinstance(url, str) and any(ord(char) < 32 or ord(char) == 127 for char in url):
+            raise ValueError(f"targets[{index}].url must hold no control character")
         events = target.get("events", list(DEFAULT_EVENTS))
         if not isinstance(events, list) or any(event not in EVENTS for event in events):
             raise ValueError(f"targets[{index}].events must be a list of {', '.join(EVENTS)}")

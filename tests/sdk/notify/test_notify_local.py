@@ -204,13 +204,32 @@ def test_notify_test_sends_a_sample_to_every_target_and_reports_each(
         done = ma_submit(["notify", "test", str(job)], _env(cli_env))
         lines = done.stdout.strip().splitlines()
         assert done.returncode == 3 and len(lines) == 2, (done.stdout, done.stderr)
-        assert lines[0].startswith("ok") and "HTTP 200" in lines[0]
+        assert lines[0].startswith("ok") and lines[0].endswith("(1 try): HTTP 200"), lines[0]
         assert lines[1].startswith("FAILED") and "HTTP 404" in lines[1]
         assert "secret-path" not in done.stdout
         assert receiver.signed() and receiver.posts[0]["data"]["test"] is True
     finally:
         failing.close()
 
+
+
+def test_notify_test_says_a_webhook_that_redirects_did_not_take_the_sample(tmp_path: Path,
+                                                                           cli_env: Dict[str, str]) -> None:
+    """A 302 made requests ask the new address with a GET and no body, whose 200 printed ``ok``: the sample was
+    lost, and the check a user runs before a job said all was well. A redirect is not followed: FAILED, with the
+    code, where it points (scheme and host) and what to do, as the shim says it (exit 3)."""
+    moving = Receiver(answers=[302])
+    try:
+        job = write_job(tmp_path / "job", FAILS_ONCE, name="tried", notify=[{"url": moving.url}])
+        done = ma_submit(["notify", "test", str(job)], cli_env)
+        host = moving.url.split("/")[2]
+        assert done.returncode == 3, (done.stdout, done.stderr)
+        assert done.stdout.split() == ["FAILED", f"http://{host}/...", "(1", "try):", "HTTP", "302:", "it", "redirects",
+                                       "to", f"http://{host}/...;", "give", "the", "address", "it", "redirects", "to",
+                                       "as", "the", "url"], done.stdout  # fmt: skip
+        assert moving.landed == [] and moving.tries == 1
+    finally:
+        moving.close()
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
