@@ -41,6 +41,7 @@ from .kept import KeptReads
 from .listing import Lister, count_restarts
 from .logfiles import LogRefused, host_folders, list_logs, read_log
 from .markup import Markup
+from .opening import open_file, remove_open_file
 from .timeline import timeline_of
 from .usage import UsageWatch
 
@@ -403,10 +404,19 @@ def serve(server: UiServer, say: Callable[[str], None], open_browser: bool) -> N
     if host not in LOOPBACK:
         say(f"warning: listening on {host}: other machines can reach this page (the token still guards it)")
     say(f"the jobs page is at {url} (Ctrl-C stops it)")
-    if open_browser:
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+    opened = ""
+    if open_browser:  # a file that sends the browser on: the token stays off its command line (see .opening)
+        try:
+            opened = open_file(server.app.home, int(server.server_address[1]), url)
+        except OSError as error:
+            say(f"warning: cannot write the file that opens the page in {server.app.home}/ui ({error.strerror}); "
+                "open the URL above yourself")  # fmt: skip
+        else:
+            threading.Thread(target=webbrowser.open, args=(f"file://{opened}",), daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.app.close()
         server.server_close()
+        if opened:
+            remove_open_file(opened)

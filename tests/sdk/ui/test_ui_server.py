@@ -312,3 +312,36 @@ def test_a_body_that_never_comes_holds_no_thread_for_ever(tmp_path: Path, monkey
         stalled = f"POST /action HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 100\r\n\r\nx"
         got = _exchange(port, stalled.encode(), wait=20.0)
         assert got == b"" and time.monotonic() - started < 10, got
+
+
+def test_the_browser_is_opened_on_a_private_file_not_on_the_token(tmp_path: Path, ui_env: Dict[str, str]) -> None:
+    """The browser was started with the URL and its token as an argument: any user of the machine read it in
+    ``ps`` (a browser keeps its first command line for its life) and had the page, as the token is all that guards
+    it on the loopback. As Jupyter does, the browser is given a file of the user's own (mode 0600) that sends it
+    on to the URL; the file is gone once the page stops."""
+    argv_file = tmp_path / "browser-argv"
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {argv_file}\n")
+    browser.chmod(0o755)
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "ui", "--port", "0"], env={**ui_env,
+                            "BROWSER": str(browser), "DISPLAY": ""}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    ui = None
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        ui = Ui(proc, first.split(" at ", 1)[1].split()[0], "", [first])
+        wait_for(lambda: argv_file.exists() and argv_file.read_text().strip() != "", what="the browser is started")
+        token = ui.url.split("token=", 1)[1]
+        (given,) = argv_file.read_text().split()
+        assert token not in given and given.startswith("file://"), given
+        opened = Path(given[len("file://"):])
+        assert opened.stat().st_mode & 0o777 == 0o600 and opened.parent.stat().st_mode & 0o077 == 0
+        assert ui.url in opened.read_text()
+    finally:
+        if ui is not None:
+            stop_ui(ui)
+        else:
+            proc.kill()
+            proc.wait()
+    assert not opened.exists()
