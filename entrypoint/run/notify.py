@@ -61,11 +61,16 @@ _VERSION = 1
 
 
 def target_label(target: Mapping[str, Any]) -> str:
-    """A target as it may be shown: a URL's scheme and host only (its path may hold a token), a command's name."""
+    """A target as it may be shown: a URL's scheme and host only (its path, query, fragment and any password may
+    hold a token), a command's name. Never raises, whatever the URL."""
     url = target.get("url")
     if isinstance(url, str):
-        parts = urllib.parse.urlsplit(url)
-        return f"{parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}/..."
+        try:
+            parts = urllib.parse.urlsplit(url)
+            host, port = parts.hostname, parts.port
+        except ValueError:  # a broken address or port: said by the checks, shown as unknown here
+            return "a webhook (its URL cannot be read)"
+        return f"{parts.scheme}://{host or '?'}{f':{port}' if port else ''}/..."
     command = target.get("command")
     return f"command {command[0]}" if isinstance(command, list) and command else "target"
 

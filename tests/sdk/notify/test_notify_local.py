@@ -181,6 +181,11 @@ def test_a_command_target_gets_the_event_on_stdin_and_in_its_environment(
         ({"url": "ftp://example.org/x"}, "notify[0].url", "must be an http:// or https:// URL"),
         ({"command": ["no-such-program-here-42"]}, "notify[0].command[0]", "is not a program found on PATH"),
         ({"url": "http://127.0.0.1:9/x", "secret_env": "NOT_SET_ANYWHERE"}, "notify[0].secret_env", "not set here"),
+        # a port that is no number or out of range, and a broken IPv6 address: a traceback at submit, or at the
+        # first event (the target's label could not be made), on the old code
+        ({"url": "https://hooks.example.org:abc/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
+        ({"url": "https://hooks.example.org:99999/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
+        ({"url": "http://[::1/tok"}, "notify[0].url", "must be an http:// or https:// URL"),
     ],
 )
 def test_a_bad_target_is_refused_at_submit_in_one_line(
@@ -242,6 +247,20 @@ def test_dry_run_shows_a_webhook_by_its_host_and_no_secret(
     assert done.returncode == 0, done.stderr
     assert "token-42" not in done.stdout + done.stderr and SECRET not in done.stdout + done.stderr
     assert "https://hooks.example.org/..." in done.stdout and "HOOK_SECRET" in done.stdout
+
+
+@pytest.mark.parametrize("url", ["https://bot:pa55word@hooks.example.org/x", "https://hooks.example.org?key=pa55word",
+                                 "https://hooks.example.org#pa55word"])  # fmt: skip
+def test_dry_run_shows_no_password_query_or_fragment_of_a_webhook(tmp_path: Path, cli_env: Dict[str, str],
+                                                                  url: str) -> None:  # fmt: skip
+    """Only a URL's path was hidden: a password before the host, or a token in a query with no path before it,
+    was printed by --dry-run (in MALAUNCH_NOTIFY and in the job's notify list). Scheme and host only."""
+    job = write_job(tmp_path / "job", FAILS_ONCE, name="dry", notify=[{"url": url}])
+    for output in ("text", "json"):
+        done = ma_submit(["--dry-run", "--output", output, str(job)], cli_env)
+        assert done.returncode == 0, done.stderr
+        assert "pa55word" not in done.stdout + done.stderr, done.stdout
+        assert "https://hooks.example.org/..." in done.stdout
 
 
 @pytest.mark.process
