@@ -145,8 +145,8 @@ def parse_notify(text: str) -> Tuple[Dict[str, Any], float, List[Dict[str, Any]]
             raise ValueError(f"targets[{index}] must have a url or a command (an argv list), not both")
         if isinstance(url, str) and urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ValueError(f"targets[{index}].url must be http(s)")
-        if isinstance(url, str) and any(ord(char) < 32 or ord(char) == 127 for char in url):
-            raise ValueError(f"targets[{index}].url must hold no control character")
+        if isinstance(url, str) and any(ord(char) <= 32 or ord(char) == 127 for char in url):
+            raise ValueError(f"targets[{index}].url must hold no space or control character")
         events = target.get("events", list(DEFAULT_EVENTS))
         if not isinstance(events, list) or any(event not in EVENTS for event in events):
             raise ValueError(f"targets[{index}].events must be a list of {', '.join(EVENTS)}")

@@ -10,6 +10,7 @@ which is not followed: :func:`.notify.redirect_reason`). A process of its own, s
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
@@ -41,6 +42,8 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout: float) -> Tupl
         if 300 <= error.code < 400:
             return False, redirect_reason(error.code, url, error.headers.get("Location"))
         return error.code >= 500 or error.code == 429, f"HTTP {error.code}"
+    except (http.client.InvalidURL, ValueError) as error:  # its message holds the URL: the name alone
+        return False, f"its URL cannot be sent: {type(error).__name__}; check the url in the job file"
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         return True, f"{type(reason).__name__}: {reason}" if not isinstance(reason, str) else reason

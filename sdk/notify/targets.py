@@ -64,6 +64,9 @@ def _check_target(target: NotifyTarget, path: str) -> None:
                    "give one of url: https://... or command: [program, args...]")  # fmt: skip
     if target.url is not None:
         check_text(f"{path}.url", target.url)
+        if any(char.isspace() for char in target.url):  # the HTTP client refuses it, and would say the path
+            raise fail(f"{path}.url", "must hold no space (write it as %20)", target.label,
+                       "give the webhook's address as its service shows it")  # fmt: skip
         try:
             parts = urllib.parse.urlsplit(target.url)
         except ValueError:  # a broken address, such as http://[::1/x

@@ -24,7 +24,7 @@ def test_parse_reads_the_sdks_value_and_refuses_what_it_cannot_send() -> None:
     assert [t["events"] for t in targets] == [["failed", "succeeded"], ["hung"]]
     for bad in ({"targets": [{"url": "ftp://h/x"}]}, {"targets": [{"url": "https://h", "command": ["x"]}]},
                 {"targets": [{"command": ["x"], "events": ["exploded"]}]}, {"targets": [], "timeout": 0},
-                {"targets": [{"url": "https://h/x\nmore"}]}):  # fmt: skip
+                {"targets": [{"url": "https://h/x\nmore"}]}, {"targets": [{"url": "https://h/x more"}]}):  # fmt: skip
         with pytest.raises(ValueError):
             parse_notify(json.dumps(bad))
 
@@ -130,3 +130,17 @@ def test_a_webhooks_url_is_on_no_command_line_while_it_is_posted() -> None:
         assert seen == [], seen
     finally:
         receiver.close()
+
+
+def test_a_url_the_http_client_refuses_is_said_without_its_path() -> None:
+    """A URL the HTTP client refuses (a space in its path) crashed the webhook program, whose last line of
+    traceback, the client's message with the path (a hook's token), was the shim's reason, tried three times.
+    It is one try, and the line names the target by its host and says what to do."""
+    said: List[str] = []
+    target = {"url": "http://127.0.0.1:9/hook/sec ret-token", "events": ["failed"]}
+    notifier = Notifier(JOB, 10.0, [target], dict(os.environ), said.append)
+    notifier.send("failed", 0, {"host": 0, "exit_code": 1}, 1)
+    notifier.wait()
+    assert said == ["notify: http://127.0.0.1:9/... did not take the failed event after 1 try within 10s (its URL "
+                    "cannot be sent: InvalidURL; check the url in the job file); the job goes on"], said
+

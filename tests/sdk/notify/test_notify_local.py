@@ -186,6 +186,8 @@ def test_a_command_target_gets_the_event_on_stdin_and_in_its_environment(
         ({"url": "https://hooks.example.org:abc/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
         ({"url": "https://hooks.example.org:99999/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
         ({"url": "http://[::1/tok"}, "notify[0].url", "must be an http:// or https:// URL"),
+        # a space: --dry-run printed what follows it, and the shim's sender said the path in its error
+        ({"url": "https://hooks.example.org/a b"}, "notify[0].url", "must hold no space (write it as %20)"),
     ],
 )
 def test_a_bad_target_is_refused_at_submit_in_one_line(
