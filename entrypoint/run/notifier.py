@@ -123,7 +123,7 @@ class Notifier:
             self.failed.add(index)
         after = f" after {tries} tr{'y' if tries == 1 else 'ies'}" if tries else ""
         self.say(f"notify: {target_label(target)} did not take the {event} event{after} within {self.timeout:g}s "
-                 f"({why}); the job goes on")  # fmt: skip
+                 f"({why}); the job goes on (try the target with 'ma-submit notify test JOB.yaml')")  # fmt: skip
 
     def _once(self, target: Mapping[str, Any], event: str, body: bytes, deadline: float) -> Tuple[bool, str]:
         """One try: ``(retry?, why it failed)``; ``why`` empty when delivered."""

@@ -99,7 +99,7 @@ def test_a_webhook_that_redirects_is_said_not_to_have_taken_the_event(code: int)
         host = receiver.url.split("/")[2]
         assert said == [f"notify: http://{host}/... did not take the failed event after 1 try within 10s (HTTP {code}: "
                         f"it redirects to http://{host}/...; give the address it redirects to as the url); the job "
-                        "goes on"], said  # fmt: skip
+                        "goes on (try the target with 'ma-submit notify test JOB.yaml')"], said  # fmt: skip
     finally:
         receiver.close()
 
@@ -142,5 +142,6 @@ def test_a_url_the_http_client_refuses_is_said_without_its_path() -> None:
     notifier.send("failed", 0, {"host": 0, "exit_code": 1}, 1)
     notifier.wait()
     assert said == ["notify: http://127.0.0.1:9/... did not take the failed event after 1 try within 10s (its URL "
-                    "cannot be sent: InvalidURL; check the url in the job file); the job goes on"], said
+                    "cannot be sent: InvalidURL; check the url in the job file); the job goes on (try the target "
+                    "with 'ma-submit notify test JOB.yaml')"], said
 

@@ -152,6 +152,7 @@ def test_a_receiver_that_never_answers_costs_at_most_the_timeout(
         console = (home / "jobs" / job_id / "hosts" / "0" / "console.log").read_text()
         said = [line for line in console.splitlines() if "notify:" in line]
         assert len(said) == 1 and "within 2s" in said[0] and "the job goes on" in said[0], console
+        assert said[0].endswith("(try the target with 'ma-submit notify test JOB.yaml')"), said
         assert "secret-path" not in console and SECRET not in console
         report = json.loads((home / "jobs" / job_id / "hosts" / "0" / "report.json").read_text())
         assert report["exit_code"] == 7
