@@ -25,7 +25,7 @@ here is re-exported from its one home in the shim:
 - prepare steps: what a host's prepare steps are doing (``prepare_line``);
 - notifications: the events, the payload and its signature, as host 0's shim sends them (``NOTIFY_EVENTS``,
   ``DEFAULT_NOTIFY_EVENTS``, ``DEFAULT_NOTIFY_TIMEOUT``, ``SIGNATURE_HEADER``, ``notify_payload``, ``sign``,
-  ``target_label``).
+  ``target_label``, and ``redirect_reason``: a webhook's redirect is not followed, and this says so).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from .run.notify import (
     DEFAULT_NOTIFY_TIMEOUT,
     NOTIFY_EVENTS,
     notify_payload,
+    redirect_reason,
     target_label,
 )
 from .run.prepare_status import prepare_line
@@ -121,6 +122,7 @@ __all__ = [
     "read_usage",
     "recovery_file",
     "recovery_lines",
+    "redirect_reason",
     "resume_point",
     "seconds_bounds",
     "seconds_default",

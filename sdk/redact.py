@@ -2,8 +2,8 @@
 
 A variable or field whose name contains ``KEY``, ``SECRET``, ``TOKEN`` or ``PASSWORD`` (any case) is secret:
 its value is shown as :data:`MASK`. A notification webhook's URL (a ``url`` field, and the URLs in
-``MALAUNCH_NOTIFY``) is shown with its scheme and host only: a Slack or Teams webhook's path is its token. Only
-what is printed is masked; what is submitted keeps the real values.
+``MALAUNCH_NOTIFY``) is shown with its scheme and host only: a Slack or Teams webhook's path is its token, and a
+password or a query may be one too. Only what is printed is masked; what is submitted keeps the real values.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ __all__ = ["MASK", "SECRET_WORDS", "is_secret_name", "mask_data", "mask_env", "m
 
 SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
 MASK = "***"
-_URL_PATH = re.compile(r"(https?://[^/\s\"']+)/[^\s\"']*", re.IGNORECASE)
+#: A URL: its scheme, any user and password before an ``@``, its host and port, and the rest (path, query, fragment).
+_URL_PATH = re.compile(r"(https?://)(?:[^/\s\"'?#]*@)?([^/\s\"'?#@]+)[^\s\"']*", re.IGNORECASE)
 #: Variables whose value holds webhook URLs.
 _URL_VARIABLES = ("MALAUNCH_NOTIFY",)
 
 
 def mask_urls(text: str) -> str:
-    """``text`` with every http(s) URL's path (and query) shown as ``...``."""
-    return _URL_PATH.sub(r"\1/...", text)
+    """``text`` with every http(s) URL shown by its scheme and host only: ``https://host/...`` (a user and password
+    before the host, the path, the query and the fragment may each hold a token)."""
+    return _URL_PATH.sub(r"\1\2/...", text)
 
 
 def is_secret_name(name: str) -> bool:

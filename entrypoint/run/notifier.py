@@ -27,13 +27,14 @@ if TYPE_CHECKING:
 __all__ = ["Notifier", "attempt_over", "host_event", "install", "job_over", "webhook_argv"]
 
 _FIRST_PAUSE = 0.5
-def webhook_argv(url: str, headers: Mapping[str, str], timeout: float, secret_env: Optional[str] = None) -> List[str]:
-    """The webhook program's command line: it POSTs its stdin to ``url`` with ``headers`` within ``timeout`` s,
-    signed with the value of the variable ``secret_env`` names (its environment's: never on a command line). It
+def webhook_argv(headers: Mapping[str, str], timeout: float, secret_env: Optional[str] = None) -> List[str]:
+    """The webhook program's command line: it POSTs the body on its stdin to the URL on the line before it, with
+    ``headers`` within ``timeout`` s, signed with the value of the variable ``secret_env`` names (its environment's).
+    Neither the URL (its path may be a token) nor the secret is on a command line, which any user may read. It
     starts as the watchdog starts (:mod:`.procs.bareboot`): a bare interpreter that runs :func:`.webhook.main`,
-    whose one line on stdout is the verdict; the body goes on its stdin."""
+    whose one line on stdout is the verdict."""
     signed = [secret_env] if secret_env else []
-    return bare_argv("run.webhook", [url, json.dumps(dict(headers)), f"{timeout:.3f}", *signed])
+    return bare_argv("run.webhook", [json.dumps(dict(headers)), f"{timeout:.3f}", *signed])
 
 
 class Notifier:
@@ -122,7 +123,7 @@ class Notifier:
             self.failed.add(index)
         after = f" after {tries} tr{'y' if tries == 1 else 'ies'}" if tries else ""
         self.say(f"notify: {target_label(target)} did not take the {event} event{after} within {self.timeout:g}s "
-                 f"({why}); the job goes on")  # fmt: skip
+                 f"({why}); the job goes on (try the target with 'ma-submit notify test JOB.yaml')")  # fmt: skip
 
     def _once(self, target: Mapping[str, Any], event: str, body: bytes, deadline: float) -> Tuple[bool, str]:
         """One try: ``(retry?, why it failed)``; ``why`` empty when delivered."""
@@ -155,9 +156,10 @@ class Notifier:
         if isinstance(secret_env, str) and not self.environ.get(secret_env):
             return False, f"its secret variable {secret_env} is not set on host {self.host}"
         # the program signs the body (:mod:`.signature`): the shim never loads hashlib and hmac
-        argv = webhook_argv(str(target["url"]), headers, left, secret_env if isinstance(secret_env, str) else None)
+        argv = webhook_argv(headers, left, secret_env if isinstance(secret_env, str) else None)
+        line = str(target["url"]).encode("utf-8") + b"\n"  # one line: parse_notify refuses a URL with a control byte
         try:  # the program ends itself at its timeout; a second more for the interpreter to start and end
-            done = subprocess.run(argv, input=body, timeout=left + 1.0, check=False, capture_output=True,
+            done = subprocess.run(argv, input=line + body, timeout=left + 1.0, check=False, capture_output=True,
                                   env=self._webhook_env())  # fmt: skip
         except subprocess.TimeoutExpired:
             return True, "timed out"

@@ -47,6 +47,7 @@ __all__ = [
     "notify_payload",
     "parse_notify",
     "payload",
+    "redirect_reason",
     "target_label",
 ]
 
@@ -60,13 +61,26 @@ _VERSION = 1
 
 
 def target_label(target: Mapping[str, Any]) -> str:
-    """A target as it may be shown: a URL's scheme and host only (its path may hold a token), a command's name."""
+    """A target as it may be shown: a URL's scheme and host only (its path, query, fragment and any password may
+    hold a token), a command's name. Never raises, whatever the URL."""
     url = target.get("url")
     if isinstance(url, str):
-        parts = urllib.parse.urlsplit(url)
-        return f"{parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}/..."
+        try:
+            parts = urllib.parse.urlsplit(url)
+            host, port = parts.hostname, parts.port
+        except ValueError:  # a broken address or port: said by the checks, shown as unknown here
+            return "a webhook (its URL cannot be read)"
+        return f"{parts.scheme}://{host or '?'}{f':{port}' if port else ''}/..."
     command = target.get("command")
     return f"command {command[0]}" if isinstance(command, list) and command else "target"
+
+
+def redirect_reason(code: int, url: str, location: Optional[str]) -> str:
+    """Why a webhook that answered ``code`` (a 3xx) to ``url`` did not take the event: a redirect is not followed (an
+    HTTP client asks the new address with a GET and no body for 301, 302 and 303, and a 200 there would count as
+    delivered), so the line names where it points, by scheme and host only, and what to do."""
+    where = f" to {target_label({'url': urllib.parse.urljoin(url, location)})}" if location else ""
+    return f"HTTP {code}: it redirects{where}; give the address it redirects to as the url"
 
 
 def _cause_text(cause: Mapping[str, Any]) -> str:
@@ -131,6 +145,8 @@ def parse_notify(text: str) -> Tuple[Dict[str, Any], float, List[Dict[str, Any]]
             raise ValueError(f"targets[{index}] must have a url or a command (an argv list), not both")
         if isinstance(url, str) and urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ValueError(f"targets[{index}].url must be http(s)")
+        if isinstance(url, str) and any(ord(char) <= 32 or ord(char) == 127 for char in url):
+            raise ValueError(f"targets[{index}].url must hold no space or control character")
         events = target.get("events", list(DEFAULT_EVENTS))
         if not isinstance(events, list) or any(event not in EVENTS for event in events):
             raise ValueError(f"targets[{index}].events must be a list of {', '.join(EVENTS)}")

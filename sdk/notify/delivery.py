@@ -1,7 +1,8 @@
 """Sending one event to one target from the SDK (``ma-submit notify test``, the local queue's own events).
 
 A webhook is POSTed with requests under a tenacity policy (back-off from 0.5 s, doubling; retried on a
-connection error, an HTTP 5xx or 429); a command is run with the event on stdin and in ``MALAUNCH_EVENT`` /
+connection error, an HTTP 5xx or 429; a redirect is not followed, as the shim's sender follows none:
+``redirect_reason``); a command is run with the event on stdin and in ``MALAUNCH_EVENT`` /
 ``MALAUNCH_EVENT_JSON``, retried on a non-zero exit. Everything within ``timeout`` seconds; the result says what
 happened in one line, never the secret or a URL's path.
 """
@@ -15,7 +16,7 @@ from typing import Any, Mapping, NamedTuple
 
 import requests
 import tenacity
-from malaunch.entrypoint.public import SIGNATURE_HEADER, sign
+from malaunch.entrypoint.public import SIGNATURE_HEADER, redirect_reason, sign
 
 from .targets import NotifyTarget
 
@@ -50,11 +51,13 @@ def _post(target: NotifyTarget, event: str, body: bytes, environ: Mapping[str, s
         headers[SIGNATURE_HEADER] = sign(secret.encode("utf-8"), body)
     assert target.url is not None
     try:
-        answer = requests.post(target.url, data=body, headers=headers, timeout=max(0.05, left))
+        answer = requests.post(target.url, data=body, headers=headers, timeout=max(0.05, left), allow_redirects=False)
     except requests.RequestException as error:
         raise _Again(f"{type(error).__name__}") from None
     if answer.status_code >= 500 or answer.status_code == 429:
         raise _Again(f"HTTP {answer.status_code}")
+    if 300 <= answer.status_code < 400:
+        raise _Refused(redirect_reason(answer.status_code, target.url, answer.headers.get("Location")))
     if answer.status_code >= 300:
         raise _Refused(f"HTTP {answer.status_code}")
     return f"HTTP {answer.status_code}"
@@ -97,6 +100,7 @@ def deliver(target: NotifyTarget, data: Mapping[str, Any], environ: Mapping[str,
         reraise=True,
     )
     try:
-        return Delivery(target.label, True, tries, retrying(once))
+        said = retrying(once)  # before the Delivery is made: its tries are counted while it runs
+        return Delivery(target.label, True, tries, said)
     except (_Again, _Refused) as error:
         return Delivery(target.label, False, tries, str(error))

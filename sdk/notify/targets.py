@@ -64,10 +64,24 @@ def _check_target(target: NotifyTarget, path: str) -> None:
                    "give one of url: https://... or command: [program, args...]")  # fmt: skip
     if target.url is not None:
         check_text(f"{path}.url", target.url)
-        scheme = urllib.parse.urlsplit(target.url).scheme.lower()
-        if scheme not in ("http", "https") or not urllib.parse.urlsplit(target.url).hostname:
+        if any(char.isspace() for char in target.url):  # the HTTP client refuses it, and would say the path
+            raise fail(f"{path}.url", "must hold no space (write it as %20)", target.label,
+                       "give the webhook's address as its service shows it")  # fmt: skip
+        try:
+            parts = urllib.parse.urlsplit(target.url)
+        except ValueError:  # a broken address, such as http://[::1/x
+            parts = urllib.parse.urlsplit("")
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
             raise fail(f"{path}.url", "must be an http:// or https:// URL", target.label if scheme else target.url,
                        "give the webhook's https:// address")  # fmt: skip
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise fail(f"{path}.url", "its port must be a number from 1 to 65535", target.label,
+                       "give the webhook's address as its service shows it")  # fmt: skip
     if target.secret_env is not None:
         if target.url is None:
             raise fail(f"{path}.secret_env", "is for a webhook (url) only", target.secret_env)

@@ -41,6 +41,7 @@ from .kept import KeptReads
 from .listing import Lister, count_restarts
 from .logfiles import LogRefused, host_folders, list_logs, read_log
 from .markup import Markup
+from .opening import open_file, remove_open_file
 from .timeline import timeline_of
 from .usage import UsageWatch
 
@@ -49,6 +50,7 @@ __all__ = ["PAGE_SIZE", "UiApp", "UiServer", "serve", "start"]
 #: Jobs per page.
 PAGE_SIZE = 50
 _MERGED_MAX = 2000  # lines of the merged view sent at once
+_BODY_MAX = 1 << 16  # the most bytes of a request's body: an action's form is a few hundred
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -135,6 +137,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "malaunch-ui"
     sys_version = ""
+    timeout = 30.0  # seconds a connection may stay silent (mid-request or idle between requests): then it is closed
+    body = b""  # the request's body, read whole before it is checked (:meth:`_read_body`)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the terminal shows only what ``ma-submit ui`` says."""
@@ -161,8 +165,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _refused(self, why: str) -> Answer:
         return _page(pages.message_page("Refused", why), 403)
 
+    def _read_body(self) -> Optional[Answer]:
+        """Read the request's body whole into :attr:`body`, before anything else looks at the request: what is left
+        unread on the connection would be read as the next request (one smuggled in a form's body). A body without
+        a length, a length that is no number and one over :data:`_BODY_MAX` are refused, and the connection then
+        closed (its unread bytes are never a request)."""
+        length = self.headers.get("Content-Length")
+        why = ""
+        if self.headers.get("Transfer-Encoding") is not None:
+            code, why = 411, "a body in chunks (Transfer-Encoding) is not read; send it with a Content-Length"
+        elif length is not None and not (length.isascii() and length.isdigit()):
+            code, why = 400, f"the Content-Length {length[:40]!r} is not a number of bytes; send the form's own"
+        elif length is not None and int(length) > _BODY_MAX:
+            code, why = 413, f"the body is too large ({length} bytes, at most {_BODY_MAX}); use the page's forms"
+        if why:
+            self.close_connection = True
+            return Answer(code, pages.message_page("Refused", why).encode("utf-8"), headers=(("Connection", "close"),))
+        self.body = self.rfile.read(int(length)) if length else b""
+        return None
+
     def _guarded(self, route: Callable[[str, Dict[str, List[str]]], Answer]) -> None:
         app = self.server.app
+        refused = self._read_body()
+        if refused is not None:
+            self._send(refused)
+            return
         parts = urlsplit(self.path)
         query = parse_qs(parts.query, keep_blank_values=True)
         token = query.pop("token", None)
@@ -309,8 +336,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _post(self, path: str, query: Dict[str, List[str]]) -> Answer:
         app = self.server.app
-        length = _int(self.headers.get("Content-Length") or "0")
-        form = parse_qs(self.rfile.read(min(length, 1 << 16)).decode("utf-8", errors="replace"), keep_blank_values=True)
+        form = parse_qs(self.body.decode("utf-8", errors="replace"), keep_blank_values=True)
         verdict = app.guard.check_post(_one(form, "csrf") or None, self.headers.get("Origin"), self.headers.get("Host"))
         if not verdict.ok:
             return self._refused(verdict.why)
@@ -378,10 +404,19 @@ def serve(server: UiServer, say: Callable[[str], None], open_browser: bool) -> N
     if host not in LOOPBACK:
         say(f"warning: listening on {host}: other machines can reach this page (the token still guards it)")
     say(f"the jobs page is at {url} (Ctrl-C stops it)")
-    if open_browser:
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+    opened = ""
+    if open_browser:  # a file that sends the browser on: the token stays off its command line (see .opening)
+        try:
+            opened = open_file(server.app.home, int(server.server_address[1]), url)
+        except OSError as error:
+            say(f"warning: cannot write the file that opens the page in {server.app.home}/ui ({error.strerror}); "
+                "open the URL above yourself")  # fmt: skip
+        else:
+            threading.Thread(target=webbrowser.open, args=(f"file://{opened}",), daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.app.close()
         server.server_close()
+        if opened:
+            remove_open_file(opened)

@@ -1,5 +1,7 @@
 """A webhook receiver on 127.0.0.1 for the notification tests: records every POST (headers and body), and answers
-as told: a list of status codes to give first (then 200), or ``hang`` (never answers until closed)."""
+as told: a list of status codes to give first (then 200), or ``hang`` (never answers until closed). A 3xx answer
+sends the browser on to ``/landed`` (its ``Location``); what comes there is recorded in ``landed``. ``on_post`` is
+called as each POST arrives, before it is answered (a test looks at the machine while the sender waits)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import hmac
 import http.server
 import json
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from serving import stop_serving
 
@@ -16,8 +18,11 @@ from serving import stop_serving
 class Receiver:
     """``url``: where to POST; ``events``: the bodies received (parsed), in order; ``verified``: signatures."""
 
-    def __init__(self, answers: Optional[List[int]] = None, hang: bool = False, secret: str = "") -> None:
+    def __init__(self, answers: Optional[List[int]] = None, hang: bool = False, secret: str = "",
+                 on_post: Optional[Callable[[], None]] = None) -> None:  # fmt: skip
         self.answers = list(answers or [])
+        self.on_post = on_post
+        self.landed: List[str] = []  # the method of each request that followed a redirect
         self.hang, self.secret = hang, secret
         self.posts: List[Dict[str, Any]] = []
         self.tries = 0
@@ -27,8 +32,24 @@ class Receiver:
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._landed()
+
+            def _landed(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.landed.append(str(self.command))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def do_POST(self) -> None:
+                if self.path == "/landed":
+                    self._landed()
+                    return
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if receiver.on_post is not None:
+                    receiver.on_post()
                 with receiver.lock:
                     receiver.tries += 1
                     status = receiver.answers.pop(0) if receiver.answers else 200
@@ -44,6 +65,8 @@ class Receiver:
                         receiver.posts.append({"headers": dict(self.headers), "body": body,
                                                "data": json.loads(body)})  # fmt: skip
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", "/landed")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

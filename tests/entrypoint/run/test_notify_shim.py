@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
+from malaunch.entrypoint.run.notifier import Notifier
 from malaunch.entrypoint.run.notify import parse_notify, payload, target_label
 from malaunch.entrypoint.run.signature import sign
 from notify_receiver import Receiver
@@ -21,7 +23,8 @@ def test_parse_reads_the_sdks_value_and_refuses_what_it_cannot_send() -> None:
     assert (job, timeout) == ({"id": "j"}, 3.0)
     assert [t["events"] for t in targets] == [["failed", "succeeded"], ["hung"]]
     for bad in ({"targets": [{"url": "ftp://h/x"}]}, {"targets": [{"url": "https://h", "command": ["x"]}]},
-                {"targets": [{"command": ["x"], "events": ["exploded"]}]}, {"targets": [], "timeout": 0}):  # fmt: skip
+                {"targets": [{"command": ["x"], "events": ["exploded"]}]}, {"targets": [], "timeout": 0},
+                {"targets": [{"url": "https://h/x\nmore"}]}, {"targets": [{"url": "https://h/x more"}]}):  # fmt: skip
         with pytest.raises(ValueError):
             parse_notify(json.dumps(bad))
 
@@ -76,3 +79,69 @@ def test_a_shim_started_as_a_pod_sends_restarted_then_succeeded_signed(tmp_path:
         assert "pod-secret" not in done.stdout + done.stderr
     finally:
         receiver.close()
+
+
+JOB = {"id": "hooked-1", "name": "hooked", "backend": "local"}
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_webhook_that_redirects_is_said_not_to_have_taken_the_event(code: int) -> None:
+    """A 301, 302 or 303 made the HTTP client ask the new address with a GET and no body, whose 200 counted as
+    delivered: the event was lost and nothing said so. A redirect is not followed: one line names the target, the
+    code and what to do (give the address it redirects to), never the URL's path."""
+    receiver = Receiver(answers=[code])
+    said: List[str] = []
+    try:
+        notifier = Notifier(JOB, 10.0, [{"url": receiver.url, "events": ["failed"]}], dict(os.environ), said.append)
+        notifier.send("failed", 0, {"host": 0, "exit_code": 1}, 1)
+        notifier.wait()
+        assert receiver.landed == [] and receiver.tries == 1, (receiver.landed, receiver.tries)
+        host = receiver.url.split("/")[2]
+        assert said == [f"notify: http://{host}/... did not take the failed event after 1 try within 10s (HTTP {code}: "
+                        f"it redirects to http://{host}/...; give the address it redirects to as the url); the job "
+                        "goes on (try the target with 'ma-submit notify test JOB.yaml')"], said  # fmt: skip
+    finally:
+        receiver.close()
+
+
+def test_a_webhooks_url_is_on_no_command_line_while_it_is_posted() -> None:
+    """The webhook program got the URL as an argument, so any user of the machine saw a Slack or Teams hook's token
+    (its path) in ``ps`` while an event was sent. It reads the URL from its stdin now: while the receiver holds the
+    POST, no process's command line holds the path."""
+    seen: List[str] = []
+
+    def look() -> None:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+                except OSError:
+                    continue
+                if "secret-path" in line:
+                    seen.append(line)
+
+    receiver = Receiver(on_post=look)
+    said: List[str] = []
+    try:
+        notifier = Notifier(JOB, 10.0, [{"url": receiver.url, "events": ["failed"]}], dict(os.environ), said.append)
+        notifier.send("failed", 0, {"host": 0, "exit_code": 1}, 1)
+        notifier.wait()
+        assert receiver.events() == ["failed"] and said == [], said
+        assert seen == [], seen
+    finally:
+        receiver.close()
+
+
+def test_a_url_the_http_client_refuses_is_said_without_its_path() -> None:
+    """A URL the HTTP client refuses (a space in its path) crashed the webhook program, whose last line of
+    traceback, the client's message with the path (a hook's token), was the shim's reason, tried three times.
+    It is one try, and the line names the target by its host and says what to do."""
+    said: List[str] = []
+    target = {"url": "http://127.0.0.1:9/hook/sec ret-token", "events": ["failed"]}
+    notifier = Notifier(JOB, 10.0, [target], dict(os.environ), said.append)
+    notifier.send("failed", 0, {"host": 0, "exit_code": 1}, 1)
+    notifier.wait()
+    assert said == ["notify: http://127.0.0.1:9/... did not take the failed event after 1 try within 10s (its URL "
+                    "cannot be sent: InvalidURL; check the url in the job file); the job goes on (try the target "
+                    "with 'ma-submit notify test JOB.yaml')"], said
+

@@ -201,3 +201,33 @@ def test_a_cpu_counted_machine_runs_a_larger_job_alone_and_a_counted_one_refuses
     assert soft.soft and soft.need_of(2, 2) == min(4, soft.devices) and soft.need_of(1, 1) == 1
     given = machine_capacity({"MALAUNCH_LOCAL_CAPACITY": "2"}, None, dev=str(tmp_path))
     assert not given.soft and given.need_of(2, 2) == 4
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("cleanup_jobs")
+def test_a_damaged_queue_entry_is_rebuilt_in_its_place_or_ends_its_job_in_one_line(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """A waiting job's queue file cut short (a full disk, a crash of the machine) was skipped by every reader: the
+    scheduler saw an empty queue and exited, and the job stayed PENDING for ever ('the job runner has not started
+    the hosts yet'), its 'ma-submit wait' never ending. Its name holds its place and id and its folder its plan:
+    it is rebuilt and starts in its turn; one whose plan cannot be read either ends FAILED, saying so."""
+    env = _env(cli_env, 1)
+    ids = _submit(_jobs(tmp_path, 3), env, home)
+    wait_for(lambda: len(_starts(tmp_path)) == 1, what="the first job runs")
+    entries = {name.split("-", 1)[1].rsplit(".", 1)[0]: home / "queue" / name
+               for name in os.listdir(home / "queue") if name[:1].isdigit()}  # fmt: skip
+    for job_id in ids[1:]:
+        entries[job_id].write_text('{"job_id": ')
+    (home / "jobs" / ids[2] / "plan.json").write_text("{")
+    _open_gate(tmp_path, 0)
+    wait_for(lambda: len(_starts(tmp_path)) == 2, what="the job whose entry was rebuilt starts")
+    _open_gate(tmp_path, 1)
+    assert ma_submit(["wait", ids[1]], env, timeout=120).returncode == 0
+    ended = ma_submit(["wait", ids[2]], env, timeout=120)
+    status = _status(env, ids[2])
+    assert status["state"] == "FAILED" and ended.returncode != 0, (status, ended.stderr)
+    assert status["message"] == (f"its queue entry {entries[ids[2]]} was damaged and its plan.json cannot be read, "
+                                 "so it never started; submit the job file again"), status["message"]  # fmt: skip
+    assert [index for index, _ in _starts(tmp_path)] == [0, 1]
+    assert [name for name in os.listdir(home / "queue") if name[:1].isdigit()] == []

@@ -152,6 +152,7 @@ def test_a_receiver_that_never_answers_costs_at_most_the_timeout(
         console = (home / "jobs" / job_id / "hosts" / "0" / "console.log").read_text()
         said = [line for line in console.splitlines() if "notify:" in line]
         assert len(said) == 1 and "within 2s" in said[0] and "the job goes on" in said[0], console
+        assert said[0].endswith("(try the target with 'ma-submit notify test JOB.yaml')"), said
         assert "secret-path" not in console and SECRET not in console
         report = json.loads((home / "jobs" / job_id / "hosts" / "0" / "report.json").read_text())
         assert report["exit_code"] == 7
@@ -181,6 +182,13 @@ def test_a_command_target_gets_the_event_on_stdin_and_in_its_environment(
         ({"url": "ftp://example.org/x"}, "notify[0].url", "must be an http:// or https:// URL"),
         ({"command": ["no-such-program-here-42"]}, "notify[0].command[0]", "is not a program found on PATH"),
         ({"url": "http://127.0.0.1:9/x", "secret_env": "NOT_SET_ANYWHERE"}, "notify[0].secret_env", "not set here"),
+        # a port that is no number or out of range, and a broken IPv6 address: a traceback at submit, or at the
+        # first event (the target's label could not be made), on the old code
+        ({"url": "https://hooks.example.org:abc/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
+        ({"url": "https://hooks.example.org:99999/tok"}, "notify[0].url", "its port must be a number from 1 to 65535"),
+        ({"url": "http://[::1/tok"}, "notify[0].url", "must be an http:// or https:// URL"),
+        # a space: --dry-run printed what follows it, and the shim's sender said the path in its error
+        ({"url": "https://hooks.example.org/a b"}, "notify[0].url", "must hold no space (write it as %20)"),
     ],
 )
 def test_a_bad_target_is_refused_at_submit_in_one_line(
@@ -204,13 +212,32 @@ def test_notify_test_sends_a_sample_to_every_target_and_reports_each(
         done = ma_submit(["notify", "test", str(job)], _env(cli_env))
         lines = done.stdout.strip().splitlines()
         assert done.returncode == 3 and len(lines) == 2, (done.stdout, done.stderr)
-        assert lines[0].startswith("ok") and "HTTP 200" in lines[0]
+        assert lines[0].startswith("ok") and lines[0].endswith("(1 try): HTTP 200"), lines[0]
         assert lines[1].startswith("FAILED") and "HTTP 404" in lines[1]
         assert "secret-path" not in done.stdout
         assert receiver.signed() and receiver.posts[0]["data"]["test"] is True
     finally:
         failing.close()
 
+
+
+def test_notify_test_says_a_webhook_that_redirects_did_not_take_the_sample(tmp_path: Path,
+                                                                           cli_env: Dict[str, str]) -> None:
+    """A 302 made requests ask the new address with a GET and no body, whose 200 printed ``ok``: the sample was
+    lost, and the check a user runs before a job said all was well. A redirect is not followed: FAILED, with the
+    code, where it points (scheme and host) and what to do, as the shim says it (exit 3)."""
+    moving = Receiver(answers=[302])
+    try:
+        job = write_job(tmp_path / "job", FAILS_ONCE, name="tried", notify=[{"url": moving.url}])
+        done = ma_submit(["notify", "test", str(job)], cli_env)
+        host = moving.url.split("/")[2]
+        assert done.returncode == 3, (done.stdout, done.stderr)
+        assert done.stdout.split() == ["FAILED", f"http://{host}/...", "(1", "try):", "HTTP", "302:", "it", "redirects",
+                                       "to", f"http://{host}/...;", "give", "the", "address", "it", "redirects", "to",
+                                       "as", "the", "url"], done.stdout  # fmt: skip
+        assert moving.landed == [] and moving.tries == 1
+    finally:
+        moving.close()
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
@@ -223,6 +250,20 @@ def test_dry_run_shows_a_webhook_by_its_host_and_no_secret(
     assert done.returncode == 0, done.stderr
     assert "token-42" not in done.stdout + done.stderr and SECRET not in done.stdout + done.stderr
     assert "https://hooks.example.org/..." in done.stdout and "HOOK_SECRET" in done.stdout
+
+
+@pytest.mark.parametrize("url", ["https://bot:pa55word@hooks.example.org/x", "https://hooks.example.org?key=pa55word",
+                                 "https://hooks.example.org#pa55word"])  # fmt: skip
+def test_dry_run_shows_no_password_query_or_fragment_of_a_webhook(tmp_path: Path, cli_env: Dict[str, str],
+                                                                  url: str) -> None:  # fmt: skip
+    """Only a URL's path was hidden: a password before the host, or a token in a query with no path before it,
+    was printed by --dry-run (in MALAUNCH_NOTIFY and in the job's notify list). Scheme and host only."""
+    job = write_job(tmp_path / "job", FAILS_ONCE, name="dry", notify=[{"url": url}])
+    for output in ("text", "json"):
+        done = ma_submit(["--dry-run", "--output", output, str(job)], cli_env)
+        assert done.returncode == 0, done.stderr
+        assert "pa55word" not in done.stdout + done.stderr, done.stdout
+        assert "https://hooks.example.org/..." in done.stdout
 
 
 @pytest.mark.process

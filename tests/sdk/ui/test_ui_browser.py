@@ -19,6 +19,7 @@ from typing import Any, Dict, List
 import pytest
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.status import JobState
+from malaunch.sdk.ui.opening import open_file
 from sdkutil import VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
@@ -197,3 +198,12 @@ def test_a_broken_cloud_profile_shows_its_error_in_place_and_local_jobs_still_sh
         screenshot(browser, "ui-sweep", tmp_path)
     finally:
         stop_ui(ui)
+
+
+def test_the_file_the_browser_is_opened_on_leads_to_the_jobs_page(tmp_path: Path, ui: Ui, browser: Any) -> None:
+    """The file ``ma-submit ui`` gives the browser in place of the URL (:mod:`malaunch.sdk.ui.opening`) leads a
+    real browser to the jobs page, signed in by the cookie, and leaves no token in its address bar."""
+    path = open_file(str(tmp_path), int(ui.base.rsplit(":", 1)[1]), ui.url)
+    browser.get(f"file://{path}")
+    _until(browser, lambda d: d.current_url == f"{ui.base}/", "the jobs page, without the token")
+    assert browser.find_element(By.CSS_SELECTOR, "nav .brand").text == "malaunch"

@@ -7,11 +7,13 @@ of an ended job's folder for paging, as the history bench grows a home).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -20,6 +22,7 @@ import requests
 from malaunch.sdk.backends.events import JobEvent
 from malaunch.sdk.backends.inside import HostUsage, UsageReport
 from malaunch.sdk.backends.job_index import JobIndex
+from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.errors import JobNotRunning
 from malaunch.sdk.status import HostState, HostStatus, JobState, JobStatus
 from malaunch.sdk.ui.auth import Guard
@@ -27,11 +30,12 @@ from malaunch.sdk.ui.command import shown_backends
 from malaunch.sdk.ui.logfiles import LogRefused, host_folders, read_log
 from malaunch.sdk.ui.markup import Markup, html, join
 from malaunch.sdk.ui.pages import usage_part
+from malaunch.sdk.ui.server import Handler
 from malaunch.sdk.ui.svg import timeline_svg
 from malaunch.sdk.ui.timeline import timeline_of
 from malaunch.sdk.ui.usage import UsageWatch
 from sdkutil import VENV_BIN, job_ids, ma_submit, wait_for, write_job
-from uiutil import Ui, start_ui, stop_ui
+from uiutil import Ui, page_server, start_ui, stop_ui
 
 #: Fails in attempt 0 (exit 3) after printing a line with markup; succeeds in attempt 1.
 FLAKY = """
@@ -253,3 +257,91 @@ def test_the_jobs_page_pages_and_filters_through_the_index(tmp_path: Path, ui_en
         assert "1-50 of 120" in session.get(f"{ui.base}/", timeout=30).text
     finally:
         stop_ui(ui)
+
+
+def _exchange(port: int, data: bytes, wait: float = 10.0) -> bytes:
+    """Send ``data`` on one connection and read every byte the server answers until it closes (or ``wait`` s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as conn:
+        conn.sendall(data)
+        got = b""
+        with contextlib.suppress(socket.timeout, ConnectionResetError):
+            while True:
+                more = conn.recv(1 << 16)
+                if not more:
+                    break
+                got += more
+    return got
+
+
+@pytest.mark.process
+def test_a_body_is_read_whole_or_refused_and_never_read_as_the_next_request(ui: Ui) -> None:
+    """The server read at most 64 KiB of an action's body, and none of a chunked one or of a request the guard
+    refused: on the same connection the rest was read as the next request and answered (a request smuggled in a
+    form's body, which a page of another origin can send). Now the whole body is read, or the request is refused
+    in one answer (413, 411, 400) and the connection closed: one answer per connection, whatever the body holds."""
+    port = int(ui.base.rsplit(":", 1)[1])
+    token = ui.url.split("token=", 1)[1]
+    smuggled = f"GET /sweeps HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: malaunch-ui-{port}={token}\r\n\r\n".encode()
+    head = f"POST /action HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: malaunch-ui-{port}={token}\r\n"
+    big = b"csrf=x&a=".ljust(1 << 16, b"a") + smuggled  # the old server read 64 KiB: the rest was a request
+    cases = {
+        "big": (head + f"Content-Length: {len(big)}\r\n\r\n").encode() + big,
+        "chunked": (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + smuggled,
+        "refused": f"POST /action HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {len(smuggled)}\r\n\r\n"
+        .encode() + smuggled,
+        "length": (head + "Content-Length: -1\r\n\r\n").encode() + smuggled,
+    }  # fmt: skip
+    codes = {}
+    for name, data in cases.items():
+        answered = re.findall(rb"HTTP/1\.1 (\d{3}) [A-Za-z ]+\r\n", _exchange(port, data))  # a body ends in no newline
+        codes[name] = [int(code) for code in answered]
+    assert codes == {"big": [413], "chunked": [411], "refused": [403], "length": [400]}, codes
+    refused = requests.post(f"{ui.base}/action", data=b"x" * (1 << 17), timeout=30,
+                            cookies={f"malaunch-ui-{port}": token})  # fmt: skip
+    assert refused.status_code == 413, refused.text
+    assert "the body is too large (131072 bytes, at most 65536)" in refused.text, refused.text
+
+
+def test_a_body_that_never_comes_holds_no_thread_for_ever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request that promised more body than it sent held its thread for ever (no timeout on the socket): any
+    program could fill the page's server with them. The connection is dropped after the server's idle time."""
+    monkeypatch.setattr(Handler, "timeout", 1.0)
+    with page_server("local", LocalBackend(home=str(tmp_path)), str(tmp_path)) as server:
+        port = int(server.server_address[1])
+        started = time.monotonic()
+        stalled = f"POST /action HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 100\r\n\r\nx"
+        got = _exchange(port, stalled.encode(), wait=20.0)
+        assert got == b"" and time.monotonic() - started < 10, got
+
+
+def test_the_browser_is_opened_on_a_private_file_not_on_the_token(tmp_path: Path, ui_env: Dict[str, str]) -> None:
+    """The browser was started with the URL and its token as an argument: any user of the machine read it in
+    ``ps`` (a browser keeps its first command line for its life) and had the page, as the token is all that guards
+    it on the loopback. As Jupyter does, the browser is given a file of the user's own (mode 0600) that sends it
+    on to the URL; the file is gone once the page stops."""
+    argv_file = tmp_path / "browser-argv"
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {argv_file}\n")
+    browser.chmod(0o755)
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), "ui", "--port", "0"], env={**ui_env,
+                            "BROWSER": str(browser), "DISPLAY": ""}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    ui = None
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        ui = Ui(proc, first.split(" at ", 1)[1].split()[0], "", [first])
+        wait_for(lambda: argv_file.exists() and argv_file.read_text().strip() != "", what="the browser is started")
+        token = ui.url.split("token=", 1)[1]
+        (given,) = argv_file.read_text().split()
+        assert token not in given and given.startswith("file://"), given
+        opened = Path(given[len("file://"):])
+        assert opened.stat().st_mode & 0o777 == 0o600 and opened.parent.stat().st_mode & 0o077 == 0
+        assert ui.url in opened.read_text()
+    finally:
+        if ui is not None:
+            stop_ui(ui)
+        else:
+            proc.kill()
+            proc.wait()
+    assert not opened.exists()

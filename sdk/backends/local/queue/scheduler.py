@@ -1,7 +1,8 @@
 """The local queue's one scheduler: ``python -m malaunch.sdk.backends.local.queue.scheduler HOME``.
 
 It holds ``scheduler.lock`` for its life, and every quarter second, holding the queue's lock: puts back what a
-killed scheduler left half-started, counts the devices the running jobs take, starts the waiting jobs that fit
+killed scheduler left half-started, rebuilds a damaged entry from its job's plan (:func:`repair`), counts the
+devices the running jobs take, starts the waiting jobs that fit
 in order (:func:`~.store.plan_queue`) and writes why the others wait. It exits when the queue is empty, letting
 its lock go while it still holds the queue's (so a job queued meanwhile finds no scheduler and starts one).
 
@@ -23,13 +24,14 @@ from malaunch.entrypoint.public import read_info
 
 from ....home import write_json_atomic
 from ....plan import new_job_secret
-from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive, runner_pid
+from ....status import JobState
+from ..jobdir import JobPaths, is_job_process, job_processes, pid_alive, read_json, runner_pid
 from ..spawn import spawn_runner
-from ..state import read_state
-from .capacity import machine_capacity
+from ..state import StateWriter, read_state
+from .capacity import job_need, machine_capacity
 from .store import QueueEntry, QueueStore, plan_queue
 
-__all__ = ["ENV_FILE", "SCHEDULER_MODULE", "ensure_scheduler", "main", "schedule_once", "used_devices"]
+__all__ = ["ENV_FILE", "SCHEDULER_MODULE", "ensure_scheduler", "main", "repair", "schedule_once", "used_devices"]
 
 SCHEDULER_MODULE = "malaunch.sdk.backends.local.queue.scheduler"
 ENV_FILE = "queued-env.json"
@@ -95,16 +97,55 @@ def _recover(home: str, store: QueueStore) -> None:
             store.put_back(entry)
 
 
+def _whole(value: object) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rebuilt(paths: JobPaths, seq: int, total: int) -> Optional[QueueEntry]:
+    """The entry of ``paths``' job as its plan gives it (None: the plan cannot be read)."""
+    spec = (read_json(paths.plan_file) or {}).get("spec")
+    resources = spec.get("resources") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(resources, dict):
+        return None
+    hosts, per_host = _whole(resources.get("hosts")), _whole(resources.get("devices_per_host"))
+    priority = _whole(spec.get("priority") or 0)
+    if hosts is None or per_host is None or priority is None:
+        return None
+    return QueueEntry(paths.job_id, min(job_need(hosts, per_host), total), priority, seq, time.time())
+
+
+def repair(home: str, store: QueueStore, total: int) -> None:
+    """Entry files that cannot be read (cut short by a full disk or a crash): rebuilt in their place (the name
+    gives the order and the id) from the job's plan (its hosts, devices per host and priority; at most ``total``
+    devices), else removed, and the job, when its folder is there, recorded FAILED saying why (it can never start
+    without its plan). One line each on the scheduler's output (``scheduler.log``). Call with the queue's lock held."""
+    for path, seq, job_id in store.damaged():
+        paths = JobPaths(home, job_id)
+        entry = _rebuilt(paths, seq, total)
+        if entry is not None:
+            store.rewrite(entry, path)  # a starting one is then looked at as any other (_recover)
+            print(f"queue: {path} was damaged; rebuilt from {paths.plan_file}", flush=True)
+            continue
+        store.remove(path)
+        final = read_state(paths.state_file).data
+        if final is not None and not JobState(final["state"]).is_terminal:
+            final.update(state="FAILED", ended_at=time.time(), message=f"its queue entry {path} was damaged and its "
+                         "plan.json cannot be read, so it never started; submit the job file again")  # fmt: skip
+            StateWriter(paths).save_final(final)
+        print(f"queue: {path} was damaged and {paths.plan_file} cannot be read: job {job_id} ended", flush=True)
+
+
 def schedule_once(home: str, store: QueueStore, environ: Mapping[str, str], capacity: Optional[str] = None) -> int:
     """One pass (call with the queue's lock held): start what fits, say why the rest waits; jobs left waiting."""
+    recorded = store.capacity()
+    total = recorded if recorded is not None and capacity is None else machine_capacity(environ, capacity).devices
+    repair(home, store, total)
     _recover(home, store)
     entries = [entry for entry in store.entries() if os.path.isdir(JobPaths(home, entry.job_id).job_dir)
                or not store.remove(store.entry_name(entry))]  # fmt: skip
     if not entries:
         store.write_reasons({})
         return 0
-    recorded = store.capacity()
-    total = recorded if recorded is not None and capacity is None else machine_capacity(environ, capacity).devices
     start, reasons = plan_queue(entries, total, used_devices(home, [entry.job_id for entry in entries]))
     for entry in start:
         start_entry(home, entry, store)
@@ -115,7 +156,7 @@ def schedule_once(home: str, store: QueueStore, environ: Mapping[str, str], capa
 def ensure_scheduler(home: str, environ: Mapping[str, str]) -> bool:
     """Start a scheduler when jobs wait and none runs (call with the queue's lock held); True when started."""
     store = QueueStore(home)
-    if not store.entries() and not store.entries(starting=True):
+    if not store.entries() and not store.entries(starting=True) and not store.damaged():
         return False
     if store.scheduler_running():
         return False
@@ -137,7 +178,7 @@ def run(home: str, environ: Mapping[str, str]) -> int:
                           {"pid": os.getpid(), "start": info.start if info is not None else None})  # fmt: skip
         while True:
             with store.locked():
-                if schedule_once(home, store, environ) == 0 and not store.entries():
+                if schedule_once(home, store, environ) == 0 and not store.entries() and not store.damaged():
                     held.close()  # let go while the queue's lock is still held (see the module's docstring)
                     return 0
             time.sleep(_TICK)

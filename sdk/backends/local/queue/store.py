@@ -8,7 +8,9 @@
 - ``scheduler.lock``: held by the one scheduler for its whole life (the kernel lets it go when it dies, so the next
   caller takes over); ``reasons.json``: why each waiting job waits, for ``status`` and ``list``.
 
-Every read is defensive: a damaged entry file is skipped (and said by ``status``), never fatal.
+Every read is defensive: a damaged entry file is never fatal. Readers skip it; :meth:`QueueStore.damaged` names it
+(its file name holds the job's place and id), and the scheduler rebuilds it from the job's plan or ends the job
+saying why (:func:`.scheduler.repair`), so no job waits for ever behind a file nobody can read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from typing import ContextManager, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -25,6 +28,7 @@ __all__ = ["QueueEntry", "QueueStore", "plan_queue"]
 
 _SUFFIX = ".json"
 _STARTING = ".starting"
+_NAME = re.compile(r"(\d{20})-(.+)\.(json|starting)\Z")  # an entry's file: <seq>-<job id><suffix>
 
 
 class QueueEntry(NamedTuple):
@@ -106,6 +110,19 @@ class QueueStore:
             if entry is not None:
                 found.append(entry)
         return sorted(found, key=lambda item: item.order)
+
+    def damaged(self) -> List[Tuple[str, int, str]]:
+        """The entry files (waiting or starting) that cannot be read: ``(path, seq, job id)`` from each one's name."""
+        found: List[Tuple[str, int, str]] = []
+        for name in self._files():
+            named = _NAME.match(name)
+            if named is not None and _read_entry(self._path(name)) is None:
+                found.append((self._path(name), int(named.group(1)), named.group(2)))
+        return found
+
+    def rewrite(self, entry: QueueEntry, path: str) -> None:
+        """Write ``entry`` over its damaged file ``path`` (waiting or starting: it stays so)."""
+        write_json_atomic(path, entry._asdict())
 
     def entry_name(self, entry: QueueEntry, suffix: str = _SUFFIX) -> str:
         return self._path(f"{entry.seq:020d}-{entry.job_id}{suffix}")

@@ -34,7 +34,7 @@ def take_over(home: str, environ: Mapping[str, str]) -> None:
     if not queued(home):
         return
     store = QueueStore(home)
-    if not store.entries() and not store.entries(starting=True):
+    if not store.entries() and not store.entries(starting=True) and not store.damaged():
         return
     from .scheduler import ensure_scheduler
 
