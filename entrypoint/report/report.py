@@ -50,6 +50,9 @@ class Failure(NamedTuple):
     message: Optional[str] = None  # the exception its TORCHELASTIC_ERROR_FILE recorded, if any
     source: str = "exit"  # which fact named it: exit, watch, summary, error_file (see rootcause); peer, lost
     why: Optional[str] = None  # the rule (and the evidence) that made it the root cause (see rootcause)
+    # a multi-host job: the job's coordinator's own words on how it chose this cause among the hosts' (a hang's
+    # equal evidence); the summary's own line, never one of the rank's output (the report keeps it in job_cause)
+    chosen: Optional[str] = None
 
 
 class LauncherAttempt(NamedTuple):
@@ -167,6 +170,8 @@ def format_failure(result: RunResult) -> str:
         lines.append(f"  error     : {failure.message}")
     if failure.why and "after a peer" in failure.why:
         lines.append(f"  why       : {failure.why}")
+    if failure.chosen:
+        lines.append(f"  chosen    : {failure.chosen}")
     if rank_unknown(failure):
         lines.append(f"  log file  : its rank's, in {failure.log_file} (it ended before its rank could be read)")
     else:

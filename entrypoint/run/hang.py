@@ -113,10 +113,14 @@ class Silence:
         self.spoke = False  # any sign of life yet
         self.told = Signs(False)  # what :meth:`changed` last said
         self.gone = False  # every worker seen has exited (at the last look)
+        self.looked: Optional[float] = None  # when the last look was
+        self.grain = 0.0  # the longest time between two looks: two last outputs this close are equally old
 
     def look(self, now: float) -> None:
         """Note what changed since the last look."""
-        spoke = False
+        if self.looked is not None:
+            self.grain = max(self.grain, now - self.looked)
+        self.looked, spoke = now, False
         for key, sink in self.sinks.items():
             size = _size(sink.path)
             if size != self.sizes[key]:
@@ -177,7 +181,7 @@ def hang_verdict(silence: Silence, pids: Mapping[object, int], output: Output, h
     lines = {key: (sink.tail(1) or ("",))[-1] for key, sink in silence.sinks.items()}
     ranks = look_ranks(silence.last, silence.cpu_at, pids, lines, now, succeeded)
     logs = {rank.rank: silence.sinks[key].path for key, rank in zip(silence.sinks, ranks)}
-    hung = judge(ranks, silence.quiet_for(now), host, logs, line)
+    hung = judge(ranks, silence.quiet_for(now), host, logs, line, silence.grain)
     output.say(line[len("ma-entrypoint: "):])
     for rank in ranks:
         output.say(rank.line())

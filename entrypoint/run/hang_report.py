@@ -8,8 +8,12 @@ window, the seconds since its last line and that line, and its Python stack from
 The root cause is the rank that is not where the others are (:func:`stand_out`, pure), by this evidence, the
 strongest first: stopped (SIGSTOP, a debugger), a zombie, in disk wait, spinning (it used at least
 :data:`SPIN_SHARE` of a CPU in the silent window while printing nothing). With no such evidence, or several
-ranks with the same, the rank silent longest is named, and the report says so. In a multi-host job each host
-sends its evidence (``score``) with its account, and the coordinator prefers the strongest.
+ranks with the same, the rank silent longest is named, and the report says so; but ranks whose last outputs the
+shim saw within two looks at their logs of each other (about a second) are silent equally long (which spoke
+first is arrival timing, not a fact the looks can tell), and the lowest of them is named, the rule between hosts
+too. In a
+multi-host job each host sends its evidence (``score``) with its account, and the coordinator prefers the
+strongest.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ _STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "T": "stopped", "t
 #: watch's first look): nothing is known of it, so it is no evidence; while another rank runs it is not the cause
 #: (the launcher would have ended the group had it failed).
 NOT_SEEN = "not seen"
+_ROUNDING = 0.002  # silences are kept to the millisecond: two seen at the same look may differ by that
+#: Ranks whose last outputs the shim saw within this many looks at their logs of each other are equally silent:
+#: one look either side is what the looks cannot order (a rank's bytes reach its log a moment after it wrote them).
+_LOOKS = 2
 _SCORES = {"stopped": 4, "stopped (traced)": 4, "zombie": 3, "dead": 3, "gone": 3, "disk wait": 2}
 _LINE = 200
 
@@ -151,16 +159,21 @@ def _evidence(rank: RankHang, window: float) -> str:
     return f"it is {rank.state}"
 
 
-def stand_out(ranks: Sequence[RankHang], window: float) -> Tuple[Optional[RankHang], int, str]:
+def stand_out(ranks: Sequence[RankHang], window: float,
+              grain: float = 0.0) -> Tuple[Optional[RankHang], int, str]:  # fmt: skip
     """The rank that is not where the others are, its evidence (0: none) and how it was chosen; a rank that
-    exited with code 0, or whose process was never seen, is chosen only when every rank is such. Pure."""
+    exited with code 0, or whose process was never seen, is chosen only when every rank is such. Among ranks with
+    the same evidence, the one silent longest, unless another's last output came within two looks of the shim at
+    the logs of its (``grain``: the longest time between two looks, :attr:`~.hang.Silence.grain`): which of them
+    came first is arrival timing, no fact, and the lowest of those ranks is named. Pure."""
     if not ranks:
         return None, 0, "no rank to look at"
     looked = [rank for rank in ranks if rank.state not in ("exited", NOT_SEEN)] or list(ranks)
     scores = [_score(rank, window) for rank in looked]
     best = max(scores)
     top = [rank for rank, score in zip(looked, scores) if score == best]
-    longest = max(top, key=lambda rank: -1.0 if rank.silent is None else rank.silent)
+    equal = sorted(_equal(top, _LOOKS * grain), key=lambda rank: _rank_order(rank, looked))
+    longest = equal[0]
     others = [rank for rank, score in zip(looked, scores) if score < best]
     others += [rank for rank in ranks if rank not in looked]
     if len(looked) == 1:
@@ -169,21 +182,43 @@ def stand_out(ranks: Sequence[RankHang], window: float) -> Tuple[Optional[RankHa
     if best and len(top) == 1:
         rest = f" while the other ranks of this host are {_states(others)}" if others else ""
         return longest, best, f"{longest.rank} is not where the others are: {_evidence(longest, window)}{rest}"
+    rule = "the one silent longest is named"
+    if len(equal) > 1:
+        names = ", ".join(rank.rank.removeprefix("rank ") for rank in equal)
+        when = f"within two looks at the logs ({_LOOKS * grain:.1f} s) of each other" if grain else "together"
+        rule = f"ranks {names} were silent equally long (their last output came {when}): the lowest is named"
     if best:
-        return longest, best, (f"{len(top)} ranks show the same evidence ({_evidence(longest, window)}); the one "
-                               "silent longest is named")  # fmt: skip
-    return longest, 0, ("no rank stands out (none stopped, in disk wait or spinning: all wait); the one silent "
-                        "longest is named")  # fmt: skip
+        return longest, best, f"{len(top)} ranks show the same evidence ({_evidence(longest, window)}); {rule}"
+    return longest, 0, f"no rank stands out (none stopped, in disk wait or spinning: all wait); {rule}"
+
+
+def _silence(rank: RankHang) -> float:
+    return -1.0 if rank.silent is None else rank.silent  # one that wrote nothing is taken as the least silent
+
+
+def _equal(ranks: Sequence[RankHang], within: float) -> List[RankHang]:
+    """The ranks silent longest among ``ranks``: the longest, and every one whose last output came ``within``
+    seconds of its."""
+    longest = max(_silence(rank) for rank in ranks)
+    return [rank for rank in ranks if _silence(rank) >= longest - within - _ROUNDING]
+
+
+def _rank_order(rank: RankHang, ranks: Sequence[RankHang]) -> Tuple[int, int]:
+    """The lowest rank first (a process without a rank after every rank, in the order the ranks are listed)."""
+    number = rank.rank.removeprefix("rank ")
+    return (0, int(number)) if number.isdigit() else (1, ranks.index(rank))
 
 
 def _states(ranks: Sequence[RankHang]) -> str:
     return ", ".join(sorted({rank.state for rank in ranks}))
 
 
-def judge(ranks: Sequence[RankHang], window: float, host: str, logs: Mapping[str, str], line: str) -> Hung:
+def judge(ranks: Sequence[RankHang], window: float, host: str, logs: Mapping[str, str], line: str,
+          grain: float = 0.0) -> Hung:  # fmt: skip
     """The run's verdict once found hung: the root cause is the rank :func:`stand_out` names (``logs``: each
-    rank's log file, by label); its tail ends with the shim's ``line`` (class ``hang``)."""
-    chosen, score, why = stand_out(ranks, window)
+    rank's log file, by label; ``grain``: the longest time between two looks at them); its tail ends with the
+    shim's ``line`` (class ``hang``)."""
+    chosen, score, why = stand_out(ranks, window, grain)
     name = chosen.rank if chosen is not None else "every rank"
     rank = int(name[5:]) if name.startswith("rank ") and name[5:].isdigit() else None
     tail = tuple(item for item in (chosen.last_line if chosen else "", f"{name}: {why}", line) if item)

@@ -12,6 +12,8 @@ __all__ = ["Cause"]
 class Cause(NamedTuple):
     """An attempt's root cause, as a host tells it (``over``) or the coordinator chose it (``start``, ``finish``).
 
+    ``tail`` is what the host said of its rank's output, as it said it; what the coordinator adds of its own (why
+    it chose this cause: :mod:`.jobstate`'s rule 3) is ``why``, shown as the shim's own line, never in the tail.
     Absent facts are None, an empty string or False, never a placeholder."""
 
     host: Optional[int] = None  # the host whose attempt it ended (the coordinator sets it from the connection)
@@ -29,6 +31,7 @@ class Cause(NamedTuple):
     tail: Tuple[str, ...] = ()  # the last lines of its log
     log: str = ""  # its log file
     score: Optional[int] = None  # a hung attempt: how strong the evidence of its ranks is (0-7)
+    why: str = ""  # the coordinator's own words on how it chose this cause among the hosts' (equal evidence)
 
     def to_wire(self) -> Dict[str, Any]:
         """The cause as JSON (every field; the report's ``job_cause`` is this)."""
@@ -47,5 +50,5 @@ class Cause(NamedTuple):
             name=read.string("name"), code=read.opt_whole("code"), signal=read.opt_whole("signal"),
             kind=read.opt_string("kind"), retryable=read.flag("retryable"), accept=read.flag("accept"),
             peer=read.flag("peer"), ended=read.flag("ended"), line=read.string("line"), tail=read.lines("tail"),
-            log=read.string("log"), score=read.opt_whole("score"),
+            log=read.string("log"), score=read.opt_whole("score"), why=read.string("why"),
         )  # fmt: skip

@@ -44,7 +44,7 @@ from ..policy import RestartPolicy, backoff_for, should_restart
 from ..prepare_steps import end_result
 from . import HostsConfig
 from .bookwatch import BookWatch, clock_watch
-from .jobstate import EQUAL_EVIDENCE, EXIT_HOST_LOST, JobState
+from .jobstate import EXIT_HOST_LOST, JobState
 from .link import Finish, Gone, HostLink, Start
 from .messages import Cause
 from .saves import SaveWatch
@@ -284,7 +284,7 @@ class Coordinated(AttemptLoop):
     def _final(self, code: int, cause: Cause) -> RunResult:
         own = self.result.root_cause if self.result is not None else None
         if cause.host == self.config.host and own is not None and own.source != "peer":
-            return RunResult(code, _with_coordinator_lines(own, cause), None, self.elapsed())
+            return RunResult(code, own._replace(chosen=cause.why or None), None, self.elapsed())
         return RunResult(code, _told_failure(code, cause), None, self.elapsed())
 
     def _own_result(self) -> RunResult:
@@ -314,13 +314,6 @@ def _job_class(final: RunResult, cause: Optional[Cause]) -> Optional[Classificat
     return Classification(kind, found.retryable, found.reason) if kind == found.kind else found
 
 
-def _with_coordinator_lines(own: Failure, cause: Cause) -> Failure:
-    """This host's own root cause, the job's: with the line the coordinator added to it (why it was chosen among
-    hung hosts with equal evidence), so that this host's summary says what the others' say."""
-    added = tuple(line for line in cause.tail if line.startswith(EQUAL_EVIDENCE) and line not in own.tail)
-    return own._replace(tail=(*own.tail[:-1], *added, *own.tail[-1:])) if added and own.tail else own
-
-
 def _told_failure(code: int, cause: Cause) -> Failure:
     """The root cause another host told (or the coordinator found: a host lost) as this host's report names it."""
     host = cause.host
@@ -331,7 +324,7 @@ def _told_failure(code: int, cause: Cause) -> Failure:
     return Failure(name=cause.name or f"host {host}", rank=cause.rank, local_rank=None,
                    host=cause.addr or f"host {host}", pid=None, exit_code=code, signal=cause.signal,
                    log_file=cause.log, tail=(cause.tail or (line,))[-_TAIL:], source="lost" if lost else "peer",
-                   why=why)  # fmt: skip
+                   why=why, chosen=cause.why or None)  # fmt: skip
 
 
 def _plan_policy(policy: RestartPolicy, config: HostsConfig) -> RestartPolicy:

@@ -26,8 +26,8 @@ of every attempt so far. The rules (docs/recovery.md, "Multi-host"):
    the host's own ranks before a lost host, before a failure whose log says a peer failed, before an attempt
    ended on the coordinator's word; within each, a hung host with stronger evidence (``score``: a rank stopped,
    a zombie, in disk wait, spinning) first, then the earliest. Hung hosts whose evidence is equal (their ranks
-   all wait: who reported first is no fact about the hang) give the lowest rank they name, and its account says
-   the evidence was equal (:func:`_root`).
+   all wait: who reported first is no fact about the hang) give the lowest rank they name, and the cause's
+   ``why`` (the coordinator's own words, apart from its rank's output) says the evidence was equal (:func:`_root`).
 4. If ``restart_on`` accepts the cause (the failing host judged it; a lost host: :attr:`lost_accepted`) and the
    job's budget allows (attempt K < ``max_restarts``), every host starts attempt K+1 together after the
    back-off, once every host is here again: a lost host has ``host_wait`` seconds to come back, else the job
@@ -58,6 +58,7 @@ import enum
 from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ...report.rootcause import PEER_WINDOW
+from .members import members_text
 from .messages import Cause, End, Finish, Message, Resume, Start, Welcome, Why
 from .roster import EXIT_HOST_LOST, Roster
 
@@ -66,8 +67,10 @@ __all__ = ["EQUAL_EVIDENCE", "EXIT_HOST_LOST", "HOLD_MAX", "Hold", "JobState", "
 EXIT_NO_JOIN = 3
 #: The longest a host's ``failing`` may hold the others' end (rule 2a): a shim's own hold, at most.
 HOLD_MAX = PEER_WINDOW
-#: How the line the coordinator adds to a hang's root cause chosen among equal evidence begins (:func:`_root`).
-EQUAL_EVIDENCE = "ma-entrypoint: the hung hosts' evidence is equal"
+#: How the coordinator's ``why`` of a hang's root cause chosen among equal evidence begins (:func:`_root`).
+EQUAL_EVIDENCE = "the hung hosts' evidence is equal"
+_HOSTS_LISTED = 8  # a ``why`` names up to this many tied hosts one by one, more by their ranges
+_RANGES_SAID = 200  # ... and by their number alone when the ranges are longer (hosts here and there)
 _OWN, _LOST, _PEER, _ENDED = range(4)  # cause priorities, best first
 
 
@@ -344,16 +347,24 @@ class JobState:
 def _root(causes: List[Tuple[int, int, Cause]]) -> Cause:
     """The attempt's root cause among ``causes`` (rule 3): the lowest weight, then the earliest; but when hung
     hosts (class ``hang``) tie on the lowest weight, the order they reported in says nothing about the hang: the
-    lowest rank they name (then the lowest host) is the cause, and its tail says the evidence was equal."""
+    lowest rank they name (then the lowest host) is the cause, its account as the host told it, and its ``why``
+    (the coordinator's own words, never a line of the rank's output) says the evidence was equal."""
     weight, _, cause = min(causes, key=lambda item: (item[0], item[1]))
     tied = [other for mass, _, other in causes if mass == weight and other.kind == "hang"]
     if cause.kind != "hang" or len({other.host for other in tied}) < 2:
         return cause
-    chosen = min(tied, key=_rank_order)
-    hosts = ", ".join(str(host) for host in sorted({other.host for other in tied if other.host is not None}))
-    note = (f"{EQUAL_EVIDENCE} (hosts {hosts}): the lowest rank they name is the job's root cause, not the one of "
-            "the host that reported first")  # fmt: skip
-    return chosen._replace(tail=(*chosen.tail[:-1], note, *chosen.tail[-1:]))
+    hosts = sorted({other.host for other in tied if other.host is not None})
+    return min(tied, key=_rank_order)._replace(why=f"{EQUAL_EVIDENCE} ({_hosts_said(hosts)}): the lowest rank they "
+                                                   "name is the job's root cause, not the one of the host that "
+                                                   "reported first")  # fmt: skip
+
+
+def _hosts_said(hosts: List[int]) -> str:
+    """``hosts 0, 1`` for a few, ``1000 hosts: 0-999`` for many (a wire line holds it however many there are)."""
+    if len(hosts) <= _HOSTS_LISTED:
+        return f"hosts {', '.join(map(str, hosts))}"
+    listed = members_text(tuple(hosts))
+    return f"{len(hosts)} hosts" + (f": {listed}" if len(listed) <= _RANGES_SAID else "")
 
 
 def _rank_order(cause: Cause) -> Tuple[int, int, int]:

@@ -35,7 +35,10 @@ message        sent by      when                                                
 =============  ===========  ==================================================  ===================================
 
 A ``cause`` is a :class:`Cause` (an attempt's root cause as a host told it, or as the coordinator chose it) or
-null; ``members`` and ``ranks`` are :func:`members_text`'s text; ``why`` one of :class:`Why`; ``name`` a checkpoint's
+null: the host's facts (its ``tail``: its rank's last lines as the host said them), and in a ``start`` or a
+``finish`` the coordinator's own ``why`` (a string: how it chose among hung hosts with equal evidence; "" when
+nothing needs saying), which a host shows as its shim's own line, never among the rank's lines. ``members``
+and ``ranks`` are :func:`members_text`'s text; an ``end``'s ``why`` one of :class:`Why`; ``name`` a checkpoint's
 folder (one path part, at most 255 characters); ``size`` the job's number of ranks (each of ``ranks`` below it).
 Integers are JSON integers (never ``true``/``false``), strings JSON strings. A field not sent takes its default.
 ``resume`` is a :class:`Resume` (``{"name", "step"}``): in a ``start``, the newest save the coordinator said

@@ -7,7 +7,9 @@ harming the job. Contract:
 2. Sets up the host network, starts every host's shim in its own session with its output appended to
    ``hosts/<i>/console.log``, and reaps them (it is a child subreaper, so orphaned ranks come back to it).
 3. When a host's shim fails, the others get SIGTERM (their shims tear their ranks down); the job's exit code
-   is the first failing host's shim code. After ``grace_period + 10`` s stragglers get SIGKILL. The runner never
+   and line are decided from every host's end recorded, never from the order they were reaped in
+   (:mod:`.jobend`: a death that says a peer failed never outranks one that does not). After
+   ``grace_period + 10`` s stragglers get SIGKILL. The runner never
    coordinates the hosts: their shims do that themselves, as in a cluster (the job's coordinator,
    :mod:`malaunch.entrypoint.run.hosts`); the runner only plays the platform.
    A host's shim killed by a signal from outside (the pod died) in a multi-host job that may restart
@@ -38,20 +40,20 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional
 
 from malaunch.entrypoint.public import Name, set_subreaper
 
-from ...failures import failure_from_report
 from .consolelog import ConsoleIndex
 from .hostnet import network_from_json
 from .hostops import kill_host_tree, take_requests
 from .jobdir import JobPaths, job_processes, kill_processes, read_json, signal_job_process
+from .jobend import HostEnd, job_failure
 from .plan import HostCommand, LocalRequest, host_environment, with_secret
 from .spawn import start_detached
-from .state import HostReport, StateWriter, disk_space_note, note_history, read_host_report, read_state
+from .state import StateWriter, disk_space_note, note_history, read_host_report, read_state
 
-__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "host_failure", "main"]
+__all__ = ["REPLACE_AFTER", "STOP_EXIT_CODE", "main"]
 
 STOP_EXIT_CODE = 128 + signal.SIGTERM
 _KILL_MARGIN = 10.0
@@ -106,6 +108,7 @@ class Runner:
         self.disk_checked = 0.0
         self.lost_output: Dict[int, str] = {}  # host index -> the log files its shim could not write to the end
         self.lost: Dict[int, str] = {}  # host index -> why it is lost for good (not started again, never a failure)
+        self.ends: List[HostEnd] = []  # each failed host's end, as recorded (the job's failure is decided from them)
 
     # -- state -----------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -147,7 +150,8 @@ class Runner:
             proc = start_detached(host.argv, env, host.cwd, host.console_log)
         except OSError as exc:
             record.update(state="EXITED", exit_code=127, ended_at=time.time(), error=str(exc))
-            self.fail(host.index, 127, f"host {host.index} could not start: {exc}")
+            self.fail(HostEnd(host.index, record["address"], 127, str(exc), None, host.console_log,
+                              said=f"host {host.index} could not start: {exc}"))  # fmt: skip
             return False
         self.procs.append(proc)
         self.pids[proc.pid] = host.index
@@ -156,10 +160,14 @@ class Runner:
         note_history(record, "started", now, pid=proc.pid, detail=why)
         return True
 
-    def fail(self, index: int, code: int, message: str) -> None:
-        if self.state.get("first_failure") is None:
-            self.state["first_failure"] = {"host": index, "exit_code": code}
-            self.state["message"] = message
+    def fail(self, end: HostEnd) -> None:
+        """A host's shim failed: the job's failure is decided again from every end recorded (:func:`job_failure`;
+        ``first_failure`` names it), and the hosts still running are stopped."""
+        self.ends.append(end)
+        decided = job_failure(self.ends)
+        if decided is not None:
+            host, code, message = decided
+            self.state.update(first_failure={"host": host, "exit_code": code}, message=message)
         self.begin_teardown()
 
     def begin_teardown(self) -> None:
@@ -201,6 +209,7 @@ class Runner:
                 continue
             report = read_host_report(self.request.hosts[index].report_file)
             detail = f"its shim (pid {pid}) was {killed}" if killed else ""
+            by_runner = bool(killed and self.killed) or (self.teardown_at is not None and code == STOP_EXIT_CODE)
             if killed and self.killed:  # by this runner, as the job ended
                 detail += " as the job ended: it had not stopped within the grace period"
             if report is not None:  # one truth per host: the shim's own account wins over its wait status
@@ -217,12 +226,8 @@ class Runner:
             self.host(index).update(state="EXITED", exit_code=code, ended_at=time.time(), detail=detail)
             changed = True
             if code != 0 and not self.stopped:
-                self.fail(*self._failure(index, code, detail, report))
-
-    def _failure(self, index: int, code: int, detail: str, report: Optional[HostReport]) -> Tuple[int, int, str]:
-        """The job's failure when host ``index``'s shim ended with ``code`` (:func:`host_failure`)."""
-        return host_failure(index, self.host(index)["address"], code, detail, report,
-                            self.request.hosts[index].console_log)  # fmt: skip
+                self.fail(HostEnd(index, self.host(index)["address"], code, detail, report,
+                                  self.request.hosts[index].console_log, by_runner))  # fmt: skip
 
     def _may_replace(self, index: int) -> bool:
         """A host killed from outside is replaced (multi-host jobs with restarts left, nothing ending)."""
@@ -376,21 +381,6 @@ class Runner:
         self.state["ended_at"] = time.time()
         self.writer.save_final(self.state)  # the reserve (or the file's slack) makes room for it on a full disk
         return 0
-
-
-def host_failure(index: int, address: str, code: int, detail: str, report: Optional[HostReport],
-                 console: str) -> Tuple[int, int, str]:  # fmt: skip
-    """The job's failure when host ``index`` (``address``) ended with ``code``: the host its root cause is on, the
-    job's code, and the line that says it. When the shims' coordinator chose the job's root cause (``detail``
-    names it, with its host), that line is the job's whichever host's shim is reaped first: one form, from the
-    facts, not from the reap order. Pure."""
-    if report is not None and report.cause_host is not None and detail:
-        return report.cause_host, code, detail
-    said = f" ({detail})" if detail else ""
-    if report is not None:
-        return index, code, f"host {index} ({address}) exited with code {code}{said}"
-    kind = failure_from_report(None, code, console)["class"]
-    return index, code, f"host {index} ({address}) exited with code {code}{said}; class {kind}; console: {console}"
 
 
 def max_restarts(plan: Mapping[str, Any]) -> int:

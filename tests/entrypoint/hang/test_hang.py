@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from shimutil import SCRIPTS, assert_nothing_left, marked_env, shim
+from shimutil import SCRIPTS, assert_nothing_left, free_port, marked_env, shim, write_v10_table
 
 pytestmark = pytest.mark.process
 
@@ -99,3 +99,27 @@ def test_off_a_silent_script_is_left_alone(tmp_path: Path) -> None:
     done = shim([JOB], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "hung" not in done.stderr
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_waiting_ranks_whose_last_output_came_within_a_look_give_the_lowest_rank(
+    tmp_path: Path, ranks: int, run: int
+) -> None:
+    """Every rank of the host enters a collective and waits (no rank stands out); rank 0 says so 0.7 s after the
+    others: more than one look of the shim at their logs (every 0.5 s), less than two. Which came last is arrival
+    timing, no fact about the hang, so the lowest rank is named, as between hosts. The old rule named the rank
+    silent longest: a rank that merely spoke a look earlier (rank 1 here, on every run)."""
+    del run
+    write_v10_table(tmp_path / "table.json", servers=1, devices=ranks)
+    env = one_host(tmp_path, MALAUNCH_HANG_TIMEOUT="2", HANG_PLAN="0:0=collective", HANG_PEERS=str(ranks),
+                   HANG_LATE="0", HANG_DELAY="0.7", MA_RUN_METHOD="ranktable", MA_CURRENT_HOST_IP="127.0.0.1",
+                   RANK_TABLE_FILE=str(tmp_path / "table.json"), MALAUNCH_MASTER_PORT=str(free_port()))  # fmt: skip
+    done = shim([JOB], env, tmp_path)
+    assert done.returncode == 124, done.stderr
+    cause = report(tmp_path)["root_cause"]
+    assert (cause["name"], cause["rank"]) == ("rank 0", 0), (cause, done.stderr)
+    assert cause["why"].startswith("no rank stands out (none stopped, in disk wait or spinning: all wait); ranks "
+                                   f"{', '.join(map(str, range(ranks)))} were silent equally long"), cause["why"]
+    assert "hang root cause on this host: rank 0: no rank stands out" in done.stderr
+    assert_nothing_left(env["MALAUNCH_TEST_MARK"])

@@ -155,14 +155,19 @@ def test_hung_hosts_with_equal_evidence_name_the_lowest_rank_and_say_so_on_every
     """Rank 3 exits 0 at once and every other rank waits (the rank-table fan-out, 2 ranks per host, no restart):
     each host names a waiting rank with no evidence. The job's root cause is host 0's (the lowest rank), not the
     one of the host that reported first (either, on the old code), and every host's summary says the evidence was
-    equal (the root cause's own host said nothing of it on the old code, the others neither)."""
+    equal on the shim's own line (``chosen``), never among the rank's output (``|`` lines: where the note was, a
+    line the rank never wrote); the report keeps it in the job's cause (``why``)."""
     job = _job(hosts, tmp_path, "0:0=sleep,0:1=sleep,0:1:3=ok", MALAUNCH_HANG_TIMEOUT="3",
                **_method("ranktable", tmp_path)).start_all()  # fmt: skip
     assert [job.wait(0), job.wait(1)] == [124, 124], job.console(0) + job.console(1)
     for index in (0, 1):
         cause = job_causes(job.report(index))[0]
         assert cause is not None and (cause["host"], cause["kind"]) == (0, "hang") and cause["rank"] in (0, 1), cause
-        summary = job.console(index).partition("The job failed")[2]
-        assert "Root cause: rank " in summary and "evidence is equal (hosts 0, 1)" in summary, job.console(index)
+        summary = job.console(index).partition("The job failed")[2].splitlines()
+        assert "Root cause: rank " in summary[0], job.console(index)
+        chosen = [line for line in summary if "evidence is equal" in line]
+        assert chosen == ["  chosen    : the hung hosts' evidence is equal (hosts 0, 1): the lowest rank they name is "
+                          "the job's root cause, not the one of the host that reported first"], summary  # fmt: skip
+        assert cause["why"] == chosen[0].partition(": ")[2] and not any("evidence" in line for line in cause["tail"])
     ranks = {entry["rank"]: entry["state"] for entry in job.report(1)["attempts"][0]["hang"]}
     assert ranks == {"rank 2": "sleeping", "rank 3": "exited"}, ranks

@@ -43,6 +43,26 @@ def test_with_no_evidence_the_rank_silent_longest_is_named_and_the_report_says_s
     assert "no rank stands out" in why and "silent longest" in why
 
 
+def test_waiting_ranks_silent_within_a_look_of_each_other_are_equal_and_the_lowest_is_named() -> None:
+    """Every rank waits; their last outputs were seen within two looks at the logs of each other (``grain``: the
+    longest time between two looks): which came first is arrival timing, so the lowest rank is named, as between
+    hosts. A rank whose last output came more than two looks before the others' is silent longest, a fact."""
+    ranks = [_rank("rank 2", silent=4.0), _rank("rank 0", silent=3.5), _rank("rank 1", silent=4.5)]
+    chosen, score, why = stand_out(ranks, 5.0, grain=1.0)
+    assert chosen is not None and chosen.rank == "rank 0" and score == 0
+    assert why == ("no rank stands out (none stopped, in disk wait or spinning: all wait); ranks 0, 1, 2 were silent "
+                   "equally long (their last output came within two looks at the logs (2.0 s) of each other): the "
+                   "lowest is named")  # fmt: skip
+    chosen, _, why = stand_out([*ranks, _rank("rank 3", silent=6.6)], 5.0, grain=1.0)
+    assert chosen is not None and chosen.rank == "rank 3" and why.endswith("the one silent longest is named")
+    chosen, _, why = stand_out([_rank("rank 1", "stopped", silent=3.0), _rank("rank 0", "stopped", silent=3.5),
+                                _rank("rank 2")], 5.0, grain=0.6)  # fmt: skip
+    assert chosen is not None and chosen.rank == "rank 0"
+    assert why.startswith("2 ranks show the same evidence (it is stopped); ranks 0, 1 were silent equally long")
+    hung = judge(ranks, 5.0, "h", {}, "ma-entrypoint: hung", grain=1.0)
+    assert (hung.failure.rank, hung.failure.why) == (0, stand_out(ranks, 5.0, grain=1.0)[2])
+
+
 def test_a_rank_that_exited_with_code_0_is_never_the_cause_while_another_runs() -> None:
     """Under torchrun rank 2 printed and succeeded; rank 3 sleeps, silent since: rank 3 is named, not the rank
     silent longest (rank 2, whose process is gone)."""

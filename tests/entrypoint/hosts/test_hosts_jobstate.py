@@ -371,7 +371,8 @@ def test_a_lost_hosts_cause_names_the_log_folder_its_hello_gave_and_never_a_surv
 def test_hung_hosts_with_equal_evidence_give_the_lowest_rank_whoever_reported_first(first: int) -> None:
     """Multi-host hang: a rank of host 1 exited 0 early and every other rank waits; each host names a waiting rank
     with no evidence (score 0). The root cause is the lowest rank named (host 0's rank 0) whichever host's account
-    came first, and its tail says the evidence was equal (the old book took the first account)."""
+    came first, and its ``why`` says the evidence was equal: the coordinator's own words, never a line among the
+    rank's output (``tail``), which is the host's account as it was (the old book put the note into the tail)."""
     book = _book()
     _join_all(book)
     book.silent(0, 0, True, 1.0)
@@ -383,8 +384,25 @@ def test_hung_hosts_with_equal_evidence_give_the_lowest_rank_whoever_reported_fi
     book.over(1 - first, 0, accounts[1 - first], 2.5)
     verdict = book.verdicts[-1]
     assert verdict is not None and (verdict.host, verdict.rank) == (0, 0)
-    assert verdict.tail[:2] == ("start", "rank 0: no rank stands out")
-    assert "evidence is equal (hosts 0, 1)" in verdict.tail[2] and verdict.tail[3] == tail[2]
+    assert verdict.tail == accounts[0].tail
+    assert verdict.why == ("the hung hosts' evidence is equal (hosts 0, 1): the lowest rank they name is the job's "
+                           "root cause, not the one of the host that reported first")  # fmt: skip
+
+
+def test_a_thousand_hung_hosts_with_equal_evidence_end_the_job_in_one_wire_line() -> None:
+    """Every host of 1,000 hung with no evidence: the finish that names the lowest rank and says the evidence was
+    equal fits a wire line (the old note listed every host, 4,890 characters: the finish could not be sent)."""
+    book = JobState(1000, 0, True, lambda n: 1.0, host_wait=10.0, join_wait=30.0, now=0.0)
+    for host in range(1000):
+        book.join(host, CONN["conn0"] if host == 0 else _Conn(str(host)), f"10.0.{host // 250}.{host % 250}", -1, 0.0)
+    for host in range(1000):
+        book.silent(host, 0, True, 1.0)
+    sends: List[Send] = []
+    for host in range(1000):
+        sends += book.over(host, 0, _hung(0)._replace(rank=2 * host, tail=("start", "ma-entrypoint: hung")), 2.0)
+    (finish,) = [s.message for s in sends if s.message.to_wire()["t"] == "finish"]
+    assert finish.cause.rank == 0 and "evidence is equal (1000 hosts: 0-999)" in finish.cause.why, finish.cause.why
+    Channel(job_key("s"), "ab" * 8, "s").seal(finish.to_wire())  # fits: WireError (oversized) otherwise
 
 
 def test_hung_hosts_with_unequal_evidence_keep_the_strongest_and_no_note() -> None:
@@ -395,4 +413,4 @@ def test_hung_hosts_with_unequal_evidence_keep_the_strongest_and_no_note() -> No
     book.over(0, 0, _hung(0)._replace(rank=0, tail=("a",)), 2.0)
     book.over(1, 0, _hung(4)._replace(rank=3, tail=("b",)), 2.5)
     verdict = book.verdicts[-1]
-    assert verdict is not None and (verdict.host, verdict.rank, verdict.tail) == (1, 3, ("b",))
+    assert verdict is not None and (verdict.host, verdict.rank, verdict.tail, verdict.why) == (1, 3, ("b",), "")

@@ -41,6 +41,7 @@ EVERY = [
     Start(4, None, (0, 1), False, Resume("epoch 1", 0)), Failing(0), Failing(1, 2.5), Silent(0, True),
     End(0, 1, "10.0.0.2", Why.FAILED),
     End(1, None, "", Why.HUNG), Over(0, CAUSE), Over(0, None), Finish(7, CAUSE, 1), Finish(0, None, 0),
+    Finish(124, CAUSE._replace(kind="hang", why="the hung hosts' evidence is equal (hosts 0, 1): ..."), 0),
     Parts(2, "step-00000009", 9, 4, (2, 3)), Parts(0, "epoch 1", 0, 3000, tuple(range(0, 3000, 2))),
     Saved(2, "step-00000009", 9, 4),
 ]  # fmt: skip
@@ -117,6 +118,8 @@ MALFORMED = [
     ({"t": "over", "attempt": 0, "cause": {"tail": [1]}}, "'tail' is not a list of strings: [1]"),
     ({"t": "over", "attempt": 0, "cause": {"accept": "no"}}, "'accept' is not true or false: 'no'"),
     ({"t": "over", "attempt": 0, "cause": {"score": False}}, "'score' is not an integer: False"),
+    ({"t": "finish", "code": 1, "cause": {"why": ["equal"]}, "attempt": 0},
+     "'finish' message's 'cause' 'why' is not a string: ['equal']"),
     ({"t": "finish", "code": 0, "cause": None, "attempt": "0"}, "'attempt' is not an integer: '0'"),
     ({"t": "parts", "attempt": 0, "name": "../x", "step": 3, "size": 2, "ranks": "0"},
      "'parts' message's 'name' is not a checkpoint's folder: '../x'"),

@@ -8,6 +8,8 @@ item wins); the default action is ``ok``:
 - ``chatty``: a line every 0.3 s for ``HANG_SECONDS`` seconds, then exit 0;
 - ``quiet``: print nothing for ``HANG_SECONDS`` seconds, then exit 0;
 - ``progress``: touch the progress file every 0.3 s for ``HANG_SECONDS`` seconds, printing nothing, then exit 0.
+- ``collective``: wait until ``HANG_PEERS`` ranks of its host are ready (a barrier of files), say it entered the
+  collective (rank ``HANG_LATE`` says it ``HANG_DELAY`` s after the others) and wait silently for 600 s.
 Each start leaves ``started-h<host>-a<attempt>`` in ``HANG_JOB_DIR``.
 """
 
@@ -47,6 +49,17 @@ elif action in ("chatty", "progress"):
         else:
             os.utime(os.environ["MALAUNCH_PROGRESS_FILE"])
         time.sleep(0.3)
+elif action == "collective":
+    folder = os.environ["HANG_JOB_DIR"]
+    open(os.path.join(folder, f"ready-h{host}-a{attempt}-r{rank}"), "w").close()
+    while len([name for name in os.listdir(folder) if name.startswith(f"ready-h{host}-a{attempt}-")]) < int(
+        os.environ.get("HANG_PEERS", "1")
+    ):
+        time.sleep(0.01)
+    if rank == os.environ.get("HANG_LATE"):
+        time.sleep(float(os.environ.get("HANG_DELAY", "0")))
+    print(f"rank {rank} entered the collective", flush=True)
+    time.sleep(600)
 elif action != "ok":
     sys.exit(f"unknown action {action!r}")
 print("done", flush=True)

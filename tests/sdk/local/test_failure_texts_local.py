@@ -145,14 +145,40 @@ def test_host_1_killed_without_restarts_names_host_1_and_its_signal(tmp_path: Pa
     status = job.end()
     assert status["state"] == "FAILED", status
     message = status["message"]
-    # the runner (the platform) saw host 1's shim killed first, or host 0's coordinator found it lost: either
-    # way host 1 is named, by its own end, never by the survivors' code
-    assert "host 1 (127.0.0.2)" in message, message
-    assert ("killed by SIGKILL" in message and "class " in message) or "lost: its connection closed; class host_lost" \
-        in message, message
+    # whichever shim the runner reaped first (host 1's, or host 0's saying its coordinator found host 1 lost), host
+    # 1 is named by its own end, never by the survivor's code
+    assert status["exit_code"] == 137 and message.startswith("host 1 (127.0.0.2) exited with code 137"), status
+    assert "killed by SIGKILL" in message and "class " in message, message
     assert "exited with 75" not in message and "code 75" not in message
     end = [line for line in job.console().splitlines() if "FAILED after" in line]
     assert end and "host 1 (127.0.0.2)" in end[0], end
+    job.check_no_wrong_text()
+    assert_nothing_running(job.id)
+
+
+def test_a_frozen_host_killed_after_the_survivor_gave_up_is_named_by_its_own_death(
+    tmp_path: Path, cli_env: Dict[str, str], home: Path
+) -> None:
+    """The unlucky order of a host killed without restarts: host 1 frozen, host 0's shim gives it up and exits 75
+    (a death that says a peer failed), reaped first; only then is host 1's shim killed (the pod died). The job ends
+    with host 1's own death (137, SIGKILL), the survivor's 75 never outranking it; on the old code the job took
+    the code and text of whichever shim the runner reaped first: 75 here."""
+    job = Job(tmp_path, cli_env, home, max_restarts=0)
+    job.started(0)
+    job.signal_tree(1, signal.SIGSTOP)
+    try:
+        wait_for(lambda: job.backend.status(job.id).hosts[0].state.value == "EXITED", 60, "host 0 giving up")
+        assert job.backend.status(job.id).hosts[0].exit_code == 75
+    finally:
+        job.signal_tree(1, signal.SIGKILL)
+    status = job.end()
+    assert (status["state"], status["exit_code"]) == ("FAILED", 137), status
+    message = status["message"]
+    assert re.match(r"host 1 \(127\.0\.0\.2\) exited with code 137 \(its shim \(pid \d+\) was killed by SIGKILL\); "
+                    r"class \w+; console: ", message), message  # fmt: skip
+    assert not re.search(r"\b75\b|host_lost", message), message
+    end = [line for line in job.console().splitlines() if "FAILED after" in line]
+    assert end and "host 1 (127.0.0.2) exited with code 137" in end[0], end
     job.check_no_wrong_text()
     assert_nothing_running(job.id)
 

@@ -13,9 +13,10 @@ from typing import Any, Dict, List
 from malaunch.entrypoint.run.attempt_status import announce_attempt, note_event
 from malaunch.sdk.backends.local.events import local_events
 from malaunch.sdk.backends.local.jobdir import JobPaths
+from malaunch.sdk.backends.local.jobend import HostEnd, host_failure, job_failure
 from malaunch.sdk.backends.local.pending import pending_reason
-from malaunch.sdk.backends.local.runner import host_failure
 from malaunch.sdk.backends.local.state import (
+    HostReport,
     job_status,
     new_state,
     note_history,
@@ -241,3 +242,40 @@ def test_the_jobs_failure_line_is_one_form_whichever_hosts_shim_is_reaped_first(
     assert (host, code) == (1, 5)
     assert line == ("root cause rank 3 on host 1 (127.0.0.2) exited with 5; class user_error; "
                     "log /j/hosts/1/logs/rank-3.log"), line
+
+
+def _lost_report(tmp_path: Path) -> HostReport:
+    """Host 0's shim's report when its coordinator found host 1 lost: it exits 75, naming host 1."""
+    path = tmp_path / "report-0.json"
+    path.write_text(json.dumps({"exit_code": 75, "status": "failed", "failure_class": {"class": "host_lost"},
+                                "attempts": [{"attempt": 0, "job_cause": LOST_CAUSE}]}))  # fmt: skip
+    report = read_host_report(str(path))
+    assert report is not None and report.cause_host == 1
+    return report
+
+
+def test_a_killed_hosts_own_death_is_the_jobs_in_either_reap_order(tmp_path: Path) -> None:
+    """Host 1's shim killed by SIGKILL from outside (no report) and host 0's 75 (its coordinator found host 1 lost:
+    a death that says a peer failed): the job's failure is host 1's own death, 137, whichever end came first."""
+    survivor = HostEnd(0, "127.0.0.1", 75, "root cause host 1 (127.0.0.2) lost", _lost_report(tmp_path), "/j/0")
+    killed = HostEnd(1, "127.0.0.2", 137, "its shim (pid 6) was killed by SIGKILL", None, "/j/hosts/1/console.log")
+    decided = [job_failure([survivor, killed]), job_failure([killed, survivor])]
+    assert decided[0] == decided[1], decided
+    assert decided[0] is not None and decided[0][:2] == (1, 137)
+    assert decided[0][2].startswith("host 1 (127.0.0.2) exited with code 137 (its shim (pid 6) was killed by SIGKILL)"
+                                    "; class "), decided[0]  # fmt: skip
+    assert job_failure([survivor]) == (1, 75, "root cause host 1 (127.0.0.2) lost")  # the killed host not reaped yet
+
+
+def test_a_host_the_runner_ended_never_outranks_the_coordinators_cause(tmp_path: Path) -> None:
+    """A frozen host 1 the runner SIGKILLed as the job ended (a straggler), and host 0 SIGTERMed by the runner
+    while ending: their deaths are the teardown's; the job's failure is the survivor's account of host 1 lost,
+    and a host whose own rank failed outranks a shim the runner stopped."""
+    survivor = HostEnd(0, "127.0.0.1", 75, "root cause host 1 (127.0.0.2) lost", _lost_report(tmp_path), "/j/0")
+    straggler = HostEnd(1, "127.0.0.2", 137, "its shim (pid 6) was killed by SIGKILL as the job ended", None, "/j/1",
+                        by_runner=True)  # fmt: skip
+    assert job_failure([straggler, survivor]) == job_failure([survivor, straggler]) == (1, 75, survivor.detail)
+    stopped = HostEnd(0, "127.0.0.1", 143, "shim stopped by SIGTERM", None, "/j/0", by_runner=True)
+    own = HostEnd(1, "127.0.0.2", 3, "", None, "/j/1")
+    decided = job_failure([stopped, own])
+    assert decided == job_failure([own, stopped]) and decided is not None and decided[:2] == (1, 3), decided
