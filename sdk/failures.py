@@ -38,8 +38,9 @@ __all__ = [
 
 #: How many of a log's last lines the classes are decided from.
 TAIL_LINES = 200
-# What the shim prints last on a failure (malaunch.entrypoint.main); a host prefix may come before it.
-_VERDICT = re.compile(r"\[ma-entrypoint\] failure class: ([a-z_]+) \((?:not )?retryable\)")
+# What the shim prints last on a failure (malaunch.entrypoint.main): its own line (``[ma-entrypoint] ``), or the
+# same line with its host named in the prefix (``[host 1 ma-entrypoint] ``, backends.lineprefix).
+_VERDICT = re.compile(r"[\[ ]ma-entrypoint\] failure class: ([a-z_]+) \((?:not )?retryable\)")
 
 
 def classify_job_failure(exit_code: int, log_lines: Sequence[str] = ()) -> Dict[str, Any]:

@@ -1,8 +1,10 @@
 """Choosing job output lines for ``ma-submit logs``: by host, by rank, the last N; the same for every backend.
 
-Backends yield lines prefixed with their host (``[host 1] ...``); the shim adds the rank (``[rank 3] ``, or
-torchrun's ``[rank3]:``, possibly after the launcher's own ``[msrun] ``). :func:`select_lines` filters a
-finished stream; :func:`view_logs` also follows one, printing the last N lines first and then only new ones.
+Backends yield lines whose one prefix names their host and writer (``[host 1 rank 3] ...``, ``[host 1
+ma-entrypoint] ...``; :mod:`.backends.lineprefix` makes and reads it). A line of a launcher's that names a rank
+itself (torchrun's ``[rank3]:``, msrun's ``[rank 2]`` after its ``[host 0 msrun] ``) counts as that rank's.
+:func:`select_lines` filters a finished stream; :func:`view_logs` also follows one, printing the last N lines first
+and then only new ones.
 """
 
 from __future__ import annotations
@@ -11,21 +13,24 @@ import collections
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, NamedTuple, Optional
 
+from .backends.lineprefix import parse_line
+
 __all__ = ["LogQuery", "line_host", "line_rank", "select_lines", "view_logs"]
 
-_HOST = re.compile(r"\[host (\d+)\] ")
-_RANK = re.compile(r"(?:\[host \d+\] )?(?:\[[A-Za-z_-]+\] )?\[rank ?(\d+)\]")
+_SAID_RANK = re.compile(r"\[rank ?(\d+)\]")  # a rank named at the start of a line's text (torchrun's, msrun's)
 
 
 def line_host(line: str) -> Optional[int]:
-    """The host index a line is prefixed with, or None."""
-    match = _HOST.match(line)
-    return int(match.group(1)) if match else None
+    """The host a line's prefix names, or None."""
+    return parse_line(line).host
 
 
 def line_rank(line: str) -> Optional[int]:
-    """The rank a line is prefixed with, or None."""
-    match = _RANK.match(line)
+    """The rank that wrote a line (its prefix's, else one its text starts by naming), or None."""
+    parsed = parse_line(line)
+    if parsed.rank is not None:
+        return parsed.rank
+    match = _SAID_RANK.match(parsed.text)
     return int(match.group(1)) if match else None
 
 

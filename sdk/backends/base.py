@@ -233,7 +233,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
-        """The job's output lines; with ``follow`` until the job ends."""
+        """The job's output lines, each with one prefix naming its host and writer (``[host 1 rank 3] ``, made with
+        :mod:`.lineprefix`); with ``follow`` until the job ends."""
 
     @abc.abstractmethod
     def stop(self, job_id: str) -> JobStatus:
@@ -463,7 +464,7 @@ class JobHandle:
                 pace.sleep(pace.poll_interval)
 
     def logs(self, follow: bool = False) -> Iterator[str]:
-        """The job's output lines (``[host N] ...``); with ``follow`` until the job ends."""
+        """The job's output lines (``[host N rank R] ...``); with ``follow`` until the job ends."""
         return self.backend.logs(self.id, follow=follow)
 
     def status_with_progress(self) -> JobStatus:

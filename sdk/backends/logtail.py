@@ -1,4 +1,5 @@
-"""Read and follow several log files as one stream of prefixed lines (``[host 0] ...``).
+"""Read and follow several hosts' log files as one stream of lines, each host named in the line's one prefix
+(``[host 0 rank 1] ...``, :mod:`.lineprefix`).
 
 ``follow_files`` yields every complete new line as it appears, and once ``ended()`` is true it drains what is
 left (including a last line without a newline) and stops. It reads the files again when a
@@ -13,28 +14,30 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeAlias
 
+from .lineprefix import host_line
+
 if TYPE_CHECKING:
     from .filewatch import ChangeWatch
 
 __all__ = ["follow_files", "read_files"]
 
-Source: TypeAlias = "Tuple[str, str]"  # (prefix, path)
+Source: TypeAlias = "Tuple[int, str]"  # (host index, path)
 _POLL = 0.1
 _CHECK_EVERY = 0.5  # with a watch: how often ended() is asked while only logs (or nothing) changed
 _CHUNK = 1 << 16
 
 
-def _decode(prefix: str, raw: bytes) -> str:
-    return prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
+def _decode(host: int, raw: bytes) -> str:
+    return host_line(host, raw.rstrip(b"\r").decode("utf-8", errors="replace"))
 
 
 def read_files(sources: Sequence[Source]) -> Iterator[str]:
     """Every line of every file, file after file."""
-    for prefix, path in sources:
+    for host, path in sources:
         try:
             with open(path, "rb") as handle:
                 for raw in handle:
-                    yield _decode(prefix, raw.rstrip(b"\n"))
+                    yield _decode(host, raw.rstrip(b"\n"))
         except OSError:
             continue
 
@@ -77,7 +80,7 @@ def follow_files(
             next_check = time.monotonic() + check_every
         while True:
             got_any = False
-            for prefix, path in sources:
+            for host, path in sources:
                 data = _read_new(path, offsets[path])
                 if not data:
                     continue
@@ -86,13 +89,13 @@ def follow_files(
                 lines: List[bytes] = (partial[path] + data).split(b"\n")
                 partial[path] = lines.pop()
                 for raw in lines:
-                    yield _decode(prefix, raw)
+                    yield _decode(host, raw)
             if not got_any:
                 break
         if finished:
-            for prefix, path in sources:
+            for host, path in sources:
                 if partial[path]:
-                    yield _decode(prefix, partial[path])
+                    yield _decode(host, partial[path])
             return
         if watch is None:
             sleep(poll)

@@ -1,4 +1,5 @@
-"""A sweep's output: every submitted trial's lines, ``[trial N] `` before each, read once or followed.
+"""A sweep's output: every submitted trial's lines, each naming its trial in its one prefix (``[trial 3 host 1
+rank 2] ``, :mod:`..backends.lineprefix`), read once or followed.
 
 Following starts one reader thread per trial as the trial gets submitted (each reads the trial's job with
 ``Backend.logs(follow=True)``) and ends when the sweep is done and every reader has drained its trial, so the
@@ -13,6 +14,7 @@ import threading
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 from ..backends.base import Backend
+from ..backends.lineprefix import trial_line
 from ..errors import MalaunchError
 from .run import is_done
 
@@ -24,7 +26,7 @@ _DONE = object()
 def _read(backend: Backend, index: int, job_id: str, out: queue.Queue[object]) -> None:
     try:
         for line in backend.logs(job_id, follow=True):
-            out.put(f"[trial {index}] {line}")
+            out.put(trial_line(index, line))
     except MalaunchError as error:  # one trial's reader failing ends only that trial's lines
         out.put(f"[trial {index}] (its output could not be read: {error})")
     finally:
@@ -48,7 +50,7 @@ def sweep_lines(
         for item in record["trials"]:
             if item.get("job_id") and (trial is None or item["index"] == trial):
                 for line in backend.logs(str(item["job_id"]), follow=False):
-                    yield f"[trial {item['index']}] {line}"
+                    yield trial_line(int(item["index"]), line)
         return
     lines: queue.Queue[object] = queue.Queue()
     readers: Dict[int, threading.Thread] = {}

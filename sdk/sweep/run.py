@@ -21,6 +21,7 @@ import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from ..backends.base import Backend
+from ..backends.lineprefix import parse_line
 from ..errors import JobNotFound, MalaunchError
 from ..failures import TAIL_LINES
 from ..opening import open_backend
@@ -46,8 +47,6 @@ __all__ = [
 SWEEP_ID_LABEL = "malaunch.io/sweep-id"
 TRIAL_LABEL = "malaunch.io/trial-index"
 DRIVER_VARIABLE = "MALAUNCH_SWEEP_DRIVER"
-_HOST_PREFIX = re.compile(r"\[host (\d+)\] ")
-_RANK0 = "[rank 0] "
 DRIVER_POLL = 0.5
 #: Seconds a trial may stay UNKNOWN before the sweep stops waiting for it.
 UNKNOWN_GIVE_UP = 30.0
@@ -70,22 +69,17 @@ def _root_host(status: JobStatus) -> int:
 
 
 def metric_from_lines(lines: Iterable[str], regex: str, host: int = 0) -> Optional[float]:
-    """The last match of ``regex`` in host ``host``'s lines (rank 0's when the host tags its ranks), as a number.
+    """The last match of ``regex`` in the text of host ``host``'s lines (rank 0's and no other rank's when the host
+    names its ranks), as a number.
 
     Group 1 is the value when the regex has a group, else the whole match; a match that is no number is skipped.
     """
     pattern = re.compile(regex)
-    own: List[str] = []
-    for line in lines:
-        match = _HOST_PREFIX.match(line)
-        if match is None:
-            own.append(line)  # a backend without host prefixes: all its lines are the host's
-        elif int(match.group(1)) == host:
-            own.append(line[match.end() :])
-    if any(line.startswith(_RANK0) for line in own):
-        own = [line for line in own if line.startswith(_RANK0) or not line.startswith("[rank ")]
+    own = [parsed for parsed in map(parse_line, lines) if parsed.host in (None, host)]  # None: a backend naming none
+    if any(parsed.rank == 0 for parsed in own):
+        own = [parsed for parsed in own if parsed.rank in (0, None)]
     found: Optional[float] = None
-    for line in own:
+    for line in (parsed.text for parsed in own):
         for match in pattern.finditer(line):
             text = match.group(1) if pattern.groups else match.group(0)
             try:

@@ -20,9 +20,11 @@ import itertools
 import os
 from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeAlias
 
+from ..lineprefix import SDK_WRITER, host_line, prefixed
+
 __all__ = ["ConsoleIndex", "index_path", "merged_lines", "missing_lines"]
 
-Source: TypeAlias = "Tuple[str, str]"  # (prefix, console log path)
+Source: TypeAlias = "Tuple[int, str]"  # (host index, console log path)
 
 
 def index_path(console_log: str) -> str:
@@ -85,11 +87,11 @@ def _read_index(path: str) -> Tuple[List[int], List[float]]:
     return offsets, times
 
 
-def _decode(prefix: str, raw: bytes) -> str:
-    return prefix + raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
+def _text(raw: bytes) -> str:
+    return raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
 
 
-def _timed_lines(order: int, prefix: str, path: str) -> Iterator[Tuple[float, int, str]]:
+def _timed_lines(order: int, host: int, path: str) -> Iterator[Tuple[float, int, str]]:
     offsets, times = _read_index(index_path(path))
     end = 0
     try:
@@ -98,14 +100,14 @@ def _timed_lines(order: int, prefix: str, path: str) -> Iterator[Tuple[float, in
                 end += len(raw)
                 at = bisect.bisect_left(offsets, end)
                 when = times[at] if at < len(times) else float("inf")
-                yield when, order, _decode(prefix, raw)
+                yield when, order, host_line(host, _text(raw))
     except OSError:
         return
 
 
 def merged_lines(sources: Sequence[Source], *, limit: Optional[int] = None) -> Iterator[str]:
     """Every line of every console, merged by the time it was written (see the module docstring)."""
-    streams = [_timed_lines(order, prefix, path) for order, (prefix, path) in enumerate(sources)]
+    streams = [_timed_lines(order, host, path) for order, (host, path) in enumerate(sources)]
     for count, (_, _, line) in enumerate(heapq.merge(*streams)):
         if limit is not None and count >= limit:
             return
@@ -121,10 +123,10 @@ def _lines(path: str) -> Iterator[bytes]:
         return
 
 
-def missing_lines(prefix: str, console_log: str, rank_logs: Mapping[int, str]) -> Iterator[str]:
-    """The lines of each rank log beyond those its console copy in ``console_log`` shows, with ``prefix`` and the
-    rank's own ``[rank N] `` prefix, after one line saying where they come from; nothing when the console shows
-    them all. A rank's console lines are matched to its log line by line: the first that differs (a line cut
+def missing_lines(host: int, console_log: str, rank_logs: Mapping[int, str]) -> Iterator[str]:
+    """The lines of each rank log beyond those its console copy in ``console_log`` shows, as host ``host``'s rank's
+    lines (``[host 0 rank 1] ``), after one line of the SDK's saying where they come from; nothing when the console
+    shows them all. A rank's console lines are matched to its log line by line: the first that differs (a line cut
     short by the full disk) is where the console stopped."""
     for rank, path in sorted(rank_logs.items()):
         tag = f"[rank {rank}] ".encode()
@@ -137,5 +139,6 @@ def missing_lines(prefix: str, console_log: str, rank_logs: Mapping[int, str]) -
                 break
         for count, line in enumerate(itertools.chain(rest, kept)):
             if not count:
-                yield f"{prefix}[ma-submit] the console was cut short; the rest of rank {rank}'s output from {path}:"
-            yield _decode(f"{prefix}[rank {rank}] ", line)
+                yield prefixed(host, f"the console was cut short; the rest of rank {rank}'s output from {path}:",
+                               SDK_WRITER)  # fmt: skip
+            yield prefixed(host, _text(line), f"rank {rank}")

@@ -160,12 +160,12 @@ class JobReader:
         if not count:
             hosts = request_json(paths).get("hosts")
             count = len(hosts) if isinstance(hosts, list) else 1
-        files = [(f"[host {i}] ", paths.console_log(i)) for i in range(count)]
+        files = [(i, paths.console_log(i)) for i in range(count)]
         if not follow:
             return _while_reading(paths, itertools.chain(merged_lines(files), _cut_short(paths, count)))
         return _while_reading(paths, self._follow(paths, files))
 
-    def _follow(self, paths: JobPaths, files: List[Tuple[str, str]]) -> Iterator[str]:
+    def _follow(self, paths: JobPaths, files: List[Tuple[int, str]]) -> Iterator[str]:
         watch = UnknownWatch()
 
         def ended() -> bool:
@@ -318,7 +318,7 @@ def _cut_short(paths: JobPaths, count: int) -> Iterator[str]:
         if isinstance(rank_logs, dict):
             logs = {int(rank): path for rank, path in rank_logs.items()
                     if str(rank).isdigit() and isinstance(path, str)}  # fmt: skip
-            yield from missing_lines(f"[host {index}] ", paths.console_log(index), logs)
+            yield from missing_lines(index, paths.console_log(index), logs)
 
 
 def _failure_class(paths: JobPaths, job_state: JobState, state: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

@@ -5,7 +5,7 @@ Example::
     from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
     backend = ModelArtsBackend()                    # credentials and endpoints from the environment
     handle = backend.submit(spec)                   # upload code, create the job once; returns its id
-    for line in handle.logs(follow=True):           # "[host 0] ..." from the per-task log API
+    for line in handle.logs(follow=True):           # "[host 0 rank 0] ..." from the per-task logs
         print(line)
     print(handle.wait().exit_code)                  # the failing task's own exit code, 0 on success
 

@@ -89,7 +89,7 @@ class TaskLogReader:
     def read(self, job: Mapping[str, Any], task: str, index: int) -> List[str]:
         """New lines of ``task`` since the last call (plus a notice for bytes the preview skipped)."""
         job_id = str((job.get("metadata") or {}).get("id") or "")
-        log = self.logs.setdefault(task, TaskLog(f"[host {index}] "))
+        log = self.logs.setdefault(task, TaskLog(index))
         url = self._link(job_id, task)
         if url is not None:
             lines = self._ranged(url, log)

@@ -12,26 +12,27 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from ..lineprefix import SDK_WRITER, host_line, prefixed
+
 __all__ = ["TaskLog", "skipped_notice"]
 
 
-def _line(prefix: str, raw: bytes) -> str:
-    return prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
+def _line(host: int, raw: bytes) -> str:
+    return host_line(host, raw.rstrip(b"\r").decode("utf-8", errors="replace"))
 
 
-def skipped_notice(prefix: str, task: str, skipped: int, where: str) -> str:
-    """The line shown in place of bytes the preview skipped."""
-    return (
-        f"{prefix}[ma-submit] {skipped} bytes of {task}'s log are not shown: more arrived between two reads "
-        f"than the platform's log preview holds; the whole log is at {where}"
-    )
+def skipped_notice(host: int, task: str, skipped: int, where: str) -> str:
+    """The line shown in place of bytes the preview skipped (the SDK's own, in host ``host``'s place)."""
+    return prefixed(host, f"{skipped} bytes of {task}'s log are not shown: more arrived between two reads than the "
+                          f"platform's log preview holds; the whole log is at {where}", SDK_WRITER)  # fmt: skip
 
 
 class TaskLog:
-    """One task's log position (see the module docstring); ``prefix`` starts every line (``[host 0] ``)."""
+    """One task's log position (see the module docstring); every line names the task's ``host`` in its one prefix
+    (``[host 0 rank 1] ``, :mod:`..lineprefix`)."""
 
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
+    def __init__(self, host: int) -> None:
+        self.host = host
         self.offset = 0
         self.partial = b""
         self.restarts = 0
@@ -39,7 +40,7 @@ class TaskLog:
     def _lines(self, chunk: bytes) -> List[str]:
         parts = (self.partial + chunk).split(b"\n")
         self.partial = parts.pop()
-        return [_line(self.prefix, raw) for raw in parts]
+        return [_line(self.host, raw) for raw in parts]
 
     def feed(self, data: bytes, start: int) -> List[str]:
         """Bytes ``data`` of the log from byte ``start`` on; the complete new lines."""
@@ -65,8 +66,8 @@ class TaskLog:
         if fresh <= len(content):
             return self.feed(content[len(content) - fresh :], self.offset), 0
         skipped = fresh - len(content)
-        lines = [_line(self.prefix, self.partial)] if self.partial else []  # the line before the gap, as far as known
-        lines.append(skipped_notice(self.prefix, task, skipped, where))
+        lines = [_line(self.host, self.partial)] if self.partial else []  # the line before the gap, as far as known
+        lines.append(skipped_notice(self.host, task, skipped, where))
         self.partial = b""
         self.offset = full_size - len(content)
         return lines + self.feed(content, self.offset), skipped
@@ -75,5 +76,5 @@ class TaskLog:
         """The last line when it has no newline (at the end of the job), once."""
         if not self.partial:
             return None
-        text, self.partial = _line(self.prefix, self.partial), b""
+        text, self.partial = _line(self.host, self.partial), b""
         return text

@@ -3,7 +3,7 @@
 Modules: :mod:`.backend` (``VolcanoBackend``, the ``Backend`` implementation), :mod:`.manifest` (pure spec ->
 manifest rendering), :mod:`.template` (the adaptable manifest template and its placeholders), :mod:`.phases`
 (Volcano phases and pods -> states, hosts, exit code), :mod:`.client` (the ``kubernetes`` client, imported
-lazily), :mod:`.logs` (pod logs as ``[host N]`` lines), :mod:`.options` and :mod:`.ids` (what the loader and
+lazily), :mod:`.logs` (pod logs as ``[host N rank R]`` lines), :mod:`.options` and :mod:`.ids` (what the loader and
 the CLI ask without loading the rest). ``docs/volcano.md`` is the user guide.
 
 The package itself imports nothing: asking :mod:`.options` (the registry's facts) loads no other module of it, and

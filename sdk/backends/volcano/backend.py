@@ -238,7 +238,7 @@ class VolcanoBackend(Backend):
         return self._view.status(job_id, progress=True)  # its shims' lines in its pods' logs (JobView.log_tails)
 
     def logs(self, job_id: str, *, follow: bool = False) -> Iterator[str]:
-        """``[host N] ...`` lines of the worker pods; with ``follow`` until the job ends."""
+        """``[host N rank R] ...`` lines of the worker pods; with ``follow`` until the job ends."""
         namespace, name = self._where(job_id)
         self.api.get_job(namespace, name)  # an unknown id fails here, not silently with no lines
 

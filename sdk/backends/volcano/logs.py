@@ -1,4 +1,5 @@
-"""The worker pods' output as one stream of ``[host N] ...`` lines, read once or followed until the job ends.
+"""The worker pods' output as one stream of lines, each naming its pod's host in its one prefix (``[host 1 rank 2]
+...``, :mod:`..lineprefix`), read once or followed until the job ends.
 
 Following starts one reader thread per pod as soon as its worker container has started (a pod that Volcano
 re-creates after a restart gets a new reader: pods are told apart by their uid) and ends once the job has
@@ -14,6 +15,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Sequence, Tuple
 
+from ..lineprefix import host_line
 from .phases import host_index
 
 __all__ = ["READ_AHEAD", "RELIST_POLLS", "LineSplitter", "follow_pod_logs", "read_pod_logs", "started_pods"]
@@ -29,10 +31,11 @@ _DONE = object()
 
 
 class LineSplitter:
-    """Turns chunks into complete lines with a prefix; :meth:`flush` gives a last line without newline."""
+    """Turns chunks of host ``host``'s log into complete lines naming the host; :meth:`flush` gives a last line
+    without newline."""
 
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
+    def __init__(self, host: int) -> None:
+        self.host = host
         self._partial = b""
 
     def feed(self, chunk: bytes) -> List[str]:
@@ -47,7 +50,7 @@ class LineSplitter:
         return [self._decode(rest)] if rest else []
 
     def _decode(self, raw: bytes) -> str:
-        return self.prefix + raw.rstrip(b"\r").decode("utf-8", errors="replace")
+        return host_line(self.host, raw.rstrip(b"\r").decode("utf-8", errors="replace"))
 
 
 def _started(pod: Mapping[str, Any]) -> bool:
@@ -87,7 +90,7 @@ def read_pod_logs(list_pods: ListPods, read_log: ReadLog, *, ahead: int = READ_A
                     submitted += 1
                 streamed = position == 0 or ahead <= 0
                 chunks = read_log(name, False) if streamed else iter([waiting.popleft().result()])
-                splitter = LineSplitter(f"[host {index}] ")
+                splitter = LineSplitter(index)
                 for chunk in chunks:
                     yield from splitter.feed(chunk)
                 yield from splitter.flush()
@@ -101,7 +104,7 @@ def _whole(read_log: ReadLog, name: str) -> bytes:
 
 
 def _reader(index: int, name: str, read_log: ReadLog, out: queue.Queue[object]) -> None:
-    splitter = LineSplitter(f"[host {index}] ")
+    splitter = LineSplitter(index)
     try:
         for chunk in read_log(name, True):
             for line in splitter.feed(chunk):

@@ -228,6 +228,11 @@ def target(
     yield from shipped(request, tmp_path, cli_env, home)
 
 
+def of_host(host: int, line: str) -> bool:
+    """Whether ``line``'s one prefix names host ``host`` (``[host 1] ``, ``[host 1 rank 1] ``)."""
+    return line.startswith((f"[host {host}] ", f"[host {host} "))
+
+
 def _until(target: Target, job_id: str, *states: JobState) -> None:
     deadline = time.monotonic() + WAIT
     while target.backend.status(job_id).state not in states:
@@ -258,7 +263,7 @@ def test_the_id_submit_returns_is_the_plans_and_every_verb_takes_it(target: Targ
     assert backend.resolve_id(handle.id) == handle.id
     final = handle.wait(timeout=WAIT, poll_interval=0.1)
     assert (final.id, final.state) == (handle.id, JobState.SUCCEEDED)
-    assert [line for line in backend.logs(handle.id) if line.startswith("[host 1]")]
+    assert [line for line in backend.logs(handle.id) if of_host(1, line)]
     assert handle.id in [status.id for status in backend.list()]
     assert backend.stop(handle.id).state is JobState.SUCCEEDED  # ended: stop changes nothing
 
@@ -361,6 +366,6 @@ def test_follow_ends_when_the_job_ends_and_loses_no_line(target: Target) -> None
     assert backend.status(job_id).is_terminal
     read = list(backend.logs(job_id))
     for host in (0, 1):
-        mine = [line for line in followed if line.startswith(f"[host {host}] ")]
-        assert mine == [line for line in read if line.startswith(f"[host {host}] ")]
+        mine = [line for line in followed if of_host(host, line)]
+        assert mine == [line for line in read if of_host(host, line)]
         assert len(mine) >= 2, mine

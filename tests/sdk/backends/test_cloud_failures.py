@@ -33,10 +33,10 @@ _HINT = re.compile(r"'(ma-submit [^']+)'")
 
 
 def test_the_shims_verdict_in_the_log_wins_over_the_exit_code() -> None:
-    verdict = "[host 1] [ma-entrypoint] failure class: user_error (not retryable): the script exited with an error"
+    verdict = "[host 1 ma-entrypoint] failure class: user_error (not retryable): the script exited with an error"
     # exit 2 alone looks like the shim rejecting its input; the shim said it was the script's own exit 2
     assert failure_from_log(2, ())["class"] == "launcher_misuse"
-    found = failure_from_log(2, ["[host 1] Traceback ...", verdict, "[host 1] [ma-entrypoint] exit code 2; report"])
+    found = failure_from_log(2, ["[host 1] Traceback ...", verdict, "[host 1 ma-entrypoint] exit code 2; report"])
     assert (found["class"], found["retryable"]) == ("user_error", False)
     assert shim_verdict(["[ma-entrypoint] failure class: signal (retryable): killed"]) == "signal"
     assert shim_verdict(["[ma-entrypoint] failure class: nonsense (retryable): x"]) is None
@@ -164,7 +164,7 @@ def test_volcano_detach_hints_work_as_printed(kube: FakeKube, cli_env: Dict[str,
     job_id = submitted.stdout.strip()
     logs, status = run_hints(submitted.stderr, env)
     assert logs.returncode == 0, logs.stderr
-    assert "[host 1] [rank 1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)" in logs.stdout
+    assert "[host 1 rank 1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)" in logs.stdout
     assert status.returncode == 0 and f"id:        {job_id}" in status.stdout, status.stderr
     as_json = ma_submit(["status", "--output", "json", job_id], env)
     data = json.loads(as_json.stdout)

@@ -46,8 +46,8 @@ WRITER = textwrap.dedent(
 )
 
 
-def expected(path: Path, lines: int) -> List[str]:
-    return [f"[{path.stem}] {path.name} line {i}" for i in range(lines)]
+def expected(host: int, path: Path, lines: int) -> List[str]:
+    return [f"[host {host}] {path.name} line {i}" for i in range(lines)]
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["inotify", "polling"])
@@ -55,7 +55,7 @@ def test_follow_keeps_every_line_in_order(tmp_path: Path, kernel: bool) -> None:
     lines = 400
     a, b, marker = tmp_path / "a" / "a.log", tmp_path / "b.log", tmp_path / "state.json"
     a.parent.mkdir()
-    sources = [(f"[{a.stem}] ", str(a)), (f"[{b.stem}] ", str(b))]
+    sources = [(0, str(a)), (1, str(b))]
     sleeps: List[float] = []
     with ChangeWatch([str(a), str(b), str(marker)], use_kernel=kernel) as watch:
         assert watch.kernel is kernel
@@ -66,8 +66,8 @@ def test_follow_keeps_every_line_in_order(tmp_path: Path, kernel: bool) -> None:
             got = list(follow_files(sources, marker.exists, watch=watch, sleep=sleeps.append))
         finally:
             assert writer.wait(timeout=60) == 0
-    assert [line for line in got if line.startswith("[a] ")] == expected(a, lines)
-    assert [line for line in got if line.startswith("[b] ")] == expected(b, lines)
+    assert [line for line in got if line.startswith("[host 0] ")] == expected(0, a, lines)
+    assert [line for line in got if line.startswith("[host 1] ")] == expected(1, b, lines)
     assert len(got) == 2 * lines
     assert sleeps == []  # the watch waits; the poll's sleep is not used even when the watch polls
 
@@ -80,10 +80,10 @@ def test_a_log_whose_changes_are_never_reported_is_still_read_in_full(tmp_path: 
             [sys.executable, "-c", WRITER, str(marker), str(log)], env={**os.environ, "LINES": str(lines)}
         )
         try:
-            got = list(follow_files([("[a] ", str(log))], marker.exists, watch=watch, check_every=0.02))
+            got = list(follow_files([(0, str(log))], marker.exists, watch=watch, check_every=0.02))
         finally:
             assert writer.wait(timeout=60) == 0
-    assert got == expected(log, lines)
+    assert got == expected(0, log, lines)
 
 
 def test_a_change_to_a_watched_file_wakes_the_wait(tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ def test_following_a_running_local_job_loses_no_line(
     by_rank: Dict[str, List[str]] = {}
     for line in followed:
         if " line " in line:
-            by_rank.setdefault(line.split("] ", 1)[0], []).append(line.rsplit("] ", 1)[1])
+            by_rank.setdefault(line.split(" rank ", 1)[0], []).append(line.split("] ", 1)[1])
     ranks = {"[host 0": ("0", "1"), "[host 1": ("2", "3")}
     assert sorted(by_rank) == sorted(ranks)
     for host, numbers in ranks.items():

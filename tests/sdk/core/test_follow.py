@@ -127,7 +127,7 @@ def test_wait_returns_final_status() -> None:
 
 def test_log_files_are_tailed_with_prefixes(tmp_path: Path) -> None:
     a, b = tmp_path / "a.log", tmp_path / "b.log"
-    a.write_bytes(b"one\ntwo\n")
+    a.write_bytes(b"[rank 1] one\ntwo\n")  # a rank's line names its rank and host; one without a prefix its host
     ended = {"flag": False}
     ticks = {"n": 0}
 
@@ -140,12 +140,13 @@ def test_log_files_are_tailed_with_prefixes(tmp_path: Path) -> None:
         if ticks["n"] == 3:
             ended["flag"] = True
 
-    lines = list(follow_files([("[a] ", str(a)), ("[b] ", str(b))], lambda: ended["flag"], sleep=sleep))
-    assert lines == ["[a] one", "[a] two", "[a] thr\ufffdee", "[b] b1", "[b] b2-without-newline"]
-    assert list(read_files([("[a] ", str(a)), ("[x] ", str(tmp_path / "missing"))])) == [
-        "[a] one",
-        "[a] two",
-        "[a] thr\ufffdee",
+    lines = list(follow_files([(0, str(a)), (1, str(b))], lambda: ended["flag"], sleep=sleep))
+    assert lines == ["[host 0 rank 1] one", "[host 0] two", "[host 0] thr\ufffdee", "[host 1] b1",
+                     "[host 1] b2-without-newline"]  # fmt: skip
+    assert list(read_files([(0, str(a)), (3, str(tmp_path / "missing"))])) == [
+        "[host 0 rank 1] one",
+        "[host 0] two",
+        "[host 0] thr\ufffdee",
     ]
 
 

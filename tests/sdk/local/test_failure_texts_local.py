@@ -95,7 +95,7 @@ class Job:
 
     def shim_lines(self) -> List[str]:
         """The console's lines of the tool itself: ma-submit's and the shims' (not the ranks')."""
-        return [line for line in self.console().splitlines() if line.startswith("ma-submit:") or "[ma-entrypoint]"
+        return [line for line in self.console().splitlines() if line.startswith("ma-submit:") or " ma-entrypoint] "
                 in line or re.match(r"\[host \d\]   ", line) or "Root cause" in line]  # fmt: skip
 
     def check_no_wrong_text(self) -> None:

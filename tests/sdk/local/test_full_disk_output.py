@@ -104,7 +104,7 @@ def test_a_full_disk_keeps_the_output_that_fits(
     complete = ours(data.decode().split("\n")[:-1])
     # the console shows every line the log holds: the foreground ma-submit, and logs afterwards
     for stdout in (done.stdout, ma_submit(["logs", job_id], cli_env).stdout):
-        shown = ours(shown_lines(stdout, "[host 0] [rank 0] "))
+        shown = ours(shown_lines(stdout, "[host 0 rank 0] "))
         assert shown[: len(complete)] == complete, f"the console showed {len(shown)} of the {len(complete)} lines"
     if method != "msrun":  # msrun's workers write their logs themselves: the shim cannot see what they lost
         said = f"{log} holds the output up to byte {len(data)}, the rest was lost (No space left on device)"

@@ -20,6 +20,7 @@ import yaml
 from malaunch.sdk import Job, JobState
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import job_processes, pid_alive, read_json
+from prefix_checks import one_prefix
 from sdkutil import TEMPLATES, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
@@ -49,11 +50,41 @@ def test_torchrun_template_two_hosts_all_reduce(cli_env: Dict[str, str], home: P
     assert "all_reduce OK across 4 ranks" in result.stdout
     sums = [line for line in result.stdout.splitlines() if "all_reduce sum = 10, expected 10" in line]
     assert len(sums) == 4
-    assert {line.split("]")[0] for line in sums} == {"[host 0", "[host 1"}
+    assert {line.split(" rank ")[0] for line in sums} == {"[host 0", "[host 1"}
     assert "host 0 (127.0.0.1) started" in result.stderr and "host 1 (127.0.0.2) finished, exit code 0" in result.stderr
     (job_id,) = job_ids(home)
     status = status_json(job_id, cli_env)
     assert (status["state"], status["exit_code"]) == ("SUCCEEDED", 0)
+    assert_nothing_running(job_id)
+
+
+def test_each_console_line_has_one_prefix_naming_its_host_and_writer(tmp_path: Path, cli_env: Dict[str, str]) -> None:
+    """Two hosts of real shims: each shim's console line carries its one prefix, and the merged console names the
+    host in that same prefix (it showed ``[host 1] [rank 2] ...`` and ``[host 0] [ma-entrypoint] ...``), in the
+    foreground, in ``logs`` and in ``logs -f``; the rank and host filters read it."""
+    script = """
+        import os, sys
+        print(f"out of rank {os.environ['RANK_ID']}", flush=True)
+        print(f"err of rank {os.environ['RANK_ID']}", file=sys.stderr, flush=True)
+    """
+    job = write_job(tmp_path / "one", script, name="one", resources={"hosts": 2, "devices_per_host": 2})
+    result = ma_submit([str(job)], cli_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = one_prefix(result.stdout.splitlines())
+    ranks = sorted((w.host, w.writer, w.text) for w in shown if w.writer and w.writer.startswith("rank "))
+    assert ranks == sorted((r // 2, f"rank {r}", f"{kind} of rank {r}") for r in range(4) for kind in ("out", "err"))
+    for host in (0, 1):
+        own = [w.text for w in shown if (w.host, w.writer) == (host, "ma-entrypoint")]
+        assert any(text.startswith("exit code 0; report: ") for text in own), own
+    assert {w.writer for w in shown} == {"ma-entrypoint", "rank 0", "rank 1", "rank 2", "rank 3"}
+    (job_id,) = [line.split()[3] for line in result.stderr.splitlines() if line.startswith("ma-submit: submitted")]
+    for args in ([job_id], ["-f", job_id]):
+        logs = ma_submit(["logs", *args], cli_env)
+        assert sorted(one_prefix(logs.stdout.splitlines()), key=str) == sorted(shown, key=str), logs.stderr
+    by_rank = ma_submit(["logs", "--rank", "2", job_id], cli_env).stdout.splitlines()
+    assert sorted(by_rank) == ["[host 1 rank 2] err of rank 2", "[host 1 rank 2] out of rank 2"]
+    by_host = one_prefix(ma_submit(["logs", "--host", "1", job_id], cli_env).stdout.splitlines())
+    assert by_host and {w.host for w in by_host} == {1}
     assert_nothing_running(job_id)
 
 
@@ -107,8 +138,8 @@ def test_detach_then_status_logs_stop_from_other_processes(
     def both_ready() -> bool:
         out = ma_submit(["logs", job_id], cli_env).stdout
         return (
-            "[host 0] [rank 0] ready rank 0 on 127.0.0.1" in out
-            and "[host 1] [rank 1] ready rank 1 on 127.0.0.2" in out
+            "[host 0 rank 0] ready rank 0 on 127.0.0.1" in out
+            and "[host 1 rank 1] ready rank 1 on 127.0.0.2" in out
         )
 
     wait_for(both_ready, what="both hosts to print 'ready'")
@@ -164,7 +195,7 @@ def test_killing_the_follower_does_not_stop_the_job(tmp_path: Path, cli_env: Dic
     status = status_json(job_id, cli_env)
     assert (status["state"], status["exit_code"]) == ("SUCCEEDED", 0)
     logs = ma_submit(["logs", job_id], cli_env).stdout
-    assert "[host 0] [rank 0] done" in logs and "[host 1] [rank 1] done" in logs
+    assert "[host 0 rank 0] done" in logs and "[host 1 rank 1] done" in logs
     assert_nothing_running(job_id)
 
 
@@ -180,7 +211,7 @@ def test_python_api_submit_wait(tmp_path: Path, home: Path, monkeypatch: pytest.
     assert final.state is JobState.SUCCEEDED and final.exit_code == 0
     assert handle.status() == final
     lines = list(handle.logs())
-    assert "[host 0] [rank 0] hello from rank 0 of 2" in lines and "[host 0] [rank 1] hello from rank 1 of 2" in lines
+    assert "[host 0 rank 0] hello from rank 0 of 2" in lines and "[host 0 rank 1] hello from rank 1 of 2" in lines
     assert list(handle.logs(follow=True)) == lines
     assert handle.stop().state is JobState.SUCCEEDED  # stopping an ended job changes nothing
     assert_nothing_running(handle.id)
@@ -240,7 +271,7 @@ def test_msrun_two_hosts_in_network_namespaces(tmp_path: Path, cli_env: Dict[str
     result = ma_submit([str(code / "job.yaml")], cli_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "after 20 steps on 2 workers" in result.stdout
-    assert "[host 1] [rank 1] rank 1 step 20/20 loss" in result.stdout
+    assert "[host 1 rank 1] rank 1 step 20/20 loss" in result.stdout
     (job_id,) = job_ids(home)
     assert_nothing_running(job_id)
 

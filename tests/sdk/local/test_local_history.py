@@ -191,7 +191,7 @@ def test_prune_never_touches_a_running_job_nor_one_being_read(
     running = ma_submit(["--detach", str(sleeper)], cli_env).stdout.strip()
     wait_for(lambda: "up" in ma_submit(["logs", running], cli_env).stdout, what="the sleeper")
     lines = LocalBackend(home=str(home)).logs(job_id)  # a reader of the ended job, as `ma-submit logs` is
-    assert next(lines).startswith("[host 0] ")
+    assert next(lines).startswith("[host 0 ma-entrypoint] ")
     busy = ma_submit(["prune", "--older-than", "0"], cli_env)
     assert busy.returncode == 0 and busy.stdout == ""
     assert f"ma-submit: kept job {job_id}: another process is reading it" in busy.stderr

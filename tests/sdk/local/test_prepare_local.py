@@ -52,7 +52,7 @@ def test_two_local_hosts_start_their_ranks_together_once_the_slow_one_prepared_a
     starts = [float((marks / f"rank-start-{host}").read_text()) for host in (0, 1)]
     assert max(starts) - min(starts) < 2.0 and min(starts) >= float((marks / "prepared-h1").read_text())
     logs = ma_submit(["logs", job_id], cli_env).stdout
-    assert "[prepare] preparing host 1" in logs and "[prepare] preparing host 0" in logs
+    assert "[host 1 prepare] preparing host 1" in logs and "[host 0 prepare] preparing host 0" in logs
     assert_nothing_running(job_id)
 
 

@@ -21,6 +21,7 @@ from malaunch.sdk.backends.modelarts.backend import ModelArtsBackend
 from malaunch.sdk.backends.modelarts.credentials import Credentials
 from malaunch.sdk.follow import follow_job
 from modelarts_env import AK, BUCKET, PROJECT, SK
+from prefix_checks import Written, one_prefix
 from sdkutil import ma_submit
 from test_modelarts_api import FAST, body, client
 
@@ -292,7 +293,7 @@ def test_logs_from_the_preview_say_what_they_skipped(fake_ma: FakeModelArts, tmp
     job.append(backend.api.create_job(one_task_body())["metadata"]["id"])
     lines = list(backend.logs(job[0], follow=True))
     notice = (
-        "[host 0] [ma-submit] 4000 bytes of worker-0's log are not shown: more arrived between two reads than the "
+        "[host 0 ma-submit] 4000 bytes of worker-0's log are not shown: more arrived between two reads than the "
         f"platform's log preview holds; the whole log is at {LOG_FOLDER}"
     )
     expected = [f"[host 0] {text}" for text in burst("a", 3).splitlines()]
@@ -310,3 +311,24 @@ def test_logs_of_an_ended_job_are_whole_however_long(fake_ma: FakeModelArts, tmp
     lines = list(backend.logs(job_id))
     assert len(lines) == 101 and lines[0] == "[host 0] " + burst("x", 1).rstrip("\n")
     assert lines[-1] == "[host 0] last line without a newline"
+
+
+def test_each_task_line_has_one_prefix_naming_its_host_and_writer(fake_ma: FakeModelArts, tmp_path: Path) -> None:
+    """The tasks' logs carry the shim's one prefix a line; ``logs`` names the host in that same prefix (it showed
+    ``[host 1] [rank 3] ...``: two prefixes), through the log link and through the preview alike."""
+    fake_ma.outcome = ("silent", 0)
+    backend = ModelArtsBackend(environ=api_env(fake_ma, tmp_path), policy=FAST, poll=0.0, progress=None)
+    job_id = backend.api.create_job(body())["metadata"]["id"]
+    for host in (0, 1):
+        fake_ma.append_log(job_id, f"worker-{host}", f"[ma-entrypoint] method=torchrun node_rank={host}/2\n"
+                           f"[rank {2 * host + 1}] step 1\nW1129 a launcher's warning\n[ma-entrypoint] exit code 0")
+    fake_ma.finish(job_id)
+    expected = [
+        Written(host, writer, text) for host in (0, 1) for writer, text in (
+            ("ma-entrypoint", f"method=torchrun node_rank={host}/2"), (f"rank {2 * host + 1}", "step 1"),
+            (None, "W1129 a launcher's warning"), ("ma-entrypoint", "exit code 0"))
+    ]  # fmt: skip
+    assert sorted(one_prefix(backend.logs(job_id)), key=str) == sorted(expected, key=str)
+    fake_ma.log_links = False  # the preview: the same lines
+    previewed = ModelArtsBackend(environ=api_env(fake_ma, tmp_path), policy=FAST, poll=0.0, progress=None)
+    assert sorted(one_prefix(previewed.logs(job_id)), key=str) == sorted(expected, key=str)

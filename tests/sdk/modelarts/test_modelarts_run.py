@@ -59,8 +59,8 @@ def test_two_host_torchrun_all_reduce(running_platform: FakeModelArts, tmp_path:
     result = ma_submit([str(job_file(tmp_path, "train.py", ["--expect-world-size", "4"]))], ma_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert any(line.startswith("[host 0] ") and "all_reduce OK across 4 ranks" in line for line in lines), lines
-    assert any(line.startswith("[host 1] ") and "all_reduce sum = 10" in line for line in lines), lines
+    assert any(line.startswith("[host 0 rank 0] ") and "all_reduce OK across 4 ranks" in line for line in lines), lines
+    assert any(line.startswith("[host 1 rank ") and "all_reduce sum = 10" in line for line in lines), lines
     assert running_platform.signature_failures == [] and running_platform.body_errors == []
 
 

@@ -10,7 +10,7 @@ from malaunch.sdk.backends.modelarts.tasklog import TaskLog
 
 
 def test_ranged_reads_show_each_byte_once_across_line_breaks() -> None:
-    log = TaskLog("[host 0] ")
+    log = TaskLog(0)
     assert log.feed(b"one\ntw", 0) == ["[host 0] one"]
     assert log.feed(b"tw", 4) == []  # already shown: nothing twice
     assert log.feed(b"o\nthree", 6) == ["[host 0] two"]
@@ -19,7 +19,7 @@ def test_ranged_reads_show_each_byte_once_across_line_breaks() -> None:
 
 
 def test_a_shorter_log_started_again() -> None:
-    log = TaskLog("[host 1] ")
+    log = TaskLog(1)
     log.feed(b"a\nb\nc\n", 0)
     assert log.feed(b"x\n", 0) == ["[host 1] x"] and log.restarts == 1
     assert log.feed_preview(b"x\n", 2, "worker-1", "W") == ([], 0)  # the same size: nothing new
@@ -28,12 +28,12 @@ def test_a_shorter_log_started_again() -> None:
 
 
 def test_a_preview_gap_is_one_line_in_its_place() -> None:
-    log = TaskLog("[host 0] ")
+    log = TaskLog(0)
     assert log.feed_preview(b"first\nhalf a li", 15, "worker-0", "W") == (["[host 0] first"], 0)
     lines, skipped = log.feed_preview(b"tail line\n", 40, "worker-0", "obs://b/logs/")
     assert skipped == 15
     assert lines[0] == "[host 0] half a li"  # the line before the gap, as far as it was seen
-    assert lines[1].startswith("[host 0] [ma-submit] 15 bytes of worker-0's log are not shown")
+    assert lines[1].startswith("[host 0 ma-submit] 15 bytes of worker-0's log are not shown")
     assert lines[1].endswith("the whole log is at obs://b/logs/")
     assert lines[2:] == ["[host 0] tail line"]
     assert log.feed_preview(b"tail line\n", 40, "worker-0", "W") == ([], 0)

@@ -106,7 +106,7 @@ def test_torchrun_template_derives_the_world_size_so_one_host_works(cli_env: Dic
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all_reduce OK across 2 ranks" in result.stdout
     # the shim's header counts the ranks torchrun starts, not the one torchrun process
-    header = next(line for line in result.stdout.splitlines() if "[ma-entrypoint] method=torchrun" in line)
+    header = next(x for x in result.stdout.splitlines() if x.startswith("[host 0 ma-entrypoint] method=torchrun"))
     assert "ranks=2 (started by torchrun)" in header and "processes=1" not in header
 
 

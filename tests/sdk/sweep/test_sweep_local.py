@@ -97,7 +97,7 @@ def test_grid_sweep_runs_at_most_max_parallel_and_ranks_by_the_metric(
     one = data["trials"][0]["job_id"]
     assert ma_submit(["status", one], cli_env).returncode == 0
     logs = ma_submit(["sweep", "logs", "--trial", "5", sweep_id], cli_env)
-    assert "[trial 5] [host 0] [rank 0] step 2 loss=0.0023" in logs.stdout.splitlines()
+    assert "[trial 5 host 0 rank 0] step 2 loss=0.0023" in logs.stdout.splitlines()
     listed = ma_submit(["sweep", "list", "--output", "json"], cli_env)
     assert [item["id"] for item in json.loads(listed.stdout)] == [sweep_id]
 
@@ -127,8 +127,8 @@ def test_random_sweep_with_a_failing_trial_keeps_going_and_wait_exits_with_its_c
     followed = ma_submit(["sweep", "logs", "-f", sweep_id], cli_env)  # from the first trial until the last ends
     assert followed.returncode == 0, followed.stderr
     for index in range(4):
-        assert sum(1 for line in followed.stdout.splitlines() if line.startswith(f"[trial {index}] [host 0]")) >= 2
-        assert f"[trial {index}] [host 0] [rank 0] step 2 loss=" in followed.stdout
+        assert sum(1 for line in followed.stdout.splitlines() if line.startswith(f"[trial {index} host 0")) >= 2
+        assert f"[trial {index} host 0 rank 0] step 2 loss=" in followed.stdout
     waited = ma_submit(["sweep", "wait", sweep_id], cli_env)
     assert waited.returncode == 5, waited.stderr  # the first failed trial's exit code
     # the same trials as the dry run (seeded), each run to its end: a failure did not stop the others

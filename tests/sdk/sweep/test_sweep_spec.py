@@ -162,12 +162,12 @@ def test_a_job_file_with_a_sweep_is_refused_by_submit_and_read_by_sweep(tmp_path
 
 def test_the_objective_is_the_last_match_of_the_root_cause_host_or_rank_0() -> None:
     lines = [
-        "[host 0] [rank 0] loss=3.0",
-        "[host 0] [rank 1] loss=9.0",
-        "[host 1] [rank 2] loss=7.0",
-        "[host 0] [rank 0] loss=2.5 acc=0.9",
-        "[host 0] [rank 1] loss=8.0",
-        "[host 1] [rank 2] loss=nan?",
+        "[host 0 rank 0] loss=3.0",
+        "[host 0 rank 1] loss=9.0",
+        "[host 1 rank 2] loss=7.0",
+        "[host 0 rank 0] loss=2.5 acc=0.9",
+        "[host 0 rank 1] loss=8.0",
+        "[host 1 rank 2] loss=nan?",
     ]
     assert metric_from_lines(lines, r"loss=([0-9.]+)") == 2.5
     assert metric_from_lines(lines, r"loss=([0-9.]+)", host=1) == 7.0

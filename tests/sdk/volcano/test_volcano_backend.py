@@ -19,7 +19,9 @@ from malaunch.sdk import BackendError, ConfigError, JobNotFound, JobState, spec_
 from malaunch.sdk.backends._http import RetryPolicy
 from malaunch.sdk.backends.volcano.backend import VolcanoBackend
 from malaunch.sdk.backends.volcano.client import KubeTarget, resolve_target
+from malaunch.sdk.backends.volcano.logs import read_pod_logs
 from malaunch.sdk.status import HostState, exit_code_of
+from prefix_checks import Written, one_prefix
 from sdkutil import ma_submit, wait_for
 from serving import stop_serving
 from volcano_checks import crd_errors
@@ -53,10 +55,10 @@ def test_submit_status_wait_logs(kube: FakeKube, kubeconfig: Path) -> None:
     ]
     assert final.hosts[1].address == "10.0.0.11" and final.name == "vc-succeed"
     assert list(handle.logs()) == [
-        "[host 0] [rank 0] hello from host 0",
-        "[host 0] [rank 0] done, no newline",
-        "[host 1] [rank 1] hello from host 1",
-        "[host 1] [rank 1] done, no newline",
+        "[host 0 rank 0] hello from host 0",
+        "[host 0 rank 0] done, no newline",
+        "[host 1 rank 1] hello from host 1",
+        "[host 1 rank 1] done, no newline",
     ]
     assert [s.id for s in backend.list()] == [handle.id]
 
@@ -67,10 +69,10 @@ def test_follow_streams_until_the_job_ends(kube: FakeKube, kubeconfig: Path) -> 
     lines = list(handle.logs(follow=True))
     assert handle.status().state is JobState.SUCCEEDED  # following ended only with the job
     for index in range(3):
-        mine = [line for line in lines if line.startswith(f"[host {index}] ")]
+        mine = [line for line in lines if line.startswith(f"[host {index} ")]
         assert mine == [
-            f"[host {index}] [rank {index}] hello from host {index}",
-            f"[host {index}] [rank {index}] done, no newline",
+            f"[host {index} rank {index}] hello from host {index}",
+            f"[host {index} rank {index}] done, no newline",
         ]
     assert any(method == "GET" and path.endswith("/log") for method, path in kube.cluster.requests)
 
@@ -85,7 +87,36 @@ def test_a_pod_that_exits_7_fails_the_job_with_7(kube: FakeKube, kubeconfig: Pat
     assert exit_code_of(final) == 7
     assert "-worker-1 exited with code 7" in final.message
     assert sorted(h.exit_code or 0 for h in final.hosts) == [7, 143, 143]
-    assert "[host 1] [rank 1] RuntimeError: boom" in list(handle.logs())
+    assert "[host 1 rank 1] RuntimeError: boom" in list(handle.logs())
+
+
+def test_each_line_has_one_prefix_naming_its_host_and_writer(kube: FakeKube, kubeconfig: Path) -> None:
+    """The pods' consoles carry the shim's one prefix a line; the merged stream names the host in that same prefix
+    (it showed ``[host 1] [rank 1] ...``: two prefixes), read once and followed alike."""
+    backend = backend_for(kubeconfig)
+    handle = backend.submit(spec_from_mapping(job_data("timeout")))
+    followed = list(handle.logs(follow=True))
+    read = list(handle.logs())
+    assert one_prefix(read) == [
+        Written(0, "rank 0", "hello from host 0"),
+        Written(0, "rank 0", "got SIGTERM"),
+        Written(1, "rank 1", "hello from host 1"),
+        Written(1, "rank 1", "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(...)"),
+        Written(1, "ma-entrypoint", "failure class: collective_timeout (retryable): a collective ..."),
+    ]
+    assert sorted(one_prefix(followed), key=str) == sorted(one_prefix(read), key=str)
+
+
+def test_a_line_no_prefix_came_with_names_its_host_alone() -> None:
+    """A launcher's own line written around the shim has no writer to name: its host alone, once."""
+    running = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    pod = {"metadata": {"name": "w-1", "uid": "u-1", "annotations": {"volcano.sh/task-index": "1"}},
+           "status": {"containerStatuses": [{"name": "worker", "state": running}]}}  # fmt: skip
+    log = b"[rank 3] x\n[local rank 0] y\nW1129 torchrun warning\n[torchrun] z\n[ma-entrypoint] exit code 0"
+    assert list(read_pod_logs(lambda: [pod], lambda name, follow: iter([log]))) == [
+        "[host 1 rank 3] x", "[host 1 local rank 0] y", "[host 1] W1129 torchrun warning", "[host 1 torchrun] z",
+        "[host 1 ma-entrypoint] exit code 0",
+    ]  # fmt: skip
 
 
 def test_a_pod_killed_for_its_memory_says_so_on_the_jobs_line(kube: FakeKube, kubeconfig: Path) -> None:
@@ -103,8 +134,8 @@ def test_a_restarted_job_succeeds_and_its_new_pods_are_followed(kube: FakeKube, 
     backend = backend_for(kubeconfig)
     handle = backend.submit(spec_from_mapping(job_data("restart")))
     lines = list(handle.logs(follow=True))
-    assert "[host 0] [rank 0] transient failure" in lines  # from the first pods
-    assert "[host 0] [rank 0] attempt 2" in lines and "[host 1] [rank 1] attempt 2" in lines  # from the new ones
+    assert "[host 0 rank 0] transient failure" in lines  # from the first pods
+    assert "[host 0 rank 0] attempt 2" in lines and "[host 1 rank 1] attempt 2" in lines  # from the new ones
     final = handle.wait(timeout=WAIT, poll_interval=0.1)
     assert (final.state, final.exit_code) == (JobState.SUCCEEDED, 0)
     assert "Restarting" in kube.cluster.phases  # Restarting -> RUNNING itself: test_volcano_manifest.py
@@ -206,7 +237,7 @@ def test_cli_submit_follows_and_exits_with_the_pods_code(kube_env: Dict[str, str
     job = write_job_file(tmp_path / "job", job_data("fail7", hosts=2))
     done = ma_submit(["--backend", "volcano", str(job)], kube_env)
     assert done.returncode == 7, done.stderr
-    assert "[host 1] [rank 1] RuntimeError: boom" in done.stdout
+    assert "[host 1 rank 1] RuntimeError: boom" in done.stdout
     assert "FAILED" in done.stderr and "exited with code 7" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -222,7 +253,7 @@ def test_cli_manages_a_job(kube_env: Dict[str, str], tmp_path: Path) -> None:
     status = ma_submit(["status", "--backend", "volcano", job_id], kube_env)
     assert "state:     SUCCEEDED" in status.stdout and "exit code: 0" in status.stdout
     logs = ma_submit(["logs", "--backend", "volcano", "-f", job_id], kube_env)
-    assert logs.stdout.splitlines()[0] == "[host 0] [rank 0] hello from host 0", logs.stderr
+    assert logs.stdout.splitlines()[0] == "[host 0 rank 0] hello from host 0", logs.stderr
     listed = ma_submit(["list", "--backend", "volcano"], kube_env)
     assert job_id in listed.stdout
     name = job_id.split("/", 1)[1]  # a bare name, and a bare prefix of it: the context's namespace (ml)

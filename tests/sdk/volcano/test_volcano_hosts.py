@@ -60,7 +60,7 @@ def test_logs_of_1024_hosts_read_each_log_once_and_print_in_host_order(kube: Fak
     wait_for(lambda: handle.status().state is JobState.RUNNING, timeout=60, what="the 1,024 pods running")
     before = len(kube.cluster.requests)
     lines = list(handle.logs())
-    assert lines == [f"[host {i}] [rank {i}] hello from host {i}" for i in range(HOSTS)]
+    assert lines == [f"[host {i} rank {i}] hello from host {i}" for i in range(HOSTS)]
     logs = [path for method, path in kube.cluster.requests[before:] if path.endswith("/log")]
     assert len(logs) == len(set(logs)) == HOSTS
 
@@ -114,7 +114,7 @@ def test_a_quiet_follower_of_1024_hosts_does_not_list_every_pod_each_poll(kube: 
         kube.cluster.delete(kube.cluster.jobs[("ml", handle.id.split("/")[1])])
     follower.join(timeout=120)
     assert not follower.is_alive()
-    assert sorted(lines) == sorted(f"[host {i}] [rank {i}] hello from host {i}" for i in range(HOSTS))
+    assert sorted(lines) == sorted(f"[host {i} rank {i}] hello from host {i}" for i in range(HOSTS))
 
 
 def test_a_list_whose_continue_token_expires_starts_again_and_is_whole(kube: FakeKube, kubeconfig: Path) -> None:
