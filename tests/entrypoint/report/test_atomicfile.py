@@ -83,6 +83,8 @@ NOT_WRITES = {
                                           "os.replace(self.entry_name(entry, _STARTING), self.entry_name(entry))"),
     # an elastic worker's log is renamed to the rank its script sees (rank-<RANK>.log)
     "entrypoint/run/output/__init__.py": ("os.rename(old, path)",),
+    # retention moves a checkpoint aside (a hidden name) before removing its files, so no host reads it half removed
+    "entrypoint/run/checkpoints.py": ("os.rename(path, hidden)",),
 }
 #: Atomic writes in code that runs where the package cannot be imported: module -> the line.
 STANDALONE = {
