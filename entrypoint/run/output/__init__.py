@@ -37,8 +37,7 @@ from ..launcher import Launcher
 from .console import CONSOLE_DRAIN, consoles
 from .pump import FileFollower, LineStream, Sink, follow, pump
 from .readback import MirrorFeed
-from .splice import SpliceSink
-from .splicepump import splice_pump
+from .splice import SpliceSink, splice_pump
 
 __all__ = ["LOG_HINT", "Output", "prepare_folders", "write_plan_file"]
 

@@ -238,14 +238,6 @@ class PipeWait:
         """Pipe ``fd`` has ended: no more waiting for it."""
         self._poller.unregister(fd)
 
-    def pause(self, fd: int) -> None:
-        """Leave pipe ``fd`` unread for now (its bytes wait in it): :meth:`ready` does not wake for it."""
-        self._poller.unregister(fd)
-
-    def resume(self, fd: int) -> None:
-        """Read pipe ``fd`` again after :meth:`pause`."""
-        self._poller.register(fd, select.POLLIN)
-
 
 def pump(fd: int, router: LineStream, stop: threading.Event, warn: Warn) -> None:
     """Read ``fd`` until EOF (or, once ``stop`` is set, until it has nothing more to give) into ``router``."""

@@ -7,7 +7,7 @@ Used for the ``pipe`` log source (rank-table fan-out and single runs). Per proce
   released meanwhile. The rank only ever waits for the disk, never for the console.
 - Both pipes share one file. Each splice runs under the file's lock and records the span of the file it
   wrote and the stream it came from (adjacent spans of one stream merge), so the order of the spans is the
-  order of the file; the pump lets one stream's open line end before the other's bytes follow (:mod:`.splicepump`).
+  order of the file.
 - One reader thread (:meth:`SpliceSink.forward`) takes the spans in order, reads them back (from the page
   cache) and feeds each to its stream's :class:`~.pump.LineStream`, which prefixes the lines and queues them
   on the console. Each stream holds its own partial line, so stdout and stderr never mix within a line.
@@ -41,11 +41,11 @@ import time
 from typing import List, Optional, Protocol, Sequence, Tuple
 
 from . import spans as _spans
-from .pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream
+from .pump import CHUNK, HOLD_SECONDS, PIPE_SIZE, LineStream, PipeWait
 from .sink import TAIL_BYTES, Bytes, Sink, Warn
 from .spans import MAX_MEMORY, MAX_SPANS, Span, SpanQueue
 
-__all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink"]
+__all__ = ["MAX_MEMORY", "MAX_SPANS", "SpliceSink", "splice_pump"]
 
 # Half the pipe per splice call: the rank can fill one half while the other is copied into the page cache
 # (measured here: 1 GB took ~0.55 s of CPU in 512 KiB calls against ~0.7 s in 1 MiB calls).
@@ -73,8 +73,7 @@ class _Paced(Protocol):
 class SpliceSink(Sink):
     """The log file of one process fed by splice from its two pipes, with the spans the console copy needs.
 
-    Stream 0 is stdout, 1 is stderr. :func:`.splicepump.splice_pump` feeds it, :meth:`forward` makes the console
-    copy.
+    Stream 0 is stdout, 1 is stderr. :func:`splice_pump` feeds it, :meth:`forward` makes the console copy.
     """
 
     def __init__(self, path: str, warn: Warn, ring_bytes: int = TAIL_BYTES, *, write_file: bool = True) -> None:
@@ -94,7 +93,6 @@ class SpliceSink(Sink):
         self._spans = SpanQueue()
         self._lost = [0, 0]  # bytes of spans dropped (MAX_SPANS, MAX_MEMORY) since the reader last looked
         self._open_streams = 2
-        self.open_line: Optional[int] = None  # the stream whose bytes end the file without a newline (None: none)
         self._forwarding = True
         self._changed = threading.Condition(self._lock)
 
@@ -115,7 +113,6 @@ class SpliceSink(Sink):
                     if size:
                         self._add(stream, self._end, self._end + size, None)
                         self._end += size
-                        self.open_line = None if _last_byte(self._fd, self._end) == b"\n" else stream
                     return size != 0
         try:
             data = os.read(src, CHUNK)
@@ -183,7 +180,6 @@ class SpliceSink(Sink):
         """:meth:`take` with the lock held."""
         self._append(data)
         self._add(stream, 0, len(data), data)
-        self.open_line = None if data.endswith(b"\n") else stream
 
     def end(self, stream: int) -> None:
         """Pipe ``stream`` has ended (or was abandoned)."""
@@ -351,14 +347,6 @@ class _ReadBack:
             return False
 
 
-def _last_byte(fd: int, end: int) -> bytes:
-    """The byte before ``end`` in file ``fd`` (empty when it cannot be read)."""
-    try:
-        return os.pread(fd, 1, end - 1)
-    except OSError:
-        return b""
-
-
 def _behind() -> str:
     return (
         f"the console copy fell too far behind: more than {_spans.MAX_SPANS} pieces "
@@ -388,3 +376,24 @@ class _Gate:
             return ""
         self._stuck[stream] = True
         return stuck
+
+
+def splice_pump(fds: Sequence[int], sink: SpliceSink, stop: threading.Event) -> None:
+    """Thread body: move a process's pipes ``fds`` (stream 0 = stdout, 1 = stderr) into ``sink`` until each has
+    ended, or, once ``stop`` is set, until none has more to give (at most :data:`~.pump.DRAIN_LIMIT` s). One thread
+    serves both pipes: each splice holds the sink's lock, so two threads would only take turns."""
+    wait = PipeWait(fds, stop)
+    streams = dict(enumerate(fds))  # the pipes not ended yet: stream -> fd
+    try:
+        while streams:
+            ready = wait.ready(200)
+            if ready is None:
+                break
+            for stream, fd in list(streams.items()):
+                if fd in ready and not sink.splice(fd, stream):
+                    del streams[stream]
+                    wait.forget(fd)
+                    sink.end(stream)
+    finally:
+        for stream in streams:
+            sink.end(stream)

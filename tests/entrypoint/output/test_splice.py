@@ -21,8 +21,7 @@ from malaunch.entrypoint.run.output import Output
 from malaunch.entrypoint.run.output import spans as _spans
 from malaunch.entrypoint.run.output.console import Console
 from malaunch.entrypoint.run.output.pump import LineStream
-from malaunch.entrypoint.run.output.splice import SpliceSink
-from malaunch.entrypoint.run.output.splicepump import splice_pump
+from malaunch.entrypoint.run.output.splice import SpliceSink, splice_pump
 from procutil import assert_nothing_left, make_plan, new_mark, run, unprefix, worker_spec
 
 MAX_SPANS = 4096  # the bound the far-behind test sets (the real one takes minutes to reach here)
