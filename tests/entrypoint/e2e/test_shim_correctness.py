@@ -208,7 +208,10 @@ def test_a_stuck_console_loses_no_log_line_and_keeps_the_grace_period(tmp_path: 
         proc.wait()
         stderr.close()
     assert proc.returncode == 4, _text(tmp_path / "stderr.txt")
-    assert took < grace + 2.0, f"teardown took {took:.1f}s with a {grace}s grace period"
+    # The grace, then up to 1 s of patience with the stuck console, then the teardown: 4.2 s alone on a slow 2-core
+    # machine, 5.6 s once under the whole suite there. A shim that waited for the stuck console (5 s, CONSOLE_STUCK)
+    # or for its drain (60 s) is well over.
+    assert took < grace + 3.5, f"teardown took {took:.1f}s with a {grace}s grace period"
     for rank in (0, 1):
         text = (logs / f"rank-{rank}.log").read_text().splitlines()
         numbered = [line for line in text if " line " in line]
