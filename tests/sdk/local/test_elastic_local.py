@@ -86,7 +86,11 @@ def test_a_host_lost_for_good_leaves_the_survivor_alone_and_its_return_makes_two
     logs = ma_submit(["logs", job_id], cli_env).stdout
     assert "resumed at epoch" in logs and "all_reduce OK across 2 ranks" in logs, logs[-3000:]
     epochs = [int(match.group(1)) for match in _EPOCH.finditer(logs)]
-    assert set(epochs) == set(range(1, 81))  # every epoch trained: each restart resumed from the checkpoint
+    # Every epoch trained: each one printed, or, when its rank was torn down between its checkpoint and its line
+    # (the template saves, then prints), the next attempt resumed right after it ("resumed at epoch 3" follows a
+    # complete step-3: epochs 1 to 3 are done). Nothing was skipped without its checkpoint.
+    missing = sorted(set(range(1, 81)) - set(epochs))
+    assert all(f"resumed at epoch {epoch} from" in logs for epoch in missing), (missing, logs[-3000:])
     events = json.loads(ma_submit(["events", "--output", "json", job_id], cli_env).stdout)
     reasons = [(event["source"], event["reason"]) for event in events]
     assert ("host 1", "HostLost") in reasons and ("host 1", "HostBack") in reasons, reasons
