@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
 from malaunch.sdk.backends.local.jobdir import JobPaths, job_processes
@@ -112,3 +113,18 @@ def copy_job(home: Path, job_id: str, new_id: str, **changes: Any) -> None:
     assert state is not None
     state.update(job_id=new_id, **changes)
     assert StateWriter(paths).save(state)
+
+
+def interrupted(args: List[str], env: Dict[str, str], begun: Callable[[int], bool]) -> Tuple[int, str, str]:
+    """``ma-submit ARGS`` as a real process, given a Ctrl-C (SIGINT) once ``begun(pid)``: its code, stdout, stderr."""
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), *args], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(lambda: begun(proc.pid), what=f"'ma-submit {' '.join(args)}' to begin")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    return proc.returncode, out, err

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List
 
 import pytest
 from click.testing import CliRunner, Result
 from malaunch.sdk.cli import cli
-from sdkutil import VENV_BIN, assert_nothing_running, ma_submit, wait_for, write_job
+from sdkutil import assert_nothing_running, interrupted, ma_submit, write_job
 
 HEAD = "name: demo\nrun_method: torchrun\ncode_dir: .\nboot_file: train.py\n"
 
@@ -132,21 +130,6 @@ def _watches_files(pid: int) -> bool:
         return False
 
 
-def _interrupted(args: List[str], env: Dict[str, str], begun: Callable[[int], bool]) -> Tuple[int, str, str]:
-    """``ma-submit ARGS`` as a real process, given a Ctrl-C (SIGINT) once ``begun(pid)``: its code, stdout, stderr."""
-    proc = subprocess.Popen([os.path.join(VENV_BIN, "ma-submit"), *args], env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_for(lambda: begun(proc.pid), what=f"'ma-submit {' '.join(args)}' to begin")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-    return proc.returncode, out, err
-
-
 @pytest.mark.slow
 def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     """As a Ctrl-C of submit's following says it; the wait said nothing and exited 130, which a user can read as a
@@ -155,7 +138,7 @@ def test_ctrl_c_of_a_wait_says_the_job_keeps_running(tmp_path: Path, cli_env: Di
                     resources={"hosts": 1, "devices_per_host": 1})  # fmt: skip
     job_id = ma_submit(["--detach", str(job)], cli_env).stdout.strip()
     try:
-        code, out, err = _interrupted(["wait", job_id], cli_env, _watches_files)
+        code, out, err = interrupted(["wait", job_id], cli_env, _watches_files)
         assert code == 130 and out == "" and "Traceback" not in err
         said = f"ma-submit: stopped waiting; job {job_id} keeps running: 'ma-submit stop {job_id}' ends it"
         assert err.strip() == said
@@ -267,7 +250,7 @@ def test_ctrl_c_of_a_sweep_wait_says_what_keeps_running(tmp_path: Path, cli_env:
                     sweep={"params": {"lr": [1, 2]}, "max_parallel": 1})  # fmt: skip
     sweep_id = ma_submit(["sweep", "--detach", str(job)], cli_env).stdout.strip()
     try:
-        code, out, err = _interrupted(["sweep", "wait", sweep_id], cli_env, _sleeping)
+        code, out, err = interrupted(["sweep", "wait", sweep_id], cli_env, _sleeping)
         assert code == 130 and out == "" and "Traceback" not in err, err
         assert err.strip() == (
             f"ma-submit: stopped waiting; sweep {sweep_id} keeps running: trial 0 runs, trial 1 waits for a free "

@@ -21,7 +21,7 @@ from malaunch.sdk import Job, JobState
 from malaunch.sdk.backends.local.backend import LocalBackend
 from malaunch.sdk.backends.local.jobdir import job_processes, pid_alive, read_json
 from prefix_checks import one_prefix
-from sdkutil import TEMPLATES, VENV_BIN, assert_nothing_running, job_ids, ma_submit, wait_for, write_job
+from sdkutil import TEMPLATES, VENV_BIN, assert_nothing_running, interrupted, job_ids, ma_submit, wait_for, write_job
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("cleanup_jobs")]
 
@@ -286,25 +286,13 @@ def test_the_suite_starts_processes_that_take_ctrl_c() -> None:
 
 def test_ctrl_c_stops_following_not_the_job(tmp_path: Path, cli_env: Dict[str, str], home: Path) -> None:
     job = write_job(tmp_path / "c", SLEEPER, name="ctrlc", resources={"hosts": 1, "devices_per_host": 1})
-    follower = subprocess.Popen(
-        [os.path.join(VENV_BIN, "ma-submit"), str(job)],
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        wait_for(lambda: len(job_ids(home)) == 1, what="the job directory")
-        (job_id,) = job_ids(home)
-        wait_for(lambda: "ready" in ma_submit(["logs", job_id], cli_env).stdout, what="the job to start")
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=60)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.communicate(timeout=30)
-    assert follower.returncode == 130
+    def started(_pid: int) -> bool:
+        ids = job_ids(home)
+        return len(ids) == 1 and "ready" in ma_submit(["logs", ids[0]], cli_env).stdout
+
+    code, _, err = interrupted([str(job)], cli_env, started)
+    (job_id,) = job_ids(home)
+    assert code == 130
     assert f"job {job_id} keeps running" in err and "Traceback" not in err
     assert status_json(job_id, cli_env)["state"] == "RUNNING"
     assert ma_submit(["stop", job_id], cli_env).returncode == 0
